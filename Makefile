@@ -1,0 +1,49 @@
+# rlab — two commands do all the set-up on a fresh machine:
+#   make demo   the whole mission on the embedded default corpus, on CPU, in minutes
+#   make test   the test suite
+# Both create .venv and install into it first (once: a stamp file remembers it).
+#
+# torch: the default is the CPU wheel this machine keeps on local disk. A CUDA user runs e.g.
+#   make install TORCH=torch==2.9.1 TORCH_INDEX=https://download.pytorch.org/whl/cu128
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+STAMP := $(VENV)/.stamp-install
+PYTEST_ARGS ?=
+
+.PHONY: install test test-fast test-slow bench demo data clean help
+
+help:
+	@echo "make demo | test | test-fast | test-slow | bench | install [TORCH=...] | clean"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+# The CI suite: everything that runs on a CPU (GPU tests skip themselves).
+test: install
+	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+
+# Inner loop: skip the multi-process / end-to-end tests.
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow and not gpu" $(PYTEST_ARGS)
+
+test-slow: install
+	$(BIN)/python -m pytest -m "slow" $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python -m bench
+
+demo: install
+	$(BIN)/rlab demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

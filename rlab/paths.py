@@ -1,0 +1,154 @@
+"""Where every file lives. Nothing else in rlab builds a path by hand.
+
+Two roots:
+
+* the **base dir** holds nanochat's layout, so a user's existing directory works unchanged::
+
+      <base>/base_data/shard_00000.parquet ...   training shards; the last one is validation
+      <base>/tokenizer/tokenizer.pkl, token_bytes.pt
+      <base>/base_checkpoints/<tag>/model_021400.pt, meta_021400.json, optim_021400_rank0.pt
+      <base>/eval_bundle/                          DCLM CORE bundle (core.yaml, eval_meta_data.csv, eval_data/)
+      <base>/long_docs/long_docs.parquet           rlab's fixed long-document set for BPB-vs-length
+
+* the **results root** (default ``./results``) holds one folder per experiment::
+
+      results/<exp>/spec.resolved.yaml      the resolved spec that produced everything below
+      results/<exp>/runs/<tag>/run.json     the resolved per-tag run config (torchrun reads it)
+      results/<exp>/runs/<tag>/train.log    the job's stdout/stderr
+      results/<exp>/runs/<tag>/metrics.jsonl  one JSON object per step / eval (source of truth for plots)
+      results/<exp>/evals/<tag>/eval.json   every metric of one tag
+      results/<exp>/evals/<tag>/*.csv       bpb_by_length.csv, passkey.csv, core_examples.csv, bpb_docs.csv
+      results/<exp>/results_<variant>.csv   per-task CORE of one variant
+      results/<exp>/results.csv, comparison.md, plots/*.png
+
+The environment is read here and only here: ``RLAB_BASE_DIR`` then ``NANOCHAT_BASE_DIR``
+then nanochat's default ``~/.cache/nanochat`` for the base dir; ``RLAB_RESULTS_DIR`` for
+the results root.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+NANOCHAT_DEFAULT_BASE_DIR = Path.home() / ".cache" / "nanochat"
+
+
+def default_base_dir() -> Path:
+    """The checkpoint/data root when no ``--base-dir`` is given."""
+    for var in ("RLAB_BASE_DIR", "NANOCHAT_BASE_DIR"):
+        value = os.environ.get(var)
+        if value:
+            return Path(value).expanduser()
+    return NANOCHAT_DEFAULT_BASE_DIR
+
+
+def default_results_root() -> Path:
+    """The results root when none is given: ``$RLAB_RESULTS_DIR`` or ``./results``."""
+    value = os.environ.get("RLAB_RESULTS_DIR")
+    return Path(value).expanduser() if value else Path.cwd() / "results"
+
+
+def step_name(step: int) -> str:
+    """Zero-padded step as in nanochat's file names (``021400``)."""
+    return f"{step:06d}"
+
+
+@dataclass(frozen=True)
+class BaseLayout:
+    """nanochat's directory layout under one base dir."""
+
+    root: Path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "base_data"
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.root / "tokenizer"
+
+    @property
+    def checkpoints_root(self) -> Path:
+        return self.root / "base_checkpoints"
+
+    def checkpoint_dir(self, tag: str) -> Path:
+        return self.checkpoints_root / tag
+
+    @property
+    def eval_bundle_dir(self) -> Path:
+        return self.root / "eval_bundle"
+
+    @property
+    def long_docs_dir(self) -> Path:
+        return self.root / "long_docs"
+
+    @property
+    def corpus_manifest(self) -> Path:
+        """Written last by `rlab data prepare`; its presence means the data is complete."""
+        return self.root / "rlab_corpus.json"
+
+
+def model_file(ckpt_dir: Path, step: int) -> Path:
+    return ckpt_dir / f"model_{step_name(step)}.pt"
+
+
+def meta_file(ckpt_dir: Path, step: int) -> Path:
+    return ckpt_dir / f"meta_{step_name(step)}.json"
+
+
+def optim_file(ckpt_dir: Path, step: int, rank: int) -> Path:
+    return ckpt_dir / f"optim_{step_name(step)}_rank{rank}.pt"
+
+
+@dataclass(frozen=True)
+class ExperimentLayout:
+    """Where one experiment's runs, evals and report live."""
+
+    results_root: Path
+    experiment: str
+
+    @property
+    def root(self) -> Path:
+        return self.results_root / self.experiment
+
+    @property
+    def resolved_spec(self) -> Path:
+        return self.root / "spec.resolved.yaml"
+
+    def run_dir(self, tag: str) -> Path:
+        return self.root / "runs" / tag
+
+    def run_config(self, tag: str) -> Path:
+        return self.run_dir(tag) / "run.json"
+
+    def train_log(self, tag: str) -> Path:
+        return self.run_dir(tag) / "train.log"
+
+    def metrics_file(self, tag: str) -> Path:
+        return self.run_dir(tag) / "metrics.jsonl"
+
+    def eval_dir(self, tag: str) -> Path:
+        return self.root / "evals" / tag
+
+    def eval_json(self, tag: str) -> Path:
+        return self.eval_dir(tag) / "eval.json"
+
+    def eval_log(self, tag: str) -> Path:
+        return self.eval_dir(tag) / "eval.log"
+
+    def core_task_csv(self, variant: str) -> Path:
+        return self.root / f"results_{variant}.csv"
+
+    @property
+    def results_csv(self) -> Path:
+        return self.root / "results.csv"
+
+    @property
+    def comparison_md(self) -> Path:
+        return self.root / "comparison.md"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.root / "plots"

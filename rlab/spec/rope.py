@@ -1,0 +1,106 @@
+"""RoPE variant configuration: which frequency scaling a model uses, and its parameters.
+
+The formulas live in `rlab.core.rope`; this module only names and validates them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, field_validator, model_validator
+
+from rlab.errors import SpecError, unknown_name_error
+from rlab.spec.base import StrictModel
+
+
+class RopeVariant(str, Enum):
+    """RoPE variants. The same string is used in YAML, on the CLI, in tags and in results.csv."""
+
+    rope = "rope"
+    pi = "pi"
+    ntk = "ntk"
+    dynamic_ntk = "dynamic-ntk"
+    yarn = "yarn"
+    llama3 = "llama3"
+
+
+VARIANT_NAMES: tuple[str, ...] = tuple(v.value for v in RopeVariant)
+
+# Variants whose purpose is to extend the context: a factor below 1 would shrink it.
+EXTENSION_VARIANTS = frozenset(VARIANT_NAMES) - {"rope"}
+
+
+def parse_variant(name: str) -> RopeVariant:
+    """`RopeVariant` from its name, or an error with a "did you mean" suggestion."""
+    try:
+        return RopeVariant(name)
+    except ValueError:
+        raise unknown_name_error("RoPE variant", name, VARIANT_NAMES, SpecError) from None
+
+
+class RopeSpec(StrictModel):
+    """One RoPE configuration. Defaults reproduce nanochat's plain rotary embeddings."""
+
+    variant: RopeVariant = RopeVariant.rope
+    """Which scaling: rope (none), pi, ntk (static NTK-aware), dynamic-ntk, yarn, llama3."""
+    base: float = Field(10000.0, gt=0)
+    """Rotary base (theta). nanochat uses 10000."""
+    factor: float = 1.0
+    """Scale factor s: target context / original context. Must be >= 1 for extension variants."""
+    original_len: int | None = Field(None, gt=0)
+    """Original (pretraining) context length L0; null = the checkpoint's sequence_len."""
+    beta_fast: float = Field(32.0, gt=0)
+    """YaRN: rotations per original context above which a dimension is left unscaled."""
+    beta_slow: float = Field(1.0, gt=0)
+    """YaRN: rotations per original context below which a dimension is fully interpolated."""
+    attention_factor: float | None = Field(None, gt=0)
+    """YaRN: attention temperature mscale; null = 0.1*ln(s)+1. Logits are scaled by its square."""
+    low_freq_factor: float = Field(1.0, gt=0)
+    """llama3: wavelengths longer than L0/low_freq_factor are fully interpolated."""
+    high_freq_factor: float = Field(4.0, gt=0)
+    """llama3: wavelengths shorter than L0/high_freq_factor are left unscaled."""
+
+    @field_validator("variant", mode="before")
+    @classmethod
+    def _known_variant(cls, value: object) -> object:
+        if isinstance(value, str) and not isinstance(value, RopeVariant):
+            return parse_variant(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> RopeSpec:
+        if self.factor <= 0:
+            raise ValueError(f"factor: must be > 0 (got {self.factor})")
+        if self.variant.value in EXTENSION_VARIANTS and self.factor < 1:
+            raise ValueError(f"factor: must be >= 1 for variant '{self.variant.value}' (got {self.factor})")
+        if self.beta_fast <= self.beta_slow:
+            raise ValueError(f"beta_fast: must be > beta_slow (got {self.beta_fast} <= {self.beta_slow})")
+        if self.high_freq_factor <= self.low_freq_factor:
+            raise ValueError(
+                f"high_freq_factor: must be > low_freq_factor (got {self.high_freq_factor} <= {self.low_freq_factor})"
+            )
+        return self
+
+    def with_original_len(self, original_len: int) -> RopeSpec:
+        """This spec with L0 filled in (when the user left it to the checkpoint)."""
+        return self if self.original_len is not None else self.model_copy(update={"original_len": original_len})
+
+    def describe(self) -> str:
+        """Short human label, e.g. ``yarn(s=4, L0=2048, beta=32/1)``."""
+        v = self.variant.value
+        if v == "rope":
+            return f"rope(base={self.base:g})"
+        parts = [f"s={self.factor:g}", f"L0={self.original_len or 'ckpt'}"]
+        if v == "yarn":
+            parts.append(f"beta={self.beta_fast:g}/{self.beta_slow:g}")
+        if v == "llama3":
+            parts.append(f"lf/hf={self.low_freq_factor:g}/{self.high_freq_factor:g}")
+        return f"{v}({', '.join(parts)})"
+
+
+def default_variant_specs(factor: float = 4.0) -> dict[str, RopeSpec]:
+    """The built-in variant set, so `--variants pi,ntk,yarn` needs no YAML."""
+    return {
+        name: RopeSpec(variant=RopeVariant(name), factor=1.0 if name == "rope" else factor)
+        for name in VARIANT_NAMES
+    }

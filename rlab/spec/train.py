@@ -1,0 +1,91 @@
+"""Continued-pretraining settings: model shape (from scratch only), batch, LR schedule, cadences."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from rlab.spec.base import Cadence, StrictModel
+
+
+class ModelSpec(StrictModel):
+    """Architecture of a model trained from scratch (the demo's base). Continued runs take it from the checkpoint."""
+
+    n_layer: PositiveInt = 4
+    """Number of transformer blocks (nanochat's depth)."""
+    n_embd: PositiveInt = 256
+    """Model width."""
+    n_head: PositiveInt = 4
+    """Query heads; head_dim = n_embd / n_head must be even."""
+    n_kv_head: PositiveInt | None = None
+    """Key/value heads (GQA); null = n_head."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd: must be divisible by n_head (got {self.n_embd} and {self.n_head})")
+        if (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"n_head: head_dim = n_embd/n_head must be even (got {self.n_embd // self.n_head})")
+        kv = self.n_kv_head or self.n_head
+        if self.n_head % kv:
+            raise ValueError(f"n_kv_head: must divide n_head (got {kv} and {self.n_head})")
+        return self
+
+
+class LRSpec(StrictModel):
+    """Per-group learning rates (nanochat's) and the schedule: warmup, constant, linear warmdown."""
+
+    matrix_lr: float = Field(0.02, gt=0)
+    """Muon LR for the transformer's 2-D weight matrices."""
+    embedding_lr: float = Field(0.2, gt=0)
+    """AdamW LR for the token embedding (scaled by (n_embd/768)^-0.5 as nanochat does)."""
+    unembedding_lr: float = Field(0.004, gt=0)
+    """AdamW LR for lm_head (scaled like embedding_lr)."""
+    weight_decay: float = Field(0.0, ge=0)
+    """Weight decay for the Muon group."""
+    warmup_steps: int = Field(20, ge=0)
+    """Linear warmup steps at the start of this run (a fresh optimizer needs them)."""
+    warmdown_frac: float = Field(0.2, ge=0, le=1)
+    """Fraction of the run's steps over which the LR decays linearly at the end."""
+    final_lr_frac: float = Field(0.0, ge=0, le=1)
+    """LR at the very end, as a fraction of the peak."""
+
+
+class TrainSpec(StrictModel):
+    """How one run trains. Steps count optimizer updates in *this* run (added to the start step)."""
+
+    seq_len: PositiveInt = 1024
+    """Training sequence length in tokens (the new, longer context for continued runs)."""
+    steps: PositiveInt = 100
+    """Optimizer steps to run."""
+    device_batch_size: PositiveInt = 8
+    """Sequences per rank per micro-batch."""
+    total_batch_size: PositiveInt | None = None
+    """Tokens per optimizer step across all ranks; null = one micro-batch per rank (no accumulation).
+    Must equal device_batch_size * seq_len * world_size * grad_accum_steps for a whole grad_accum_steps."""
+    lr: LRSpec = LRSpec()
+    grad_clip: float | None = Field(1.0, gt=0)
+    """Clip the global grad norm to this; null disables clipping (the norm is still computed)."""
+    explode_threshold: float | None = Field(None, gt=0)
+    """Skip the update when the grad norm exceeds this (null: only non-finite norms are skipped)."""
+    max_consecutive_skips: PositiveInt = 10
+    """Stop with an error after this many skipped (non-finite or exploding) steps in a row."""
+    eval_every: Cadence = 100
+    """Run val BPB every N steps (and at the end); `never` disables."""
+    eval_tokens: PositiveInt = 65536
+    """Validation tokens per in-training val BPB."""
+    save_every: Cadence = None
+    """Save a checkpoint every N steps; `never` = only at the end."""
+    keep_last: PositiveInt | None = None
+    """Keep only the newest K checkpoints written by this run (the source step is never deleted)."""
+    sample_every: Cadence = None
+    """Print a short sample every N steps; `never` disables."""
+    seed: int = 42
+    """Seed for weights (from scratch), data order and sampling."""
+    compile: bool | None = None
+    """torch.compile the model; null = on for CUDA, off on CPU."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Compute dtype; auto = bf16 autocast where the device supports it, fp32 otherwise. Master weights stay fp32."""
+    peak_flops: float | None = Field(None, gt=0)
+    """Device peak FLOP/s for MFU; null = a known GPU's bf16 peak, or report achieved FLOP/s only."""
