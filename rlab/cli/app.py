@@ -14,11 +14,13 @@ import typer
 
 from rlab import __version__
 from rlab.cli import (
+    bundle_cmd,
     continue_cmd,
     data_cmd,
     demo_cmd,
     eval_cmd,
     ls_cmd,
+    pretrain_cmd,
     report_cmd,
     rope_cmd,
     sample_cmd,
@@ -39,6 +41,7 @@ app.command("continue", rich_help_panel="Experiment")(continue_cmd.continue_trai
 app.command("eval", rich_help_panel="Experiment")(eval_cmd.eval_tag)
 app.command("report", rich_help_panel="Experiment")(report_cmd.build_report)
 app.command("demo", rich_help_panel="Experiment")(demo_cmd.run_demo)
+app.command("pretrain", rich_help_panel="Experiment")(pretrain_cmd.pretrain)
 # Inspection and set-up.
 app.add_typer(rope_cmd.app, name="rope", rich_help_panel="Inspect")
 app.command("ls", rich_help_panel="Inspect")(ls_cmd.list_tags)
@@ -46,6 +49,7 @@ app.command("sample", rich_help_panel="Inspect")(sample_cmd.sample)
 app.command("validate", rich_help_panel="Spec")(spec_cmd.validate)
 app.command("schema", rich_help_panel="Spec")(spec_cmd.schema)
 app.add_typer(data_cmd.app, name="data", rich_help_panel="Set-up")
+app.add_typer(bundle_cmd.app, name="bundle", rich_help_panel="Set-up")
 
 
 def _version(value: bool) -> None:

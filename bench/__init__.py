@@ -1,0 +1,1 @@
+"""`make bench`: performance figures printed as ratios measured in one run (never timed tests)."""
