@@ -1,0 +1,247 @@
+"""Rotary position embeddings and their context-extension variants, as a registry.
+
+Every variant is one function `(spec, head_dim, seq_len) -> inv_freq` in `ROPE_VARIANTS`;
+adding a variant is one function, one registry line and one test. Only YaRN also changes the
+attention temperature, through `attention_factor(spec)`.
+
+Notation: head dim d, base b, original (pretraining) context L0 = `spec.original_len`,
+scale s = `spec.factor`, frequency index i = 0 .. d/2-1, plain inverse frequency
+theta_i = b^(-2i/d), wavelength lambda_i = 2*pi / theta_i (tokens per full turn).
+
+- ``rope``: theta_i. The factor is ignored.
+- ``pi`` — Position Interpolation (Chen et al. 2023, arXiv 2306.15595): theta_i / s, i.e. every
+  position is squeezed by s into the range seen in pretraining.
+- ``ntk`` — *static* NTK-aware scaling (bloc97, r/LocalLLaMA, June 2023): the base becomes
+  b * s^(d/(d-2)) at every length. Highest frequency unchanged, lowest one divided by s.
+- ``dynamic-ntk`` — *dynamic* NTK scaling (emozilla, r/LocalLLaMA, June 2023; the formula of
+  Hugging Face's "dynamic" type): for a sequence of length L > L0 the base becomes
+  b * ((s*L/L0) - (s-1))^(d/(d-2)); at L <= L0 it is plain rope. Not the same formula as
+  ``ntk``: here the effective scale grows with L and equals 1 at L0, whereas ``ntk`` applies s
+  everywhere. Which L: a full forward uses its own length T; KV-cache decoding uses the
+  cache's planned total length (`KVCache(seq_len=...)`), so that every cached key was rotated
+  with the same frequencies a full forward over that length uses and cached decoding equals a
+  full forward. Without a planned length the cache uses `pos + T` at each step (frequencies
+  then change while decoding, as in Hugging Face's implementation).
+- ``yarn`` — YaRN (Peng et al. 2023, arXiv 2309.00071), "NTK-by-parts" interpolation. A
+  dimension that turns r_i = L0 / lambda_i times over the original context is left as is when
+  r_i > beta_fast, divided by s when r_i < beta_slow, and blended linearly in between (the ramp
+  bounds are found in dimension space and rounded outwards, as in the paper's code and in Hugging
+  Face's default ``truncate=True``). Attention temperature mscale = 0.1*ln(s) + 1 unless
+  `attention_factor` is given; the attention logits are multiplied by mscale^2. Convention:
+  the paper folds mscale into cos/sin (so q.k gets mscale^2); in this architecture q and k are
+  RMS-normalised *after* the rotation, which would silently erase that, so rlab folds mscale^2
+  into the softmax scale instead (`softmax_scale`), which is the same logits.
+- ``llama3`` — Llama 3.1's wavelength-based scaling (Meta, "The Llama 3 Herd of Models", arXiv
+  2407.21783, and its reference code): wavelengths shorter than L0/high_freq_factor are kept,
+  longer than L0/low_freq_factor are divided by s, and in between the two are blended smoothly
+  with weight (L0/lambda_i - low_freq_factor) / (high_freq_factor - low_freq_factor).
+
+Rotation convention (nanochat's, so its checkpoints work): the head dim is split into halves
+x1 = x[..., :d/2], x2 = x[..., d/2:]; y1 = x1*cos + x2*sin, y2 = -x1*sin + x2*cos. Tables are kept
+in fp32 (angles computed in fp64) and cast to the input's dtype at use; the rotation returns
+the input's dtype. Tables grow lazily to any length (`RotaryTables`); nothing is sized in advance.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+import torch
+
+from rlab.errors import SpecError
+from rlab.spec.rope import RopeSpec, RopeVariant
+
+log = logging.getLogger(__name__)
+
+InvFreqFn = Callable[[RopeSpec, int, "int | None"], torch.Tensor]
+
+
+def check_head_dim(head_dim: int) -> None:
+    """The rotation pairs dimension i with i + d/2, so d must be even and positive."""
+    if head_dim <= 0 or head_dim % 2:
+        raise SpecError(
+            f"head_dim: must be a positive even number (got {head_dim})",
+            "RoPE rotates pairs of dimensions; choose n_embd / n_head even.",
+        )
+
+
+def _require_original_len(spec: RopeSpec) -> int:
+    if spec.original_len is None:
+        raise SpecError(
+            f"original_len: required for variant '{spec.variant.value}' (got null)",
+            "Set rope.original_len (or --original-len), or build the model from a checkpoint that fills it in.",
+        )
+    return spec.original_len
+
+
+def _exponents(head_dim: int) -> torch.Tensor:
+    """2i/d for i = 0 .. d/2-1, in fp64. (d/2,)"""
+    return torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+
+
+def _plain(base: float, head_dim: int) -> torch.Tensor:
+    """theta_i = base^(-2i/d) in fp64. (d/2,)"""
+    return base ** (-_exponents(head_dim))
+
+
+# --- one function per variant: (spec, head_dim, seq_len) -> inv_freq (fp64, (d/2,)) ---
+
+
+def _rope(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    return _plain(spec.base, head_dim)
+
+
+def _pi(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    return _plain(spec.base, head_dim) / spec.factor
+
+
+def _ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    base = spec.base * spec.factor ** (head_dim / (head_dim - 2))
+    return _plain(base, head_dim)
+
+
+def _dynamic_ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    original_len = _require_original_len(spec)
+    length = original_len if seq_len is None else max(seq_len, original_len)
+    s = spec.factor
+    base = spec.base * ((s * length / original_len) - (s - 1)) ** (head_dim / (head_dim - 2))
+    return _plain(base, head_dim)
+
+
+def _yarn(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    original_len = _require_original_len(spec)
+    base, s = spec.base, spec.factor
+
+    def dim_for_rotations(rotations: float) -> float:
+        # Solve L0 / lambda_i = rotations for the (fractional) dimension index 2i.
+        return head_dim * math.log(original_len / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    # beta_fast turns -> lower dimension bound (left alone below it); beta_slow -> upper bound.
+    low = max(math.floor(dim_for_rotations(spec.beta_fast)), 0)
+    high = min(math.ceil(dim_for_rotations(spec.beta_slow)), head_dim - 1)
+    if high == low:
+        high += 0.001  # a zero-width ramp would divide by zero; make it a step
+    half = head_dim // 2
+    # ramp = 0 -> keep theta_i (extrapolate), ramp = 1 -> theta_i / s (interpolate)
+    ramp = ((torch.arange(half, dtype=torch.float64) - low) / (high - low)).clamp(0.0, 1.0)  # (d/2,)
+    theta = _plain(base, head_dim)
+    return theta * (1 - ramp) + (theta / s) * ramp
+
+
+def _llama3(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    original_len = _require_original_len(spec)
+    s, lo, hi = spec.factor, spec.low_freq_factor, spec.high_freq_factor
+    theta = _plain(spec.base, head_dim)
+    wavelen = 2 * math.pi / theta
+    long_wave = wavelen > original_len / lo  # low frequencies: fully interpolated
+    short_wave = wavelen < original_len / hi  # high frequencies: untouched
+    smooth = (original_len / wavelen - lo) / (hi - lo)  # 0 at the long end, 1 at the short end
+    blended = (1 - smooth) * theta / s + smooth * theta
+    return torch.where(long_wave, theta / s, torch.where(short_wave, theta, blended))
+
+
+ROPE_VARIANTS: dict[RopeVariant, InvFreqFn] = {
+    RopeVariant.rope: _rope,
+    RopeVariant.pi: _pi,
+    RopeVariant.ntk: _ntk,
+    RopeVariant.dynamic_ntk: _dynamic_ntk,
+    RopeVariant.yarn: _yarn,
+    RopeVariant.llama3: _llama3,
+}
+
+# Variants whose frequencies depend on the sequence length being processed.
+LENGTH_DEPENDENT = frozenset({RopeVariant.dynamic_ntk})
+
+FORMULAS: dict[RopeVariant, str] = {
+    RopeVariant.rope: "inv_freq_i = b^(-2i/d)",
+    RopeVariant.pi: "inv_freq_i = b^(-2i/d) / s",
+    RopeVariant.ntk: "base' = b * s^(d/(d-2)) at every length",
+    RopeVariant.dynamic_ntk: "base' = b * ((s*L/L0) - (s-1))^(d/(d-2)) for L > L0, plain rope at L <= L0",
+    RopeVariant.yarn: "NTK-by-parts ramp over [beta_slow, beta_fast] rotations per L0; logits * mscale^2",
+    RopeVariant.llama3: "wavelength-based blend between b^(-2i/d) and b^(-2i/d)/s over [L0/hf, L0/lf]",
+}
+"""One-line formula per variant, recorded next to results so "ntk" is never ambiguous."""
+
+
+def inv_freq(spec: RopeSpec, head_dim: int, seq_len: int | None = None) -> torch.Tensor:
+    """Inverse frequencies (d/2,) in fp32 for `spec` (`seq_len` matters only for dynamic-ntk)."""
+    check_head_dim(head_dim)
+    return ROPE_VARIANTS[spec.variant](spec, head_dim, seq_len).to(torch.float32)
+
+
+def attention_factor(spec: RopeSpec) -> float:
+    """The attention temperature mscale; the logits are multiplied by its square (1 except YaRN)."""
+    if spec.variant is not RopeVariant.yarn:
+        return 1.0
+    if spec.attention_factor is not None:
+        return float(spec.attention_factor)
+    return 1.0 if spec.factor <= 1 else 0.1 * math.log(spec.factor) + 1.0
+
+
+def softmax_scale(spec: RopeSpec, head_dim: int) -> float:
+    """The scale SDPA multiplies q.k by: mscale^2 / sqrt(d) (QK-norm forbids applying mscale earlier)."""
+    return attention_factor(spec) ** 2 / math.sqrt(head_dim)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs (i, i + d/2) of the last dim. x (B, T, H, d); cos, sin broadcastable to (B, T, H, d/2).
+
+    cos/sin are cast to x's dtype, so the result has x's dtype (bf16 in, bf16 out).
+    """
+    assert x.ndim == 4 and x.shape[-1] % 2 == 0, f"expected (B, T, H, even d), got {tuple(x.shape)}"
+    half = x.shape[-1] // 2
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]  # (B, T, H, d/2) each
+    y1 = x1 * cos + x2 * sin
+    y2 = x2 * cos - x1 * sin
+    return torch.cat([y1, y2], dim=-1)  # (B, T, H, d)
+
+
+def rotary_angles(freqs: torch.Tensor, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of position*freq for positions [start, stop): each (stop-start, d/2) fp32.
+
+    Angles are formed in fp64 so that long positions (e.g. 10^5) keep their precision.
+    """
+    positions = torch.arange(start, stop, dtype=torch.float64)  # (T,)
+    angles = torch.outer(positions, freqs.to(torch.float64))  # (T, d/2)
+    return angles.cos().to(torch.float32), angles.sin().to(torch.float32)
+
+
+class RotaryTables:
+    """Lazily grown cos/sin tables for one RoPE spec and head dim, per device and frequency length.
+
+    `get(start, length, device, freq_len)` returns cos, sin of shape (1, length, 1, d/2), fp32,
+    for positions start .. start+length-1. Capacity doubles when a longer position is asked for,
+    so there is no maximum length. `freq_len` is the sequence length the frequencies are
+    evaluated at (only length-dependent variants use it; others share one table).
+    """
+
+    def __init__(self, spec: RopeSpec, head_dim: int) -> None:
+        check_head_dim(head_dim)
+        self.spec = spec
+        self.head_dim = head_dim
+        self.length_dependent = spec.variant in LENGTH_DEPENDENT
+        self._tables: dict[tuple[str, int | None], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def get(
+        self, start: int, length: int, device: torch.device | str, freq_len: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        key_len = freq_len if self.length_dependent else None
+        if self.length_dependent and key_len is not None and self.spec.original_len is not None:
+            key_len = max(key_len, self.spec.original_len)  # all L <= L0 give plain rope: share a table
+        key = (str(torch.device(device)), key_len)
+        stop = start + length
+        table = self._tables.get(key)
+        if table is None or table[0].shape[1] < stop:
+            capacity = max(stop, 2 * table[0].shape[1] if table is not None else 0, 256)
+            if self.length_dependent and len(self._tables) > 8:
+                self._tables.clear()  # a decoding loop without a planned length makes a new L each step
+            freqs = inv_freq(self.spec, self.head_dim, key_len)
+            cos, sin = rotary_angles(freqs, 0, capacity)  # (capacity, d/2)
+            table = (cos.to(device)[None, :, None, :], sin.to(device)[None, :, None, :])
+            self._tables[key] = table
+            log.debug("rotary table %s grown to %d positions", key, capacity)
+        cos, sin = table
+        return cos[:, start:stop], sin[:, start:stop]  # (1, length, 1, d/2) each
