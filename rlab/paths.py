@@ -129,6 +129,10 @@ class ExperimentLayout:
     def metrics_file(self, tag: str) -> Path:
         return self.run_dir(tag) / "metrics.jsonl"
 
+    def sbatch_script(self, tag: str) -> Path:
+        """The SLURM script of a tag's training job (`--launcher slurm`)."""
+        return self.run_dir(tag) / "sbatch.sh"
+
     def eval_dir(self, tag: str) -> Path:
         return self.root / "evals" / tag
 
@@ -137,6 +141,10 @@ class ExperimentLayout:
 
     def eval_log(self, tag: str) -> Path:
         return self.eval_dir(tag) / "eval.log"
+
+    def eval_run_config(self, tag: str) -> Path:
+        """The resolved eval config the eval worker reads."""
+        return self.eval_dir(tag) / "eval_run.json"
 
     def core_task_csv(self, variant: str) -> Path:
         return self.root / f"results_{variant}.csv"

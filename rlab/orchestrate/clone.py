@@ -1,0 +1,256 @@
+"""Clone one step of a base checkpoint into a variant's tag folder, and inspect tags, without torch.
+
+A clone holds the base step's model and optimizer files and a *new* meta JSON that records
+the variant's RoPE config and its lineage (parent tag and step). The weight files are
+hard-linked when the filesystem allows it (O(1) whatever the checkpoint size), reflinked
+(copy-on-write) when it does not but supports that, and copied otherwise. Linking is safe
+because rlab never writes into an existing checkpoint file: every save writes a temp file and
+renames it over the name, which replaces the link and leaves the source's inode alone. The
+meta file is always written fresh, never linked, so the source's meta is never touched.
+
+The clone is built in a hidden temp folder next to the target and renamed into place, so an
+interrupted clone leaves no half-made tag behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from rlab.errors import CheckpointError, unknown_name_error
+from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file, optim_file
+from rlab.spec.rope import RopeSpec
+
+log = logging.getLogger(__name__)
+
+CloneMethod = Literal["auto", "hardlink", "reflink", "copy"]
+_FICLONE = 0x40049409  # Linux ioctl: share the source's extents (btrfs, xfs, ...)
+
+
+def checkpoint_steps(ckpt_dir: Path) -> list[int]:
+    """Steps with both a model and a meta file in `ckpt_dir`, ascending."""
+    if not ckpt_dir.is_dir():
+        return []
+    steps = []
+    for path in ckpt_dir.iterdir():
+        name = path.name
+        if name.startswith("meta_") and name.endswith(".json") and name[5:-5].isdigit():
+            step = int(name[5:-5])
+            if model_file(ckpt_dir, step).exists():
+                steps.append(step)
+    return sorted(steps)
+
+
+def list_tags(base: BaseLayout) -> list[str]:
+    """Tags (checkpoint folders) under the base dir, sorted; hidden temp folders are skipped."""
+    root = base.checkpoints_root
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def checkpoint_files(ckpt_dir: Path, step: int) -> list[Path]:
+    """The files of one step: model, meta and every optimizer shard (rank 0, 1, ... while present)."""
+    files = [model_file(ckpt_dir, step), meta_file(ckpt_dir, step)]
+    rank = 0
+    while optim_file(ckpt_dir, step, rank).exists():
+        files.append(optim_file(ckpt_dir, step, rank))
+        rank += 1
+    return files
+
+
+def require_checkpoint(base: BaseLayout, tag: str, step: int) -> Path:
+    """The folder of `tag`, after checking it exists and holds `step`; errors list what does exist."""
+    ckpt_dir = base.checkpoint_dir(tag)
+    if not ckpt_dir.is_dir():
+        tags = list_tags(base)
+        if not tags:
+            raise CheckpointError(
+                f"Base tag '{tag}' not found: {base.checkpoints_root} has no checkpoints.",
+                "Check --base-dir (or $RLAB_BASE_DIR / $NANOCHAT_BASE_DIR), or train a base with `rlab pretrain`.",
+            )
+        error = unknown_name_error("base tag", tag, tags, CheckpointError)
+        raise CheckpointError(f"{error.message} (in {base.checkpoints_root})", "Choose one with --base-tag.")
+    steps = checkpoint_steps(ckpt_dir)
+    if step not in steps:
+        found = ", ".join(str(s) for s in steps) or "none"
+        raise CheckpointError(
+            f"No checkpoint for step {step} in {ckpt_dir} (found: {found}).", "Choose one with --from-step."
+        )
+    return ckpt_dir
+
+
+@dataclass(frozen=True)
+class CloneResult:
+    """What a clone did: where, how (hardlink/reflink/copy), how many bytes, how long."""
+
+    tag: str
+    path: Path
+    method: str
+    files: int
+    bytes: int
+    seconds: float
+
+
+def clone_checkpoint(
+    base: BaseLayout,
+    src_tag: str,
+    step: int,
+    dst_tag: str,
+    *,
+    rope: RopeSpec,
+    variant: str,
+    method: CloneMethod = "auto",
+) -> CloneResult:
+    """Clone `src_tag`'s `step` into the new tag `dst_tag` (which must not exist).
+
+    The clone's meta is the source's plus ``tag``, ``variant``, ``rope`` (with original_len
+    filled from the source) and ``lineage`` = {parent_tag, parent_step}.
+    """
+    t0 = time.perf_counter()
+    src_dir = require_checkpoint(base, src_tag, step)
+    dst_dir = base.checkpoint_dir(dst_tag)
+    if dst_dir.exists():
+        raise CheckpointError(f"Tag '{dst_tag}' already exists: {dst_dir}.", "Use --resume or --force.")
+    meta = json.loads(meta_file(src_dir, step).read_text())
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dst_tag}.clone-", dir=base.checkpoints_root))
+    used: set[str] = set()
+    total = 0
+    try:
+        files = checkpoint_files(src_dir, step)
+        for src in files:
+            if src == meta_file(src_dir, step):
+                continue
+            used.add(_link_or_copy(src, tmp / src.name, method))
+            total += src.stat().st_size
+        new_meta = clone_meta(meta, src_tag=src_tag, step=step, dst_tag=dst_tag, rope=rope, variant=variant)
+        meta_text = json.dumps(new_meta, indent=2) + "\n"
+        with open(meta_file(tmp, step), "w") as fh:
+            fh.write(meta_text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        total += len(meta_text)
+        os.rename(tmp, dst_dir)  # atomic on one filesystem; fails if dst_dir appeared meanwhile
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    how = "/".join(sorted(used)) or "copy"
+    seconds = time.perf_counter() - t0
+    log.info("cloned %s step %d -> %s (%s, %d files, %.1f MB, %.3fs)", src_tag, step, dst_tag, how, len(files),
+             total / 1e6, seconds)
+    return CloneResult(dst_tag, dst_dir, how, len(files), total, seconds)
+
+
+def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeSpec, variant: str) -> dict:
+    """The clone's meta: the source's, with the new tag, variant, RoPE config and lineage."""
+    model_config = meta.get("model_config") or {}
+    parent_rope = meta.get("rope")
+    original_len = (parent_rope or {}).get("original_len") or model_config.get("sequence_len")
+    if rope.original_len is None and original_len:
+        rope = rope.with_original_len(int(original_len))
+    new = dict(meta)
+    new.update(
+        tag=dst_tag,
+        variant=variant,
+        rope=rope.model_dump(mode="json"),
+        parent_rope=parent_rope,
+        lineage={"parent_tag": src_tag, "parent_step": step},
+    )
+    return new
+
+
+def _link_or_copy(src: Path, dst: Path, method: CloneMethod) -> str:
+    """Put `src` at `dst` by the cheapest means allowed; returns the means used."""
+    if method in ("auto", "hardlink"):
+        try:
+            os.link(src, dst)
+            return "hardlink"
+        except OSError as exc:
+            if method == "hardlink":
+                raise CheckpointError(f"Cannot hard-link {src} -> {dst}: {exc.strerror}.") from None
+            log.debug("hard link failed (%s); trying reflink", exc)
+    if method in ("auto", "reflink"):
+        try:
+            _reflink(src, dst)
+            return "reflink"
+        except OSError as exc:
+            if method == "reflink":
+                raise CheckpointError(f"Cannot reflink {src} -> {dst}: {exc.strerror}.") from None
+            log.debug("reflink failed (%s); copying", exc)
+    shutil.copy2(src, dst)
+    return "copy"
+
+
+def _reflink(src: Path, dst: Path) -> None:
+    import fcntl
+
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), _FICLONE, fin.fileno())
+        except OSError:
+            fout.close()
+            dst.unlink(missing_ok=True)
+            raise
+    shutil.copystat(src, dst)
+
+
+# --- an existing tag: refuse, resume or replace -------------------------------------------------------
+
+TagAction = Literal["clone", "resume", "replace", "refuse"]
+
+
+def tag_action(exists: bool, *, resume: bool, force: bool) -> TagAction:
+    """What `rlab continue` does with a variant's tag; an existing tag needs --resume or --force."""
+    if resume and force:
+        raise CheckpointError("--resume and --force contradict each other.", "Give one of them.")
+    if not exists:
+        return "clone"
+    if resume:
+        return "resume"
+    if force:
+        return "replace"
+    return "refuse"  # the caller raises tag_exists_error
+
+
+def tag_exists_error(base: BaseLayout, tag: str, variant: str) -> CheckpointError:
+    steps = ", ".join(str(s) for s in checkpoint_steps(base.checkpoint_dir(tag))) or "none complete"
+    return CheckpointError(
+        f"Tag '{tag}' already exists in {base.checkpoints_root} (steps: {steps}).",
+        f"Continue it with --resume, or replace it with --force (deletes it); or pick other --variants than "
+        f"'{variant}'.",
+    )
+
+
+def tag_paths(base: BaseLayout, layout: ExperimentLayout, tag: str) -> list[Path]:
+    """Everything that belongs to a tag and that --force deletes: its checkpoints, run folder and evals."""
+    return [p for p in (base.checkpoint_dir(tag), layout.run_dir(tag), layout.eval_dir(tag)) if p.exists()]
+
+
+def describe_paths(paths: list[Path]) -> list[str]:
+    """Human lines for `paths`: folder, file count and size."""
+    lines = []
+    for path in paths:
+        files = [p for p in path.rglob("*") if p.is_file()]
+        size = sum(p.stat().st_size for p in files)
+        lines.append(f"{path} ({len(files)} files, {size / 1e6:.1f} MB)")
+    return lines
+
+
+def remove_paths(paths: list[Path]) -> None:
+    """Delete folders (checkpoints of a replaced tag). Hard links to a base are unlinked, never the base."""
+    for path in paths:
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise

@@ -1,0 +1,314 @@
+"""Build torchrun command lines and run jobs as child processes, isolated from each other.
+
+`torchrun_argv` is pure (tests compare it exactly). `device_slots` decides how jobs share
+the GPUs: one job at a time on every device by default, or several at once on disjoint
+``CUDA_VISIBLE_DEVICES`` sets when ``gpus_per_variant`` is smaller than what is visible.
+`run_jobs` starts each job in its own process group with its output in its own log file,
+keeps going when one fails, and on Ctrl-C (or any exception) terminates every group it
+started before re-raising, so no worker is left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from rlab.errors import LaunchError
+from rlab.spec.experiment import LaunchSpec
+
+log = logging.getLogger(__name__)
+
+TRAIN_MODULE = "rlab.core.train"
+EVAL_MODULE = "rlab.evals"
+TERMINATE_GRACE_S = 10.0
+
+
+def rdzv_endpoint(launch: LaunchSpec, index: int) -> str:
+    """``host:port`` of the index-th job's rendezvous: each job gets its own port (rdzv_port + index)."""
+    host = launch.rdzv_endpoint or "127.0.0.1"
+    if ":" in host:
+        host, _, port = host.rpartition(":")
+        return f"{host}:{int(port) + index}"
+    return f"{host}:{launch.rdzv_port + index}"
+
+
+def torchrun_argv(
+    config_path: Path,
+    launch: LaunchSpec,
+    *,
+    index: int = 0,
+    rdzv_id: str = "rlab",
+    module: str = TRAIN_MODULE,
+) -> list[str]:
+    """The exact torchrun command of one job (``torchrun ... -m MODULE CONFIG``)."""
+    argv = [
+        launch.torchrun,
+        f"--nnodes={launch.nnodes}",
+        f"--nproc-per-node={launch.procs_per_job}",
+    ]
+    if launch.nnodes > 1:
+        argv.append(f"--node-rank={launch.node_rank}")
+    argv += [
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={rdzv_endpoint(launch, index)}",
+        f"--rdzv-id={rdzv_id}",
+        f"--max-restarts={launch.max_restarts}",
+        "-m",
+        module,
+        str(config_path),
+    ]
+    return argv
+
+
+def python_argv(config_path: Path, module: str) -> list[str]:
+    """A single-process job without torchrun (``python -m MODULE CONFIG``)."""
+    return [sys.executable, "-m", module, str(config_path)]
+
+
+def format_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """A shell-ready rendering of a command, with its extra environment in front."""
+    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    command = shlex.join(argv)
+    return f"{prefix} {command}" if prefix else command
+
+
+def visible_gpus(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Device ids this process may use: $CUDA_VISIBLE_DEVICES, else `nvidia-smi -L`, else none."""
+    environ = os.environ if environ is None else environ
+    value = environ.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return [d.strip() for d in value.split(",") if d.strip() and d.strip() != "-1"]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+
+
+def device_slots(launch: LaunchSpec, gpus: Sequence[str]) -> list[tuple[str, ...] | None]:
+    """Device sets that jobs run on concurrently; `None` = all visible devices (one job at a time).
+
+    With no GPUs the workers are CPU processes (gloo) and jobs run one after another.
+    """
+    need = launch.procs_per_job
+    if launch.gpus_per_variant is None:
+        if gpus and launch.nproc_per_node > len(gpus):
+            raise LaunchError(
+                f"Not enough devices: launch.nproc_per_node={launch.nproc_per_node} but {len(gpus)} GPU(s) are "
+                f"visible ({', '.join(gpus)}).",
+                f"Use --nproc {len(gpus)} or fewer.",
+            )
+        return [None]
+    if not gpus:
+        raise LaunchError(
+            f"Not enough devices: launch.gpus_per_variant={need} needs GPUs, but none are visible.",
+            "Remove gpus_per_variant to run on CPU (one job at a time), or check CUDA_VISIBLE_DEVICES.",
+        )
+    if need > len(gpus):
+        raise LaunchError(
+            f"Not enough devices: launch.gpus_per_variant={need} but only {len(gpus)} GPU(s) are visible "
+            f"({', '.join(gpus)}).",
+            f"Set gpus_per_variant to {len(gpus)} or fewer.",
+        )
+    return [tuple(gpus[i * need:(i + 1) * need]) for i in range(len(gpus) // need)]
+
+
+def resolve_program(name: str) -> str:
+    """Absolute path of `name` (torchrun): next to the running Python first, then on PATH."""
+    if os.sep in name:
+        if os.access(name, os.X_OK):
+            return name
+    else:
+        beside = Path(sys.executable).parent / name
+        if os.access(beside, os.X_OK):
+            return str(beside)
+        found = shutil.which(name)
+        if found:
+            return found
+    raise LaunchError(
+        f"{name} not found (looked next to {sys.executable} and on PATH).",
+        "Install PyTorch in this environment (it provides torchrun), or set launch.torchrun to its path.",
+    )
+
+
+# --- running ------------------------------------------------------------------------------------------
+
+JobStateName = Literal["pending", "running", "done", "failed", "interrupted", "submitted"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One child process: its command, extra environment, and where its output goes."""
+
+    tag: str
+    variant: str
+    argv: tuple[str, ...]
+    log: Path
+    metrics: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def command(self, devices: tuple[str, ...] | None = None) -> str:
+        return format_command(self.argv, {**self.env, **_device_env(devices)})
+
+
+@dataclass
+class JobState:
+    """A job's progress through `run_jobs`."""
+
+    job: Job
+    state: JobStateName = "pending"
+    returncode: int | None = None
+    devices: tuple[str, ...] | None = None
+    started: float | None = None
+    ended: float | None = None
+    pid: int | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started is None:
+            return None
+        return (self.ended or time.time()) - self.started
+
+
+def _device_env(devices: tuple[str, ...] | None) -> dict[str, str]:
+    return {} if devices is None else {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    slots: Sequence[tuple[str, ...] | None] = (None,),
+    *,
+    on_tick: Callable[[list[JobState]], None] | None = None,
+    poll_s: float = 0.5,
+    grace_s: float = TERMINATE_GRACE_S,
+) -> list[JobState]:
+    """Run `jobs`, at most one per slot at a time; a failing job never stops the others.
+
+    Returns every job's final state. On KeyboardInterrupt (or any other exception) all
+    running process groups are terminated (SIGTERM, then SIGKILL after `grace_s`), the
+    running jobs are marked interrupted, and the exception propagates.
+    """
+    states = [JobState(job) for job in jobs]
+    pending = deque(states)
+    free = list(slots)
+    running: dict[int, tuple[JobState, subprocess.Popen, tuple[str, ...] | None, object]] = {}
+    try:
+        while pending or running:
+            while pending and free:
+                state = pending.popleft()
+                devices = free.pop(0)
+                proc, fh = _start(state.job, devices)
+                state.state, state.devices, state.started, state.pid = "running", devices, time.time(), proc.pid
+                running[proc.pid] = (state, proc, devices, fh)
+            for pid, (state, proc, devices, fh) in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                _kill_group(pid, signal.SIGKILL)  # workers a crashed launcher left behind
+                fh.close()
+                state.returncode, state.ended = code, time.time()
+                state.state = "done" if code == 0 else "failed"
+                log.info("%s finished with exit code %d", state.job.tag, code)
+                del running[pid]
+                free.append(devices)
+            if on_tick is not None:
+                on_tick(states)
+            if pending or running:
+                time.sleep(poll_s)
+    except BaseException:
+        terminate_all([proc for _, proc, _, _ in running.values()], grace_s)
+        for state, proc, _, fh in running.values():
+            fh.close()
+            state.state, state.returncode, state.ended = "interrupted", proc.returncode, time.time()
+        if on_tick is not None:
+            on_tick(states)
+        raise
+    return states
+
+
+def _start(job: Job, devices: tuple[str, ...] | None) -> tuple[subprocess.Popen, object]:
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices)}
+    fh = open(job.log, "ab")
+    fh.write(f"# rlab: {job.command(devices)}\n".encode())
+    fh.flush()
+    try:
+        proc = subprocess.Popen(
+            list(job.argv), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True,  # own process group: Ctrl-C reaches us only, and we stop the whole group
+        )
+    except OSError as exc:
+        fh.close()
+        raise LaunchError(f"Cannot start {job.argv[0]} for {job.tag}: {exc.strerror}.") from None
+    log.info("started %s (pid %d): %s", job.tag, proc.pid, job.command(devices))
+    return proc, fh
+
+
+def _kill_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def terminate_all(procs: Sequence[subprocess.Popen], grace_s: float = TERMINATE_GRACE_S) -> None:
+    """SIGTERM every process group, wait up to `grace_s`, then SIGKILL what is left."""
+    for proc in procs:
+        _kill_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for proc in procs:
+        _kill_group(proc.pid, signal.SIGKILL)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL
+            log.warning("process %d did not exit after SIGKILL", proc.pid)
+
+
+def run_streaming(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None,
+                  on_line: Callable[[str], None] | None = None) -> int:
+    """Run one command in its own process group, teeing its output to `log_path` (and `on_line`).
+
+    Returns the exit code; on KeyboardInterrupt the group is terminated and the interrupt re-raised.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with open(log_path, "ab") as fh:
+        fh.write(f"# rlab: {format_command(argv, env)}\n".encode())
+        try:
+            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=full_env, start_new_session=True)
+        except OSError as exc:
+            raise LaunchError(f"Cannot start {argv[0]}: {exc.strerror}.") from None
+        try:
+            assert proc.stdout is not None
+            for raw in iter(proc.stdout.readline, b""):
+                fh.write(raw)
+                fh.flush()
+                if on_line is not None:
+                    on_line(raw.decode(errors="replace").rstrip("\n"))
+            code = proc.wait()
+            _kill_group(proc.pid, signal.SIGKILL)
+            return code
+        except BaseException:
+            terminate_all([proc])
+            raise

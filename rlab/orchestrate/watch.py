@@ -1,0 +1,141 @@
+"""Follow running jobs through their metrics.jsonl files and render one progress table.
+
+Each training job appends one JSON object per line to ``runs/<tag>/metrics.jsonl`` (see
+docs/architecture.md). `MetricsTail` reads only what was appended since the last poll and
+keeps the newest train record; `progress_table` turns every job's state into a rich Table
+(the CLI puts it in a `Live` display; nothing here prints).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.table import Table
+
+from rlab.orchestrate.launch import JobState
+
+
+@dataclass
+class Progress:
+    """What a job's metrics say so far."""
+
+    step: int | None = None
+    start_step: int | None = None
+    end_step: int | None = None
+    loss: float | None = None
+    tokens_per_s: float | None = None
+    val_bpb: float | None = None
+    eta_s: float | None = None
+    finished: str | None = None
+    """'done' or 'failed' when the worker wrote its final record."""
+    error: str | None = None
+
+
+class MetricsTail:
+    """Incremental reader of one metrics.jsonl (tolerates a partially written last line)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.offset = 0
+        self.buffer = b""
+        self.progress = Progress()
+        self._first: tuple[float, int] | None = None  # (time, step) of the first train record seen
+        self._last: tuple[float, int] | None = None
+
+    def poll(self) -> Progress:
+        if self.path is None or not self.path.exists():
+            return self.progress
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            chunk = fh.read()
+        self.offset += len(chunk)
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                try:
+                    self._apply(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return self.progress
+
+    def _apply(self, record: dict) -> None:
+        p = self.progress
+        kind = record.get("type")
+        if kind == "train":
+            p.step = record.get("step", p.step)
+            p.start_step = record.get("start_step", p.start_step)
+            p.end_step = record.get("end_step", p.end_step)
+            p.loss = record.get("loss", p.loss)
+            p.tokens_per_s = record.get("tokens_per_s", p.tokens_per_s)
+            now = record.get("time")
+            if isinstance(now, (int, float)) and isinstance(p.step, int):
+                if self._first is None:
+                    self._first = (now, p.step)
+                self._last = (now, p.step)
+                p.eta_s = self._eta()
+        elif kind == "eval":
+            p.val_bpb = record.get("val_bpb", p.val_bpb)
+        elif kind in ("done", "failed"):
+            p.finished = kind
+            p.error = record.get("error")
+            if kind == "done":
+                p.eta_s = 0.0
+            if record.get("step") is not None:
+                p.step = record["step"]
+
+    def _eta(self) -> float | None:
+        p = self.progress
+        if self._first is None or self._last is None or p.end_step is None:
+            return None
+        (t0, s0), (t1, s1) = self._first, self._last
+        if s1 <= s0 or t1 <= t0:
+            return None
+        return max(0.0, (p.end_step - s1) * (t1 - t0) / (s1 - s0))
+
+
+def tail_lines(path: Path, n: int = 15) -> list[str]:
+    """The last `n` lines of a log file (empty if it does not exist)."""
+    if not path.exists():
+        return []
+    with open(path, errors="replace") as fh:
+        return [line.rstrip("\n") for line in deque(fh, maxlen=n)]
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+_STATE_STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "red", "interrupted": "yellow",
+                "submitted": "cyan"}
+
+
+def progress_table(states: list[JobState], progress: dict[str, Progress], title: str | None = None) -> Table:
+    """One row per job: variant, tag, step/total, loss, tokens/s, val BPB, ETA, state."""
+    table = Table(title=title, title_justify="left")
+    for column in ("variant", "tag", "step", "loss", "tok/s", "val bpb", "ETA", "state"):
+        table.add_column(column, justify="right" if column not in ("variant", "tag", "state") else "left")
+    for state in states:
+        p = progress.get(state.job.tag, Progress())
+        step = "-" if p.step is None else (f"{p.step}/{p.end_step}" if p.end_step is not None else str(p.step))
+        style = _STATE_STYLE.get(state.state, "")
+        label = state.state if state.returncode in (None, 0) else f"{state.state} ({state.returncode})"
+        table.add_row(
+            state.job.variant,
+            state.job.tag,
+            step,
+            "-" if p.loss is None else f"{p.loss:.4f}",
+            "-" if p.tokens_per_s is None else f"{p.tokens_per_s:,.0f}",
+            "-" if p.val_bpb is None else f"{p.val_bpb:.4f}",
+            format_eta(p.eta_s) if state.state == "running" else "-",
+            f"[{style}]{label}[/]" if style else label,
+        )
+    return table

@@ -1,0 +1,180 @@
+"""Read an experiment spec from YAML, apply command-line overrides, fill in defaults.
+
+This is the only code that reads YAML. Validation happens once, here: every problem of a
+spec is reported together, one line each, with its dotted YAML path
+(``experiments/x.yaml: train.steps: must be > 0 (got -5)``), as a `SpecError`.
+
+Flags win over the file: `load_spec(path, steps=10)` validates the file's content with
+``train.steps = 10`` written over it, so a bad flag is reported with the same paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlab.errors import SpecError, unknown_name_error
+from rlab.paths import default_base_dir, default_results_root
+from rlab.spec.experiment import ExperimentSpec
+
+# Named overrides (CLI flags) -> dotted path in the spec.
+OVERRIDE_PATHS: dict[str, str] = {
+    "name": "name",
+    "results_dir": "results_dir",
+    "base_dir": "base.base_dir",
+    "base_tag": "base.tag",
+    "from_step": "base.step",
+    "steps": "train.steps",
+    "seq_len": "train.seq_len",
+    "nproc": "launch.nproc_per_node",
+    "nnodes": "launch.nnodes",
+    "node_rank": "launch.node_rank",
+    "rdzv_endpoint": "launch.rdzv_endpoint",
+    "gpus_per_variant": "launch.gpus_per_variant",
+    "max_restarts": "launch.max_restarts",
+    "launcher": "launch.launcher",
+}
+
+
+def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrides: Any) -> ExperimentSpec:
+    """Load `path` (or the defaults when None), apply overrides (None = not given), validate.
+
+    `variants` (a list of names, or a comma-separated string) selects which variants run:
+    names the spec defines keep their config, built-in names get the default config at
+    the spec's `scale`. With `resolve`, base_dir and results_dir are filled in from the
+    environment (see `rlab.paths`), so the returned spec is complete and can be saved.
+    """
+    source = str(path) if path is not None else "<flags>"
+    raw = _read_yaml(Path(path)) if path is not None else {}
+    variants = overrides.pop("variants", None)
+    for key, value in overrides.items():
+        if key not in OVERRIDE_PATHS:
+            raise TypeError(f"load_spec: unknown override {key!r}")
+        if value is not None:
+            _set_dotted(raw, OVERRIDE_PATHS[key], str(value) if isinstance(value, Path) else value)
+    spec = _validate(raw, source)
+    if variants is not None:
+        spec = _validate(_select_variants(spec, variants, source), source)
+    return resolve_defaults(spec) if resolve else spec
+
+
+def resolve_defaults(spec: ExperimentSpec) -> ExperimentSpec:
+    """Fill base_dir, results_dir and name from the environment and the base tag."""
+    base = spec.base
+    if base.base_dir is None:
+        base = base.model_copy(update={"base_dir": default_base_dir()})
+    else:
+        base = base.model_copy(update={"base_dir": Path(base.base_dir).expanduser()})
+    update: dict[str, Any] = {"base": base, "name": spec.experiment}
+    results_dir = spec.results_dir.expanduser() if spec.results_dir is not None else default_results_root()
+    update["results_dir"] = results_dir
+    return spec.model_copy(update=update)
+
+
+def parse_names(value: str | Sequence[str]) -> list[str]:
+    """``"pi, ntk,yarn"`` -> ``["pi", "ntk", "yarn"]`` (order kept, duplicates dropped)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names: list[str] = []
+    for item in items:
+        item = item.strip()
+        if item and item not in names:
+            names.append(item)
+    return names
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    """One line per problem: ``<source>: <dotted.path>: <message>``."""
+    lines = [f"{source}: {len(exc.errors())} problem(s) in the spec:"]
+    for error in exc.errors():
+        lines.append(f"  {_error_line(error)}")
+    return "\n".join(lines)
+
+
+def spec_yaml(spec: ExperimentSpec) -> str:
+    """The spec as YAML (what `ExperimentLayout.resolved_spec` holds)."""
+    import yaml
+
+    data = spec.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SpecError(f"Spec file not found: {path}", "Check the path given to --spec.") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"{path}: not valid YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: a spec must be a mapping of keys (got {type(data).__name__}).")
+    return data
+
+
+def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = raw
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[leaf] = value
+
+
+def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:
+    try:
+        return ExperimentSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, source), "Run `rlab validate SPEC` to check a file, "
+                        "`rlab schema` for every key.") from None
+    except SpecError as exc:  # raised by a field validator outside pydantic's error list
+        raise SpecError(f"{source}: {exc.message}", exc.hint) from None
+
+
+def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source: str) -> dict[str, Any]:
+    names = parse_names(variants)
+    if not names:
+        raise SpecError("--variants is empty.", "Give one or more names, e.g. --variants pi,ntk,yarn.")
+    builtins = spec.builtin_variants()
+    available = {**builtins, **spec.variants}
+    selected: dict[str, Any] = {}
+    for name in names:
+        if name not in available:
+            raise unknown_name_error("variant", name, available, SpecError)
+        selected[name] = available[name].model_dump(mode="json")
+    raw = spec.model_dump(mode="json")
+    raw["variants"] = selected
+    return raw
+
+
+def _error_line(error: dict[str, Any]) -> str:
+    loc = [str(part) for part in error.get("loc", ())]
+    message = str(error.get("msg", ""))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix):]
+    # Our model validators name the field first ("factor: must be ..."); fold it into the path.
+    head, sep, rest = message.partition(": ")
+    if sep and head.isidentifier() and error.get("type") == "value_error":
+        loc.append(head)
+        message = rest
+    if error.get("type") == "extra_forbidden":
+        message = "unknown key (misspelled?)"
+    path = ".".join(loc) if loc else "<root>"
+    got = error.get("input")
+    if error.get("type") not in ("extra_forbidden", "missing", "value_error") and not isinstance(got, (dict, list)):
+        message = f"{message} (got {got!r})"
+    return f"{path}: {message}"
