@@ -1,0 +1,146 @@
+"""Process-group setup for training under `torchrun` (or as one plain process).
+
+torchrun exports RANK / LOCAL_RANK / WORLD_SIZE; without them the job is a single process and no
+process group is created. The backend follows the device: NCCL on CUDA, gloo on CPU.
+
+The CUDA caching allocator reads its configuration from the environment exactly once, when CUDA
+initialises, so `configure_allocator` must run before anything touches CUDA; `verify_allocator`
+then checks that the setting is the one in effect (newer torch reads `PYTORCH_ALLOC_CONF`, older
+torch `PYTORCH_CUDA_ALLOC_CONF`; both are set to the same value).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+DEFAULT_ALLOC_CONF = "expandable_segments:True"
+"""Expandable segments avoid fragmentation when eval and train batches alternate shapes."""
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits in the job."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: Any  # torch.device (kept untyped so this module imports without torch)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def device_type(self) -> str:
+        return self.device.type
+
+
+def configure_allocator(environ: dict[str, str] | None = None) -> str:
+    """Set the allocator configuration in the environment before CUDA initialises; returns it.
+
+    A value the user already exported wins (under either name) and is copied to the other name.
+    """
+    env = os.environ if environ is None else environ
+    value = next((env[v] for v in ALLOC_CONF_VARS if env.get(v)), DEFAULT_ALLOC_CONF)
+    for var in ALLOC_CONF_VARS:
+        env.setdefault(var, value)
+    return value
+
+
+def verify_allocator(expected: str) -> dict[str, Any]:
+    """Check (after CUDA is up) that the allocator runs with `expected`; a record for logs and meta."""
+    import torch
+
+    record: dict[str, Any] = {"alloc_conf": expected, "verified": None}
+    if not torch.cuda.is_available():
+        return record
+    getter = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
+    if getter is None:  # older torch: no way to read the setting back
+        logger.info("allocator config %r set before CUDA init (this torch cannot read it back)", expected)
+        return record
+    actual = str(getter())
+    wanted = {kv.strip() for kv in expected.split(",") if kv.strip()}
+    record["actual"] = actual
+    record["verified"] = all(kv.split(":")[0] in actual for kv in wanted)
+    if not record["verified"]:
+        logger.warning("allocator config %r did not take effect (allocator reports %r)", expected, actual)
+    return record
+
+
+def init_distributed() -> DistInfo:
+    """Join the torchrun job if there is one and pick this rank's device."""
+    import torch
+    import torch.distributed as dist
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    if world_size > 1 and not dist.is_initialized():
+        kwargs: dict[str, Any] = {"backend": backend}
+        if backend == "nccl":
+            kwargs["device_id"] = device
+        dist.init_process_group(**kwargs)
+    return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group (safe to call when there is none)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(tensor, info: DistInfo):
+    """Sum `tensor` across ranks in place (no-op for one process); returns it."""
+    import torch.distributed as dist
+
+    if info.is_distributed:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
+    """Every rank's `obj`, in rank order, on every rank."""
+    import torch.distributed as dist
+
+    if not info.is_distributed:
+        return [obj]
+    out: list[Any] = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(obj: Any, info: DistInfo) -> Any:
+    """Rank 0's `obj` on every rank."""
+    import torch.distributed as dist
+
+    if not info.is_distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(info: DistInfo) -> None:
+    import torch.distributed as dist
+
+    if info.is_distributed:
+        dist.barrier()

@@ -1,0 +1,110 @@
+"""Optimizers for the GPT: `torch.optim.Muon` for block matrices, `torch.optim.AdamW` for the rest.
+
+Per-group learning rates follow nanochat: Muon at `matrix_lr` (scaled by sqrt(max(1, rows/cols))
+inside Muon, its "original" adjustment), AdamW at `embedding_lr` for the token embedding and
+`unembedding_lr` for lm_head, both scaled by (n_embd / 768)^-0.5 so that the tuned values carry
+over across widths. AdamW uses betas (0.8, 0.95), eps 1e-10 and no weight decay, as nanochat does.
+
+Each group remembers its peak LR as `initial_lr`; the schedule sets `lr = initial_lr * mult`.
+
+Optimizer state is saved in one world-size-independent file: every DDP replica holds the same
+state (same averaged gradients, same updates), so rank 0's copy describes them all and can be
+loaded by any number of ranks. The file carries a format tag; anything without it (e.g. nanochat's
+per-rank shards) is "foreign" and the trainer starts a fresh optimizer instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlab.spec.train import LRSpec
+
+logger = logging.getLogger(__name__)
+
+OPTIM_FORMAT = "rlab.optim/1"
+ADAMW_BETAS = (0.8, 0.95)
+ADAMW_EPS = 1e-10
+MUON_MOMENTUM = 0.95
+REFERENCE_WIDTH = 768  # nanochat tuned its AdamW LRs at this width
+
+
+def _adamw_fused_ok(params: list[nn.Parameter]) -> bool:
+    """Fused AdamW exists for CUDA and (newer torch) CPU float tensors."""
+    devices = {p.device.type for p in params}
+    return devices <= {"cuda", "cpu"} and all(p.dtype in (torch.float32, torch.bfloat16) for p in params)
+
+
+def build_optimizers(model: nn.Module, lr: LRSpec, n_embd: int) -> list[torch.optim.Optimizer]:
+    """[Muon over the matrix group, AdamW over embedding + lm_head (+ any other group)]."""
+    groups: dict[str, list[nn.Parameter]] = model.parameter_groups()
+    all_params = {id(p) for p in model.parameters()}
+    grouped = [id(p) for ps in groups.values() for p in ps]
+    if sorted(grouped) != sorted(all_params):
+        raise RuntimeError("parameter_groups() must cover every parameter exactly once")  # internal invariant
+
+    width_scale = (n_embd / REFERENCE_WIDTH) ** -0.5
+    adam_groups = []
+    for name, params in groups.items():
+        if name == "matrix" or not params:
+            continue
+        base = {"embedding": lr.embedding_lr, "lm_head": lr.unembedding_lr}.get(name, lr.embedding_lr)
+        group_lr = base * width_scale
+        adam_groups.append({"params": params, "lr": group_lr, "initial_lr": group_lr, "name": name})
+    adam_params = [p for g in adam_groups for p in g["params"]]
+    optimizers: list[torch.optim.Optimizer] = []
+    matrix = groups.get("matrix", [])
+    if matrix:
+        muon = torch.optim.Muon(
+            matrix, lr=lr.matrix_lr, weight_decay=lr.weight_decay, momentum=MUON_MOMENTUM, nesterov=True
+        )
+        for g in muon.param_groups:
+            g["initial_lr"] = lr.matrix_lr
+            g["name"] = "matrix"
+        optimizers.append(muon)
+    if adam_groups:
+        fused = _adamw_fused_ok(adam_params)
+        try:
+            adamw = torch.optim.AdamW(
+                adam_groups, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=0.0, fused=fused or None
+            )
+        except RuntimeError as exc:  # fused kernel missing on this build/device
+            logger.warning("fused AdamW unavailable (%s); using the foreach implementation", exc)
+            adamw = torch.optim.AdamW(adam_groups, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=0.0)
+        optimizers.append(adamw)
+    return optimizers
+
+
+def set_lr_multiplier(optimizers: list[torch.optim.Optimizer], mult: float) -> None:
+    """lr = initial_lr * mult for every group."""
+    for opt in optimizers:
+        for g in opt.param_groups:
+            g["lr"] = g["initial_lr"] * mult
+
+
+def optimizer_state(optimizers: list[torch.optim.Optimizer]) -> dict[str, Any]:
+    """One world-size-independent payload for `optim_{step}_rank0.pt`."""
+    return {
+        "format": OPTIM_FORMAT,
+        "kinds": [type(o).__name__ for o in optimizers],
+        "optimizers": [o.state_dict() for o in optimizers],
+    }
+
+
+def is_own_format(payload: Any) -> bool:
+    return isinstance(payload, dict) and payload.get("format") == OPTIM_FORMAT
+
+
+def load_optimizer_state(optimizers: list[torch.optim.Optimizer], payload: dict[str, Any]) -> None:
+    """Restore state written by `optimizer_state`; keeps the current groups' `initial_lr` (the run's config)."""
+    kinds = [type(o).__name__ for o in optimizers]
+    if payload.get("kinds") != kinds:
+        raise ValueError(f"optimizer kinds differ: saved {payload.get('kinds')}, now {kinds}")
+    for opt, sd in zip(optimizers, payload["optimizers"], strict=True):
+        peaks = [g["initial_lr"] for g in opt.param_groups]
+        opt.load_state_dict(sd)
+        for g, peak in zip(opt.param_groups, peaks, strict=True):
+            g["initial_lr"] = peak

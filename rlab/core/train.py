@@ -1,0 +1,702 @@
+"""Continued pretraining (or from-scratch training) of one tag: the torchrun worker.
+
+Reads one resolved `RunConfig` JSON (written by the orchestrator) and declares no flags of its own:
+
+    python -m rlab.core.train results/exp/runs/d20-pi/run.json                       # one process
+    torchrun --nproc_per_node=8 -m rlab.core.train results/exp/runs/d20-pi/run.json  # 8 GPUs (NCCL)
+    torchrun --nproc_per_node=2 -m rlab.core.train run.json                          # 2 CPU procs (gloo)
+
+What one run does:
+1. joins the torchrun job (`rlab.core.distributed`), sets the allocator config before CUDA starts;
+2. checks the batch arithmetic: total_batch_size = device_batch_size x seq_len x world_size x grad_accum;
+3. builds the model: from scratch, from `init` (weights at a step, the variant's RoPE, the new
+   sequence_len), or with `resume: true` from the newest complete checkpoint this run wrote;
+4. trains with DDP gradient averaging, Muon + AdamW, warmup / constant / warmdown, grad-norm
+   clipping and skipping of non-finite or exploding steps;
+5. logs the global (all-reduced) loss and throughput every step to `metrics.jsonl`, the
+   tracker and a progress bar, runs val BPB under no_grad and saves checkpoints on their cadences.
+
+Resume restores model, optimizer, LR-schedule position, RNG and data position, so the steps that
+follow match an uninterrupted run. The optimizer file is world-size independent, so a run saved
+with 2 processes resumes with 1 and the reverse.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlab.core.distributed import DistInfo
+from rlab.errors import RlabError, SpecError, TrainingError
+from rlab.paths import BaseLayout
+from rlab.spec.rope import RopeSpec
+from rlab.spec.run import CheckpointInit, RunConfig
+from rlab.spec.train import TrainSpec
+
+logger = logging.getLogger("rlab.core.train")  # also when run as __main__
+
+RLAB_VERSION = "0.1.0"
+SAMPLE_PROMPT = "The"
+SAMPLE_TOKENS = 24
+
+
+# ----- batch arithmetic --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    device_batch_size: int
+    seq_len: int
+    world_size: int
+    grad_accum_steps: int
+
+    @property
+    def tokens_per_micro_step(self) -> int:
+        return self.device_batch_size * self.seq_len * self.world_size
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.tokens_per_micro_step * self.grad_accum_steps
+
+
+def plan_batch(spec: TrainSpec, world_size: int) -> BatchPlan:
+    """Gradient-accumulation steps for the global batch, or a one-line SpecError when it does not divide."""
+    per_micro = spec.device_batch_size * spec.seq_len * world_size
+    total = spec.total_batch_size
+    if total is None:
+        return BatchPlan(spec.device_batch_size, spec.seq_len, world_size, 1)
+    if total % per_micro:
+        lower = max(per_micro, total // per_micro * per_micro)
+        raise SpecError(
+            f"train.total_batch_size={total} tokens is not a multiple of device_batch_size x seq_len x "
+            f"world_size = {spec.device_batch_size} x {spec.seq_len} x {world_size} = {per_micro} tokens.",
+            hint=f"Use a multiple of {per_micro} (e.g. {lower} or {lower + per_micro}), "
+            "or change train.device_batch_size / the number of processes.",
+        )
+    return BatchPlan(spec.device_batch_size, spec.seq_len, world_size, total // per_micro)
+
+
+# ----- precision, compile --------------------------------------------------------------------------
+
+
+def cpu_has_fast_bf16() -> bool:
+    """AVX512-BF16 or AMX: bf16 matmuls run natively (several times the fp32 rate)."""
+    import torch
+
+    cpu = getattr(torch, "cpu", None)
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
+def resolve_dtype(name: str, device: Any):
+    """The autocast dtype (torch.bfloat16) or None for plain fp32; master weights always stay fp32."""
+    import torch
+
+    if name == "float32":
+        return None
+    if device.type == "cuda":
+        supported = torch.cuda.is_bf16_supported()
+    elif device.type == "cpu":
+        supported = cpu_has_fast_bf16()
+    else:
+        supported = False
+    if name == "bfloat16":
+        if not supported:
+            logger.warning("train.dtype=bfloat16 on %s without native bf16 support: it will be slow", device)
+        return torch.bfloat16
+    return torch.bfloat16 if supported else None
+
+
+def autocast_context(device: Any, amp_dtype: Any) -> contextlib.AbstractContextManager:
+    import torch
+
+    if amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=amp_dtype)
+
+
+# ----- where the run starts ------------------------------------------------------------------------
+
+
+@dataclass
+class StartPoint:
+    """Everything the loop needs to know about where it starts."""
+
+    step: int  # global step of the weights we start from
+    run_start_step: int  # global step at which this run (schedule position 0) began
+    model_state: dict[str, Any] | None  # None: from-scratch init
+    model_config: dict[str, int]
+    rope: RopeSpec
+    lineage: dict[str, Any] | None
+    tokens_before: int = 0  # tokens the weights had seen before this run
+    optim_payload: Any = None
+    optimizer_note: str = "fresh"
+    loader_state: dict[str, Any] | None = None
+    skipped_total: int = 0
+    resumed_from: int | None = None
+    protected_steps: set[int] = field(default_factory=set)
+
+
+def run_key(cfg: RunConfig) -> str:
+    """Identifies the checkpoints one run writes, so resume and keep-last never touch anyone else's."""
+    init = cfg.init
+    src = f"{init.tag}@{init.step}" if isinstance(init, CheckpointInit) else "scratch"
+    return f"{cfg.experiment}/{cfg.tag}<-{src}"
+
+
+def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> tuple[int, dict[str, Any]] | None:
+    from rlab.core.checkpoint import list_steps, read_meta
+
+    key = run_key(cfg)
+    steps = list_steps(ckpt_dir)
+    for step in reversed(steps):
+        meta = read_meta(ckpt_dir, step)
+        if (meta.get("train_state") or {}).get("run_key") == key:
+            if step != steps[-1]:
+                logger.warning("newest checkpoint %d of %s was not written by this run; resuming at %d",
+                               steps[-1], cfg.tag, step)
+            return step, meta
+    return None
+
+
+def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
+    """Decide the starting weights, RoPE, optimizer and data position."""
+    from rlab.core.checkpoint import load_optim_payload, load_state_dict_file, read_meta, rope_from_meta
+    from rlab.core.optim import is_own_format
+
+    target_dir = layout.checkpoint_dir(cfg.tag)
+    protected: set[int] = set()
+    if isinstance(cfg.init, CheckpointInit) and cfg.init.tag == cfg.tag:
+        protected.add(cfg.init.step)  # the cloned source step is never pruned
+
+    if cfg.resume:
+        found = _resumable_step(cfg, target_dir)
+        if found is None:
+            logger.info("resume: no checkpoint of this run in %s yet; starting from init", target_dir)
+        else:
+            step, meta = found
+            state = meta["train_state"]
+            payload = load_optim_payload(target_dir, step)
+            own = is_own_format(payload)
+            logger.info("resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh")
+            return StartPoint(
+                step=step,
+                run_start_step=int(state["run_start_step"]),
+                model_state=load_state_dict_file(target_dir, step),
+                model_config=dict(meta["model_config"]),
+                rope=rope_from_meta(meta),
+                lineage=meta.get("lineage"),
+                tokens_before=int(meta.get("tokens_trained", 0)),
+                optim_payload=payload if own else None,
+                optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
+                loader_state=meta.get("loader_state"),
+                skipped_total=int(state.get("skipped_total", 0)),
+                resumed_from=step,
+                protected_steps=protected,
+            )
+
+    seq_len = cfg.train.seq_len
+    if isinstance(cfg.init, CheckpointInit):
+        src_dir = layout.checkpoint_dir(cfg.init.tag)
+        meta = read_meta(src_dir, cfg.init.step)
+        src_config = dict(meta["model_config"])
+        src_len = int(src_config["sequence_len"])
+        rope = cfg.rope.with_original_len(src_len)
+        payload = load_optim_payload(src_dir, cfg.init.step)
+        own = is_own_format(payload)
+        note = "restored from the source checkpoint" if own else (
+            "fresh: the source has no rlab optimizer state"
+            + (" (foreign format, e.g. nanochat's per-rank shards)" if payload is not None else "")
+        )
+        lineage = (cfg.lineage.model_dump() if cfg.lineage
+                   else {"parent_tag": cfg.init.tag, "parent_step": cfg.init.step})
+        logger.info("starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
+                    cfg.tag, cfg.init.tag, cfg.init.step, src_len, seq_len, rope.describe(), note)
+        return StartPoint(
+            step=cfg.init.step,
+            run_start_step=cfg.init.step,
+            model_state=load_state_dict_file(src_dir, cfg.init.step),
+            model_config={**src_config, "sequence_len": seq_len},
+            rope=rope,
+            lineage=lineage,
+            tokens_before=int(meta.get("tokens_trained", 0) or 0),
+            optim_payload=payload if own else None,
+            optimizer_note=note,
+            protected_steps=protected,
+        )
+
+    m = cfg.init.model
+    model_config = {"sequence_len": seq_len, "vocab_size": vocab_size, "n_layer": m.n_layer,
+                    "n_head": m.n_head, "n_kv_head": m.n_kv_head or m.n_head, "n_embd": m.n_embd}
+    logger.info("training %s from scratch: %s", cfg.tag, model_config)
+    return StartPoint(step=0, run_start_step=0, model_state=None, model_config=model_config,
+                      rope=cfg.rope.with_original_len(seq_len),
+                      lineage=cfg.lineage.model_dump() if cfg.lineage else None)
+
+
+# ----- in-training evaluation ----------------------------------------------------------------------
+
+
+def training_val_bpb(model, batches: Iterator, num_batches: int, token_bytes, info: DistInfo, amp) -> float:
+    """Bits per byte on `num_batches` val batches (all ranks), under no_grad; special tokens excluded.
+
+    A minimal, training-time version of the metric; `rlab.evals` holds the full evaluation.
+    """
+    import torch
+
+    nats = torch.zeros((), dtype=torch.float64, device=info.device)
+    nbytes = torch.zeros((), dtype=torch.float64, device=info.device)
+    with torch.no_grad():
+        for _ in range(num_batches):
+            x, y = next(batches)  # (B, T) each
+            with amp():
+                losses = model(x, y, loss_reduction="none").float()  # (B*T,)
+            flat = y.reshape(-1)
+            b = torch.where(flat >= 0, token_bytes[flat.clamp(min=0)], 0)  # (B*T,)
+            counted = b > 0
+            nats += losses[counted].double().sum()
+            nbytes += b[counted].double().sum()
+    from rlab.core.distributed import all_reduce_sum
+
+    totals = all_reduce_sum(torch.stack([nats, nbytes]), info)
+    return float(totals[0] / (math.log(2) * totals[1])) if totals[1] > 0 else float("nan")
+
+
+def sample_text(model, tokenizer, device, amp, prompt: str = SAMPLE_PROMPT, max_tokens: int = SAMPLE_TOKENS) -> str:
+    """Greedy continuation of `prompt` (a quick look at what the model says; no KV cache needed at this size)."""
+    import torch
+
+    ids = tokenizer.encode(prompt, prepend=tokenizer.bos_token_id)
+    x = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
+    with torch.no_grad():
+        for _ in range(max_tokens):
+            with amp():
+                logits = model(x[:, -model.config.sequence_len:])  # (1, T, V)
+            nxt = logits[:, -1].float().argmax(dim=-1, keepdim=True)  # (1, 1)
+            x = torch.cat([x, nxt], dim=1)
+    return tokenizer.decode(x[0, 1:].tolist())
+
+
+# ----- the loop ------------------------------------------------------------------------------------
+
+
+class Trainer:
+    """One run: set up in `__init__`, train in `run`. Split out of `train` to keep each step readable."""
+
+    def __init__(self, cfg: RunConfig, info: DistInfo, on_model: Callable[[Any], None] | None = None):
+        import torch
+
+        from rlab.core.gpt import GPT, GPTConfig
+        from rlab.core.metrics import MemoryMeter, MetricsWriter, device_peak_flops
+        from rlab.core.optim import build_optimizers, load_optimizer_state
+        from rlab.core.tokenizer import Tokenizer, load_token_bytes
+        from rlab.tracking import make_tracker
+
+        self.cfg, self.info, self.spec = cfg, info, cfg.train
+        self.layout = BaseLayout(Path(cfg.base_dir))
+        self.ckpt_dir = self.layout.checkpoint_dir(cfg.tag)
+        self.plan = plan_batch(self.spec, info.world_size)
+        self.device = info.device
+
+        self.tokenizer = Tokenizer.from_directory(self.layout.tokenizer_dir)
+        self.token_bytes = load_token_bytes(self.layout.tokenizer_dir, self.device)
+        self.start = resolve_start(cfg, self.layout, self.tokenizer.vocab_size)
+        self.end_step = self.start.run_start_step + self.spec.steps
+
+        # Model: identical on every rank (same seed; DDP also broadcasts rank 0's weights).
+        torch.manual_seed(self.spec.seed)
+        config = GPTConfig.from_dict(self.start.model_config)
+        model = GPT(config, rope=self.start.rope)
+        if self.start.model_state is None:
+            model.init_weights()
+        else:
+            model.load_nanochat_state_dict(self.start.model_state)
+            self.start.model_state = None  # free the CPU copy
+        self.model = model.to(self.device)
+        if on_model is not None:
+            on_model(self.model)
+
+        self.optimizers = build_optimizers(self.model, self.spec.lr, config.n_embd)
+        if self.start.optim_payload is not None:
+            load_optimizer_state(self.optimizers, self.start.optim_payload)
+            self._restore_rng(self.start.optim_payload.get("rng"))
+            self.start.optim_payload = None
+
+        self.amp_dtype = resolve_dtype(self.spec.dtype, self.device)
+        self.train_model = self._wrap_model()
+        self.compiled = self.train_model is not self._eager_model
+
+        self.flops_per_token = self.model.estimate_flops()
+        self.peak_flops = device_peak_flops(self.device, self.spec.peak_flops)
+        self.memory = MemoryMeter(self.device)
+        self.metrics = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl" if info.is_main else None)
+        self.tracker = make_tracker(cfg.tracking, cfg.experiment, cfg.tag, Path(cfg.run_dir),
+                                    cfg.model_dump(mode="json"), info.is_main)
+        self.loader = self._make_loader("train", self.start.loader_state)
+        self.skipped_total = self.start.skipped_total
+        self.last_val_bpb: float | None = None
+        self.written_steps: list[int] = []
+        logger.info(
+            "%s: %d params, world_size %d, batch %d x %d x %d ranks x %d accum = %d tokens/step, dtype %s, "
+            "compile %s, steps %d -> %d", cfg.tag, sum(p.numel() for p in self.model.parameters()),
+            info.world_size, self.plan.device_batch_size, self.plan.seq_len, info.world_size,
+            self.plan.grad_accum_steps, self.plan.tokens_per_step,
+            "bf16 autocast (fp32 master)" if self.amp_dtype else "fp32", self.compiled,
+            self.start.step, self.end_step,
+        )
+
+    # --- setup helpers ---
+
+    def _wrap_model(self):
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = self.model
+        if self.info.is_distributed:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            model = DDP(model, device_ids=ids)
+        self._eager_model = model
+        want = self.spec.compile if self.spec.compile is not None else self.device.type == "cuda"
+        if not want:
+            return model
+        try:
+            return torch.compile(model)
+        except Exception as exc:  # noqa: BLE001 - any backend failure means "run eager"
+            logger.warning("torch.compile unavailable (%s); training uncompiled", exc)
+            return model
+
+    def _make_loader(self, split: str, state: dict[str, Any] | None):
+        from rlab.core.data import TokenLoader
+
+        return TokenLoader(
+            self.layout.data_dir, self.tokenizer, split, self.plan.device_batch_size, self.plan.seq_len,
+            rank=self.info.rank, world_size=self.info.world_size, device=self.device, seed=self.spec.seed,
+            state=state,
+        )
+
+    def amp(self):
+        return autocast_context(self.device, self.amp_dtype)
+
+    def _rng_state(self) -> dict[str, Any]:
+        import torch
+
+        state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        if self.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    def _restore_rng(self, state: dict[str, Any] | None) -> None:
+        import torch
+
+        if not state:
+            return
+        torch.set_rng_state(state["torch"])
+        random.setstate(state["python"])
+        if "cuda" in state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda"], self.device)
+
+    # --- one step ---
+
+    def _forward_backward(self, batches: list) -> Any:
+        """Accumulate gradients over the micro-batches; returns this rank's mean loss (detached)."""
+        import torch
+
+        n = len(batches)
+        total = torch.zeros((), device=self.device)
+        for i, (x, y) in enumerate(batches):
+            last = i == n - 1
+            sync = contextlib.nullcontext()
+            if self.info.is_distributed and not last:
+                sync = self._eager_model.no_sync()  # all-reduce only on the last micro-step
+            with sync:
+                with self.amp():
+                    loss = self.train_model(x, y)
+                (loss / n).backward()
+            total += loss.detach().float()
+        return total / n
+
+    def _step_losses(self, batches: list) -> Any:
+        try:
+            return self._forward_backward(batches)
+        except Exception as exc:  # noqa: BLE001
+            if not self.compiled:
+                raise
+            logger.warning("torch.compile failed at the first step (%s); continuing uncompiled", exc)
+            for p in self.model.parameters():
+                p.grad = None
+            self.train_model, self.compiled = self._eager_model, False
+            return self._forward_backward(batches)
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        """One optimizer step (possibly skipped); returns the metrics record."""
+        import torch
+
+        from rlab.core.optim import set_lr_multiplier
+        from rlab.core.schedule import lr_multiplier
+
+        t0 = time.perf_counter()
+        mult = lr_multiplier(step - self.start.run_start_step, self.spec.steps, self.spec.lr)
+        set_lr_multiplier(self.optimizers, mult)
+        batches = [next(self.loader) for _ in range(self.plan.grad_accum_steps)]
+        local_loss = self._step_losses(batches)
+
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+        # Every rank's local loss, on every rank: the logged loss is their mean (the global loss).
+        rank_losses = self._gather_scalar(local_loss)
+        loss = sum(rank_losses) / len(rank_losses)
+        norm = float(grad_norm)
+        reason = None
+        if not all(math.isfinite(v) for v in rank_losses):
+            reason = "non-finite loss"
+        elif not math.isfinite(norm):
+            reason = "non-finite grad norm"
+        elif self.spec.explode_threshold is not None and norm > self.spec.explode_threshold:
+            reason = f"grad norm {norm:.3g} > explode_threshold {self.spec.explode_threshold:g}"
+        if reason is None:
+            if self.spec.grad_clip is not None:
+                torch.nn.utils.clip_grads_with_norm_(params, self.spec.grad_clip, grad_norm, foreach=True)
+            for opt in self.optimizers:
+                opt.step()
+            self.consecutive_skips = 0
+        else:
+            self.skipped_total += 1
+            self.consecutive_skips += 1
+            logger.warning("step %d skipped: %s (loss %.4g); %d in a row, %d in total",
+                           step + 1, reason, loss, self.consecutive_skips, self.skipped_total)
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        dt = time.perf_counter() - t0
+
+        tokens_per_s = self.plan.tokens_per_step / dt
+        flops_per_s = tokens_per_s * self.flops_per_token
+        record = {
+            "type": "train", "step": step + 1, "start_step": self.start.run_start_step, "end_step": self.end_step,
+            "loss": loss, "lr_mult": mult, "grad_norm": norm,
+            "tokens": (step + 1 - self.start.run_start_step) * self.plan.tokens_per_step,
+            "tokens_per_s": tokens_per_s, "flops_per_s": flops_per_s,
+            "mfu": flops_per_s / (self.peak_flops * self.info.world_size) if self.peak_flops else None,
+            "skipped": self.skipped_total, "peak_mem_mb": self.memory.peak_mb(),
+        }
+        if self.info.is_distributed:
+            record["rank_losses"] = rank_losses
+        if reason is not None:
+            record["skip_reason"] = reason
+        if self.consecutive_skips >= self.spec.max_consecutive_skips:
+            self.metrics.write(record)
+            raise TrainingError(
+                f"Stopped {self.cfg.tag} at step {step + 1}: {self.consecutive_skips} consecutive steps skipped "
+                f"(last: {reason}).",
+                hint="Lower train.lr, set train.grad_clip or raise train.explode_threshold, then rerun with "
+                "resume: true (it continues from the last good checkpoint).",
+            )
+        return record
+
+    def _gather_scalar(self, value) -> list[float]:
+        import torch
+        import torch.distributed as dist
+
+        if not self.info.is_distributed:
+            return [float(value)]
+        out = torch.zeros(self.info.world_size, device=self.device)
+        dist.all_gather_into_tensor(out, value.reshape(1).float())
+        return out.tolist()
+
+    # --- evals, samples, checkpoints ---
+
+    def evaluate(self, step: int) -> None:
+        plan = self.plan
+        num_batches = max(1, math.ceil(self.spec.eval_tokens / plan.tokens_per_micro_step))
+        loader = self._make_loader("val", None)
+        self.model.eval()
+        try:
+            bpb = training_val_bpb(self.model, loader, num_batches, self.token_bytes, self.info, self.amp)
+        finally:
+            loader.close()
+            self.model.train()
+        peak = self.memory.peak_mb()
+        self.memory.release_cached()
+        self.memory.reset()
+        self.last_val_bpb = bpb
+        logger.info("step %d: val bpb %.4f (peak memory this interval %.0f MB)", step, bpb, peak)
+        record = {"type": "eval", "step": step, "val_bpb": bpb, "peak_mem_mb": peak}
+        self.metrics.write(record)
+        self.tracker.log({"val/bpb": bpb, "val/peak_mem_mb": peak}, step=step)
+
+    def sample(self, step: int) -> None:
+        if self.info.is_main:
+            self.model.eval()
+            try:
+                text = sample_text(self.model, self.tokenizer, self.device, self.amp)
+            finally:
+                self.model.train()
+            self.memory.release_cached()
+            logger.info("step %d sample: %r", step, text)
+
+    def save(self, step: int) -> None:
+        """All ranks: gather loader state, check finiteness; rank 0 writes the files."""
+        import torch
+
+        from rlab.core.checkpoint import nonfinite_tensors, prune_checkpoints, save_checkpoint
+        from rlab.core.distributed import barrier, gather_objects
+        from rlab.core.optim import optimizer_state
+
+        loader_state = {"world_size": self.info.world_size, "ranks": gather_objects(self.loader.state_dict(), self.info)}
+        model_state = self.model.state_dict()
+        bad = nonfinite_tensors(model_state)  # replicas are identical, so every rank decides alike
+        if bad:
+            raise TrainingError(
+                f"Refusing to save step {step} of {self.cfg.tag}: non-finite parameters ({', '.join(bad[:5])}).",
+                hint="The previous checkpoint is untouched; lower the LR and resume from it.",
+            )
+        checksums = self._gather_scalar(torch.stack([p.detach().double().sum() for p in self.model.parameters()]).sum())
+        if len(set(checksums)) > 1:
+            logger.error("replicas diverged at step %d: parameter checksums %s", step, checksums)
+        if self.info.is_main:
+            meta = self._meta(step, loader_state)
+            payload = optimizer_state(self.optimizers)
+            payload["rng"] = self._rng_state()
+            save_checkpoint(self.ckpt_dir, step, model_state, meta, payload)
+            self.written_steps.append(step)
+            if self.spec.keep_last is not None:
+                candidates = [s for s in self.written_steps if s not in self.start.protected_steps]
+                for gone in prune_checkpoints(self.ckpt_dir, self.spec.keep_last, candidates):
+                    self.written_steps.remove(gone)
+        barrier(self.info)
+
+    def _meta(self, step: int, loader_state: dict[str, Any]) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
+            "step": step,
+            "model_config": self.model.config.to_dict(),
+            "rope": self.model.rope.model_dump(mode="json"),
+            "lineage": self.start.lineage,
+            "tag": cfg.tag,
+            "variant": cfg.variant,
+            "val_bpb": self.last_val_bpb,
+            "tokens_trained": self.start.tokens_before
+            + (step - self.start.run_start_step) * self.plan.tokens_per_step,
+            "loader_state": loader_state,
+            "run_config": cfg.model_dump(mode="json"),
+            "optimizer": {"format": "rlab.optim/1", "file": f"optim_{step:06d}_rank0.pt",
+                          "world_size_independent": True, "at_start": self.start.optimizer_note},
+            "world_size": self.info.world_size,
+            "rlab_version": RLAB_VERSION,
+            "train_state": {
+                "run_key": run_key(cfg),
+                "run_start_step": self.start.run_start_step,
+                "end_step": self.end_step,
+                "skipped_total": self.skipped_total,
+                "resumed_from": self.start.resumed_from,
+                "dtype": "bfloat16" if self.amp_dtype is not None else "float32",
+            },
+            # nanochat's own keys, so its tools read our checkpoints
+            "device_batch_size": self.plan.device_batch_size,
+            "max_seq_len": self.plan.seq_len,
+        }
+
+    # --- the run ---
+
+    def run(self) -> dict[str, Any]:
+        from rlab.core.metrics import TrainProgress
+
+        spec, start, end = self.spec, self.start.step, self.end_step
+        self.consecutive_skips = 0
+        if start >= end:
+            logger.info("%s already trained to step %d; nothing to do", self.cfg.tag, start)
+            self.metrics.write({"type": "done", "step": start})
+            return {"step": start, "val_bpb": None, "skipped": self.skipped_total}
+        progress = TrainProgress(self.info.is_main, start, end, self.cfg.tag)
+        step = start
+        try:
+            self.model.train()
+            self.memory.reset()
+            for step in range(start, end):
+                record = self.train_step(step)
+                done = step + 1
+                self.metrics.write(record)
+                self.tracker.log({f"train/{k}": v for k, v in record.items()
+                                  if isinstance(v, (int, float)) and k != "type"}, step=done)
+                progress.update(done - start, f"loss {record['loss']:.4f} | {record['tokens_per_s']:,.0f} tok/s")
+                logger.debug("step %d loss %.4f lr_mult %.3f grad_norm %.3f", done, record["loss"],
+                             record["lr_mult"], record["grad_norm"])
+                last = done == end
+                if spec.eval_every is not None and (done % spec.eval_every == 0 or last):
+                    self.evaluate(done)
+                if spec.sample_every is not None and (done % spec.sample_every == 0 or last):
+                    self.sample(done)
+                if last or (spec.save_every is not None and done % spec.save_every == 0):
+                    self.save(done)
+            step = end
+            self.metrics.write({"type": "done", "step": end, "skipped": self.skipped_total,
+                                "val_bpb": self.last_val_bpb})
+            self.tracker.finish(0)
+            return {"step": end, "val_bpb": self.last_val_bpb, "skipped": self.skipped_total}
+        except BaseException as exc:
+            self.metrics.write({"type": "failed", "step": step, "error": str(exc).splitlines()[0] if str(exc) else
+                                type(exc).__name__})
+            self.tracker.finish(1)
+            raise
+        finally:
+            progress.close()
+            self.loader.close()
+            self.metrics.close()
+
+
+def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """Run one training job (this process's share of it); returns {"step", "val_bpb", "skipped"}.
+
+    `on_model(model)` is called once the model is built, before training (e.g. to attach hooks).
+    """
+    from rlab.core.distributed import configure_allocator, init_distributed, shutdown_distributed, verify_allocator
+
+    alloc_conf = configure_allocator()  # before anything initialises CUDA
+    info = init_distributed()
+    try:
+        alloc = verify_allocator(alloc_conf)
+        if info.device.type == "cuda":
+            logger.info("allocator: %s", alloc)
+        return Trainer(cfg, info, on_model=on_model).run()
+    finally:
+        shutdown_distributed()
+
+
+def _configure_logging() -> None:
+    rank = int(os.environ.get("RANK", "0"))
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING,
+        format=f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """`python -m rlab.core.train RUN_JSON`: user errors become one stderr line and exit code 1."""
+    from rlab.spec.run import RunConfig, read_config
+
+    _configure_logging()
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m rlab.core.train RUN_JSON\n")
+        return 2
+    try:
+        train(read_config(Path(argv[0]), RunConfig))
+    except RlabError as exc:
+        line = exc.message.replace("\n", " ") + (f" {exc.hint}" if exc.hint else "")
+        sys.stderr.write(f"error: {line}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
