@@ -39,3 +39,82 @@ def _restore_torch_state():
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+# ======================================================================================
+# Data fixtures (issue 3, owned by the data/tokenizer engineer). Append-only section.
+#
+# `tiny_base_dir` (session-scoped): a complete, tiny base dir in nanochat's layout, built
+# once per test session in ~1-2 s by the real `rlab.data.prepare.prepare_data` from a user
+# corpus folder of deterministic English-like text (no downloads):
+#     <base>/base_data/shard_00000.parquet ... (3 train shards + the val shard, last; 3 row groups each)
+#     <base>/tokenizer/tokenizer.pkl, token_bytes.pt   (vocab 512, nanochat's specials incl. <|bos|>)
+#     <base>/long_docs/long_docs.parquet                (3 docs of >= 12k chars, kept out of train/val)
+#     <base>/rlab_corpus.json                           (manifest, with token/char counts)
+# Treat it as READ-ONLY (it is shared by all tests); copy it (shutil.copytree) to modify.
+# `make_english_docs(n, seed)` is the generator, exposed for tests that need their own text.
+# ======================================================================================
+
+TINY_VOCAB_SIZE = 512
+
+_WORDS = {
+    "adj": "old quiet bright narrow ancient silver heavy gentle distant green broken royal honest simple "
+           "strange early final golden public certain".split(),
+    "noun": "king river city letter garden soldier nation winter market harbour council kingdom forest "
+            "merchant bridge question people island evening treaty law congress tower ship friend".split(),
+    "verb": "found watched crossed defended remembered carried answered followed opened built praised "
+            "promised measured guarded visited".split(),
+    "prep": "across beyond beneath within near against toward behind".split(),
+    "adv": "slowly plainly often never always gladly surely nearly".split(),
+}
+
+
+def make_english_docs(n_docs: int, seed: int = 0, min_sentences: int = 15, max_sentences: int = 40) -> list[str]:
+    """`n_docs` deterministic English-like documents (paragraphs of simple sentences, digits, punctuation)."""
+    import random
+
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(n_docs):
+        sentences = []
+        for _ in range(rng.randint(min_sentences, max_sentences)):
+            w = {k: rng.choice(v) for k, v in _WORDS.items()}
+            n2 = rng.choice(_WORDS["noun"])
+            form = rng.randrange(4)
+            if form == 0:
+                s = f"The {w['adj']} {w['noun']} {w['verb']} the {n2} {w['prep']} the river."
+            elif form == 1:
+                s = f"In {rng.randint(1600, 2025)}, a {w['noun']} {w['adv']} {w['verb']} {rng.randint(2, 99)} {n2}s."
+            elif form == 2:
+                s = f"\"Who {w['verb']} my {w['noun']}?\" asked the {w['adj']} {n2}; nobody {w['adv']} answered."
+            else:
+                s = f"Our {w['noun']}, {w['adj']} and {rng.choice(_WORDS['adj'])}, {w['verb']} {w['prep']} the {n2}."
+            sentences.append(s)
+        paragraphs = [" ".join(sentences[i:i + 5]) for i in range(0, len(sentences), 5)]
+        docs.append("\n\n".join(paragraphs))
+    return docs
+
+
+@pytest.fixture(scope="session")
+def tiny_base_dir(tmp_path_factory) -> Path:
+    """A complete tiny base dir built by the real prepare pipeline (see the section comment above)."""
+    import json as _json
+
+    from rlab.data.prepare import PrepareOptions, prepare_data
+
+    root = tmp_path_factory.mktemp("tiny_base")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    short = make_english_docs(150, seed=1)
+    for i, text in enumerate(short[:100]):  # .txt: one document per file
+        (corpus / f"doc_{i:03d}.txt").write_text(text, encoding="utf-8")
+    with open(corpus / "more.jsonl", "w", encoding="utf-8") as f:  # .jsonl: one document per line
+        for text in short[100:]:
+            f.write(_json.dumps({"text": text}) + "\n")
+    for i, text in enumerate(make_english_docs(3, seed=2, min_sentences=260, max_sentences=280)):
+        (corpus / f"long_{i}.txt").write_text(text, encoding="utf-8")
+    base = root / "base"
+    options = PrepareOptions(seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3, shard_chars=60_000,
+                             row_groups=3)
+    prepare_data(base, corpus=[corpus], vocab_size=TINY_VOCAB_SIZE, options=options)
+    return base

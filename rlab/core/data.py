@@ -1,0 +1,388 @@
+"""Distributed, resumable token loader over nanochat's parquet shards.
+
+Data layout (nanochat's): `<data_dir>/shard_00000.parquet, ...`, each with a `text` column
+and a few row groups; the **last** shard is the validation split, all others are train.
+
+How a split is cut into work
+----------------------------
+The split's row groups, over all its shards, form one list of `R` row groups. Each row group
+is cut into `k = ceil(world_size / R)` *parts* (document i of a row group belongs to part
+`i mod k`), so there are always at least as many units of work as ranks: a shard with fewer
+row groups than ranks is split finer instead of leaving a rank without data (nanochat's
+loader hangs that rank). `k` is 1 whenever the split has at least `world_size` row groups.
+
+Each epoch orders the row groups (a seeded shuffle for train; file order for val, so every
+eval sees the same tokens) and lays their parts out as *slots* `0 .. R*k-1`. Rank `r` works
+through slots `r, r+W, r+2W, ...`; within a slot it takes the part's documents in order. So
+within an epoch no two ranks ever read the same document. (At an epoch boundary a rank that
+wraps early may start the next epoch's order while others finish the current one.)
+
+Packing
+-------
+Each document is tokenized with `<|bos|>` prepended; a rank's documents form one token
+stream that is cut into rows of `T+1` tokens; `B` consecutive rows make a batch, and
+`inputs = rows[:, :-1]`, `targets = rows[:, 1:]`, both (B, T) int64 on the device.
+A background thread reads parquet and tokenizes (tiktoken releases the GIL) into a small
+prefetch queue, so tokenization overlaps with the training step.
+
+Resuming
+--------
+A rank's position is `(epoch, slot, doc, tok)`: the first token of the next batch is token
+`tok` of document `doc` (row index in its row group) in slot `slot`. `state_dict()` returns
+it (a few ints, JSON-able) for the batch most recently *returned*, not the prefetched ones.
+The trainer gathers every rank's state into `{"world_size": W, "ranks": [...]}` and passes
+that back as `state=`:
+
+* same world size: each rank restarts exactly where it stopped; the batches that follow
+  are exactly those an uninterrupted loader would have produced (the partly consumed
+  document is re-tokenized and its first `tok` tokens skipped).
+* different world size (an approximation): slots are per-rank, so there is no exact
+  mapping. The new ranks start at the row group after the furthest one any old rank had
+  reached, in the same epoch. Nothing is repeated; the unread rest of the row groups the
+  old ranks were in the middle of is skipped (at most about W_old row groups). Logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import random
+import threading
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from rlab.errors import DataError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from rlab.core.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+Split = Literal["train", "val"]
+STATE_VERSION = 1
+_TOKENIZE_CHUNK = 256  # documents per batch-encode call: big enough to use the threads, small enough to stream
+
+
+def list_shards(data_dir: str | Path) -> list[Path]:
+    """The parquet shards of a base_data dir, in order (the last one is val)."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"No data directory at {data_dir}.", "Build it with `rlab data prepare`.")
+    shards = sorted(p for p in data_dir.iterdir() if p.suffix == ".parquet" and p.is_file())
+    if not shards:
+        raise DataError(f"No .parquet shards in {data_dir}.", "Build them with `rlab data prepare`.")
+    return shards
+
+
+def split_shards(data_dir: str | Path, split: Split) -> list[Path]:
+    """nanochat's rule: the last shard is val, every other shard is train."""
+    shards = list_shards(data_dir)
+    if split not in ("train", "val"):
+        raise DataError(f"Unknown split {split!r}; use 'train' or 'val'.")
+    if len(shards) < 2:
+        raise DataError(
+            f"{data_dir} has {len(shards)} shard; need at least 2 (the last one is the val split).",
+            "Rebuild with `rlab data prepare --force`.",
+        )
+    return shards[-1:] if split == "val" else shards[:-1]
+
+
+def _row_groups(shards: list[Path]) -> list[tuple[int, int]]:
+    """(shard index, row group index) of every row group, checking each shard has `text`."""
+    import pyarrow.parquet as pq
+
+    out: list[tuple[int, int]] = []
+    for i, path in enumerate(shards):
+        try:
+            meta = pq.ParquetFile(path)
+        except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) on garbage
+            raise DataError(f"Cannot read parquet shard {path}: {exc}") from exc
+        if "text" not in meta.schema_arrow.names:
+            raise DataError(
+                f"Shard {path} has no 'text' column (columns: {', '.join(meta.schema_arrow.names)}).",
+                "rlab reads nanochat's layout: one document per row in a string column named 'text'.",
+            )
+        out.extend((i, rg) for rg in range(meta.num_row_groups))
+    return out
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a rank's next batch starts: token `tok` of row `doc` of the part in `slot`."""
+
+    epoch: int = 0
+    slot: int = 0
+    doc: int = 0
+    tok: int = 0
+
+
+class TokenLoader:
+    """Iterates `(inputs, targets)`, (B, T) int64 on `device`; see the module docstring."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        tokenizer: Tokenizer,
+        split: Split,
+        batch_size: int,
+        seq_len: int,
+        rank: int = 0,
+        world_size: int = 1,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        state: dict[str, Any] | None = None,
+        prefetch: int = 4,
+        tokenizer_threads: int = 4,
+    ) -> None:
+        import torch
+
+        if batch_size < 1 or seq_len < 1:
+            raise DataError(f"batch_size and seq_len must be positive, got {batch_size} and {seq_len}.")
+        if not 0 <= rank < world_size:
+            raise DataError(f"rank {rank} is outside world size {world_size}.")
+        self.split: Split = split
+        self.batch_size, self.seq_len = batch_size, seq_len
+        self.rank, self.world_size = rank, world_size
+        self.device = torch.device(device)
+        self.seed = seed
+        self.tokenizer = tokenizer
+        self.bos = tokenizer.bos_token_id
+        self.prefetch = max(1, prefetch)
+        self.tokenizer_threads = tokenizer_threads
+
+        self.shards = split_shards(data_dir, split)
+        self.row_groups = _row_groups(self.shards)
+        if not self.row_groups:
+            raise DataError(f"The {split} split in {data_dir} has no row groups (empty shards).")
+        self.parts = math.ceil(world_size / len(self.row_groups))
+        self.num_slots = len(self.row_groups) * self.parts
+        if self.parts > 1:
+            log.info(
+                "%s split has %d row groups for %d ranks: each row group is split into %d parts",
+                split, len(self.row_groups), world_size, self.parts,
+            )
+        self._position = self._resume_position(state)
+
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # ----- resume --------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's position after the last batch returned (small, JSON-able)."""
+        return {
+            "version": STATE_VERSION,
+            "split": self.split,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "seed": self.seed,
+            "parts": self.parts,
+            "num_slots": self.num_slots,
+            **asdict(self._position),
+        }
+
+    def _resume_position(self, state: dict[str, Any] | None) -> Position:
+        if state is None:
+            return Position(slot=self.rank, doc=self._first_doc(self.rank))
+        ranks = state.get("ranks")
+        if ranks is None:  # one rank's own state, as returned by state_dict()
+            old_world = int(state.get("world_size", 1))
+            if old_world == self.world_size and int(state.get("rank", 0)) != self.rank:
+                raise DataError(f"Loader state of rank {state.get('rank')} given to rank {self.rank}.",
+                                "Pass the gathered {'world_size': W, 'ranks': [...]} state instead.")
+            ranks = [state] * old_world if old_world == self.world_size else [state]
+        else:
+            old_world = int(state.get("world_size", len(ranks)))
+            if old_world != len(ranks):
+                raise DataError(f"Loader state says world_size {old_world} but holds {len(ranks)} rank states.")
+        for rs in ranks:
+            if rs.get("split", self.split) != self.split:
+                raise DataError(f"Loader state is for the {rs.get('split')} split, not {self.split}.")
+            if rs.get("seed", self.seed) != self.seed:
+                log.warning("resuming a loader saved with seed %s under seed %s", rs.get("seed"), self.seed)
+        if old_world == self.world_size and ranks[0].get("parts", self.parts) == self.parts:
+            rs = ranks[self.rank]
+            pos = Position(int(rs["epoch"]), int(rs["slot"]), int(rs["doc"]), int(rs["tok"]))
+            if pos.slot >= self.num_slots:
+                log.warning("saved loader slot %d is past this data's %d slots; starting the next epoch",
+                            pos.slot, self.num_slots)
+                return Position(pos.epoch + 1, self.rank, self._first_doc(self.rank))
+            return pos
+        # Different world size: continue after the furthest row group any old rank reached.
+        old_parts = max(1, int(ranks[0].get("parts", 1)))
+        epoch, slot = max((int(rs["epoch"]), int(rs["slot"])) for rs in ranks)
+        next_rg = slot // old_parts + 1
+        start = next_rg * self.parts + self.rank
+        log.info(
+            "loader resumed at a different world size (%s -> %d): %s split continues at epoch %d, row group %d "
+            "of %d; the unread rest of the row groups the old ranks were in is skipped, nothing is repeated",
+            old_world, self.world_size, self.split, epoch, next_rg, len(self.row_groups),
+        )
+        if start >= self.num_slots:
+            return Position(epoch + 1, self.rank, self._first_doc(self.rank))
+        return Position(epoch, start, self._first_doc(start))
+
+    def _first_doc(self, slot: int) -> int:
+        return slot % self.parts
+
+    # ----- iteration -----------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._thread is None:
+            self._start()
+        assert self._queue is not None
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        inputs, targets, position = item
+        self._position = position
+        if self.device.type != "cpu":
+            inputs = inputs.to(self.device, non_blocking=True)
+            targets = targets.to(self.device, non_blocking=True)
+        return inputs, targets
+
+    def _start(self) -> None:
+        self._queue = queue.Queue(maxsize=self.prefetch)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._produce, args=(self._position,), daemon=True,
+                                        name=f"TokenLoader-{self.split}-rank{self.rank}")
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the background thread (idempotent). Iterating again restarts from the current position."""
+        self._stop.set()
+        if self._thread is not None:
+            while self._thread.is_alive():
+                try:  # unblock a producer waiting on a full queue
+                    assert self._queue is not None
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    pass
+                self._thread.join(timeout=0.05)
+        self._thread, self._queue = None, None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing left to clean
+            pass
+
+    def _put(self, item: Any) -> bool:
+        assert self._queue is not None
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    # ----- producer (background thread) ----------------------------------------------------
+
+    def _produce(self, start: Position) -> None:
+        try:
+            self._pack(start)
+        except BaseException as exc:  # surfaces in the consumer's __next__
+            self._put(exc)
+
+    def _pack(self, start: Position) -> None:
+        import numpy as np
+        import torch
+
+        row = self.seq_len + 1
+        need = self.batch_size * row
+        pin = self.device.type == "cuda"
+        docs = self._documents(start)
+        cur: np.ndarray | None = None
+        cur_pos, off = start, 0
+        while not self._stop.is_set():
+            buf = np.empty(need, dtype=np.int64)
+            filled = 0
+            while filled < need:
+                if cur is None or off >= len(cur):
+                    cur_pos, cur, off = next(docs)
+                take = min(need - filled, len(cur) - off)
+                buf[filled:filled + take] = cur[off:off + take]
+                filled += take
+                off += take
+            rows = torch.from_numpy(buf).view(self.batch_size, row)  # (B, T+1)
+            inputs, targets = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()  # (B, T) each
+            if pin:
+                inputs, targets = inputs.pin_memory(), targets.pin_memory()
+            after = Position(cur_pos.epoch, cur_pos.slot, cur_pos.doc, off)
+            if not self._put((inputs, targets, after)):
+                return
+
+    def _slot_order(self, epoch: int) -> list[tuple[int, int]]:
+        """Row groups in this epoch's order: shuffled by (seed, epoch) for train, file order for val."""
+        order = list(self.row_groups)
+        if self.split == "train":
+            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        return order
+
+    def _documents(self, start: Position) -> Iterator[tuple[Position, np.ndarray, int]]:
+        """Yield (position, tokens with BOS, tokens to skip) for this rank's documents, forever."""
+        import numpy as np
+        import pyarrow.parquet as pq
+
+        files: dict[int, pq.ParquetFile] = {}
+        epoch, slot, doc = start.epoch, start.slot, start.doc
+        full_epoch, seen = slot == self.rank, False
+        while True:
+            order = self._slot_order(epoch)
+            while slot < self.num_slots:
+                shard, rg = order[slot // self.parts]
+                if shard not in files:
+                    files[shard] = pq.ParquetFile(self.shards[shard])
+                texts = files[shard].read_row_group(rg, columns=["text"]).column("text").to_pylist()
+                rows = list(range(doc, len(texts), self.parts))
+                for i in range(0, len(rows), _TOKENIZE_CHUNK):
+                    chunk = rows[i:i + _TOKENIZE_CHUNK]
+                    encoded = self.tokenizer.encode([texts[j] or "" for j in chunk], prepend=self.bos,
+                                                    num_threads=self.tokenizer_threads)
+                    for j, ids in zip(chunk, encoded):
+                        pos = Position(epoch, slot, j, 0)
+                        skip = start.tok if (epoch, slot, j) == (start.epoch, start.slot, start.doc) else 0
+                        seen = True
+                        yield pos, np.asarray(ids, dtype=np.int64), skip
+                    if self._stop.is_set():
+                        return
+                slot += self.world_size
+                doc = self._first_doc(slot)
+            if full_epoch and not seen:
+                raise DataError(
+                    f"Rank {self.rank} of {self.world_size} got no documents from the {self.split} split "
+                    f"({len(self.row_groups)} row groups): too few documents for this many ranks.",
+                    "Use fewer ranks or a larger corpus.",
+                )
+            epoch, slot, full_epoch, seen = epoch + 1, self.rank, True, False
+            doc = self._first_doc(slot)
+
+
+def load_long_docs(base_dir: str | Path) -> list[str]:
+    """The fixed long-document eval set: `<base>/long_docs/long_docs.parquet`, `text` column."""
+    import pyarrow.parquet as pq
+
+    from rlab.paths import BaseLayout
+
+    path = BaseLayout(Path(base_dir)).long_docs_dir / "long_docs.parquet"
+    if not path.is_file():
+        raise DataError(f"No long-document set at {path}.", "Build it with `rlab data prepare`.")
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"Cannot read {path}: {exc}") from exc
+    if "text" not in table.column_names:
+        raise DataError(f"{path} has no 'text' column.")
+    return [t for t in table.column("text").to_pylist() if t]

@@ -1,0 +1,246 @@
+"""`prepare_data`: corpus -> shards + val shard + long-doc set + tokenizer + manifest.
+
+The pipeline, in order (each step's output lives in nanochat's layout under the base dir):
+
+1. read the corpus: the embedded default (`rlab.data.sources`) or a user's files;
+2. split whole documents into train / val / long with a fixed seed (`rlab.data.corpus`);
+3. write `base_data/shard_*.parquet` (val last) and `long_docs/long_docs.parquet`;
+4. train the BPE tokenizer on the train split and save it to `tokenizer/`;
+5. count tokens per split (the figures in the manifest);
+6. write `rlab_corpus.json` **last**.
+
+An in-progress marker is written first and removed after the manifest, so a prepare that was
+interrupted is recognised and redone on the next run, while a directory holding someone
+else's data (e.g. nanochat's own shards, no manifest, no marker) is never overwritten
+without `force=True`. With the manifest present and the same request, prepare is a no-op.
+
+Progress goes through a callback `(stage, done, total)`; the CLI turns it into a bar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlab.data.corpus import LONG_MIN_CHARS, Document, read_user_corpus, split_documents, user_files
+from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, shard_name, write_parquet_texts, write_shards
+from rlab.errors import DataError
+from rlab.paths import BaseLayout
+
+log = logging.getLogger(__name__)
+
+# 4096 tokens: the demo trains tiny models (n_embd 64-128) on 2 CPU cores, where the
+# embedding and lm_head (2 x vocab x n_embd parameters) would dominate the model at
+# nanochat's 65536; 4096 still compresses English to ~4 chars/token, so sequences stay short.
+DEFAULT_VOCAB_SIZE = 4096
+MANIFEST_SCHEMA = "rlab.corpus/1"
+PIPELINE_VERSION = 1
+IN_PROGRESS_NAME = ".rlab_prepare_in_progress"
+LONG_DOCS_NAME = "long_docs.parquet"
+
+ProgressFn = Callable[[str, int, "int | None"], None]
+
+
+def _no_progress(stage: str, done: int, total: int | None) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """Knobs of the split and the shard layout (the defaults build the embedded corpus)."""
+
+    seed: int = 0
+    val_fraction: float = 0.1  # of the documents outside the long-doc set
+    long_min_chars: int = LONG_MIN_CHARS  # a "long document" has at least this many characters
+    long_per_era: int = 3  # long documents kept per era for the long-context eval set
+    shard_chars: int = SHARD_CHARS  # characters per train shard (approx.)
+    row_groups: int = ROW_GROUPS_PER_SHARD  # row groups per shard
+
+
+@dataclass
+class PrepareResult:
+    base_dir: Path
+    manifest: dict[str, Any]
+    skipped: bool = False  # True when the base dir was already prepared for this request
+    notes: list[str] = field(default_factory=list)
+
+
+def _corpus_request(corpus: str | Sequence[str | Path]) -> dict[str, Any]:
+    """What was asked for, in a form the manifest can compare against (user files fingerprinted)."""
+    if isinstance(corpus, str) and corpus == "default":
+        return {"kind": "default"}
+    paths = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
+    if not paths:
+        raise DataError("No corpus given.", "Pass --corpus default or a folder / files of text.")
+    digest = hashlib.sha256()
+    for f in user_files(paths):
+        st = f.stat()
+        digest.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return {"kind": "user", "paths": [str(Path(p).expanduser().resolve()) for p in paths],
+            "fingerprint": digest.hexdigest()}
+
+
+def read_manifest(base_dir: str | Path) -> dict[str, Any] | None:
+    path = BaseLayout(Path(base_dir)).corpus_manifest
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"Cannot read {path}: {exc}", "Rebuild with `rlab data prepare --force`.") from exc
+
+
+def _clear_outputs(layout: BaseLayout) -> None:
+    """Remove what a previous prepare wrote (shards, tokenizer, long docs, manifest); nothing else."""
+    layout.corpus_manifest.unlink(missing_ok=True)
+    if layout.data_dir.is_dir():
+        for p in layout.data_dir.glob("*.parquet*"):  # the loader reads every .parquet here
+            p.unlink()
+    for name in ("tokenizer.pkl", "token_bytes.pt"):
+        (layout.tokenizer_dir / name).unlink(missing_ok=True)
+    (layout.long_docs_dir / LONG_DOCS_NAME).unlink(missing_ok=True)
+
+
+def _has_foreign_data(layout: BaseLayout) -> bool:
+    shards = layout.data_dir.is_dir() and any(layout.data_dir.glob("*.parquet"))
+    return bool(shards) or (layout.tokenizer_dir / "tokenizer.pkl").exists()
+
+
+def _load_corpus(request: dict[str, Any], corpus: Any, layout: BaseLayout, progress: ProgressFn,
+                 notes: list[str]) -> tuple[list[Document], list[dict[str, Any]]]:
+    if request["kind"] == "default":
+        from rlab.data.sources import load_default_corpus
+
+        docs, sources = load_default_corpus(layout.root / "downloads", progress=progress, notes=notes)
+        return docs, sources
+    paths = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
+    progress("reading corpus", 0, None)
+    docs = read_user_corpus(paths)
+    progress("reading corpus", len(docs), len(docs))
+    return docs, [{"name": "user", "paths": request["paths"], "docs": len(docs)}]
+
+
+def _count_tokens(tokenizer: Any, texts: list[str], stage: str, progress: ProgressFn) -> int:
+    total, chunk = 0, 64
+    for i in range(0, len(texts), chunk):
+        total += sum(len(ids) for ids in tokenizer.encode(texts[i:i + chunk], num_threads=os.cpu_count() or 1))
+        progress(stage, min(i + chunk, len(texts)), len(texts))
+    return total
+
+
+def prepare_data(
+    base_dir: str | Path,
+    corpus: str | Sequence[str | Path] = "default",
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    force: bool = False,
+    options: PrepareOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> PrepareResult:
+    """Build shards, a val shard, the long-doc set and a tokenizer under `base_dir` (see module docstring).
+
+    `corpus` is "default" (the embedded corpus) or folders/files of .txt/.jsonl/.parquet.
+    """
+    from rlab.core.tokenizer import MIN_VOCAB_SIZE, Tokenizer
+
+    options = options or PrepareOptions()
+    progress = progress or _no_progress
+    layout = BaseLayout(Path(base_dir).expanduser())
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise DataError(f"Vocab size {vocab_size} is too small: need at least {MIN_VOCAB_SIZE} "
+                        f"(256 bytes + special tokens).", "Pass a larger --vocab-size (e.g. 4096).")
+    request = {"corpus": _corpus_request(corpus), "vocab_size": vocab_size, "options": asdict(options),
+               "pipeline_version": PIPELINE_VERSION}
+    marker = layout.root / IN_PROGRESS_NAME
+
+    existing = read_manifest(layout.root)
+    if existing is not None and not force:
+        if existing.get("request") == request:
+            log.info("%s is already prepared for this request; nothing to do", layout.root)
+            return PrepareResult(layout.root, existing, skipped=True)
+        raise DataError(
+            f"{layout.root} already holds a corpus prepared differently "
+            f"(corpus {existing.get('request', {}).get('corpus', {}).get('kind')}, "
+            f"vocab {existing.get('request', {}).get('vocab_size')}).",
+            "Pass --force to rebuild it (checkpoints trained on the old tokenizer will no longer match), "
+            "or use another --base-dir.",
+        )
+    if existing is None and not force and not marker.exists() and _has_foreign_data(layout):
+        raise DataError(
+            f"{layout.root} already holds shards or a tokenizer that rlab did not prepare.",
+            "rlab uses them as they are; pass --force only if you want them replaced.",
+        )
+    if marker.exists() and existing is None:
+        log.info("an earlier prepare in %s was interrupted; redoing it", layout.root)
+
+    layout.root.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(request))
+    _clear_outputs(layout)
+    notes: list[str] = []
+    t_start = time.perf_counter()
+
+    docs, sources = _load_corpus(request["corpus"], corpus, layout, progress, notes)
+    split = split_documents(docs, seed=options.seed, val_fraction=options.val_fraction,
+                            long_min_chars=options.long_min_chars, long_per_era=options.long_per_era)
+    if not split.long:
+        notes.append(f"no document has >= {options.long_min_chars} characters: the long-document set is empty")
+
+    progress("writing shards", 0, None)
+    train_texts = [d.text for d in split.train]
+    val_texts = [d.text for d in split.val]
+    shards = write_shards(train_texts, val_texts, layout.data_dir, options.shard_chars, options.row_groups)
+    write_parquet_texts(
+        [d.text for d in split.long], layout.long_docs_dir / LONG_DOCS_NAME, row_groups=1,
+        extra={"doc_id": [d.doc_id for d in split.long], "source": [d.source for d in split.long],
+               "era": [d.era for d in split.long]},
+    )
+    progress("writing shards", len(shards), len(shards))
+
+    progress("training tokenizer", 0, None)
+    t0 = time.perf_counter()
+    tokenizer = Tokenizer.train(iter(train_texts), vocab_size)
+    train_s = time.perf_counter() - t0
+    tokenizer.save(layout.tokenizer_dir)
+    progress("training tokenizer", 1, 1)
+
+    chars = {"train": sum(map(len, train_texts)), "val": sum(map(len, val_texts)),
+             "long": sum(len(d.text) for d in split.long)}
+    tokens = {"train": _count_tokens(tokenizer, train_texts, "counting tokens (train)", progress),
+              "val": _count_tokens(tokenizer, val_texts, "counting tokens (val)", progress),
+              "long": _count_tokens(tokenizer, [d.text for d in split.long], "counting tokens (long)", progress)}
+    manifest = {
+        "schema": MANIFEST_SCHEMA,
+        "request": request,
+        "sources": sources,
+        "vocab_size": tokenizer.vocab_size,
+        "shards": [p.name for p in shards],
+        "val_shard": shards[-1].name,
+        "long_docs": [{"doc_id": d.doc_id, "source": d.source, "era": d.era, "chars": len(d.text)}
+                      for d in split.long],
+        "stats": {
+            "docs": {"train": len(split.train), "val": len(split.val), "long": len(split.long)},
+            "chars": chars,
+            "tokens": tokens,
+            "chars_per_token": round((chars["train"] + chars["val"]) / max(1, tokens["train"] + tokens["val"]), 3),
+            "tokenizer_train_s": round(train_s, 3),
+            "prepare_s": round(time.perf_counter() - t_start, 3),
+        },
+        "notes": notes,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    tmp = layout.corpus_manifest.with_name(layout.corpus_manifest.name + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2))
+    tmp.replace(layout.corpus_manifest)
+    marker.unlink(missing_ok=True)
+    log.info("prepared %s: %d train / %d val / %d long documents", layout.root, len(split.train), len(split.val),
+             len(split.long))
+    return PrepareResult(layout.root, manifest, notes=notes)
+
+
+__all__ = ["DEFAULT_VOCAB_SIZE", "PrepareOptions", "PrepareResult", "prepare_data", "read_manifest", "shard_name"]
