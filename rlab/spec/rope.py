@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import Field, field_validator, model_validator
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rlab.errors import SpecError, unknown_name_error
 from rlab.spec.base import StrictModel
@@ -96,6 +98,22 @@ class RopeSpec(StrictModel):
         if v == "llama3":
             parts.append(f"lf/hf={self.low_freq_factor:g}/{self.high_freq_factor:g}")
         return f"{v}({', '.join(parts)})"
+
+
+def build_rope_spec(**fields: Any) -> RopeSpec:
+    """`RopeSpec(**fields)`, with a validation failure turned into one `SpecError` line naming the field.
+
+    For callers outside YAML loading (the CLI's flags): "factor: must be > 0 (got -1.0)".
+    """
+    try:
+        return RopeSpec(**fields)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            msg = str(error["msg"]).removeprefix("Value error, ")
+            loc = ".".join(str(part) for part in error["loc"])
+            lines.append(msg if not loc or msg.startswith(f"{loc}:") else f"{loc}: {msg}")
+        raise SpecError("; ".join(lines)) from None
 
 
 def default_variant_specs(factor: float = 4.0) -> dict[str, RopeSpec]:
