@@ -1,0 +1,143 @@
+"""CORE: prompt rendering and spans on real bundle rows, batched == one-at-a-time, aggregation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlab.evals.core_bundle import load_bundle, load_task_data
+from rlab.evals.core_metric import (
+    CoreResult,
+    TaskResult,
+    centered_accuracy,
+    crop_left,
+    evaluate_core,
+    evaluate_task,
+    fewshot_indices,
+    prepare_example,
+    render_prompts,
+    subsample,
+)
+
+
+def test_multiple_choice_zero_shot_copa(bundle, tokenizer):
+    task = bundle.task("copa")
+    rows = load_task_data(task)
+    prompts = render_prompts(task, rows, 0)
+    assert prompts == [
+        "The man turned on the faucet, therefore the toilet filled with water.",
+        "The man turned on the faucet, therefore water flowed from the spout.",
+    ]
+    ex = prepare_example(tokenizer, task, rows, 0)
+    assert ex.gold == 1 and ex.tokens[0][0] == tokenizer.bos_token_id
+    for toks, s, e, choice in zip(ex.tokens, ex.starts, ex.ends, rows[0]["choices"]):
+        assert e == len(toks)
+        # the span is what follows the common prefix: delimiter + choice (the space merges into a token)
+        assert tokenizer.decode(toks[s:e]) == " " + choice
+        assert tokenizer.decode(toks[1:s]) + tokenizer.decode(toks[s:e]) == prompts[rows[0]["choices"].index(choice)]
+    assert ex.starts[0] == ex.starts[1]
+
+
+def test_multiple_choice_few_shot_arc(bundle):
+    task = bundle.task("arc_easy")
+    rows = load_task_data(task)
+    shots = fewshot_indices(len(rows), 5, 10)
+    assert len(shots) == 10 and 5 not in shots and shots == fewshot_indices(len(rows), 5, 10)
+    prompts = render_prompts(task, rows, 5)
+    first = rows[shots[0]]
+    assert prompts[0].startswith(f"{first['query']}\nAnswer: {first['choices'][first['gold']]}\n\n")
+    for p, choice in zip(prompts, rows[5]["choices"]):
+        assert p.endswith(f"\n\n{rows[5]['query']}\nAnswer: {choice}")
+        assert p.count("\nAnswer: ") == 11
+
+
+def test_schema_winograd(bundle, tokenizer):
+    task = bundle.task("winograd")
+    rows = load_task_data(task)
+    assert render_prompts(task, rows, 0) == [
+        "The city councilmen refused the demonstrators a permit because the city councilmen feared violence.",
+        "The city councilmen refused the demonstrators a permit because the demonstrators feared violence.",
+    ]
+    ex = prepare_example(tokenizer, task, rows, 0)
+    spans = [tokenizer.decode(t[s:e]) for t, s, e in zip(ex.tokens, ex.starts, ex.ends)]
+    assert spans[0] == spans[1] and "feared violence." in rows[0]["continuation"]
+    assert rows[0]["continuation"].endswith(spans[0].strip())
+
+
+def test_language_modeling_operators(bundle, tokenizer):
+    task = bundle.task("bigbench_operators")
+    rows = load_task_data(task)
+    without, with_ = render_prompts(task, rows, 3)
+    item = rows[3]
+    assert with_.endswith(f"{item['context'].strip()} {item['continuation']}")
+    assert without == with_[: -len(item["continuation"])].strip()
+    assert without.count("\n\n") >= 10  # ten solved examples before it
+    ex = prepare_example(tokenizer, task, rows, 3)
+    assert len(ex.tokens) == 1
+    assert tokenizer.decode(ex.tokens[0][ex.starts[0] : ex.ends[0]]).strip() == item["continuation"]
+
+
+def test_crop_left_shifts_spans():
+    toks, starts, ends = crop_left([[1, 2, 3, 4, 5, 6], [1, 2, 3]], [4, 2], [6, 3], 4)
+    assert toks == [[3, 4, 5, 6], [1, 2, 3]]
+    assert starts == [2, 2] and ends == [4, 3]
+
+
+def test_long_prompts_are_cropped_to_the_context(bundle, tokenizer):
+    task = bundle.task("hellaswag")
+    rows = load_task_data(task)
+    full = prepare_example(tokenizer, task, rows, 0)
+    cropped = prepare_example(tokenizer, task, rows, 0, max_seq_len=48)
+    assert max(len(t) for t in full.tokens) > 48 and max(len(t) for t in cropped.tokens) <= 48
+    for ft, fs, ct, cs, ce in zip(full.tokens, full.starts, cropped.tokens, cropped.starts, cropped.ends):
+        assert ct == ft[-48:] and ct[cs:ce] == ft[fs:]
+
+
+def test_centered_accuracy_formula():
+    assert centered_accuracy(0.25, 25.0) == 0.0
+    assert centered_accuracy(1.0, 25.0) == 1.0
+    assert math.isclose(centered_accuracy(0.6, 50.0), 0.2)
+    assert math.isclose(centered_accuracy(0.3, 0.0), 0.3)
+
+
+def test_subsample_is_deterministic():
+    rows = [{"i": i} for i in range(50)]
+    a, ia = subsample(rows, 10)
+    b, ib = subsample(rows, 10)
+    assert a == b and ia == ib and len(set(ia)) == 10
+    full, order = subsample(rows, None)
+    assert order[:10] == ia and sorted(order) == list(range(50))
+
+
+@pytest.mark.parametrize("label", ["copa", "winogrande", "arc_challenge", "bigbench_operators", "lambada_openai"])
+def test_batched_equals_one_at_a_time(bundle, tokenizer, tiny_gpt, label):
+    task = bundle.task(label)
+    rows, order = subsample(load_task_data(task), 16)
+    kwargs = dict(source_indices=order, max_seq_len=64)
+    batched = evaluate_task(tiny_gpt, tokenizer, task, rows, "cpu", batch_tokens=512, **kwargs)
+    single = evaluate_task(tiny_gpt, tokenizer, task, rows, "cpu", batched=False, **kwargs)
+    assert batched == single
+    assert len(batched) == 16
+
+
+def test_core_partial_result(bundle_copy, tokenizer, tiny_gpt, caplog):
+    b = load_bundle(bundle_copy)
+    with caplog.at_level("INFO"):
+        res = evaluate_core(tiny_gpt, tokenizer, b, "cpu", max_per_task=8, max_seq_len=64)
+    m = res.metrics()
+    assert m["partial"] is True and m["missing_tasks"] == ["squad"]
+    assert set(m["tasks"]) == {"copa", "winograd"}
+    assert math.isclose(m["core"], (m["tasks"]["copa"]["centered"] + m["tasks"]["winograd"]["centered"]) / 2)
+    assert m["ci_low"] <= m["core"] <= m["ci_high"]
+    assert all(t["n"] == 8 for t in m["tasks"].values())
+
+
+def test_core_mean_and_ci_by_hand(bundle):
+    copa, lsat = bundle.task("copa"), bundle.task("agi_eval_lsat_ar")
+    res = CoreResult([TaskResult(copa, [True] * 3 + [False], [0, 1, 2, 3]), TaskResult(lsat, [True, False], [0, 1])])
+    c1, c2 = (0.75 - 0.5) / 0.5, (0.5 - 0.2) / 0.8
+    assert math.isclose(res.core(), (c1 + c2) / 2)
+    se = math.sqrt(0.75 * 0.25 / 4 / 0.25 + 0.25 / 2 / 0.64) / 2
+    lo, hi = res.ci()
+    assert math.isclose(hi - lo, 2 * 1.959963984540054 * se, rel_tol=1e-9)
