@@ -1,8 +1,126 @@
-"""`rlab report`: not built yet."""
+"""`rlab report`: results.csv, comparison tables and plots of one experiment, and the main tables on screen.
 
-from rlab.cli.not_built import not_built
+    rlab report --experiment demo                 # results/demo/{results.csv,comparison.md,plots/}
+    rlab report --spec experiments/x.yaml --baseline rope --format html
+
+The work is `rlab.report.build.write_report`; this module only resolves the flags and renders the
+returned tables with rich.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rlab.errors import RlabError, SpecError
+
+_FORMATS = ("md", "csv", "html")
 
 
-def build_report() -> None:
-    """Not built yet (issue #7)."""
-    raise not_built("report", 7)
+def _experiment_from_spec(spec_file: Path) -> str:
+    """The experiment name of a spec file (through the spec loader when it is available)."""
+    if not spec_file.is_file():
+        raise SpecError(f"Spec file not found: {spec_file}", "Pass an existing YAML file to --spec.")
+    try:
+        from rlab.spec.loading import load_spec
+    except ImportError:  # the spec loader is not in this checkout yet: read the name field only
+        load_spec = None
+    if load_spec is not None:
+        return str(load_spec(spec_file).name)
+    import yaml
+
+    data = yaml.safe_load(spec_file.read_text(encoding="utf-8")) or {}
+    name = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{spec_file}: no experiment `name`.", "Add `name: ...` to the spec or pass --experiment.")
+    return name
+
+
+def _experiments_under(root: Path) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir()
+                  if p.is_dir() and ((p / "evals").is_dir() or (p / "runs").is_dir()))
+
+
+def resolve_experiment(experiment: str | None, spec_file: Path | None, results_root: Path) -> str:
+    """--experiment, else the spec's name, else the only experiment under the results root."""
+    if experiment:
+        return experiment
+    if spec_file is not None:
+        return _experiment_from_spec(spec_file)
+    found = _experiments_under(results_root)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise RlabError(f"No experiments under {results_root}.",
+                        "Run `rlab continue` and `rlab eval` first, or point --results-dir at your results.")
+    raise RlabError(f"Several experiments under {results_root}: {', '.join(found)}.",
+                    "Choose one with --experiment NAME (or --spec FILE).")
+
+
+def _rich_table(table):
+    from rich.table import Table as RichTable
+
+    out = RichTable(title=table.title, title_justify="left", caption=table.caption or None,
+                    caption_justify="left")
+    for i, col in enumerate(table.frame.columns):
+        out.add_column(str(col), justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for r, row in enumerate(table.frame.itertuples(index=False)):
+        cells = []
+        for col, val in zip(table.frame.columns, row, strict=True):
+            text = str(val)
+            style = "bold green" if (r, col) in table.best and text else None
+            if col == "verdict" or text.endswith(("(better)", "(worse)")):
+                style = {"better": "green", "worse": "red"}.get(text, style)
+            cells.append(f"[{style}]{_escape(text)}[/]" if style else _escape(text))
+        out.add_row(*cells)
+    return out
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def build_report(
+    spec: Path | None = typer.Option(None, "--spec", help="Experiment spec YAML; its `name` picks the experiment."),
+    experiment: str | None = typer.Option(
+        None, "--experiment", "-e", help="Experiment name (folder under the results dir). Default: the spec's name, "
+        "or the only experiment there."),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="Variant every other is compared with. Default: the spec's, else `rope`."),
+    fmt: str = typer.Option("md", "--format", help="md: results.csv + comparison.md + plots; html: also "
+                            "comparison.html; csv: results.csv only."),
+    results_dir: Path | None = typer.Option(
+        None, "--results-dir", help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results)."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed)."),
+    n_boot: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
+) -> None:
+    """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
+    if fmt not in _FORMATS:
+        raise RlabError(f"Unknown --format '{fmt}'.", f"Use one of: {', '.join(_FORMATS)}.")
+    from rlab.cli.console import out
+    from rlab.paths import ExperimentLayout, default_results_root
+    from rlab.report.build import write_report
+
+    root = (results_dir or default_results_root()).expanduser()
+    name = resolve_experiment(experiment, spec, root)
+    report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot)
+    if not quiet:
+        for table in report.tables:
+            if not table.frame.empty:
+                out.print(_rich_table(table))
+                out.print()
+        notes = report.data.footnotes.items
+        if notes:
+            out.print("[bold]Notes[/]")
+            for i, text in enumerate(notes, start=1):
+                out.print(f"  [dim]{i}.[/] {_escape(text)}")
+            out.print()
+    out.print("[bold]Wrote[/]")
+    for path in report.written:
+        out.print(f"  {path}", highlight=False, markup=False)

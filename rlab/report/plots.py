@@ -1,0 +1,211 @@
+"""The report's PNG figures (matplotlib, headless Agg backend, written atomically).
+
+* ``loss_curves.png``      training loss per variant vs step (from each tag's metrics.jsonl)
+* ``val_bpb_vs_step.png``  in-training val BPB per variant vs step
+* ``bpb_vs_length.png``    the headline: BPB vs context length per variant, log-x, with the
+                           continued-training length and the original length L0 marked
+* ``passkey_heatmap.png``  passkey accuracy by length × depth, one panel per variant
+
+A figure whose data is absent is skipped (and the caller footnotes it), never drawn empty.
+Each variant keeps one colour across every figure.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from rlab.report.collect import ReportData
+from rlab.report.results_csv import atomic_write_bytes
+from rlab.report.tables import tag_order
+
+log = logging.getLogger(__name__)
+
+PLOT_FILES = {
+    "loss": "loss_curves.png",
+    "val_bpb": "val_bpb_vs_step.png",
+    "bpb_length": "bpb_vs_length.png",
+    "passkey": "passkey_heatmap.png",
+}
+_VARIANT_ORDER = ("rope", "pi", "ntk", "dynamic-ntk", "yarn", "llama3")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _colors(data: ReportData) -> dict[str, object]:
+    """A stable colour per tag: known variants get fixed tab10 slots, others follow."""
+    plt = _pyplot()
+    cmap = plt.get_cmap("tab10")
+    out, extra = {}, len(_VARIANT_ORDER)
+    for tag in tag_order(data):
+        variant = str(data.meta.loc[data.meta["tag"] == tag, "variant"].iloc[0])
+        if variant in _VARIANT_ORDER:
+            out[tag] = cmap(_VARIANT_ORDER.index(variant) % 10)
+        else:
+            out[tag] = cmap(extra % 10)
+            extra += 1
+    return out
+
+
+def _integer_ticks():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _label(data: ReportData, tag: str) -> str:
+    row = data.meta.loc[data.meta["tag"] == tag].iloc[0]
+    return str(row["label"]) + (" (baseline)" if tag == data.baseline_tag else "")
+
+
+def _save(fig, path: Path) -> Path:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", metadata={"Software": None})
+    _pyplot().close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def _title(data: ReportData, what: str) -> str:
+    return f"{what} — experiment '{data.experiment}'"
+
+
+def plot_loss(data: ReportData, path: Path) -> Path | None:
+    train = data.curves[(data.curves["type"] == "train") & data.curves["loss"].notna()] if len(data.curves) else None
+    if train is None or train.empty:
+        return None
+    plt = _pyplot()
+    colors = _colors(data)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for tag in tag_order(data):
+        part = train[train["tag"] == tag].sort_values("step")
+        if len(part):
+            ax.plot(part["step"], part["loss"], color=colors[tag], label=_label(data, tag), linewidth=1.4)
+    ax.xaxis.set_major_locator(_integer_ticks())
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats / token)")
+    ax.set_title(_title(data, "Training loss"))
+    ax.grid(alpha=0.3)
+    ax.legend(title="variant")
+    return _save(fig, path)
+
+
+def plot_val_bpb(data: ReportData, path: Path) -> Path | None:
+    ev = data.curves[(data.curves["type"] == "eval") & data.curves["val_bpb"].notna()] if len(data.curves) else None
+    if ev is None or ev.empty:
+        return None
+    plt = _pyplot()
+    colors = _colors(data)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for tag in tag_order(data):
+        part = ev[ev["tag"] == tag].sort_values("step")
+        if len(part):
+            ax.plot(part["step"], part["val_bpb"], marker="o", markersize=3.5, color=colors[tag],
+                    label=_label(data, tag), linewidth=1.4)
+    ax.xaxis.set_major_locator(_integer_ticks())
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation BPB (bits per byte)")
+    ax.set_title(_title(data, "Validation BPB during training"))
+    ax.grid(alpha=0.3)
+    ax.legend(title="variant")
+    return _save(fig, path)
+
+
+def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
+    bl = data.bpb_length
+    if bl.empty:
+        return None
+    plt = _pyplot()
+    colors = _colors(data)
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for tag in tag_order(data):
+        part = bl[bl["tag"] == tag].sort_values("length")
+        if part.empty:
+            continue
+        ax.plot(part["length"], part["bpb"], marker="o", color=colors[tag], label=_label(data, tag), linewidth=1.6)
+        band = part.dropna(subset=["ci_low", "ci_high"])
+        if len(band):
+            ax.fill_between(band["length"], band["ci_low"], band["ci_high"], color=colors[tag], alpha=0.15,
+                            linewidth=0)
+    ax.set_xscale("log", base=2)
+    lengths = sorted(set(bl["length"].astype(int))
+                     | set(data.meta["train_seq_len"].dropna().astype(int))
+                     | set(data.meta["rope_original_len"].dropna().astype(int)))
+    ax.set_xticks(lengths)
+    ax.set_xticklabels([str(L) for L in lengths])
+    ax.minorticks_off()
+    marks = []
+    for col, style, name in (("train_seq_len", "--", "training length"), ("rope_original_len", ":", "original length L0")):
+        vals = sorted(set(data.meta[col].dropna().astype(int)))
+        for v in vals:
+            ax.axvline(v, color="0.35", linestyle=style, linewidth=1.1)
+            marks.append((v, style, f"{name} = {v}"))
+    handles, labels = ax.get_legend_handles_labels()
+    from matplotlib.lines import Line2D
+
+    for _, style, text in marks:
+        handles.append(Line2D([], [], color="0.35", linestyle=style))
+        labels.append(text)
+    ax.set_xlabel("context length (tokens, log scale)")
+    ax.set_ylabel("BPB (bits per byte, lower is better)")
+    ax.set_title(_title(data, "BPB vs context length"))
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(handles, labels, fontsize=8.5, loc="best")
+    return _save(fig, path)
+
+
+def plot_passkey(data: ReportData, path: Path) -> Path | None:
+    pk = data.passkey
+    if pk.empty:
+        return None
+    plt = _pyplot()
+    tags = [t for t in tag_order(data) if (pk["tag"] == t).any()]
+    lengths = sorted(set(pk["length"].astype(int)))
+    depths = sorted(set(pk["depth"].astype(float)))
+    ncols = min(len(tags), 3)
+    nrows = math.ceil(len(tags) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols + 1.0, 2.9 * nrows + 0.4), squeeze=False)
+    image = None
+    for i, tag in enumerate(tags):
+        ax = axes[i // ncols][i % ncols]
+        grid = (pk[pk["tag"] == tag].pivot_table(index="depth", columns="length", values="accuracy", aggfunc="mean")
+                .reindex(index=depths, columns=lengths))
+        image = ax.imshow(grid.to_numpy(dtype=float), vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto",
+                          origin="lower")
+        for (r, c), v in pd.DataFrame(grid.to_numpy()).stack().items():
+            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7.5, color="white" if v < 0.6 else "black")
+        ax.set_xticks(range(len(lengths)), [str(L) for L in lengths], fontsize=8, rotation=30)
+        ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths], fontsize=8)
+        ax.set_title(_label(data, tag), fontsize=10)
+        ax.set_xlabel("context length (tokens)", fontsize=8.5)
+        if i % ncols == 0:
+            ax.set_ylabel("key depth (fraction of prompt)", fontsize=8.5)
+    for j in range(len(tags), nrows * ncols):
+        axes[j // ncols][j % ncols].axis("off")
+    fig.suptitle(_title(data, "Passkey retrieval accuracy"))
+    fig.tight_layout()
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), label="accuracy", shrink=0.85)
+    return _save(fig, path)
+
+
+def write_plots(data: ReportData, plots_dir: Path) -> dict[str, Path | None]:
+    """Every figure; a value is None when its data is missing."""
+    makers = {"loss": plot_loss, "val_bpb": plot_val_bpb, "bpb_length": plot_bpb_length, "passkey": plot_passkey}
+    out = {}
+    for key, make in makers.items():
+        out[key] = make(data, plots_dir / PLOT_FILES[key])
+        if out[key] is None:
+            log.info("plot %s skipped: no data", PLOT_FILES[key])
+    return out
