@@ -1,13 +1,155 @@
-"""`rlab rope ...`: not built yet."""
+"""`rlab rope inspect`: show what a RoPE variant does to each rotary frequency.
+
+    rlab rope inspect --variant yarn --head-dim 128 --scale 4 --original-len 2048
+    rlab rope inspect --variant dynamic-ntk --scale 4 --seq-len 8192 --json
+
+Without `--json` it prints a short table (frequency, wavelength in tokens, ratio to plain rope,
+turns over the original context); with `--json` the full inverse frequencies and the attention
+factor, which is also how the variants are checked from outside. torch is imported only when
+the command runs, never at `rlab --help`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
 
 import typer
 
-from rlab.cli.not_built import not_built
+from rlab.spec.rope import VARIANT_NAMES, build_rope_spec, parse_variant
 
 app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True)
 
+TABLE_ROWS = 16  # a head dim of 128 has 64 frequencies; the table shows an even sample of them
+# Spec field -> the flag that sets it, so an error names what the user typed.
+FLAGS = {
+    "factor": "--scale",
+    "original_len": "--original-len",
+    "head_dim": "--head-dim",
+    "seq_len": "--seq-len",
+    "beta_fast": "--beta-fast",
+    "beta_slow": "--beta-slow",
+    "attention_factor": "--attention-factor",
+    "low_freq_factor": "--low-freq-factor",
+    "high_freq_factor": "--high-freq-factor",
+    "base": "--base",
+}
+
 
 @app.command("inspect")
-def inspect() -> None:
-    """Not built yet (issue #2)."""
-    raise not_built("rope inspect", 2)
+def inspect(
+    variant: str = typer.Option("rope", "--variant", "-v", help=f"RoPE variant: {', '.join(VARIANT_NAMES)}."),
+    head_dim: int = typer.Option(128, "--head-dim", help="Attention head dimension d (even)."),
+    base: float = typer.Option(10000.0, "--base", help="Rotary base theta."),
+    scale: float = typer.Option(1.0, "--scale", "-s", help="Scale factor s = target / original context."),
+    original_len: int = typer.Option(2048, "--original-len", help="Original (pretraining) context length L0."),
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", help="Sequence length L the frequencies are evaluated at (dynamic-ntk only; default L0)."
+    ),
+    beta_fast: float = typer.Option(32.0, "--beta-fast", help="YaRN: turns per L0 above which a dim is kept."),
+    beta_slow: float = typer.Option(1.0, "--beta-slow", help="YaRN: turns per L0 below which a dim is interpolated."),
+    attention_factor: float | None = typer.Option(
+        None, "--attention-factor", help="YaRN: attention temperature mscale (default 0.1*ln(s)+1)."
+    ),
+    low_freq_factor: float = typer.Option(1.0, "--low-freq-factor", help="llama3: low-frequency factor."),
+    high_freq_factor: float = typer.Option(4.0, "--high-freq-factor", help="llama3: high-frequency factor."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: inv_freq (all of them), attention_factor, ..."),
+) -> None:
+    """Print a variant's inverse frequencies and attention factor."""
+    from rlab.errors import SpecError
+
+    try:
+        _inspect(variant, head_dim, base, scale, original_len, seq_len, beta_fast, beta_slow, attention_factor,
+                 low_freq_factor, high_freq_factor, as_json)
+    except SpecError as exc:
+        raise SpecError(_with_flag_names(exc.message), exc.hint) from None
+
+
+def _with_flag_names(message: str) -> str:
+    """"factor: must be > 0" -> "--scale: must be > 0" (spec field names become the flags that set them)."""
+    field, sep, rest = message.partition(": ")
+    return f"{FLAGS[field]}: {rest}" if sep and field in FLAGS else message
+
+
+def _inspect(
+    variant: str,
+    head_dim: int,
+    base: float,
+    scale: float,
+    original_len: int,
+    seq_len: int | None,
+    beta_fast: float,
+    beta_slow: float,
+    attention_factor: float | None,
+    low_freq_factor: float,
+    high_freq_factor: float,
+    as_json: bool,
+) -> None:
+    from rlab.errors import SpecError
+
+    spec = build_rope_spec(
+        variant=parse_variant(variant),
+        base=base,
+        factor=scale,
+        original_len=original_len,
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
+        attention_factor=attention_factor,
+        low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor,
+    )
+    if seq_len is not None and seq_len <= 0:
+        raise SpecError(f"seq_len: must be > 0 (got {seq_len})")
+
+    from rlab.core import rope as rope_lib  # imports torch
+
+    freqs = rope_lib.inv_freq(spec, head_dim, seq_len).tolist()
+    plain = rope_lib.inv_freq(build_rope_spec(base=base), head_dim).tolist()
+    mscale = rope_lib.attention_factor(spec)
+    report = {
+        "variant": spec.variant.value,
+        "formula": rope_lib.FORMULAS[spec.variant],
+        "head_dim": head_dim,
+        "base": base,
+        "scale": scale,
+        "original_len": original_len,
+        "seq_len": seq_len,
+        "rope": spec.model_dump(mode="json"),
+        "inv_freq": freqs,
+        "attention_factor": mscale,
+        "logit_scale": mscale**2,
+    }
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    _print_table(report, plain)
+
+
+def _print_table(report: dict, plain: list[float]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rlab.cli.console import out
+
+    freqs: list[float] = report["inv_freq"]
+    n = len(freqs)
+    rows = sorted({round(i * (n - 1) / (TABLE_ROWS - 1)) for i in range(TABLE_ROWS)}) if n > TABLE_ROWS else range(n)
+    shown = "" if n <= TABLE_ROWS else f", showing {len(rows)} of {n} (--json for all)"
+    table = Table(title=escape(f"{report['variant']}: {report['formula']}{shown}"), title_justify="left")
+    for column in ("i", "inv_freq", "wavelength (tokens)", "ratio to rope", "turns in L0"):
+        table.add_column(column, justify="right")
+    for i in rows:
+        wavelength = 2 * math.pi / freqs[i]
+        table.add_row(
+            str(i),
+            f"{freqs[i]:.6g}",
+            f"{wavelength:,.1f}",
+            f"{freqs[i] / plain[i]:.4f}",
+            f"{report['original_len'] / wavelength:.3g}",
+        )
+    out.print(table)
+    out.print(
+        f"attention factor (mscale) {report['attention_factor']:.6g}; "
+        f"attention logits x{report['logit_scale']:.6g}",
+        highlight=False,
+    )

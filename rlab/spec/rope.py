@@ -112,7 +112,9 @@ def build_rope_spec(**fields: Any) -> RopeSpec:
         for error in exc.errors():
             msg = str(error["msg"]).removeprefix("Value error, ")
             loc = ".".join(str(part) for part in error["loc"])
-            lines.append(msg if not loc or msg.startswith(f"{loc}:") else f"{loc}: {msg}")
+            if loc and not msg.startswith(f"{loc}:"):  # a pydantic built-in check: add the offending value
+                msg = f"{loc}: {msg} (got {error.get('input')!r})"
+            lines.append(msg)
         raise SpecError("; ".join(lines)) from None
 
 

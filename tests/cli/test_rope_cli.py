@@ -1,0 +1,108 @@
+"""`rlab rope inspect`: JSON equals the transformers reference; bad input is one line, exit 1, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from rlab.cli.app import app
+from rlab.errors import SpecError
+
+runner = CliRunner()
+
+
+def inspect_json(*args: str) -> dict:
+    result = runner.invoke(app, ["rope", "inspect", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def hf_inv_freq(rope_type: str, head_dim: int, seq_len: int | None = None, **params) -> tuple[list[float], float]:
+    import torch  # noqa: F401  (transformers needs it)
+    from transformers import PreTrainedConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = PreTrainedConfig()
+    config.hidden_size, config.num_attention_heads, config.head_dim = head_dim * 2, 2, head_dim
+    config.max_position_embeddings = params.get("original_max_position_embeddings", 2048)
+    config.rope_parameters = {"rope_type": rope_type, "rope_theta": 10000.0, **params}
+    freqs, factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
+    return freqs.tolist(), factor
+
+
+def assert_rel(ours: list[float], ref: list[float]) -> None:
+    assert len(ours) == len(ref)
+    assert max(abs(a - b) / abs(b) for a, b in zip(ours, ref, strict=True)) <= 1e-5
+
+
+def test_yarn_json_equals_reference():
+    """The issue's acceptance command: rlab rope inspect --variant yarn --head-dim 128 --scale 4 --original-len 2048 --json"""
+    got = inspect_json("--variant", "yarn", "--head-dim", "128", "--scale", "4", "--original-len", "2048")
+    ref, factor = hf_inv_freq("yarn", 128, factor=4.0, original_max_position_embeddings=2048)
+    assert_rel(got["inv_freq"], ref)
+    assert got["attention_factor"] == pytest.approx(factor, rel=1e-9)
+    assert got["logit_scale"] == pytest.approx(factor**2)
+    assert got["rope"]["variant"] == "yarn" and got["rope"]["beta_fast"] == 32.0
+
+
+@pytest.mark.parametrize(
+    ("args", "rope_type", "seq_len", "params"),
+    [
+        (["--variant", "pi", "--head-dim", "64", "--scale", "2"], "linear", None, {"factor": 2.0}),
+        (["--variant", "dynamic-ntk", "--head-dim", "64", "--scale", "4", "--original-len", "1024", "--seq-len", "3000"],
+         "dynamic", 3000, {"factor": 4.0, "original_max_position_embeddings": 1024}),
+        (["--variant", "llama3", "--head-dim", "128", "--scale", "8", "--original-len", "8192"], "llama3", None,
+         {"factor": 8.0, "original_max_position_embeddings": 8192, "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+    ],
+)
+def test_other_variants_json_equal_reference(args, rope_type, seq_len, params):
+    got = inspect_json(*args)
+    ref, factor = hf_inv_freq(rope_type, int(args[3]), seq_len, **params)
+    assert_rel(got["inv_freq"], ref)
+    assert got["attention_factor"] == factor == 1.0
+
+
+def test_table_output():
+    result = runner.invoke(app, ["rope", "inspect", "--variant", "yarn", "--scale", "4"])
+    assert result.exit_code == 0, result.output
+    assert "wavelength (tokens)" in result.stdout and "ratio to rope" in result.stdout
+    assert "[beta_slow, beta_fast]" in result.stdout  # the formula survives rich markup
+    assert "showing 16 of 64" in result.stdout
+    assert "logits x1.29648" in result.stdout
+
+
+def test_help_lists_rope():
+    result = runner.invoke(app, ["rope", "--help"])
+    assert result.exit_code == 0 and "inspect" in result.stdout
+
+
+def test_bad_input_raises_spec_error_in_process():
+    result = runner.invoke(app, ["rope", "inspect", "--variant", "pi", "--scale", "-1"])
+    assert result.exit_code != 0 and isinstance(result.exception, SpecError)
+    assert result.exception.message == "--scale: must be > 0 (got -1.0)"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variant", "yarm"], "Error: Unknown RoPE variant 'yarm'. Did you mean 'yarn'? Available: dynamic-ntk, llama3, ntk, pi, rope, yarn."),
+        (["--variant", "pi", "--scale", "0"], "Error: --scale: must be > 0 (got 0.0)"),
+        (["--variant", "yarn", "--scale", "0.5"], "Error: --scale: must be >= 1 for variant 'yarn' (got 0.5)"),
+        (["--variant", "yarn", "--scale", "2", "--beta-fast", "1", "--beta-slow", "2"],
+         "Error: --beta-fast: must be > beta_slow (got 1.0 <= 2.0)"),
+        (["--head-dim", "7"], "Error: --head-dim: must be a positive even number (got 7)"),
+    ],
+)
+def test_bad_input_one_line_exit_1_no_traceback(args, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlab", "rope", "inspect", *args],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert proc.stderr.splitlines()[0] == message
