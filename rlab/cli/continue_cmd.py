@@ -1,8 +1,258 @@
-"""`rlab continue`: not built yet."""
+"""`rlab continue`: clone a base checkpoint once per RoPE variant and continue each under torchrun.
 
-from rlab.cli.not_built import not_built
+    rlab continue --from-step 21400 --variants pi,ntk,yarn           # d20 in the default base dir
+    rlab continue --spec experiments/rope_scaling_d20.yaml --dry-run  # the plan and the exact commands
+    rlab continue --spec experiments/demo.yaml --variants ntk --resume
+
+Sequence: resolve spec + flags -> plan (tag <base>-<variant>) -> clone -> launch -> watch.
+The helpers below (`launch_and_watch`, `render_plan`) are shared with `rlab pretrain`.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from rlab.cli.console import err, out
+from rlab.cli.options import (
+    BaseDirOpt,
+    BaseTagOpt,
+    DryRunOpt,
+    ForceOpt,
+    LauncherOpt,
+    MaxRestartsOpt,
+    NprocOpt,
+    ResultsDirOpt,
+    ResumeOpt,
+    SpecOpt,
+    StepsOpt,
+)
+from rlab.errors import LaunchError
+from rlab.orchestrate.clone import checkpoint_steps, describe_paths, require_checkpoint
+from rlab.orchestrate.launch import Job, JobState, device_slots, resolve_program, run_jobs, visible_gpus
+from rlab.orchestrate.plan import base_layout, experiment_layout, plan_continue
+from rlab.orchestrate.prepare import TagPlan, apply_tag_plans, build_jobs, tag_plans, write_run_configs
+from rlab.orchestrate.watch import MetricsTail, progress_table, tail_lines
+from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.loading import load_spec, spec_yaml
+from rlab.spec.run import RunConfig
+
+LOG_TAIL_LINES = 15
 
 
-def continue_training() -> None:
-    """Not built yet (issue #6)."""
-    raise not_built("continue", 6)
+def continue_training(
+    spec_path: SpecOpt = None,
+    from_step: Annotated[Optional[int], typer.Option("--from-step", min=0, help="Base checkpoint step.")] = None,
+    variants: Annotated[
+        Optional[str],
+        typer.Option("--variants", "-v", help="Comma-separated variants, e.g. pi,ntk,yarn (spec's, or built-in)."),
+    ] = None,
+    base_tag: BaseTagOpt = None,
+    base_dir: BaseDirOpt = None,
+    results_dir: ResultsDirOpt = None,
+    steps: StepsOpt = None,
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="New training length (train.seq_len).")]
+    = None,
+    nproc: NprocOpt = None,
+    max_restarts: MaxRestartsOpt = None,
+    launcher: LauncherOpt = None,
+    dry_run: DryRunOpt = False,
+    resume: ResumeOpt = False,
+    force: ForceOpt = False,
+) -> None:
+    """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
+    spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
+                     results_dir=results_dir, steps=steps, seq_len=seq_len, nproc=nproc, max_restarts=max_restarts,
+                     launcher=launcher)
+    runs = plan_continue(spec)
+    if dry_run:
+        render_plan(spec, runs, build_jobs(spec, runs), title=f"rlab continue: {spec.experiment} (dry run)")
+        _dry_run_checks(spec, runs)
+        if spec.launch.launcher == "slurm":  # a SLURM dry run writes the scripts (to read), submits nothing
+            submit_slurm(spec, runs, submit=False)
+        return
+    base = base_layout(spec)
+    require_checkpoint(base, spec.base.tag, runs[0].lineage.parent_step)  # type: ignore[union-attr]
+    plans = tag_plans(spec, runs, resume=resume, force=force)
+    execute(spec, plans, rerun=lambda names: _rerun_command(spec, names))
+
+
+def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
+    """Apply tag plans, write configs and the resolved spec, then launch locally or via SLURM."""
+    launch = spec.launch
+    torchrun = None if launch.launcher == "slurm" else resolve_program(launch.torchrun)
+    slots = device_slots(launch, visible_gpus()) if launch.launcher == "local" else [None]
+    for plan in plans:
+        if plan.delete:
+            err.print(f"[yellow]--force: deleting {plan.run.tag}:[/]")
+            for line in describe_paths(list(plan.delete)):
+                err.print(f"  {line}", highlight=False)
+    runs = apply_tag_plans(spec, plans)
+    for plan, run in zip(plans, runs):
+        verb = {"clone": "cloned from", "replace": "re-cloned from", "resume": "resuming"}[plan.action]
+        source = f" {run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage and verb != "resuming" else ""
+        if plan.action == "clone" and run.lineage is None:
+            verb, source = "new", ""
+        out.print(f"{run.tag}: {verb}{source}", highlight=False)
+    save_resolved_spec(spec)
+    write_run_configs(spec, runs)
+    if launch.launcher == "slurm":
+        submit_slurm(spec, runs)
+        return
+    jobs = build_jobs(spec, runs, torchrun=torchrun)
+    launch_and_watch(spec, jobs, slots, rerun)
+
+
+def save_resolved_spec(spec: ExperimentSpec) -> Path:
+    """Write the resolved spec next to the results, keeping variants an earlier run of this experiment saved."""
+    from rlab.spec.loading import load_spec as _load
+
+    layout = experiment_layout(spec)
+    path = layout.resolved_spec
+    if path.exists():
+        try:
+            previous = _load(path, resolve=False)
+        except Exception:  # an unreadable old file is replaced, not fatal
+            previous = None
+        if previous is not None and previous.variants:
+            merged = {**previous.variants, **spec.variants}
+            spec = spec.model_copy(update={"variants": merged})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(spec_yaml(spec))
+    tmp.replace(path)
+    return path
+
+
+def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun) -> list[JobState]:
+    """Run jobs with a live table; summary at the end; Ctrl-C stops every job and says how to resume."""
+    from rich.live import Live
+
+    tails = {job.tag: MetricsTail(job.metrics) for job in jobs}
+    where = "concurrently on " + ", ".join(",".join(s) for s in slots if s) if len(slots) > 1 else "one at a time"
+    out.print(f"Launching {len(jobs)} job(s) {where}; logs in {experiment_layout(spec).root / 'runs'}/<tag>/train.log",
+              highlight=False)
+    previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    states: list[JobState] = []
+    try:
+        with Live(progress_table([], {}), console=out, refresh_per_second=2, transient=False) as live:
+
+            def tick(current: list[JobState]) -> None:
+                states[:] = current
+                live.update(progress_table(current, {tag: t.poll() for tag, t in tails.items()}))
+
+            try:
+                run_jobs(jobs, slots, on_tick=tick)
+            except KeyboardInterrupt:
+                live.stop()
+                stopped = [s.job.variant for s in states if s.state in ("interrupted", "pending")]
+                err.print(f"[yellow]Interrupted:[/] stopped every job (no processes left). Unfinished: "
+                          f"{', '.join(stopped) or 'none'}.", highlight=False)
+                if stopped:
+                    err.print(f"Resume with: {rerun(stopped)}", highlight=False, markup=False)
+                raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _summary(states, rerun)
+    return states
+
+
+def _sigterm_to_interrupt(signum, frame) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def _summary(states: list[JobState], rerun) -> None:
+    table = Table(title="Summary", title_justify="left")
+    for column in ("variant", "tag", "state", "exit", "time", "log"):
+        table.add_column(column)
+    for s in states:
+        seconds = s.seconds
+        table.add_row(s.job.variant, s.job.tag, s.state, "-" if s.returncode is None else str(s.returncode),
+                      "-" if seconds is None else time.strftime("%H:%M:%S", time.gmtime(seconds)), str(s.job.log))
+    out.print(table)
+    failed = [s for s in states if s.state != "done"]
+    for s in failed:
+        err.print(f"[red]── {s.job.tag} failed (exit {s.returncode}); last lines of {s.job.log}:[/]", highlight=False)
+        for line in tail_lines(s.job.log, LOG_TAIL_LINES):
+            err.print(f"  {line}", highlight=False, markup=False)
+    if failed:
+        names = [s.job.variant for s in failed]
+        raise LaunchError(
+            f"{len(failed)} of {len(states)} job(s) failed: {', '.join(s.job.tag for s in failed)}; "
+            f"log: {failed[0].job.log}.",
+            f"Rerun just these with: {rerun(names)}",
+        )
+
+
+def _rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
+    """The exact command that continues just `variants` (the resolved spec holds every other setting)."""
+    return (f"rlab continue --spec {experiment_layout(spec).resolved_spec} --variants {','.join(variants)} "
+            f"--resume")
+
+
+def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str) -> None:
+    """The plan as a table, then each job's exact command."""
+    table = Table(title=title, title_justify="left")
+    for column in ("variant", "tag", "from", "rope", "seq_len", "steps", "tokens/step", "world"):
+        table.add_column(column, no_wrap=column != "rope", overflow="fold")
+    launch = spec.launch
+    for run in runs:
+        source = f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else "scratch"
+        batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
+        table.add_row(run.variant, run.tag, source, run.rope.describe(), str(run.train.seq_len),
+                      str(run.train.steps), f"{batch:,}", f"{launch.nnodes}x{launch.procs_per_job}")
+    out.print(table)
+    layout = experiment_layout(spec)
+    out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)
+    if launch.launcher == "slurm":
+        out.print("launcher: slurm (one sbatch script per variant; torchrun inside srun)", highlight=False)
+    out.print("Commands:", highlight=False)
+    for job in jobs:
+        out.print(f"  {job.command()}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _dry_run_checks(spec: ExperimentSpec, runs: list[RunConfig]) -> None:
+    """What a real run would trip over, as warnings (a dry run never fails on the machine it runs on)."""
+    base = base_layout(spec)
+    step = runs[0].lineage.parent_step if runs and runs[0].lineage else None
+    ckpt_dir = base.checkpoint_dir(spec.base.tag)
+    if not ckpt_dir.is_dir():
+        err.print(f"[yellow]note:[/] base checkpoint {ckpt_dir} does not exist on this machine.", highlight=False)
+    elif step is not None and step not in checkpoint_steps(ckpt_dir):
+        err.print(f"[yellow]note:[/] no step {step} in {ckpt_dir}.", highlight=False)
+    existing = [run.tag for run in runs if base.checkpoint_dir(run.tag).exists()]
+    if existing:
+        err.print(f"[yellow]note:[/] existing tags need --resume or --force: {', '.join(existing)}", highlight=False)
+
+
+def submit_slurm(spec: ExperimentSpec, runs: list[RunConfig], *, submit: bool = True) -> list[Path]:
+    """Write one sbatch script per run (and submit each unless `submit` is False)."""
+    import os
+
+    from rlab.orchestrate.launch import resolve_program
+    from rlab.orchestrate.slurm import sbatch_script, write_script
+    from rlab.orchestrate.slurm import submit as sbatch
+
+    layout = experiment_layout(spec)
+    try:
+        torchrun = resolve_program(spec.launch.torchrun)
+    except LaunchError:
+        torchrun = spec.launch.torchrun  # resolved on the compute node
+    scripts = []
+    for index, run in enumerate(runs):
+        text = sbatch_script(tag=run.tag, config_path=layout.run_config(run.tag), log_path=layout.train_log(run.tag),
+                             launch=spec.launch, index=index, torchrun=torchrun, workdir=Path(os.getcwd()))
+        path = write_script(layout.sbatch_script(run.tag), text)
+        scripts.append(path)
+        if submit:
+            job_id = sbatch(path)
+            out.print(f"{run.tag}: submitted SLURM job {job_id} ({path}); log: {layout.train_log(run.tag)}",
+                      highlight=False)
+        else:
+            out.print(f"{run.tag}: wrote {path}", highlight=False)
+    return scripts

@@ -1,13 +1,44 @@
-"""`rlab validate` and `rlab schema`: not built yet."""
+"""`rlab validate SPEC` (every problem at once, with its YAML path) and `rlab schema` (JSON Schema)."""
 
-from rlab.cli.not_built import not_built
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rlab.cli.console import out
 
 
-def validate() -> None:
-    """Not built yet (issue #6)."""
-    raise not_built("validate", 6)
+def validate(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Experiment spec to check.", dir_okay=False)],
+) -> None:
+    """Check an experiment spec; print every problem with its YAML path, or a one-line summary."""
+    from rlab.spec.loading import load_spec
+
+    spec = load_spec(spec_path, resolve=False)
+    parts = [f"experiment {spec.experiment}", f"base {spec.base.tag}"
+             + (f"@{spec.base_step}" if spec.base_step is not None else "")]
+    if spec.variants:
+        parts.append(f"{len(spec.variants)} variant(s): {', '.join(spec.variants)}")
+    parts.append(f"seq_len {spec.train.seq_len}, {spec.train.steps} steps, {spec.launch.nnodes}x"
+                 f"{spec.launch.procs_per_job} procs")
+    if spec.pretrain is not None:
+        parts.append(f"pretrain {spec.pretrain.train.steps} steps at {spec.pretrain.train.seq_len}")
+    out.print(f"[green]OK[/] {spec_path}: " + "; ".join(parts), highlight=False)
 
 
-def schema() -> None:
-    """Not built yet (issue #6)."""
-    raise not_built("schema", 6)
+def schema(
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
+    = None,
+) -> None:
+    """Print the experiment spec's JSON Schema (for editor completion and validation)."""
+    from rlab.spec.experiment import ExperimentSpec
+
+    text = json.dumps(ExperimentSpec.model_json_schema(), indent=2) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        out.print(f"wrote {output}", highlight=False)
