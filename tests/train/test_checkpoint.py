@@ -1,0 +1,99 @@
+"""Checkpoint files: atomic writes, completeness, keep-last, refusal of non-finite weights, SIGKILL mid-save."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlab.core.checkpoint import find_last_step, list_steps, prune_checkpoints, read_meta, save_checkpoint
+from rlab.errors import CheckpointError, TrainingError
+from rlab.paths import meta_file, model_file, optim_file
+
+
+def _state(value: float = 1.0) -> dict[str, torch.Tensor]:
+    return {"transformer.wte.weight": torch.full((4, 3), value), "lm_head.weight": torch.ones(4, 3)}
+
+
+def test_save_writes_nanochat_layout_and_meta_last(tmp_path):
+    save_checkpoint(tmp_path, 7, _state(), {"step": 7}, {"format": "rlab.optim/1"})
+    assert model_file(tmp_path, 7).name == "model_000007.pt"
+    assert optim_file(tmp_path, 7, 0).exists() and meta_file(tmp_path, 7).exists()
+    assert read_meta(tmp_path, 7) == {"step": 7}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+    # meta is the last file written: its mtime is not older than the others'
+    assert meta_file(tmp_path, 7).stat().st_mtime_ns >= model_file(tmp_path, 7).stat().st_mtime_ns
+
+
+def test_step_without_meta_is_incomplete(tmp_path):
+    save_checkpoint(tmp_path, 1, _state(), {"step": 1})
+    torch.save(_state(), model_file(tmp_path, 2))  # model but no meta: an interrupted save
+    (tmp_path / ".model_000003.pt.abc.tmp").write_bytes(b"partial")
+    assert list_steps(tmp_path) == [1] and find_last_step(tmp_path) == 1
+    with pytest.raises(CheckpointError, match=r"step 2 .*found: 1"):
+        read_meta(tmp_path, 2)
+
+
+def test_refuses_non_finite_weights(tmp_path):
+    with pytest.raises(TrainingError, match="non-finite"):
+        save_checkpoint(tmp_path, 3, _state(float("nan")), {"step": 3})
+    assert list_steps(tmp_path) == [] and not model_file(tmp_path, 3).exists()
+
+
+def test_prune_keeps_newest_and_protected(tmp_path):
+    for s in (10, 20, 30, 40):
+        save_checkpoint(tmp_path, s, _state(), {"step": s}, {"format": "x"})
+    deleted = prune_checkpoints(tmp_path, 2, candidates=[20, 30, 40])  # 10 = the source step, protected
+    assert deleted == [20]
+    assert list_steps(tmp_path) == [10, 30, 40]
+    assert not optim_file(tmp_path, 20, 0).exists()
+
+
+_CHILD = """
+import os, sys, time
+from pathlib import Path
+import torch
+import rlab.core.checkpoint as ck
+ckpt, hang_at = Path(sys.argv[1]), int(sys.argv[2])
+ck.save_checkpoint(ckpt, 1, {"w": torch.ones(8)}, {"step": 1}, {"format": "rlab.optim/1"})
+calls = []
+real_fsync = os.fsync
+def fsync(fd):
+    calls.append(fd)
+    if len(calls) == hang_at:  # stop here, mid-save, and wait to be killed
+        (ckpt / "READY").write_text("x")
+        time.sleep(60)
+    real_fsync(fd)
+ck.os.fsync = fsync
+ck.save_checkpoint(ckpt, 2, {"w": torch.full((1 << 16,), 2.0)}, {"step": 2}, {"format": "rlab.optim/1"})
+"""
+
+
+@pytest.mark.parametrize("hang_at", [1, 3, 5], ids=["model-tmp-written", "optim-tmp-written", "meta-tmp-written"])
+def test_sigkill_during_save_leaves_previous_checkpoint(tmp_path, hang_at):
+    # fsync calls in order: model tmp (1), dir (2), optim tmp (3), dir (4), meta tmp (5)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(ckpt), str(hang_at)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (ckpt / "READY").exists():
+            assert proc.poll() is None, "child exited before reaching the save"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert list_steps(ckpt) == [1]  # step 2 is not complete, whatever was written
+    assert find_last_step(ckpt) == 1
+    assert torch.load(model_file(ckpt, 1))["w"].sum() == 8
+    assert json.loads(meta_file(ckpt, 1).read_text()) == {"step": 1}
+    assert not meta_file(ckpt, 2).exists()
