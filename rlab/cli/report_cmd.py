@@ -18,23 +18,14 @@ from rlab.errors import RlabError, SpecError
 _FORMATS = ("md", "csv", "html")
 
 
-def _experiment_from_spec(spec_file: Path) -> str:
-    """The experiment name of a spec file (through the spec loader when it is available)."""
+def _spec_target(spec_file: Path) -> tuple[str, Path | None]:
+    """(experiment name, results root or None) of a spec file, through the spec loader."""
     if not spec_file.is_file():
         raise SpecError(f"Spec file not found: {spec_file}", "Pass an existing YAML file to --spec.")
-    try:
-        from rlab.spec.loading import load_spec
-    except ImportError:  # the spec loader is not in this checkout yet: read the name field only
-        load_spec = None
-    if load_spec is not None:
-        return str(load_spec(spec_file).name)
-    import yaml
+    from rlab.spec.loading import load_spec
 
-    data = yaml.safe_load(spec_file.read_text(encoding="utf-8")) or {}
-    name = data.get("name") if isinstance(data, dict) else None
-    if not isinstance(name, str) or not name:
-        raise SpecError(f"{spec_file}: no experiment `name`.", "Add `name: ...` to the spec or pass --experiment.")
-    return name
+    spec = load_spec(spec_file)
+    return spec.experiment, spec.results_dir
 
 
 def _experiments_under(root: Path) -> list[str]:
@@ -44,19 +35,21 @@ def _experiments_under(root: Path) -> list[str]:
                   if p.is_dir() and ((p / "evals").is_dir() or (p / "runs").is_dir()))
 
 
-def resolve_experiment(experiment: str | None, spec_file: Path | None, results_root: Path) -> str:
-    """--experiment, else the spec's name, else the only experiment under the results root."""
-    if experiment:
-        return experiment
-    if spec_file is not None:
-        return _experiment_from_spec(spec_file)
-    found = _experiments_under(results_root)
+def resolve_target(experiment: str | None, spec_file: Path | None, results_dir: Path | None) -> tuple[str, Path]:
+    """(experiment, results root): flags first, then the spec, then the only experiment under the root."""
+    from rlab.paths import default_results_root
+
+    spec_name, spec_root = _spec_target(spec_file) if spec_file is not None else (None, None)
+    root = (results_dir or spec_root or default_results_root()).expanduser()
+    if experiment or spec_name:
+        return str(experiment or spec_name), root
+    found = _experiments_under(root)
     if len(found) == 1:
-        return found[0]
+        return found[0], root
     if not found:
-        raise RlabError(f"No experiments under {results_root}.",
+        raise RlabError(f"No experiments under {root}.",
                         "Run `rlab continue` and `rlab eval` first, or point --results-dir at your results.")
-    raise RlabError(f"Several experiments under {results_root}: {', '.join(found)}.",
+    raise RlabError(f"Several experiments under {root}: {', '.join(found)}.",
                     "Choose one with --experiment NAME (or --spec FILE).")
 
 
@@ -104,11 +97,10 @@ def build_report(
     if fmt not in _FORMATS:
         raise RlabError(f"Unknown --format '{fmt}'.", f"Use one of: {', '.join(_FORMATS)}.")
     from rlab.cli.console import out
-    from rlab.paths import ExperimentLayout, default_results_root
+    from rlab.paths import ExperimentLayout
     from rlab.report.build import write_report
 
-    root = (results_dir or default_results_root()).expanduser()
-    name = resolve_experiment(experiment, spec, root)
+    name, root = resolve_target(experiment, spec, results_dir)
     report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot)
     if not quiet:
         for table in report.tables:

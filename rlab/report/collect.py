@@ -207,10 +207,10 @@ def _task_baselines(core_tasks: pd.DataFrame) -> dict[str, float]:
     out: dict[str, float] = {}
     for row in core_tasks.itertuples(index=False):
         a, c, b = float(row.accuracy), float(row.centered), float(row.baseline)
-        if not math.isnan(b):
-            out[row.task] = b / 100.0 if b > 1.0 else b
-        elif not (math.isnan(a) or math.isnan(c)) and c != 1.0:
+        if not (math.isnan(a) or math.isnan(c)) and c != 1.0:
             out[row.task] = (a - c) / (1.0 - c)
+        elif not math.isnan(b):
+            out[row.task] = b / 100.0 if b > 1.0 else b
     return out
 
 
