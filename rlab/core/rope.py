@@ -44,7 +44,6 @@ the input's dtype. Tables grow lazily to any length (`RotaryTables`); nothing is
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 
@@ -52,8 +51,6 @@ import torch
 
 from rlab.errors import SpecError
 from rlab.spec.rope import RopeSpec, RopeVariant
-
-log = logging.getLogger(__name__)
 
 InvFreqFn = Callable[[RopeSpec, int, "int | None"], torch.Tensor]
 
@@ -242,6 +239,5 @@ class RotaryTables:
             cos, sin = rotary_angles(freqs, 0, capacity)  # (capacity, d/2)
             table = (cos.to(device)[None, :, None, :], sin.to(device)[None, :, None, :])
             self._tables[key] = table
-            log.debug("rotary table %s grown to %d positions", key, capacity)
         cos, sin = table
         return cos[:, start:stop], sin[:, start:stop]  # (1, length, 1, d/2) each

@@ -153,3 +153,18 @@ def test_kv_cache_grows_past_planned_length():
     outs = [model(idx[:, :70], kv_cache=cache)] + [model(idx[:, i : i + 1], kv_cache=cache) for i in range(70, 150)]
     assert cache.pos == 150
     torch.testing.assert_close(torch.cat(outs, 1), model(idx), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("variant", ["rope", "yarn", "dynamic-ntk"])
+def test_cuda_bf16_autocast_forward_and_cached_decoding(variant):
+    rope = None if variant == "rope" else RopeSpec(variant=variant, factor=4.0)
+    model = make_model(rope).cuda()
+    idx = torch.randint(0, 100, (2, 96), device="cuda")  # 3x sequence_len
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        full = model(idx)
+        cache = KVCache(2, 2, model.config.head_dim, 2, "cuda", torch.bfloat16, seq_len=96)
+        pieces = [model(idx[:, :40], kv_cache=cache)] + [model(idx[:, t : t + 1], kv_cache=cache) for t in range(40, 96)]
+    assert full.dtype == torch.float32 and torch.isfinite(full).all()
+    torch.testing.assert_close(torch.cat(pieces, 1), full, atol=0.15, rtol=0.05)  # bf16 rounding only
