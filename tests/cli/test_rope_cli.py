@@ -23,7 +23,6 @@ def inspect_json(*args: str) -> dict:
 
 
 def hf_inv_freq(rope_type: str, head_dim: int, seq_len: int | None = None, **params) -> tuple[list[float], float]:
-    import torch  # noqa: F401  (transformers needs it)
     from transformers import PreTrainedConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
