@@ -158,6 +158,7 @@ def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun) -> lis
                 raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+    out.line()
     _summary(states, rerun)
     return states
 

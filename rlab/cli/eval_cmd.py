@@ -1,8 +1,228 @@
-"""`rlab eval`: not built yet."""
+"""`rlab eval`: evaluate one tag (or --all tags of an experiment) with the eval worker.
 
-from rlab.cli.not_built import not_built
+    rlab eval --tag d20-pi                        # settings from results/<exp>/spec.resolved.yaml if there
+    rlab eval --spec experiments/demo.yaml --all
+    rlab eval --tag d20-yarn --no-core --lengths 2048,8192,32768 --nproc 8
+
+Writes evals/<tag>/eval_run.json, then runs `python -m rlab.evals` on it (under torchrun when
+--nproc > 1), streaming its output to the terminal and to evals/<tag>/eval.log. The tag must
+be named: rlab never guesses which model you meant.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rlab.cli.console import err, out
+from rlab.cli.options import BaseDirOpt, BaseTagOpt, DryRunOpt, ExperimentOpt, NprocOpt, ResultsDirOpt, SpecOpt
+from rlab.errors import CheckpointError, EvalError, SpecError, unknown_name_error
+from rlab.orchestrate.clone import checkpoint_steps, list_tags
+from rlab.orchestrate.launch import (
+    EVAL_MODULE,
+    format_command,
+    python_argv,
+    resolve_program,
+    run_streaming,
+    torchrun_argv,
+)
+from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
+from rlab.orchestrate.watch import tail_lines
+from rlab.paths import ExperimentLayout, default_results_root, meta_file
+from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.loading import load_spec, parse_names
+from rlab.spec.run import EvalRunConfig, write_config
+
+EVAL_PORT_OFFSET = 100  # eval rendezvous ports sit above the training jobs' (rdzv_port + variant index)
 
 
-def eval_tag() -> None:
-    """Not built yet (issue #6)."""
-    raise not_built("eval", 6)
+def eval_tag(
+    tag: Annotated[Optional[str], typer.Option("--tag", "-t", help="Tag to evaluate (e.g. d20-pi).")] = None,
+    all_tags: Annotated[bool, typer.Option("--all", help="Evaluate every variant tag of the experiment.")] = False,
+    spec_path: SpecOpt = None,
+    experiment: ExperimentOpt = None,
+    base_dir: BaseDirOpt = None,
+    base_tag: BaseTagOpt = None,
+    results_dir: ResultsDirOpt = None,
+    step: Annotated[Optional[int], typer.Option("--step", min=0, help="Checkpoint step; default the newest.")]
+    = None,
+    bpb: Annotated[Optional[bool], typer.Option("--bpb/--no-bpb", help="Train/val BPB.")] = None,
+    bpb_length: Annotated[Optional[bool], typer.Option("--bpb-length/--no-bpb-length", help="BPB vs length.")]
+    = None,
+    core: Annotated[Optional[bool], typer.Option("--core/--no-core", help="DCLM CORE.")] = None,
+    passkey: Annotated[Optional[bool], typer.Option("--passkey/--no-passkey", help="Passkey retrieval.")] = None,
+    lengths: Annotated[
+        Optional[str], typer.Option("--lengths", help="Context lengths for BPB-vs-length, e.g. 1024,2048,4096.")
+    ] = None,
+    max_per_task: Annotated[Optional[int], typer.Option("--max-per-task", min=1, help="CORE examples per task.")]
+    = None,
+    eval_bundle: Annotated[
+        Optional[Path], typer.Option("--eval-bundle", help="DCLM CORE bundle dir (default <base_dir>/eval_bundle).")
+    ] = None,
+    nproc: NprocOpt = None,
+    dry_run: DryRunOpt = False,
+) -> None:
+    """Evaluate a tag (BPB, BPB vs length, CORE, passkey) and write its per-tag outputs."""
+    if tag is None and not all_tags:
+        raise SpecError("Which tag? rlab eval needs --tag TAG (or --all with --spec/--experiment).",
+                        "List the tags with `rlab ls`.")
+    if tag is not None and all_tags:
+        raise SpecError("--tag and --all contradict each other.", "Give one of them.")
+    spec, meta = _resolve_spec(spec_path, tag, experiment=experiment, base_dir=base_dir, base_tag=base_tag,
+                               results_dir=results_dir)
+    spec = _apply_eval_flags(spec, bpb=bpb, bpb_length=bpb_length, core=core, passkey=passkey, lengths=lengths,
+                             max_per_task=max_per_task, eval_bundle=eval_bundle)
+    base = base_layout(spec)
+    if all_tags:
+        tags = [spec.tag_for(v) for v in spec.variants if base.checkpoint_dir(spec.tag_for(v)).is_dir()]
+        if not tags:
+            raise CheckpointError(f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
+                                  "Run `rlab continue` first, or name a tag with --tag.")
+    else:
+        tags = [tag]  # type: ignore[list-item]
+    configs = []
+    for name in tags:
+        ckpt_dir = base.checkpoint_dir(name)
+        if not ckpt_dir.is_dir():
+            available = list_tags(base)
+            if not available:
+                raise CheckpointError(f"Tag '{name}' not found: {base.checkpoints_root} has no checkpoints.",
+                                      "Check --base-dir, or run `rlab continue` first.")
+            error = unknown_name_error("tag", name, available, CheckpointError)
+            raise CheckpointError(f"{error.message} (in {base.checkpoints_root})", "See `rlab ls`.")
+        steps = checkpoint_steps(ckpt_dir)
+        if step is not None and step not in steps:
+            raise CheckpointError(f"No checkpoint for step {step} in {ckpt_dir} (found: "
+                                  f"{', '.join(map(str, steps)) or 'none'}).", "Choose one with --step.")
+        tag_meta = meta if name == tag and meta else _newest_meta(ckpt_dir)
+        configs.append(plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step))
+    nproc = nproc or spec.launch.nproc_per_node
+    layout = experiment_layout(spec)
+    failed = []
+    for index, cfg in enumerate(configs):
+        path = layout.eval_run_config(cfg.tag)
+        argv = _eval_argv(spec, path, nproc, index, cfg.tag, resolve=not dry_run)
+        if dry_run:
+            out.print(f"{cfg.tag}: {cfg.model_dump_json()}", highlight=False, markup=False, soft_wrap=True)
+            out.print(f"  {format_command(argv)}", highlight=False, markup=False, soft_wrap=True)
+            continue
+        write_config(cfg, path)
+        if not _run_one(cfg, argv, layout):
+            failed.append(cfg.tag)
+    if failed:
+        raise EvalError(f"Eval failed for {', '.join(failed)}; log: {layout.eval_log(failed[0])}.",
+                        f"Rerun one with: rlab eval --tag {failed[0]}" + (f" --spec {spec_path}" if spec_path else ""))
+
+
+def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: str, *, resolve: bool) -> list[str]:
+    if nproc <= 1:
+        return python_argv(path, EVAL_MODULE)
+    launch = spec.launch.model_copy(update={"nproc_per_node": nproc, "gpus_per_variant": None, "nnodes": 1,
+                                            "node_rank": 0, "rdzv_endpoint": None, "max_restarts": 0,
+                                            "rdzv_port": spec.launch.rdzv_port + EVAL_PORT_OFFSET})
+    if resolve:
+        launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
+    return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{tag}", module=EVAL_MODULE)
+
+
+def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> bool:
+    log_path = layout.eval_log(cfg.tag)
+    out.print(f"[bold]{cfg.tag}[/]: evals {', '.join(cfg.eval.evals)} -> {cfg.out_dir}", highlight=False)
+    code = run_streaming(argv, log_path, env=dict(), on_line=lambda line: err.print(f"  {line}", markup=False,
+                                                                                    highlight=False))
+    if code != 0:
+        err.print(f"[red]{cfg.tag}: eval exited with code {code}; log: {log_path}[/]", highlight=False)
+        for line in tail_lines(log_path, 10):
+            err.print(f"  {line}", markup=False, highlight=False)
+        return False
+    summary = _summary(layout.eval_json(cfg.tag))
+    out.print(f"[green]{cfg.tag}: done[/] {summary}", highlight=False)
+    return True
+
+
+def _summary(path: Path) -> str:
+    if not path.exists():
+        return f"(no {path.name} written)"
+    metrics = json.loads(path.read_text()).get("metrics", {})
+    parts = []
+    val = metrics.get("bpb", {}).get("val", {}).get("bpb")
+    if val is not None:
+        parts.append(f"val bpb {val:.4f}")
+    if "core" in metrics and metrics["core"].get("core") is not None:
+        parts.append(f"CORE {metrics['core']['core']:.4f}")
+    if "passkey" in metrics and metrics["passkey"].get("overall") is not None:
+        parts.append(f"passkey {metrics['passkey']['overall']:.2f}")
+    return ", ".join(parts) + f" ({path})"
+
+
+def _newest_meta(ckpt_dir: Path) -> dict | None:
+    steps = checkpoint_steps(ckpt_dir)
+    if not steps:
+        return None
+    try:
+        return json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _resolve_spec(spec_path, tag, *, experiment, base_dir, base_tag, results_dir) -> tuple[ExperimentSpec, dict | None]:
+    """The spec to evaluate with: --spec; else the experiment's saved resolved spec; else defaults.
+
+    Without --spec, the tag's checkpoint meta says which experiment and base it belongs to.
+    """
+    named = dict(base_dir=base_dir, results_dir=results_dir, name=experiment, base_tag=base_tag)
+    if spec_path is not None:
+        return load_spec(spec_path, **named), None
+    meta = None
+    if tag is not None:
+        probe = load_spec(None, base_dir=base_dir, results_dir=results_dir)
+        meta = _newest_meta(base_layout(probe).checkpoint_dir(tag))
+    if meta is not None:
+        run_config = meta.get("run_config") or {}
+        experiment = experiment or run_config.get("experiment")
+        lineage = meta.get("lineage") or {}
+        named["base_tag"] = base_tag or lineage.get("parent_tag") or (tag if not lineage else None)
+        named["name"] = experiment
+    if experiment is not None:
+        saved = ExperimentLayout(results_dir or default_results_root(), experiment).resolved_spec
+        if saved.exists():
+            return load_spec(saved, **named), meta
+    if tag is None:
+        raise SpecError("--all needs --spec or --experiment (whose resolved spec lists the variants).")
+    return load_spec(None, **named), meta
+
+
+def _apply_eval_flags(spec: ExperimentSpec, **flags) -> ExperimentSpec:
+    data = spec.eval.model_dump(mode="json")
+    evals = list(data["evals"])
+    for name in ("bpb", "bpb_length", "core", "passkey"):
+        value = flags[name]
+        if value is True and name not in evals:
+            evals.append(name)
+        elif value is False and name in evals:
+            evals.remove(name)
+    data["evals"] = evals
+    if flags["lengths"] is not None:
+        try:
+            data["lengths"] = [int(x) for x in parse_names(flags["lengths"])]
+        except ValueError:
+            raise SpecError(f"--lengths: expected comma-separated integers (got {flags['lengths']!r}).") from None
+    if flags["max_per_task"] is not None:
+        data["max_per_task"] = flags["max_per_task"]
+    if flags["eval_bundle"] is not None:
+        data["core_bundle"] = str(flags["eval_bundle"])
+    from pydantic import ValidationError
+
+    from rlab.spec.eval import EvalSpec
+    from rlab.spec.loading import format_validation_error
+
+    try:
+        new_eval = EvalSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, "eval flags").replace("  ", "  eval.")) from None
+    if not new_eval.evals:
+        raise SpecError("No evals left to run.", "Enable one with --bpb, --bpb-length, --core or --passkey.")
+    return spec.model_copy(update={"eval": new_eval})

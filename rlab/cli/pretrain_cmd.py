@@ -1,8 +1,59 @@
-"""`rlab pretrain`: not built yet."""
+"""`rlab pretrain`: train the spec's `pretrain:` base model from scratch into the base tag, under torchrun.
 
-from rlab.cli.not_built import not_built
+    rlab pretrain --spec experiments/demo.yaml                # the demo's tiny base at 256 tokens
+    rlab pretrain --spec experiments/smoke.yaml --steps 4 --base-dir /tmp/smoke
+
+The base is then what `rlab continue` clones for every variant. Launching and watching are
+the same as for `rlab continue` (one torchrun job, output in runs/<base tag>/train.log).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from rlab.cli.continue_cmd import execute, render_plan
+from rlab.cli.options import (
+    BaseDirOpt,
+    BaseTagOpt,
+    DryRunOpt,
+    ForceOpt,
+    MaxRestartsOpt,
+    NprocOpt,
+    ResultsDirOpt,
+    ResumeOpt,
+    SpecOpt,
+)
+from rlab.orchestrate.plan import experiment_layout, plan_pretrain
+from rlab.orchestrate.prepare import build_jobs, tag_plans
+from rlab.spec.loading import load_spec
 
 
-def pretrain() -> None:
-    """Not built yet (issue #6)."""
-    raise not_built("pretrain", 6)
+def pretrain(
+    spec_path: SpecOpt = None,
+    base_tag: BaseTagOpt = None,
+    base_dir: BaseDirOpt = None,
+    results_dir: ResultsDirOpt = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Steps (spec: pretrain.train.steps).")]
+    = None,
+    nproc: NprocOpt = None,
+    max_restarts: MaxRestartsOpt = None,
+    dry_run: DryRunOpt = False,
+    resume: ResumeOpt = False,
+    force: ForceOpt = False,
+) -> None:
+    """Train the spec's base model from scratch (its `pretrain:` section) into the base tag."""
+    spec = load_spec(spec_path, base_tag=base_tag, base_dir=base_dir, results_dir=results_dir,
+                     pretrain_steps=steps, nproc=nproc, max_restarts=max_restarts, launcher="local")
+    run = plan_pretrain(spec)
+    if dry_run:
+        render_plan(spec, [run], build_jobs(spec, [run]), title=f"rlab pretrain: {run.tag} (dry run)")
+        return
+    plans = tag_plans(spec, [run], resume=resume, force=force)
+    layout = experiment_layout(spec)
+
+    def rerun(_names: list[str]) -> str:
+        return f"rlab pretrain --spec {layout.resolved_spec} --resume"
+
+    execute(spec, plans, rerun=rerun)

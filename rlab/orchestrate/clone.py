@@ -122,6 +122,7 @@ def clone_checkpoint(
         raise CheckpointError(f"Tag '{dst_tag}' already exists: {dst_dir}.", "Use --resume or --force.")
     meta = json.loads(meta_file(src_dir, step).read_text())
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst_tag}.clone-", dir=base.checkpoints_root))
+    tmp.chmod(src_dir.stat().st_mode & 0o777)  # mkdtemp makes it 0700; a tag folder looks like its source
     used: set[str] = set()
     total = 0
     try:

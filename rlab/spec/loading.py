@@ -28,6 +28,7 @@ OVERRIDE_PATHS: dict[str, str] = {
     "base_tag": "base.tag",
     "from_step": "base.step",
     "steps": "train.steps",
+    "pretrain_steps": "pretrain.train.steps",
     "seq_len": "train.seq_len",
     "nproc": "launch.nproc_per_node",
     "nnodes": "launch.nnodes",
