@@ -71,11 +71,13 @@ def _root(
 
 def render_error(exc: RlabError) -> None:
     """Print an RlabError as one or two red lines on stderr (message, then hint)."""
+    from rich.markup import escape
+
     from rlab.cli.console import err
 
-    err.print(f"[bold red]Error:[/] {exc.message}", highlight=False, markup=True)
+    err.print(f"[bold red]Error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
     if exc.hint:
-        err.print(exc.hint, highlight=False, markup=False)
+        err.print(exc.hint, highlight=False, markup=False, soft_wrap=True)
 
 
 def main() -> None:
