@@ -24,10 +24,10 @@ from rlab.errors import EvalError
 
 log = logging.getLogger(__name__)
 
-INSTRUCTION = "A secret number is hidden in the long text below. Find it and remember it.\n"
+INSTRUCTION = "Remember the secret number hidden in this text.\n"
 FILLER = "The river runs to the sea. The hills stay where they are. Birds cross the sky and the day goes on. "
-NEEDLE = "The secret number is {key}. Remember it: {key}. "
-QUESTION = "\nWhat is the secret number? The secret number is"
+NEEDLE = "The secret number is {key}. "
+QUESTION = "\nWhat is the secret number? It is"
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def test_prompt_holds_key_at_depth(tokenizer, depth):
     p = build_prompt(tokenizer, 400, depth, key)
     assert len(p.tokens) <= 400 and p.tokens[0] == tokenizer.bos_token_id
     text = tokenizer.decode(p.tokens)
-    assert NEEDLE.format(key=key) in text and text.endswith("The secret number is")
+    assert NEEDLE.format(key=key) in text and text.endswith("What is the secret number? It is")
     needle_len = len(tokenizer.encode(NEEDLE.format(key=key)))
     filler = p.filler_end - p.filler_start - needle_len
     unit = len(tokenizer.encode("The river runs to the sea. The hills stay where they are. Birds cross the sky and the day goes on. "))
