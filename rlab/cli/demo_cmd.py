@@ -1,8 +1,84 @@
-"""`rlab demo`: not built yet."""
+"""`rlab demo`: the whole mission on the embedded default corpus, on CPU, in minutes."""
 
-from rlab.cli.not_built import not_built
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rlab.cli.console import err, out
+from rlab.errors import LaunchError, SpecError
 
 
-def run_demo() -> None:
-    """Not built yet (issue #7)."""
-    raise not_built("demo", 7)
+def run_demo(
+    base_dir: Annotated[
+        Path, typer.Option("--base-dir", file_okay=False, help="The demo's own data/checkpoint dir (replaced tags live here).")
+    ] = Path(".cache/demo"),
+    results_dir: Annotated[Path, typer.Option("--results-dir", file_okay=False, help="Results root.")] = Path("results"),
+    spec: Annotated[
+        Optional[Path], typer.Option("--spec", dir_okay=False, help="Demo spec; default experiments/demo.yaml.")
+    ] = None,
+    eval_bundle: Annotated[
+        Optional[Path],
+        typer.Option("--eval-bundle", file_okay=False, help="CORE bundle; default <base-dir>/eval_bundle or ../shared."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the commands; run nothing.")] = False,
+) -> None:
+    """Prepare the corpus, pretrain a tiny base model, continue it with every variant, evaluate, report.
+
+    Each stage is the command a user would type (printed before it runs); the stage timings go to
+    results/<experiment>/demo_timings.csv.
+    """
+    from rlab.orchestrate.demo import DEMO_SPEC, demo_stages, find_eval_bundle
+
+    spec = spec or DEMO_SPEC
+    if not spec.is_file():
+        raise SpecError(f"Demo spec not found: {spec}", "Run from the repository root or pass --spec.")
+    bundle = find_eval_bundle(base_dir, eval_bundle)
+    if bundle is None:
+        err.print("[yellow]No CORE eval bundle found: CORE is skipped[/] (get one with `rlab bundle download`).")
+    stages = demo_stages(spec=spec, base_dir=base_dir.resolve(), results_dir=results_dir.resolve(), eval_bundle=bundle)
+    timings: list[tuple[str, float]] = []
+    for stage in stages:
+        command = shlex.join(stage.argv)
+        out.print(f"\n[bold cyan]== {stage.name}[/]  [dim]{command}[/]", highlight=False, soft_wrap=True)
+        if dry_run:
+            continue
+        start = time.perf_counter()
+        code = subprocess.call(stage.argv)
+        timings.append((stage.name, time.perf_counter() - start))
+        if code != 0:
+            raise LaunchError(f"Demo stage '{stage.name}' failed (exit {code}).", f"Rerun it alone: {command}")
+    if dry_run:
+        return
+    _report_timings(timings, results_dir / _experiment_name(spec))
+
+
+def _experiment_name(spec: Path) -> str:
+    from rlab.spec.loading import load_spec
+
+    return load_spec(spec).name
+
+
+def _report_timings(timings: list[tuple[str, float]], experiment_dir: Path) -> None:
+    from rich.table import Table
+
+    total = sum(seconds for _, seconds in timings)
+    table = Table(title="Demo wall time by stage")
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    table.add_column("share", justify="right")
+    for name, seconds in timings:
+        table.add_row(name, f"{seconds:.1f}", f"{100 * seconds / total:.0f}%")
+    table.add_row("total", f"{total:.1f}", "100%", style="bold")
+    out.print(table)
+    experiment_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["stage,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings] + [f"total,{total:.1f}"]
+    tmp = experiment_dir / "demo_timings.csv.tmp"
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(experiment_dir / "demo_timings.csv")
+    out.print(f"Results: {experiment_dir}/results.csv, comparison.md, plots/")

@@ -1,0 +1,61 @@
+"""The embedded demo as a list of the user's own commands.
+
+`rlab demo` is the mission end to end on the embedded default corpus, on a CPU, in minutes:
+prepare the corpus and tokenizer, pretrain a tiny base model at a short context, continue it
+with every variant at 4x the length under torchrun (2 CPU processes, gloo), evaluate each tag,
+report. Each stage is exactly the command a user would type, so the demo doubles as a worked
+example, and any stage can be rerun by hand.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import rlab
+
+REPO_ROOT = Path(rlab.__file__).resolve().parents[1]
+DEMO_SPEC = REPO_ROOT / "experiments" / "demo.yaml"
+SHARED_BUNDLE = REPO_ROOT.parent / "shared" / "eval_bundle"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One demo stage: a name for the timing table and the argv that runs it."""
+
+    name: str
+    argv: list[str]
+
+
+def find_eval_bundle(base_dir: Path, explicit: Path | None = None) -> Path | None:
+    """The CORE bundle to use: the one given, the base dir's, or the copy beside the repo (``../shared``)."""
+    for candidate in (explicit, base_dir / "eval_bundle", SHARED_BUNDLE):
+        if candidate is not None and (candidate / "core.yaml").is_file():
+            return candidate
+    return None
+
+
+def demo_stages(
+    *,
+    spec: Path,
+    base_dir: Path,
+    results_dir: Path,
+    eval_bundle: Path | None,
+    vocab_size: int | None = None,
+) -> list[Stage]:
+    """The demo's commands, in order. ``--force`` is safe: the demo owns its base dir."""
+    rlab_cmd = [sys.executable, "-m", "rlab"]
+    where = ["--base-dir", str(base_dir)]
+    results = ["--results-dir", str(results_dir)]
+    prepare = [*rlab_cmd, "data", "prepare", *where]
+    if vocab_size is not None:
+        prepare += ["--vocab-size", str(vocab_size)]
+    core = ["--eval-bundle", str(eval_bundle)] if eval_bundle is not None else ["--no-core"]
+    return [
+        Stage("data", prepare),
+        Stage("pretrain", [*rlab_cmd, "pretrain", "--spec", str(spec), *where, *results, "--force"]),
+        Stage("continue", [*rlab_cmd, "continue", "--spec", str(spec), *where, *results, "--force"]),
+        Stage("eval", [*rlab_cmd, "eval", "--spec", str(spec), "--all", *where, *results, *core]),
+        Stage("report", [*rlab_cmd, "report", "--spec", str(spec), "--results-dir", str(results_dir)]),
+    ]
