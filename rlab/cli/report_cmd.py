@@ -115,4 +115,4 @@ def build_report(
             out.print()
     out.print("[bold]Wrote[/]")
     for path in report.written:
-        out.print(f"  {path}", highlight=False, markup=False)
+        out.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)

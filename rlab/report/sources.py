@@ -175,11 +175,11 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
     src.metrics = read_metrics(layout.metrics_file(tag), notes)
     if src.metrics is None and not layout.metrics_file(tag).is_file():
         notes.append("no training metrics (metrics.jsonl)")
-    for name, required in EVAL_CSVS.items():
-        frame = read_csv(layout.eval_dir(tag) / f"{name}.csv", required, notes, f"{name}.csv")
-        if frame is not None:
-            src.csvs[name] = frame
-    if ev is not None:
+    if ev is not None:  # eval.json is written last: without it the side files may be from a run in progress
+        for name, required in EVAL_CSVS.items():
+            frame = read_csv(layout.eval_dir(tag) / f"{name}.csv", required, notes, f"{name}.csv")
+            if frame is not None:
+                src.csvs[name] = frame
         core_csv = layout.core_task_csv(variant)
         src.core_tasks = read_csv(core_csv, ("task", "accuracy", "centered"), notes, core_csv.name)
         if src.core_tasks is None and not core_csv.is_file():

@@ -1,0 +1,91 @@
+"""Missing pieces become blanks plus a footnote, never a crash."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pandas as pd
+import pytest
+
+from rlab.errors import RlabError
+from rlab.paths import ExperimentLayout
+from rlab.report.build import write_report
+from rlab.report.collect import collect
+
+
+def test_tag_not_evaluated_is_blank_with_footnote(fx):
+    shutil.rmtree(fx.eval_dir("fx-yarn"))
+    out = write_report(fx, n_boot=200)
+    row = out.data.results.set_index("tag").loc["fx-yarn"]
+    assert math.isnan(row["val_bpb"]) and math.isnan(row["bpb_len_512"]) and row["val_bpb_verdict_vs_rope"] == ""
+    assert row["notes"] == "fx-yarn: not evaluated yet (no eval.json)"
+    md = fx.comparison_md.read_text()
+    mark = out.data.footnotes.items.index("fx-yarn: not evaluated yet (no eval.json)") + 1
+    assert f"| yarn [{mark}] |  |  |" in md
+    assert f"{mark}. fx-yarn: not evaluated yet (no eval.json)" in md
+    csv = pd.read_csv(fx.results_csv, keep_default_na=False)
+    assert csv.set_index("tag").loc["fx-yarn", "val_bpb"] == ""
+
+
+def test_missing_metrics_file_and_unreadable_eval_json(fx):
+    shutil.rmtree(fx.run_dir("fx-pi"))
+    fx.eval_json("fx-yarn").write_text('{"schema": "rlab.eval/1", "metr')  # torn write
+    data = collect(fx, "rope", n_boot=200)
+    res = data.results.set_index("tag")
+    assert math.isnan(res.loc["fx-pi", "last_train_loss"]) and res.loc["fx-pi", "val_bpb"] == 1.48
+    assert "fx-pi: no training metrics (metrics.jsonl)" in data.footnotes.items
+    assert "fx-yarn: eval.json is unreadable (JSONDecodeError); ignored" in data.footnotes.items
+    assert math.isnan(res.loc["fx-yarn", "val_bpb"])
+    assert set(data.curves["tag"]) == {"fx-ntk", "fx-rope", "fx-yarn"}
+
+
+def test_no_units_means_no_claims(fx):
+    for tag in ("fx-rope", "fx-pi", "fx-yarn"):
+        (fx.eval_dir(tag) / "bpb_units.csv").unlink()
+        (fx.eval_dir(tag) / "core_examples.csv").unlink()
+    data = collect(fx, "rope", n_boot=200)
+    res = data.results.set_index("tag")
+    assert res.loc["fx-yarn", "val_bpb"] == 1.455
+    # eval.json's intervals are null here: no interval, so no verdict either way
+    assert res.loc["fx-yarn", "val_bpb_verdict_vs_rope"] == ""
+    assert res.loc["fx-yarn", "core_verdict_vs_rope"] == ""
+
+
+def test_unpaired_fallback_uses_eval_json_intervals(fx):
+    import json
+
+    for tag, (lo, hi) in {"fx-rope": (1.46, 1.48), "fx-yarn": (1.40, 1.45)}.items():
+        (fx.eval_dir(tag) / "bpb_units.csv").unlink()
+        ev = json.loads(fx.eval_json(tag).read_text())
+        ev["metrics"]["bpb"]["val"].update(ci_low=lo, ci_high=hi)
+        fx.eval_json(tag).write_text(json.dumps(ev))
+    comp = collect(fx, "rope", n_boot=200).comparisons.set_index(["tag", "metric"])
+    row = comp.loc[("fx-yarn", "val_bpb")]
+    assert row["interval"] == "unpaired"
+    assert (row["diff_low"], row["diff_high"]) == pytest.approx((1.40 - 1.48, 1.45 - 1.46))
+    assert row["verdict"] == "better"
+
+
+def test_missing_baseline_is_a_footnote(fx):
+    data = collect(fx, "llama3", n_boot=200)
+    assert "baseline variant 'llama3' has no outputs: relative changes are blank" in data.footnotes.items
+    assert not any("_vs_" in c for c in data.results.columns)
+
+
+def test_runs_only_experiment_and_empty_experiment(results_root):
+    layout = ExperimentLayout(results_root, "fx")
+    shutil.rmtree(layout.root / "evals")
+    for csv in layout.root.glob("results_*.csv"):
+        csv.unlink()
+    out = write_report(layout, fmt="html", n_boot=200)
+    assert out.data.results["val_bpb"].isna().all() if "val_bpb" in out.data.results else True
+    assert layout.comparison_md.is_file() and (layout.plots_dir / "loss_curves.png").is_file()
+    assert not (layout.plots_dir / "bpb_vs_length.png").exists()
+    assert "plot bpb_vs_length.png not drawn: no data for it yet" in layout.comparison_md.read_text()
+
+    with pytest.raises(RlabError, match="no runs or evals"):
+        (results_root / "empty").mkdir()
+        write_report(ExperimentLayout(results_root, "empty"))
+    with pytest.raises(RlabError, match="No results for experiment 'nope'"):
+        write_report(ExperimentLayout(results_root, "nope"))

@@ -1,0 +1,37 @@
+"""Plots are written, are real PNGs, and are skipped (not drawn empty) when their data is missing."""
+
+from __future__ import annotations
+
+import shutil
+
+from rlab.report.build import write_report
+from rlab.report.plots import PLOT_FILES
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_plot_is_a_valid_png(fx):
+    out = write_report(fx, n_boot=200)
+    for name in PLOT_FILES.values():
+        path = fx.plots_dir / name
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC, name
+        assert len(data) > 10_000, name  # a real figure, not an empty canvas
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        assert width > 400 and height > 250, name
+        assert path in out.written
+    md = fx.comparison_md.read_text()
+    assert "![BPB vs context length](plots/bpb_vs_length.png)" in md
+
+
+def test_plots_without_passkey_or_metrics(fx):
+    for tag in ("fx-rope", "fx-pi", "fx-yarn"):
+        (fx.eval_dir(tag) / "passkey.csv").unlink()
+        text = fx.eval_json(tag).read_text().replace('"passkey"', '"passkey_not_run"')
+        fx.eval_json(tag).write_text(text)
+    shutil.rmtree(fx.root / "runs")
+    plots = write_report(fx, n_boot=200)
+    assert not (fx.plots_dir / PLOT_FILES["passkey"]).exists()
+    assert not (fx.plots_dir / PLOT_FILES["loss"]).exists()
+    assert (fx.plots_dir / PLOT_FILES["bpb_length"]).read_bytes()[:8] == PNG_MAGIC
+    assert plots.data.passkey.empty

@@ -1,0 +1,60 @@
+"""`rlab report` from the command line: CliRunner for flags and errors, one real subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from rlab.cli.app import app
+
+runner = CliRunner()
+
+
+def test_cli_writes_everything_and_shows_tables(results_root):
+    result = runner.invoke(app, ["report", "--results-dir", str(results_root), "--experiment", "fx",
+                                 "--format", "html", "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    exp = results_root / "fx"
+    for name in ("results.csv", "comparison.md", "comparison.html", "plots/bpb_vs_length.png"):
+        assert (exp / name).is_file(), name
+    assert "BPB vs context length" in result.output and "Passkey" in result.output
+    assert "not evaluated yet" in result.output  # the footnotes are shown too
+    html = (exp / "comparison.html").read_text()
+    assert "<table>" in html and 'src="plots/bpb_vs_length.png"' in html and 'class="best"' in html
+
+
+def test_cli_picks_the_only_experiment_and_baseline_flag(results_root, monkeypatch):
+    monkeypatch.setenv("RLAB_RESULTS_DIR", str(results_root))
+    result = runner.invoke(app, ["report", "--format", "csv", "--baseline", "pi", "-q", "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(results_root / "fx" / "results.csv")
+    assert "val_bpb_rel_vs_pi_pct (neg=better)" in frame.columns
+    assert not (results_root / "fx" / "comparison.md").exists()  # csv: results.csv only
+
+
+def test_cli_errors_are_one_line_messages(results_root, tmp_path):
+    (results_root / "other" / "evals").mkdir(parents=True)
+    r = subprocess.run([sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "Several experiments" in r.stderr and "fx, other" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root), "-e", "fx",
+                        "--format", "pdf"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Unknown --format 'pdf'" in r.stderr
+
+
+def test_subprocess_report_is_deterministic(results_root):
+    cmd = [sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root), "-e", "fx", "-q",
+           "--bootstrap", "200"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    csv1 = (results_root / "fx" / "results.csv").read_bytes()
+    md1 = (results_root / "fx" / "comparison.md").read_bytes()
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert (results_root / "fx" / "results.csv").read_bytes() == csv1
+    assert (results_root / "fx" / "comparison.md").read_bytes() == md1
+    assert "results.csv" in first.stdout
