@@ -130,3 +130,42 @@ class Engine:
                 break
             logits = self.model(nxt.view(num_samples, 1), kv_cache=cache)[:, -1, :]  # (B, V)
         return rows
+
+
+def sample_checkpoint(
+    base_dir,
+    tag: str,
+    prompt: str,
+    *,
+    step: int | None = None,
+    num_samples: int = 1,
+    max_tokens: int = 64,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 42,
+    device: str | None = None,
+) -> tuple[list[str], dict]:
+    """Load `tag` (newest complete step unless `step`) and continue `prompt` `num_samples` times.
+
+    Returns the decoded continuations and the checkpoint meta. BOS is prepended to the prompt,
+    and a row stops early at BOS (the start of a new document).
+    """
+    from pathlib import Path
+
+    from rlab.core.checkpoint import load_model
+    from rlab.core.tokenizer import Tokenizer
+    from rlab.paths import BaseLayout
+
+    layout = BaseLayout(Path(base_dir))
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
+    model, meta = load_model(layout.checkpoint_dir(tag), step, dev)
+    model.eval()
+    engine = Engine(model, name=f"{tag} step {meta['step']}")
+    bos = tokenizer.bos_token_id
+    rows = engine.generate(
+        tokenizer.encode(prompt, prepend=bos), num_samples=num_samples, max_tokens=max_tokens,
+        temperature=temperature, top_k=top_k, seed=seed, stop_tokens=[bos],
+    )
+    texts = [tokenizer.decode([t for t in row if t != bos]) for row in rows]
+    return texts, meta
