@@ -555,6 +555,12 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
         if core is not None and core.get("partial"):
             missing = core.get("missing_tasks") or []
             extra.append("partial CORE" + (f" (missing: {', '.join(map(str, missing))})" if missing else ""))
+        for name, what in (("bpb_length", "BPB"), ("passkey", "passkey")):
+            skipped = (src.metric(name) or {}).get("skipped") or []
+            lengths = [str(s.get("length")) for s in skipped if isinstance(s, dict)]
+            if lengths:
+                extra.append(f"{what} not measured at length(s) {', '.join(lengths)} (skipped by the eval: "
+                             f"{skipped[0].get('reason', 'no reason given')})")
         marks = [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
         if marks:
             tag_notes[src.tag] = marks
