@@ -565,6 +565,7 @@ class Trainer:
             logger.error("replicas diverged at step %d: parameter checksums %s", step, checksums)
         if self.info.is_main:
             meta = self._meta(step, loader_state)
+            meta["replica_param_checksums"] = checksums  # identical when DDP kept the replicas in sync
             payload = optimizer_state(self.optimizers)
             payload["rng"] = self._rng_state()
             save_checkpoint(self.ckpt_dir, step, model_state, meta, payload)
