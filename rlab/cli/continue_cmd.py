@@ -180,7 +180,7 @@ def _summary(states: list[JobState], rerun) -> None:
     for s in failed:
         err.print(f"[red]── {s.job.tag} failed (exit {s.returncode}); last lines of {s.job.log}:[/]", highlight=False)
         for line in tail_lines(s.job.log, LOG_TAIL_LINES):
-            err.print(f"  {line}", highlight=False, markup=False)
+            err.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if failed:
         names = [s.job.variant for s in failed]
         raise LaunchError(

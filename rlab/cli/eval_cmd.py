@@ -131,8 +131,10 @@ def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: st
 def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> bool:
     log_path = layout.eval_log(cfg.tag)
     out.print(f"[bold]{cfg.tag}[/]: evals {', '.join(cfg.eval.evals)} -> {cfg.out_dir}", highlight=False)
-    code = run_streaming(argv, log_path, env=dict(), on_line=lambda line: err.print(f"  {line}", markup=False,
-                                                                                    highlight=False))
+    def echo(line: str) -> None:
+        err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+
+    code = run_streaming(argv, log_path, on_line=echo)
     if code != 0:
         err.print(f"[red]{cfg.tag}: eval exited with code {code}; log: {log_path}[/]", highlight=False)
         for line in tail_lines(log_path, 10):
