@@ -96,6 +96,8 @@ def _mark_best(frame: pd.DataFrame, values: dict[str, list[float]], lower: dict[
         if len(finite) < 2:
             continue
         target = min(finite) if lower[col] else max(finite)
+        if all(v == target for v in finite):  # everyone tied: nobody is best
+            continue
         best.update((i, col) for i, v in enumerate(vals) if v == target)
     return best
 
@@ -225,8 +227,11 @@ def core_task_table(data: ReportData) -> Table:
         if len(finite) >= 2:
             top = max(finite.values())
             winners = [k for k, v in finite.items() if v == top]
-            best.update((i, k) for k in winners)
-            row["best"] = ", ".join(w.split(" [")[0] for w in winners) if len(winners) < len(finite) else "tie"
+            if len(winners) < len(finite):
+                best.update((i, k) for k in winners)
+                row["best"] = ", ".join(w.split(" [")[0] for w in winners)
+            else:
+                row["best"] = "tie"
         else:
             row["best"] = BLANK
         rows.append(row)

@@ -137,3 +137,21 @@ def test_column_order_is_stable_whatever_the_input_order(fx):
     assert cols.index("bpb_len_64") < cols.index("bpb_len_512") < cols.index("core")
     # numeric, not lexicographic, order of lengths
     assert column_key("bpb_len_1024") > column_key("bpb_len_512")
+
+
+def test_tables_mark_best_and_ties(fx):
+    from rlab.report.tables import core_task_table, length_table, passkey_table, to_markdown
+
+    data = collect(fx, "rope", n_boot=200)
+    lt = length_table(data)
+    assert list(lt.frame["variant"]) == ["rope", "pi [2]", "ntk [1]", "yarn [3]"]  # baseline first, then spec order
+    assert list(lt.frame.columns) == ["variant", "64", "128 (train)", "256", "512"]
+    assert lt.best == {(3, "64"), (3, "128 (train)"), (3, "256"), (3, "512")}
+    pk = passkey_table(data)
+    assert (0, "64") not in pk.best  # all variants at 1.00: a tie marks nobody
+    assert (3, "128 (train)") in pk.best
+    ct = core_task_table(data)
+    assert list(ct.frame["best"]) == ["yarn", "yarn"]
+    md = to_markdown(lt)
+    assert md.splitlines()[1] == "|:---|---:|---:|---:|---:|"
+    assert "| yarn [3] | **1.490 ± 0.022** |" in md
