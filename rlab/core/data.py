@@ -66,7 +66,10 @@ log = logging.getLogger(__name__)
 
 Split = Literal["train", "val"]
 STATE_VERSION = 1
-_TOKENIZE_CHUNK = 256  # documents per batch-encode call: big enough to use the threads, small enough to stream
+# One batch-encode call takes up to this many documents / characters: big enough to keep the
+# tokenizer threads busy, small enough that the first batch is ready quickly and memory stays flat.
+_CHUNK_DOCS = 256
+_CHUNK_CHARS = 1_000_000
 
 
 def list_shards(data_dir: str | Path) -> list[Path]:
@@ -346,9 +349,7 @@ class TokenLoader:
                 if shard not in files:
                     files[shard] = pq.ParquetFile(self.shards[shard])
                 texts = files[shard].read_row_group(rg, columns=["text"]).column("text").to_pylist()
-                rows = list(range(doc, len(texts), self.parts))
-                for i in range(0, len(rows), _TOKENIZE_CHUNK):
-                    chunk = rows[i:i + _TOKENIZE_CHUNK]
+                for chunk in _chunks(texts, range(doc, len(texts), self.parts)):
                     encoded = self.tokenizer.encode([texts[j] or "" for j in chunk], prepend=self.bos,
                                                     num_threads=self.tokenizer_threads)
                     for j, ids in zip(chunk, encoded):
@@ -368,6 +369,20 @@ class TokenLoader:
                 )
             epoch, slot, full_epoch, seen = epoch + 1, self.rank, True, False
             doc = self._first_doc(slot)
+
+
+def _chunks(texts: list[str | None], rows: range) -> Iterator[list[int]]:
+    """Group row indices into batch-encode calls of at most _CHUNK_DOCS docs / ~_CHUNK_CHARS characters."""
+    chunk: list[int] = []
+    chars = 0
+    for j in rows:
+        chunk.append(j)
+        chars += len(texts[j] or "")
+        if len(chunk) >= _CHUNK_DOCS or chars >= _CHUNK_CHARS:
+            yield chunk
+            chunk, chars = [], 0
+    if chunk:
+        yield chunk
 
 
 def load_long_docs(base_dir: str | Path) -> list[str]:
