@@ -204,5 +204,15 @@ def read_experiment(layout: ExperimentLayout) -> ExperimentSources:
     notes: list[str] = []
     spec = read_spec(layout, notes)
     known = sorted(set(VARIANT_NAMES) | set(spec_variant_names(spec)))
-    tags = [read_tag(layout, tag, known) for tag in discover_tags(layout)]
+    base = (spec or {}).get("base")
+    base_tag = base.get("tag") if isinstance(base, dict) else None
+    tags = []
+    for tag in discover_tags(layout):
+        src = read_tag(layout, tag, known)
+        init = (src.run_config or {}).get("init")
+        if tag == base_tag or (isinstance(init, dict) and init.get("kind") == "scratch" and src.eval is None):
+            # The from-scratch base run (`rlab pretrain`) is where variants start, not one of them.
+            notes.append(f"{tag}: the base model's own run, not a variant; left out of the comparison")
+            continue
+        tags.append(src)
     return ExperimentSources(experiment=layout.experiment, layout=layout, tags=tags, spec=spec, notes=notes)

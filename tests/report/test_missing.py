@@ -89,3 +89,16 @@ def test_runs_only_experiment_and_empty_experiment(results_root):
         write_report(ExperimentLayout(results_root, "empty"))
     with pytest.raises(RlabError, match="No results for experiment 'nope'"):
         write_report(ExperimentLayout(results_root, "nope"))
+
+
+def test_base_pretrain_run_is_not_a_variant(fx):
+    """`rlab pretrain` writes runs/<base tag>/ (variant rope): it must not become a second baseline."""
+    import json
+
+    run_dir = fx.run_dir("fx")
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"tag": "fx", "variant": "rope", "init": {"kind": "scratch"}}))
+    shutil.copy(fx.metrics_file("fx-rope"), fx.metrics_file("fx"))
+    data = collect(fx, "rope", n_boot=200)
+    assert "fx" not in set(data.results["tag"]) and data.baseline_tag == "fx-rope"
+    assert "fx: the base model's own run, not a variant; left out of the comparison" in data.footnotes.items
