@@ -194,28 +194,42 @@ def prepare_example(
 
 
 def _forward_rows(model, rows: list[list[int]], starts: list[int], ends: list[int], pad_id: int, device):
-    """One forward over right-padded rows -> per row (mean span loss, span fully argmax-correct)."""
+    """One forward over right-padded rows -> per row (mean span loss, span fully argmax-correct).
+
+    Only the span positions are scored: their logits are gathered into one (N, V) block, so the
+    loss/argmax cost is proportional to the spans and there is a single device-to-host copy.
+    """
     import torch
     import torch.nn.functional as F
 
     width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)
+    row_idx, pos_idx = [], []
+    for i, (r, s, e) in enumerate(zip(rows, starts, ends)):
         ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        row_idx += [i] * max(e - s, 0)
+        pos_idx += range(s - 1, e - 1)  # position p predicts token p + 1
     ids = ids.to(device)
+    rows_t = torch.tensor(row_idx, dtype=torch.long, device=device)  # (N,)
+    pos_t = torch.tensor(pos_idx, dtype=torch.long, device=device)  # (N,)
     with torch.no_grad():
-        logits = model(ids).float()  # (B, T, V)
+        logits = model(ids)  # (B, T, V)
+        picked = logits[rows_t, pos_t].float()  # (N, V)
+        targets = ids[rows_t, pos_t + 1]  # (N,)
+        nll = F.cross_entropy(picked, targets, reduction="none").double()  # (N,)
+        hit = (picked.argmax(dim=-1) == targets).double()  # (N,)
+        B = len(rows)
+        loss_sum = torch.zeros(B, dtype=torch.float64, device=device).index_add_(0, rows_t, nll)
+        hit_sum = torch.zeros(B, dtype=torch.float64, device=device).index_add_(0, rows_t, hit)
+        stats = torch.stack([loss_sum, hit_sum]).tolist()  # one transfer
+    del logits, picked
     out: list[tuple[float, bool]] = []
     for i, (s, e) in enumerate(zip(starts, ends)):
-        if e <= s:  # empty span (a choice that is a prefix of another): never the argmin
+        n = e - s
+        if n <= 0:  # empty span (a choice that is a prefix of another): never the argmin
             out.append((math.inf, False))
-            continue
-        pred_logits = logits[i, s - 1 : e - 1]  # (span, V): position p predicts token p+1
-        targets = ids[i, s:e]  # (span,)
-        loss = F.cross_entropy(pred_logits, targets, reduction="mean").item()
-        match = bool((pred_logits.argmax(dim=-1) == targets).all().item())
-        out.append((loss, match))
-    del logits
+        else:
+            out.append((stats[0][i] / n, stats[1][i] == n))
     return out
 
 
