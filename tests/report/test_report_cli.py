@@ -47,14 +47,24 @@ def test_cli_errors_are_one_line_messages(results_root, tmp_path):
 
 
 def test_subprocess_report_is_deterministic(results_root):
-    cmd = [sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root), "-e", "fx", "-q",
-           "--bootstrap", "200"]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    """A separate process writes the same bytes as this one (no hash-seed or ordering dependence)."""
+    args = ["report", "--results-dir", str(results_root), "-e", "fx", "-q", "--bootstrap", "200"]
+    first = subprocess.run([sys.executable, "-m", "rlab", *args], capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
+    assert "results.csv" in first.stdout
     csv1 = (results_root / "fx" / "results.csv").read_bytes()
     md1 = (results_root / "fx" / "comparison.md").read_bytes()
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 0, second.stderr
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0, second.output
     assert (results_root / "fx" / "results.csv").read_bytes() == csv1
     assert (results_root / "fx" / "comparison.md").read_bytes() == md1
-    assert "results.csv" in first.stdout
+
+
+def test_cli_takes_the_experiment_from_a_spec(results_root, tmp_path):
+    spec = tmp_path / "fx.yaml"
+    spec.write_text(f"name: fx\nresults_dir: {results_root}\nbase:\n  tag: fx\n")
+    result = runner.invoke(app, ["report", "--spec", str(spec), "--format", "csv", "-q", "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    assert (results_root / "fx" / "results.csv").is_file()
+    missing = runner.invoke(app, ["report", "--spec", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code != 0
