@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab.data.corpus import LONG_MIN_CHARS, Document, read_user_corpus, split_documents, user_files
-from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, shard_name, write_parquet_texts, write_shards
+from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_parquet_texts, write_shards
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
 
@@ -243,4 +243,4 @@ def prepare_data(
     return PrepareResult(layout.root, manifest, notes=notes)
 
 
-__all__ = ["DEFAULT_VOCAB_SIZE", "PrepareOptions", "PrepareResult", "prepare_data", "read_manifest", "shard_name"]
+__all__ = ["DEFAULT_VOCAB_SIZE", "PrepareOptions", "PrepareResult", "prepare_data", "read_manifest"]

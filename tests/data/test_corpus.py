@@ -210,3 +210,10 @@ def test_default_corpus_prepare_on_fixture_archives(tmp_path, monkeypatch):
     assert m["stats"]["docs"]["long"] == 2
     assert (tmp_path / "base" / "base_data" / m["val_shard"]).is_file()
     assert (tmp_path / "base" / "tokenizer" / "tokenizer.pkl").is_file()
+
+
+def test_austen_is_skipped_with_a_note_without_apt(tmp_path, monkeypatch):
+    monkeypatch.setattr(sources.shutil, "which", lambda name: None)
+    notes: list[str] = []
+    assert sources.fetch_apt(sources.JANEAUSTENR, tmp_path, notes) is None
+    assert notes and "apt-get is not available" in notes[0]
