@@ -45,5 +45,9 @@ bench: install
 demo: install
 	$(BIN)/rlab demo
 
+# Only the corpus + tokenizer of the demo (idempotent).
+data: install
+	$(BIN)/rlab data prepare --base-dir .cache/demo
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

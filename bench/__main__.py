@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"train": "bench.train_bench", "eval": "bench.eval_bench"}
+BENCHMARKS = {"train": "bench.train_bench", "data": "bench.data_bench", "eval": "bench.eval_bench"}
 
 
 def main(argv: list[str]) -> None:
