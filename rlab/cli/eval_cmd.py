@@ -131,6 +131,7 @@ def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: st
 def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> bool:
     log_path = layout.eval_log(cfg.tag)
     out.print(f"[bold]{cfg.tag}[/]: evals {', '.join(cfg.eval.evals)} -> {cfg.out_dir}", highlight=False)
+
     def echo(line: str) -> None:
         err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 

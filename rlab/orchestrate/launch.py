@@ -20,7 +20,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -240,7 +240,43 @@ def run_jobs(
     return states
 
 
+LOCAL_ENDPOINT = "--rdzv-endpoint=127.0.0.1:"
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_local_port(argv: Sequence[str], is_free: Callable[[int], bool] = _port_free) -> tuple[str, ...]:
+    """`argv` with its single-node rendezvous port moved to a free one if another program holds it.
+
+    The plan's ports (rdzv_port + i) are deterministic, but on a shared machine another
+    torchrun may sit on 29500; checking right before the start turns that into a log line
+    instead of a rendezvous failure. Multi-node endpoints are never changed.
+    """
+    argv = tuple(argv)
+    for i, arg in enumerate(argv):
+        if arg.startswith(LOCAL_ENDPOINT) and arg[len(LOCAL_ENDPOINT):].isdigit():
+            port = int(arg[len(LOCAL_ENDPOINT):])
+            if is_free(port):
+                return argv
+            new = port + 1
+            while not is_free(new) and new < port + 1000:
+                new += 1
+            log.info("rendezvous port %d is busy; using %d", port, new)
+            return (*argv[:i], f"{LOCAL_ENDPOINT}{new}", *argv[i + 1:])
+    return argv
+
+
 def _start(job: Job, devices: tuple[str, ...] | None) -> tuple[subprocess.Popen, object]:
+    job = replace(job, argv=free_local_port(job.argv))
     job.log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices)}
     fh = open(job.log, "ab")
@@ -290,6 +326,7 @@ def run_streaming(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str]
 
     Returns the exit code; on KeyboardInterrupt the group is terminated and the interrupt re-raised.
     """
+    argv = free_local_port(argv)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_path, "ab") as fh:

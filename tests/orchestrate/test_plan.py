@@ -169,3 +169,14 @@ def test_build_jobs_distinct_ports_and_logs():
     assert [j.log for j in jobs] == [RESULTS / "d20" / "runs" / t / "train.log" for t in ("d20-pi", "d20-ntk",
                                                                                           "d20-yarn")]
     assert all(j.argv[0] == "/x/torchrun" and j.argv[-1].endswith(f"/{j.tag}/run.json") for j in jobs)
+
+
+def test_busy_local_port_moves_to_a_free_one():
+    from rlab.orchestrate.launch import free_local_port
+
+    argv = tuple(torchrun_argv(P, LaunchSpec(nproc_per_node=2), index=0, rdzv_id="t"))
+    assert free_local_port(argv, lambda p: True) == argv
+    moved = free_local_port(argv, lambda p: p not in (29500, 29501))
+    assert moved == tuple(a.replace(":29500", ":29502") for a in argv)
+    multi = tuple(torchrun_argv(P, LaunchSpec(nnodes=2, rdzv_endpoint="n0:29500"), rdzv_id="t"))
+    assert free_local_port(multi, lambda p: False) == multi
