@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rlab.errors import SpecError, unknown_name_error
 from rlab.paths import default_base_dir, default_results_root
 from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.rope import VARIANT_NAMES
 
 # Named overrides (CLI flags) -> dotted path in the spec.
 OVERRIDE_PATHS: dict[str, str] = {
@@ -136,13 +137,39 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:
+    raw, early = _check_variant_names(raw)
+    lines: list[str] = list(early)
     try:
-        return ExperimentSpec.model_validate(raw)
+        spec = ExperimentSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, source), "Run `rlab validate SPEC` to check a file, "
-                        "`rlab schema` for every key.") from None
+        lines += [_error_line(error) for error in exc.errors()]
     except SpecError as exc:  # raised by a field validator outside pydantic's error list
-        raise SpecError(f"{source}: {exc.message}", exc.hint) from None
+        lines.append(exc.message)
+    else:
+        if not lines:
+            return spec
+    header = f"{source}: {len(lines)} problem(s) in the spec:"
+    raise SpecError("\n".join([header, *(f"  {line}" for line in lines)]),
+                    "Run `rlab validate SPEC` to check a file, `rlab schema` for every key.")
+
+
+def _check_variant_names(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Unknown RoPE variant names as problem lines (with a suggestion), so they are reported with the rest.
+
+    The unknown name is swapped for plain `rope` in a copy, letting pydantic check everything else.
+    """
+    variants = raw.get("variants")
+    if not isinstance(variants, dict):
+        return raw, []
+    problems: list[str] = []
+    fixed: dict[str, Any] = {}
+    for name, value in variants.items():
+        if isinstance(value, dict) and isinstance(value.get("variant"), str) and value["variant"] not in VARIANT_NAMES:
+            problems.append(f"variants.{name}.variant: "
+                            f"{unknown_name_error('RoPE variant', value['variant'], VARIANT_NAMES).message}")
+            value = {**value, "variant": "rope"}
+        fixed[name] = value
+    return ({**raw, "variants": fixed} if problems else raw), problems
 
 
 def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source: str) -> dict[str, Any]:

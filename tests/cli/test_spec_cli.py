@@ -1,0 +1,47 @@
+"""`rlab validate` and `rlab schema` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, rlab
+
+
+def test_validate_ok():
+    result = rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert "OK" in result.stdout and "4 variant(s): rope, pi, ntk, yarn" in result.stdout
+
+
+def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(
+        "base: {tag: 'd20 x'}\n"
+        "variants:\n  yarn: {variant: yarn, factor: 4, beta_fast: 1, beta_slow: 2}\n  pi: {variant: pii}\n"
+        "train: {steps: -5, lr: {warmdown_frac: 2}}\n"
+        "launch: {nnodes: 2, gpus_per_variant: 3}\n"
+        "tracking: {wandb: maybe}\n"
+    )
+    result = rlab("validate", str(spec))
+    assert_user_error(result, f"{spec}:", "base.tag:", "variants.yarn.beta_fast: must be > beta_slow",
+                      "train.steps: Input should be greater than 0 (got -5)", "train.lr.warmdown_frac:",
+                      "launch.rdzv_endpoint: required when nnodes > 1", "tracking.wandb:")
+    problems = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert len(problems) >= 6  # all at once, one line each
+
+
+def test_validate_yaml_syntax_and_missing_file(tmp_path):
+    spec = tmp_path / "broken.yaml"
+    spec.write_text("train:\n  steps: [1, 2\n")
+    assert_user_error(rlab("validate", str(spec)), "not valid YAML", "line")
+    assert_user_error(rlab("validate", str(tmp_path / "nope.yaml")), "Spec file not found")
+
+
+def test_schema_is_json_schema(tmp_path):
+    result = rlab("schema")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert set(schema["properties"]) >= {"base", "variants", "train", "eval", "launch", "tracking", "pretrain"}
+    out = tmp_path / "schema.json"
+    assert rlab("schema", "--output", str(out)).returncode == 0
+    assert json.loads(out.read_text()) == schema
