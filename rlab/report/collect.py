@@ -384,6 +384,20 @@ def _compare(tag_src: TagSources, base_src: TagSources, scal: pd.DataFrame, unit
     return rows
 
 
+def _with_scalar_intervals(bpb_length: pd.DataFrame, scalars: pd.DataFrame) -> pd.DataFrame:
+    """bpb_length with each row's interval replaced by the report's own (bootstrap) one when it has one."""
+    if bpb_length.empty:
+        return bpb_length
+    boot = scalars[(scalars["interval"] == "bootstrap") & scalars["metric"].str.startswith("bpb_len_")]
+    lookup = {(r.tag, int(r.metric[8:])): (r.ci_low, r.ci_high) for r in boot.itertuples(index=False)}
+    out = bpb_length.copy()
+    for i, r in enumerate(out.itertuples(index=False)):
+        if (r.tag, int(r.length)) in lookup:
+            out.iloc[i, out.columns.get_loc("ci_low")], out.iloc[i, out.columns.get_loc("ci_high")] = \
+                lookup[(r.tag, int(r.length))]
+    return out
+
+
 # ---------------------------------------------------------------- the wide frame
 
 _ID = ("experiment", "tag", "variant")
@@ -530,6 +544,8 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
             scal_rows.append({"tag": src.tag, "variant": src.variant, **r})
     scalars = pd.DataFrame.from_records(
         scal_rows, columns=["tag", "variant", "metric", "value", "ci_low", "ci_high", "interval"])
+
+    bpb_length = _with_scalar_intervals(bpb_length, scalars)
 
     base_tags = [t for t in tags if t.variant == baseline]
     base_src = next((t for t in base_tags if t.evaluated), base_tags[0] if base_tags else None)

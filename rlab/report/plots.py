@@ -129,19 +129,23 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     plt = _pyplot()
     colors = _colors(data)
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    for tag in tag_order(data):
+    drawn = [t for t in tag_order(data) if (bl["tag"] == t).any()]
+    for i, tag in enumerate(drawn):
         part = bl[bl["tag"] == tag].sort_values("length")
-        if part.empty:
-            continue
         ax.plot(part["length"], part["bpb"], marker="o", color=colors[tag], label=_label(data, tag), linewidth=1.6)
-        band = part.dropna(subset=["ci_low", "ci_high"])
-        if len(band):
-            ax.fill_between(band["length"], band["ci_low"], band["ci_high"], color=colors[tag], alpha=0.15,
-                            linewidth=0)
+        bars = part.dropna(subset=["ci_low", "ci_high"])
+        if len(bars):
+            # Per-variant 95% intervals, nudged sideways (on the log axis) so they do not hide each other.
+            # They are wider than the paired differences in the tables: hard documents are hard for all.
+            nudge = 2.0 ** (0.025 * (i - (len(drawn) - 1) / 2))
+            ax.errorbar(bars["length"] * nudge, bars["bpb"],
+                        yerr=[bars["bpb"] - bars["ci_low"], bars["ci_high"] - bars["bpb"]],
+                        fmt="none", ecolor=colors[tag], elinewidth=1.0, capsize=2.5, alpha=0.6)
     ax.set_xscale("log", base=2)
     lengths = sorted(set(bl["length"].astype(int))
                      | set(data.meta["train_seq_len"].dropna().astype(int))
                      | set(data.meta["rope_original_len"].dropna().astype(int)))
+    ax.set_xlim(lengths[0] / 1.3, lengths[-1] * 1.3)  # room for lines drawn at the extreme lengths
     ax.set_xticks(lengths)
     ax.set_xticklabels([str(L) for L in lengths])
     ax.minorticks_off()
@@ -157,7 +161,7 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     for _, style, text in marks:
         handles.append(Line2D([], [], color="0.35", linestyle=style))
         labels.append(text)
-    ax.set_xlabel("context length (tokens, log scale)")
+    ax.set_xlabel("context length (tokens, log scale); bars: 95% bootstrap interval per variant")
     ax.set_ylabel("BPB (bits per byte, lower is better)")
     ax.set_title(_title(data, "BPB vs context length"))
     ax.grid(alpha=0.3, which="major")
