@@ -170,7 +170,9 @@ class CausalSelfAttention(nn.Module):
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         scale: float,
         kv_cache: KVCache | None,
+        attn_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """`attn_mask` (B, 1, T, T) bool, True = may attend, replaces the causal mask (no kv_cache)."""
         B, T, C = x.shape
         q = self.c_q(x).view(B, T, self.n_head, self.head_dim)  # (B, T, H, d)
         k = self.c_k(x).view(B, T, self.n_kv_head, self.head_dim)  # (B, T, H_kv, d)
@@ -185,7 +187,9 @@ class CausalSelfAttention(nn.Module):
             k, v = k.to(q.dtype), v.to(q.dtype)
         Tq, Tk = q.size(2), k.size(2)
         gqa = self.n_head != self.n_kv_head
-        if Tq == Tk:
+        if attn_mask is not None:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=gqa)
+        elif Tq == Tk:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
         elif Tq == 1:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=False, scale=scale, enable_gqa=gqa)
@@ -215,9 +219,14 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(
-        self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], scale: float, kv_cache: KVCache | None
+        self,
+        x: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        scale: float,
+        kv_cache: KVCache | None,
+        attn_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        x = x + self.attn(norm(x), cos_sin, scale, kv_cache)
+        x = x + self.attn(norm(x), cos_sin, scale, kv_cache, attn_mask)
         x = x + self.mlp(norm(x))
         return x
 
@@ -302,6 +311,39 @@ class GPT(nn.Module):
         return F.cross_entropy(
             logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1, reduction=loss_reduction
         )
+
+    def hidden_states(
+        self,
+        idx: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        freq_len: int | None = None,
+    ) -> torch.Tensor:
+        """idx (B, T) -> the final-normed hidden states (B, T, C) that `forward` feeds the lm_head.
+
+        With no extra arguments this is exactly `forward`'s trunk. For packed inputs (several
+        sequences sharing a prefix in one row, as CORE scoring uses): `positions` (B, T) long are the
+        rotary positions of each token, `attn_mask` (B, 1, T, T) bool (True = may attend) replaces the
+        causal mask, and `freq_len` is the sequence length length-dependent RoPE variants are
+        evaluated at (default: T, as `forward`).
+        """
+        B, T = idx.shape
+        freq_len = T if freq_len is None else freq_len
+        if positions is None:
+            cos_sin = self._rotary.get(0, T, idx.device, freq_len)  # (1, T, 1, d/2) each
+        else:
+            cos, sin = self._rotary.get(0, int(positions.max()) + 1, idx.device, freq_len)  # (1, P, 1, d/2)
+            cos_sin = (cos[0, positions], sin[0, positions])  # (B, T, 1, d/2) each
+        x = norm(self.transformer.wte(idx))  # (B, T, C)
+        for block in self.transformer.h:
+            x = block(x, cos_sin, self._softmax_scale, None, attn_mask)
+        return norm(x)
+
+    def logits_at(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (..., C) from `hidden_states` -> soft-capped fp32 logits (..., vocab_size), as `forward`
+        computes them; pass only the rows you need to skip the lm_head elsewhere."""
+        logits = self.lm_head(hidden)[..., : self.config.vocab_size].float()  # (..., V)
+        return LOGIT_SOFTCAP * torch.tanh(logits / LOGIT_SOFTCAP)
 
     # --- checkpoints ---
 

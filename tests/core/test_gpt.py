@@ -168,3 +168,32 @@ def test_cuda_bf16_autocast_forward_and_cached_decoding(variant):
         pieces = [model(idx[:, :40], kv_cache=cache)] + [model(idx[:, t : t + 1], kv_cache=cache) for t in range(40, 96)]
     assert full.dtype == torch.float32 and torch.isfinite(full).all()
     torch.testing.assert_close(torch.cat(pieces, 1), full, atol=0.15, rtol=0.05)  # bf16 rounding only
+
+
+def test_hidden_states_and_logits_at_match_forward_exactly():
+    model = make_model().eval()
+    idx = torch.randint(0, 100, (3, 20))
+    with torch.inference_mode():
+        full = model(idx)  # (B, T, V)
+        h = model.hidden_states(idx)  # (B, T, C)
+        assert torch.equal(model.logits_at(h), full)
+        rows, pos = torch.tensor([0, 2, 2]), torch.tensor([5, 0, 19])
+        torch.testing.assert_close(model.logits_at(h[rows, pos]), full[rows, pos], rtol=1e-6, atol=1e-6)
+
+
+def test_packed_prefix_with_branch_mask_matches_separate_rows():
+    """One row = shared prefix + two branches (positions restart after the prefix, each branch
+    sees the prefix and itself) gives the logits of the two sequences run on their own."""
+    model = make_model().eval()
+    prefix, a, b = torch.randint(0, 100, (6,)), torch.randint(0, 100, (3,)), torch.randint(0, 100, (4,))
+    packed = torch.cat([prefix, a, b])[None]  # (1, 13)
+    seg = torch.tensor([0] * 6 + [1] * 3 + [2] * 4)
+    positions = torch.cat([torch.arange(6), torch.arange(6, 9), torch.arange(6, 10)])[None]
+    causal = torch.ones(13, 13, dtype=torch.bool).tril()
+    mask = ((seg[None, :] == 0) | (seg[None, :] == seg[:, None])) & causal  # (T, T)
+    with torch.inference_mode():
+        h = model.hidden_states(packed, positions, mask[None, None])[0]  # (13, C)
+        ref_a = model(torch.cat([prefix, a])[None])[0]
+        ref_b = model(torch.cat([prefix, b])[None])[0]
+        torch.testing.assert_close(model.logits_at(h[:9]), ref_a, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(model.logits_at(torch.cat([h[:6], h[9:]])), ref_b, rtol=1e-5, atol=1e-5)
