@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
+import pytest
+
+from rlab.orchestrate.clone import checkpoint_steps
 from rlab.orchestrate.slurm import sbatch_script
+from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.spec.experiment import LaunchSpec, SlurmSpec
 
 EXPECTED_D20 = """#!/bin/bash
@@ -57,3 +63,28 @@ def test_sbatch_script_cpu_defaults():
     assert not any(line.startswith(("#SBATCH --partition", "#SBATCH --mem", "cd ")) for line in lines)
     assert "srun --kill-on-bad-exit=1 /venv/bin/torchrun \\" in lines
     assert '  --rdzv-endpoint="$head_node:29500" \\' in lines
+
+
+@pytest.mark.slow
+def test_real_submission_on_a_single_node_cluster(tiny_base_dir, tmp_path):
+    """`rlab continue --launcher slurm` on a throw-away slurmctld + slurmd (+ munged) on 127.0.0.1."""
+    from tests.cli.test_continue_cli import EXPERIMENTS, pretrained_smoke_base, rlab
+    from tests.orchestrate.slurm_cluster import SlurmCluster, unavailable_reason, wait_for_job
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    with SlurmCluster(tmp_path / "slurm") as env:
+        result = rlab("continue", "--spec", str(EXPERIMENTS / "smoke.yaml"), "--base-dir", str(base_dir),
+                      "--results-dir", str(results), "--variants", "pi", "--nproc", "1", "--launcher", "slurm",
+                      env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        match = re.search(r"smoke-pi: submitted SLURM job (\d+)", result.stdout)
+        assert match, result.stdout
+        state = wait_for_job(match.group(1), env, timeout=240)
+    layout = ExperimentLayout(results, "smoke")
+    log = layout.train_log("smoke-pi").read_text() if layout.train_log("smoke-pi").exists() else "(no log)"
+    assert state == "COMPLETED", log
+    assert checkpoint_steps(BaseLayout(base_dir).checkpoint_dir("smoke-pi")) == [4, 6]
+    assert json.loads(layout.metrics_file("smoke-pi").read_text().splitlines()[-1])["type"] == "done"
