@@ -84,7 +84,7 @@ def build_report(
         None, "--experiment", "-e", help="Experiment name (folder under the results dir). Default: the spec's name, "
         "or the only experiment there."),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="Variant every other is compared with. Default: the spec's, else `rope`."),
+        None, "--baseline", help="Variant every other is compared with (default: `rope`)."),
     fmt: str = typer.Option("md", "--format", help="md: results.csv + comparison.md + plots; html: also "
                             "comparison.html; csv: results.csv only."),
     results_dir: Path | None = typer.Option(
