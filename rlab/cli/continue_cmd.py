@@ -151,11 +151,10 @@ def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun) -> lis
             except KeyboardInterrupt:
                 live.stop()
                 stopped = [s.job.variant for s in states if s.state in ("interrupted", "pending")]
-                err.print(f"[yellow]Interrupted:[/] stopped every job (no processes left). Unfinished: "
-                          f"{', '.join(stopped) or 'none'}.", highlight=False)
-                if stopped:
-                    err.print(f"Resume with: {rerun(stopped)}", highlight=False, markup=False)
-                raise typer.Exit(130) from None
+                raise LaunchError(
+                    f"Interrupted: stopped every job (no processes left). Unfinished: {', '.join(stopped) or 'none'}.",
+                    f"Resume with: {rerun(stopped)}" if stopped else None,
+                ) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
     out.line()

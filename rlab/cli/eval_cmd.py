@@ -135,7 +135,11 @@ def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> b
     def echo(line: str) -> None:
         err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
-    code = run_streaming(argv, log_path, on_line=echo)
+    try:
+        code = run_streaming(argv, log_path, on_line=echo)
+    except KeyboardInterrupt:
+        raise EvalError(f"Interrupted: the eval of {cfg.tag} was stopped (no processes left).",
+                        f"Rerun it with: rlab eval --tag {cfg.tag}") from None
     if code != 0:
         err.print(f"[red]{cfg.tag}: eval exited with code {code}; log: {log_path}[/]", highlight=False)
         for line in tail_lines(log_path, 10):

@@ -224,3 +224,35 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     assert layout.eval_run_config("smoke-pi").exists() and layout.eval_log("smoke-pi").exists()
     listing = rlab("ls", "--base-dir", str(base_dir), "--results-dir", str(results))
     assert "smoke-pi" in listing.stdout and "smoke@4" in listing.stdout and "bpb_length" in listing.stdout
+
+
+def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
+    import signal
+    import time
+
+    script = tmp_path / "slow-torchrun"
+    script.write_text(f'#!/bin/sh\nsleep 120 &\necho $$ $! > {tmp_path}/pids-$(basename $(dirname "$@" | tail -c 30))'
+                      '\nwait\n')
+    script.chmod(0o755)
+    spec = write_spec(tmp_path, f"name: cc\nlaunch: {{torchrun: {script}}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "rlab", "continue", "--spec", str(spec), "--base-dir",
+                             str(base.root), "--results-dir", str(tmp_path / "res"), "--from-step", "10",
+                             "--variants", "pi,yarn"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200"}, cwd=REPO)
+    deadline = time.time() + 60
+    while not list(tmp_path.glob("pids-*")) and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)
+    pids = [int(p) for f in tmp_path.glob("pids-*") for p in f.read_text().split()]
+    assert len(pids) == 2  # the first job (launcher + its child) runs; the second waits its turn
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in stderr
+    text = " ".join(stderr.split())
+    assert "Interrupted: stopped every job" in text and "Unfinished: pi, yarn" in text
+    assert f"Resume with: rlab continue --spec {tmp_path / 'res' / 'cc' / 'spec.resolved.yaml'} --variants pi,yarn " \
+           "--resume" in text
+    time.sleep(0.2)
+    alive = [p for p in pids if Path(f"/proc/{p}").exists()
+             and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")]
+    assert alive == []
