@@ -17,11 +17,15 @@ Definition (DCLM, arXiv 2406.11794, as nanochat evaluates it, so numbers are com
   language_modeling: correct iff greedy argmax reproduces every span token.
 * Centered accuracy (acc - b)/(1 - b) with b = random baseline / 100; CORE = mean over tasks.
 
-Scoring is batched: every sequence of many examples is length-sorted, packed into forward passes
-under a token budget and right-padded (causal attention means padding never changes a real
-position's logits), then the per-sequence results are regrouped per example. Per-example
-correctness equals the one-example-per-forward definition (`evaluate_example`), which the tests
-check on real bundle tasks.
+Reference scoring (`evaluate_example`, nanochat's): one example per forward, its sequences
+stacked and right-padded, full logits at every position. Batched scoring computes the same
+numbers with less work: each example becomes one packed row -- its sequences' common token prefix
+once (the few-shot prompt and query of a multiple_choice task), then each sequence's remainder,
+which continues the prefix's rotary positions and attends to the prefix and itself only. Packed
+rows are length-sorted and batched under a token budget (right padding never changes a real
+position), and the lm_head, soft-cap and log-softmax run only at the scored positions. Results
+equal the reference up to fp32 summation order; the tests check verdicts example by example and
+span losses to 1e-5 on real bundle tasks.
 """
 
 from __future__ import annotations
@@ -194,11 +198,8 @@ def prepare_example(
 
 
 def _forward_rows(model, rows: list[list[int]], starts: list[int], ends: list[int], pad_id: int, device):
-    """One forward over right-padded rows -> per row (mean span loss, span fully argmax-correct).
-
-    Only the span positions are scored: their logits are gathered into one (N, V) block, so the
-    loss/argmax cost is proportional to the spans and there is a single device-to-host copy.
-    """
+    """The reference: one forward over right-padded rows with full logits (B, T, V) -> per row
+    (mean span loss, span fully argmax-correct)."""
     import torch
     import torch.nn.functional as F
 
@@ -212,20 +213,29 @@ def _forward_rows(model, rows: list[list[int]], starts: list[int], ends: list[in
     ids = ids.to(device)
     rows_t = torch.tensor(row_idx, dtype=torch.long, device=device)  # (N,)
     pos_t = torch.tensor(pos_idx, dtype=torch.long, device=device)  # (N,)
-    with torch.no_grad():
+    with torch.inference_mode():
         logits = model(ids)  # (B, T, V)
         picked = logits[rows_t, pos_t].float()  # (N, V)
         targets = ids[rows_t, pos_t + 1]  # (N,)
-        nll = F.cross_entropy(picked, targets, reduction="none").double()  # (N,)
-        hit = (picked.argmax(dim=-1) == targets).double()  # (N,)
-        B = len(rows)
-        loss_sum = torch.zeros(B, dtype=torch.float64, device=device).index_add_(0, rows_t, nll)
-        hit_sum = torch.zeros(B, dtype=torch.float64, device=device).index_add_(0, rows_t, hit)
-        stats = torch.stack([loss_sum, hit_sum]).tolist()  # one transfer
-    del logits, picked
+        stats = _span_stats(picked, targets, rows_t, len(rows))
+    return _scores(stats, [e - s for s, e in zip(starts, ends)])
+
+
+def _span_stats(logits, targets, seq_idx, n_seqs: int) -> list[list[float]]:
+    """Per-position nll / argmax hits (logits (N, V), targets (N,)) summed per sequence -> [loss sums, hit sums]."""
+    import torch
+    import torch.nn.functional as F
+
+    nll = F.cross_entropy(logits, targets, reduction="none").double()  # (N,)
+    hit = (logits.argmax(dim=-1) == targets).double()  # (N,)
+    loss_sum = torch.zeros(n_seqs, dtype=torch.float64, device=logits.device).index_add_(0, seq_idx, nll)
+    hit_sum = torch.zeros(n_seqs, dtype=torch.float64, device=logits.device).index_add_(0, seq_idx, hit)
+    return torch.stack([loss_sum, hit_sum]).tolist()  # one device-to-host transfer
+
+
+def _scores(stats: list[list[float]], span_lens: list[int]) -> list[tuple[float, bool]]:
     out: list[tuple[float, bool]] = []
-    for i, (s, e) in enumerate(zip(starts, ends)):
-        n = e - s
+    for i, n in enumerate(span_lens):
         if n <= 0:  # empty span (a choice that is a prefix of another): never the argmin
             out.append((math.inf, False))
         else:
@@ -242,33 +252,128 @@ def judge(ex: EncodedExample, scores: list[tuple[float, bool]]) -> bool:
 
 
 def evaluate_example(model, ex: EncodedExample, pad_id: int, device) -> bool:
-    """The reference definition: one example's sequences in one forward pass."""
+    """The reference definition: one example's sequences in one forward pass, full logits."""
     return judge(ex, _forward_rows(model, ex.tokens, ex.starts, ex.ends, pad_id, device))
+
+
+@dataclass
+class PackedExample:
+    """One example's sequences in one row: their common token prefix once, then each sequence's
+    remainder. Remainder j continues the prefix's positions and attends to the prefix and itself
+    only, so every token sees exactly the context it has in its own sequence."""
+
+    tokens: list[int]
+    positions: list[int]
+    """Rotary position of each token (the prefix 0..P-1, each remainder P..len-1)."""
+    segments: list[int]
+    """0 = the shared prefix, j + 1 = remainder of sequence j."""
+    score_at: list[list[int]]
+    """Per sequence: the packed indices whose next-token predictions are scored."""
+    targets: list[list[int]]
+    """Per sequence: the span's tokens (what those indices should predict)."""
+    freq_len: int
+    """Longest sequence: the width the reference pads this example to."""
+
+
+def pack_example(ex: EncodedExample) -> PackedExample:
+    seqs = ex.tokens
+    shared = common_prefix_len(seqs) if len(seqs) > 1 else len(seqs[0])
+    tokens, positions, segments = list(seqs[0][:shared]), list(range(shared)), [0] * shared
+    score_at, targets = [], []
+    for j, (row, s, e) in enumerate(zip(seqs, ex.starts, ex.ends)):
+        offset = len(tokens) - shared  # packed index of row position p >= shared
+        tokens += row[shared:]
+        positions += range(shared, len(row))
+        segments += [j + 1] * (len(row) - shared)
+        # position p predicts token p + 1
+        score_at.append([p if p < shared else p + offset for p in range(s - 1, e - 1)])
+        targets.append(row[s:e])
+    return PackedExample(tokens, positions, segments, score_at, targets, max(len(r) for r in seqs))
+
+
+def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, freq_len: int | None):
+    """One forward over right-padded packed rows; the lm_head runs on the scored positions only.
+    Returns, per pack, its sequences' (mean span loss, span fully argmax-correct)."""
+    import torch
+
+    B, W = len(packs), max(len(p.tokens) for p in packs)
+    ids = torch.full((B, W), pad_id, dtype=torch.long)  # (B, T)
+    pos = torch.zeros((B, W), dtype=torch.long)  # (B, T)
+    seg = torch.full((B, W), -1, dtype=torch.long)  # (B, T); -1 = padding
+    row_idx, col_idx, tgt, seq_idx, span_lens = [], [], [], [], []
+    for i, p in enumerate(packs):
+        n = len(p.tokens)
+        ids[i, :n] = torch.tensor(p.tokens, dtype=torch.long)
+        pos[i, :n] = torch.tensor(p.positions, dtype=torch.long)
+        seg[i, :n] = torch.tensor(p.segments, dtype=torch.long)
+        for at, t in zip(p.score_at, p.targets):
+            row_idx += [i] * len(at)
+            col_idx += at
+            tgt += t
+            seq_idx += [len(span_lens)] * len(at)
+            span_lens.append(len(t))
+    branched = bool((seg > 0).any())
+    with torch.inference_mode():
+        ids = ids.to(device)
+        if branched:
+            causal = torch.ones(W, W, dtype=torch.bool).tril()  # (T, T)
+            # a token sees earlier tokens of the prefix and of its own segment (padding: prefix + padding)
+            mask = ((seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None])) & causal  # (B, T, T)
+            hidden = model.hidden_states(ids, pos.to(device), mask[:, None].to(device), freq_len)  # (B, T, C)
+        else:  # every pack is one plain sequence: the ordinary causal forward
+            hidden = model.hidden_states(ids, freq_len=freq_len)  # (B, T, C)
+        rows_t = torch.tensor(row_idx, dtype=torch.long, device=device)  # (N,)
+        cols_t = torch.tensor(col_idx, dtype=torch.long, device=device)  # (N,)
+        logits = model.logits_at(hidden[rows_t, cols_t])  # (N, V)
+        targets = torch.tensor(tgt, dtype=torch.long, device=device)  # (N,)
+        stats = _span_stats(logits, targets, torch.tensor(seq_idx, dtype=torch.long, device=device), len(span_lens))
+    flat = iter(_scores(stats, span_lens))
+    return [[next(flat) for _ in p.targets] for p in packs]
+
+
+def _freq_key(model, pack: PackedExample) -> int | None:
+    """The length a length-dependent RoPE variant evaluates the reference at (lengths <= L0 all
+    give plain rope); None when the variant does not depend on length."""
+    from rlab.core.rope import LENGTH_DEPENDENT
+
+    rope = getattr(model, "rope", None)
+    if rope is None or rope.variant not in LENGTH_DEPENDENT:
+        return None
+    return max(pack.freq_len, rope.original_len or 0)
+
+
+def score_examples_batched(
+    model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int
+) -> list[list[tuple[float, bool]]]:
+    """Per example, its sequences' (mean span loss, span fully argmax-correct), many examples per
+    forward pass, each packed into one row (`pack_example`).
+
+    Packed rows are sorted by length (longest first, so neighbours pad little) and packed
+    greedily while rows x longest-row stays within `batch_tokens` (a longer row goes alone).
+    Only the scored positions reach the lm_head. For length-dependent RoPE variants, rows whose
+    reference length differs go to different forwards.
+    """
+    packs = [pack_example(ex) for ex in examples]
+    keys = [_freq_key(model, p) for p in packs]
+    order = sorted(range(len(packs)), key=lambda k: (keys[k] or 0, -len(packs[k].tokens)))
+    scores: list[list[tuple[float, bool]]] = [[] for _ in packs]
+    i = 0
+    while i < len(order):
+        width = len(packs[order[i]].tokens)
+        n = max(1, batch_tokens // max(width, 1))
+        chunk = [k for k in order[i : i + n] if keys[k] == keys[order[i]]]
+        for k, sc in zip(chunk, _forward_packed(model, [packs[k] for k in chunk], pad_id, device, keys[order[i]])):
+            scores[k] = sc
+        i += len(chunk)
+    return scores
 
 
 def evaluate_examples_batched(
     model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int
 ) -> list[bool]:
-    """Correctness of every example, many examples per forward pass.
-
-    All sequences are sorted by length (longest first) and packed greedily while
-    rows x longest-row stays within `batch_tokens` (a row longer than the budget goes alone).
-    """
-    flat: list[tuple[int, int]] = [(e, j) for e, ex in enumerate(examples) for j in range(len(ex.tokens))]
-    flat.sort(key=lambda ej: -len(examples[ej[0]].tokens[ej[1]]))
-    scores: dict[tuple[int, int], tuple[float, bool]] = {}
-    i = 0
-    while i < len(flat):
-        width = len(examples[flat[i][0]].tokens[flat[i][1]])
-        n = max(1, batch_tokens // max(width, 1))
-        chunk = flat[i : i + n]
-        rows = [examples[e].tokens[j] for e, j in chunk]
-        starts = [examples[e].starts[j] for e, j in chunk]
-        ends = [examples[e].ends[j] for e, j in chunk]
-        for key, sc in zip(chunk, _forward_rows(model, rows, starts, ends, pad_id, device)):
-            scores[key] = sc
-        i += len(chunk)
-    return [judge(ex, [scores[(e, j)] for j in range(len(ex.tokens))]) for e, ex in enumerate(examples)]
+    """Correctness of every example, scored by `score_examples_batched`."""
+    scores = score_examples_batched(model, examples, pad_id, device, batch_tokens)
+    return [judge(ex, sc) for ex, sc in zip(examples, scores)]
 
 
 def subsample(rows: list[dict], max_per_task: int | None, seed: int = SHUFFLE_SEED) -> tuple[list[dict], list[int]]:

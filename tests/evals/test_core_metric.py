@@ -13,9 +13,12 @@ from rlab.evals.core_metric import (
     centered_accuracy,
     crop_left,
     evaluate_core,
+    _forward_rows,
     evaluate_task,
     fewshot_indices,
+    pack_example,
     prepare_example,
+    score_examples_batched,
     render_prompts,
     subsample,
 )
@@ -110,7 +113,9 @@ def test_subsample_is_deterministic():
     assert order[:10] == ia and sorted(order) == list(range(50))
 
 
-@pytest.mark.parametrize("label", ["copa", "winogrande", "arc_challenge", "bigbench_operators", "lambada_openai"])
+@pytest.mark.parametrize(
+    "label", ["copa", "winogrande", "arc_challenge", "hellaswag", "piqa", "bigbench_operators", "lambada_openai"]
+)
 def test_batched_equals_one_at_a_time(bundle, tokenizer, tiny_gpt, label):
     task = bundle.task(label)
     rows, order = subsample(load_task_data(task), 16)
@@ -119,6 +124,52 @@ def test_batched_equals_one_at_a_time(bundle, tokenizer, tiny_gpt, label):
     single = evaluate_task(tiny_gpt, tokenizer, task, rows, "cpu", batched=False, **kwargs)
     assert batched == single
     assert len(batched) == 16
+
+
+def test_pack_example_shares_the_prefix(bundle, tokenizer):
+    task = bundle.task("arc_easy")  # 10-shot: the choices share a long prompt
+    ex = prepare_example(tokenizer, task, load_task_data(task), 2)
+    pack = pack_example(ex)
+    shared = ex.starts[0]
+    assert len(pack.tokens) == shared + sum(len(t) - shared for t in ex.tokens) < sum(len(t) for t in ex.tokens) / 2
+    for j, (row, s, e) in enumerate(zip(ex.tokens, ex.starts, ex.ends)):
+        idx = [i for i, g in enumerate(pack.segments) if g in (0, j + 1)]
+        assert [pack.tokens[i] for i in idx] == row and [pack.positions[i] for i in idx] == list(range(len(row)))
+        assert pack.targets[j] == row[s:e] and pack.score_at[j] == idx[s - 1 : e - 1]
+
+
+def _assert_scores_match_reference(model, tokenizer, examples, batch_tokens):
+    """Per-sequence mean span losses of the packed, gathered path vs full logits one example at a
+    time: equal up to fp32 summation order; argmax hits exactly."""
+    bos = tokenizer.bos_token_id
+    batched = score_examples_batched(model, examples, bos, "cpu", batch_tokens)
+    assert len(batched) == len(examples)
+    for ex, got in zip(examples, batched):
+        ref = _forward_rows(model, ex.tokens, ex.starts, ex.ends, bos, "cpu")
+        assert [g[1] for g in got] == [r[1] for r in ref]
+        assert [g[0] for g in got] == pytest.approx([r[0] for r in ref], rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("label", ["hellaswag", "winograd", "bigbench_operators"])
+def test_packed_span_losses_match_the_reference(bundle, tokenizer, tiny_gpt, label):
+    task = bundle.task(label)
+    rows, _ = subsample(load_task_data(task), 12)  # 10-shot tasks draw from 11+ rows
+    examples = [prepare_example(tokenizer, task, rows, i, max_seq_len=256) for i in range(6)]
+    _assert_scores_match_reference(tiny_gpt, tokenizer, examples, batch_tokens=1024)
+
+
+def test_dynamic_ntk_beyond_l0_scores_each_example_at_its_own_length(bundle, tokenizer):
+    """dynamic-ntk's frequencies depend on the sequence length above L0: the batched path must
+    evaluate each example at the length the reference pads it to, not at the batch's width."""
+    from rlab.spec.rope import RopeSpec
+
+    from .conftest import random_gpt
+
+    model = random_gpt(tokenizer.vocab_size, sequence_len=32, rope=RopeSpec(variant="dynamic-ntk", factor=4.0))
+    task = bundle.task("hellaswag_zeroshot")
+    rows, _ = subsample(load_task_data(task), 12)
+    examples = [prepare_example(tokenizer, task, rows, i, max_seq_len=128) for i in range(12)]
+    _assert_scores_match_reference(model, tokenizer, examples, batch_tokens=1024)
 
 
 def test_core_partial_result(bundle_copy, tokenizer, tiny_gpt, caplog):
