@@ -34,7 +34,15 @@ from rlab.cli.options import (
 )
 from rlab.errors import LaunchError
 from rlab.orchestrate.clone import checkpoint_steps, describe_paths, require_checkpoint
-from rlab.orchestrate.launch import Job, JobState, device_slots, resolve_program, run_jobs, visible_gpus
+from rlab.orchestrate.launch import (
+    Job,
+    JobState,
+    device_slots,
+    resolve_program,
+    run_jobs,
+    visible_gpus,
+    with_default_nproc,
+)
 from rlab.orchestrate.plan import base_layout, experiment_layout, plan_continue
 from rlab.orchestrate.prepare import TagPlan, apply_tag_plans, build_jobs, tag_plans, write_run_configs
 from rlab.orchestrate.watch import MetricsTail, progress_table, tail_lines
@@ -69,6 +77,7 @@ def continue_training(
     spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
                      results_dir=results_dir, steps=steps, seq_len=seq_len, nproc=nproc, max_restarts=max_restarts,
                      launcher=launcher)
+    spec = with_default_nproc(spec, visible_gpus())
     runs = plan_continue(spec)
     if dry_run:
         render_plan(spec, runs, build_jobs(spec, runs), title=f"rlab continue: {spec.experiment} (dry run)")

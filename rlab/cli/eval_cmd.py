@@ -28,6 +28,7 @@ from rlab.orchestrate.launch import (
     resolve_program,
     run_streaming,
     torchrun_argv,
+    visible_gpus,
 )
 from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
 from rlab.orchestrate.watch import tail_lines
@@ -99,7 +100,7 @@ def eval_tag(
                                   f"{', '.join(map(str, steps)) or 'none'}).", "Choose one with --step.")
         tag_meta = meta if name == tag and meta else _newest_meta(ckpt_dir)
         configs.append(plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step))
-    nproc = nproc or spec.launch.nproc_per_node
+    nproc = nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     layout = experiment_layout(spec)
     failed = []
     for index, cfg in enumerate(configs):

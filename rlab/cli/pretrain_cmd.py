@@ -25,6 +25,7 @@ from rlab.cli.options import (
     ResumeOpt,
     SpecOpt,
 )
+from rlab.orchestrate.launch import visible_gpus, with_default_nproc
 from rlab.orchestrate.plan import experiment_layout, plan_pretrain
 from rlab.orchestrate.prepare import build_jobs, tag_plans
 from rlab.spec.loading import load_spec
@@ -46,6 +47,7 @@ def pretrain(
     """Train the spec's base model from scratch (its `pretrain:` section) into the base tag."""
     spec = load_spec(spec_path, base_tag=base_tag, base_dir=base_dir, results_dir=results_dir,
                      pretrain_steps=steps, nproc=nproc, max_restarts=max_restarts, launcher="local")
+    spec = with_default_nproc(spec, visible_gpus())
     run = plan_pretrain(spec)
     if dry_run:
         render_plan(spec, [run], build_jobs(spec, [run]), title=f"rlab pretrain: {run.tag} (dry run)")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from rlab.errors import LaunchError
-from rlab.spec.experiment import LaunchSpec
+from rlab.spec.experiment import ExperimentSpec, LaunchSpec
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,14 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> list[str]:
     return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
 
 
+def with_default_nproc(spec: ExperimentSpec, gpus: Sequence[str]) -> ExperimentSpec:
+    """The spec with launch.nproc_per_node filled in when it was left null: every visible GPU, or 1 on CPU."""
+    if spec.launch.nproc_per_node is not None:
+        return spec
+    launch = spec.launch.model_copy(update={"nproc_per_node": max(1, len(gpus))})
+    return spec.model_copy(update={"launch": launch})
+
+
 def device_slots(launch: LaunchSpec, gpus: Sequence[str]) -> list[tuple[str, ...] | None]:
     """Device sets that jobs run on concurrently; `None` = all visible devices (one job at a time).
 
@@ -106,7 +114,7 @@ def device_slots(launch: LaunchSpec, gpus: Sequence[str]) -> list[tuple[str, ...
     """
     need = launch.procs_per_job
     if launch.gpus_per_variant is None:
-        if gpus and launch.nproc_per_node > len(gpus):
+        if gpus and launch.procs_per_job > len(gpus):
             raise LaunchError(
                 f"Not enough devices: launch.nproc_per_node={launch.nproc_per_node} but {len(gpus)} GPU(s) are "
                 f"visible ({', '.join(gpus)}).",

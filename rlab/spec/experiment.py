@@ -80,8 +80,8 @@ class LaunchSpec(StrictModel):
 
     launcher: Literal["local", "slurm"] = "local"
     """local: run torchrun here; slurm: write an sbatch script per variant and submit it."""
-    nproc_per_node: PositiveInt = 1
-    """Processes (GPUs, or CPU processes with gloo) per node for each job."""
+    nproc_per_node: PositiveInt | None = None
+    """Processes (GPUs, or CPU processes with gloo) per node for each job; null = every visible GPU, or 1 on CPU."""
     nnodes: PositiveInt = 1
     """Nodes per job; > 1 needs rdzv_endpoint (or the SLURM launcher, which fills it in)."""
     node_rank: NonNegativeInt = 0
@@ -109,7 +109,8 @@ class LaunchSpec(StrictModel):
         if self.nnodes > 1 and self.launcher == "local" and not self.rdzv_endpoint:
             raise ValueError(f"rdzv_endpoint: required when nnodes > 1 (got nnodes={self.nnodes}); "
                              "set it to the first node's host[:port]")
-        if self.gpus_per_variant is not None and self.gpus_per_variant > self.nproc_per_node:
+        if self.gpus_per_variant is not None and self.nproc_per_node is not None \
+                and self.gpus_per_variant > self.nproc_per_node:
             raise ValueError(f"gpus_per_variant: must be <= nproc_per_node (got {self.gpus_per_variant} > "
                              f"{self.nproc_per_node})")
         return self
@@ -117,7 +118,7 @@ class LaunchSpec(StrictModel):
     @property
     def procs_per_job(self) -> int:
         """Worker processes per node of one job."""
-        return self.gpus_per_variant or self.nproc_per_node
+        return self.gpus_per_variant or self.nproc_per_node or 1
 
     @property
     def world_size(self) -> int:

@@ -256,3 +256,12 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
     alive = [p for p in pids if Path(f"/proc/{p}").exists()
              and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")]
     assert alive == []
+
+
+def test_nproc_defaults_to_every_visible_gpu():
+    result = rlab("continue", "--from-step", "21400", "--variants", "pi", "--dry-run",
+                  env={"CUDA_VISIBLE_DEVICES": "0,1,2"})
+    assert result.returncode == 0, result.stderr
+    assert "--nproc-per-node=3 " in result.stdout
+    cpu = rlab("continue", "--from-step", "21400", "--variants", "pi", "--dry-run", env={"CUDA_VISIBLE_DEVICES": ""})
+    assert "--nproc-per-node=1 " in cpu.stdout
