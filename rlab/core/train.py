@@ -693,6 +693,8 @@ def main(argv: list[str]) -> int:
     try:
         train(read_config(Path(argv[0]), RunConfig))
     except RlabError as exc:
+        if os.environ.get("RLAB_DEBUG"):  # the CLI's switch for tracebacks, honoured by the worker too
+            raise
         line = exc.message.replace("\n", " ") + (f" {exc.hint}" if exc.hint else "")
         sys.stderr.write(f"error: {line}\n")
         return 1

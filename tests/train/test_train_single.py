@@ -167,3 +167,15 @@ def test_continue_from_checkpoint_with_new_rope_and_length(train_base, tmp_path)
     assert first["loss"] < 6.0  # starts from the trained weights, not from scratch (ln 512 = 6.24)
     assert json.loads((train_base / "base_checkpoints" / "base-yarn" / "meta_000007.json").read_text())["tag"] == (
         "base-yarn")
+
+
+def test_bf16_autocast_learns_like_fp32(train_base, tmp_path):
+    """bf16 compute with fp32 master weights: same data, loss curve within a small margin of fp32."""
+    finals = {}
+    for dtype in ("float32", "bfloat16"):
+        run_dir = tmp_path / dtype
+        train(make_run_config(train_base, run_dir, tag=f"d2-{dtype}", steps=20, dtype=dtype))
+        finals[dtype] = sum(r["loss"] for r in train_records(run_dir)[-5:]) / 5
+        state = torch.load(model_file(train_base / "base_checkpoints" / f"d2-{dtype}", 20))
+        assert all(t.dtype == torch.float32 for t in state.values())  # master weights stay fp32
+    assert finals["bfloat16"] == pytest.approx(finals["float32"], abs=0.1)

@@ -1,0 +1,145 @@
+"""Training throughput on this machine: tokens/s, achieved FLOP/s vs a same-run matmul peak, RoPE overheads.
+
+Fixed config (the issue's anchor): depth 4, n_embd 256, seq 512, vocab 8192, device batch 2, one
+process. A step is what `rlab.core.train` does per optimizer step (autocast forward, backward,
+grad norm, Muon + AdamW update) on synthetic token batches, so the figure is the model + optimizer
+cost without the data pipeline (which runs on a background thread in real training).
+
+The machine is shared and noisy, so every figure comes with a reference measured in the same run:
+achieved FLOP/s is divided by the best n^3 matmul rate of the same dtype measured seconds before,
+and RoPE variants are timed interleaved (round-robin) and compared by their median step time.
+
+    python -m bench train                 # or: make bench
+    python -m bench.train_bench --steps 8 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+DEPTH, WIDTH, HEADS, SEQ, VOCAB, BATCH = 4, 256, 2, 512, 8192, 2
+NANOCHAT_ANCHOR_TOKENS_PER_S = 3700.0  # nanochat's trainer on this config, fp32, this machine (issue 4)
+
+
+def _build(variant: str = "rope", factor: float = 4.0):
+    import torch
+
+    from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.optim import build_optimizers
+    from rlab.spec.rope import RopeSpec
+    from rlab.spec.train import LRSpec
+
+    torch.manual_seed(0)
+    config = GPTConfig(sequence_len=SEQ, vocab_size=VOCAB, n_layer=DEPTH, n_head=HEADS, n_kv_head=HEADS, n_embd=WIDTH)
+    # The variants extend an original context of SEQ / factor, so their scaling is active at SEQ.
+    rope = RopeSpec(variant=variant, factor=1.0 if variant == "rope" else factor, original_len=SEQ // int(factor))
+    model = GPT(config, rope=rope)
+    model.init_weights()
+    return model, build_optimizers(model, LRSpec(), WIDTH)
+
+
+def _make_step(model, optimizers, amp_dtype):
+    """A closure running one training step of `model` (eager or compiled) on fresh random tokens."""
+    import torch
+
+    from rlab.core.train import autocast_context
+
+    device = torch.device("cpu")
+    gen = torch.Generator().manual_seed(1)
+
+    def step() -> float:
+        x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)  # (B, T)
+        y = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)  # (B, T)
+        t0 = time.perf_counter()
+        with autocast_context(device, amp_dtype):
+            loss = model(x, y)
+        loss.backward()
+        params = [p for p in model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+        torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm, foreach=True)
+        for opt in optimizers:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0
+
+    return step
+
+
+def _median_step_time(step, warmup: int, steps: int) -> float:
+    for _ in range(warmup):
+        step()
+    return statistics.median(step() for _ in range(steps))
+
+
+def main(argv: list[str]) -> None:
+    import torch
+
+    from rlab.core.metrics import measure_matmul_peak
+    from rlab.core.train import cpu_has_fast_bf16
+    from rlab.spec.rope import VARIANT_NAMES
+
+    parser = argparse.ArgumentParser(prog="python -m bench.train_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per dtype (median reported)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--rounds", type=int, default=3, help="round-robin rounds for the RoPE variants")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="skip the bf16 + torch.compile row (compiling takes about a minute on 2 cores)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    tokens_per_step = BATCH * SEQ
+    print(f"config: depth {DEPTH}, n_embd {WIDTH}, seq {SEQ}, vocab {VOCAB}, batch {BATCH}; "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
+          f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {cpu_has_fast_bf16()}")
+    print("note: the machine is shared; figures are noisy, ratios are against references from this run")
+
+    peaks = {"fp32": measure_matmul_peak(torch.float32), "bf16": measure_matmul_peak(torch.bfloat16)}
+    print(f"matmul peak (1024^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s")
+
+    rows = []
+    flops_per_token = None
+    variants = [("fp32", None, False), ("bf16", torch.bfloat16, False)]
+    if not args.no_compile:
+        variants.append(("bf16+compile", torch.bfloat16, True))
+    for name, amp, compiled in variants:
+        model, opts = _build()
+        flops_per_token = model.estimate_flops()
+        runner = torch.compile(model) if compiled else model
+        dt = _median_step_time(_make_step(runner, opts, amp), warmup=2, steps=args.steps)
+        tps = tokens_per_step / dt
+        achieved = tps * flops_per_token
+        rows.append((name, dt, tps, achieved, achieved / peaks["fp32" if amp is None else "bf16"]))
+    print(f"FLOPs per token (fwd+bwd): {flops_per_token / 1e6:.1f} M")
+    print(f"{'dtype':<13}{'step ms':>9}{'tokens/s':>10}{'GFLOP/s':>9}{'of peak':>9}{'vs nanochat':>13}")
+    for name, dt, tps, achieved, ratio in rows:
+        print(f"{name:<13}{dt * 1e3:>9.0f}{tps:>10,.0f}{achieved / 1e9:>9.0f}{ratio:>9.0%}"
+              f"{tps / NANOCHAT_ANCHOR_TOKENS_PER_S:>12.2f}x")
+    best = max(rows, key=lambda r: r[2])
+    print(f"best: {best[0]} at {best[2]:,.0f} tokens/s = {best[2] / rows[0][2]:.2f}x this run's fp32 "
+          f"(the anchor, nanochat fp32 ~{NANOCHAT_ANCHOR_TOKENS_PER_S:,.0f} tokens/s, was measured on another day)")
+
+    amp = torch.bfloat16 if cpu_has_fast_bf16() else None
+    steps = {}
+    for v in VARIANT_NAMES:
+        model, opts = _build(v)
+        steps[v] = _make_step(model, opts, amp)
+        steps[v]()  # warm-up (tables, kernels)
+    times: dict[str, list[float]] = {v: [] for v in VARIANT_NAMES}
+    for _ in range(args.rounds):
+        for v in VARIANT_NAMES:
+            times[v].extend(steps[v]() for _ in range(2))
+    base = statistics.median(times["rope"])
+    print(f"RoPE variants ({'bf16' if amp else 'fp32'}, factor 4, L0 {SEQ // 4}, median of {2 * args.rounds} "
+          "interleaved steps):")
+    for v in VARIANT_NAMES:
+        med = statistics.median(times[v])
+        print(f"  {v:<12}{med * 1e3:>8.0f} ms  {med / base - 1:>+7.1%} vs rope")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
