@@ -24,9 +24,13 @@ from rlab.cli.options import (
     BaseTagOpt,
     DryRunOpt,
     ForceOpt,
+    GpusPerVariantOpt,
     LauncherOpt,
     MaxRestartsOpt,
+    NnodesOpt,
+    NodeRankOpt,
     NprocOpt,
+    RdzvEndpointOpt,
     ResultsDirOpt,
     ResumeOpt,
     SpecOpt,
@@ -68,6 +72,10 @@ def continue_training(
     = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
+    gpus_per_variant: GpusPerVariantOpt = None,
+    nnodes: NnodesOpt = None,
+    node_rank: NodeRankOpt = None,
+    rdzv_endpoint: RdzvEndpointOpt = None,
     launcher: LauncherOpt = None,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = False,
@@ -76,7 +84,8 @@ def continue_training(
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
     spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
                      results_dir=results_dir, steps=steps, seq_len=seq_len, nproc=nproc, max_restarts=max_restarts,
-                     launcher=launcher)
+                     gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
+                     rdzv_endpoint=rdzv_endpoint, launcher=launcher)
     spec = with_default_nproc(spec, visible_gpus())
     runs = plan_continue(spec)
     if dry_run:

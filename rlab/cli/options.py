@@ -41,3 +41,14 @@ LauncherOpt = Annotated[
 MaxRestartsOpt = Annotated[
     Optional[int], typer.Option("--max-restarts", min=0, help="torchrun --max-restarts (spec: launch.max_restarts).")
 ]
+NnodesOpt = Annotated[Optional[int], typer.Option("--nnodes", min=1, help="Nodes per job (spec: launch.nnodes).")]
+NodeRankOpt = Annotated[
+    Optional[int], typer.Option("--node-rank", min=0, help="This node's rank; run the same command on every node.")
+]
+RdzvEndpointOpt = Annotated[
+    Optional[str], typer.Option("--rdzv-endpoint", help="Rendezvous host[:port] of the first node (multi-node).")
+]
+GpusPerVariantOpt = Annotated[
+    Optional[int],
+    typer.Option("--gpus-per-variant", min=1, help="GPUs per job; fewer than visible runs variants concurrently."),
+]

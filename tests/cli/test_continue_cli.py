@@ -265,3 +265,17 @@ def test_nproc_defaults_to_every_visible_gpu():
     assert "--nproc-per-node=3 " in result.stdout
     cpu = rlab("continue", "--from-step", "21400", "--variants", "pi", "--dry-run", env={"CUDA_VISIBLE_DEVICES": ""})
     assert "--nproc-per-node=1 " in cpu.stdout
+
+
+def test_multi_node_flags_pass_through():
+    result = rlab("continue", "--from-step", "21400", "--nproc", "8", "--variants", "pi,yarn", "--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "node0:29400", "--max-restarts", "2",
+                  "--dry-run")
+    assert result.returncode == 0, result.stderr
+    commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("torchrun")]
+    assert commands[1].startswith("torchrun --nnodes=2 --nproc-per-node=8 --node-rank=1 --rdzv-backend=c10d "
+                                  "--rdzv-endpoint=node0:29401 --rdzv-id=d20-yarn --max-restarts=2 -m rlab.core.train")
+    assert "2x8" in result.stdout  # world = nodes x procs in the plan table
+    # the d20 spec's batch (524288 tokens = 8 x 8192 x 8 GPUs) does not divide over 16 GPUs: said up front
+    doubled = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--nnodes", "2",
+                   "--rdzv-endpoint", "node0", "--dry-run")
+    assert_user_error(doubled, "8 x 8192 x 16 = 1048576")
