@@ -210,7 +210,10 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         meta = read_meta(src_dir, cfg.init.step)
         src_config = dict(meta["model_config"])
         src_len = int(src_config["sequence_len"])
-        rope = cfg.rope.with_original_len(src_len)
+        # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
+        # recorded it in its meta; otherwise it is the source's training length.
+        cloned_len = (meta.get("rope") or {}).get("original_len") if cfg.init.tag == cfg.tag else None
+        rope = cfg.rope.with_original_len(int(cloned_len or src_len))
         payload = load_optim_payload(src_dir, cfg.init.step)
         own = is_own_format(payload)
         note = "restored from the source checkpoint" if own else (

@@ -179,3 +179,25 @@ def test_bf16_autocast_learns_like_fp32(train_base, tmp_path):
         state = torch.load(model_file(train_base / "base_checkpoints" / f"d2-{dtype}", 20))
         assert all(t.dtype == torch.float32 for t in state.values())  # master weights stay fp32
     assert finals["bfloat16"] == pytest.approx(finals["float32"], abs=0.1)
+
+
+def test_continue_a_clone_keeps_the_source_step(train_base, tmp_path):
+    """The orchestrator's flow: clone base@4 into a new tag, continue it there with keep_last=1."""
+    from rlab.orchestrate.clone import clone_checkpoint
+    from rlab.paths import BaseLayout
+    from rlab.spec.rope import RopeSpec
+
+    train(make_run_config(train_base, tmp_path / "base_run", tag="base", steps=4))
+    before = torch.load(model_file(train_base / "base_checkpoints" / "base", 4))
+    clone_checkpoint(BaseLayout(train_base), "base", 4, "base-pi", rope=RopeSpec(variant="pi", factor=2.0),
+                     variant="pi")
+    cfg = make_run_config(train_base, tmp_path / "pi_run", tag="base-pi",
+                          init={"kind": "checkpoint", "tag": "base-pi", "step": 4},
+                          rope={"variant": "pi", "factor": 2.0}, seq_len=64, steps=3, save_every=1, keep_last=1)
+    train(cfg)
+    assert list_steps(train_base / "base_checkpoints" / "base-pi") == [4, 7]  # the source step is never pruned
+    meta = read_meta(train_base / "base_checkpoints" / "base-pi", 7)
+    assert meta["rope"]["original_len"] == 32 and meta["model_config"]["sequence_len"] == 64
+    assert meta["optimizer"]["at_start"] == "restored from the source checkpoint"  # rlab's own format
+    after = torch.load(model_file(train_base / "base_checkpoints" / "base", 4))
+    assert all(torch.equal(before[k], after[k]) for k in before)  # hard links to the source stay untouched
