@@ -1,0 +1,29 @@
+"""Tracker selection: wandb only on rank 0 when enabled; a null object everywhere else."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlab.spec.tracking import TrackingSpec
+from rlab.tracking import NullTracker, WandbTracker, make_tracker
+
+
+def test_null_tracker_when_disabled_or_not_rank0(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    assert isinstance(make_tracker(TrackingSpec(wandb="disabled"), "e", "t", tmp_path, {}, True), NullTracker)
+    assert isinstance(make_tracker(TrackingSpec(wandb="offline"), "e", "t", tmp_path, {}, False), NullTracker)
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert isinstance(make_tracker(TrackingSpec(wandb="online"), "e", "t", tmp_path, {}, True), NullTracker)
+
+
+@pytest.mark.slow
+def test_offline_wandb_run_groups_by_experiment(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    tracker = make_tracker(TrackingSpec(wandb="offline", project="rlab-test"), "exp1", "d2-pi", tmp_path,
+                           {"lr": 0.1}, True)
+    assert isinstance(tracker, WandbTracker)
+    assert tracker._run.group == "exp1" and tracker._run.name == "d2-pi"
+    tracker.log({"train/loss": 1.0}, step=1)
+    tracker.finish()
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
