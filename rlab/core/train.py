@@ -671,7 +671,18 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
         alloc = verify_allocator(alloc_conf)
         if info.device.type == "cuda":
             logger.info("allocator: %s", alloc)
-        return Trainer(cfg, info, on_model=on_model).run()
+        try:
+            trainer = Trainer(cfg, info, on_model=on_model)
+        except Exception as exc:
+            if info.is_main:  # the orchestrator's live table reads this file: say why nothing follows
+                from rlab.core.metrics import MetricsWriter
+
+                writer = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl")
+                writer.write({"type": "failed", "step": None, "error": str(exc).splitlines()[0] if str(exc) else
+                              type(exc).__name__})
+                writer.close()
+            raise
+        return trainer.run()
     finally:
         shutdown_distributed()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -37,6 +39,8 @@ def test_worker_prints_one_line_and_exits_1(train_base, tmp_path, capsys):
     assert main([str(path)]) == 1
     err_lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err_lines) == 1 and "total_batch_size=1000" in err_lines[0]
+    failed = [r for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())]
+    assert failed[-1]["type"] == "failed" and "total_batch_size" in failed[-1]["error"]
 
 
 @pytest.mark.parametrize("value", [0, -1])
