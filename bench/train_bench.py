@@ -97,28 +97,28 @@ def main(argv: list[str]) -> None:
     print("note: the machine is shared; figures are noisy, ratios are against references from this run")
 
     peaks = {"fp32": measure_matmul_peak(torch.float32), "bf16": measure_matmul_peak(torch.bfloat16)}
-    print(f"matmul peak (1024^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s")
+    print(f"matmul peak (1024^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s",
+          flush=True)
 
-    rows = []
-    flops_per_token = None
+    flops_per_token = _build()[0].estimate_flops()
+    print(f"FLOPs per token (fwd+bwd): {flops_per_token / 1e6:.1f} M")
+    print(f"{'dtype':<13}{'step ms':>9}{'tokens/s':>10}{'GFLOP/s':>9}{'of peak':>9}{'vs nanochat':>13}", flush=True)
     variants = [("fp32", None, False), ("bf16", torch.bfloat16, False)]
     if not args.no_compile:
         variants.append(("bf16+compile", torch.bfloat16, True))
+    rows = []
     for name, amp, compiled in variants:
         model, opts = _build()
-        flops_per_token = model.estimate_flops()
         runner = torch.compile(model) if compiled else model
         dt = _median_step_time(_make_step(runner, opts, amp), warmup=2, steps=args.steps)
         tps = tokens_per_step / dt
         achieved = tps * flops_per_token
-        rows.append((name, dt, tps, achieved, achieved / peaks["fp32" if amp is None else "bf16"]))
-    print(f"FLOPs per token (fwd+bwd): {flops_per_token / 1e6:.1f} M")
-    print(f"{'dtype':<13}{'step ms':>9}{'tokens/s':>10}{'GFLOP/s':>9}{'of peak':>9}{'vs nanochat':>13}")
-    for name, dt, tps, achieved, ratio in rows:
+        ratio = achieved / peaks["fp32" if amp is None else "bf16"]
+        rows.append((name, tps))
         print(f"{name:<13}{dt * 1e3:>9.0f}{tps:>10,.0f}{achieved / 1e9:>9.0f}{ratio:>9.0%}"
-              f"{tps / NANOCHAT_ANCHOR_TOKENS_PER_S:>12.2f}x")
-    best = max(rows, key=lambda r: r[2])
-    print(f"best: {best[0]} at {best[2]:,.0f} tokens/s = {best[2] / rows[0][2]:.2f}x this run's fp32 "
+              f"{tps / NANOCHAT_ANCHOR_TOKENS_PER_S:>12.2f}x", flush=True)
+    best = max(rows, key=lambda r: r[1])
+    print(f"best: {best[0]} at {best[1]:,.0f} tokens/s = {best[1] / rows[0][1]:.2f}x this run's fp32 "
           f"(the anchor, nanochat fp32 ~{NANOCHAT_ANCHOR_TOKENS_PER_S:,.0f} tokens/s, was measured on another day)")
 
     amp = torch.bfloat16 if cpu_has_fast_bf16() else None

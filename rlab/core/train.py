@@ -513,7 +513,8 @@ class Trainer:
         if not self.info.is_distributed:
             return [float(value)]
         out = torch.zeros(self.info.world_size, device=self.device)
-        dist.all_gather_into_tensor(out, value.reshape(1).float())
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # the newer name
+        gather(out, value.reshape(1).float())
         return out.tolist()
 
     # --- evals, samples, checkpoints ---
