@@ -330,8 +330,13 @@ class Trainer:
 
         self.optimizers = build_optimizers(self.model, self.spec.lr, config.n_embd)
         if self.start.optim_payload is not None:
-            load_optimizer_state(self.optimizers, self.start.optim_payload)
-            self._restore_rng(self.start.optim_payload.get("rng"))
+            try:
+                load_optimizer_state(self.optimizers, self.start.optim_payload)
+                self._restore_rng(self.start.optim_payload.get("rng"))
+            except (ValueError, KeyError) as exc:  # e.g. a model whose parameter groups changed shape
+                self.optimizers = build_optimizers(self.model, self.spec.lr, config.n_embd)
+                self.start.optimizer_note = f"fresh (saved optimizer state does not fit: {exc})"
+                logger.warning("optimizer state not loaded (%s); starting a fresh optimizer with warmup", exc)
             self.start.optim_payload = None
 
         self.amp_dtype = resolve_dtype(self.spec.dtype, self.device)
