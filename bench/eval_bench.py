@@ -1,11 +1,22 @@
 """Eval throughput: CORE examples/s batched vs one example per forward (same tasks, same answers),
-and BPB tokens/s, on a small random GPT with a BPE tokenizer trained on bundle text.
+and BPB tokens/s, on random GPTs with BPE tokenizers trained on bundle text.
 
-    python -m bench eval
-    python -m bench.eval_bench --device cuda --layers 4 --width 256
+    python -m bench eval                                  # both model configs below
+    python -m bench.eval_bench --configs realistic --threads 2 --per-task 32
+    python -m bench.eval_bench --device cuda --configs realistic
 
-The machine may be shared, so both CORE modes are timed in the same run, back to back, and the
-speedup is their ratio. The batched and one-at-a-time verdicts are compared example by example.
+Two model shapes (random weights; throughput does not depend on what the weights are):
+  tiny       2 layers, width 64, vocab 1024, seq 256: the test-suite scale, where per-forward
+             overhead and attention dominate;
+  realistic  4 layers, width 256, vocab 8192, seq 512: the lm_head is a large share of the work, as
+             it is for real nanochat models (d20: vocab 65536, width 1280).
+
+One-at-a-time is the reference definition (one example per forward, full logits at every
+position); batched packs each example's shared prefix once, batches many examples per forward and
+runs the lm_head only at scored positions. The machine may be shared, so the two paths are run
+interleaved task by task in the same process, and the figure to quote is their ratio. Times
+include prompt rendering and tokenization, which both paths do identically. The verdicts are
+compared example by example.
 """
 
 from __future__ import annotations
@@ -16,10 +27,14 @@ import time
 from pathlib import Path
 
 BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "eval_bundle"
-TASKS = ("copa", "winograd", "arc_easy", "bigbench_operators", "lambada_openai", "hellaswag")
+TASKS = ("copa", "winograd", "arc_easy", "hellaswag_zeroshot", "hellaswag", "bigbench_operators", "lambada_openai")
+CONFIGS = {
+    "tiny": dict(layers=2, width=64, vocab=1024, seq_len=256),
+    "realistic": dict(layers=4, width=256, vocab=8192, seq_len=512),
+}
 
 
-def _texts(bundle: Path, per_file: int = 200) -> list[str]:
+def _texts(bundle: Path, per_file: int = 400) -> list[str]:
     out = []
     for p in sorted((bundle / "eval_data").rglob("*.jsonl")):
         with p.open() as f:
@@ -30,43 +45,41 @@ def _texts(bundle: Path, per_file: int = 200) -> list[str]:
     return out
 
 
-def main(argv: list[str]) -> None:
+def _model(layers: int, width: int, vocab: int, seq_len: int, device):
     import torch
 
     from rlab.core.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    heads = max(1, width // 64) if width >= 128 else 2
+    cfg = GPTConfig(sequence_len=seq_len, vocab_size=vocab, n_layer=layers, n_head=heads, n_kv_head=heads,
+                    n_embd=width)
+    model = GPT(cfg)
+    model.init_weights()
+    with torch.no_grad():  # init_weights zeroes the output layers; make every prediction input-dependent
+        model.lm_head.weight.normal_(0, 0.5)
+        for b in model.transformer.h:
+            b.attn.c_proj.weight.normal_(0, 0.3)
+            b.mlp.c_proj.weight.normal_(0, 0.3)
+    return model.to(device).eval()
+
+
+def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool]:
+    """One model config: per-task table; returns (overall speedup, all verdicts identical)."""
+    import torch
+
     from rlab.core.tokenizer import Tokenizer
     from rlab.evals.bpb import evaluate_bpb
     from rlab.evals.core_bundle import load_bundle, load_task_data
     from rlab.evals.core_metric import evaluate_task, subsample
 
-    ap = argparse.ArgumentParser(prog="bench.eval_bench")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--width", type=int, default=64)
-    ap.add_argument("--seq-len", type=int, default=256)
-    ap.add_argument("--per-task", type=int, default=48)
-    ap.add_argument("--batch-rows", type=int, default=8, help="rows of seq-len tokens per batched forward")
-    ap.add_argument("--bundle", type=Path, default=BUNDLE)
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-
-    tok = Tokenizer.train(_texts(args.bundle), vocab_size=1024)
-    torch.manual_seed(0)
-    heads = max(1, args.width // 64) if args.width >= 128 else 2
-    cfg = GPTConfig(sequence_len=args.seq_len, vocab_size=tok.vocab_size, n_layer=args.layers,
-                    n_head=heads, n_kv_head=heads, n_embd=args.width)
-    model = GPT(cfg)
-    model.init_weights()
-    with torch.no_grad():
-        model.lm_head.weight.normal_(0, 0.5)
-        for b in model.transformer.h:
-            b.attn.c_proj.weight.normal_(0, 0.3)
-            b.mlp.c_proj.weight.normal_(0, 0.3)
-    model = model.to(device).eval()
-    print(f"model: {args.layers} layers, width {args.width}, seq {args.seq_len}, vocab {tok.vocab_size}, "
-          f"device {device}, threads {args.threads}")
+    c = CONFIGS[name]
+    t0 = time.perf_counter()
+    tok = Tokenizer.train(texts, vocab_size=c["vocab"])
+    model = _model(c["layers"], c["width"], tok.vocab_size, c["seq_len"], device)
+    print(f"\n[{name}] {c['layers']} layers, width {c['width']}, vocab {tok.vocab_size}, seq {c['seq_len']}, "
+          f"{model.num_params() / 1e6:.1f}M params, device {device}, torch threads {torch.get_num_threads()} "
+          f"(tokenizer trained in {time.perf_counter() - t0:.1f}s)")
 
     bundle = load_bundle(args.bundle)
     data = {}
@@ -81,14 +94,16 @@ def main(argv: list[str]) -> None:
     def run(label: str, batched: bool):
         task, rows, order = data[label]
         t0 = time.perf_counter()
-        verdicts = evaluate_task(model, tok, task, rows, device, source_indices=order, max_seq_len=args.seq_len,
-                                 batch_tokens=args.batch_rows * args.seq_len, batched=batched)
+        verdicts = evaluate_task(model, tok, task, rows, device, source_indices=order, max_seq_len=c["seq_len"],
+                                 batch_tokens=args.batch_rows * c["seq_len"], batched=batched)
         sync()
         return verdicts, time.perf_counter() - t0
 
-    run(TASKS[0], True)  # warm-up (allocator, kernels)
-    print(f"CORE, {args.per_task} examples per task (time includes rendering + tokenization):")
-    print(f"  {'task':<22}{'shots':>6}{'one-at-a-time ex/s':>20}{'batched ex/s':>14}{'speedup':>9}  identical")
+    run("copa", True)  # warm-up (allocator, kernels)
+    run("copa", False)
+    print(f"  CORE, {args.per_task} examples per task; one-at-a-time and batched interleaved per task")
+    print(f"  {'task':<20}{'type':<18}{'shots':>5}{'one-at-a-time ex/s':>20}{'batched ex/s':>14}{'speedup':>9}"
+          "  identical verdicts")
     total_single = total_batched = 0.0
     n_total, all_same = 0, True
     for label in TASKS:
@@ -98,12 +113,14 @@ def main(argv: list[str]) -> None:
         n = len(single)
         n_total, all_same = n_total + n, all_same and same
         total_single, total_batched = total_single + t_single, total_batched + t_batched
-        print(f"  {label:<22}{data[label][0].num_fewshot:>6}{n / t_single:>20.1f}{n / t_batched:>14.1f}"
-              f"{t_single / t_batched:>8.1f}x  {same}")
-    print(f"  {'all':<22}{'':>6}{n_total / total_single:>20.1f}{n_total / total_batched:>14.1f}"
-          f"{total_single / total_batched:>8.1f}x  {all_same}")
+        task = data[label][0]
+        print(f"  {label:<20}{task.task_type:<18}{task.num_fewshot:>5}{n / t_single:>20.1f}{n / t_batched:>14.1f}"
+              f"{t_single / t_batched:>8.1f}x  {'yes' if same else 'NO'}")
+    speedup = total_single / total_batched
+    print(f"  {'all':<20}{'':<18}{'':>5}{n_total / total_single:>20.1f}{n_total / total_batched:>14.1f}"
+          f"{speedup:>8.1f}x  {'yes' if all_same else 'NO'}")
 
-    B, T, steps = args.batch_rows, args.seq_len, 8
+    B, T, steps = args.batch_rows, c["seq_len"], 4
     g = torch.Generator().manual_seed(0)
     batches = [(torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device),
                 torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device)) for _ in range(steps)]
@@ -114,7 +131,30 @@ def main(argv: list[str]) -> None:
     res = evaluate_bpb(model, batches, steps, token_bytes)
     sync()
     dt = time.perf_counter() - t0
-    print(f"BPB: {res.tokens} tokens in {dt:.2f}s = {res.tokens / dt:,.0f} tokens/s (batch {B}x{T})")
+    print(f"  BPB: {res.tokens} tokens in {dt:.2f}s = {res.tokens / dt:,.0f} tokens/s (batch {B}x{T})")
+    return speedup, all_same
+
+
+def main(argv: list[str]) -> None:
+    import torch
+
+    ap = argparse.ArgumentParser(prog="bench.eval_bench")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads; 0 = torch's default")
+    ap.add_argument("--configs", default="realistic,tiny", help=f"comma-separated, from {sorted(CONFIGS)}")
+    ap.add_argument("--per-task", type=int, default=24)
+    ap.add_argument("--batch-rows", type=int, default=8, help="rows of seq-len tokens per batched forward")
+    ap.add_argument("--bundle", type=Path, default=BUNDLE)
+    args = ap.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    texts = _texts(args.bundle)
+    summary = []
+    for name in args.configs.split(","):
+        speedup, same = bench_config(name.strip(), args, texts, device)
+        summary.append(f"{name.strip()} {speedup:.1f}x (identical verdicts: {'yes' if same else 'no'})")
+    print(f"\nCORE batched vs one-at-a-time, overall: {'; '.join(summary)}")
 
 
 if __name__ == "__main__":

@@ -291,6 +291,27 @@ def pack_example(ex: EncodedExample) -> PackedExample:
     return PackedExample(tokens, positions, segments, score_at, targets, max(len(r) for r in seqs))
 
 
+def _row_cost(length: int, n_embd: int) -> float:
+    """Relative forward cost of one row: per token, the matmuls (~24 d^2 per layer) plus attention
+    over the row (~4 T d per layer; a branch mask cannot skip the upper triangle)."""
+    return length * (1.0 + length / (6.0 * n_embd))
+
+
+def plan_rows(ex: EncodedExample, n_embd: int) -> list[PackedExample]:
+    """The rows to score `ex` with: one packed row when sharing the prefix saves work (few-shot
+    prompts, long queries), else one plain row per sequence (e.g. prompts cropped from the left,
+    which share no prefix). Rows keep the example's sequence order."""
+    packed = pack_example(ex)
+    if len(ex.tokens) == 1 or _row_cost(len(packed.tokens), n_embd) < sum(_row_cost(len(t), n_embd) for t in ex.tokens):
+        return [packed]
+    rows = []
+    for t, s, e in zip(ex.tokens, ex.starts, ex.ends):
+        one = pack_example(EncodedExample(ex.index, ex.source_index, ex.task_type, ex.gold, [t], [s], [e]))
+        one.freq_len = packed.freq_len  # the reference pads every sequence to the example's longest
+        rows.append(one)
+    return rows
+
+
 def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, freq_len: int | None):
     """One forward over right-padded packed rows; the lm_head runs on the scored positions only.
     Returns, per pack, its sequences' (mean span loss, span fully argmax-correct)."""
@@ -348,23 +369,35 @@ def score_examples_batched(
     """Per example, its sequences' (mean span loss, span fully argmax-correct), many examples per
     forward pass, each packed into one row (`pack_example`).
 
-    Packed rows are sorted by length (longest first, so neighbours pad little) and packed
+    Examples whose sequences share little go in as one plain row per sequence (`plan_rows`).
+    Rows are sorted by length (longest first, so neighbours pad little) and batched
     greedily while rows x longest-row stays within `batch_tokens` (a longer row goes alone).
-    Only the scored positions reach the lm_head. For length-dependent RoPE variants, rows whose
-    reference length differs go to different forwards.
+    Only the scored positions reach the lm_head. Branched and plain rows go to different forwards,
+    and so, for length-dependent RoPE variants, do rows whose reference length differs.
     """
-    packs = [pack_example(ex) for ex in examples]
-    keys = [_freq_key(model, p) for p in packs]
-    order = sorted(range(len(packs)), key=lambda k: (keys[k] or 0, -len(packs[k].tokens)))
-    scores: list[list[tuple[float, bool]]] = [[] for _ in packs]
+    n_embd = model.config.n_embd
+    packs, owner = [], []  # owner[k]: the example row k belongs to
+    for e, ex in enumerate(examples):
+        for row in plan_rows(ex, n_embd):
+            packs.append(row)
+            owner.append(e)
+    # rows of one forward share a group: the same RoPE evaluation length, and branched (masked
+    # attention) or not (plain causal attention, which skips the upper triangle)
+    keys = [(_freq_key(model, p) or 0, max(p.segments, default=0) > 0) for p in packs]
+    order = sorted(range(len(packs)), key=lambda k: (keys[k], -len(packs[k].tokens)))
+    row_scores: list[list[tuple[float, bool]]] = [[] for _ in packs]
     i = 0
     while i < len(order):
         width = len(packs[order[i]].tokens)
         n = max(1, batch_tokens // max(width, 1))
         chunk = [k for k in order[i : i + n] if keys[k] == keys[order[i]]]
-        for k, sc in zip(chunk, _forward_packed(model, [packs[k] for k in chunk], pad_id, device, keys[order[i]])):
-            scores[k] = sc
+        freq_len = keys[order[i]][0] or None
+        for k, sc in zip(chunk, _forward_packed(model, [packs[k] for k in chunk], pad_id, device, freq_len)):
+            row_scores[k] = sc
         i += len(chunk)
+    scores: list[list[tuple[float, bool]]] = [[] for _ in examples]
+    for k, e in enumerate(owner):  # rows are in sequence order within an example
+        scores[e] += row_scores[k]
     return scores
 
 

@@ -17,6 +17,7 @@ from rlab.evals.core_metric import (
     evaluate_task,
     fewshot_indices,
     pack_example,
+    plan_rows,
     prepare_example,
     score_examples_batched,
     render_prompts,
@@ -150,12 +151,20 @@ def _assert_scores_match_reference(model, tokenizer, examples, batch_tokens):
         assert [g[0] for g in got] == pytest.approx([r[0] for r in ref], rel=1e-5, abs=1e-6)
 
 
-@pytest.mark.parametrize("label", ["hellaswag", "winograd", "bigbench_operators"])
-def test_packed_span_losses_match_the_reference(bundle, tokenizer, tiny_gpt, label):
+@pytest.mark.parametrize(
+    "label, max_seq_len, packed",
+    [("arc_easy", 2048, True), ("hellaswag_zeroshot", 2048, True), ("hellaswag", 128, False), ("winograd", 256, True),
+     ("bigbench_operators", 256, True)],
+)
+def test_packed_span_losses_match_the_reference(bundle, tokenizer, tiny_gpt, label, max_seq_len, packed):
+    """Uncropped few-shot prompts share their prefix (one packed row per example); prompts cropped
+    from the left share none (one plain row per sequence)."""
     task = bundle.task(label)
     rows, _ = subsample(load_task_data(task), 12)  # 10-shot tasks draw from 11+ rows
-    examples = [prepare_example(tokenizer, task, rows, i, max_seq_len=256) for i in range(6)]
-    _assert_scores_match_reference(tiny_gpt, tokenizer, examples, batch_tokens=1024)
+    examples = [prepare_example(tokenizer, task, rows, i, max_seq_len=max_seq_len) for i in range(6)]
+    plans = [plan_rows(ex, tiny_gpt.config.n_embd) for ex in examples]
+    assert all((len(p) == 1) == packed for p in plans)
+    _assert_scores_match_reference(tiny_gpt, tokenizer, examples, batch_tokens=4096)
 
 
 def test_dynamic_ntk_beyond_l0_scores_each_example_at_its_own_length(bundle, tokenizer):
