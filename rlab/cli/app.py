@@ -81,24 +81,15 @@ def render_error(exc: RlabError) -> None:
 
 
 def main() -> None:
-    """Console-script entry point: run the app; a user error is a message and exit 1, never a traceback."""
+    """Console-script entry point: run the app; a user error is a message and exit 1, never a traceback.
+
+    Click's standalone mode handles usage errors, --help and exit codes; an `RlabError` raised by a
+    command passes through it and is rendered here.
+    """
     try:
-        app(standalone_mode=False)
+        app()
     except RlabError as exc:
         if os.environ.get("RLAB_DEBUG"):
             raise
         render_error(exc)
         sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        raise
