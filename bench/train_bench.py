@@ -7,7 +7,7 @@ cost without the data pipeline (which runs on a background thread in real traini
 
 The machine is shared and noisy, so every figure comes with a reference measured in the same run:
 achieved FLOP/s is divided by the best n^3 matmul rate of the same dtype measured seconds before,
-and RoPE variants are timed interleaved (round-robin) and compared by their median step time.
+and the dtypes and RoPE variants are timed interleaved (round-robin) and compared by median step time.
 
     python -m bench train                 # or: make bench
     python -m bench.train_bench --steps 8 --threads 2
@@ -67,12 +67,6 @@ def _make_step(model, optimizers, amp_dtype):
     return step
 
 
-def _median_step_time(step, warmup: int, steps: int) -> float:
-    for _ in range(warmup):
-        step()
-    return statistics.median(step() for _ in range(steps))
-
-
 def main(argv: list[str]) -> None:
     import torch
 
@@ -110,11 +104,20 @@ def main(argv: list[str]) -> None:
     variants = [("fp32", None, False), ("bf16", torch.bfloat16, False)]
     if not args.no_compile:
         variants.append(("bf16+compile", torch.bfloat16, True))
-    rows = []
+    # Round-robin over the configs (like the RoPE variants below), so load from other users hits all alike.
+    runners = {}
     for name, amp, compiled in variants:
         model, opts = _build()
-        runner = torch.compile(model) if compiled else model
-        dt = _median_step_time(_make_step(runner, opts, amp), warmup=2, steps=args.steps)
+        runners[name] = _make_step(torch.compile(model) if compiled else model, opts, amp)
+        for _ in range(2):  # warm-up (compilation, kernel selection)
+            runners[name]()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(max(1, args.steps // 2)):
+        for name, step in runners.items():
+            times[name].extend(step() for _ in range(2))
+    rows = []
+    for name, amp, _ in variants:
+        dt = statistics.median(times[name])
         tps = tokens_per_step / dt
         achieved = tps * flops_per_token
         ratio = achieved / peaks["fp32" if amp is None else "bf16"]
@@ -131,15 +134,15 @@ def main(argv: list[str]) -> None:
         model, opts = _build(v)
         steps[v] = _make_step(model, opts, amp)
         steps[v]()  # warm-up (tables, kernels)
-    times: dict[str, list[float]] = {v: [] for v in VARIANT_NAMES}
+    rope_times: dict[str, list[float]] = {v: [] for v in VARIANT_NAMES}
     for _ in range(args.rounds):
         for v in VARIANT_NAMES:
-            times[v].extend(steps[v]() for _ in range(2))
-    base = statistics.median(times["rope"])
+            rope_times[v].extend(steps[v]() for _ in range(2))
+    base = statistics.median(rope_times["rope"])
     print(f"RoPE variants ({'bf16' if amp else 'fp32'}, factor 4, L0 {SEQ // 4}, median of {2 * args.rounds} "
           "interleaved steps):")
     for v in VARIANT_NAMES:
-        med = statistics.median(times[v])
+        med = statistics.median(rope_times[v])
         print(f"  {v:<12}{med * 1e3:>8.0f} ms  {med / base - 1:>+7.1%} vs rope")
 
 
