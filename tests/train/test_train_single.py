@@ -201,3 +201,19 @@ def test_continue_a_clone_keeps_the_source_step(train_base, tmp_path):
     assert meta["optimizer"]["at_start"] == "restored from the source checkpoint"  # rlab's own format
     after = torch.load(model_file(train_base / "base_checkpoints" / "base", 4))
     assert all(torch.equal(before[k], after[k]) for k in before)  # hard links to the source stay untouched
+
+
+def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
+    from rlab.core.checkpoint import load_model
+
+    train(make_run_config(train_base, tmp_path / "base_run", tag="base", steps=2))
+    captured = []
+    cfg = make_run_config(train_base, tmp_path / "run", tag="base-yarn", init={"kind": "checkpoint", "tag": "base",
+                          "step": 2}, rope={"variant": "yarn", "factor": 2.0}, seq_len=64, steps=2)
+    train(cfg, on_model=captured.append)
+    trained = captured[0].eval()
+    loaded, meta = load_model(train_base / "base_checkpoints" / "base-yarn", None)
+    assert meta["step"] == 4 and loaded.rope == trained.rope and loaded.config == trained.config
+    idx = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(idx), trained(idx), rtol=0, atol=0)
