@@ -142,7 +142,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads; 0 = torch's default")
     ap.add_argument("--configs", default="realistic,tiny", help=f"comma-separated, from {sorted(CONFIGS)}")
-    ap.add_argument("--per-task", type=int, default=24)
+    ap.add_argument("--per-task", type=int, default=16)
     ap.add_argument("--batch-rows", type=int, default=8, help="rows of seq-len tokens per batched forward")
     ap.add_argument("--bundle", type=Path, default=BUNDLE)
     args = ap.parse_args(argv)
