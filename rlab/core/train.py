@@ -693,13 +693,23 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
         shutdown_distributed()
 
 
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is at emit time, so rich's progress bar can print log lines above itself."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def _configure_logging() -> None:
     rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(
-        level=logging.INFO if rank == 0 else logging.WARNING,
-        format=f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = _CurrentStderrHandler()
+    handler.setFormatter(logging.Formatter(f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, handlers=[handler])
 
 
 def main(argv: list[str]) -> int:
