@@ -26,6 +26,11 @@ def run_demo(
         Optional[Path],
         typer.Option("--eval-bundle", file_okay=False, help="CORE bundle; default <base-dir>/eval_bundle or ../shared."),
     ] = None,
+    corpus: Annotated[
+        Optional[list[str]],
+        typer.Option("--corpus", help="Text to train on instead of the embedded default (folders/files; repeatable)."),
+    ] = None,
+    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=265, help="Tokenizer vocabulary.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the commands; run nothing.")] = False,
 ) -> None:
     """Prepare the corpus, pretrain a tiny base model, continue it with every variant, evaluate, report.
@@ -41,7 +46,14 @@ def run_demo(
     bundle = find_eval_bundle(base_dir, eval_bundle)
     if bundle is None:
         err.print("[yellow]No CORE eval bundle found: CORE is skipped[/] (get one with `rlab bundle download`).")
-    stages = demo_stages(spec=spec, base_dir=base_dir.resolve(), results_dir=results_dir.resolve(), eval_bundle=bundle)
+    stages = demo_stages(
+        spec=spec,
+        base_dir=base_dir.resolve(),
+        results_dir=results_dir.resolve(),
+        eval_bundle=bundle,
+        corpus=corpus,
+        vocab_size=vocab_size,
+    )
     timings: list[tuple[str, float]] = []
     for stage in stages:
         command = shlex.join(stage.argv)

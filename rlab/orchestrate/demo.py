@@ -42,6 +42,7 @@ def demo_stages(
     base_dir: Path,
     results_dir: Path,
     eval_bundle: Path | None,
+    corpus: list[str] | None = None,
     vocab_size: int | None = None,
 ) -> list[Stage]:
     """The demo's commands, in order. ``--force`` is safe: the demo owns its base dir."""
@@ -49,6 +50,8 @@ def demo_stages(
     where = ["--base-dir", str(base_dir)]
     results = ["--results-dir", str(results_dir)]
     prepare = [*rlab_cmd, "data", "prepare", *where]
+    for item in corpus or []:
+        prepare += ["--corpus", item]
     if vocab_size is not None:
         prepare += ["--vocab-size", str(vocab_size)]
     core = ["--eval-bundle", str(eval_bundle)] if eval_bundle is not None else ["--no-core"]

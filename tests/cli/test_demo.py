@@ -1,0 +1,75 @@
+"""`rlab demo` end to end at an even smaller size: prepare -> pretrain -> continue (torchrun, 2 CPU procs) -> eval -> report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from rlab.orchestrate.demo import DEMO_SPEC, demo_stages
+from tests.conftest import EVAL_BUNDLE_DIR, make_english_docs
+
+TINY_DEMO = {
+    "name": "tinydemo",
+    "base": {"tag": "tiny"},
+    "pretrain": {
+        "model": {"n_layer": 2, "n_embd": 32, "n_head": 2},
+        "train": {"seq_len": 32, "steps": 6, "device_batch_size": 2, "eval_every": 3, "eval_tokens": 512,
+                  "lr": {"warmup_steps": 1}},
+    },
+    "variants": {"rope": {"variant": "rope"}, "yarn": {"variant": "yarn", "factor": 4}},
+    "train": {"seq_len": 128, "steps": 2, "device_batch_size": 1, "eval_every": 2, "eval_tokens": 512,
+              "lr": {"warmup_steps": 1}},
+    "eval": {"bpb_tokens": 512, "lengths": [32, 128, 256], "length_tokens": 512, "max_per_task": 11,
+             "passkey_lengths": [64], "passkey_trials": 1, "passkey_depths": [0.5], "device_batch_size": 2},
+    "launch": {"nproc_per_node": 2},
+    "tracking": {"wandb": "disabled"},
+}
+
+
+def test_demo_stages_are_the_users_commands(tmp_path):
+    stages = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None)
+    assert [s.name for s in stages] == ["data", "pretrain", "continue", "eval", "report"]
+    assert stages[0].argv[-2:] == ["--base-dir", str(tmp_path / "b")]
+    assert "--no-core" in stages[3].argv  # no bundle: CORE skipped, said so, not silently dropped
+    assert all(s.argv[1:3] == ["-m", "rlab"] for s in stages)
+
+
+def test_demo_dry_run_touches_nothing(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "rlab", "demo", "--dry-run", "--base-dir", str(tmp_path / "b"),
+         "--results-dir", str(tmp_path / "r")],
+        capture_output=True, text=True, check=True,
+    )
+    assert "rlab pretrain" in result.stdout.replace("-m rlab pretrain", "rlab pretrain")
+    assert not (tmp_path / "b").exists() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_tiny_demo_end_to_end(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i, text in enumerate(make_english_docs(60, seed=3)):
+        (corpus / f"doc_{i:02d}.txt").write_text(text)
+    for i, text in enumerate(make_english_docs(2, seed=4, min_sentences=1300, max_sentences=1350)):
+        (corpus / f"long_{i}.txt").write_text(text)
+    spec = tmp_path / "tinydemo.yaml"
+    spec.write_text(yaml.safe_dump(TINY_DEMO))
+    argv = [sys.executable, "-m", "rlab", "demo", "--spec", str(spec), "--base-dir", str(tmp_path / "base"),
+            "--results-dir", str(tmp_path / "results"), "--corpus", str(corpus), "--vocab-size", "512"]
+    if EVAL_BUNDLE_DIR.is_dir():
+        argv += ["--eval-bundle", str(EVAL_BUNDLE_DIR)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    out = tmp_path / "results" / "tinydemo"
+    frame = pd.read_csv(out / "results.csv")
+    assert sorted(frame["variant"]) == ["rope", "yarn"]
+    assert frame["val_bpb"].notna().all()
+    for name in ("comparison.md", "demo_timings.csv", "plots/bpb_vs_length.png", "plots/loss_curves.png"):
+        assert (out / name).is_file(), name
+    timings = pd.read_csv(out / "demo_timings.csv")
+    assert list(timings["stage"]) == ["data", "pretrain", "continue", "eval", "report", "total"]
