@@ -8,12 +8,22 @@ Under torch.distributed each rank scores its own units and the per-unit sums are
 so every rank ends with the same totals.
 
 BPB vs context length (the headline of a RoPE experiment: plain rope degrades past its
-training length, extension variants should not) uses a sliding window over each long
-document, see `sliding_windows`: window L, stride S = L/2; the first window of a document
-scores all its targets, each later window only the targets the previous one did not reach,
-so every target is scored exactly once and every target after the first window sees at least
-L - S tokens of left context. Only documents with at least L targets take part (the first
-window is then full), so a length is capped by what the documents allow.
+training length, extension variants should not) is measured so that every scored token sits
+deep in its window, see `plan_windows`. At length L the window is L tokens and the stride is
+S = L // 2. Within a document windows start at 0, S, 2S, ... and are always full: window k
+takes tokens [kS, kS + L) as inputs and tokens [kS + 1, kS + L] as targets, and scores only
+its last S targets, i.e. input positions j = L - S .. L - 1. Every scored token is thus
+predicted from between L - S (= L/2 for even L) and L - 1 tokens of left context, so the
+curve at L measures positions L/2 .. L - 1 rather than a mix dominated by short contexts.
+Consecutive windows score adjacent blocks, so each target is scored at most once. Not scored
+at length L: the first L - S targets of each document (they cannot have L/2 left context) and
+a tail of fewer than S targets after the last full window. A document is usable at length L
+only with at least L + 1 tokens; shorter ones are skipped (logged, counted in `short_docs`).
+The token budget (`EvalSpec.length_tokens`) is spread over all usable documents round-robin,
+window by window (window 0 of every document in document order, then window 1, ...), until
+the budget is reached, so the estimate and its interval are not one document's. The plan
+depends only on the document lengths, L and the budget, so window i is the same text for
+every variant: one unit = one window, and unit ids pair across variants.
 
 Every eval reports per-unit (nats, bytes) so that the report can bootstrap paired differences
 between variants: a unit is one eval batch (train/val; identical across variants because the
@@ -128,32 +138,34 @@ class Window:
     score_from: int
 
 
-def sliding_windows(n_tokens: int, length: int, stride: int) -> list[tuple[int, int, int]]:
-    """(begin, end, score_from) of every window over a document of `n_tokens` tokens.
+def stride_for(length: int) -> int:
+    """The stride at window length L: L // 2 (so L - stride >= L/2 tokens of left context)."""
+    if length < 2:
+        raise ValueError(f"BPB-vs-length needs a window of at least 2 tokens (got {length})")
+    return length // 2
 
-    There are n_tokens - 1 predictions (positions 0 .. n_tokens-2). Window k starts at k*stride
-    and ends at min(k*stride + length, n_tokens - 1); it scores positions from the previous
-    window's end, so each position is scored exactly once.
+
+def sliding_windows(n_tokens: int, length: int, stride: int | None = None) -> list[tuple[int, int, int]]:
+    """(begin, end, score_from) of every full window over a document of `n_tokens` tokens.
+
+    Window k has inputs [k*stride, k*stride + length) and needs the target after its last
+    input, so it exists while k*stride + length + 1 <= n_tokens; it scores its last `stride`
+    input positions [end - stride, end). Empty when n_tokens < length + 1.
     """
+    stride = stride or stride_for(length)
     if not 0 < stride <= length:
         raise ValueError(f"stride must be in 1..length (got stride {stride}, length {length})")
-    last = n_tokens - 1
-    out: list[tuple[int, int, int]] = []
-    begin, prev_end = 0, 0
-    while prev_end < last:
-        end = min(begin + length, last)
-        out.append((begin, end, prev_end))
-        prev_end = end
-        begin += stride
-    return out
+    return [(b, b + length, b + length - stride) for b in range(0, n_tokens - length, stride)]
 
 
-def convention(stride_fraction: float = 0.5) -> str:
+def convention() -> str:
     return (
-        f"sliding window: window = L tokens, stride = {stride_fraction:g}*L; the first window of a document "
-        "scores all its targets, each later window only its last stride targets (those the previous window "
-        "did not reach), so every target is scored once with >= L - stride tokens of left context; only "
-        "documents with >= L targets are used; one unit = one window"
+        "sliding window: window = L tokens, stride S = L//2; windows start at 0, S, 2S, ... within each "
+        "document and are always full; each window scores only its last S targets (input positions "
+        "L-S..L-1), so every scored token has between L-S (=L/2) and L-1 tokens of left context and is "
+        "scored once; the first L-S targets of each document (and a tail of < S targets) are not scored "
+        "at length L; documents with fewer than L+1 tokens are skipped; the token budget is spread "
+        "round-robin over all usable documents, window by window; one unit = one window"
     )
 
 
@@ -164,23 +176,49 @@ def resolve_lengths(train_seq_len: int, multipliers: Sequence[float], lengths: S
     return sorted({max(2, int(round(m * train_seq_len))) for m in multipliers})
 
 
-def plan_windows(
-    doc_lengths: Sequence[int], length: int, token_budget: int, stride: int | None = None
-) -> list[Window]:
-    """Windows for one length: documents in order (only those with >= length targets), until
-    `token_budget` targets are scored (the window that crosses the budget is kept whole)."""
-    stride = stride or max(1, length // 2)
+@dataclass
+class LengthPlan:
+    """The windows scored at one length, and which documents were too short for it."""
+
+    length: int
+    stride: int
+    windows: list[Window]
+    usable_docs: int
+    short_docs: list[int]
+    """Indices of documents with fewer than length + 1 tokens (not used at this length)."""
+    budget_met: bool
+
+    @property
+    def docs(self) -> int:
+        """Documents that contribute at least one window."""
+        return len({w.doc for w in self.windows})
+
+    @property
+    def scored_positions(self) -> int:
+        return sum(w.end - w.score_from for w in self.windows)
+
+
+def plan_windows(doc_lengths: Sequence[int], length: int, token_budget: int) -> LengthPlan:
+    """Windows for one length: round-robin over the usable documents, window by window.
+
+    Round r takes window r of every usable document that has one, in document order; planning
+    stops as soon as `token_budget` positions are scored (so the budget is met with less than
+    one stride to spare) or every window of every usable document is taken.
+    """
+    stride = stride_for(length)
+    per_doc = {d: sliding_windows(n, length, stride) for d, n in enumerate(doc_lengths) if n >= length + 1}
+    short = [d for d, n in enumerate(doc_lengths) if n < length + 1]
     windows: list[Window] = []
     scored = 0
-    for d, n in enumerate(doc_lengths):
-        if n - 1 < length:
-            continue
-        for begin, end, score_from in sliding_windows(n, length, stride):
-            windows.append(Window(d, begin, end, score_from))
-            scored += end - score_from
-            if scored >= token_budget:
-                return windows
-    return windows
+    rounds = max((len(w) for w in per_doc.values()), default=0)
+    for r in range(rounds):
+        for d, wins in per_doc.items():
+            if r < len(wins):
+                windows.append(Window(d, *wins[r]))
+                scored += stride
+                if scored >= token_budget:
+                    return LengthPlan(length, stride, windows, len(per_doc), short, True)
+    return LengthPlan(length, stride, windows, len(per_doc), short, False)
 
 
 def evaluate_bpb_windows(
@@ -234,18 +272,34 @@ def evaluate_bpb_by_length(
 ) -> tuple[dict, dict[int, BpbResult]]:
     """The `bpb_length` metric (convention, per-length rows, skipped lengths) and raw results."""
     doc_lengths = [len(d) for d in docs]
-    longest = max(doc_lengths, default=0) - 1
+    longest = max(doc_lengths, default=0)
     rows, skipped, raw = [], [], {}
     for length in lengths:
-        windows = plan_windows(doc_lengths, length, token_budget)
-        if not windows:
-            reason = f"no document has {length} targets (longest has {longest})"
+        plan = plan_windows(doc_lengths, length, token_budget)
+        if plan.short_docs:
+            log.info(
+                "BPB at length %d: %d of %d documents skipped (fewer than %d tokens)",
+                length, len(plan.short_docs), len(doc_lengths), length + 1,
+            )
+        if not plan.windows:
+            reason = f"no document has the {length + 1} tokens a full window needs (longest has {longest})"
             log.warning("BPB at length %d skipped: %s", length, reason)
             skipped.append({"length": length, "reason": reason})
             continue
-        res = evaluate_bpb_windows(model, docs, windows, length, token_bytes, pad_id, batch_tokens)
+        if not plan.budget_met:
+            log.warning(
+                "BPB at length %d: the long documents allow only %d scored positions (budget %d)",
+                length, plan.scored_positions, token_budget,
+            )
+        res = evaluate_bpb_windows(model, docs, plan.windows, length, token_bytes, pad_id, batch_tokens)
         raw[length] = res
         lo, hi = res.ci()
-        rows.append({"length": length, "bpb": res.bpb, "ci_low": lo, "ci_high": hi, "tokens": res.tokens, "docs": res.docs})
-        log.info("BPB at length %d: %.4f [%.4f, %.4f] over %d tokens, %d docs", length, res.bpb, lo, hi, res.tokens, res.docs)
+        rows.append({
+            "length": length, "bpb": res.bpb, "ci_low": lo, "ci_high": hi, "tokens": res.tokens, "docs": res.docs,
+            "stride": plan.stride, "windows": len(plan.windows), "short_docs": len(plan.short_docs),
+        })
+        log.info(
+            "BPB at length %d: %.4f [%.4f, %.4f] over %d tokens, %d windows, %d docs",
+            length, res.bpb, lo, hi, res.tokens, len(plan.windows), res.docs,
+        )
     return {"convention": convention(), "lengths": rows, "skipped": skipped}, raw
