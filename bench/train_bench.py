@@ -77,7 +77,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.train_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per dtype (median reported)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--rounds", type=int, default=3, help="round-robin rounds for the RoPE variants")
+    parser.add_argument("--rounds", type=int, default=6, help="round-robin rounds (one step each) for the RoPE variants")
     parser.add_argument("--no-compile", action="store_true",
                         help="skip the bf16 + torch.compile row (compiling takes about a minute on 2 cores)")
     args = parser.parse_args(argv)
@@ -137,9 +137,9 @@ def main(argv: list[str]) -> None:
     rope_times: dict[str, list[float]] = {v: [] for v in VARIANT_NAMES}
     for _ in range(args.rounds):
         for v in VARIANT_NAMES:
-            rope_times[v].extend(steps[v]() for _ in range(2))
+            rope_times[v].append(steps[v]())
     base = statistics.median(rope_times["rope"])
-    print(f"RoPE variants ({'bf16' if amp else 'fp32'}, factor 4, L0 {SEQ // 4}, median of {2 * args.rounds} "
+    print(f"RoPE variants ({'bf16' if amp else 'fp32'}, factor 4, L0 {SEQ // 4}, median of {args.rounds} "
           "interleaved steps):")
     for v in VARIANT_NAMES:
         med = statistics.median(rope_times[v])
