@@ -25,6 +25,9 @@ class EvalSpec(StrictModel):
     """Explicit context lengths in tokens for BPB-vs-length (and passkey, unless passkey_lengths is set)."""
     length_tokens: PositiveInt = 65536
     """Scored tokens per length for BPB-vs-length (capped by the long-document set)."""
+    length_block: PositiveInt | None = None
+    """BPB-vs-length scoring block B: each window scores its last B targets (left context L-B..L-1),
+    the same targets at every length; null = the shortest length // 2 (see rlab.evals.bpb)."""
     core_bundle: Path | None = None
     """DCLM CORE bundle dir; null = <base_dir>/eval_bundle."""
     max_per_task: PositiveInt | None = None

@@ -1,4 +1,4 @@
-"""BPB: hand computation, specials and ignored targets excluded, sliding windows score each token once."""
+"""BPB: hand computation, specials and ignored targets excluded; BPB vs length scores the same targets at every length."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from rlab.errors import EvalError
 from rlab.evals.bpb import (
+    Block,
     evaluate_bpb,
+    evaluate_bpb_blocks,
     evaluate_bpb_by_length,
-    evaluate_bpb_windows,
-    plan_windows,
+    plan_blocks,
     resolve_lengths,
-    sliding_windows,
 )
 from tests.evals.conftest import random_gpt
 
@@ -80,44 +81,104 @@ class RecordingUniformModel(UniformModel):
         return super().forward(idx, targets, kv_cache, loss_reduction)
 
 
-@pytest.mark.parametrize("n,L", [(5, 4), (6, 4), (9, 4), (10, 4), (11, 4), (33, 8), (40, 7), (100, 16), (17, 16), (16, 16)])
-def test_sliding_windows_score_each_target_once_with_half_window_context(n, L):
-    S = L // 2
-    wins = sliding_windows(n, L)
-    targets = [p + 1 for b, e, s in wins for p in range(s, e)]  # position p predicts token p + 1
-    if n < L + 1:
-        assert wins == []
-        return
-    assert len(targets) == len(set(targets))  # each target at most once
-    assert targets == list(range(L - S + 1, L - S + 1 + len(targets)))  # contiguous after the unscored head
-    assert n - 1 - targets[-1] < S  # only a tail shorter than one stride is left unscored
-    for k, (b, e, s) in enumerate(wins):
-        assert b == k * S and e - b == L and e + 1 <= n  # full window with its last target in the doc
-        assert e - s == S  # the last S positions are scored
-        for p in range(s, e):
-            assert L / 2 <= p - b <= L - 1  # tokens of left context inside the window
+def scored_targets(model: RecordingUniformModel, docs) -> list[tuple[int, int, int]]:
+    """(document token index of the target, its left context in the window, window length) of every
+    scored target, recovered from the forwards by locating each window in the documents."""
+    out = []
+    for x, y in model.calls:
+        L = x.shape[1]
+        for xr, yr in zip(x.tolist(), y.tolist()):
+            starts = [(d, s) for d, doc in enumerate(docs) for s in range(len(doc) - L) if doc[s : s + L] == xr]
+            assert len(starts) == 1, "test documents must make every window unique"
+            d, s = starts[0]
+            for p, t in enumerate(yr):
+                if t >= 0:
+                    assert docs[d][s + p + 1] == t  # position p predicts token p + 1
+                    out.append(((d, s + p + 1), p, L))
+    return out
 
 
-def test_plan_spreads_budget_round_robin_and_skips_short_docs():
-    L, S = 8, 4
-    plan = plan_windows([5, 40, 8, 100, 30], L, token_budget=30)
-    assert plan.short_docs == [0, 2] and plan.usable_docs == 3 and plan.stride == S
-    # round 0 takes window 0 of docs 1, 3, 4; round 1 window 1 of each; round 2 stops at the budget
-    assert [(w.doc, w.begin) for w in plan.windows] == [
-        (1, 0), (3, 0), (4, 0), (1, 4), (3, 4), (4, 4), (1, 8), (3, 8)
-    ]
-    assert plan.docs == 3 and plan.budget_met and plan.scored_positions == 32
-    # a budget beyond what the documents allow takes every window of every usable document once
-    full = plan_windows([5, 40, 8, 100, 30], L, token_budget=10**9)
+def distinct_docs(lengths, seed=0) -> list[list[int]]:
+    """Documents whose windows are unique (tokens drawn from a large vocabulary)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, 10**6, (n,), generator=g).tolist() for n in lengths]
+
+
+class RecordingUnitLoss(RecordingUniformModel):
+    """Records its batches and costs 1 nat per target, without materialising logits over a big vocabulary."""
+
+    def forward(self, idx, targets=None, kv_cache=None, loss_reduction="mean"):
+        self.calls.append((idx.clone(), targets.clone()))
+        return (targets >= 0).float().reshape(-1)
+
+
+@pytest.mark.parametrize("lengths,block", [((8, 16, 32), None), ((8, 12, 32), 3), ((4, 5, 9), 1), ((6, 30), 6)])
+def test_every_length_scores_the_same_targets_once_with_full_context(lengths, block):
+    docs = distinct_docs([40, 90, 33, 7, 61])
+    model = RecordingUnitLoss(10**6)
+    metric, raw = evaluate_bpb_by_length(model, docs, lengths, 150, torch.ones(10**6, dtype=torch.long), 0, 64, block)
+    seen = scored_targets(model, docs)
+    B = block or min(lengths) // 2
+    ref = sorted(t for t, _, L in seen if L == lengths[0])
+    assert len(ref) == len(set(ref)) > 0 and len(ref) % B == 0
+    for L in lengths:
+        got = [(t, ctx) for t, ctx, n in seen if n == L]
+        assert sorted(t for t, _ in got) == ref  # same targets at every length, each once
+        assert all(L - B <= ctx <= L - 1 for _, ctx in got)  # (almost) the full window of left context
+        assert raw[L].tokens == len(ref) and raw[L].nats == len(ref)
+    # every target is late enough in its document for the longest window: index >= L_k - B + 1
+    assert all(t >= max(lengths) - B + 1 for _, t in ref)
+
+
+def test_hand_computed_tiny_case():
+    """Lengths 4 and 6, B = 2, a 10-token and a 5-token document, uniform model over V = 8."""
+    V = 8
+    token_bytes = torch.tensor([0, 1, 2, 3, 4, 5, 6, 1])  # token 0 is a special (BOS)
+    docs = [[0, 1, 2, 3, 4, 5, 6, 7, 1, 2], [0, 3, 3, 3, 3]]
+    model = RecordingUniformModel(V)
+    metric, raw = evaluate_bpb_by_length(model, docs, [6, 4], 100, token_bytes, pad_id=0, batch_tokens=12)
+    # L_k = 6, B = 4 // 2 = 2; doc 1 (5 tokens) cannot hold a 6-token window plus its target.
+    # Block ends e = 6, 8 (e <= 9): targets tokens 5..6 and 7..8 of doc 0, i.e. 5,6 | 7,1 -> 11 | 2 bytes.
+    assert metric["block"] == 2 and metric["longest"] == 6 and metric["skipped"] == []
+    for L in (4, 6):
+        res = raw[L]
+        assert res.tokens == 4 and res.bytes == 13 and res.docs == 1
+        assert [u[1] for u in res.units] == [5 + 6, 1 + 1]
+        assert math.isclose(res.bpb, 4 * math.log(V) / (math.log(2) * 13), rel_tol=1e-6)
+    rows = {r["length"]: r for r in metric["lengths"]}
+    assert (rows[4]["context_min"], rows[4]["context_max"], rows[6]["context_min"]) == (2, 3, 4)
+    assert rows[4]["blocks"] == 2 and rows[4]["short_docs"] == 1
+    # the forwards: L = 4 then L = 6; 12 // 4 = 3 windows fit a batch at L = 4, 12 // 6 = 2 at L = 6
+    (x4, y4), (x6, y6) = model.calls
+    assert x4.tolist() == [docs[0][2:6], docs[0][4:8]] and y4.tolist() == [[-1, -1, 5, 6], [-1, -1, 7, 1]]
+    assert x6.tolist() == [docs[0][0:6], docs[0][2:8]] and y6.tolist() == [[-1] * 4 + [5, 6], [-1] * 4 + [7, 1]]
+    assert "stride" in metric["convention"] and "same targets" in metric["convention"]
+
+
+def test_plan_round_robin_budget_and_short_docs():
+    plan = plan_blocks([5, 40, 8, 100, 30], [4, 8], token_budget=13)
+    # B = 2, L_k = 8: docs 0 and 2 are too short (< 9 tokens); ends 8, 10, ... per usable doc
+    assert plan.block == 2 and plan.longest == 8 and plan.short_docs == [0, 2] and plan.usable_docs == 3
+    assert plan.blocks == [Block(1, 8), Block(3, 8), Block(4, 8), Block(1, 10), Block(3, 10), Block(4, 10), Block(1, 12)]
+    assert plan.budget_met and plan.scored_positions == 14 and plan.docs == 3
+    full = plan_blocks([5, 40, 8, 100, 30], [4, 8], token_budget=10**9)
     assert not full.budget_met
-    assert len(full.windows) == len(set(full.windows)) == sum(len(sliding_windows(n, L)) for n in (40, 100, 30))
-    assert plan_windows([5, 8], L, 100).windows == []  # no document has L + 1 tokens
+    # every block of every usable document once: ends 8..n-1 step 2
+    assert len(full.blocks) == len(set(full.blocks)) == sum(len(range(8, n, 2)) for n in (40, 100, 30))
+    assert plan_blocks([5, 40, 8, 100, 30], [4, 8], 13).blocks == plan.blocks  # deterministic
 
 
-def test_plan_is_deterministic_and_depends_only_on_lengths():
-    a = plan_windows([300, 50, 1000, 20], 32, token_budget=500)
-    b = plan_windows([300, 50, 1000, 20], 32, token_budget=500)
-    assert a.windows == b.windows and a.docs == 3
+def test_infeasible_lengths_skipped_and_the_longest_feasible_places_blocks():
+    plan = plan_blocks([20, 50], [8, 16, 64, 128], token_budget=10**9)
+    assert plan.lengths == [8, 16] and [s["length"] for s in plan.skipped] == [64, 128]
+    assert "65 tokens" in plan.skipped[0]["reason"] and "longest has 50" in plan.skipped[0]["reason"]
+    assert plan.longest == 16 and plan.short_docs == [] and plan.blocks[0] == Block(0, 16)
+    none = plan_blocks([5, 8], [8], 100)
+    assert none.lengths == [] and none.blocks == [] and none.skipped[0]["length"] == 8
+    metric, raw = evaluate_bpb_by_length(UniformModel(8), [[1] * 8], [8], 100, torch.ones(8, dtype=torch.long), 0, 64)
+    assert metric["lengths"] == [] and raw == {} and metric["skipped"][0]["length"] == 8
+    with pytest.raises(EvalError, match="does not fit the shortest length"):
+        plan_blocks([100], [8, 16], 100, block=9)
 
 
 def test_resolve_lengths():
@@ -125,60 +186,36 @@ def test_resolve_lengths():
     assert resolve_lengths(64, (0.5,), (100, 50, 100)) == [50, 100]
 
 
-def test_windowed_bpb_hand_computation_and_scored_positions():
-    """L=4, S=2 on a 9-token and a 4-token document, uniform model over V=8 tokens."""
-    V, L = 8, 4
-    token_bytes = torch.tensor([0, 1, 2, 3, 4, 5, 6, 1])  # token 0 is a special (BOS)
-    docs = [[0, 1, 2, 3, 4, 5, 6, 7, 1], [0, 3, 3, 3]]
-    model = RecordingUniformModel(V)
-    metric, raw = evaluate_bpb_by_length(model, docs, [L], 100, token_bytes, pad_id=0, batch_tokens=8)
-    # doc 1 (4 tokens) is too short; doc 0 has windows at 0, 2, 4 scoring targets 3,4 | 5,6 | 7,8,
-    # i.e. tokens 3,4,5,6,7,1 with 3+4+5+6+1+1 = 20 bytes; tokens 1 and 2 are the unscored head
-    res = raw[L]
-    assert res.tokens == 6 and res.bytes == 20 and res.docs == 1
-    assert math.isclose(res.nats, 6 * math.log(V), rel_tol=1e-6)
-    assert math.isclose(res.bpb, 6 * math.log(V) / (math.log(2) * 20), rel_tol=1e-6)
-    assert [u[1] for u in res.units] == [3 + 4, 5 + 6, 1 + 1]
-    row = metric["lengths"][0]
-    assert (row["docs"], row["windows"], row["stride"], row["short_docs"]) == (1, 3, 2, 1)
-    # the forwards: 2 windows per batch (batch_tokens 8 / L 4), full windows, last 2 positions scored
-    assert [x.shape[0] for x, _ in model.calls] == [2, 1]
-    xs = torch.cat([x for x, _ in model.calls])
-    ys = torch.cat([y for _, y in model.calls])
-    assert xs.tolist() == [docs[0][b : b + 4] for b in (0, 2, 4)]
-    assert ys.tolist() == [[-1, -1] + docs[0][b + 3 : b + 5] for b in (0, 2, 4)]
-
-
-def test_windowed_bpb_equals_per_window_recompute():
+def test_blocks_equal_per_window_recompute_on_a_real_model():
     torch.set_num_threads(1)
     model = random_gpt(300, sequence_len=16, seed=5)
     token_bytes = torch.ones(300, dtype=torch.long)
     token_bytes[256] = 0
     g = torch.Generator().manual_seed(0)
     docs = [[256] + torch.randint(0, 256, (n,), generator=g).tolist() for n in (50, 9, 31)]
-    L = 16
-    plan = plan_windows([len(d) for d in docs], L, token_budget=10_000)
-    res = evaluate_bpb_windows(model, docs, plan.windows, L, token_bytes, pad_id=256, batch_tokens=40)
-    nats = 0.0
-    for w in plan.windows:
-        toks = torch.tensor([docs[w.doc][w.begin : w.end + 1]])
-        with torch.no_grad():
-            logits = model(toks[:, :-1])[0]  # (L, V)
-        s = w.score_from - w.begin
-        nats += F.cross_entropy(logits[s:], toks[0, 1:][s:], reduction="sum").item()
-    # doc 0 (51 tokens): windows at 0, 8, .., 32 -> 5 x 8 targets; doc 2 (32 tokens): at 0, 8 -> 2 x 8;
-    # the 10-token doc is too short for L = 16
-    assert res.tokens == res.bytes == 56 and res.docs == 2
-    assert math.isclose(res.nats, nats, rel_tol=1e-5)
-    metric, raw = evaluate_bpb_by_length(model, docs, [16, 64], 10_000, token_bytes, 256, 64)
-    assert [r["length"] for r in metric["lengths"]] == [16] and metric["skipped"][0]["length"] == 64
-    assert "reason" in metric["skipped"][0] and "65 tokens" in metric["skipped"][0]["reason"]
-    assert "stride" in metric["convention"] and math.isclose(metric["lengths"][0]["bpb"], res.bpb, rel_tol=1e-9)
-    assert len(raw[16].units) == len(plan.windows)
+    metric, raw = evaluate_bpb_by_length(model, docs, [8, 16, 64], 10_000, token_bytes, 256, 40)
+    plan = plan_blocks([len(d) for d in docs], [8, 16, 64], 10_000)
+    # L_k = 16 (64 needs 65 tokens), B = 4: doc 0 (51 tokens) ends 16..48 -> 9 blocks, doc 2 (32) ends 16..28 -> 4
+    assert plan.longest == 16 and len(plan.blocks) == 13 and metric["skipped"][0]["length"] == 64
+    for L in (8, 16):
+        nats, units = 0.0, []
+        for bl in plan.blocks:
+            toks = torch.tensor([docs[bl.doc][bl.end - L : bl.end + 1]])
+            with torch.no_grad():
+                logits = model(toks[:, :-1])[0]  # (L, V)
+            ce = F.cross_entropy(logits[L - 4 :], toks[0, 1:][L - 4 :], reduction="sum").item()
+            units.append(ce)
+            nats += ce
+        res = raw[L]
+        assert res.tokens == res.bytes == 52 and res.docs == 2
+        assert math.isclose(res.nats, nats, rel_tol=1e-5)
+        assert all(math.isclose(a, b, rel_tol=1e-4) for (a, _), b in zip(res.units, units))
+        direct = evaluate_bpb_blocks(model, docs, plan.blocks, L, 4, token_bytes, batch_tokens=L)  # one per forward
+        assert math.isclose(direct.nats, res.nats, rel_tol=1e-5)
 
 
-def test_units_pair_across_models():
-    """Unit i is the same window of the same text for every model: bytes agree unit by unit."""
+def test_unit_ids_and_bytes_pair_across_lengths_and_models():
+    """Unit i is the same block of the same text at every length and for every model."""
     torch.set_num_threads(1)
     token_bytes = torch.randint(1, 4, (300,))
     token_bytes[256] = 0
@@ -188,8 +225,10 @@ def test_units_pair_across_models():
     for seed in (1, 2):
         model = random_gpt(300, sequence_len=16, seed=seed)
         out.append(evaluate_bpb_by_length(model, docs, [8, 32], 100, token_bytes, 256, 32)[1])
-    for L in (8, 32):
-        a, b = out[0][L], out[1][L]
-        assert len(a.units) == len(b.units) and [u[1] for u in a.units] == [u[1] for u in b.units]
-        assert [u[0] for u in a.units] != [u[0] for u in b.units]
-    assert out[0][8].docs == 4 and out[0][32].docs == 3  # the budget reaches every usable document
+    byte_units = [u[1] for u in out[0][8].units]
+    assert len(byte_units) == 25  # ceil(100 / B = 4) blocks
+    for res in (out[0][8], out[0][32], out[1][8], out[1][32]):
+        assert [u[1] for u in res.units] == byte_units
+    assert [u[0] for u in out[0][8].units] != [u[0] for u in out[1][8].units]
+    assert [u[0] for u in out[0][8].units] != [u[0] for u in out[0][32].units]
+    assert out[0][8].docs == 3 and out[0][32].docs == 3  # the 13-token doc is too short for L_k = 32
