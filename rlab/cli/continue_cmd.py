@@ -114,8 +114,10 @@ def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
     for plan, run in zip(plans, runs):
         verb = {"clone": "cloned from", "replace": "re-cloned from", "resume": "resuming"}[plan.action]
         source = f" {run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage and verb != "resuming" else ""
-        if plan.action == "clone" and run.lineage is None:
-            verb, source = "new", ""
+        if run.lineage is None:  # a from-scratch run (`rlab pretrain`): nothing is cloned
+            verb, source = {"clone": "new", "replace": "replaced, training from scratch", "resume": "resuming"}[
+                plan.action
+            ], ""
         out.print(f"{run.tag}: {verb}{source}", highlight=False)
     save_resolved_spec(spec)
     write_run_configs(spec, runs)

@@ -104,7 +104,7 @@ def run_bpb_length(ctx: EvalContext) -> EvalOutcome:
     with ctx.autocast():
         metric, raw = evaluate_bpb_by_length(
             ctx.model, docs, bpb_lengths(ctx), ctx.spec.length_tokens, ctx.token_bytes,
-            ctx.tokenizer.bos_token_id, ctx.batch_tokens,
+            ctx.tokenizer.bos_token_id, ctx.batch_tokens, block=ctx.spec.length_block,
         )
     rows = [[r[c] for c in outputs.BPB_BY_LENGTH_COLUMNS] for r in metric["lengths"]]
     units = [(f"len_{L}", i, n, b) for L, res in raw.items() for i, (n, b) in enumerate(res.units)]
