@@ -18,7 +18,15 @@ from typing import Annotated, Optional
 import typer
 
 from rlab.cli.console import err, out
-from rlab.cli.options import BaseDirOpt, BaseTagOpt, DryRunOpt, ExperimentOpt, NprocOpt, ResultsDirOpt, SpecOpt
+from rlab.cli.options import (
+    BaseDirOpt,
+    BaseTagOpt,
+    DryRunOpt,
+    ExperimentOpt,
+    NprocOpt,
+    ResultsDirOpt,
+    SpecOpt,
+)
 from rlab.errors import CheckpointError, EvalError, SpecError, unknown_name_error
 from rlab.orchestrate.clone import checkpoint_steps, list_tags
 from rlab.orchestrate.launch import (

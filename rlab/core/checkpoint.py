@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlab.atomic_io import atomic_write
 from rlab.errors import CheckpointError, TrainingError
 from rlab.paths import meta_file, model_file, optim_file
 
@@ -65,32 +63,6 @@ def read_meta(ckpt_dir: Path, step: int) -> dict[str, Any]:
         raise CheckpointError(f"{path}: unreadable meta JSON ({exc}).") from None
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = True) -> None:
-    """Write `path` via a hidden temp file in the same folder: write, flush, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def nonfinite_tensors(state: dict[str, Any]) -> list[str]:

@@ -669,7 +669,12 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
 
     `on_model(model)` is called once the model is built, before training (e.g. to attach hooks).
     """
-    from rlab.core.distributed import configure_allocator, init_distributed, shutdown_distributed, verify_allocator
+    from rlab.core.distributed import (
+        configure_allocator,
+        init_distributed,
+        shutdown_distributed,
+        verify_allocator,
+    )
 
     alloc_conf = configure_allocator()  # before anything initialises CUDA
     info = init_distributed()

@@ -67,7 +67,7 @@ class _Reader:
         flags = self.int()
         kind = flags & 0xFF
         levels = flags >> 12
-        has_attr, has_tag = bool(flags & (1 << 9)), bool(flags & (1 << 10))
+        has_attr = bool(flags & (1 << 9))  # bit 10 (has tag) is implied by the node kind here
         if kind in (NILVALUE_SXP, EMPTYENV_SXP, BASEENV_SXP, GLOBALENV_SXP, UNBOUNDVALUE_SXP, MISSINGARG_SXP,
                     BASENAMESPACE_SXP):
             return None

@@ -201,7 +201,6 @@ def _forward_rows(model, rows: list[list[int]], starts: list[int], ends: list[in
     """The reference: one forward over right-padded rows with full logits (B, T, V) -> per row
     (mean span loss, span fully argmax-correct)."""
     import torch
-    import torch.nn.functional as F
 
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)

@@ -20,11 +20,11 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from rlab.atomic_io import write_bytes_atomic
 
 EVAL_SCHEMA = "rlab.eval/1"
 
@@ -41,20 +41,6 @@ CORE_EXAMPLES_CSV = "core_examples.csv"
 BPB_UNITS_CSV = "bpb_units.csv"
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temp file in the same folder + fsync + rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _json_safe(value: Any) -> Any:

@@ -96,7 +96,7 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> list[str]:
         out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [str(i) for i, line in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+    return [str(i) for i, _ in enumerate(row for row in out.splitlines() if row.startswith("GPU "))]
 
 
 def with_default_nproc(spec: ExperimentSpec, gpus: Sequence[str]) -> ExperimentSpec:

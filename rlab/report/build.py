@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
 from rlab.report import uncertainty as unc
 from rlab.report.collect import ReportData, collect
 from rlab.report.plots import PLOT_FILES, write_plots
-from rlab.report.results_csv import atomic_write_text, lock_for, write_results_csv
+from rlab.report.results_csv import lock_for, write_results_csv
 from rlab.report.tables import Table, all_tables, main_tables, to_html, to_markdown
 
 log = logging.getLogger(__name__)
@@ -131,10 +132,10 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
                 written.append(path)
         tables = all_tables(data)
         with lock_for(layout.comparison_md):
-            atomic_write_text(layout.comparison_md, render_markdown(data, tables, plots, seed, n_boot))
+            write_text_atomic(layout.comparison_md, render_markdown(data, tables, plots, seed, n_boot))
             written.append(layout.comparison_md)
             if fmt == "html":
                 html_path = layout.comparison_md.with_suffix(".html")
-                atomic_write_text(html_path, render_html(data, tables, plots, seed, n_boot))
+                write_text_atomic(html_path, render_html(data, tables, plots, seed, n_boot))
                 written.append(html_path)
     return ReportOutput(data=data, tables=main_tables(data), written=written)

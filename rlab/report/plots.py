@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlab.atomic_io import write_bytes_atomic
 from rlab.report.collect import ReportData
-from rlab.report.results_csv import atomic_write_bytes
 from rlab.report.tables import tag_order
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def _save(fig, path: Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", metadata={"Software": None})
     _pyplot().close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    write_bytes_atomic(path, buf.getvalue())
     return path
 
 

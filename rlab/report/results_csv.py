@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from rlab.atomic_io import write_text_atomic
 from rlab.report.collect import order_columns
 
 log = logging.getLogger(__name__)
@@ -48,25 +47,6 @@ def to_text(frame: pd.DataFrame) -> pd.DataFrame:
                         columns=list(frame.columns), dtype=object)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to a temp file beside `path`, fsync it, and rename it over `path`."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to a temp file beside `path`, fsync it, and rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def lock_for(path: Path):
@@ -107,5 +87,5 @@ def write_results_csv(path: Path, results: pd.DataFrame) -> pd.DataFrame:
             if existing is not None and not set(KEY) <= set(existing.columns):
                 existing = None
         merged = merge_rows(existing, fresh)
-        atomic_write_text(path, merged.to_csv(index=False, lineterminator="\n"))
+        write_text_atomic(path, merged.to_csv(index=False, lineterminator="\n"))
     return merged

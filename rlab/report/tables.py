@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from rlab.report.collect import ReportData, lower_is_better
+from rlab.report.collect import ReportData
 
 BLANK = ""
 

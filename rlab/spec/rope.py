@@ -6,7 +6,6 @@ The formulas live in `rlab.core.rope`; this module only names and validates them
 from __future__ import annotations
 
 from enum import Enum
-
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator

@@ -81,11 +81,10 @@ class EvalRunConfig(StrictModel):
 
 
 def write_config(config: RunConfig | EvalRunConfig, path: Path) -> None:
-    """Write a resolved config as JSON (atomically: temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(config.model_dump_json(indent=2) + "\n")
-    tmp.replace(path)
+    """Write a resolved config as JSON, atomically."""
+    from rlab.atomic_io import write_text_atomic
+
+    write_text_atomic(path, config.model_dump_json(indent=2) + "\n")
 
 
 def read_config(path: Path, cls: type[RunConfig] | type[EvalRunConfig]):

@@ -144,7 +144,7 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     for tag in ("d20-pi", "d20-ntk", "d20-yarn"):
         assert checkpoint_steps(base.checkpoint_dir(tag)) == [20]
         log = layout.train_log(tag).read_text()
-        assert f"launched --nnodes=1 --nproc-per-node=1" in log and str(layout.run_config(tag)) in log
+        assert "launched --nnodes=1 --nproc-per-node=1" in log and str(layout.run_config(tag)) in log
         run = json.loads(layout.run_config(tag).read_text())
         assert run["lineage"] == {"parent_tag": "d20", "parent_step": 20} and run["resume"] is False
     saved = yaml.safe_load(layout.resolved_spec.read_text())

@@ -10,17 +10,17 @@ from rlab.evals.core_bundle import load_bundle, load_task_data
 from rlab.evals.core_metric import (
     CoreResult,
     TaskResult,
+    _forward_rows,
     centered_accuracy,
     crop_left,
     evaluate_core,
-    _forward_rows,
     evaluate_task,
     fewshot_indices,
     pack_example,
     plan_rows,
     prepare_example,
-    score_examples_batched,
     render_prompts,
+    score_examples_batched,
     subsample,
 )
 

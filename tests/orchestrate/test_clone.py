@@ -9,7 +9,13 @@ import pytest
 
 from rlab.errors import CheckpointError
 from rlab.orchestrate import clone as clone_mod
-from rlab.orchestrate.clone import checkpoint_steps, clone_checkpoint, list_tags, require_checkpoint, tag_action
+from rlab.orchestrate.clone import (
+    checkpoint_steps,
+    clone_checkpoint,
+    list_tags,
+    require_checkpoint,
+    tag_action,
+)
 from rlab.orchestrate.plan import plan_continue
 from rlab.orchestrate.prepare import apply_tag_plans, tag_plans
 from rlab.paths import BaseLayout, meta_file, model_file, optim_file

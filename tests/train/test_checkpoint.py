@@ -70,7 +70,7 @@ def fsync(fd):
         (ckpt / "READY").write_text("x")
         time.sleep(60)
     real_fsync(fd)
-ck.os.fsync = fsync
+os.fsync = fsync  # the shared os module: rlab.atomic_io calls it for every file and folder
 ck.save_checkpoint(ckpt, 2, {"w": torch.full((1 << 16,), 2.0)}, {"step": 2}, {"format": "rlab.optim/1"})
 """
 
