@@ -14,10 +14,10 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.stamp-install
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast test-slow bench demo data clean help
+.PHONY: install test test-fast test-slow lint bench demo data clean help
 
 help:
-	@echo "make demo | test | test-fast | test-slow | bench | install [TORCH=...] | clean"
+	@echo "make demo | test | test-fast | test-slow | lint | bench | install [TORCH=...] | clean"
 
 install: $(STAMP)
 
@@ -38,6 +38,9 @@ test-fast: install
 
 test-slow: install
 	$(BIN)/python -m pytest -m "slow" $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check rlab bench tests
 
 bench: install
 	$(BIN)/python -m bench
