@@ -128,7 +128,14 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
         return None
     plt = _pyplot()
     colors = _colors(data)
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    diffs = _length_diffs(data)
+    if diffs.empty:
+        fig, ax = plt.subplots(figsize=(7.5, 4.6))
+        dax = None
+    else:
+        # Bottom panel: the paired difference vs the baseline. The same targets are scored at every length
+        # and for every variant, so these intervals are far tighter than the per-variant bars above.
+        fig, (ax, dax) = plt.subplots(2, 1, figsize=(7.5, 7.2), sharex=True, height_ratios=[3, 2])
     drawn = [t for t in tag_order(data) if (bl["tag"] == t).any()]
     for i, tag in enumerate(drawn):
         part = bl[bl["tag"] == tag].sort_values("length")
@@ -161,12 +168,47 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     for _, style, text in marks:
         handles.append(Line2D([], [], color="0.35", linestyle=style))
         labels.append(text)
-    ax.set_xlabel("context length (tokens, log scale); bars: 95% bootstrap interval per variant")
+    bottom = dax if dax is not None else ax
+    bottom.set_xlabel("context length (tokens, log scale)")
     ax.set_ylabel("BPB (bits per byte, lower is better)")
     ax.set_title(_title(data, "BPB vs context length"))
     ax.grid(alpha=0.3, which="major")
     ax.legend(handles, labels, fontsize=8.5, loc="best")
+    ax.text(0.01, 0.02, "bars: 95% bootstrap interval per variant", transform=ax.transAxes, fontsize=8, color="0.3")
+    if dax is not None:
+        _plot_length_diffs(data, diffs, dax, colors)
+        for v, style, _ in marks:
+            dax.axvline(v, color="0.35", linestyle=style, linewidth=1.1)
+    fig.tight_layout()
     return _save(fig, path)
+
+
+def _length_diffs(data: ReportData) -> pd.DataFrame:
+    """Paired BPB differences vs the baseline per length: tag, length, diff, diff_low, diff_high."""
+    comp = data.comparisons
+    if comp.empty or data.baseline_tag is None:
+        return pd.DataFrame()
+    rows = comp[comp["metric"].str.startswith("bpb_len_") & (comp["tag"] != data.baseline_tag)].copy()
+    if rows.empty:
+        return pd.DataFrame()
+    rows["length"] = rows["metric"].str.removeprefix("bpb_len_").astype(int)
+    return rows
+
+
+def _plot_length_diffs(data: ReportData, diffs: pd.DataFrame, ax, colors: dict[str, object]) -> None:
+    drawn = [t for t in tag_order(data) if (diffs["tag"] == t).any()]
+    for i, tag in enumerate(drawn):
+        part = diffs[diffs["tag"] == tag].sort_values("length")
+        nudge = 2.0 ** (0.025 * (i - (len(drawn) - 1) / 2))
+        ax.errorbar(part["length"] * nudge, part["diff"],
+                    yerr=[part["diff"] - part["diff_low"], part["diff_high"] - part["diff"]],
+                    marker="o", markersize=4, color=colors[tag], linewidth=1.4, elinewidth=1.0, capsize=2.5,
+                    label=_label(data, tag))
+    ax.axhline(0.0, color=colors.get(data.baseline_tag, "0.2"), linewidth=1.6,
+               label=f"{data.baseline} (baseline)")
+    ax.set_ylabel(f"BPB - {data.baseline} (neg = better)")
+    ax.set_title(f"Difference vs {data.baseline}, paired 95% bootstrap interval", fontsize=10)
+    ax.grid(alpha=0.3, which="major")
 
 
 def plot_passkey(data: ReportData, path: Path) -> Path | None:
