@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -60,6 +61,7 @@ def run_demo(
         out.print(f"\n[bold cyan]== {stage.name}[/]  [dim]{command}[/]", highlight=False, soft_wrap=True)
         if dry_run:
             continue
+        sys.stdout.flush()  # the stage header before the stage's own output, also when piped to a log
         start = time.perf_counter()
         code = subprocess.call(stage.argv)
         timings.append((stage.name, time.perf_counter() - start))
