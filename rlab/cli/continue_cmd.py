@@ -10,15 +10,15 @@ The helpers below (`launch_and_watch`, `render_plan`) are shared with `rlab pret
 
 from __future__ import annotations
 
+# Heavy imports (pydantic specs, the orchestrator, rich tables) are local to the functions that use
+# them, so `rlab --help` stays fast; the command's signature names only typer and option aliases.
 import signal
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
-from rlab.cli.console import err, out
 from rlab.cli.options import (
     BaseDirOpt,
     BaseTagOpt,
@@ -37,22 +37,12 @@ from rlab.cli.options import (
     StepsOpt,
 )
 from rlab.errors import LaunchError
-from rlab.orchestrate.clone import checkpoint_steps, describe_paths, require_checkpoint
-from rlab.orchestrate.launch import (
-    Job,
-    JobState,
-    device_slots,
-    resolve_program,
-    run_jobs,
-    visible_gpus,
-    with_default_nproc,
-)
-from rlab.orchestrate.plan import base_layout, experiment_layout, plan_continue
-from rlab.orchestrate.prepare import TagPlan, apply_tag_plans, build_jobs, tag_plans, write_run_configs
-from rlab.orchestrate.watch import MetricsTail, progress_table, tail_lines
-from rlab.spec.experiment import ExperimentSpec
-from rlab.spec.loading import load_spec, spec_yaml
-from rlab.spec.run import RunConfig
+
+if TYPE_CHECKING:
+    from rlab.orchestrate.launch import Job, JobState
+    from rlab.orchestrate.prepare import TagPlan
+    from rlab.spec.experiment import ExperimentSpec
+    from rlab.spec.run import RunConfig
 
 LOG_TAIL_LINES = 15
 
@@ -82,6 +72,12 @@ def continue_training(
     force: ForceOpt = False,
 ) -> None:
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
+    from rlab.orchestrate.clone import require_checkpoint
+    from rlab.orchestrate.launch import visible_gpus, with_default_nproc
+    from rlab.orchestrate.plan import base_layout, plan_continue
+    from rlab.orchestrate.prepare import build_jobs, tag_plans
+    from rlab.spec.loading import load_spec
+
     spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
                      results_dir=results_dir, steps=steps, seq_len=seq_len, nproc=nproc, max_restarts=max_restarts,
                      gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
@@ -102,6 +98,11 @@ def continue_training(
 
 def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
     """Apply tag plans, write configs and the resolved spec, then launch locally or via SLURM."""
+    from rlab.cli.console import err, out
+    from rlab.orchestrate.clone import describe_paths
+    from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
+    from rlab.orchestrate.prepare import apply_tag_plans, build_jobs, write_run_configs
+
     launch = spec.launch
     torchrun = None if launch.launcher == "slurm" else resolve_program(launch.torchrun)
     slots = device_slots(launch, visible_gpus()) if launch.launcher == "local" else [None]
@@ -130,7 +131,9 @@ def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
 
 def save_resolved_spec(spec: ExperimentSpec) -> Path:
     """Write the resolved spec next to the results, keeping variants an earlier run of this experiment saved."""
+    from rlab.orchestrate.plan import experiment_layout
     from rlab.spec.loading import load_spec as _load
+    from rlab.spec.loading import spec_yaml
 
     layout = experiment_layout(spec)
     path = layout.resolved_spec
@@ -152,6 +155,11 @@ def save_resolved_spec(spec: ExperimentSpec) -> Path:
 def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun) -> list[JobState]:
     """Run jobs with a live table; summary at the end; Ctrl-C stops every job and says how to resume."""
     from rich.live import Live
+
+    from rlab.cli.console import out
+    from rlab.orchestrate.launch import run_jobs
+    from rlab.orchestrate.plan import experiment_layout
+    from rlab.orchestrate.watch import MetricsTail, progress_table
 
     tails = {job.tag: MetricsTail(job.metrics) for job in jobs}
     where = "concurrently on " + ", ".join(",".join(s) for s in slots if s) if len(slots) > 1 else "one at a time"
@@ -187,6 +195,11 @@ def _sigterm_to_interrupt(signum, frame) -> None:  # noqa: ARG001
 
 
 def _summary(states: list[JobState], rerun) -> None:
+    from rich.table import Table
+
+    from rlab.cli.console import err, out
+    from rlab.orchestrate.watch import tail_lines
+
     table = Table(title="Summary", title_justify="left")
     for column in ("variant", "tag", "state", "exit", "time", "log"):
         table.add_column(column)
@@ -211,12 +224,19 @@ def _summary(states: list[JobState], rerun) -> None:
 
 def _rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
     """The exact command that continues just `variants` (the resolved spec holds every other setting)."""
+    from rlab.orchestrate.plan import experiment_layout
+
     return (f"rlab continue --spec {experiment_layout(spec).resolved_spec} --variants {','.join(variants)} "
             f"--resume")
 
 
 def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str) -> None:
     """The plan as a table, then each job's exact command."""
+    from rich.table import Table
+
+    from rlab.cli.console import out
+    from rlab.orchestrate.plan import experiment_layout
+
     table = Table(title=title, title_justify="left")
     for column in ("variant", "tag", "from", "rope", "seq_len", "steps", "tokens/step", "world"):
         table.add_column(column, no_wrap=column != "rope", overflow="fold")
@@ -238,6 +258,10 @@ def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], ti
 
 def _dry_run_checks(spec: ExperimentSpec, runs: list[RunConfig]) -> None:
     """What a real run would trip over, as warnings (a dry run never fails on the machine it runs on)."""
+    from rlab.cli.console import err
+    from rlab.orchestrate.clone import checkpoint_steps
+    from rlab.orchestrate.plan import base_layout
+
     base = base_layout(spec)
     step = runs[0].lineage.parent_step if runs and runs[0].lineage else None
     ckpt_dir = base.checkpoint_dir(spec.base.tag)
@@ -254,7 +278,9 @@ def submit_slurm(spec: ExperimentSpec, runs: list[RunConfig], *, submit: bool = 
     """Write one sbatch script per run (and submit each unless `submit` is False)."""
     import os
 
+    from rlab.cli.console import out
     from rlab.orchestrate.launch import resolve_program
+    from rlab.orchestrate.plan import experiment_layout
     from rlab.orchestrate.slurm import sbatch_script, write_script
     from rlab.orchestrate.slurm import submit as sbatch
 

@@ -6,11 +6,12 @@ this module owns the console: a rich progress bar while it runs, a summary table
 
 from __future__ import annotations
 
+# Imports beyond typer/pathlib are local to the command, so `rlab --help` stays fast.
 from pathlib import Path
 
 import typer
 
-from rlab.data.prepare import DEFAULT_VOCAB_SIZE
+from rlab.data.defaults import DEFAULT_VOCAB_SIZE
 
 app = typer.Typer(help="Prepare corpora and tokenizers.", no_args_is_help=True)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# The orchestrator, spec loader and rich are imported inside the functions that use them, so
+# `rlab --help` stays fast.
 import shlex
 import subprocess
 import sys
@@ -11,7 +13,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.console import err, out
 from rlab.errors import LaunchError, SpecError
 
 
@@ -39,6 +40,7 @@ def run_demo(
     Each stage is the command a user would type (printed before it runs); the stage timings go to
     results/<experiment>/demo_timings.csv.
     """
+    from rlab.cli.console import err, out
     from rlab.orchestrate.demo import DEMO_SPEC, demo_stages, find_eval_bundle
 
     spec = spec or DEMO_SPEC
@@ -80,6 +82,8 @@ def _experiment_name(spec: Path) -> str:
 
 def _report_timings(timings: list[tuple[str, float]], experiment_dir: Path) -> None:
     from rich.table import Table
+
+    from rlab.cli.console import out
 
     total = sum(seconds for _, seconds in timings)
     table = Table(title="Demo wall time by stage")

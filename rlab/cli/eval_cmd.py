@@ -11,13 +11,14 @@ be named: rlab never guesses which model you meant.
 
 from __future__ import annotations
 
+# Heavy imports (pydantic specs, the orchestrator) are local to the functions that use them, so
+# `rlab --help` stays fast; the command's signature names only typer and option aliases.
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from rlab.cli.console import err, out
 from rlab.cli.options import (
     BaseDirOpt,
     BaseTagOpt,
@@ -28,22 +29,11 @@ from rlab.cli.options import (
     SpecOpt,
 )
 from rlab.errors import CheckpointError, EvalError, SpecError, unknown_name_error
-from rlab.orchestrate.clone import checkpoint_steps, list_tags
-from rlab.orchestrate.launch import (
-    EVAL_MODULE,
-    format_command,
-    python_argv,
-    resolve_program,
-    run_streaming,
-    torchrun_argv,
-    visible_gpus,
-)
-from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
-from rlab.orchestrate.watch import tail_lines
 from rlab.paths import ExperimentLayout, default_results_root, meta_file
-from rlab.spec.experiment import ExperimentSpec
-from rlab.spec.loading import load_spec, parse_names
-from rlab.spec.run import EvalRunConfig, write_config
+
+if TYPE_CHECKING:
+    from rlab.spec.experiment import ExperimentSpec
+    from rlab.spec.run import EvalRunConfig
 
 EVAL_PORT_OFFSET = 100  # eval rendezvous ports sit above the training jobs' (rdzv_port + variant index)
 
@@ -75,6 +65,12 @@ def eval_tag(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Evaluate a tag (BPB, BPB vs length, CORE, passkey) and write its per-tag outputs."""
+    from rlab.cli.console import out
+    from rlab.orchestrate.clone import checkpoint_steps, list_tags
+    from rlab.orchestrate.launch import format_command, visible_gpus
+    from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
+    from rlab.spec.run import write_config
+
     if tag is None and not all_tags:
         raise SpecError("Which tag? rlab eval needs --tag TAG (or --all with --spec/--experiment).",
                         "List the tags with `rlab ls`.")
@@ -127,6 +123,8 @@ def eval_tag(
 
 
 def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: str, *, resolve: bool) -> list[str]:
+    from rlab.orchestrate.launch import EVAL_MODULE, python_argv, resolve_program, torchrun_argv
+
     if nproc <= 1:
         return python_argv(path, EVAL_MODULE)
     launch = spec.launch.model_copy(update={"nproc_per_node": nproc, "gpus_per_variant": None, "nnodes": 1,
@@ -138,6 +136,10 @@ def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: st
 
 
 def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> bool:
+    from rlab.cli.console import err, out
+    from rlab.orchestrate.launch import run_streaming
+    from rlab.orchestrate.watch import tail_lines
+
     log_path = layout.eval_log(cfg.tag)
     out.print(f"[bold]{cfg.tag}[/]: evals {', '.join(cfg.eval.evals)} -> {cfg.out_dir}", highlight=False)
 
@@ -175,6 +177,8 @@ def _summary(path: Path) -> str:
 
 
 def _newest_meta(ckpt_dir: Path) -> dict | None:
+    from rlab.orchestrate.clone import checkpoint_steps
+
     steps = checkpoint_steps(ckpt_dir)
     if not steps:
         return None
@@ -189,6 +193,9 @@ def _resolve_spec(spec_path, tag, *, experiment, base_dir, base_tag, results_dir
 
     Without --spec, the tag's checkpoint meta says which experiment and base it belongs to.
     """
+    from rlab.orchestrate.plan import base_layout
+    from rlab.spec.loading import load_spec
+
     named = dict(base_dir=base_dir, results_dir=results_dir, name=experiment, base_tag=base_tag)
     if spec_path is not None:
         return load_spec(spec_path, **named), None
@@ -212,6 +219,8 @@ def _resolve_spec(spec_path, tag, *, experiment, base_dir, base_tag, results_dir
 
 
 def _apply_eval_flags(spec: ExperimentSpec, **flags) -> ExperimentSpec:
+    from rlab.spec.loading import parse_names
+
     data = spec.eval.model_dump(mode="json")
     evals = list(data["evals"])
     for name in ("bpb", "bpb_length", "core", "passkey"):

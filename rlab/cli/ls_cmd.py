@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+# Heavy imports (pydantic specs, the orchestrator, rich tables) are local to the functions that use
+# them, so `rlab --help` stays fast.
 import json
 
-from rich.table import Table
-
-from rlab.cli.console import out
 from rlab.cli.options import BaseDirOpt, ResultsDirOpt
-from rlab.orchestrate.clone import checkpoint_steps
-from rlab.orchestrate.clone import list_tags as tag_names
 from rlab.paths import BaseLayout, ExperimentLayout, default_base_dir, default_results_root, meta_file
-from rlab.spec.rope import RopeSpec
 
 
 def tag_rows(base: BaseLayout, results_root) -> list[tuple[str, ...]]:
     """One row per tag: tag, steps, lineage, rope, evals (experiment:evals that ran)."""
+    from rlab.orchestrate.clone import checkpoint_steps
+    from rlab.orchestrate.clone import list_tags as tag_names
+    from rlab.spec.rope import RopeSpec
+
     experiments = sorted(p.name for p in results_root.iterdir() if p.is_dir()) if results_root.is_dir() else []
     rows = []
     for tag in tag_names(base):
@@ -61,6 +61,10 @@ def _steps_text(steps: list[int]) -> str:
 
 def list_tags(base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None) -> None:
     """List tags under the base dir: steps, lineage, RoPE config, and which evals exist."""
+    from rich.table import Table
+
+    from rlab.cli.console import out
+
     base = BaseLayout((base_dir or default_base_dir()).expanduser())
     results_root = (results_dir or default_results_root()).expanduser()
     rows = tag_rows(base, results_root)

@@ -9,6 +9,8 @@ the same as for `rlab continue` (one torchrun job, output in runs/<base tag>/tra
 
 from __future__ import annotations
 
+# Heavy imports (pydantic specs, the orchestrator) are local to the command, so `rlab --help` stays
+# fast; its signature names only typer and option aliases.
 from typing import Annotated, Optional
 
 import typer
@@ -25,10 +27,6 @@ from rlab.cli.options import (
     ResumeOpt,
     SpecOpt,
 )
-from rlab.orchestrate.launch import visible_gpus, with_default_nproc
-from rlab.orchestrate.plan import experiment_layout, plan_pretrain
-from rlab.orchestrate.prepare import build_jobs, tag_plans
-from rlab.spec.loading import load_spec
 
 
 def pretrain(
@@ -45,6 +43,11 @@ def pretrain(
     force: ForceOpt = False,
 ) -> None:
     """Train the spec's base model from scratch (its `pretrain:` section) into the base tag."""
+    from rlab.orchestrate.launch import visible_gpus, with_default_nproc
+    from rlab.orchestrate.plan import experiment_layout, plan_pretrain
+    from rlab.orchestrate.prepare import build_jobs, tag_plans
+    from rlab.spec.loading import load_spec
+
     spec = load_spec(spec_path, base_tag=base_tag, base_dir=base_dir, results_dir=results_dir,
                      pretrain_steps=steps, nproc=nproc, max_restarts=max_restarts, launcher="local")
     spec = with_default_nproc(spec, visible_gpus())

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+# The spec models (pydantic) and rich are imported inside each command, so `rlab --help` stays fast.
 import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.console import out
-
 
 def validate(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Experiment spec to check.", dir_okay=False)],
 ) -> None:
     """Check an experiment spec; print every problem with its YAML path, or a one-line summary."""
+    from rlab.cli.console import out
     from rlab.spec.loading import load_spec
 
     spec = load_spec(spec_path, resolve=False)
@@ -34,6 +34,7 @@ def schema(
     = None,
 ) -> None:
     """Print the experiment spec's JSON Schema (for editor completion and validation)."""
+    from rlab.cli.console import out
     from rlab.spec.experiment import ExperimentSpec
 
     text = json.dumps(ExperimentSpec.model_json_schema(), indent=2) + "\n"

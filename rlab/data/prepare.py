@@ -30,16 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from rlab.data.corpus import LONG_MIN_CHARS, Document, read_user_corpus, split_documents, user_files
+from rlab.data.defaults import DEFAULT_VOCAB_SIZE  # defined there so the CLI can import it cheaply
 from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_parquet_texts, write_shards
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
 
 log = logging.getLogger(__name__)
 
-# 4096 tokens: the demo trains tiny models (n_embd 64-128) on 2 CPU cores, where the
-# embedding and lm_head (2 x vocab x n_embd parameters) would dominate the model at
-# nanochat's 65536; 4096 still compresses English to ~4 chars/token, so sequences stay short.
-DEFAULT_VOCAB_SIZE = 4096
 MANIFEST_SCHEMA = "rlab.corpus/1"
 PIPELINE_VERSION = 1
 IN_PROGRESS_NAME = ".rlab_prepare_in_progress"

@@ -7,6 +7,19 @@ from typer.testing import CliRunner
 
 from rlab.cli.app import app
 
+# What `rlab --help` must not load: torch outright, and the libraries that made it slow before
+# the command modules imported them lazily (pydantic via the spec models, the data/report stack).
+HEAVY_MODULES = ("torch", "pydantic", "pandas", "numpy", "pyarrow", "matplotlib", "wandb")
+
+
+def _loaded_heavy_modules(code: str) -> list[str]:
+    """Run `code` in a fresh interpreter; return which HEAVY_MODULES it left in sys.modules."""
+    probe = f"{code}\nimport sys\nprint('loaded:' + ','.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("loaded:"), result.stdout
+    return [name for name in last.removeprefix("loaded:").split(",") if name]
+
 
 def test_help_lists_mission_commands():
     result = CliRunner().invoke(app, ["--help"])
@@ -15,6 +28,19 @@ def test_help_lists_mission_commands():
         assert command in result.output
 
 
-def test_help_does_not_import_torch():
-    code = "import sys; from rlab.cli.app import app; assert 'torch' not in sys.modules, 'torch imported'"
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_importing_the_cli_loads_nothing_heavy():
+    assert _loaded_heavy_modules("import rlab.cli.app") == []
+
+
+def test_root_help_loads_nothing_heavy():
+    code = ("from rlab.cli.app import app\n"
+            "assert app(['--help'], prog_name='rlab', standalone_mode=False) == 0")
+    assert _loaded_heavy_modules(code) == []
+
+
+def test_rope_help_names_every_variant():
+    """rope_cmd spells the variant names out (rlab.spec.rope imports pydantic); they must not drift."""
+    from rlab.cli.rope_cmd import VARIANT_HELP_NAMES
+    from rlab.spec.rope import VARIANT_NAMES
+
+    assert VARIANT_HELP_NAMES == VARIANT_NAMES
