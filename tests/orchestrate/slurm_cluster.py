@@ -30,9 +30,13 @@ def unavailable_reason() -> str | None:
         return f"SLURM not installed ({', '.join(_missing())} missing) and not root to apt-get install slurm-wlm munge"
     if shutil.which("apt-get") is None:
         return "SLURM not installed and no apt-get to install slurm-wlm munge"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "slurm-wlm", "munge"]
     try:
-        result = subprocess.run(["apt-get", "install", "-y", "-q", "slurm-wlm", "munge"], capture_output=True,
-                                text=True, timeout=APT_TIMEOUT_S, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        result = subprocess.run(install, capture_output=True, text=True, timeout=APT_TIMEOUT_S, env=env)
+        if result.returncode != 0:  # a fresh machine has no package lists yet
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=APT_TIMEOUT_S, env=env)
+            result = subprocess.run(install, capture_output=True, text=True, timeout=APT_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         return f"apt-get install slurm-wlm munge took more than {APT_TIMEOUT_S}s"
     if result.returncode != 0 or _missing():
