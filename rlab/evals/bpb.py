@@ -69,6 +69,19 @@ def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _reduce_units(units, docs: int = 0) -> BpbResult:
+    """Sum per-unit (nats, bytes, tokens) rows across ranks into a `BpbResult` that keeps the units."""
+    _all_reduce_sum(units)
+    rows = units.tolist()
+    return BpbResult(
+        nats=sum(r[0] for r in rows),
+        bytes=sum(r[1] for r in rows),
+        tokens=int(sum(r[2] for r in rows)),
+        units=[(r[0], r[1]) for r in rows],
+        docs=docs,
+    )
+
+
 @dataclass
 class BpbResult:
     """Totals and per-unit sums of one BPB measurement."""
@@ -121,14 +134,7 @@ def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], st
         x, y = next(it)
         nats, nbytes, ntok = score_tokens(model, x, y, token_bytes)
         units[step, 0], units[step, 1], units[step, 2] = nats.sum(), nbytes.sum(), ntok.sum()
-    _all_reduce_sum(units)
-    rows = units.tolist()
-    return BpbResult(
-        nats=sum(r[0] for r in rows),
-        bytes=sum(r[1] for r in rows),
-        tokens=int(sum(r[2] for r in rows)),
-        units=[(r[0], r[1]) for r in rows],
-    )
+    return _reduce_units(units)
 
 
 # ----------------------------------------------------------------------------- by length
@@ -278,15 +284,7 @@ def evaluate_bpb_blocks(
         nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
         for row, b_i in enumerate(idxs):
             units[b_i, 0], units[b_i, 1], units[b_i, 2] = nats[row], nbytes[row], ntok[row]
-    _all_reduce_sum(units)
-    rows = units.tolist()
-    return BpbResult(
-        nats=sum(r[0] for r in rows),
-        bytes=sum(r[1] for r in rows),
-        tokens=int(sum(r[2] for r in rows)),
-        units=[(r[0], r[1]) for r in rows],
-        docs=len({b.doc for b in blocks}),
-    )
+    return _reduce_units(units, docs=len({b.doc for b in blocks}))
 
 
 def evaluate_bpb_by_length(

@@ -139,15 +139,14 @@ def _meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[st
     return row
 
 
-def _bpb_length_frame(src: TagSources) -> pd.DataFrame:
-    """length, bpb, ci_low, ci_high, tokens, docs — from eval.json, else bpb_by_length.csv."""
-    cols = ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"]
-    entry = src.metric("bpb_length")
-    rows = entry.get("lengths") if entry else None
+def _records_frame(src: TagSources, metric: str, key: str, csv: str, cols: list[str], sort: list[str]) -> pd.DataFrame:
+    """`cols` of the records under eval.json's metrics[metric][key], else of the tag's `csv` side file."""
+    entry = src.metric(metric)
+    rows = entry.get(key) if entry else None
     if isinstance(rows, list) and rows:
         frame = pd.DataFrame.from_records([r for r in rows if isinstance(r, dict)])
-    elif "bpb_by_length" in src.csvs:
-        frame = src.csvs["bpb_by_length"].copy()
+    elif csv in src.csvs:
+        frame = src.csvs[csv].copy()
     else:
         return pd.DataFrame(columns=cols)
     for c in cols:
@@ -155,25 +154,18 @@ def _bpb_length_frame(src: TagSources) -> pd.DataFrame:
             frame[c] = np.nan
     frame = frame[cols].astype(float)
     frame["length"] = frame["length"].astype(int)
-    return frame.sort_values("length").reset_index(drop=True)
+    return frame.sort_values(sort).reset_index(drop=True)
+
+
+def _bpb_length_frame(src: TagSources) -> pd.DataFrame:
+    """length, bpb, ci_low, ci_high, tokens, docs — from eval.json, else bpb_by_length.csv."""
+    return _records_frame(src, "bpb_length", "lengths", "bpb_by_length",
+                          ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"], ["length"])
 
 
 def _passkey_frame(src: TagSources) -> pd.DataFrame:
-    cols = ["length", "depth", "accuracy", "n"]
-    entry = src.metric("passkey")
-    cells = entry.get("cells") if entry else None
-    if isinstance(cells, list) and cells:
-        frame = pd.DataFrame.from_records([c for c in cells if isinstance(c, dict)])
-    elif "passkey" in src.csvs:
-        frame = src.csvs["passkey"].copy()
-    else:
-        return pd.DataFrame(columns=cols)
-    for c in cols:
-        if c not in frame:
-            frame[c] = np.nan
-    frame = frame[cols].astype(float)
-    frame["length"] = frame["length"].astype(int)
-    return frame.sort_values(["length", "depth"]).reset_index(drop=True)
+    """length, depth, accuracy, n — from eval.json, else passkey.csv."""
+    return _records_frame(src, "passkey", "cells", "passkey", ["length", "depth", "accuracy", "n"], ["length", "depth"])
 
 
 def _core_task_frame(src: TagSources) -> pd.DataFrame:
