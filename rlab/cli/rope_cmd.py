@@ -18,11 +18,10 @@ import math
 
 import typer
 
+from rlab.variants import VARIANT_NAMES
+
 app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True)
 
-# The variant names for --variant's help text, spelled out here because `rlab.spec.rope` (which
-# owns them as VARIANT_NAMES) imports pydantic; tests/cli/test_cli_skeleton.py keeps the two equal.
-VARIANT_HELP_NAMES = ("rope", "pi", "ntk", "dynamic-ntk", "yarn", "llama3")
 
 TABLE_ROWS = 16  # a head dim of 128 has 64 frequencies; the table shows an even sample of them
 # Spec field -> the flag that sets it, so an error names what the user typed.
@@ -42,7 +41,7 @@ FLAGS = {
 
 @app.command("inspect")
 def inspect(
-    variant: str = typer.Option("rope", "--variant", "-v", help=f"RoPE variant: {', '.join(VARIANT_HELP_NAMES)}."),
+    variant: str = typer.Option("rope", "--variant", "-v", help=f"RoPE variant: {', '.join(VARIANT_NAMES)}."),
     head_dim: int = typer.Option(128, "--head-dim", help="Attention head dimension d (even)."),
     base: float = typer.Option(10000.0, "--base", help="Rotary base theta."),
     scale: float = typer.Option(1.0, "--scale", "-s", help="Scale factor s = target / original context."),

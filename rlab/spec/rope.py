@@ -5,38 +5,15 @@ The formulas live in `rlab.core.rope`; this module only names and validates them
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlab.errors import SpecError, unknown_name_error
+from rlab.errors import SpecError
 from rlab.spec.base import StrictModel
+from rlab.variants import EXTENSION_VARIANTS, VARIANT_NAMES, RopeVariant, parse_variant
 
-
-class RopeVariant(str, Enum):
-    """RoPE variants. The same string is used in YAML, on the CLI, in tags and in results.csv."""
-
-    rope = "rope"
-    pi = "pi"
-    ntk = "ntk"
-    dynamic_ntk = "dynamic-ntk"
-    yarn = "yarn"
-    llama3 = "llama3"
-
-
-VARIANT_NAMES: tuple[str, ...] = tuple(v.value for v in RopeVariant)
-
-# Variants whose purpose is to extend the context: a factor below 1 would shrink it.
-EXTENSION_VARIANTS = frozenset(VARIANT_NAMES) - {"rope"}
-
-
-def parse_variant(name: str) -> RopeVariant:
-    """`RopeVariant` from its name, or an error with a "did you mean" suggestion."""
-    try:
-        return RopeVariant(name)
-    except ValueError:
-        raise unknown_name_error("RoPE variant", name, VARIANT_NAMES, SpecError) from None
+__all__ = ["EXTENSION_VARIANTS", "VARIANT_NAMES", "RopeSpec", "RopeVariant", "parse_variant"]
 
 
 class RopeSpec(StrictModel):

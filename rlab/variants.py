@@ -1,0 +1,35 @@
+"""The names of the RoPE variants: a leaf module (no pydantic, no torch) so the CLI can list them at start-up.
+
+The formulas live in `rlab.core.rope`; their parameters are validated by `rlab.spec.rope.RopeSpec`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from rlab.errors import SpecError, unknown_name_error
+
+
+class RopeVariant(str, Enum):
+    """RoPE variants. The same string is used in YAML, on the CLI, in tags and in results.csv."""
+
+    rope = "rope"
+    pi = "pi"
+    ntk = "ntk"
+    dynamic_ntk = "dynamic-ntk"
+    yarn = "yarn"
+    llama3 = "llama3"
+
+
+VARIANT_NAMES: tuple[str, ...] = tuple(v.value for v in RopeVariant)
+
+# Variants whose purpose is to extend the context: a factor below 1 would shrink it.
+EXTENSION_VARIANTS = frozenset(VARIANT_NAMES) - {"rope"}
+
+
+def parse_variant(name: str) -> RopeVariant:
+    """`RopeVariant` from its name, or an error with a "did you mean" suggestion."""
+    try:
+        return RopeVariant(name)
+    except ValueError:
+        raise unknown_name_error("RoPE variant", name, VARIANT_NAMES, SpecError) from None
