@@ -256,21 +256,16 @@ def training_val_bpb(model, batches: Iterator, num_batches: int, token_bytes, in
     """
     import torch
 
-    nats = torch.zeros((), dtype=torch.float64, device=info.device)
-    nbytes = torch.zeros((), dtype=torch.float64, device=info.device)
-    with torch.no_grad():
-        for _ in range(num_batches):
-            x, y = next(batches)  # (B, T) each
-            with amp():
-                losses = model(x, y, loss_reduction="none").float()  # (B*T,)
-            flat = y.reshape(-1)
-            b = torch.where(flat >= 0, token_bytes[flat.clamp(min=0)], 0)  # (B*T,)
-            counted = b > 0
-            nats += losses[counted].double().sum()
-            nbytes += b[counted].double().sum()
+    from rlab.core.bpb import score_tokens
     from rlab.core.distributed import all_reduce_sum
 
-    totals = all_reduce_sum(torch.stack([nats, nbytes]), info)
+    sums = torch.zeros(2, dtype=torch.float64, device=info.device)  # [nats, bytes]
+    for _ in range(num_batches):
+        x, y = next(batches)  # (B, T) each
+        with amp():
+            nats, nbytes, _ = score_tokens(model, x, y, token_bytes)  # (B,) each
+        sums += torch.stack([nats.sum(), nbytes.sum()])
+    totals = all_reduce_sum(sums, info)
     return float(totals[0] / (math.log(2) * totals[1])) if totals[1] > 0 else float("nan")
 
 

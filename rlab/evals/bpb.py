@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rlab.core.bpb import score_tokens
 from rlab.evals.stats import ratio_ci
 
 log = logging.getLogger(__name__)
@@ -104,21 +105,6 @@ class BpbResult:
     def summary(self) -> dict:
         lo, hi = self.ci()
         return {"bpb": self.bpb, "ci_low": lo, "ci_high": hi, "tokens": self.tokens}
-
-
-def score_tokens(model, inputs: torch.Tensor, targets: torch.Tensor, token_bytes: torch.Tensor):
-    """Per-row (nats, bytes, counted tokens) of one batch: inputs/targets (B, T), -1 = ignore.
-
-    Returns three (B,) float64 tensors on the model's device.
-    """
-    B, T = targets.shape
-    with torch.no_grad():
-        losses = model(inputs, targets, loss_reduction="none").view(B, T).double()  # (B, T), 0 where ignored
-    valid = targets >= 0  # (B, T)
-    nbytes = torch.where(valid, token_bytes[targets.clamp(min=0)], 0)  # (B, T) long, 0 = special/ignored
-    counted = nbytes > 0
-    nats = torch.where(counted, losses, 0.0).sum(dim=1)  # (B,)
-    return nats, nbytes.double().sum(dim=1), counted.double().sum(dim=1)
 
 
 def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], steps: int, token_bytes) -> BpbResult:
