@@ -81,45 +81,38 @@ def _title(data: ReportData, what: str) -> str:
     return f"{what} — experiment '{data.experiment}'"
 
 
-def plot_loss(data: ReportData, path: Path) -> Path | None:
-    train = data.curves[(data.curves["type"] == "train") & data.curves["loss"].notna()] if len(data.curves) else None
-    if train is None or train.empty:
+def _plot_curve(data: ReportData, path: Path, *, kind: str, column: str, ylabel: str, what: str,
+                marker: str | None) -> Path | None:
+    """One line per tag of `column` vs step from the training curves of type `kind` (train/eval)."""
+    curves = data.curves
+    rows = curves[(curves["type"] == kind) & curves[column].notna()] if len(curves) else None
+    if rows is None or rows.empty:
         return None
     plt = _pyplot()
     colors = _colors(data)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for tag in tag_order(data):
-        part = train[train["tag"] == tag].sort_values("step")
+        part = rows[rows["tag"] == tag].sort_values("step")
         if len(part):
-            ax.plot(part["step"], part["loss"], color=colors[tag], label=_label(data, tag), linewidth=1.4)
-    ax.xaxis.set_major_locator(_integer_ticks())
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (nats / token)")
-    ax.set_title(_title(data, "Training loss"))
-    ax.grid(alpha=0.3)
-    ax.legend(title="variant")
-    return _save(fig, path)
-
-
-def plot_val_bpb(data: ReportData, path: Path) -> Path | None:
-    ev = data.curves[(data.curves["type"] == "eval") & data.curves["val_bpb"].notna()] if len(data.curves) else None
-    if ev is None or ev.empty:
-        return None
-    plt = _pyplot()
-    colors = _colors(data)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for tag in tag_order(data):
-        part = ev[ev["tag"] == tag].sort_values("step")
-        if len(part):
-            ax.plot(part["step"], part["val_bpb"], marker="o", markersize=3.5, color=colors[tag],
+            ax.plot(part["step"], part[column], marker=marker, markersize=3.5, color=colors[tag],
                     label=_label(data, tag), linewidth=1.4)
     ax.xaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel("step")
-    ax.set_ylabel("validation BPB (bits per byte)")
-    ax.set_title(_title(data, "Validation BPB during training"))
+    ax.set_ylabel(ylabel)
+    ax.set_title(_title(data, what))
     ax.grid(alpha=0.3)
     ax.legend(title="variant")
     return _save(fig, path)
+
+
+def plot_loss(data: ReportData, path: Path) -> Path | None:
+    return _plot_curve(data, path, kind="train", column="loss", ylabel="training loss (nats / token)",
+                       what="Training loss", marker=None)
+
+
+def plot_val_bpb(data: ReportData, path: Path) -> Path | None:
+    return _plot_curve(data, path, kind="eval", column="val_bpb", ylabel="validation BPB (bits per byte)",
+                       what="Validation BPB during training", marker="o")
 
 
 def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
