@@ -29,6 +29,7 @@ the results root.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,22 @@ def meta_file(ckpt_dir: Path, step: int) -> Path:
 
 def optim_file(ckpt_dir: Path, step: int, rank: int) -> Path:
     return ckpt_dir / f"optim_{step_name(step)}_rank{rank}.pt"
+
+
+_META_RE = re.compile(r"^meta_(\d{6,})\.json$")
+
+
+def checkpoint_steps(ckpt_dir: Path) -> list[int]:
+    """Steps with a complete checkpoint in `ckpt_dir` (meta + model present; meta is written last), ascending."""
+    ckpt_dir = Path(ckpt_dir)
+    if not ckpt_dir.is_dir():
+        return []
+    steps = []
+    for entry in ckpt_dir.iterdir():
+        m = _META_RE.match(entry.name)
+        if m and model_file(ckpt_dir, int(m.group(1))).exists():
+            steps.append(int(m.group(1)))
+    return sorted(steps)
 
 
 @dataclass(frozen=True)

@@ -15,30 +15,16 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from pathlib import Path
 from typing import Any
 
 from rlab.atomic_io import atomic_write
 from rlab.errors import CheckpointError, TrainingError
+from rlab.paths import checkpoint_steps as list_steps
 from rlab.paths import meta_file, model_file, optim_file
 
 logger = logging.getLogger(__name__)
 
-_META_RE = re.compile(r"^meta_(\d{6,})\.json$")
-
-
-def list_steps(ckpt_dir: Path) -> list[int]:
-    """Steps with a complete checkpoint (meta + model present), ascending."""
-    ckpt_dir = Path(ckpt_dir)
-    if not ckpt_dir.is_dir():
-        return []
-    steps = []
-    for entry in ckpt_dir.iterdir():
-        m = _META_RE.match(entry.name)
-        if m and model_file(ckpt_dir, int(m.group(1))).exists():
-            steps.append(int(m.group(1)))
-    return sorted(steps)
 
 
 def find_last_step(ckpt_dir: Path) -> int | None:

@@ -26,27 +26,13 @@ from pathlib import Path
 from typing import Literal
 
 from rlab.errors import CheckpointError, unknown_name_error
-from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file, optim_file
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file, optim_file
 from rlab.spec.rope import RopeSpec
 
 log = logging.getLogger(__name__)
 
 CloneMethod = Literal["auto", "hardlink", "reflink", "copy"]
 _FICLONE = 0x40049409  # Linux ioctl: share the source's extents (btrfs, xfs, ...)
-
-
-def checkpoint_steps(ckpt_dir: Path) -> list[int]:
-    """Steps with both a model and a meta file in `ckpt_dir`, ascending."""
-    if not ckpt_dir.is_dir():
-        return []
-    steps = []
-    for path in ckpt_dir.iterdir():
-        name = path.name
-        if name.startswith("meta_") and name.endswith(".json") and name[5:-5].isdigit():
-            step = int(name[5:-5])
-            if model_file(ckpt_dir, step).exists():
-                steps.append(step)
-    return sorted(steps)
 
 
 def list_tags(base: BaseLayout) -> list[str]:
