@@ -9,7 +9,8 @@ Architecture choices (the ones a nanochat checkpoint relies on):
 - MLP with a 4x hidden layer and relu(x)^2
 - no biases anywhere; untied token embedding and lm_head
 - vocab padded up to a multiple of 64 in wte and lm_head (the padding is sliced off the logits)
-- logits soft-capped as 15 * tanh(logits / 15), computed in fp32
+- logits soft-capped as 15 * tanh(logits / 15), computed in fp32 (the training loss runs this head
+  chunked and fused, `rlab.core.head_loss`; causal attention picks its kernel in `rlab.core.attention`)
 
 State-dict keys are nanochat's (`transformer.wte.weight`, `transformer.h.{i}.attn.c_q.weight`, ...,
 `lm_head.weight`), so `load_nanochat_state_dict` takes a nanochat `model_XXXXXX.pt` unchanged.
@@ -30,6 +31,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from rlab.core import rope as rope_lib
+from rlab.core.attention import causal_attention
+from rlab.core.head_loss import softcap_cross_entropy
 from rlab.errors import CheckpointError, SpecError
 from rlab.spec.rope import RopeSpec
 
@@ -190,7 +193,7 @@ class CausalSelfAttention(nn.Module):
         if attn_mask is not None:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=gqa)
         elif Tq == Tk:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
+            y = causal_attention(q, k, v, scale, enable_gqa=gqa)
         elif Tq == 1:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=False, scale=scale, enable_gqa=gqa)
         else:
@@ -304,13 +307,16 @@ class GPT(nn.Module):
         if kv_cache is not None:
             kv_cache.advance(T)
 
-        logits = self.lm_head(x)[..., : self.config.vocab_size].float()  # (B, T, V) fp32, padding dropped
-        logits = LOGIT_SOFTCAP * torch.tanh(logits / LOGIT_SOFTCAP)
         if targets is None:
-            return logits
-        return F.cross_entropy(
-            logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1, reduction=loss_reduction
-        )
+            return self.logits_at(x)  # (B, T, V) fp32
+        if (loss_reduction == "none" and torch.is_grad_enabled()) or torch.compiler.is_compiling():
+            # Per-token losses to differentiate, or torch.compile (which fuses this chain itself): the plain path.
+            logits = self.logits_at(x)
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1,
+                                   reduction=loss_reduction)
+        # The same loss, chunked, with the head's gradients formed in one pass (see rlab.core.head_loss).
+        return softcap_cross_entropy(x.reshape(B * T, -1), self.lm_head.weight, targets.reshape(-1),
+                                     self.config.vocab_size, LOGIT_SOFTCAP, loss_reduction)
 
     def hidden_states(
         self,
