@@ -84,6 +84,59 @@ def _make_step(model, optimizers, amp_dtype):
     return step
 
 
+def _loss_curves(steps: int, amp_dtype) -> None:
+    """Same init, same data: the fp32 textbook loss chain vs rlab's default path, step by step.
+
+    The data is a fixed first-order Markov chain over the vocabulary (4 successors per token, so the
+    entropy floor is 2 bits = 1.39 nats): learnable, deterministic, no download. The reference computes
+    per-token losses through the plain lm_head -> fp32 soft-cap -> cross_entropy chain in fp32; the
+    other run is what `rlab.core.train` does on this CPU (bf16 autocast where native, fused head).
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(2)
+    successors = torch.randint(0, VOCAB, (VOCAB, 4), generator=gen)  # (V, 4)
+
+    def batch():
+        seq = torch.empty(BATCH, SEQ + 1, dtype=torch.long)
+        seq[:, 0] = torch.randint(0, VOCAB, (BATCH,), generator=gen)
+        picks = torch.randint(0, 4, (BATCH, SEQ), generator=gen)
+        for t in range(SEQ):
+            seq[:, t + 1] = successors[seq[:, t], picks[:, t]]
+        return seq[:, :-1], seq[:, 1:]  # (B, T) each
+
+    data = [batch() for _ in range(steps)]
+    from rlab.core.train import autocast_context
+
+    curves = {}
+    for name, amp, textbook in (("fp32 textbook", None, True), ("rlab default", amp_dtype, False)):
+        model, optimizers = _build()
+        losses = []
+        for x, y in data:
+            with autocast_context(torch.device("cpu"), amp):
+                # With grad on, per-token losses take GPT.forward's plain (unfused) path: the textbook chain.
+                loss = model(x, y, loss_reduction="none").mean() if textbook else model(x, y)
+            loss.backward()
+            params = [p for p in model.parameters() if p.grad is not None]
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+            torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm, foreach=True)
+            for opt in optimizers:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+        curves[name] = losses
+    ref, ours = curves["fp32 textbook"], curves["rlab default"]
+    every = max(1, steps // 6)
+    print(f"loss curve, {steps} steps on a fixed Markov-chain corpus (floor 1.39 nats), same init and data:")
+    print("  step " + "".join(f"{i + 1:>7}" for i in range(0, steps, every)))
+    print("  fp32 " + "".join(f"{ref[i]:>7.3f}" for i in range(0, steps, every)))
+    print(f"  {'bf16' if amp_dtype else 'fp32'} " + "".join(f"{ours[i]:>7.3f}" for i in range(0, steps, every)))
+    tail = slice(-max(1, steps // 5), None)
+    gap = statistics.mean(o - r for o, r in zip(ours[tail], ref[tail], strict=True))
+    print(f"  mean difference over the last {len(ref[tail])} steps: {gap:+.4f} nats "
+          f"({gap / statistics.mean(ref[tail]):+.2%} of the reference)")
+
+
 def main(argv: list[str]) -> None:
     import torch
 
@@ -97,6 +150,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--rounds", type=int, default=3,
                         help=f"round-robin rounds ({BLOCK_STEPS} steps each) for the RoPE variants")
+    parser.add_argument("--loss-steps", type=int, default=40,
+                        help="steps of the loss-curve comparison (0 skips it)")
     parser.add_argument("--no-compile", action="store_true",
                         help="skip the bf16 + torch.compile row (compiling takes about a minute on 2 cores)")
     args = parser.parse_args(argv)
@@ -150,6 +205,8 @@ def main(argv: list[str]) -> None:
           f"tokens/s, {best[1] / anchor_here:.2f}x that anchor scaled to this run's fp32 peak")
 
     amp = torch.bfloat16 if cpu_has_fast_bf16() else None
+    if args.loss_steps:
+        _loss_curves(args.loss_steps, amp)
     steps = {}
     for v in VARIANT_NAMES:
         model, opts = _build(v)
