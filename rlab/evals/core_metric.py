@@ -23,9 +23,9 @@ numbers with less work: each example becomes one packed row -- its sequences' co
 once (the few-shot prompt and query of a multiple_choice task), then each sequence's remainder,
 which continues the prefix's rotary positions and attends to the prefix and itself only. Packed
 rows are length-sorted and batched under a token budget (right padding never changes a real
-position), and the lm_head, soft-cap and log-softmax run only at the scored positions. Results
-equal the reference up to fp32 summation order; the tests check verdicts example by example and
-span losses to 1e-5 on real bundle tasks.
+position), and the last block and the lm_head, soft-cap and log-softmax run only at the scored
+positions (`rlab.evals.scored_forward`). Results equal the reference up to fp32 summation order;
+the tests check verdicts example by example and span losses to 1e-5 on real bundle tasks.
 """
 
 from __future__ import annotations
@@ -225,10 +225,17 @@ def _span_stats(logits, targets, seq_idx, n_seqs: int) -> list[list[float]]:
     import torch
     import torch.nn.functional as F
 
-    nll = F.cross_entropy(logits, targets, reduction="none").double()  # (N,)
-    hit = (logits.argmax(dim=-1) == targets).double()  # (N,)
-    loss_sum = torch.zeros(n_seqs, dtype=torch.float64, device=logits.device).index_add_(0, seq_idx, nll)
-    hit_sum = torch.zeros(n_seqs, dtype=torch.float64, device=logits.device).index_add_(0, seq_idx, hit)
+    nll = F.cross_entropy(logits, targets, reduction="none")  # (N,)
+    hit = logits.argmax(dim=-1) == targets  # (N,)
+    return _sum_per_seq(nll, hit, seq_idx, n_seqs)
+
+
+def _sum_per_seq(nll, hit, seq_idx, n_seqs: int) -> list[list[float]]:
+    """Per-position nll and argmax hits (N,) summed per sequence (fp64) -> [loss sums, hit sums]."""
+    import torch
+
+    loss_sum = torch.zeros(n_seqs, dtype=torch.float64, device=nll.device).index_add_(0, seq_idx, nll.double())
+    hit_sum = torch.zeros(n_seqs, dtype=torch.float64, device=nll.device).index_add_(0, seq_idx, hit.double())
     return torch.stack([loss_sum, hit_sum]).tolist()  # one device-to-host transfer
 
 
@@ -312,9 +319,12 @@ def plan_rows(ex: EncodedExample, n_embd: int) -> list[PackedExample]:
 
 
 def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, freq_len: int | None):
-    """One forward over right-padded packed rows; the lm_head runs on the scored positions only.
+    """One forward over right-padded packed rows; the last block and the lm_head run on the scored
+    positions only (`rlab.evals.scored_forward`).
     Returns, per pack, its sequences' (mean span loss, span fully argmax-correct)."""
     import torch
+
+    from rlab.evals.scored_forward import head_stats, hidden_at
 
     B, W = len(packs), max(len(p.tokens) for p in packs)
     ids = torch.full((B, W), pad_id, dtype=torch.long)  # (B, T)
@@ -339,14 +349,12 @@ def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, 
             causal = torch.ones(W, W, dtype=torch.bool).tril()  # (T, T)
             # a token sees earlier tokens of the prefix and of its own segment (padding: prefix + padding)
             mask = ((seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None])) & causal  # (B, T, T)
-            hidden = model.hidden_states(ids, pos.to(device), mask[:, None].to(device), freq_len)  # (B, T, C)
+            hidden = hidden_at(model, ids, row_idx, col_idx, pos.to(device), mask[:, None].to(device), freq_len)
         else:  # every pack is one plain sequence: the ordinary causal forward
-            hidden = model.hidden_states(ids, freq_len=freq_len)  # (B, T, C)
-        rows_t = torch.tensor(row_idx, dtype=torch.long, device=device)  # (N,)
-        cols_t = torch.tensor(col_idx, dtype=torch.long, device=device)  # (N,)
-        logits = model.logits_at(hidden[rows_t, cols_t])  # (N, V)
+            hidden = hidden_at(model, ids, row_idx, col_idx, freq_len=freq_len)  # (N, C)
         targets = torch.tensor(tgt, dtype=torch.long, device=device)  # (N,)
-        stats = _span_stats(logits, targets, torch.tensor(seq_idx, dtype=torch.long, device=device), len(span_lens))
+        nll, hit = head_stats(model, hidden, targets)  # (N,) each
+        stats = _sum_per_seq(nll, hit, torch.tensor(seq_idx, dtype=torch.long, device=device), len(span_lens))
     flat = iter(_scores(stats, span_lens))
     return [[next(flat) for _ in p.targets] for p in packs]
 
@@ -371,7 +379,7 @@ def score_examples_batched(
     Examples whose sequences share little go in as one plain row per sequence (`plan_rows`).
     Rows are sorted by length (longest first, so neighbours pad little) and batched
     greedily while rows x longest-row stays within `batch_tokens` (a longer row goes alone).
-    Only the scored positions reach the lm_head. Branched and plain rows go to different forwards,
+    Only the scored positions reach the last block and the lm_head. Branched and plain rows go to different forwards,
     and so, for length-dependent RoPE variants, do rows whose reference length differs.
     """
     n_embd = model.config.n_embd
