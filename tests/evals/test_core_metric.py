@@ -201,3 +201,45 @@ def test_core_mean_and_ci_by_hand(bundle):
     se = math.sqrt(0.75 * 0.25 / 4 / 0.25 + 0.25 / 2 / 0.64) / 2
     lo, hi = res.ci()
     assert math.isclose(hi - lo, 2 * 1.959963984540054 * se, rel_tol=1e-9)
+
+
+def _batches_cost(widths, sizes, n_embd):
+    from rlab.evals.core_metric import FORWARD_OVERHEAD, _row_cost
+
+    cost, i = 0.0, 0
+    for size in sizes:
+        cost += size * _row_cost(widths[i], n_embd) + FORWARD_OVERHEAD
+        i += size
+    return cost
+
+
+def test_split_batches_is_the_cheapest_feasible_split():
+    """Against brute force over every split of small sorted width lists."""
+    import itertools
+    import random
+
+    from rlab.evals.core_metric import split_batches
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n, budget = rng.randint(1, 8), rng.choice([64, 256, 1024])
+        widths = sorted((rng.randint(1, 300) for _ in range(n)), reverse=True)
+        sizes = split_batches(widths, budget, 32)
+        assert sum(sizes) == n and all(s >= 1 for s in sizes)
+        starts = list(itertools.accumulate([0] + sizes[:-1]))
+        assert all(s == 1 or s * widths[i] <= budget for s, i in zip(sizes, starts))
+        best = math.inf
+        for cuts in itertools.product([False, True], repeat=n - 1):
+            split, size = [], 1
+            for c in cuts:
+                if c:
+                    split.append(size)
+                    size = 1
+                else:
+                    size += 1
+            split.append(size)
+            first = list(itertools.accumulate([0] + split[:-1]))
+            if all(s == 1 or s * widths[i] <= budget for s, i in zip(split, first)):
+                best = min(best, _batches_cost(widths, split, 32))
+        assert _batches_cost(widths, sizes, 32) == pytest.approx(best)
+    assert split_batches([], 100, 32) == []
