@@ -279,6 +279,8 @@ class PackedExample:
     """Per sequence: the span's tokens (what those indices should predict)."""
     freq_len: int
     """Longest sequence: the width the reference pads this example to."""
+    seq_ids: list[int] = field(default_factory=list)
+    """Which of the example's sequences this row holds, in row order (empty = all, in order)."""
 
 
 def pack_example(ex: EncodedExample) -> PackedExample:
@@ -303,18 +305,45 @@ def _row_cost(length: int, n_embd: int) -> float:
     return length * (1.0 + length / (6.0 * n_embd))
 
 
+def _prefix_groups(seqs: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Sequences linked when they share a prefix longer than half the shorter one, grouped
+    transitively; groups in order of their first member, members in order. (Prompts cropped from
+    the left share a prefix only when they were cut at the same token.)"""
+    group = list(range(len(seqs)))  # group[j]: the smallest member linked to j so far
+    for j in range(len(seqs)):
+        for k in range(j):
+            if 2 * common_prefix_len([seqs[j], seqs[k]]) > min(len(seqs[j]), len(seqs[k])):
+                old, new = max(group[j], group[k]), min(group[j], group[k])
+                group = [new if g == old else g for g in group]
+    return [[j for j in range(len(seqs)) if group[j] == g] for g in sorted(set(group))]
+
+
 def plan_rows(ex: EncodedExample, n_embd: int) -> list[PackedExample]:
     """The rows to score `ex` with: one packed row when sharing the prefix saves work (few-shot
-    prompts, long queries), else one plain row per sequence (e.g. prompts cropped from the left,
-    which share no prefix). Rows keep the example's sequence order."""
+    prompts, long queries); else one packed row per group of sequences that share a long prefix
+    (`_prefix_groups`: prompts cropped from the left at the same token) where that saves work, and
+    one plain row per remaining sequence. `seq_ids` says which sequences each row holds."""
+
+    def cost(rows: Sequence[Sequence[int]]) -> float:
+        return sum(_row_cost(len(r), n_embd) for r in rows)
+
     packed = pack_example(ex)
-    if len(ex.tokens) == 1 or _row_cost(len(packed.tokens), n_embd) < sum(_row_cost(len(t), n_embd) for t in ex.tokens):
+    packed.seq_ids = list(range(len(ex.tokens)))
+    if len(ex.tokens) == 1 or cost([packed.tokens]) < cost(ex.tokens):
         return [packed]
     rows = []
-    for t, s, e in zip(ex.tokens, ex.starts, ex.ends):
-        one = pack_example(EncodedExample(ex.index, ex.source_index, ex.task_type, ex.gold, [t], [s], [e]))
-        one.freq_len = packed.freq_len  # the reference pads every sequence to the example's longest
-        rows.append(one)
+    for ids in _prefix_groups(ex.tokens):
+        sub = EncodedExample(ex.index, ex.source_index, ex.task_type, ex.gold, [ex.tokens[j] for j in ids],
+                             [ex.starts[j] for j in ids], [ex.ends[j] for j in ids])
+        together = pack_example(sub)
+        parts = [(together, ids)] if len(ids) > 1 and cost([together.tokens]) < cost(sub.tokens) else [
+            (pack_example(EncodedExample(ex.index, ex.source_index, ex.task_type, ex.gold, [t], [s], [e])), [j])
+            for j, t, s, e in zip(ids, sub.tokens, sub.starts, sub.ends)
+        ]
+        for row, row_ids in parts:
+            row.freq_len = packed.freq_len  # the reference pads every sequence to the example's longest
+            row.seq_ids = row_ids
+            rows.append(row)
     return rows
 
 
@@ -431,9 +460,10 @@ def score_examples_batched(
             for k, sc in zip(chunk, _forward_packed(model, [packs[k] for k in chunk], pad_id, device, freq_len)):
                 row_scores[k] = sc
         start = stop
-    scores: list[list[tuple[float, bool]]] = [[] for _ in examples]
-    for k, e in enumerate(owner):  # rows are in sequence order within an example
-        scores[e] += row_scores[k]
+    scores: list[list[tuple[float, bool]]] = [[(math.nan, False)] * len(ex.tokens) for ex in examples]
+    for k, e in enumerate(owner):
+        for j, sc in zip(packs[k].seq_ids, row_scores[k], strict=True):
+            scores[e][j] = sc
     return scores
 
 

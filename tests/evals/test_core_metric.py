@@ -167,6 +167,23 @@ def test_packed_span_losses_match_the_reference(bundle, tokenizer, tiny_gpt, lab
     _assert_scores_match_reference(tiny_gpt, tokenizer, examples, batch_tokens=4096)
 
 
+def test_prompts_cropped_at_the_same_token_share_a_row(bundle, tokenizer, tiny_gpt):
+    """Left-cropped 10-shot prompts share their prefix only when cut at the same token: those
+    sequences go in one packed row, the others alone; scores land on the right sequence."""
+    task = bundle.task("arc_easy")
+    rows, order = subsample(load_task_data(task), 12)
+    examples = [prepare_example(tokenizer, task, rows, i, max_seq_len=64) for i in range(12)]
+    plans = [plan_rows(ex, tiny_gpt.config.n_embd) for ex in examples]
+    mixed = [p for ex, p in zip(examples, plans) if any(1 < len(r.seq_ids) < len(ex.tokens) for r in p)]
+    assert mixed, "expected some examples with a partial group"
+    for ex, plan in zip(examples, plans):
+        assert sorted(j for r in plan for j in r.seq_ids) == list(range(len(ex.tokens)))
+    _assert_scores_match_reference(tiny_gpt, tokenizer, examples, batch_tokens=512)
+    kwargs = dict(source_indices=order, max_seq_len=64)
+    assert evaluate_task(tiny_gpt, tokenizer, task, rows, "cpu", batch_tokens=512, **kwargs) == evaluate_task(
+        tiny_gpt, tokenizer, task, rows, "cpu", batched=False, **kwargs)
+
+
 def test_dynamic_ntk_beyond_l0_scores_each_example_at_its_own_length(bundle, tokenizer):
     """dynamic-ntk's frequencies depend on the sequence length above L0: the batched path must
     evaluate each example at the length the reference pads it to, not at the batch's width."""
