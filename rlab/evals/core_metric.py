@@ -222,7 +222,6 @@ def _forward_rows(model, rows: list[list[int]], starts: list[int], ends: list[in
 
 def _span_stats(logits, targets, seq_idx, n_seqs: int) -> list[list[float]]:
     """Per-position nll / argmax hits (logits (N, V), targets (N,)) summed per sequence -> [loss sums, hit sums]."""
-    import torch
     import torch.nn.functional as F
 
     nll = F.cross_entropy(logits, targets, reduction="none")  # (N,)
