@@ -177,7 +177,40 @@ def prepare_example(
 ) -> EncodedExample:
     """Render, tokenize and span one example; crop to `max_seq_len` from the left."""
     prompts = render_prompts(task, data, idx, fewshot_seed)
-    tokens = encode_batch(tokenizer, prompts)
+    return encoded_example(task, data, idx, encode_batch(tokenizer, prompts), source_index, max_seq_len)
+
+
+def prepare_examples(
+    tokenizer: Any,
+    task: TaskSpec,
+    data: Sequence[dict],
+    indices: Sequence[int],
+    *,
+    source_indices: Sequence[int] | None = None,
+    max_seq_len: int | None = None,
+    fewshot_seed: int = FEWSHOT_SEED,
+) -> list[EncodedExample]:
+    """`prepare_example` for each of `indices`, with every prompt tokenized in one batch call
+    (per-example calls spend more time starting the tokenizer's threads than encoding)."""
+    prompts = [render_prompts(task, data, i, fewshot_seed) for i in indices]
+    flat = encode_batch(tokenizer, [p for ps in prompts for p in ps])
+    out, at = [], 0
+    for i, ps in zip(indices, prompts, strict=True):
+        src = None if source_indices is None else source_indices[i]
+        out.append(encoded_example(task, data, i, flat[at : at + len(ps)], src, max_seq_len))
+        at += len(ps)
+    return out
+
+
+def encoded_example(
+    task: TaskSpec,
+    data: Sequence[dict],
+    idx: int,
+    tokens: list[list[int]],
+    source_index: int | None = None,
+    max_seq_len: int | None = None,
+) -> EncodedExample:
+    """Example `idx` from its prompts' token ids (BOS first): spans, then the left crop."""
     starts, ends = token_spans(task.task_type, tokens)
     if task.task_type == "language_modeling":
         tokens = [tokens[1]]
@@ -511,18 +544,9 @@ def evaluate_task(
 
     rank, world = _dist_info()
     mine = list(range(rank, len(rows), world))
-    examples = [
-        prepare_example(
-            tokenizer,
-            task,
-            rows,
-            i,
-            source_index=None if source_indices is None else source_indices[i],
-            max_seq_len=max_seq_len,
-            fewshot_seed=fewshot_seed,
-        )
-        for i in mine
-    ]
+    examples = prepare_examples(
+        tokenizer, task, rows, mine, source_indices=source_indices, max_seq_len=max_seq_len, fewshot_seed=fewshot_seed
+    )
     pad_id = tokenizer.bos_token_id
     if batched:
         verdicts = evaluate_examples_batched(model, examples, pad_id, device, batch_tokens)

@@ -260,3 +260,16 @@ def test_split_batches_is_the_cheapest_feasible_split():
                 best = min(best, _batches_cost(widths, split, 32))
         assert _batches_cost(widths, sizes, 32) == pytest.approx(best)
     assert split_batches([], 100, 32) == []
+
+
+def test_prepare_examples_equals_prepare_example(bundle, tokenizer):
+    """One tokenizer call for a task's prompts gives each example exactly what it gets alone."""
+    from rlab.evals.core_metric import prepare_examples
+
+    for label in ("arc_easy", "winograd", "lambada_openai"):
+        task = bundle.task(label)
+        rows, order = subsample(load_task_data(task), 12)
+        mine = [1, 4, 7, 10]  # a strided slice, as one rank of four scores
+        many = prepare_examples(tokenizer, task, rows, mine, source_indices=order, max_seq_len=64)
+        one = [prepare_example(tokenizer, task, rows, i, source_index=order[i], max_seq_len=64) for i in mine]
+        assert many == one and [ex.source_index for ex in many] == [order[i] for i in mine]
