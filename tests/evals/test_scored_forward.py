@@ -9,12 +9,12 @@ import torch.nn.functional as F
 from rlab.evals.scored_forward import HEAD_CHUNK, head_stats, hidden_at
 
 
-def _gpt(n_layer: int, n_head: int, n_kv_head: int, vocab: int = 96):
+def _gpt(n_layer: int, n_head: int, n_kv_head: int, vocab: int = 96, rope=None):
     from rlab.core.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(sequence_len=32, vocab_size=vocab, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head,
-                          n_embd=32))
+    model = GPT(GPTConfig(sequence_len=16, vocab_size=vocab, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head,
+                          n_embd=32), rope=rope)
     model.init_weights()
     with torch.no_grad():
         for block in model.transformer.h:
@@ -24,9 +24,15 @@ def _gpt(n_layer: int, n_head: int, n_kv_head: int, vocab: int = 96):
     return model.eval()
 
 
-@pytest.mark.parametrize("n_layer, n_head, n_kv_head", [(1, 2, 2), (2, 2, 2), (3, 4, 2)])
-def test_hidden_at_equals_hidden_states_causal(n_layer, n_head, n_kv_head):
-    model = _gpt(n_layer, n_head, n_kv_head)
+@pytest.mark.parametrize(
+    "n_layer, n_head, n_kv_head, variant", [(1, 2, 2, "rope"), (2, 2, 2, "yarn"), (3, 4, 2, "dynamic-ntk")]
+)
+def test_hidden_at_equals_hidden_states_causal(n_layer, n_head, n_kv_head, variant):
+    """Rows longer than L0 = 16, so YaRN's attention temperature and dynamic-ntk's length both matter."""
+    from rlab.spec.rope import RopeSpec
+
+    rope = RopeSpec(variant=variant, factor=4.0) if variant != "rope" else None
+    model = _gpt(n_layer, n_head, n_kv_head, rope=rope)
     ids = torch.randint(0, 96, (3, 20), generator=torch.Generator().manual_seed(1))  # (B, T)
     rows, cols = [0, 0, 0, 1, 2, 2], [0, 7, 19, 11, 3, 4]  # row 1 has one query, row 0 three
     with torch.inference_mode():
