@@ -20,9 +20,12 @@ verdicts are compared example by example.
 
 The `ceiling` column bounds what any exact batched scorer can reach on a task: one-at-a-time time
 divided by the time the batched path spends in all blocks but the last (timed by forward hooks).
-Those blocks must run over every token the batched path keeps (their outputs feed later keys and
-values), and the one-at-a-time path runs them too, over at least as many tokens. Where prompts
-share nothing (language_modeling tasks, prompts cropped from the left) the ceiling is low.
+Those blocks must run over every token of every sequence, each shared prefix once (their outputs
+feed later keys and values; only the last block and the lm_head can be limited to the scored
+positions), and the one-at-a-time path runs them too, over at least as many tokens. Padding is
+counted in, so the bound is for this batching. Where prompts share nothing (language_modeling
+tasks, prompts cropped from the left) it is low: the batched path saves only the last block and
+the lm_head away from the scored positions.
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
     run("copa", False)
     print(f"  CORE, {args.per_task} examples per task; one-at-a-time and batched interleaved per task")
     print(f"  ceiling = one-at-a-time time / time the batched path spends in blocks 1..{len(early_blocks)} of "
-          f"{len(early_blocks) + 1} (layer compute over the tokens it must keep; no exact scorer skips it)")
+          f"{len(early_blocks) + 1} over its rows (shared prefixes once, padding included)")
     print(f"  {'task':<20}{'type':<18}{'shots':>5}{'one-at-a-time ex/s':>20}{'batched ex/s':>14}{'speedup':>9}"
           f"{'ceiling':>9}  identical verdicts")
     total_single = total_batched = total_floor = 0.0
