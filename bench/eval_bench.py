@@ -4,6 +4,7 @@ and BPB tokens/s, on random GPTs with BPE tokenizers trained on bundle text.
     python -m bench eval                                  # both model configs below
     python -m bench.eval_bench --configs realistic --threads 2 --per-task 32
     python -m bench.eval_bench --device cuda --configs realistic
+    python -m bench.eval_bench --configs realistic --seq-len 2048   # few-shot prompts uncropped
 
 Two model shapes (random weights; throughput does not depend on what the weights are):
   tiny       2 layers, width 64, vocab 1024, seq 256: the test-suite scale, where per-forward
@@ -82,7 +83,7 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
     from rlab.evals.core_bundle import load_bundle, load_task_data
     from rlab.evals.core_metric import evaluate_task, subsample
 
-    c = CONFIGS[name]
+    c = dict(CONFIGS[name], **({"seq_len": args.seq_len} if args.seq_len else {}))
     t0 = time.perf_counter()
     tok = Tokenizer.train(texts, vocab_size=c["vocab"])
     model = _model(c["layers"], c["width"], tok.vocab_size, c["seq_len"], device)
@@ -174,6 +175,8 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--configs", default="realistic,tiny", help=f"comma-separated, from {sorted(CONFIGS)}")
     ap.add_argument("--per-task", type=int, default=16)
     ap.add_argument("--batch-rows", type=int, default=8, help="rows of seq-len tokens per batched forward")
+    ap.add_argument("--seq-len", type=int, default=0,
+                    help="override the configs' context (prompts longer than it are cropped from the left); 0 = theirs")
     ap.add_argument("--bundle", type=Path, default=BUNDLE)
     args = ap.parse_args(argv)
     if args.threads > 0:
