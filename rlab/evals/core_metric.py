@@ -21,9 +21,10 @@ Reference scoring (`evaluate_example`, nanochat's): one example per forward, its
 stacked and right-padded, full logits at every position. Batched scoring computes the same
 numbers with less work: each example becomes one packed row -- its sequences' common token prefix
 once (the few-shot prompt and query of a multiple_choice task), then each sequence's remainder,
-which continues the prefix's rotary positions and attends to the prefix and itself only. Packed
-rows are length-sorted and batched under a token budget (right padding never changes a real
-position), and the last block and the lm_head, soft-cap and log-softmax run only at the scored
+which continues the prefix's rotary positions and attends to the prefix and itself only (prompts
+cropped from the left share a prefix only where cut at the same token: those go together, the
+rest one plain row each). Rows are length-sorted and cut into batches under a token budget by
+least padded cost (right padding never changes a real position), and the last block and the lm_head, soft-cap and log-softmax run only at the scored
 positions (`rlab.evals.scored_forward`). Results equal the reference up to fp32 summation order;
 the tests check verdicts example by example and span losses to 1e-5 on real bundle tasks.
 """
