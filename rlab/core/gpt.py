@@ -177,13 +177,10 @@ class CausalSelfAttention(nn.Module):
     ) -> torch.Tensor:
         """`attn_mask` (B, 1, T, T) bool, True = may attend, replaces the causal mask (no kv_cache)."""
         B, T, C = x.shape
-        q = self.c_q(x).view(B, T, self.n_head, self.head_dim)  # (B, T, H, d)
-        k = self.c_k(x).view(B, T, self.n_kv_head, self.head_dim)  # (B, T, H_kv, d)
-        v = self.c_v(x).view(B, T, self.n_kv_head, self.head_dim)  # (B, T, H_kv, d)
         cos, sin = cos_sin
-        q, k = rope_lib.apply_rotary(q, cos, sin), rope_lib.apply_rotary(k, cos, sin)
-        q, k = norm(q), norm(k)  # QK-norm after the rotation (nanochat's order)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, T, d)
+        q = _rotate_norm(self.c_q(x).view(B, T, self.n_head, self.head_dim), cos, sin)  # (B, T, H, d)
+        k, v = self._keys_values(x, cos, sin)  # (B, H_kv, T, d) each
+        q = q.transpose(1, 2)  # (B, H, T, d)
 
         if kv_cache is not None:
             k, v = kv_cache.insert(self.layer_idx, k, v)  # (B, H_kv, Tk, d)
@@ -203,6 +200,59 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.c_proj(y)
+
+    def _keys_values(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, T, C) -> rotated, QK-normed keys and values, (B, H_kv, T, d) each."""
+        B, T, _ = x.shape
+        k = _rotate_norm(self.c_k(x).view(B, T, self.n_kv_head, self.head_dim), cos, sin)  # (B, T, H_kv, d)
+        v = self.c_v(x).view(B, T, self.n_kv_head, self.head_dim)  # (B, T, H_kv, d)
+        return k.transpose(1, 2), v.transpose(1, 2)
+
+    def attend_at(
+        self,
+        x: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        scale: float,
+        attn_mask: torch.Tensor | None,
+        at: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
+        """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only; rows non-decreasing.
+
+        Keys and values come from every position, queries only from the selected ones, placed in a
+        (B, S) grid (S = the most queries any row has) so one attention call serves all rows. Unused
+        grid slots query position 0, which every mask lets see itself.
+        """
+        rows, cols = at
+        B, T, C = x.shape
+        H, d = self.n_head, self.head_dim
+        cos, sin = cos_sin
+        k, v = self._keys_values(x, cos, sin)  # (B, H_kv, T, d) each
+        N = rows.numel()
+        cos_q = cos.expand(B, -1, -1, -1)[rows, cols].unsqueeze(1)  # (N, 1, 1, d/2)
+        sin_q = sin.expand(B, -1, -1, -1)[rows, cols].unsqueeze(1)  # (N, 1, 1, d/2)
+        q = _rotate_norm(self.c_q(x[rows, cols]).view(N, 1, H, d), cos_q, sin_q).view(N, H, d)  # (N, H, d)
+
+        per_row = torch.bincount(rows, minlength=B)  # (B,)
+        slots = torch.arange(N, device=x.device) - (per_row.cumsum(0) - per_row)[rows]  # (N,) index within its row
+        n_slots = max(1, int(per_row.max())) if N else 1
+        grid_q = q.new_zeros(B, n_slots, H, d)  # (B, S, H, d)
+        grid_q[rows, slots] = q
+        grid_col = torch.zeros(B, n_slots, dtype=torch.long, device=x.device)  # (B, S)
+        grid_col[rows, slots] = cols
+        if attn_mask is None:  # plain causal rows: the query at column c sees keys 0..c
+            keys = torch.arange(T, device=x.device)  # (T,)
+            mask = keys[None, None, :] <= grid_col[:, :, None]  # (B, S, T)
+        else:
+            mask = attn_mask[:, 0].gather(1, grid_col[:, :, None].expand(-1, -1, T))  # (B, S, T)
+        y = F.scaled_dot_product_attention(
+            grid_q.transpose(1, 2), k, v, attn_mask=mask[:, None], scale=scale, enable_gqa=H != self.n_kv_head
+        )  # (B, H, S, d)
+        return self.c_proj(y.transpose(1, 2)[rows, slots].reshape(N, C))  # (N, C)
+
+
+def _rotate_norm(t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE, then QK-norm (nanochat's order): (..., T, H, d) -> same shape."""
+    return norm(rope_lib.apply_rotary(t, cos, sin))
 
 
 class MLP(nn.Module):
@@ -232,6 +282,19 @@ class Block(nn.Module):
         x = x + self.attn(norm(x), cos_sin, scale, kv_cache, attn_mask)
         x = x + self.mlp(norm(x))
         return x
+
+    def forward_at(
+        self,
+        x: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        scale: float,
+        attn_mask: torch.Tensor | None,
+        at: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
+        """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only."""
+        rows, cols = at
+        out = x[rows, cols] + self.attn.attend_at(norm(x), cos_sin, scale, attn_mask, at)  # (N, C)
+        return out + self.mlp(norm(out))
 
 
 class GPT(nn.Module):
@@ -324,6 +387,7 @@ class GPT(nn.Module):
         positions: torch.Tensor | None = None,
         attn_mask: torch.Tensor | None = None,
         freq_len: int | None = None,
+        at: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """idx (B, T) -> the final-normed hidden states (B, T, C) that `forward` feeds the lm_head.
 
@@ -332,6 +396,10 @@ class GPT(nn.Module):
         rotary positions of each token, `attn_mask` (B, 1, T, T) bool (True = may attend) replaces the
         causal mask, and `freq_len` is the sequence length length-dependent RoPE variants are
         evaluated at (default: T, as `forward`).
+
+        `at` = (rows, cols), (N,) long each with rows non-decreasing, returns only those positions
+        (N, C), and runs the last block there only: earlier blocks' outputs feed later keys and values
+        everywhere, but the last block's output is read by nothing but the lm_head.
         """
         B, T = idx.shape
         freq_len = T if freq_len is None else freq_len
@@ -341,8 +409,13 @@ class GPT(nn.Module):
             cos, sin = self._rotary.get(0, int(positions.max()) + 1, idx.device, freq_len)  # (1, P, 1, d/2)
             cos_sin = (cos[0, positions], sin[0, positions])  # (B, T, 1, d/2) each
         x = norm(self.transformer.wte(idx))  # (B, T, C)
-        for block in self.transformer.h:
+        blocks = list(self.transformer.h)
+        if at is not None:
+            *blocks, last = blocks
+        for block in blocks:
             x = block(x, cos_sin, self._softmax_scale, None, attn_mask)
+        if at is not None:
+            x = last.forward_at(x, cos_sin, self._softmax_scale, attn_mask, at)  # (N, C)
         return norm(x)
 
     def logits_at(self, hidden: torch.Tensor) -> torch.Tensor:
