@@ -10,7 +10,10 @@ Two model shapes (random weights; throughput does not depend on what the weights
   tiny       2 layers, width 64, vocab 1024, seq 256: the test-suite scale, where per-forward
              overhead and attention dominate;
   realistic  4 layers, width 256, vocab 8192, seq 512: the lm_head is a large share of the work, as
-             it is for real nanochat models (d20: vocab 65536, width 1280).
+             it is for real nanochat models (d20: vocab 65536, width 1280). At 512 tokens the
+             10-shot prompts are cropped from the left, each choice on its own, so they share nothing.
+  realistic-2048  the same model at the context nanochat's base models train at (2048), where the
+             few-shot prompts fit whole and an example's choices share their prompt.
 
 One-at-a-time is the reference definition (one example per forward, full logits at every
 position); batched packs each example's shared prefix once, batches many examples per forward and
@@ -41,6 +44,7 @@ TASKS = ("copa", "winograd", "arc_easy", "hellaswag_zeroshot", "hellaswag", "big
 CONFIGS = {
     "tiny": dict(layers=2, width=64, vocab=1024, seq_len=256),
     "realistic": dict(layers=4, width=256, vocab=8192, seq_len=512),
+    "realistic-2048": dict(layers=4, width=256, vocab=8192, seq_len=2048),
 }
 
 
@@ -172,7 +176,7 @@ def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="bench.eval_bench")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads; 0 = torch's default")
-    ap.add_argument("--configs", default="realistic,tiny", help=f"comma-separated, from {sorted(CONFIGS)}")
+    ap.add_argument("--configs", default="realistic,realistic-2048,tiny", help=f"comma-separated, from {sorted(CONFIGS)}")
     ap.add_argument("--per-task", type=int, default=16)
     ap.add_argument("--batch-rows", type=int, default=8, help="rows of seq-len tokens per batched forward")
     ap.add_argument("--seq-len", type=int, default=0,
