@@ -57,6 +57,19 @@ def _build(variant: str = "rope", factor: float = 4.0):
     return model, build_optimizers(model, LRSpec(), WIDTH)
 
 
+def _update(model, optimizers, loss) -> None:
+    """What `rlab.core.train` does after the forward: backward, grad norm, clip at 1.0, Muon + AdamW step."""
+    import torch
+
+    loss.backward()
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+    torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm, foreach=True)
+    for opt in optimizers:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
 def _make_step(model, optimizers, amp_dtype):
     """A closure running one training step of `model` (eager or compiled) on fresh random tokens."""
     import torch
@@ -72,13 +85,7 @@ def _make_step(model, optimizers, amp_dtype):
         t0 = time.perf_counter()
         with autocast_context(device, amp_dtype):
             loss = model(x, y)
-        loss.backward()
-        params = [p for p in model.parameters() if p.grad is not None]
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
-        torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm, foreach=True)
-        for opt in optimizers:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        _update(model, optimizers, loss)
         return time.perf_counter() - t0
 
     return step
@@ -116,13 +123,7 @@ def _loss_curves(steps: int, amp_dtype) -> None:
             with autocast_context(torch.device("cpu"), amp):
                 # With grad on, per-token losses take GPT.forward's plain (unfused) path: the textbook chain.
                 loss = model(x, y, loss_reduction="none").mean() if textbook else model(x, y)
-            loss.backward()
-            params = [p for p in model.parameters() if p.grad is not None]
-            norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
-            torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm, foreach=True)
-            for opt in optimizers:
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+            _update(model, optimizers, loss)
             losses.append(loss.item())
         curves[name] = losses
     ref, ours = curves["fp32 textbook"], curves["rlab default"]

@@ -7,21 +7,11 @@ import torch
 import torch.nn.functional as F
 
 from rlab.evals.scored_forward import HEAD_CHUNK, head_stats, hidden_at
+from tests.evals.conftest import random_gpt
 
 
 def _gpt(n_layer: int, n_head: int, n_kv_head: int, vocab: int = 96, rope=None):
-    from rlab.core.gpt import GPT, GPTConfig
-
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(sequence_len=16, vocab_size=vocab, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head,
-                          n_embd=32), rope=rope)
-    model.init_weights()
-    with torch.no_grad():
-        for block in model.transformer.h:
-            block.attn.c_proj.weight.normal_(0.0, 0.3)
-            block.mlp.c_proj.weight.normal_(0.0, 0.3)
-        model.lm_head.weight.normal_(0.0, 0.5)
-    return model.eval()
+    return random_gpt(vocab, sequence_len=16, rope=rope, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head)
 
 
 @pytest.mark.parametrize(
