@@ -13,7 +13,10 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"train": "bench.train_bench", "data": "bench.data_bench", "eval": "bench.eval_bench"}
+BENCHMARKS = {
+    "train": "bench.train_bench", "data": "bench.data_bench", "eval": "bench.eval_bench",
+    "gpu": "bench.gpu_bench",  # says so and returns where there is no CUDA
+}
 
 
 def main(argv: list[str]) -> None:

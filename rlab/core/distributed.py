@@ -92,11 +92,15 @@ def init_distributed() -> DistInfo:
     else:
         device = torch.device("cpu")
         backend = "gloo"
-    if world_size > 1 and not dist.is_initialized():
+    # Under torchrun a process group is made even for one process: the NCCL/gloo path is then the same
+    # at every world size (and exercised by a 1-GPU run); a plain `python` process makes none.
+    under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ or world_size > 1
+    if under_torchrun and not dist.is_initialized():
         kwargs: dict[str, Any] = {"backend": backend}
         if backend == "nccl":
             kwargs["device_id"] = device
         dist.init_process_group(**kwargs)
+        logger.info("process group: backend %s, world size %d", backend, world_size)
     return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
 
 
