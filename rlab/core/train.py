@@ -134,7 +134,7 @@ class StartPoint:
     step: int  # global step of the weights we start from
     run_start_step: int  # global step at which this run (schedule position 0) began
     model_state: dict[str, Any] | None  # None: from-scratch init
-    model_config: dict[str, int]
+    model_config: dict[str, Any]
     rope: RopeSpec
     lineage: dict[str, Any] | None
     tokens_before: int = 0  # tokens the weights had seen before this run
@@ -170,7 +170,7 @@ def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> tuple[int, dict[str, Any]
 
 def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
     """Decide the starting weights, RoPE, optimizer and data position."""
-    from rlab.core.checkpoint import load_optim_payload, load_state_dict_file, read_meta, rope_from_meta
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_payload, rope_from_meta
     from rlab.core.optim import is_own_format
 
     target_dir = layout.checkpoint_dir(cfg.tag)
@@ -185,14 +185,15 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         else:
             step, meta = found
             state = meta["train_state"]
+            model_state, meta, info = load_checkpoint_state(target_dir, step)
             payload = load_optim_payload(target_dir, step)
             own = is_own_format(payload)
             logger.info("resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh")
             return StartPoint(
                 step=step,
                 run_start_step=int(state["run_start_step"]),
-                model_state=load_state_dict_file(target_dir, step),
-                model_config=dict(meta["model_config"]),
+                model_state=model_state,
+                model_config=info.model_config,
                 rope=rope_from_meta(meta),
                 lineage=meta.get("lineage"),
                 tokens_before=int(meta.get("tokens_trained", 0)),
@@ -207,8 +208,8 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
     seq_len = cfg.train.seq_len
     if isinstance(cfg.init, CheckpointInit):
         src_dir = layout.checkpoint_dir(cfg.init.tag)
-        meta = read_meta(src_dir, cfg.init.step)
-        src_config = dict(meta["model_config"])
+        model_state, meta, info = load_checkpoint_state(src_dir, cfg.init.step)
+        src_config = info.model_config
         src_len = int(src_config["sequence_len"])
         # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
         # recorded it in its meta; otherwise it is the source's training length.
@@ -227,7 +228,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         return StartPoint(
             step=cfg.init.step,
             run_start_step=cfg.init.step,
-            model_state=load_state_dict_file(src_dir, cfg.init.step),
+            model_state=model_state,
             model_config={**src_config, "sequence_len": seq_len},
             rope=rope,
             lineage=lineage,
@@ -584,7 +585,8 @@ class Trainer:
         cfg = self.cfg
         return {
             "step": step,
-            "model_config": self.model.config.to_dict(),
+            "model_config": self.model.config.nanochat_dict(),  # nanochat's GPTConfig takes exactly these
+            "architecture": self.model.config.architecture,
             "rope": self.model.rope.model_dump(mode="json"),
             "lineage": self.start.lineage,
             "tag": cfg.tag,
