@@ -148,8 +148,10 @@ def test_seeds_widen_the_interval_and_estimate_is_the_seed_mean():
 
 
 def test_bootstrap_p_value_and_holm():
-    assert unc.boot_p_value(np.zeros(100)) == 1.0
-    assert unc.boot_p_value(np.ones(999)) == pytest.approx(2 / 1000)
+    assert unc.boot_p_value(np.zeros(100), 0.0) == 1.0
+    draws = np.random.default_rng(0).normal(1.0, 0.5, 4000)
+    assert unc.boot_p_value(draws, 1.0) == pytest.approx(math.erfc(2 / math.sqrt(2)), rel=0.05)  # z = 2
+    assert unc.boot_p_value(draws * 0.1 + 0.9, 1.0) < 1e-6  # far below 1 / n_boot
     # Holm: sorted p * (m - rank), made monotone; NaN is left out of the family.
     adj = unc.holm([0.01, 0.04, math.nan, 0.03, 0.2])
     assert adj[0] == pytest.approx(0.04) and adj[3] == pytest.approx(0.09)
