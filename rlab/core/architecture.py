@@ -116,9 +116,11 @@ def detect_architecture(meta: dict[str, Any], keys: Iterable[str], source: str) 
         arch = candidates[0]
         if named is not None and named != arch.name:
             raise CheckpointError(f"{source}: meta says architecture '{named}' but the weights are {arch.name}.")
-        if "window_pattern" in model_config and not arch.sliding_windows:
+        pattern = str(model_config.get("window_pattern") or "L").upper()
+        if set(pattern) != {"L"} and not arch.sliding_windows:  # all-"L" means no windows: same model
             raise CheckpointError(
-                f"{source}: model_config has window_pattern but the weights are {arch.name} (no sliding windows); "
+                f"{source}: model_config has window_pattern {pattern!r} but the weights are {arch.name} "
+                "(no sliding windows); "
                 "an intermediate nanochat version rlab does not support.",
             )
         return arch
