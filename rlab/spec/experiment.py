@@ -144,8 +144,12 @@ class ExperimentSpec(StrictModel):
     """Results root; null = $RLAB_RESULTS_DIR, then ./results."""
     base: BaseSpec = BaseSpec()
     """The base checkpoint every variant starts from."""
-    scale: float = Field(4.0, ge=1.0)
-    """Scale factor for built-in variants named with --variants that the spec does not define."""
+    target_len: PositiveInt | None = None
+    """Target context length of the extension; null = 4 x the base checkpoint's sequence_len (its meta).
+    train.seq_len defaults to it, and each variant's factor defaults to target_len / L0."""
+    scale: float | None = Field(None, ge=1.0)
+    """Scale factor for built-in variants named with --variants that the spec does not define;
+    null = target_len / L0 (from the base checkpoint)."""
     variants: dict[str, RopeSpec] = {}
     """Variant name -> RoPE config. Each runs as tag <base.tag>-<name>. --variants selects among these and the
     built-ins (rope, pi, ntk, dynamic-ntk, yarn, llama3 at `scale`)."""
@@ -185,9 +189,21 @@ class ExperimentSpec(StrictModel):
         return self.pretrain.train.steps if self.pretrain is not None else None
 
     def tag_for(self, variant: str) -> str:
-        """Tag of a variant's clone: ``<base>-<variant>``."""
-        return f"{self.base.tag}-{variant}"
+        """Tag of a variant's clone: ``<base>-<variant>`` for the base's default experiment (no `name`, or
+        the base tag as name), ``<base>-<name>-<variant>`` for a named one, so two experiments on one base
+        never share (evaluate, resume or overwrite) each other's checkpoints."""
+        if self.experiment == self.base.tag:
+            return f"{self.base.tag}-{variant}"
+        return f"{self.base.tag}-{self.experiment}-{variant}"
+
+    @property
+    def tag_prefix(self) -> str:
+        """What every variant tag of this experiment starts with (``d20-`` or ``d20-<name>-``)."""
+        return self.tag_for("")
 
     def builtin_variants(self) -> dict[str, RopeSpec]:
-        """The built-in variants at this spec's `scale`."""
-        return default_variant_specs(self.scale)
+        """The built-in variants at this spec's `scale`; with no scale their factor is left unset
+        (the plan fills in target_len / L0)."""
+        if self.scale is not None:
+            return default_variant_specs(self.scale)
+        return {name: RopeSpec(variant=spec.variant) for name, spec in default_variant_specs().items()}

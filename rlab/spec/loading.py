@@ -31,6 +31,7 @@ OVERRIDE_PATHS: dict[str, str] = {
     "steps": "train.steps",
     "pretrain_steps": "pretrain.train.steps",
     "seq_len": "train.seq_len",
+    "target_len": "target_len",
     "nproc": "launch.nproc_per_node",
     "nnodes": "launch.nnodes",
     "node_rank": "launch.node_rank",
@@ -182,8 +183,8 @@ def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source
     for name in names:
         if name not in available:
             raise unknown_name_error("variant", name, available, SpecError)
-        selected[name] = available[name].model_dump(mode="json")
-    raw = spec.model_dump(mode="json")
+        selected[name] = available[name].model_dump(mode="json", exclude_unset=True)
+    raw = spec.model_dump(mode="json", exclude_unset=True)  # unset fields stay unset (the plan fills them)
     raw["variants"] = selected
     return raw
 

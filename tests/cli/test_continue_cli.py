@@ -67,7 +67,7 @@ def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
     results = Path(os.environ["RLAB_RESULTS_DIR"])
     assert commands[0] == (
         "torchrun --nnodes=1 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:29500 "
-        f"--rdzv-id=d20-rope --max-restarts=0 -m rlab.core.train {results}/rope_scaling_d20/runs/d20-rope/run.json")
+        f"--rdzv-id=d20-rope --max-restarts=0 -m rlab.core.train {results}/d20/runs/d20-rope/run.json")
     assert [c.split("--rdzv-id=")[1].split()[0] for c in commands] == ["d20-rope", "d20-pi", "d20-ntk", "d20-yarn"]
     assert "does not exist" in result.stderr  # a note, not an error
     assert not results.exists() and not Path(os.environ["RLAB_BASE_DIR"]).exists()
@@ -133,15 +133,15 @@ def test_not_enough_devices(base, tmp_path):
 
 def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     results = tmp_path / "res"
-    spec = write_spec(tmp_path, f"name: iso\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-ntk')}}}\n")
+    spec = write_spec(tmp_path, f"name: iso\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-iso-ntk')}}}\n")
     common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--from-step", "20"]
     result = rlab("continue", *common, "--variants", "pi,ntk,yarn")
     layout = ExperimentLayout(results, "iso")
     # ntk failed, yet pi (before it) and yarn (after it) ran
-    assert_user_error(result, "1 of 3 job(s) failed: d20-ntk", f"Rerun just these with: rlab continue --spec "
+    assert_user_error(result, "1 of 3 job(s) failed: d20-iso-ntk", f"Rerun just these with: rlab continue --spec "
                       f"{layout.resolved_spec} --variants ntk --resume")
     assert "worker crashed: CUDA error" in result.stderr  # the failing job's last log lines
-    for tag in ("d20-pi", "d20-ntk", "d20-yarn"):
+    for tag in ("d20-iso-pi", "d20-iso-ntk", "d20-iso-yarn"):
         assert checkpoint_steps(base.checkpoint_dir(tag)) == [20]
         log = layout.train_log(tag).read_text()
         assert "launched --nnodes=1 --nproc-per-node=1" in log and str(layout.run_config(tag)) in log
@@ -151,19 +151,19 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     assert list(saved["variants"]) == ["pi", "ntk", "yarn"] and saved["base"]["step"] == 20
     assert saved["base"]["base_dir"] == str(base.root)
     # the tag now exists: refused without --resume/--force
-    assert_user_error(rlab("continue", *common, "--variants", "ntk"), "Tag 'd20-ntk' already exists",
+    assert_user_error(rlab("continue", *common, "--variants", "ntk"), "Tag 'd20-iso-ntk' already exists",
                       "--resume", "--force")
     # the printed rerun command works as printed (the stand-in fails on ntk again, but as a resumed run)
     rerun = rlab("continue", "--spec", str(layout.resolved_spec), "--variants", "ntk", "--resume")
-    assert rerun.returncode == 1 and "d20-ntk: resuming" in rerun.stdout
-    assert json.loads(layout.run_config("d20-ntk").read_text())["resume"] is True
+    assert rerun.returncode == 1 and "d20-iso-ntk: resuming" in rerun.stdout
+    assert json.loads(layout.run_config("d20-iso-ntk").read_text())["resume"] is True
     # --force says what it deletes, then re-clones
-    (base.checkpoint_dir("d20-pi") / "model_000021.pt").write_bytes(b"x")
-    (base.checkpoint_dir("d20-pi") / "meta_000021.json").write_text("{}")
+    (base.checkpoint_dir("d20-iso-pi") / "model_000021.pt").write_bytes(b"x")
+    (base.checkpoint_dir("d20-iso-pi") / "meta_000021.json").write_text("{}")
     forced = rlab("continue", *common, "--variants", "pi", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert "--force: deleting d20-pi" in forced.stderr and str(base.checkpoint_dir("d20-pi")) in forced.stderr
-    assert checkpoint_steps(base.checkpoint_dir("d20-pi")) == [20]
+    assert "--force: deleting d20-iso-pi" in forced.stderr and str(base.checkpoint_dir("d20-iso-pi")) in forced.stderr
+    assert checkpoint_steps(base.checkpoint_dir("d20-iso-pi")) == [20]
 
 
 def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
@@ -171,7 +171,7 @@ def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
     result = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--launcher", "slurm",
                   "--dry-run", "--results-dir", str(results), "--variants", "yarn")
     assert result.returncode == 0, result.stderr
-    script = ExperimentLayout(results, "rope_scaling_d20").sbatch_script("d20-yarn")
+    script = ExperimentLayout(results, "d20").sbatch_script("d20-yarn")
     text = script.read_text()
     assert "#SBATCH --gpus-per-node=8" in text and "--nproc-per-node=8" in text and "srun" in text
     assert sorted(p.name for p in script.parent.iterdir()) == ["sbatch.sh"]  # nothing else written

@@ -54,9 +54,9 @@ def test_plan_is_deterministic_and_flags_win(tmp_path):
     b = plan_continue(load_spec(spec_file, base_dir=BASE, results_dir=RESULTS, steps=7, from_step=200))
     assert a == b
     (run,) = a
-    assert (run.tag, run.train.steps, run.train.seq_len, run.init.step) == ("d20-yarn", 7, 4096, 200)
+    assert (run.tag, run.train.steps, run.train.seq_len, run.init.step) == ("d20-exp-yarn", 7, 4096, 200)
     assert (run.rope.factor, run.rope.beta_fast) == (2.0, 16.0)  # the spec's own variant, not the built-in
-    assert run.run_dir == RESULTS / "exp" / "runs" / "d20-yarn"
+    assert run.run_dir == RESULTS / "exp" / "runs" / "d20-exp-yarn"
 
 
 def test_plan_continue_needs_step_and_variants():
