@@ -7,6 +7,7 @@ Two roots:
       <base>/base_data/shard_00000.parquet ...   training shards; the last one is validation
       <base>/tokenizer/tokenizer.pkl, token_bytes.pt
       <base>/base_checkpoints/<tag>/model_021400.pt, meta_021400.json, optim_021400_rank0.pt
+      <base>/base_checkpoints/.<tag>.lock          held while a run trains <tag>
       <base>/eval_bundle/                          DCLM CORE bundle (core.yaml, eval_meta_data.csv, eval_data/)
       <base>/long_docs/long_docs.parquet           rlab's fixed long-document set for BPB-vs-length
 
@@ -14,6 +15,7 @@ Two roots:
 
       results/<exp>/spec.resolved.yaml      the resolved spec that produced everything below
       results/<exp>/runs/<tag>/run.json     the resolved per-tag run config (torchrun reads it)
+      results/<exp>/runs/<tag>/spec.resolved.yaml  the spec of the run that trained <tag> (its rerun command)
       results/<exp>/runs/<tag>/train.log    the job's stdout/stderr
       results/<exp>/runs/<tag>/metrics.jsonl  one JSON object per step / eval (source of truth for plots)
       results/<exp>/evals/<tag>/eval.json   every metric of one tag
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NANOCHAT_DEFAULT_BASE_DIR = Path.home() / ".cache" / "nanochat"
+RESOLVED_SPEC_NAME = "spec.resolved.yaml"
+"""A spec rlab wrote (recorded paths in it yield to the environment and to where the file lies)."""
 
 
 def default_base_dir() -> Path:
@@ -76,6 +80,10 @@ class BaseLayout:
 
     def checkpoint_dir(self, tag: str) -> Path:
         return self.checkpoints_root / tag
+
+    def tag_lock(self, tag: str) -> Path:
+        """The lock file a run holds while it trains `tag` (hidden beside the tag's folder)."""
+        return self.checkpoints_root / f".{tag}.lock"
 
     @property
     def eval_bundle_dir(self) -> Path:
@@ -132,13 +140,17 @@ class ExperimentLayout:
 
     @property
     def resolved_spec(self) -> Path:
-        return self.root / "spec.resolved.yaml"
+        return self.root / RESOLVED_SPEC_NAME
 
     def run_dir(self, tag: str) -> Path:
         return self.root / "runs" / tag
 
     def run_config(self, tag: str) -> Path:
         return self.run_dir(tag) / "run.json"
+
+    def tag_spec(self, tag: str) -> Path:
+        """The resolved spec of the run that last trained `tag` (its own rerun command reads it)."""
+        return self.run_dir(tag) / RESOLVED_SPEC_NAME
 
     def train_log(self, tag: str) -> Path:
         return self.run_dir(tag) / "train.log"

@@ -101,11 +101,12 @@ def length_warnings(spec: ExperimentSpec, base: BaseInfo) -> list[str]:
     return warnings
 
 
-def plan_continue(spec: ExperimentSpec, base: BaseInfo | None = None) -> list[RunConfig]:
+def plan_continue(spec: ExperimentSpec, base: BaseInfo | None = None, *, check: bool = True) -> list[RunConfig]:
     """One continued-pretraining run per variant, in the spec's order.
 
     With `base` (the base step's facts), lengths and factors are resolved from it and every run
     starts the train data at the base's recorded loader position (train.data_start: after_base).
+    `check=False` skips the batch arithmetic (the preflight reports it with the other problems).
     """
     if base is not None:
         spec = resolve_lengths(spec, base)
@@ -117,7 +118,8 @@ def plan_continue(spec: ExperimentSpec, base: BaseInfo | None = None) -> list[Ru
         raise SpecError("No base step to continue from.", "Pass --from-step N (or set base.step in the spec).")
     if not spec.variants:
         raise SpecError("No variants to run.", "Pass --variants pi,ntk,yarn or list them under `variants:` in the spec.")
-    check_batch(spec.train, spec.launch.world_size)
+    if check:
+        check_batch(spec.train, spec.launch.world_size)
     layout = experiment_layout(spec)
     base_dir = base_layout(spec).root
     runs = []
