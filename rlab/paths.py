@@ -25,7 +25,8 @@ Two roots:
 
 The environment is read here and only here: ``RLAB_BASE_DIR`` then ``NANOCHAT_BASE_DIR``
 then nanochat's default ``~/.cache/nanochat`` for the base dir; ``RLAB_RESULTS_DIR`` for
-the results root.
+the results root. Precedence: flags, then the environment, then paths recorded in a spec rlab
+wrote (``spec.resolved.yaml``; its results root is where the file lies now).
 """
 
 from __future__ import annotations
@@ -40,19 +41,38 @@ RESOLVED_SPEC_NAME = "spec.resolved.yaml"
 """A spec rlab wrote (recorded paths in it yield to the environment and to where the file lies)."""
 
 
-def default_base_dir() -> Path:
-    """The checkpoint/data root when no ``--base-dir`` is given."""
+def env_base_dir() -> Path | None:
+    """``$RLAB_BASE_DIR``, else ``$NANOCHAT_BASE_DIR``, else None."""
     for var in ("RLAB_BASE_DIR", "NANOCHAT_BASE_DIR"):
         value = os.environ.get(var)
         if value:
             return Path(value).expanduser()
-    return NANOCHAT_DEFAULT_BASE_DIR
+    return None
+
+
+def env_results_root() -> Path | None:
+    """``$RLAB_RESULTS_DIR``, else None."""
+    value = os.environ.get("RLAB_RESULTS_DIR")
+    return Path(value).expanduser() if value else None
+
+
+def default_base_dir() -> Path:
+    """The checkpoint/data root when no ``--base-dir`` is given."""
+    return env_base_dir() or NANOCHAT_DEFAULT_BASE_DIR
 
 
 def default_results_root() -> Path:
     """The results root when none is given: ``$RLAB_RESULTS_DIR`` or ``./results``."""
-    value = os.environ.get("RLAB_RESULTS_DIR")
-    return Path(value).expanduser() if value else Path.cwd() / "results"
+    return env_results_root() or Path.cwd() / "results"
+
+
+def recorded_results_root(spec_path: Path, experiment: str) -> Path | None:
+    """The results root a recorded spec (``<root>/<experiment>/.../spec.resolved.yaml``) lies in, wherever
+    the folder was moved or copied to; None when the file is not inside a folder named `experiment`."""
+    for parent in Path(spec_path).resolve().parents:
+        if parent.name == experiment:
+            return parent.parent
+    return None
 
 
 def step_name(step: int) -> str:

@@ -66,6 +66,10 @@ def continue_training(
         Optional[int],
         typer.Option("--target-len", min=1, help="Target context (spec: target_len; default 4 x the base's length)."),
     ] = None,
+    seeds: Annotated[Optional[int], typer.Option(
+        "--seeds", min=1, help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
+    zero_shot: Annotated[Optional[bool], typer.Option(
+        "--zero-shot/--no-zero-shot", help="Also make each variant's training-free arm (train.zero_shot).")] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     gpus_per_variant: GpusPerVariantOpt = None,
@@ -87,16 +91,18 @@ def continue_training(
     from rlab.spec.loading import load_spec
 
     spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
-                     results_dir=results_dir, steps=steps, seq_len=seq_len, target_len=target_len, nproc=nproc,
-                     max_restarts=max_restarts, gpus_per_variant=gpus_per_variant, nnodes=nnodes,
-                     node_rank=node_rank, rdzv_endpoint=rdzv_endpoint, launcher=launcher)
+                     results_dir=results_dir, steps=steps, seeds=seeds, zero_shot=zero_shot, seq_len=seq_len,
+                     target_len=target_len, nproc=nproc, max_restarts=max_restarts,
+                     gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
+                     rdzv_endpoint=rdzv_endpoint, launcher=launcher)
     spec = with_default_nproc(spec, visible_gpus())
     pf = preflight_continue(spec, resume=resume, force=force)
     spec, runs = pf.spec, pf.runs
     if json_out and not dry_run:
         raise typer.BadParameter("--json goes with --dry-run (the plan as JSON; nothing runs).", param_hint="--json")
     if dry_run:
-        jobs = build_jobs(spec, runs) if runs else []
+        trained = [run for run in runs if run.train.steps > 0]  # training-free arms are a clone, not a job
+        jobs = build_jobs(spec, trained)
         if json_out:
             import json
 
@@ -106,8 +112,8 @@ def continue_training(
             render_findings(pf.warnings)
         if not pf.ok:
             raise pf.error()
-        if spec.launch.launcher == "slurm":  # a SLURM dry run writes the scripts (to read), submits nothing
-            submit_slurm(spec, runs, submit=False)
+        if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing
+            submit_slurm(spec, trained, submit=False)
         return
     render_findings(pf.warnings)
     if not pf.ok:
@@ -150,13 +156,15 @@ def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
             for line in describe_paths(list(plan.delete)):
                 err.print(f"  {line}", highlight=False)
     if launch.launcher == "slurm":  # the jobs run elsewhere: no local lock outlives this process
-        _prepare(spec, plans)
-        submit_slurm(spec, [p.run for p in plans])
+        runs = _prepare(spec, plans)
+        if runs:
+            submit_slurm(spec, runs)
         return
     with TagLocks(base_layout(spec), [p.run.tag for p in plans]) as locks:
         runs = _prepare(spec, plans)
-        jobs = build_jobs(spec, runs, torchrun=torchrun)
-        launch_and_watch(spec, jobs, slots, rerun, keep_fds={run.tag: locks.fd(run.tag) for run in runs})
+        if runs:
+            jobs = build_jobs(spec, runs, torchrun=torchrun)
+            launch_and_watch(spec, jobs, slots, rerun, keep_fds={run.tag: locks.fd(run.tag) for run in runs})
 
 
 def _prepare(spec: ExperimentSpec, plans: list[TagPlan]) -> list[RunConfig]:
@@ -175,7 +183,11 @@ def _prepare(spec: ExperimentSpec, plans: list[TagPlan]) -> list[RunConfig]:
         out.print(f"{run.tag}: {verb}{source}", highlight=False)
     save_resolved_specs(spec, runs)
     write_run_configs(spec, runs)
-    return runs
+    for run in runs:
+        if run.train.steps == 0:
+            out.print(f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base, nothing trained; "
+                      "no job)", highlight=False)
+    return [run for run in runs if run.train.steps > 0]
 
 
 def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun, keep_fds=None) -> list[JobState]:
@@ -255,13 +267,20 @@ def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
     """The command that resumes `variants` with the settings their tags were trained with.
 
     One variant: its tag's own resolved spec (runs/<tag>/spec.resolved.yaml), which no other run
-    overwrites; several: the experiment's resolved spec.
+    overwrites; several: the experiment's resolved spec. Paths the environment would override
+    (it beats recorded paths) are given as flags, so the command works as printed.
     """
     from rlab.orchestrate.plan import experiment_layout
+    from rlab.paths import env_base_dir, env_results_root
 
     layout = experiment_layout(spec)
     path = layout.tag_spec(spec.tag_for(variants[0])) if len(variants) == 1 else layout.resolved_spec
-    return f"rlab continue --spec {path} --variants {','.join(variants)} --resume"
+    flags = ""
+    if env_base_dir() not in (None, spec.base.base_dir):
+        flags += f" --base-dir {spec.base.base_dir}"
+    if env_results_root() not in (None, spec.results_dir):
+        flags += f" --results-dir {spec.results_dir}"
+    return f"rlab continue --spec {path} --variants {','.join(variants)} --resume{flags}"
 
 
 def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlab.errors import RlabError
+from rlab.errors import LaunchError, RlabError
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
 from rlab.orchestrate.clone import checkpoint_files, require_checkpoint, tag_action, tag_exists_error
 from rlab.orchestrate.lock import lock_holder
@@ -44,21 +44,28 @@ class Preflight:
     spec: ExperimentSpec
     base: BaseInfo | None = None
     runs: list[RunConfig] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    errors: list[RlabError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.errors
 
-    def problem(self, exc: RlabError) -> None:
-        self.problems.append(exc.message + (f" {exc.hint}" if exc.hint else ""))
+    @property
+    def problems(self) -> list[str]:
+        """Every fatal problem, one line each (message and hint)."""
+        return [e.message + (f" {e.hint}" if e.hint else "") for e in self.errors]
+
+    def problem(self, exc: RlabError | str) -> None:
+        self.errors.append(exc if isinstance(exc, RlabError) else LaunchError(exc))
 
     def error(self) -> RlabError:
-        """One error listing every problem (what `continue` raises, and a dry run exits with)."""
+        """The one problem as raised, or one error listing them all (what `continue` raises, a dry run exits with)."""
+        if len(self.errors) == 1:
+            return self.errors[0]
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        return RlabError(f"{len(self.problems)} problem(s) stop this run:\n{lines}",
-                         "Fix them and run `rlab continue ... --dry-run` again.")
+        return RlabError(f"{len(self.problems)} problems stop this run:\n{lines}",
+                         "Fix them; `--dry-run` (or `rlab validate SPEC`) checks again without starting anything.")
 
 
 def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: bool = False,
@@ -99,7 +106,8 @@ def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: boo
     if pf.base is not None:
         _check_disk(pf, base.checkpoint_dir(spec.base.tag), step)
     _check_launcher(pf)
-    _check_inputs(pf)
+    if pf.base is not None:  # with no base here at all, its missing data is no news
+        _check_inputs(pf)
     return pf
 
 
@@ -115,18 +123,32 @@ def _check_tags(pf: Preflight, *, resume: bool, force: bool) -> None:
             pf.problem(tag_exists_error(base, run.tag, run.variant))
         holder = lock_holder(base, run.tag)
         if holder is not None:
-            pf.problems.append(f"Tag '{run.tag}' is being trained by another rlab ({holder}). Wait for it to "
+            pf.problem(f"Tag '{run.tag}' is being trained by another rlab ({holder}). Wait for it to "
                                "finish or stop it; two runs on one tag would write the same checkpoints.")
 
 
-def _check_results_dir(pf: Preflight, root: Path) -> None:
-    """The results dir (or the nearest folder that exists above it) must be writable."""
+def results_dir_error(root: Path) -> RlabError | None:
+    """An error when results cannot be written under `root` (checked at the nearest folder that exists)."""
     probe = root
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        pf.problems.append(f"Results dir {root} cannot be written ({probe} is not a writable folder). "
-                           "Pass --results-dir (or set $RLAB_RESULTS_DIR) to a folder you can write.")
+    if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
+        return None
+    return LaunchError(f"Results dir {root} cannot be written ({probe} is not a writable folder).",
+                       "Pass --results-dir (or set $RLAB_RESULTS_DIR) to a folder you can write.")
+
+
+def require_writable_results(root: Path) -> None:
+    """Raise instead of writing anywhere else when `root` cannot be written (`rlab eval`)."""
+    error = results_dir_error(root)
+    if error is not None:
+        raise error
+
+
+def _check_results_dir(pf: Preflight, root: Path) -> None:
+    error = results_dir_error(root)
+    if error is not None:
+        pf.problem(error)
 
 
 def estimated_bytes(spec: ExperimentSpec, ckpt_dir: Path, step: int, runs: int) -> int:
@@ -146,7 +168,7 @@ def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None) -> None:
     need = estimated_bytes(pf.spec, ckpt_dir, step, len(pf.runs))
     free = shutil.disk_usage(ckpt_dir).free
     if need * DISK_MARGIN > free:
-        pf.problems.append(f"Not enough disk for {len(pf.runs)} tag(s): about {need / 1e9:.1f} GB needed (clones + "
+        pf.problem(f"Not enough disk for {len(pf.runs)} tag(s): about {need / 1e9:.1f} GB needed (clones + "
                            f"saved checkpoints), {free / 1e9:.1f} GB free under {ckpt_dir.parent}. Free space, "
                            "raise train.save_every / set train.keep_last, or run fewer variants.")
 

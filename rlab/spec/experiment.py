@@ -87,9 +87,10 @@ class LaunchSpec(StrictModel):
     node_rank: NonNegativeInt = 0
     """This machine's rank among the nodes (multi-node local launches; run the same command on each node)."""
     rdzv_endpoint: str | None = None
-    """Rendezvous host[:port] shared by all nodes; null = 127.0.0.1 (single node)."""
+    """Rendezvous host[:port] shared by all nodes; null = single node, torchrun --standalone (it picks a free
+    port itself, so concurrent jobs never collide)."""
     rdzv_port: int = Field(29500, ge=1024, le=65000)
-    """First rendezvous port; the i-th variant of a run uses rdzv_port + i, so concurrent jobs never collide."""
+    """Multi-node rendezvous port when rdzv_endpoint names none; the i-th variant uses rdzv_port + i."""
     gpus_per_variant: PositiveInt | None = None
     """GPUs per job; null = all nproc_per_node (jobs run one after another). Fewer than the GPUs available runs
     variants concurrently on disjoint CUDA_VISIBLE_DEVICES sets."""
@@ -101,6 +102,20 @@ class LaunchSpec(StrictModel):
     """torchrun program; the plain name is looked up next to the running Python first, then on PATH."""
     slurm: SlurmSpec = SlurmSpec()
     """sbatch settings, used when launcher is slurm."""
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep:
+            host, port = value, ""
+        if not host.strip() or any(c.isspace() for c in value):
+            raise ValueError(f"must be host[:port] (got {value!r})")
+        if sep and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"port must be a number from 1 to 65535 (got {port!r} in {value!r})")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> LaunchSpec:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, rlab
+from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, d20_base, rlab
 
 
-def test_validate_ok():
-    result = rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"))
+def test_validate_ok(tmp_path):
+    base = d20_base(tmp_path / "d20")
+    result = rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--base-dir", str(base))
     assert result.returncode == 0, result.stderr
     assert "OK" in result.stdout and "4 variant(s): rope, pi, ntk, yarn" in result.stdout
+    # the same spec against a base dir without d20: what `rlab continue` would refuse, said now
+    assert_user_error(rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml")), "Base tag 'd20' not found")
+    assert rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--spec-only").returncode == 0
 
 
 def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
@@ -24,7 +28,7 @@ def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
     )
     result = rlab("validate", str(spec))
     assert_user_error(result, f"{spec}:", "base.tag:", "variants.yarn.beta_fast: must be > beta_slow",
-                      "train.steps: Input should be greater than 0 (got -5)", "train.lr.warmdown_frac:",
+                      "train.steps: Input should be greater than or equal to 0 (got -5)", "train.lr.warmdown_frac:",
                       "launch.rdzv_endpoint: required when nnodes > 1", "tracking.wandb:")
     problems = [line for line in result.stderr.splitlines() if line.startswith("  ")]
     assert len(problems) >= 6  # all at once, one line each

@@ -112,17 +112,20 @@ P = Path("/r/run.json")
     ("launch", "index", "argv"),
     [
         (LaunchSpec(nproc_per_node=8), 0,
-         ["torchrun", "--nnodes=1", "--nproc-per-node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29500",
-          "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
+         ["torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=8", "--max-restarts=0", "-m", "rlab.core.train",
+          "/r/run.json"]),
         (LaunchSpec(nproc_per_node=2, max_restarts=3, rdzv_port=30000), 2,
-         ["torchrun", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:30002",
-          "--rdzv-id=t", "--max-restarts=3", "-m", "rlab.core.train", "/r/run.json"]),
+         ["torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=3", "-m", "rlab.core.train",
+          "/r/run.json"]),
+        (LaunchSpec(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29700"), 1,  # an explicit single-node endpoint
+         ["torchrun", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29701",
+          "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
         (LaunchSpec(nproc_per_node=8, nnodes=4, node_rank=1, rdzv_endpoint="node0:29400"), 1,
          ["torchrun", "--nnodes=4", "--nproc-per-node=8", "--node-rank=1", "--rdzv-backend=c10d",
           "--rdzv-endpoint=node0:29401", "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
         (LaunchSpec(nproc_per_node=8, gpus_per_variant=2, torchrun="/opt/bin/torchrun"), 0,
-         ["/opt/bin/torchrun", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d",
-          "--rdzv-endpoint=127.0.0.1:29500", "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train",
+         ["/opt/bin/torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=0", "-m",
+          "rlab.core.train",
           "/r/run.json"]),
     ],
 )
@@ -164,19 +167,30 @@ def test_device_slots_not_enough_devices(launch, gpus, match):
 def test_build_jobs_distinct_ports_and_logs():
     spec = spec_of(from_step=1, variants="pi,ntk,yarn", nproc=2)
     jobs = build_jobs(spec, plan_continue(spec), torchrun="/x/torchrun")
-    ports = [next(a for a in j.argv if a.startswith("--rdzv-endpoint")) for j in jobs]
-    assert ports == [f"--rdzv-endpoint=127.0.0.1:{29500 + i}" for i in range(3)]
+    assert all("--standalone" in j.argv for j in jobs)  # torchrun picks a free port for each job itself
     assert [j.log for j in jobs] == [RESULTS / "d20" / "runs" / t / "train.log" for t in ("d20-pi", "d20-ntk",
                                                                                           "d20-yarn")]
     assert all(j.argv[0] == "/x/torchrun" and j.argv[-1].endswith(f"/{j.tag}/run.json") for j in jobs)
 
 
-def test_busy_local_port_moves_to_a_free_one():
-    from rlab.orchestrate.launch import free_local_port
+def test_seeds_and_zero_shot_arms():
+    """train.seeds replicates each variant (seed + i, same budget); zero_shot adds a training-free tag."""
+    from rlab.orchestrate.plan import experiment_tags, variant_of_tag
 
-    argv = tuple(torchrun_argv(P, LaunchSpec(nproc_per_node=2), index=0, rdzv_id="t"))
-    assert free_local_port(argv, lambda p: True) == argv
-    moved = free_local_port(argv, lambda p: p not in (29500, 29501))
-    assert moved == tuple(a.replace(":29500", ":29502") for a in argv)
-    multi = tuple(torchrun_argv(P, LaunchSpec(nnodes=2, rdzv_endpoint="n0:29500"), rdzv_id="t"))
-    assert free_local_port(multi, lambda p: False) == multi
+    spec = spec_of(from_step=7, variants="rope,yarn", seeds=3, zero_shot=True, steps=5)
+    runs = plan_continue(spec)
+    assert [r.tag for r in runs] == ["d20-rope", "d20-rope-seed1", "d20-rope-seed2", "d20-rope-zeroshot",
+                                     "d20-yarn", "d20-yarn-seed1", "d20-yarn-seed2", "d20-yarn-zeroshot"]
+    assert [r.train.seed for r in runs[:3]] == [42, 43, 44]
+    assert [r.train.steps for r in runs] == [5, 5, 5, 0] * 2
+    assert {r.lineage.parent_step for r in runs} == {7} and {r.variant for r in runs[4:]} == {"yarn"}
+    assert experiment_tags(spec) == ["d20", *(r.tag for r in runs)]  # the base is the reference arm
+    for run in runs:
+        assert variant_of_tag(spec, run.tag) == run.variant
+    assert variant_of_tag(spec, "d20") == "base"
+    layout_csv = {r.tag: plan_eval(spec, r.tag).core_csv.name for r in runs}
+    assert layout_csv["d20-yarn"] == "results_yarn.csv" and layout_csv["d20-yarn-seed2"] == "results_yarn-seed2.csv"
+    assert layout_csv["d20-yarn-zeroshot"] == "results_yarn-zeroshot.csv"
+    only = plan_continue(spec_of(from_step=7, variants="pi", steps=0))
+    assert [(r.tag, r.train.steps) for r in only] == [("d20-pi-zeroshot", 0)]
+    assert experiment_tags(spec_of(from_step=7, variants="pi")) == ["d20-pi"]
