@@ -207,6 +207,11 @@ class CheckpointInfo:
         return f"{self.architecture} ({windows}base {self.rotary_base:g})"
 
 
+class UnreadableModelFile(CheckpointError):
+    """The model file is missing, truncated or not a state dict (as opposed to a readable file of an unknown
+    architecture): the orchestrator warns about it before a clone and the job's own load fails on it."""
+
+
 def _read_state_dict(path: Path, device: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
     """torch.load of a model file; `CheckpointError` naming it when it is missing, truncated or not a state dict."""
     import torch
@@ -214,18 +219,18 @@ def _read_state_dict(path: Path, device: Any = "cpu", mmap: bool = False) -> dic
     try:
         state = torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except FileNotFoundError:
-        raise CheckpointError(f"Model file missing: {path}") from None
+        raise UnreadableModelFile(f"Model file missing: {path}") from None
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/EOFError/UnpicklingError/... for bad files
         if mmap:  # files of torch's legacy (non-zip) format cannot be mapped
             return _read_state_dict(path, device, mmap=False)
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(
+        raise UnreadableModelFile(
             f"{path}: cannot read the model file ({reason}).",
             "The file is truncated or corrupt (an interrupted copy?); restore it or choose another step.",
         ) from None
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                               for k, v in state.items()):
-        raise CheckpointError(f"{path}: not a state dict (a mapping of names to tensors).")
+        raise UnreadableModelFile(f"{path}: not a state dict (a mapping of names to tensors).")
     return state
 
 
