@@ -68,7 +68,7 @@ def eval_tag(
     from rlab.cli.console import out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
-    from rlab.orchestrate.plan import base_layout, experiment_layout, experiment_tags, plan_eval
+    from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
     from rlab.spec.run import write_config
 
     if tag is None and not all_tags:
@@ -82,7 +82,7 @@ def eval_tag(
                              max_per_task=max_per_task, eval_bundle=eval_bundle)
     base = base_layout(spec)
     if all_tags:
-        tags = [t for t in experiment_tags(spec) if base.checkpoint_dir(t).is_dir()]
+        tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]
         if not tags:
             raise CheckpointError(f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
                                   "Run `rlab continue` first, or name a tag with --tag.")
@@ -189,6 +189,22 @@ def _newest_meta(ckpt_dir: Path) -> dict | None:
         return json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def _all_tags(spec: ExperimentSpec) -> list[str]:
+    """The tags `--all` evaluates: the spec's, plus those `rlab continue` made from the experiment's saved
+    resolved spec (its --variants, --seeds and --zero-shot are there, not in the spec file)."""
+    from rlab.orchestrate.plan import experiment_layout, experiment_tags
+    from rlab.spec.loading import load_spec
+
+    tags = experiment_tags(spec)
+    saved = experiment_layout(spec).resolved_spec
+    if saved.exists():
+        try:
+            tags += experiment_tags(load_spec(saved, base_dir=spec.base.base_dir, results_dir=spec.results_dir))
+        except SpecError:  # a broken saved spec only loses the extra tags; the spec given still works
+            pass
+    return list(dict.fromkeys(tags))
 
 
 def _resolve_spec(spec_path, tag, *, experiment, base_dir, base_tag, results_dir) -> tuple[ExperimentSpec, dict | None]:
