@@ -25,6 +25,7 @@ from rlab.spec.tracking import TrackingSpec
 from rlab.spec.train import ModelSpec, TrainSpec
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ENDPOINT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9._-]*)(:(\d{1,5}))?$")
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -101,6 +102,14 @@ class LaunchSpec(StrictModel):
     """torchrun program; the plain name is looked up next to the running Python first, then on PATH."""
     slurm: SlurmSpec = SlurmSpec()
     """sbatch settings, used when launcher is slurm."""
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        match = _ENDPOINT_RE.match(value) if value is not None else None
+        if value is not None and (match is None or (match.group(3) and not 1 <= int(match.group(3)) <= 65535)):
+            raise ValueError(f"must be host or host:port with a port in 1-65535, e.g. node01:29500 (got {value!r})")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> LaunchSpec:

@@ -45,7 +45,7 @@ def test_cli_errors_are_one_line_messages(results_root, tmp_path):
     assert "Several experiments" in r.stderr and "fx, other" in r.stderr and "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root), "-e", "fx",
                         "--format", "pdf"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "Unknown --format 'pdf'" in r.stderr
+    assert r.returncode == 2 and "'pdf' is not one of 'md', 'html', 'csv'" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_subprocess_report_is_deterministic(results_root):
