@@ -173,10 +173,14 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
 
 
 def _known_variant(name: str, variants: set[str]) -> str:
-    """`name` as one of the experiment's variants (any case), or an error with a "did you mean"."""
+    """`name` as one of the experiment's variants (any case), or an error with a "did you mean".
+
+    A built-in variant name the experiment has no outputs for is left to the report's footnote."""
+    from rlab.variants import VARIANT_NAMES
+
     if name in variants or not variants:
         return name
-    by_lower = {v.lower(): v for v in variants}
+    by_lower = {v.lower(): v for v in (*VARIANT_NAMES, *variants)}
     if name.lower() in by_lower:
         return by_lower[name.lower()]
     error = unknown_name_error("baseline variant", name, variants)
@@ -206,7 +210,8 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     tags = sources.tags
     arms = group_arms(tags)
     if baseline:  # the user named it: a typo is an error, not a report with blank comparison columns
-        baseline = _known_variant(baseline, {a.variant for a in arms})
+        spec_variants = (sources.spec or {}).get("variants")
+        baseline = _known_variant(baseline, {a.variant for a in arms} | set(spec_variants or ()))
     baseline = resolve_baseline(baseline, sources.spec)
 
     meta_rows = []
