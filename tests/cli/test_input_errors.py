@@ -35,7 +35,7 @@ def spec_file(tmp_path: Path, text: str | bytes, name: str = "spec.yaml") -> Pat
     ("variants: {a: {variant: pi, factor: .inf}}", "variants.a.factor: Input should be a finite number"),
     ("train: {lr: {matrix_lr: -.inf}}", "train.lr.matrix_lr: Input should be a finite number"),
     ("scale: .nan", "scale: Input should be a finite number"),
-    ("launch: {rdzv_endpoint: '127.0.0.1:abc'}", "launch.rdzv_endpoint: must be host or host:port"),
+    ("launch: {rdzv_endpoint: '127.0.0.1:abc'}", "launch.rdzv_endpoint: port must be a number"),
     ("launch: {rdzv_endpoint: 'node01:99999'}", "launch.rdzv_endpoint:"),
     ("variants: {a: {variant: YaRM}}", "Did you mean 'yarn'?"),
 ])
@@ -72,7 +72,7 @@ def test_deeply_nested_yaml_is_one_short_error(tmp_path):
 def test_bad_rdzv_endpoint_flag_fails_the_dry_run(tmp_path):
     outcome = run_main("continue", "--spec", str(DEMO), "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:abc",
                        "--dry-run")
-    assert_clean_error(outcome, "launch.rdzv_endpoint: must be host or host:port", max_lines=3)
+    assert_clean_error(outcome, "launch.rdzv_endpoint: port must be a number", max_lines=3)
 
 
 def test_variant_names_are_case_insensitive(tmp_path):
