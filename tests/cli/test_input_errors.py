@@ -46,9 +46,9 @@ def test_strict_spec_types(tmp_path, yaml_text, fragment):
 
 def test_what_stays_valid(tmp_path):
     """false still means "never" for a cadence; booleans where booleans belong; a case-insensitive variant."""
-    text = "train: {eval_every: false, compile: true}\nvariants: {a: {variant: YaRN, factor: 4}}\n" \
+    text = "base: {step: 10}\ntrain: {eval_every: false, compile: true}\nvariants: {a: {variant: YaRN, factor: 4}}\n" \
            "launch: {rdzv_endpoint: 'node-01.cluster:29500'}\n"
-    outcome = run_main("validate", str(spec_file(tmp_path, text)))
+    outcome = run_main("validate", "--spec-only", str(spec_file(tmp_path, text)))
     assert outcome.code == 0, outcome.text
 
 
@@ -76,6 +76,9 @@ def test_bad_rdzv_endpoint_flag_fails_the_dry_run(tmp_path):
 
 
 def test_variant_names_are_case_insensitive(tmp_path):
+    from tests.orchestrate.helpers import make_checkpoint
+
+    make_checkpoint(tmp_path / "base", "d20", steps=(10,))  # $RLAB_BASE_DIR (tests/conftest.py)
     outcome = run_main("continue", "--from-step", "10", "--variants", "YaRN,PI", "--dry-run")
     assert outcome.code == 0, outcome.text
     assert "d20-yarn" in outcome.out and "d20-pi" in outcome.out
