@@ -14,8 +14,10 @@ import pandas as pd
 from rlab.report.sources import TagSources
 
 ROPE_FIELDS = ("base", "factor", "original_len", "beta_fast", "beta_slow", "attention_factor",
-               "low_freq_factor", "high_freq_factor")
+               "low_freq_factor", "high_freq_factor", "windows")
 """RopeSpec's parameters, in results.csv's column order (as `rope_<field>`)."""
+TEXT_ROPE_FIELDS = ("windows",)
+"""Of those, the ones whose value is a word (windows: scale | fixed, for sliding-window models), not a number."""
 BPB_METRICS = ("train", "val")
 
 
@@ -57,7 +59,8 @@ def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str
     rope = _rope_of(src)
     row: dict[str, Any] = {"experiment": exp, "tag": src.tag, "variant": src.variant}
     for name in ROPE_FIELDS:
-        row[f"rope_{name}"] = num(rope.get(name))
+        value = rope.get(name)
+        row[f"rope_{name}"] = (value if isinstance(value, str) else None) if name in TEXT_ROPE_FIELDS else num(value)
     ev = src.eval or {}
     step = int_or_none(ev.get("step"))
     last_loss = float("nan")

@@ -131,3 +131,15 @@ def test_core_verdicts_exact_reference_path(reference, label):
     """rlab's one-example-per-forward path (full logits, padded rows) gives the same verdicts."""
     correct, want = _core_correct(reference, label, batched=False)
     assert correct == want
+
+
+def test_what_rlab_saves_is_what_nanochat_s_loader_reads(reference):
+    """The trainer saves `model.state_dict()` and `config.nanochat_dict()` as model_config: the same keys
+    in the same order, shapes and dtypes as nanochat's file, and exactly the GPTConfig fields nanochat's
+    `build_model` passes to `GPTConfig(**model_config)` before its strict `load_state_dict`."""
+    version, root, expected, model = reference
+    theirs = torch.load(root / "base_checkpoints" / "d2" / "model_000020.pt", map_location="cpu", weights_only=True)
+    ours = model.state_dict()
+    assert list(ours) == list(theirs)
+    assert [(v.shape, v.dtype) for v in ours.values()] == [(v.shape, v.dtype) for v in theirs.values()]
+    assert model.config.nanochat_dict() == expected["model_config"]
