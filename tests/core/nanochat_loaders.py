@@ -52,11 +52,39 @@ def stream_batches(tokenizer, data_dir: Path, split: str, B: int, T: int) -> Ite
         yield t[:-1].view(B, T), t[1:].view(B, T)
 
 
+def resumed_documents(tokenizer, data_dir: Path, split: str, state: dict, rank: int, world: int
+                      ) -> Iterator[list[list[int]]]:
+    """92d63d4's `_document_batches` for one rank resumed from `state` ({pq_idx, rg_idx, epoch}): in the
+    resume file, the first row group is the next whole round after rg_idx (rank's share of it); then every
+    file from the start, row groups rank, rank + world, ... (row groups of <= 128 documents here)."""
+    files = sorted(p for p in Path(data_dir).glob("*.parquet"))
+    files = files[:-1] if split == "train" else files[-1:]
+    resume_pq, resume_rg, first = state["pq_idx"], state["rg_idx"], True
+    while True:
+        pq_idx = resume_pq if first else 0
+        while pq_idx < len(files):
+            pf = pq.ParquetFile(files[pq_idx])
+            if first and resume_rg is not None and pq_idx == resume_pq:
+                rg = (resume_rg // world + 1) * world + rank
+                resume_rg = None
+                if rg >= pf.num_row_groups:
+                    pq_idx += 1
+                    continue
+            else:
+                rg = rank
+            while rg < pf.num_row_groups:
+                texts = pf.read_row_group(rg).column("text").to_pylist()
+                yield [list(ids) for ids in tokenizer.encode(texts, prepend=tokenizer.bos_token_id)]
+                rg += world
+            pq_idx += 1
+        first = False
+
+
 def bestfit_batches(
-    tokenizer, data_dir: Path, split: str, B: int, T: int, buffer_size: int = 1000
+    tokenizer, data_dir: Path, split: str, B: int, T: int, buffer_size: int = 1000, docs=None
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """92d63d4's BOS-aligned best-fit loader at world size 1."""
-    docs = _documents(tokenizer, data_dir, split)
+    """92d63d4's BOS-aligned best-fit loader (world size 1 from the start unless `docs` is given)."""
+    docs = docs if docs is not None else _documents(tokenizer, data_dir, split)
     buffer: list[list[int]] = []
     capacity = T + 1
     while True:
