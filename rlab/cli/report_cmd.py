@@ -78,6 +78,17 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
+def _print_mismatches(data) -> None:
+    from rlab.cli.console import err
+    from rlab.report.build import mismatch_lines
+
+    lines = mismatch_lines(data)
+    if lines:
+        err.print(f"[bold yellow]{_escape(lines[0])}[/]", highlight=False, soft_wrap=True)
+        for line in lines[1:]:
+            err.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
+
+
 def build_report(
     spec: Path | None = typer.Option(None, "--spec", help="Experiment spec YAML; its `name` picks the experiment."),
     experiment: str | None = typer.Option(
@@ -92,6 +103,9 @@ def build_report(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed)."),
     n_boot: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
+    allow_mismatch: bool = typer.Option(
+        False, "--allow-mismatch", help="Give better/worse verdicts even between tags evaluated or trained "
+        "differently (recorded in the report)."),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
     if fmt not in _FORMATS:
@@ -101,7 +115,9 @@ def build_report(
     from rlab.report.build import write_report
 
     name, root = resolve_target(experiment, spec, results_dir)
-    report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot)
+    report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot,
+                          allow_mismatch=allow_mismatch)
+    _print_mismatches(report.data)
     if not quiet:
         for table in report.tables:
             if not table.frame.empty:

@@ -41,11 +41,23 @@ class ReportOutput:
     written: list[Path] = field(default_factory=list)
 
 
+def mismatch_lines(data: ReportData) -> list[str]:
+    """What makes compared tags incomparable, one line each (empty when everything agrees)."""
+    if not data.mismatches:
+        return []
+    head = ("Verdicts were given across these differences anyway (--allow-mismatch):" if data.allow_mismatch else
+            "Not comparable: no better/worse verdict is given where these differences apply "
+            "(re-evaluate with the same settings and code, or pass --allow-mismatch):")
+    return [head, *(f"- {m.sentence()}" for m in data.mismatches)]
+
+
 def _intro(data: ReportData, seed: int, n_boot: int) -> list[str]:
     base = f"`{data.baseline}`" + (f" (tag `{data.baseline_tag}`)" if data.baseline_tag else " (not found)")
+    warning = mismatch_lines(data)
     return [
         f"# Experiment `{data.experiment}`: RoPE variants compared with {base}",
         "",
+        *([f"**{warning[0]}**", "", *warning[1:], ""] if warning else []),
         f"Tags: {len(data.meta)}. `x ± h`: estimate and half-width of its 95% bootstrap interval "
         f"({n_boot} resamples, seed {seed}; BPB over eval units, CORE over examples). A variant is called "
         "**better** or **worse** than the baseline only when the 95% interval of the paired difference "
@@ -87,7 +99,10 @@ def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | N
         "text-align:right}td:first-child,th:first-child{text-align:left}.best{font-weight:bold;"
         "background:#e6f4e6}img{max-width:100%}</style></head><body>",
         f"<h1>{html.escape(intro[0].lstrip('# ').replace('`', ''))}</h1>",
-        f"<p>{html.escape(intro[2].replace('**', '').replace('*', '').replace('`', ''))}</p>",
+        *([f"<p><strong>{html.escape(w)}</strong></p>" for w in mismatch_lines(data)[:1]]),
+        *([f"<ul>{''.join(f'<li>{html.escape(w[2:])}</li>' for w in mismatch_lines(data)[1:])}</ul>"]
+          if data.mismatches else []),
+        f"<p>{html.escape(intro[-2].replace('**', '').replace('*', '').replace('`', ''))}</p>",
     ]
     for table in tables:
         parts += [f"<h2>{html.escape(table.title)}</h2>", to_html(table)]
@@ -105,7 +120,7 @@ def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | N
 
 
 def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: str = "md", seed: int = 0,
-                 n_boot: int = unc.DEFAULT_BOOT) -> ReportOutput:
+                 n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportOutput:
     """Build the report of one experiment into its results folder.
 
     Always writes results.csv; ``md`` adds comparison.md and the plots; ``html`` adds comparison.html
@@ -116,7 +131,7 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
     if not layout.root.is_dir():
         raise RlabError(f"No results for experiment '{layout.experiment}' under {layout.results_root}.",
                         "Run `rlab continue` / `rlab eval` first, or pass --results-dir / --experiment.")
-    data = collect(layout, baseline, seed=seed, n_boot=n_boot)
+    data = collect(layout, baseline, seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch)
     if data.meta.empty:
         raise RlabError(f"Experiment '{layout.experiment}' has no runs or evals yet ({layout.root}).",
                         "Run `rlab eval --tag TAG` first.")

@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlab import records as rec
 from rlab.paths import ExperimentLayout
+from rlab.report import comparability as cmp
 from rlab.report import uncertainty as unc
 from rlab.report.sources import ExperimentSources, TagSources, read_experiment
 
@@ -29,6 +31,10 @@ ROPE_FIELDS = ("base", "factor", "original_len", "beta_fast", "beta_slow", "atte
                "low_freq_factor", "high_freq_factor")
 """RopeSpec's parameters, in results.csv's column order (as `rope_<field>`)."""
 BPB_METRICS = ("train", "val")
+PROVENANCE = rec.PROVENANCE_COLUMNS
+"""results.csv's provenance columns (`rlab.records.ResultsRow`), taken from each tag's eval.json."""
+NOT_COMPARABLE = "not comparable"
+"""The verdict where the two tags were not measured or trained alike (see `rlab.report.comparability`)."""
 LOWER_IS_BETTER = {"train_bpb": True, "val_bpb": True, "core": False, "passkey_overall": False}
 
 
@@ -75,6 +81,10 @@ class ReportData:
     tag_notes: dict[str, list[int]] = field(default_factory=dict)
     """Footnote numbers per tag (shown next to its label)."""
     sources: ExperimentSources | None = None
+    mismatches: list[cmp.Mismatch] = field(default_factory=list)
+    """How compared tags differ in their evals or training (shown first; they block verdicts)."""
+    allow_mismatch: bool = False
+    """Verdicts were given across mismatches anyway (`--allow-mismatch`)."""
 
     def label(self, tag: str) -> str:
         """The row label of a tag in tables: its variant (or tag) plus footnote marks."""
@@ -104,13 +114,14 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _rope_of(src: TagSources) -> dict[str, Any]:
-    rope = (src.eval or {}).get("rope") or (src.run_config or {}).get("rope") or {}
+    rope = src.eval.rope if src.eval is not None else (src.run_config or {}).get("rope") or {}
     return rope if isinstance(rope, dict) else {}
 
 
 def _train_seq_len(src: TagSources, spec: dict[str, Any] | None) -> int | None:
-    for candidate in ((src.eval or {}).get("train_seq_len"),
-                      ((src.run_config or {}).get("train") or {}).get("seq_len"),
+    if src.eval is not None:
+        return src.eval.train_seq_len
+    for candidate in (((src.run_config or {}).get("train") or {}).get("seq_len"),
                       ((spec or {}).get("train") or {}).get("seq_len")):
         if _int_or_none(candidate) is not None:
             return _int_or_none(candidate)
@@ -122,8 +133,8 @@ def _meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[st
     row: dict[str, Any] = {"experiment": exp, "tag": src.tag, "variant": src.variant}
     for name in ROPE_FIELDS:
         row[f"rope_{name}"] = _num(rope.get(name))
-    ev = src.eval or {}
-    step = _int_or_none(ev.get("step"))
+    ev = src.eval
+    step = ev.step if ev is not None else None
     last_loss = float("nan")
     if src.metrics is not None:
         train = src.metrics[src.metrics["type"] == "train"]
@@ -133,22 +144,20 @@ def _meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[st
                 step = _int_or_none(train["step"].iloc[-1])
     row["step"] = step
     row["train_seq_len"] = _train_seq_len(src, spec)
-    row["tokens_trained"] = _int_or_none(ev.get("tokens_trained"))
+    row["tokens_trained"] = ev.checkpoint.tokens_trained if ev is not None else None
     row["last_train_loss"] = last_loss
     row["evaluated"] = src.evaluated
+    row.update({k: v for k, v in rec.provenance(ev).items() if k in PROVENANCE} if ev is not None else {})
     return row
 
 
-def _records_frame(src: TagSources, metric: str, key: str, csv: str, cols: list[str], sort: list[str]) -> pd.DataFrame:
-    """`cols` of the records under eval.json's metrics[metric][key], else of the tag's `csv` side file."""
+def _records_frame(src: TagSources, metric: str, key: str, cols: list[str], sort: list[str]) -> pd.DataFrame:
+    """`cols` of the records under eval.json's metrics[metric][key] (empty when that eval did not run)."""
     entry = src.metric(metric)
     rows = entry.get(key) if entry else None
-    if isinstance(rows, list) and rows:
-        frame = pd.DataFrame.from_records([r for r in rows if isinstance(r, dict)])
-    elif csv in src.csvs:
-        frame = src.csvs[csv].copy()
-    else:
+    if not rows:
         return pd.DataFrame(columns=cols)
+    frame = pd.DataFrame.from_records(rows)
     for c in cols:
         if c not in frame:
             frame[c] = np.nan
@@ -158,27 +167,23 @@ def _records_frame(src: TagSources, metric: str, key: str, csv: str, cols: list[
 
 
 def _bpb_length_frame(src: TagSources) -> pd.DataFrame:
-    """length, bpb, ci_low, ci_high, tokens, docs — from eval.json, else bpb_by_length.csv."""
-    return _records_frame(src, "bpb_length", "lengths", "bpb_by_length",
-                          ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"], ["length"])
+    """length, bpb, ci_low, ci_high, tokens, docs — points from eval.json; intervals filled in from units later."""
+    return _records_frame(src, "bpb_length", "lengths", ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"],
+                          ["length"])
 
 
 def _passkey_frame(src: TagSources) -> pd.DataFrame:
-    """length, depth, accuracy, n — from eval.json, else passkey.csv."""
-    return _records_frame(src, "passkey", "cells", "passkey", ["length", "depth", "accuracy", "n"], ["length", "depth"])
+    """length, depth, accuracy, n — from eval.json."""
+    return _records_frame(src, "passkey", "cells", ["length", "depth", "accuracy", "n"], ["length", "depth"])
 
 
 def _core_task_frame(src: TagSources) -> pd.DataFrame:
-    """task, type, accuracy, centered, baseline, n — from results_<variant>.csv, else eval.json."""
+    """task, type, accuracy, centered, baseline, n — from eval.json's core section."""
     cols = ["task", "type", "accuracy", "centered", "baseline", "n"]
-    if src.core_tasks is not None:
-        frame = src.core_tasks.copy()
-    else:
-        entry = src.metric("core")
-        tasks = entry.get("tasks") if entry else None
-        if not isinstance(tasks, dict) or not tasks:
-            return pd.DataFrame(columns=cols)
-        frame = pd.DataFrame.from_records([{"task": k, **v} for k, v in tasks.items() if isinstance(v, dict)])
+    entry = src.metric("core")
+    if not entry or not entry["tasks"]:
+        return pd.DataFrame(columns=cols)
+    frame = pd.DataFrame.from_records([{"task": k, **v} for k, v in entry["tasks"].items()])
     for c in cols:
         if c not in frame:
             frame[c] = np.nan if c != "type" else ""
@@ -191,19 +196,8 @@ def _core_task_frame(src: TagSources) -> pd.DataFrame:
 
 
 def _task_baselines(core_tasks: pd.DataFrame) -> dict[str, float]:
-    """Random-guess accuracy per task as a fraction.
-
-    Derived from accuracy and centered when both are there (b = (a - c) / (1 - c)), which is exact
-    whatever scale the producer wrote `baseline` in; else `baseline`, read as percent when > 1.
-    """
-    out: dict[str, float] = {}
-    for row in core_tasks.itertuples(index=False):
-        a, c, b = float(row.accuracy), float(row.centered), float(row.baseline)
-        if not (math.isnan(a) or math.isnan(c)) and c != 1.0:
-            out[row.task] = (a - c) / (1.0 - c)
-        elif not math.isnan(b):
-            out[row.task] = b / 100.0 if b > 1.0 else b
-    return out
+    """Random-guess accuracy per task, a fraction (`rlab.records.CoreTask.baseline`)."""
+    return {str(r.task): float(r.baseline) for r in core_tasks.itertuples(index=False)}
 
 
 def _curves_frame(src: TagSources) -> pd.DataFrame:
@@ -270,27 +264,28 @@ def _units_metric(scalar: str) -> str:
 
 def _scalars_of(src: TagSources, bpb_len: pd.DataFrame, core_tasks: pd.DataFrame, units: _Units,
                 seed: int, n_boot: int) -> list[dict[str, Any]]:
-    """Every scalar metric of one tag with its interval (bootstrap when raw units exist)."""
+    """Every scalar metric of one tag: the point from eval.json, the interval bootstrapped from its units
+    (none without units: the report's bootstrap is the only interval method)."""
     rows: list[dict[str, Any]] = []
 
     def add(metric: str, value: float, low: float, high: float, interval: str) -> None:
         rows.append({"metric": metric, "value": value, "ci_low": low, "ci_high": high, "interval": interval})
 
-    def bpb_point(metric: str, value: float, low: float, high: float) -> None:
+    def bpb_point(metric: str, value: float) -> None:
         u = units.by_metric.get(_units_metric(metric))
         iv = (unc.bpb_interval(u["nats"].to_numpy(), u["bytes"].to_numpy(), key=f"{src.tag}/{metric}",
                                seed=seed, n_boot=n_boot) if u is not None else None)
         if iv is not None:
-            add(metric, value if not math.isnan(value) else iv.estimate, iv.low, iv.high, "bootstrap")
+            add(metric, value, iv.low, iv.high, "bootstrap")
         elif not math.isnan(value):
-            add(metric, value, low, high, "eval" if not math.isnan(low) else "")
+            add(metric, value, float("nan"), float("nan"), "")
 
     bpb = src.metric("bpb") or {}
     for split in BPB_METRICS:
-        entry = bpb.get(split) if isinstance(bpb.get(split), dict) else {}
-        bpb_point(f"{split}_bpb", _num(entry.get("bpb")), _num(entry.get("ci_low")), _num(entry.get("ci_high")))
+        if bpb.get(split):
+            bpb_point(f"{split}_bpb", _num(bpb[split]["bpb"]))
     for r in bpb_len.itertuples(index=False):
-        bpb_point(f"bpb_len_{r.length}", float(r.bpb), float(r.ci_low), float(r.ci_high))
+        bpb_point(f"bpb_len_{r.length}", float(r.bpb))
 
     core = src.metric("core")
     if core is not None:
@@ -302,10 +297,9 @@ def _scalars_of(src: TagSources, bpb_len: pd.DataFrame, core_tasks: pd.DataFrame
             iv = unc.core_interval(tasks, _task_baselines(core_tasks), key=f"{src.tag}/core", seed=seed,
                                    n_boot=n_boot)
         if iv is not None:
-            add("core", value if not math.isnan(value) else iv.estimate, iv.low, iv.high, "bootstrap")
+            add("core", value, iv.low, iv.high, "bootstrap")
         elif not math.isnan(value):
-            low, high = _num(core.get("ci_low")), _num(core.get("ci_high"))
-            add("core", value, low, high, "eval" if not math.isnan(low) else "")
+            add("core", value, float("nan"), float("nan"), "")
     passkey = src.metric("passkey")
     if passkey is not None and not math.isnan(_num(passkey.get("overall"))):
         add("passkey_overall", _num(passkey.get("overall")), float("nan"), float("nan"), "")
@@ -335,8 +329,10 @@ def _paired_core(a: TagSources, b: TagSources, baselines: dict[str, float], key:
 
 
 def _compare(tag_src: TagSources, base_src: TagSources, scal: pd.DataFrame, units: dict[str, _Units],
-             baselines: dict[str, float], seed: int, n_boot: int) -> list[dict[str, Any]]:
-    """Comparison rows (tag vs baseline tag) for every metric both have."""
+             baselines: dict[str, float], seed: int, n_boot: int,
+             mismatched: list[cmp.Mismatch] | None = None) -> list[dict[str, Any]]:
+    """Comparison rows (tag vs baseline tag) for every metric both have; no better/worse verdict for a
+    metric that `mismatched` concerns, and none without paired units (no shared units, no claim)."""
     mine = scal[scal["tag"] == tag_src.tag].set_index("metric")
     theirs = scal[scal["tag"] == base_src.tag].set_index("metric")
     rows = []
@@ -362,14 +358,12 @@ def _compare(tag_src: TagSources, base_src: TagSources, scal: pd.DataFrame, unit
             d_lo = d_hi = r_lo = r_hi = 0.0
             how = "self"
         else:
-            # No shared units: the conservative interval from the two separate ones (it excludes 0
-            # exactly when they do not overlap).
-            d_lo, d_hi = float(a["ci_low"] - b["ci_high"]), float(a["ci_high"] - b["ci_low"])
-            r_lo = d_lo / scale * 100.0 if scale > 0 else float("nan")
-            r_hi = d_hi / scale * 100.0 if scale > 0 else float("nan")
-            how = "unpaired" if not math.isnan(d_lo) else ""
+            d_lo = d_hi = r_lo = r_hi = float("nan")
+            how = ""
         diff_iv = unc.Interval(diff, d_lo, d_hi)
         word = "" if tag_src.tag == base_src.tag else unc.verdict(diff_iv, lower_is_better(metric))
+        if word and mismatched and cmp.blocks(mismatched, metric):
+            word = NOT_COMPARABLE
         rows.append({"tag": tag_src.tag, "variant": tag_src.variant, "metric": metric, "diff": diff,
                      "diff_low": d_lo, "diff_high": d_hi, "rel_pct": rel, "rel_low": r_lo, "rel_high": r_hi,
                      "interval": how, "verdict": word})
@@ -393,7 +387,9 @@ def _with_scalar_intervals(bpb_length: pd.DataFrame, scalars: pd.DataFrame) -> p
 # ---------------------------------------------------------------- the wide frame
 
 _ID = ("experiment", "tag", "variant")
-_RUN = ("step", "train_seq_len", "tokens_trained", "last_train_loss")
+_RUN = ("step", "train_seq_len", "tokens_trained", "last_train_loss",
+        *(c for c in PROVENANCE if c not in ("step", "train_seq_len", "tokens_trained")))
+_INT_COLUMNS = ("step", "train_seq_len", "tokens_trained", "skipped_steps", "seed")
 _METRIC_RE = re.compile(r"^(train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$")
 _DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_partial", "_missing_tasks")
 
@@ -477,8 +473,9 @@ def _wide(data: ReportData) -> pd.DataFrame:
         rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
     frame = pd.DataFrame.from_records(list(rows.values()))
     frame = frame[order_columns(list(frame.columns))]
-    for col in ("step", "train_seq_len", "tokens_trained"):
-        frame[col] = frame[col].astype("Int64")
+    for col in _INT_COLUMNS:
+        if col in frame:
+            frame[col] = frame[col].astype("Int64")
     for col in frame.columns:
         if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_missing_tasks"):
             frame[col] = frame[col].fillna("").astype(str)
@@ -503,7 +500,7 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None, variant
 
 
 def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int = 0,
-            n_boot: int = unc.DEFAULT_BOOT) -> ReportData:
+            n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportData:
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
     notes = Footnotes()
@@ -518,7 +515,7 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
         meta_rows.append(row)
     meta_cols = [*_ID, *(f"rope_{f}" for f in ROPE_FIELDS), *_RUN, "evaluated", "label"]
     meta = pd.DataFrame.from_records(meta_rows, columns=meta_cols)
-    for col in ("step", "train_seq_len", "tokens_trained"):
+    for col in _INT_COLUMNS:
         meta[col] = meta[col].astype("Int64")
 
     keys = [(t.tag, t.variant) for t in tags]
@@ -544,12 +541,17 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     if len(base_tags) > 1 and base_src is not None:
         notes.add(f"several tags have the baseline variant '{baseline}'; compared against {base_src.tag}")
     comp_rows: list[dict[str, Any]] = []
+    found: list[cmp.Mismatch] = []
     if base_src is None:
         notes.add(f"baseline variant '{baseline}' has no outputs: relative changes are blank")
     else:
         baselines = _task_baselines(core_parts[tags.index(base_src)])
         for src in tags:
-            comp_rows.extend(_compare(src, base_src, scalars, units, baselines, seed, n_boot))
+            mism = (cmp.mismatches(src.eval, base_src.eval)
+                    if src is not base_src and src.eval is not None and base_src.eval is not None else [])
+            found += mism
+            comp_rows.extend(_compare(src, base_src, scalars, units, baselines, seed, n_boot,
+                                      None if allow_mismatch else mism))
     comparisons = pd.DataFrame.from_records(
         comp_rows, columns=["tag", "variant", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
                             "rel_high", "interval", "verdict"])
@@ -577,7 +579,7 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
                       baseline_tag=base_src.tag if base_src else None, meta=meta, scalars=scalars,
                       comparisons=comparisons, bpb_length=bpb_length, passkey=passkey, core_tasks=core_tasks,
                       curves=curves, results=pd.DataFrame(), footnotes=notes, tag_notes=tag_notes,
-                      sources=sources)
+                      sources=sources, mismatches=found, allow_mismatch=allow_mismatch)
     data.results = _wide(data) if tags else pd.DataFrame(columns=[*_ID])
     log.info("collected %d tag(s) of experiment %s (baseline %s)", len(tags), layout.experiment, baseline)
     return data

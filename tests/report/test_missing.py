@@ -35,7 +35,7 @@ def test_missing_metrics_file_and_unreadable_eval_json(fx):
     res = data.results.set_index("tag")
     assert math.isnan(res.loc["fx-pi", "last_train_loss"]) and res.loc["fx-pi", "val_bpb"] == 1.48
     assert "fx-pi: no training metrics (metrics.jsonl)" in data.footnotes.items
-    assert "fx-yarn: eval.json is unreadable (JSONDecodeError); ignored" in data.footnotes.items
+    assert any(n.startswith("fx-yarn: eval.json ignored:") and "not readable JSON" in n for n in data.footnotes.items)
     assert math.isnan(res.loc["fx-yarn", "val_bpb"])
     assert set(data.curves["tag"]) == {"fx-ntk", "fx-rope", "fx-yarn"}
 
@@ -50,21 +50,6 @@ def test_no_units_means_no_claims(fx):
     # eval.json's intervals are null here: no interval, so no verdict either way
     assert res.loc["fx-yarn", "val_bpb_verdict_vs_rope"] == ""
     assert res.loc["fx-yarn", "core_verdict_vs_rope"] == ""
-
-
-def test_unpaired_fallback_uses_eval_json_intervals(fx):
-    import json
-
-    for tag, (lo, hi) in {"fx-rope": (1.46, 1.48), "fx-yarn": (1.40, 1.45)}.items():
-        (fx.eval_dir(tag) / "bpb_units.csv").unlink()
-        ev = json.loads(fx.eval_json(tag).read_text())
-        ev["metrics"]["bpb"]["val"].update(ci_low=lo, ci_high=hi)
-        fx.eval_json(tag).write_text(json.dumps(ev))
-    comp = collect(fx, "rope", n_boot=200).comparisons.set_index(["tag", "metric"])
-    row = comp.loc[("fx-yarn", "val_bpb")]
-    assert row["interval"] == "unpaired"
-    assert (row["diff_low"], row["diff_high"]) == pytest.approx((1.40 - 1.48, 1.45 - 1.46))
-    assert row["verdict"] == "better"
 
 
 def test_missing_baseline_is_a_footnote(fx):
