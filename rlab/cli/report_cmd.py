@@ -65,28 +65,31 @@ def _rich_table(table):
         for col, val in zip(table.frame.columns, row, strict=True):
             text = str(val)
             style = "bold green" if (r, col) in table.best and text else None
-            if col == "verdict" or text.endswith(("(better)", "(worse)")):
-                style = {"better": "green", "worse": "red"}.get(text, style)
+            from rlab.report.tables import verdict_class
+
+            style = {"better": "green", "worse": "red", "few": "yellow"}.get(verdict_class(text), style)
             cells.append(f"[{style}]{_escape(text)}[/]" if style else _escape(text))
         out.add_row(*cells)
     return out
+
+
+def _markdown_bold(text: str) -> str:
+    """The report's **bold** verdict words as rich markup (green better, red worse)."""
+    import re
+
+    def style(m: re.Match) -> str:
+        inner = m.group(1)
+        colour = "green" if "better" in inner else "red" if "worse" in inner else "yellow" if "no verdict" in inner \
+            else ""
+        return f"[bold {colour}]{inner}[/]" if colour else f"[bold]{inner}[/]"
+
+    return re.sub(r"\*\*([^*]+)\*\*", style, text)
 
 
 def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
-
-
-def _print_mismatches(data) -> None:
-    from rlab.cli.console import err
-    from rlab.report.build import mismatch_lines
-
-    lines = mismatch_lines(data)
-    if lines:
-        err.print(f"[bold yellow]{_escape(lines[0])}[/]", highlight=False, soft_wrap=True)
-        for line in lines[1:]:
-            err.print(f"  {_escape(line)}", highlight=False, soft_wrap=True)
 
 
 def build_report(
@@ -101,7 +104,7 @@ def build_report(
     results_dir: Path | None = typer.Option(
         None, "--results-dir", help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results)."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed)."),
-    n_boot: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
+    n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
     allow_mismatch: bool = typer.Option(
         False, "--allow-mismatch", help="Give better/worse verdicts even between tags evaluated or trained "
@@ -117,8 +120,15 @@ def build_report(
     name, root = resolve_target(experiment, spec, results_dir)
     report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot,
                           allow_mismatch=allow_mismatch)
-    _print_mismatches(report.data)
+    if quiet and report.data.mismatches:  # otherwise the opening lines below say it
+        from rlab.cli.console import err
+        from rlab.report.headline import mismatch_line
+
+        err.print(f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True)
     if not quiet:
+        for line in report.answer:
+            out.print(_markdown_bold(_escape(line)))
+        out.print()
         for table in report.tables:
             if not table.frame.empty:
                 out.print(_rich_table(table))

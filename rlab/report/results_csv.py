@@ -19,7 +19,7 @@ import pandas as pd
 
 from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
-from rlab.report.collect import order_columns
+from rlab.report.wide import order_columns
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,9 @@ def check_rows(frame: pd.DataFrame) -> None:
         try:
             ResultsRow.model_validate(row)
         except ValidationError as exc:
-            raise RlabError(f"results.csv row of {row.get('tag')!r} breaks its contract: {exc.errors()[0]['msg']} "
-                            f"({'.'.join(map(str, exc.errors()[0]['loc']))}).") from None
+            err = exc.errors()[0]
+            raise RlabError(f"results.csv row of {row.get('tag')!r} breaks its contract: {err['msg']} "
+                            f"({'.'.join(map(str, err['loc']))}).") from None
 
 
 def write_results_csv(path: Path, results: pd.DataFrame) -> pd.DataFrame:

@@ -74,17 +74,20 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     assert notes[0] == "d2-pi: no training metrics (metrics.jsonl)"
     assert notes[1].startswith("d2-pi: BPB not measured at length(s) 100000 (skipped by the eval: ")
     assert "d2-rope: no training metrics (metrics.jsonl)" in notes
-    assert notes[-2:] == ["plot loss_curves.png not drawn: no data for it yet",
-                          "plot val_bpb_vs_step.png not drawn: no data for it yet"]
+    assert notes[-2:] == ["plot loss_curves.png not drawn: no informative data for it yet",
+                          "plot val_bpb_vs_step.png not drawn: no informative data for it yet"]
     assert not any("unreadable" in n or "lacks column" in n or "schema" in n for n in notes)
     res = data.results.set_index("tag")
     assert list(res.index) == ["d2-pi", "d2-rope"]
     for col in ("train_bpb", "val_bpb", "bpb_len_16", "bpb_len_64", "core", "passkey_len_96"):
         assert res[col].notna().all(), col
     assert (data.scalars.query("metric != 'passkey_overall'")["interval"] == "bootstrap").all()
-    comp = data.comparisons.set_index(["tag", "metric"])
-    assert comp.loc[("d2-pi", "val_bpb"), "interval"] == "paired"
-    assert comp.loc[("d2-pi", "core"), "interval"] == "paired"
+    comp = data.comparisons.set_index(["arm", "metric"])
+    assert comp.loc[("pi", "val_bpb"), "interval"] == "paired"
+    assert comp.loc[("pi", "core"), "interval"] == "paired"
+    assert not data.mismatches  # evaluated alike: comparable
+    for col in ("code_version", "eval_settings_hash", "eval_data_hash", "world_size", "dtype"):
+        assert res[col].notna().all() and res[col].nunique() == 1, col
     # identical weights: at the original length pi(2x) differs from rope only through the frequencies
     assert res.loc["d2-rope", "rope_original_len"] == 32 and res.loc["d2-pi", "rope_factor"] == 2.0
     csv = pd.read_csv(layout.results_csv)
