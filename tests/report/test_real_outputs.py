@@ -71,6 +71,7 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     out = write_report(layout, n_boot=200)
     data = out.data
     notes = data.footnotes.items
+    assert data.clustered and not any("do not name their documents" in n for n in notes)  # per-document units
     assert notes[0] == "d2-pi: no training metrics (metrics.jsonl)"
     assert notes[1].startswith("d2-pi: BPB not measured at length(s) 100000 (skipped by the eval: ")
     assert "d2-rope: no training metrics (metrics.jsonl)" in notes
