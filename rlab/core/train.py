@@ -37,7 +37,7 @@ from typing import Any
 from rlab import __version__
 from rlab.core.distributed import DistInfo
 from rlab.core.train_start import StartPoint, resolve_start, run_key, start_optimizers  # noqa: F401
-from rlab.errors import RlabError, SpecError, TrainingError
+from rlab.errors import SpecError, TrainingError
 from rlab.paths import BaseLayout
 from rlab.provenance import code_version
 from rlab.spec.run import RunConfig
