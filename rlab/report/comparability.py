@@ -29,8 +29,8 @@ class Mismatch:
     detail: str
 
     def sentence(self) -> str:
-        where = "training" if self.section == TRAINING else f"`{self.section}`"
-        return f"{self.tag} vs {self.other}: {where} {self.what} differ ({self.detail})"
+        what = self.what if self.section == TRAINING else f"`{self.section}` {self.what}"
+        return f"{self.tag} and {self.other} differ in {what} ({self.detail})"
 
 
 def _settings_detail(a: dict, b: dict) -> str:
