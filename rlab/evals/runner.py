@@ -53,13 +53,23 @@ def checkpoint_facts(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> rec.Che
         meta_sha256=hashlib.sha256(meta_file(ckpt_dir, step).read_bytes()).hexdigest()[:16],
         tokens_trained=meta.get("tokens_trained"),
         skipped_steps=state.get("skipped_total"),
-        data_start=None if data_start is None else (data_start if isinstance(data_start, str)
-                                                    else rec.short_hash(data_start)),
+        data_start=_data_start_label(data_start),
         seed=train_cfg.get("seed"),
         train_code_version=rec.CodeVersion.model_validate(code).label if isinstance(code, dict) else None,
         train_world_size=meta.get("world_size"),
         train_dtype=state.get("dtype"),
     )
+
+
+def _data_start_label(data_start: Any) -> str | None:
+    """`beginning`, the trainer's `describe` of a DataStart (`after d20@21400 (pq 3, rg 17)`), else a hash."""
+    if data_start is None or isinstance(data_start, str):
+        return data_start
+    if isinstance(data_start, dict) and isinstance(data_start.get("describe"), str):
+        return data_start["describe"]
+    if isinstance(data_start, dict) and set(data_start) == {"source"}:
+        return str(data_start["source"])
+    return rec.short_hash(data_start)
 
 
 def kept_sections(out_dir: Path, facts: rec.CheckpointFacts, requested: list[str], force: bool) -> rec.EvalDoc | None:
