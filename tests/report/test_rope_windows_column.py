@@ -11,9 +11,9 @@ from rlab.report.wide import order_columns
 
 def test_windows_is_a_word_column_after_the_rope_numbers():
     rope = {"variant": "yarn", "base": 100000.0, "factor": 4.0, "original_len": 256, "windows": "fixed"}
-    row = meta_row("exp", TagSources(tag="d2-yarn", variant="yarn", eval={"rope": rope}), None)
+    row = meta_row("exp", TagSources(tag="d2-yarn", variant="yarn", run_config={"rope": rope}), None)
     assert row["rope_windows"] == "fixed" and row["rope_base"] == 100000.0
-    old = meta_row("exp", TagSources(tag="d2-pi", variant="pi", eval={"rope": {"variant": "pi"}}), None)
+    old = meta_row("exp", TagSources(tag="d2-pi", variant="pi", run_config={"rope": {"variant": "pi"}}), None)
     assert old["rope_windows"] is None and math.isnan(old["rope_factor"])  # written before the option existed
     cols = order_columns(["tag", "rope_windows", "rope_base", "experiment", "step"])
     assert cols.index("rope_base") < cols.index("rope_windows") < cols.index("step")
