@@ -10,7 +10,6 @@ Argmax, greedy tokens and CORE verdicts must be exact.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
