@@ -8,9 +8,12 @@ replace their own files without losing the other's. Re-running an eval replaces 
 Schemas (docs/architecture.md "Evals"):
     eval.json            EVAL_SCHEMA, one object with every metric of one tag
     bpb_by_length.csv    length,bpb,ci_low,ci_high,tokens,docs
-    passkey.csv          length,depth,accuracy,n
+    passkey.csv          length,depth,accuracy,ci_low,ci_high,correct,n
+    passkey_trials.csv   length,depth,trial,key,correct            (one row per independent key)
+    ruler.csv            task,length,score,ci_low,ci_high,n
+    ruler_trials.csv     task,length,trial,score                   (one row per generated example)
     core_examples.csv    task,index,correct
-    bpb_units.csv        metric,unit,nats,bytes
+    bpb_units.csv        metric,unit,doc,nats,bytes                (doc: the unit's document, its cluster)
     results_<variant>.csv  task,type,accuracy,centered,baseline,n   (per-task CORE of one variant)
 """
 
@@ -29,14 +32,20 @@ from rlab.atomic_io import write_bytes_atomic
 EVAL_SCHEMA = "rlab.eval/1"
 
 BPB_BY_LENGTH_COLUMNS = ("length", "bpb", "ci_low", "ci_high", "tokens", "docs")
-PASSKEY_COLUMNS = ("length", "depth", "accuracy", "n")
+PASSKEY_COLUMNS = ("length", "depth", "accuracy", "ci_low", "ci_high", "correct", "n")
+PASSKEY_TRIALS_COLUMNS = ("length", "depth", "trial", "key", "correct")
+RULER_COLUMNS = ("task", "length", "score", "ci_low", "ci_high", "n")
+RULER_TRIALS_COLUMNS = ("task", "length", "trial", "score")
 CORE_EXAMPLES_COLUMNS = ("task", "index", "correct")
-BPB_UNITS_COLUMNS = ("metric", "unit", "nats", "bytes")
+BPB_UNITS_COLUMNS = ("metric", "unit", "doc", "nats", "bytes")
 CORE_TASK_COLUMNS = ("task", "type", "accuracy", "centered", "baseline", "n")
 
 EVAL_JSON = "eval.json"
 BPB_BY_LENGTH_CSV = "bpb_by_length.csv"
 PASSKEY_CSV = "passkey.csv"
+PASSKEY_TRIALS_CSV = "passkey_trials.csv"
+RULER_CSV = "ruler.csv"
+RULER_TRIALS_CSV = "ruler_trials.csv"
 CORE_EXAMPLES_CSV = "core_examples.csv"
 BPB_UNITS_CSV = "bpb_units.csv"
 

@@ -23,6 +23,7 @@ from typing import Any
 from rlab import __version__
 from rlab.evals import outputs
 from rlab.evals.registry import EvalContext, get_eval, release_memory
+from rlab.evals.rope_eval import apply_eval_rope
 from rlab.spec.run import EvalRunConfig
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ def run_evals(cfg: EvalRunConfig) -> dict[str, Any]:
     layout = BaseLayout(Path(cfg.base_dir))
     model, meta = load_model(layout.checkpoint_dir(cfg.tag), cfg.step, info.device)
     model.eval()
+    rope = model.rope.model_dump(mode="json")  # the tag's own config, before any eval-time switch
+    rope_eval = apply_eval_rope(model, cfg.eval, int(cfg.eval.target_len or meta["model_config"]["sequence_len"]))
     step = int(meta["step"])
     name = f"{cfg.tag} step {step}"
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
@@ -69,7 +72,7 @@ def run_evals(cfg: EvalRunConfig) -> dict[str, Any]:
     log.info("evaluating %s (%s) on %d rank(s): %s", name, model.rope.describe(), info.world_size, ", ".join(fns))
     metrics: dict[str, Any] = {}
     tables: dict[Path, tuple] = {}
-    units: list[tuple[str, int, float, float]] = []
+    units: list[tuple[str, int, str, float, float]] = []
     timings: dict[str, float] = {}
     for eval_name, fn in fns.items():
         t0 = time.perf_counter()
@@ -87,7 +90,8 @@ def run_evals(cfg: EvalRunConfig) -> dict[str, Any]:
         "tag": cfg.tag,
         "variant": cfg.variant,
         "step": step,
-        "rope": model.rope.model_dump(mode="json"),
+        "rope": rope,
+        "rope_eval": rope_eval,
         "train_seq_len": ctx.train_seq_len,
         "tokens_trained": meta.get("tokens_trained"),
         "code_version": code_version(),

@@ -1,4 +1,4 @@
-"""Confidence intervals for the ratio estimators the evals report.
+"""Confidence intervals the evals report: ratio estimators (BPB) and proportions (passkey, RULER-style).
 
 BPB is a ratio of sums, sum(nats) / (ln 2 * sum(bytes)), over units (eval batches, windows).
 Its standard error follows from the delta method (linearisation of a ratio estimator, as in
@@ -28,3 +28,31 @@ def ratio_ci(nums: Sequence[float], dens: Sequence[float], z: float = Z95) -> tu
     ss = sum((n - ratio * d) ** 2 for n, d in zip(nums, dens))
     se = math.sqrt(ss / (k * (k - 1))) / mean_d
     return ratio, ratio - z * se, ratio + z * se
+
+
+def wilson_ci(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (sensible at 0/n and n/n, unlike the normal one); NaN at n = 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mean_ci(values: Sequence[float], z: float = Z95) -> tuple[float, float, float]:
+    """(mean, low, high) of scores in [0, 1] over independent units: Wilson when every score is 0 or 1,
+    else the normal interval clipped to [0, 1]; NaN when empty."""
+    n = len(values)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = sum(values) / n
+    if all(v in (0.0, 1.0) for v in values):
+        lo, hi = wilson_ci(sum(values), n, z)
+        return mean, lo, hi
+    if n < 2:
+        return mean, float("nan"), float("nan")
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = z * sd / math.sqrt(n)
+    return mean, max(0.0, mean - half), min(1.0, mean + half)

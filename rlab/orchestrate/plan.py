@@ -119,5 +119,5 @@ def plan_eval(spec: ExperimentSpec, tag: str, variant: str | None = None, step: 
         step=step,
         out_dir=layout.eval_dir(tag),
         core_csv=layout.core_task_csv(variant),
-        eval=spec.eval,
+        eval=spec.eval if spec.eval.target_len else spec.eval.model_copy(update={"target_len": spec.train.seq_len}),
     )
