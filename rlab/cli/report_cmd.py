@@ -65,11 +65,25 @@ def _rich_table(table):
         for col, val in zip(table.frame.columns, row, strict=True):
             text = str(val)
             style = "bold green" if (r, col) in table.best and text else None
-            if col == "verdict" or text.endswith(("(better)", "(worse)")):
-                style = {"better": "green", "worse": "red"}.get(text, style)
+            from rlab.report.tables import verdict_class
+
+            style = {"better": "green", "worse": "red", "few": "yellow"}.get(verdict_class(text), style)
             cells.append(f"[{style}]{_escape(text)}[/]" if style else _escape(text))
         out.add_row(*cells)
     return out
+
+
+def _markdown_bold(text: str) -> str:
+    """The report's **bold** verdict words as rich markup (green better, red worse)."""
+    import re
+
+    def style(m: re.Match) -> str:
+        inner = m.group(1)
+        colour = "green" if "better" in inner else "red" if "worse" in inner else "yellow" if "no verdict" in inner \
+            else ""
+        return f"[bold {colour}]{inner}[/]" if colour else f"[bold]{inner}[/]"
+
+    return re.sub(r"\*\*([^*]+)\*\*", style, text)
 
 
 def _escape(text: str) -> str:
@@ -90,7 +104,7 @@ def build_report(
     results_dir: Path | None = typer.Option(
         None, "--results-dir", help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results)."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed)."),
-    n_boot: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
+    n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
@@ -103,6 +117,9 @@ def build_report(
     name, root = resolve_target(experiment, spec, results_dir)
     report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot)
     if not quiet:
+        for line in report.answer:
+            out.print(_markdown_bold(_escape(line)))
+        out.print()
         for table in report.tables:
             if not table.frame.empty:
                 out.print(_rich_table(table))

@@ -40,6 +40,15 @@ that back as `state=`:
   mapping. The new ranks start at the row group after the furthest one any old rank had
   reached, in the same epoch. Nothing is repeated; the unread rest of the row groups the
   old ranks were in the middle of is skipped (at most about W_old row groups). Logged.
+
+A saved state carries the seed it was written under, and a resumed loader keeps that seed: the
+data order belongs to the stream being continued, not to the run that continues it.
+
+Continuing after a nanochat base
+--------------------------------
+`after=NanochatPosition(...)` (see `rlab.core.data_start`) makes epoch 0 the row groups the base
+had not read, in nanochat's file order; epochs 1, 2, ... are the usual shuffled passes. The
+position travels in `state_dict()`, so a resumed continuation rebuilds the same epoch 0.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from rlab.core.data_start import NanochatPosition
     from rlab.core.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -142,6 +152,7 @@ class TokenLoader:
         state: dict[str, Any] | None = None,
         prefetch: int = 4,
         tokenizer_threads: int = 4,
+        after: NanochatPosition | None = None,
     ) -> None:
         import torch
 
@@ -164,13 +175,16 @@ class TokenLoader:
         if not self.row_groups:
             raise DataError(f"The {split} split in {data_dir} has no row groups (empty shards).")
         self.parts = math.ceil(world_size / len(self.row_groups))
-        self.num_slots = len(self.row_groups) * self.parts
+        self.after = after
         if self.parts > 1:
             log.info(
                 "%s split has %d row groups for %d ranks: each row group is split into %d parts",
                 split, len(self.row_groups), world_size, self.parts,
             )
         self._position = self._resume_position(state)
+        if self.after is not None and state is None:
+            log.info("%s split starts after %s: epoch 0 is the %d of %d row groups it had not read",
+                     split, self.after.describe(), len(self._first_epoch), len(self.row_groups))
 
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
@@ -187,13 +201,20 @@ class TokenLoader:
             "world_size": self.world_size,
             "seed": self.seed,
             "parts": self.parts,
-            "num_slots": self.num_slots,
+            "num_slots": self._num_slots(self._position.epoch),
+            "after": self.after.to_dict() if self.after is not None else None,
             **asdict(self._position),
         }
 
+    def _set_after(self, after: NanochatPosition | None) -> None:
+        self.after = after
+        self._first_epoch = after.unread(self.row_groups) if after is not None else None
+
     def _resume_position(self, state: dict[str, Any] | None) -> Position:
+        self._set_after(self.after)
         if state is None:
-            return Position(slot=self.rank, doc=self._first_doc(self.rank))
+            epoch = 0 if self.rank < self._num_slots(0) else 1  # a first epoch with nothing left for this rank
+            return Position(epoch, slot=self.rank, doc=self._first_doc(self.rank))
         ranks = state.get("ranks")
         if ranks is None:  # one rank's own state, as returned by state_dict()
             old_world = int(state.get("world_size", 1))
@@ -208,14 +229,26 @@ class TokenLoader:
         for rs in ranks:
             if rs.get("split", self.split) != self.split:
                 raise DataError(f"Loader state is for the {rs.get('split')} split, not {self.split}.")
-            if rs.get("seed", self.seed) != self.seed:
-                log.warning("resuming a loader saved with seed %s under seed %s", rs.get("seed"), self.seed)
+        saved_seed = int(ranks[0].get("seed", self.seed))
+        if saved_seed != self.seed:
+            log.info("loader state was saved under seed %d; keeping its data order (this run's seed is %d)",
+                     saved_seed, self.seed)
+            self.seed = saved_seed
+        saved_after = ranks[0].get("after")
+        if saved_after is not None or "after" in ranks[0]:
+            from rlab.core.data_start import NanochatPosition
+
+            restored = NanochatPosition.from_dict(saved_after) if saved_after else None
+            if self.after is not None and restored != self.after:
+                log.warning("loader state starts after %s, not %s; keeping the saved one",
+                            restored.describe() if restored else "the beginning", self.after.describe())
+            self._set_after(restored)
         if old_world == self.world_size and ranks[0].get("parts", self.parts) == self.parts:
             rs = ranks[self.rank]
             pos = Position(int(rs["epoch"]), int(rs["slot"]), int(rs["doc"]), int(rs["tok"]))
-            if pos.slot >= self.num_slots:
+            if pos.slot >= self._num_slots(pos.epoch):
                 log.warning("saved loader slot %d is past this data's %d slots; starting the next epoch",
-                            pos.slot, self.num_slots)
+                            pos.slot, self._num_slots(pos.epoch))
                 return Position(pos.epoch + 1, self.rank, self._first_doc(self.rank))
             return pos
         # Different world size: continue after the furthest row group any old rank reached.
@@ -228,7 +261,7 @@ class TokenLoader:
             "of %d; the unread rest of the row groups the old ranks were in is skipped, nothing is repeated",
             old_world, self.world_size, self.split, epoch, next_rg, len(self.row_groups),
         )
-        if start >= self.num_slots:
+        if start >= self._num_slots(epoch):
             return Position(epoch + 1, self.rank, self._first_doc(self.rank))
         return Position(epoch, start, self._first_doc(start))
 
@@ -327,12 +360,26 @@ class TokenLoader:
             if not self._put((inputs, targets, after)):
                 return
 
+    def document_tokens(self) -> Iterator[np.ndarray]:
+        """This rank's documents from its current position as token arrays (BOS first), without packing:
+        lets a check pack them another way (e.g. nanochat's B*T+1 windows) from the same data position."""
+        for _pos, ids, skip in self._documents(self._position):
+            yield ids[skip:]
+
     def _slot_order(self, epoch: int) -> list[tuple[int, int]]:
-        """Row groups in this epoch's order: shuffled by (seed, epoch) for train, file order for val."""
+        """Row groups in this epoch's order: shuffled by (seed, epoch) for train, file order for val;
+        epoch 0 after a nanochat base: the row groups it had not read, in file order."""
+        if epoch == 0 and self._first_epoch is not None:
+            return list(self._first_epoch)
         order = list(self.row_groups)
         if self.split == "train":
             random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
         return order
+
+    def _num_slots(self, epoch: int) -> int:
+        if epoch == 0 and self._first_epoch is not None:
+            return len(self._first_epoch) * self.parts
+        return len(self.row_groups) * self.parts
 
     def _documents(self, start: Position) -> Iterator[tuple[Position, np.ndarray, int]]:
         """Yield (position, tokens with BOS, tokens to skip) for this rank's documents, forever."""
@@ -344,7 +391,9 @@ class TokenLoader:
         full_epoch, seen = slot == self.rank, False
         while True:
             order = self._slot_order(epoch)
-            while slot < self.num_slots:
+            if epoch == 0 and self._first_epoch is not None:
+                full_epoch = False  # a partial first epoch may leave a rank without documents
+            while slot < self._num_slots(epoch):
                 shard, rg = order[slot // self.parts]
                 if shard not in files:
                     files[shard] = pq.ParquetFile(self.shards[shard])

@@ -31,15 +31,15 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlab.core.distributed import DistInfo
+from rlab.core.train_start import StartPoint, resolve_start, run_key, start_optimizers  # noqa: F401
 from rlab.errors import RlabError, SpecError, TrainingError
 from rlab.paths import BaseLayout
-from rlab.spec.rope import RopeSpec
-from rlab.spec.run import CheckpointInit, RunConfig
+from rlab.spec.run import RunConfig
 from rlab.spec.train import TrainSpec
 
 logger = logging.getLogger("rlab.core.train")  # also when run as __main__
@@ -124,128 +124,6 @@ def autocast_context(device: Any, amp_dtype: Any) -> contextlib.AbstractContextM
     return torch.autocast(device_type=device.type, dtype=amp_dtype)
 
 
-# ----- where the run starts ------------------------------------------------------------------------
-
-
-@dataclass
-class StartPoint:
-    """Everything the loop needs to know about where it starts."""
-
-    step: int  # global step of the weights we start from
-    run_start_step: int  # global step at which this run (schedule position 0) began
-    model_state: dict[str, Any] | None  # None: from-scratch init
-    model_config: dict[str, int]
-    rope: RopeSpec
-    lineage: dict[str, Any] | None
-    tokens_before: int = 0  # tokens the weights had seen before this run
-    optim_payload: Any = None
-    optimizer_note: str = "fresh"
-    loader_state: dict[str, Any] | None = None
-    skipped_total: int = 0
-    resumed_from: int | None = None
-    protected_steps: set[int] = field(default_factory=set)
-
-
-def run_key(cfg: RunConfig) -> str:
-    """Identifies the checkpoints one run writes, so resume and keep-last never touch anyone else's."""
-    init = cfg.init
-    src = f"{init.tag}@{init.step}" if isinstance(init, CheckpointInit) else "scratch"
-    return f"{cfg.experiment}/{cfg.tag}<-{src}"
-
-
-def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> tuple[int, dict[str, Any]] | None:
-    from rlab.core.checkpoint import list_steps, read_meta
-
-    key = run_key(cfg)
-    steps = list_steps(ckpt_dir)
-    for step in reversed(steps):
-        meta = read_meta(ckpt_dir, step)
-        if (meta.get("train_state") or {}).get("run_key") == key:
-            if step != steps[-1]:
-                logger.warning("newest checkpoint %d of %s was not written by this run; resuming at %d",
-                               steps[-1], cfg.tag, step)
-            return step, meta
-    return None
-
-
-def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
-    """Decide the starting weights, RoPE, optimizer and data position."""
-    from rlab.core.checkpoint import load_optim_payload, load_state_dict_file, read_meta, rope_from_meta
-    from rlab.core.optim import is_own_format
-
-    target_dir = layout.checkpoint_dir(cfg.tag)
-    protected: set[int] = set()
-    if isinstance(cfg.init, CheckpointInit) and cfg.init.tag == cfg.tag:
-        protected.add(cfg.init.step)  # the cloned source step is never pruned
-
-    if cfg.resume:
-        found = _resumable_step(cfg, target_dir)
-        if found is None:
-            logger.info("resume: no checkpoint of this run in %s yet; starting from init", target_dir)
-        else:
-            step, meta = found
-            state = meta["train_state"]
-            payload = load_optim_payload(target_dir, step)
-            own = is_own_format(payload)
-            logger.info("resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh")
-            return StartPoint(
-                step=step,
-                run_start_step=int(state["run_start_step"]),
-                model_state=load_state_dict_file(target_dir, step),
-                model_config=dict(meta["model_config"]),
-                rope=rope_from_meta(meta),
-                lineage=meta.get("lineage"),
-                tokens_before=int(meta.get("tokens_trained", 0)),
-                optim_payload=payload if own else None,
-                optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
-                loader_state=meta.get("loader_state"),
-                skipped_total=int(state.get("skipped_total", 0)),
-                resumed_from=step,
-                protected_steps=protected,
-            )
-
-    seq_len = cfg.train.seq_len
-    if isinstance(cfg.init, CheckpointInit):
-        src_dir = layout.checkpoint_dir(cfg.init.tag)
-        meta = read_meta(src_dir, cfg.init.step)
-        src_config = dict(meta["model_config"])
-        src_len = int(src_config["sequence_len"])
-        # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
-        # recorded it in its meta; otherwise it is the source's training length.
-        cloned_len = (meta.get("rope") or {}).get("original_len") if cfg.init.tag == cfg.tag else None
-        rope = cfg.rope.with_original_len(int(cloned_len or src_len))
-        payload = load_optim_payload(src_dir, cfg.init.step)
-        own = is_own_format(payload)
-        note = "restored from the source checkpoint" if own else (
-            "fresh: the source has no rlab optimizer state"
-            + (" (foreign format, e.g. nanochat's per-rank shards)" if payload is not None else "")
-        )
-        lineage = (cfg.lineage.model_dump() if cfg.lineage
-                   else {"parent_tag": cfg.init.tag, "parent_step": cfg.init.step})
-        logger.info("starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
-                    cfg.tag, cfg.init.tag, cfg.init.step, src_len, seq_len, rope.describe(), note)
-        return StartPoint(
-            step=cfg.init.step,
-            run_start_step=cfg.init.step,
-            model_state=load_state_dict_file(src_dir, cfg.init.step),
-            model_config={**src_config, "sequence_len": seq_len},
-            rope=rope,
-            lineage=lineage,
-            tokens_before=int(meta.get("tokens_trained", 0) or 0),
-            optim_payload=payload if own else None,
-            optimizer_note=note,
-            protected_steps=protected,
-        )
-
-    m = cfg.init.model
-    model_config = {"sequence_len": seq_len, "vocab_size": vocab_size, "n_layer": m.n_layer,
-                    "n_head": m.n_head, "n_kv_head": m.n_kv_head or m.n_head, "n_embd": m.n_embd}
-    logger.info("training %s from scratch: %s", cfg.tag, model_config)
-    return StartPoint(step=0, run_start_step=0, model_state=None, model_config=model_config,
-                      rope=cfg.rope.with_original_len(seq_len),
-                      lineage=cfg.lineage.model_dump() if cfg.lineage else None)
-
-
 # ----- in-training evaluation ----------------------------------------------------------------------
 
 
@@ -295,7 +173,6 @@ class Trainer:
 
         from rlab.core.gpt import GPT, GPTConfig
         from rlab.core.metrics import MemoryMeter, MetricsWriter, device_peak_flops
-        from rlab.core.optim import build_optimizers, load_optimizer_state
         from rlab.core.tokenizer import Tokenizer, load_token_bytes
         from rlab.tracking import make_tracker
 
@@ -323,16 +200,9 @@ class Trainer:
         if on_model is not None:
             on_model(self.model)
 
-        self.optimizers = build_optimizers(self.model, self.spec.lr, config.n_embd)
-        if self.start.optim_payload is not None:
-            try:
-                load_optimizer_state(self.optimizers, self.start.optim_payload)
-                self._restore_rng(self.start.optim_payload.get("rng"))
-            except (ValueError, KeyError) as exc:  # e.g. a model whose parameter groups changed shape
-                self.optimizers = build_optimizers(self.model, self.spec.lr, config.n_embd)
-                self.start.optimizer_note = f"fresh (saved optimizer state does not fit: {exc})"
-                logger.warning("optimizer state not loaded (%s); starting a fresh optimizer with warmup", exc)
-            self.start.optim_payload = None
+        self.optimizers, self.lr_policy = start_optimizers(self.start, self.model, self.spec, config.n_embd,
+                                                           self._restore_rng)
+        self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": int(self.lr_policy["warmup_steps"])})
 
         self.amp_dtype = resolve_dtype(self.spec.dtype, self.device)
         self.train_model = self._wrap_model()
@@ -344,8 +214,11 @@ class Trainer:
         self.metrics = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl" if info.is_main else None)
         self.tracker = make_tracker(cfg.tracking, cfg.experiment, cfg.tag, Path(cfg.run_dir),
                                     cfg.model_dump(mode="json"), info.is_main)
-        self.loader = self._make_loader("train", self.start.loader_state)
+        self.loader = self._make_loader("train", self.start.loader_state, after=self.start.loader_after)
+        # cumulative counters, carried on from the checkpoint (never recomputed from step counts)
         self.skipped_total = self.start.skipped_total
+        self.tokens_trained = self.start.tokens_trained
+        self.run_tokens = self.start.run_tokens
         self.last_val_bpb: float | None = None
         self.written_steps: list[int] = []
         logger.info(
@@ -377,13 +250,13 @@ class Trainer:
             logger.warning("torch.compile unavailable (%s); training uncompiled", exc)
             return model
 
-    def _make_loader(self, split: str, state: dict[str, Any] | None):
+    def _make_loader(self, split: str, state: dict[str, Any] | None, after=None):
         from rlab.core.data import TokenLoader
 
         return TokenLoader(
             self.layout.data_dir, self.tokenizer, split, self.plan.device_batch_size, self.plan.seq_len,
             rank=self.info.rank, world_size=self.info.world_size, device=self.device, seed=self.spec.seed,
-            state=state,
+            state=state, after=after,
         )
 
     def amp(self):
@@ -447,7 +320,7 @@ class Trainer:
         from rlab.core.schedule import lr_multiplier
 
         t0 = time.perf_counter()
-        mult = lr_multiplier(step - self.start.run_start_step, self.spec.steps, self.spec.lr)
+        mult = lr_multiplier(step - self.start.run_start_step, self.spec.steps, self.lr_spec)
         set_lr_multiplier(self.optimizers, mult)
         batches = [next(self.loader) for _ in range(self.plan.grad_accum_steps)]
         local_loss = self._step_losses(batches)
@@ -471,6 +344,7 @@ class Trainer:
             for opt in self.optimizers:
                 opt.step()
             self.consecutive_skips = 0
+            self.tokens_trained += self.plan.tokens_per_step
         else:
             self.skipped_total += 1
             self.consecutive_skips += 1
@@ -481,13 +355,14 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t0
+        self.run_tokens += self.plan.tokens_per_step
 
         tokens_per_s = self.plan.tokens_per_step / dt
         flops_per_s = tokens_per_s * self.flops_per_token
         record = {
             "type": "train", "step": step + 1, "start_step": self.start.run_start_step, "end_step": self.end_step,
             "loss": loss, "lr_mult": mult, "grad_norm": norm,
-            "tokens": (step + 1 - self.start.run_start_step) * self.plan.tokens_per_step,
+            "tokens": self.run_tokens,
             "tokens_per_s": tokens_per_s, "flops_per_s": flops_per_s,
             "mfu": flops_per_s / (self.peak_flops * self.info.world_size) if self.peak_flops else None,
             "skipped": self.skipped_total, "peak_mem_mb": self.memory.peak_mb(),
@@ -590,12 +465,13 @@ class Trainer:
             "tag": cfg.tag,
             "variant": cfg.variant,
             "val_bpb": self.last_val_bpb,
-            "tokens_trained": self.start.tokens_before
-            + (step - self.start.run_start_step) * self.plan.tokens_per_step,
+            "tokens_trained": self.tokens_trained,
             "loader_state": loader_state,
+            "data_start": self.start.data_start,
             "run_config": cfg.model_dump(mode="json"),
             "optimizer": {"format": "rlab.optim/1", "file": f"optim_{step:06d}_rank0.pt",
-                          "world_size_independent": True, "at_start": self.start.optimizer_note},
+                          "world_size_independent": True, "at_start": self.start.optimizer_note,
+                          "import": self.start.optimizer_import},
             "world_size": self.info.world_size,
             "rlab_version": RLAB_VERSION,
             "train_state": {
@@ -603,6 +479,8 @@ class Trainer:
                 "run_start_step": self.start.run_start_step,
                 "end_step": self.end_step,
                 "skipped_total": self.skipped_total,
+                "run_tokens": self.run_tokens,
+                "lr_policy": self.lr_policy,
                 "resumed_from": self.start.resumed_from,
                 "dtype": "bfloat16" if self.amp_dtype is not None else "float32",
             },

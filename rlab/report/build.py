@@ -1,13 +1,17 @@
 """`write_report`: collect an experiment's outputs and write results.csv, comparison.md/.html and plots.
 
-The one entry point the CLI calls. It returns what it built (frames, tables, paths) and leaves all
-terminal rendering to the CLI.
+The one entry point the CLI calls. Both documents open with the answer (one sentence per variant on
+the primary endpoint, then what limits it), then the headline plot, then tables that each say what
+they measure. The HTML is self-contained: plots are embedded as base64 PNGs. It returns what it
+built and leaves terminal rendering to the CLI.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -15,21 +19,22 @@ from typing import Literal
 from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
+from rlab.report import headline
 from rlab.report import uncertainty as unc
 from rlab.report.collect import ReportData, collect
 from rlab.report.plots import PLOT_FILES, write_plots
 from rlab.report.results_csv import lock_for, write_results_csv
-from rlab.report.tables import Table, all_tables, main_tables, to_html, to_markdown
+from rlab.report.tables import Table, all_tables, main_tables, passkey_all_zero, to_html, to_markdown
 
 log = logging.getLogger(__name__)
 
 ReportFormat = Literal["md", "csv", "html"]
 FORMATS: tuple[str, ...] = ("md", "csv", "html")
 _PLOT_CAPTIONS = {
-    "bpb_length": "BPB vs context length (headline)",
-    "loss": "Training loss per variant",
-    "val_bpb": "Validation BPB during training",
-    "passkey": "Passkey accuracy heatmap",
+    "bpb_length": "Paired BPB difference vs the baseline by context length (headline)",
+    "loss": "Training loss relative to the baseline",
+    "val_bpb": "In-training val BPB relative to the baseline",
+    "passkey": "Passkey accuracy by length and depth",
 }
 
 
@@ -38,32 +43,51 @@ class ReportOutput:
     data: ReportData
     tables: list[Table]
     """The main tables (for the terminal)."""
+    answer: list[str] = field(default_factory=list)
+    """The opening lines: verdict sentences, then warnings (markdown emphasis)."""
     written: list[Path] = field(default_factory=list)
 
 
-def _intro(data: ReportData, seed: int, n_boot: int) -> list[str]:
-    base = f"`{data.baseline}`" + (f" (tag `{data.baseline_tag}`)" if data.baseline_tag else " (not found)")
-    return [
-        f"# Experiment `{data.experiment}`: RoPE variants compared with {base}",
-        "",
-        f"Tags: {len(data.meta)}. `x ± h`: estimate and half-width of its 95% bootstrap interval "
-        f"({n_boot} resamples, seed {seed}; BPB over eval units, CORE over examples). A variant is called "
-        "**better** or **worse** than the baseline only when the 95% interval of the paired difference "
-        "excludes 0; otherwise it is *≈ within noise*.",
-        "",
-    ]
+def answer_lines(data: ReportData) -> list[str]:
+    return headline.sentences(data) + [f"Warning: {w}" for w in headline.warnings(data)]
+
+
+def _method(data: ReportData, seed: int, n_boot: int) -> str:
+    unit = "documents" if data.clustered else "eval units"
+    return (f"`x ± h`: estimate and half-width of its 95% interval. Bootstrap with {n_boot} resamples (seed {seed}) "
+            f"over independent units: BPB by {unit} (blocks of one document resampled together), CORE by "
+            f"examples stratified by task, passkey by keys (Wilson/Newcombe). With several training seeds, "
+            f"estimates are seed means and intervals come from a two-level bootstrap (seeds, then units). "
+            + headline.multiplicity_note(data))
+
+
+def _passkey_line(data: ReportData) -> str | None:
+    if not passkey_all_zero(data):
+        return None
+    n = int(data.passkey["n"].sum() / max(1, data.passkey["tag"].nunique()))
+    lengths = ", ".join(str(L) for L in sorted(set(data.passkey["length"].astype(int))))
+    return (f"Passkey retrieval: accuracy 0 for every arm at every length ({lengths}) and depth "
+            f"({n} keys per tag): no model here retrieves; no table or plot is drawn.")
 
 
 def render_markdown(data: ReportData, tables: list[Table], plots: dict[str, Path | None], seed: int,
                     n_boot: int) -> str:
-    lines = _intro(data, seed, n_boot)
+    lines = [f"# Experiment `{data.experiment}`: RoPE variants vs `{data.baseline}`", ""]
+    lines += [f"**Answer** (primary endpoint: {data.primary.description}):", ""]
+    lines += [f"- {s}" for s in answer_lines(data)] + [""]
+    if plots.get("bpb_length"):
+        lines += [f"![{_PLOT_CAPTIONS['bpb_length']}](plots/{PLOT_FILES['bpb_length']})", ""]
+    lines += [_method(data, seed, n_boot), ""]
     for table in tables:
-        lines += [f"## {table.title}", "", to_markdown(table).rstrip("\n")]
+        lines += [f"## {table.title}", ""]
+        if table.about:
+            lines += [table.about, ""]
+        lines.append(to_markdown(table).rstrip("\n"))
         if table.caption and not table.frame.empty:
             lines += ["", f"_{table.caption}_"]
         lines.append("")
-        if table.title.startswith("BPB vs context length") and plots.get("bpb_length"):
-            lines += [f"![BPB vs context length](plots/{PLOT_FILES['bpb_length']})", ""]
+    if (line := _passkey_line(data)) is not None:
+        lines += ["## Passkey retrieval", "", line, ""]
     shown = [k for k in ("loss", "val_bpb", "passkey") if plots.get(k)]
     if shown:
         lines += ["## Plots", ""]
@@ -76,27 +100,60 @@ def render_markdown(data: ReportData, tables: list[Table], plots: dict[str, Path
     return "\n".join(lines)
 
 
+def _inline(text: str) -> str:
+    """Markdown's **bold** and `code` in an escaped HTML string; verdict words coloured."""
+    out = html.escape(text)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+
+    def bold(m: re.Match) -> str:
+        inner = m.group(1)
+        cls = next((c for w, c in (("better", "better"), ("worse", "worse"), ("no verdict", "few"),
+                                   ("within noise", "noise")) if w in inner), "")
+        return f'<strong class="{cls}">{inner}</strong>' if cls else f"<strong>{inner}</strong>"
+
+    return re.sub(r"\*\*([^*]+)\*\*", bold, out)
+
+
+def _img(path: Path, alt: str) -> str:
+    """An <img> with the PNG embedded as base64 (the HTML needs no files beside it)."""
+    encoded = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}">'
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:1.5em auto;padding:0 1em;line-height:1.4}"
+        "table{border-collapse:collapse;margin:.5em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;"
+        "text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
+        ".best{font-weight:bold}.better{color:#17692a;background:#e3f4e6}.worse{color:#9b1c1c;background:#fbe4e4}"
+        ".noise{color:#555}.few{color:#8a5a00;background:#fff4d6}strong.better,strong.worse,strong.few{padding:0 3px}"
+        "img{max-width:100%}.answer li{margin:.3em 0}.about{color:#333;margin:.2em 0 .4em}"
+        ".caption{color:#555;font-style:italic}.warn{color:#8a5a00}")
+
+
 def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | None], seed: int,
                 n_boot: int) -> str:
-    intro = _intro(data, seed, n_boot)
-    parts = [
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\">",
-        f"<title>rlab report: {html.escape(data.experiment)}</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
-        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
-        "text-align:right}td:first-child,th:first-child{text-align:left}.best{font-weight:bold;"
-        "background:#e6f4e6}img{max-width:100%}</style></head><body>",
-        f"<h1>{html.escape(intro[0].lstrip('# ').replace('`', ''))}</h1>",
-        f"<p>{html.escape(intro[2].replace('**', '').replace('*', '').replace('`', ''))}</p>",
-    ]
+    title = f"Experiment {data.experiment}: RoPE variants vs {data.baseline}"
+    items = [f"<li>{_inline(s)}</li>" for s in headline.sentences(data)]
+    items += [f'<li class="warn">{_inline("Warning: " + w)}</li>' for w in headline.warnings(data)]
+    parts = ["<!doctype html>\n<html><head><meta charset=\"utf-8\">",
+             f"<title>rlab report: {html.escape(data.experiment)}</title>",
+             f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
+             f"<p><strong>Answer</strong> (primary endpoint: {html.escape(data.primary.description)}):</p>",
+             '<ul class="answer">' + "".join(items) + "</ul>"]
+    if plots.get("bpb_length"):
+        parts.append(_img(plots["bpb_length"], _PLOT_CAPTIONS["bpb_length"]))
+    parts.append(f"<p>{_inline(_method(data, seed, n_boot))}</p>")
     for table in tables:
-        parts += [f"<h2>{html.escape(table.title)}</h2>", to_html(table)]
+        parts.append(f"<h2>{html.escape(table.title)}</h2>")
+        if table.about:
+            parts.append(f'<p class="about">{_inline(table.about)}</p>')
+        parts.append(to_html(table))
         if table.caption and not table.frame.empty:
-            parts.append(f"<p><em>{html.escape(table.caption)}</em></p>")
-    for key in ("bpb_length", "loss", "val_bpb", "passkey"):
+            parts.append(f'<p class="caption">{html.escape(table.caption)}</p>')
+    if (line := _passkey_line(data)) is not None:
+        parts.append(f"<h2>Passkey retrieval</h2><p>{html.escape(line)}</p>")
+    for key in ("loss", "val_bpb", "passkey"):
         if plots.get(key):
-            parts.append(f"<h2>{_PLOT_CAPTIONS[key]}</h2><img src=\"plots/{PLOT_FILES[key]}\" "
-                         f"alt=\"{_PLOT_CAPTIONS[key]}\">")
+            parts.append(f"<h2>{_PLOT_CAPTIONS[key]}</h2>{_img(plots[key], _PLOT_CAPTIONS[key])}")
     if data.footnotes.items:
         parts.append("<h2>Notes</h2><ol>" + "".join(f"<li>{html.escape(t)}</li>" for t in data.footnotes.items)
                      + "</ol>")
@@ -127,7 +184,8 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
         plots = write_plots(data, layout.plots_dir)
         for key, path in plots.items():
             if path is None:
-                data.footnotes.add(f"plot {PLOT_FILES[key]} not drawn: no data for it yet")
+                if not (key == "passkey" and passkey_all_zero(data)):
+                    data.footnotes.add(f"plot {PLOT_FILES[key]} not drawn: no informative data for it yet")
             else:
                 written.append(path)
         tables = all_tables(data)
@@ -138,4 +196,4 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
                 html_path = layout.comparison_md.with_suffix(".html")
                 write_text_atomic(html_path, render_html(data, tables, plots, seed, n_boot))
                 written.append(html_path)
-    return ReportOutput(data=data, tables=main_tables(data), written=written)
+    return ReportOutput(data=data, tables=main_tables(data), answer=answer_lines(data), written=written)

@@ -1,9 +1,10 @@
-"""Eval outputs + training metrics -> tidy frames, comparisons vs the baseline, and the wide results table.
+"""Eval outputs + training metrics -> tidy frames, arms, estimates with their units, and comparisons.
 
-`collect(layout, baseline=...)` returns a `ReportData`: long frames (BPB by length, passkey cells,
-per-task CORE, training curves), per-tag scalar metrics with their intervals, paired comparisons
-against the baseline variant, and `results` — the wide one-row-per-tag frame written to
-``results.csv``. Nothing here renders or writes; see `tables`, `plots`, `results_csv`, `build`.
+`collect(layout, baseline=...)` returns a `ReportData`: long per-tag frames (BPB by length, passkey
+cells, per-task CORE, training curves), the arms (variant x condition, seeds grouped), per-arm and
+per-tag estimates with intervals and unit counts (`estimates`), comparisons of every arm with the
+baseline arm (the primary endpoint and the Holm-adjusted secondary family), and `results`, the wide
+one-row-per-tag frame written to results.csv (`wide`). Nothing here renders or writes.
 
 Missing pieces are blanks (NaN / "") plus a numbered footnote, never an exception.
 """
@@ -12,33 +13,22 @@ from __future__ import annotations
 
 import logging
 import math
-import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from rlab.paths import ExperimentLayout
+from rlab.report import estimates as est
+from rlab.report import frames as fr
 from rlab.report import uncertainty as unc
+from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, seed_of
 from rlab.report.sources import ExperimentSources, TagSources, read_experiment
 
 log = logging.getLogger(__name__)
 
-ROPE_FIELDS = ("base", "factor", "original_len", "beta_fast", "beta_slow", "attention_factor",
-               "low_freq_factor", "high_freq_factor")
-"""RopeSpec's parameters, in results.csv's column order (as `rope_<field>`)."""
-BPB_METRICS = ("train", "val")
-LOWER_IS_BETTER = {"train_bpb": True, "val_bpb": True, "core": False, "passkey_overall": False}
-
-
-def lower_is_better(metric: str) -> bool:
-    return LOWER_IS_BETTER.get(metric, metric.startswith("bpb_len_"))
-
-
-def better_word(metric: str) -> str:
-    """The sign convention written into a comparison column's name."""
-    return "neg=better" if lower_is_better(metric) else "pos=better"
+SCALAR_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n_units", "n_seeds", "interval"]
 
 
 class Footnotes:
@@ -54,16 +44,32 @@ class Footnotes:
 
 
 @dataclass
+class Primary:
+    """The experiment's one primary endpoint: BPB over the same targets at these lengths, vs the baseline."""
+
+    metric: str
+    lengths: list[int]
+    description: str
+
+
+@dataclass
 class ReportData:
     experiment: str
     baseline: str
     baseline_tag: str | None
     meta: pd.DataFrame
-    """One row per tag: experiment, tag, variant, label, rope_*, step, train_seq_len, tokens_trained, ..."""
+    """One row per tag: experiment, tag, variant, arm, kind, seed, label, rope_*, step, train_seq_len, ..."""
+    arms: list[Arm]
+    baseline_arm: str | None
+    """Key of the arm every other is compared with."""
+    primary: Primary
     scalars: pd.DataFrame
-    """tag, variant, metric (train_bpb, val_bpb, bpb_len_<L>, core, passkey_overall), value, ci_low, ci_high."""
+    """Per arm: arm, variant, kind, metric, value, ci_low, ci_high, n_units, n_seeds, interval."""
+    tag_scalars: pd.DataFrame
+    """The same per tag (one seed each): tag, metric, value, ci_low, ci_high, n_units, n_seeds, interval."""
     comparisons: pd.DataFrame
-    """tag, variant, metric, diff, diff_low, diff_high, rel_pct, rel_low, rel_high, paired, verdict."""
+    """arm, variant, kind, metric, diff(_low/_high), rel_pct(_low/_high), p_value, n_units, n_seeds, interval,
+    family (primary/secondary), p_holm, verdict."""
     bpb_length: pd.DataFrame
     passkey: pd.DataFrame
     core_tasks: pd.DataFrame
@@ -72,425 +78,93 @@ class ReportData:
     results: pd.DataFrame
     """The wide frame behind results.csv."""
     footnotes: Footnotes
+    clustered: bool = False
+    """True when every tag's BPB units name their documents (cluster bootstrap by document)."""
     tag_notes: dict[str, list[int]] = field(default_factory=dict)
-    """Footnote numbers per tag (shown next to its label)."""
+    """Footnote numbers per tag (shown next to its arm's label)."""
     sources: ExperimentSources | None = None
 
-    def label(self, tag: str) -> str:
-        """The row label of a tag in tables: its variant (or tag) plus footnote marks."""
-        row = self.meta.loc[self.meta["tag"] == tag].iloc[0]
-        marks = self.tag_notes.get(tag, [])
-        return f"{row['label']} [{','.join(map(str, marks))}]" if marks else str(row["label"])
+    def arm(self, key: str) -> Arm:
+        return next(a for a in self.arms if a.key == key)
+
+    def arm_of(self, tag: str) -> Arm:
+        return next(a for a in self.arms if tag in a.tags)
+
+    def label(self, key: str) -> str:
+        """The row label of an arm in tables: its key, seeds when several, plus its tags' footnote marks."""
+        arm = self.arm(key)
+        marks = sorted({m for t in arm.tags for m in self.tag_notes.get(t, [])})
+        text = arm.key + (f" ×{arm.n_seeds} seeds" if arm.n_seeds > 1 else "")
+        return f"{text} [{','.join(map(str, marks))}]" if marks else text
+
+    @property
+    def n_seeds(self) -> int:
+        """The fewest seeds of any compared arm (1 = training noise not covered)."""
+        return min((a.n_seeds for a in self.arms if a.kind == "continued"), default=1)
 
 
-# ---------------------------------------------------------------- per-tag frames
+# ---------------------------------------------------------------- per-tag inputs to the statistics
 
 
-def _num(value: Any) -> float:
-    """A float, NaN for None / non-numbers."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _int_or_none(value: Any) -> int | None:
-    f = _num(value)
-    return None if math.isnan(f) else int(f)
-
-
-def _rope_of(src: TagSources) -> dict[str, Any]:
-    rope = (src.eval or {}).get("rope") or (src.run_config or {}).get("rope") or {}
-    return rope if isinstance(rope, dict) else {}
-
-
-def _train_seq_len(src: TagSources, spec: dict[str, Any] | None) -> int | None:
-    for candidate in ((src.eval or {}).get("train_seq_len"),
-                      ((src.run_config or {}).get("train") or {}).get("seq_len"),
-                      ((spec or {}).get("train") or {}).get("seq_len")):
-        if _int_or_none(candidate) is not None:
-            return _int_or_none(candidate)
-    return None
-
-
-def _meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str, Any]:
-    rope = _rope_of(src)
-    row: dict[str, Any] = {"experiment": exp, "tag": src.tag, "variant": src.variant}
-    for name in ROPE_FIELDS:
-        row[f"rope_{name}"] = _num(rope.get(name))
-    ev = src.eval or {}
-    step = _int_or_none(ev.get("step"))
-    last_loss = float("nan")
-    if src.metrics is not None:
-        train = src.metrics[src.metrics["type"] == "train"]
-        if len(train) and "loss" in train:
-            last_loss = _num(train["loss"].iloc[-1])
-            if step is None:
-                step = _int_or_none(train["step"].iloc[-1])
-    row["step"] = step
-    row["train_seq_len"] = _train_seq_len(src, spec)
-    row["tokens_trained"] = _int_or_none(ev.get("tokens_trained"))
-    row["last_train_loss"] = last_loss
-    row["evaluated"] = src.evaluated
-    return row
-
-
-def _records_frame(src: TagSources, metric: str, key: str, csv: str, cols: list[str], sort: list[str]) -> pd.DataFrame:
-    """`cols` of the records under eval.json's metrics[metric][key], else of the tag's `csv` side file."""
-    entry = src.metric(metric)
-    rows = entry.get(key) if entry else None
-    if isinstance(rows, list) and rows:
-        frame = pd.DataFrame.from_records([r for r in rows if isinstance(r, dict)])
-    elif csv in src.csvs:
-        frame = src.csvs[csv].copy()
-    else:
-        return pd.DataFrame(columns=cols)
-    for c in cols:
-        if c not in frame:
-            frame[c] = np.nan
-    frame = frame[cols].astype(float)
-    frame["length"] = frame["length"].astype(int)
-    return frame.sort_values(sort).reset_index(drop=True)
-
-
-def _bpb_length_frame(src: TagSources) -> pd.DataFrame:
-    """length, bpb, ci_low, ci_high, tokens, docs — from eval.json, else bpb_by_length.csv."""
-    return _records_frame(src, "bpb_length", "lengths", "bpb_by_length",
-                          ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"], ["length"])
-
-
-def _passkey_frame(src: TagSources) -> pd.DataFrame:
-    """length, depth, accuracy, n — from eval.json, else passkey.csv."""
-    return _records_frame(src, "passkey", "cells", "passkey", ["length", "depth", "accuracy", "n"], ["length", "depth"])
-
-
-def _core_task_frame(src: TagSources) -> pd.DataFrame:
-    """task, type, accuracy, centered, baseline, n — from results_<variant>.csv, else eval.json."""
-    cols = ["task", "type", "accuracy", "centered", "baseline", "n"]
-    if src.core_tasks is not None:
-        frame = src.core_tasks.copy()
-    else:
-        entry = src.metric("core")
-        tasks = entry.get("tasks") if entry else None
-        if not isinstance(tasks, dict) or not tasks:
-            return pd.DataFrame(columns=cols)
-        frame = pd.DataFrame.from_records([{"task": k, **v} for k, v in tasks.items() if isinstance(v, dict)])
-    for c in cols:
-        if c not in frame:
-            frame[c] = np.nan if c != "type" else ""
-    frame = frame[cols].copy()
-    frame["task"] = frame["task"].astype(str)
-    frame["type"] = frame["type"].fillna("").astype(str)
-    for c in ("accuracy", "centered", "baseline", "n"):
-        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
-    return frame.sort_values("task").reset_index(drop=True)
-
-
-def _task_baselines(core_tasks: pd.DataFrame) -> dict[str, float]:
-    """Random-guess accuracy per task as a fraction.
-
-    Derived from accuracy and centered when both are there (b = (a - c) / (1 - c)), which is exact
-    whatever scale the producer wrote `baseline` in; else `baseline`, read as percent when > 1.
-    """
-    out: dict[str, float] = {}
-    for row in core_tasks.itertuples(index=False):
-        a, c, b = float(row.accuracy), float(row.centered), float(row.baseline)
-        if not (math.isnan(a) or math.isnan(c)) and c != 1.0:
-            out[row.task] = (a - c) / (1.0 - c)
-        elif not math.isnan(b):
-            out[row.task] = b / 100.0 if b > 1.0 else b
-    return out
-
-
-def _curves_frame(src: TagSources) -> pd.DataFrame:
-    cols = ["type", "step", "loss", "val_bpb"]
-    if src.metrics is None:
-        return pd.DataFrame(columns=cols)
-    frame = src.metrics[src.metrics["type"].isin(["train", "eval"])].copy()
-    for c in cols:
-        if c not in frame:
-            frame[c] = np.nan
-    frame = frame[cols]
-    frame["step"] = frame["step"].astype(int)
-    frame["loss"] = pd.to_numeric(frame["loss"], errors="coerce").astype(float)
-    frame["val_bpb"] = pd.to_numeric(frame["val_bpb"], errors="coerce").astype(float)
-    return frame.reset_index(drop=True)
-
-
-def _stack(parts: list[pd.DataFrame], keys: list[tuple[str, str]], cols: list[str]) -> pd.DataFrame:
-    """Concatenate per-tag frames with leading tag/variant columns (empty-safe, stable dtypes)."""
-    frames = []
-    for (tag, variant), part in zip(keys, parts, strict=True):
-        if len(part):
-            part = part.copy()
-            part.insert(0, "variant", variant)
-            part.insert(0, "tag", tag)
-            frames.append(part)
-    if not frames:
-        return pd.DataFrame(columns=["tag", "variant", *cols])
-    return pd.concat(frames, ignore_index=True)
-
-
-# ---------------------------------------------------------------- intervals
-
-
-@dataclass
-class _Units:
-    """BPB units of one tag, by metric name (train, val, len_<L>) -> frame(unit, nats, bytes)."""
-
-    by_metric: dict[str, pd.DataFrame]
-
-    @classmethod
-    def of(cls, src: TagSources) -> _Units:
-        frame = src.csvs.get("bpb_units")
-        if frame is None:
-            return cls({})
-        frame = frame.copy()
-        frame["metric"] = frame["metric"].astype(str)
-        frame["unit"] = frame["unit"].astype(str)
-        return cls({m: g[["unit", "nats", "bytes"]].reset_index(drop=True) for m, g in frame.groupby("metric")})
-
-
-def _scalar_name(units_metric: str) -> str:
-    """bpb_units.csv's metric name -> the report's (train -> train_bpb, len_512 -> bpb_len_512)."""
-    if units_metric.startswith("len_"):
-        return f"bpb_len_{units_metric[4:]}"
-    return f"{units_metric}_bpb"
-
-
-def _units_metric(scalar: str) -> str:
-    if scalar.startswith("bpb_len_"):
-        return f"len_{scalar[8:]}"
-    return scalar[: -len("_bpb")]
-
-
-def _scalars_of(src: TagSources, bpb_len: pd.DataFrame, core_tasks: pd.DataFrame, units: _Units,
-                seed: int, n_boot: int) -> list[dict[str, Any]]:
-    """Every scalar metric of one tag with its interval (bootstrap when raw units exist)."""
-    rows: list[dict[str, Any]] = []
-
-    def add(metric: str, value: float, low: float, high: float, interval: str) -> None:
-        rows.append({"metric": metric, "value": value, "ci_low": low, "ci_high": high, "interval": interval})
-
-    def bpb_point(metric: str, value: float, low: float, high: float) -> None:
-        u = units.by_metric.get(_units_metric(metric))
-        iv = (unc.bpb_interval(u["nats"].to_numpy(), u["bytes"].to_numpy(), key=f"{src.tag}/{metric}",
-                               seed=seed, n_boot=n_boot) if u is not None else None)
-        if iv is not None:
-            add(metric, value if not math.isnan(value) else iv.estimate, iv.low, iv.high, "bootstrap")
-        elif not math.isnan(value):
-            add(metric, value, low, high, "eval" if not math.isnan(low) else "")
-
+def _tag_data(src: TagSources, bpb_len: pd.DataFrame, passkey: pd.DataFrame, primary: list[int]) -> est.TagData:
+    units, clustered = est.units_by_metric(src.csvs.get("bpb_units"))
+    data = est.TagData(tag=src.tag, units=units, clustered=clustered)
     bpb = src.metric("bpb") or {}
-    for split in BPB_METRICS:
+    for split in fr.BPB_METRICS:
         entry = bpb.get(split) if isinstance(bpb.get(split), dict) else {}
-        bpb_point(f"{split}_bpb", _num(entry.get("bpb")), _num(entry.get("ci_low")), _num(entry.get("ci_high")))
+        data.points[f"{split}_bpb"] = fr.num(entry.get("bpb"))
     for r in bpb_len.itertuples(index=False):
-        bpb_point(f"bpb_len_{r.length}", float(r.bpb), float(r.ci_low), float(r.ci_high))
-
+        data.points[f"bpb_len_{r.length}"] = float(r.bpb)
+    if primary and all(f"bpb_len_{L}" in data.points for L in primary):
+        data.points[est.PRIMARY] = sum(data.points[f"bpb_len_{L}"] for L in primary) / len(primary)
     core = src.metric("core")
     if core is not None:
-        value = _num(core.get("core"))
-        examples = src.csvs.get("core_examples")
-        iv = None
-        if examples is not None:
-            tasks = {str(t): g["correct"].to_numpy(dtype=float) for t, g in examples.groupby("task")}
-            iv = unc.core_interval(tasks, _task_baselines(core_tasks), key=f"{src.tag}/core", seed=seed,
-                                   n_boot=n_boot)
-        if iv is not None:
-            add("core", value if not math.isnan(value) else iv.estimate, iv.low, iv.high, "bootstrap")
-        elif not math.isnan(value):
-            low, high = _num(core.get("ci_low")), _num(core.get("ci_high"))
-            add("core", value, low, high, "eval" if not math.isnan(low) else "")
-    passkey = src.metric("passkey")
-    if passkey is not None and not math.isnan(_num(passkey.get("overall"))):
-        add("passkey_overall", _num(passkey.get("overall")), float("nan"), float("nan"), "")
-    return rows
+        data.points["core"] = fr.num(core.get("core"))
+        data.core_examples = src.csvs.get("core_examples")
+    data.passkey = passkey if len(passkey) else None
+    est.add_primary_units(data, primary)
+    return data
 
 
-def _paired_bpb(a: _Units, b: _Units, metric: str, key: str, seed: int, n_boot: int) -> unc.PairedDiff | None:
-    ua, ub = a.by_metric.get(_units_metric(metric)), b.by_metric.get(_units_metric(metric))
-    if ua is None or ub is None:
-        return None
-    joined = ua.merge(ub, on="unit", suffixes=("_a", "_b"))
-    return unc.bpb_paired_diff(joined["nats_a"].to_numpy(), joined["bytes_a"].to_numpy(),
-                               joined["nats_b"].to_numpy(), joined["bytes_b"].to_numpy(),
-                               key=key, seed=seed, n_boot=n_boot)
+def _primary(meta: pd.DataFrame, bpb_length: pd.DataFrame) -> Primary:
+    """BPB at the continued-training length and at twice it (those measured), else val BPB."""
+    trained = meta[meta["kind"] == "continued"]["train_seq_len"].dropna()
+    measured = set(bpb_length["length"].astype(int)) if len(bpb_length) else set()
+    if len(trained):
+        train_len = int(Counter(trained.astype(int)).most_common(1)[0][0])
+        lengths = [L for L in (train_len, 2 * train_len) if L in measured]
+        if lengths:
+            what = " and ".join(str(L) for L in lengths)
+            return Primary(est.PRIMARY, lengths, f"BPB at {what} tokens of context (mean over the same targets"
+                           f"{' at both lengths' if len(lengths) > 1 else ''}; training length {train_len})")
+    return Primary("val_bpb", [], "validation BPB")
 
 
-def _paired_core(a: TagSources, b: TagSources, baselines: dict[str, float], key: str, seed: int,
-                 n_boot: int) -> unc.PairedDiff | None:
-    ea, eb = a.csvs.get("core_examples"), b.csvs.get("core_examples")
-    if ea is None or eb is None:
-        return None
-    joined = ea[["task", "index", "correct"]].merge(eb[["task", "index", "correct"]], on=["task", "index"],
-                                                    suffixes=("_a", "_b"))
-    pairs = {str(t): (g["correct_a"].to_numpy(dtype=float), g["correct_b"].to_numpy(dtype=float))
-             for t, g in joined.sort_values(["task", "index"]).groupby("task")}
-    return unc.core_paired_diff(pairs, baselines, key=key, seed=seed, n_boot=n_boot)
-
-
-def _compare(tag_src: TagSources, base_src: TagSources, scal: pd.DataFrame, units: dict[str, _Units],
-             baselines: dict[str, float], seed: int, n_boot: int) -> list[dict[str, Any]]:
-    """Comparison rows (tag vs baseline tag) for every metric both have."""
-    mine = scal[scal["tag"] == tag_src.tag].set_index("metric")
-    theirs = scal[scal["tag"] == base_src.tag].set_index("metric")
-    rows = []
-    for metric in mine.index:
-        if metric not in theirs.index:
-            continue
-        a, b = mine.loc[metric], theirs.loc[metric]
-        key = f"{tag_src.tag}-vs-{base_src.tag}/{metric}"
-        paired: unc.PairedDiff | None = None
-        if tag_src.tag != base_src.tag:
-            if metric.endswith("_bpb") or metric.startswith("bpb_len_"):
-                paired = _paired_bpb(units[tag_src.tag], units[base_src.tag], metric, key, seed, n_boot)
-            elif metric == "core":
-                paired = _paired_core(tag_src, base_src, baselines, key, seed, n_boot)
-        diff = float(a["value"] - b["value"])
-        scale = abs(float(b["value"]))
-        rel = diff / scale * 100.0 if scale > 0 else float("nan")
-        if paired is not None:
-            d_lo, d_hi = paired.diff.low, paired.diff.high
-            r_lo, r_hi = paired.rel_pct.low, paired.rel_pct.high
-            how = "paired"
-        elif tag_src.tag == base_src.tag:
-            d_lo = d_hi = r_lo = r_hi = 0.0
-            how = "self"
-        else:
-            # No shared units: the conservative interval from the two separate ones (it excludes 0
-            # exactly when they do not overlap).
-            d_lo, d_hi = float(a["ci_low"] - b["ci_high"]), float(a["ci_high"] - b["ci_low"])
-            r_lo = d_lo / scale * 100.0 if scale > 0 else float("nan")
-            r_hi = d_hi / scale * 100.0 if scale > 0 else float("nan")
-            how = "unpaired" if not math.isnan(d_lo) else ""
-        diff_iv = unc.Interval(diff, d_lo, d_hi)
-        word = "" if tag_src.tag == base_src.tag else unc.verdict(diff_iv, lower_is_better(metric))
-        rows.append({"tag": tag_src.tag, "variant": tag_src.variant, "metric": metric, "diff": diff,
-                     "diff_low": d_lo, "diff_high": d_hi, "rel_pct": rel, "rel_low": r_lo, "rel_high": r_hi,
-                     "interval": how, "verdict": word})
-    return rows
-
-
-def _with_scalar_intervals(bpb_length: pd.DataFrame, scalars: pd.DataFrame) -> pd.DataFrame:
-    """bpb_length with each row's interval replaced by the report's own (bootstrap) one when it has one."""
-    if bpb_length.empty:
-        return bpb_length
-    boot = scalars[(scalars["interval"] == "bootstrap") & scalars["metric"].str.startswith("bpb_len_")]
-    lookup = {(r.tag, int(r.metric[8:])): (r.ci_low, r.ci_high) for r in boot.itertuples(index=False)}
-    out = bpb_length.copy()
-    for i, r in enumerate(out.itertuples(index=False)):
-        if (r.tag, int(r.length)) in lookup:
-            out.iloc[i, out.columns.get_loc("ci_low")], out.iloc[i, out.columns.get_loc("ci_high")] = \
-                lookup[(r.tag, int(r.length))]
+def _metrics_of(datas: list[est.TagData], has_core: bool, has_passkey: bool, primary: Primary) -> list[str]:
+    names = {m for d in datas for m, v in d.points.items() if not math.isnan(v)}
+    lengths = sorted(int(m[8:]) for m in names if m.startswith("bpb_len_"))
+    out = [m for m in (est.PRIMARY, "train_bpb", "val_bpb") if m in names and (m != est.PRIMARY or primary.lengths)]
+    out += [f"bpb_len_{L}" for L in lengths]
+    if has_core:
+        out.append("core")
+    if has_passkey:
+        out.append("passkey_overall")
     return out
 
 
-# ---------------------------------------------------------------- the wide frame
-
-_ID = ("experiment", "tag", "variant")
-_RUN = ("step", "train_seq_len", "tokens_trained", "last_train_loss")
-_METRIC_RE = re.compile(r"^(train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$")
-_DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_partial", "_missing_tasks")
-
-
-def _metric_rank(col: str) -> tuple[int, int, str] | None:
-    m = _METRIC_RE.match(col)
-    if not m:
-        return None
-    name, len_bpb, len_pk, rest = m.groups()
-    rank = {"train_bpb": (0, 0), "val_bpb": (1, 0), "core": (3, 0), "passkey_overall": (4, 0)}.get(name)
-    if rank is None:
-        rank = (2, int(len_bpb)) if len_bpb else (5, int(len_pk))
-    return rank[0], rank[1], rest
-
-
-def column_key(col: str) -> tuple:
-    """Sort key giving results.csv its stable column order (whatever subset of columns exists)."""
-    if col in _ID:
-        return (0, _ID.index(col))
-    if col.startswith("rope_") and col[5:] in ROPE_FIELDS:
-        return (1, ROPE_FIELDS.index(col[5:]))
-    if col in _RUN:
-        return (2, _RUN.index(col))
-    ranked = _metric_rank(col)
-    if ranked is not None:
-        group, sub, rest = ranked
-        if "_vs_" in rest:  # comparison columns come after every value column
-            kinds = ("_diff_vs_", "_rel_vs_", "_verdict_vs_")
-            kind = next((i for i, k in enumerate(kinds) if rest.startswith(k)), len(kinds))
-            tail = 2 if rest.endswith("_ci_high") else 1 if rest.endswith("_ci_low") else 0
-            return (4, group, sub, kind, tail, col)
-        detail = _DETAIL_ORDER.index(rest) if rest in _DETAIL_ORDER else len(_DETAIL_ORDER)
-        return (3, group, sub, detail, col)
-    if col == "notes":
-        return (6,)
-    return (5, col)
-
-
-def order_columns(columns: list[str]) -> list[str]:
-    return sorted(columns, key=column_key)
-
-
-def comparison_columns(metric: str, baseline: str) -> dict[str, str]:
-    """Names of the comparison columns of one metric vs `baseline` (sign convention in the name)."""
-    sign = better_word(metric)
-    rel = f"{metric}_rel_vs_{baseline}_pct"
-    cols = {"rel": f"{rel} ({sign})", "rel_low": f"{rel}_ci_low", "rel_high": f"{rel}_ci_high",
-            "verdict": f"{metric}_verdict_vs_{baseline}"}
-    if metric in ("core", "passkey_overall"):  # near-zero baselines make a relative change meaningless
-        diff = f"{metric}_diff_vs_{baseline}"
-        cols.update({"diff": f"{diff} ({sign})", "diff_low": f"{diff}_ci_low", "diff_high": f"{diff}_ci_high"})
-    return cols
-
-
-def _wide(data: ReportData) -> pd.DataFrame:
-    meta = data.meta.drop(columns=["label", "evaluated"])
-    rows = {r["tag"]: dict(r) for r in meta.to_dict("records")}
-    for r in data.scalars.itertuples(index=False):
-        row = rows[r.tag]
-        row[r.metric] = r.value
-        if r.metric != "passkey_overall":
-            row[f"{r.metric}_ci_low"], row[f"{r.metric}_ci_high"] = r.ci_low, r.ci_high
-    for src in (data.sources.tags if data.sources else []):
-        core = src.metric("core")
-        if core is not None:
-            rows[src.tag]["core_partial"] = bool(core.get("partial", False))
-            missing = core.get("missing_tasks") or []
-            rows[src.tag]["core_missing_tasks"] = ";".join(map(str, missing)) if isinstance(missing, list) else ""
-    if len(data.passkey):
-        by_len = data.passkey.groupby(["tag", "length"])["accuracy"].mean()
-        for (tag, length), acc in by_len.items():
-            rows[tag][f"passkey_len_{length}"] = float(acc)
-    for r in data.comparisons.itertuples(index=False):
-        names = comparison_columns(r.metric, data.baseline)
-        row = rows[r.tag]
-        row[names["rel"]], row[names["rel_low"]], row[names["rel_high"]] = r.rel_pct, r.rel_low, r.rel_high
-        row[names["verdict"]] = r.verdict
-        if "diff" in names:
-            row[names["diff"]], row[names["diff_low"]], row[names["diff_high"]] = r.diff, r.diff_low, r.diff_high
-    for tag, marks in data.tag_notes.items():
-        rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
-    frame = pd.DataFrame.from_records(list(rows.values()))
-    frame = frame[order_columns(list(frame.columns))]
-    for col in ("step", "train_seq_len", "tokens_trained"):
-        frame[col] = frame[col].astype("Int64")
-    for col in frame.columns:
-        if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_missing_tasks"):
-            frame[col] = frame[col].fillna("").astype(str)
-        if col == "core_partial":
-            frame[col] = frame[col].astype("boolean")
-    return frame.reset_index(drop=True)
+def _scalars(groups: dict[str, list[str]], data: dict[str, est.TagData], metrics: list[str],
+             baselines: dict[str, float], seed: int, n_boot: int, id_col: str) -> pd.DataFrame:
+    rows = []
+    for key, tags in groups.items():
+        for r in est.group_scalars([data[t] for t in tags], metrics, baselines, key, seed, n_boot):
+            rows.append({id_col: key, **r})
+    return pd.DataFrame.from_records(rows, columns=[id_col, *SCALAR_COLUMNS])
 
 
 # ---------------------------------------------------------------- entry point
 
 
-def resolve_baseline(requested: str | None, spec: dict[str, Any] | None, variants: list[str]) -> str:
+def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
     """The baseline variant: the flag, else the spec's (report.baseline / baseline), else `rope`."""
     if requested:
         return requested
@@ -502,82 +176,94 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None, variant
     return "rope"
 
 
+def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
+    core = src.metric("core")
+    extra = []
+    if core is not None and core.get("partial"):
+        missing = core.get("missing_tasks") or []
+        extra.append("partial CORE" + (f" (missing: {', '.join(map(str, missing))})" if missing else ""))
+    for name, what in (("bpb_length", "BPB"), ("passkey", "passkey")):
+        skipped = (src.metric(name) or {}).get("skipped") or []
+        lengths = [str(s.get("length")) for s in skipped if isinstance(s, dict)]
+        if lengths:
+            extra.append(f"{what} not measured at length(s) {', '.join(lengths)} (skipped by the eval: "
+                         f"{skipped[0].get('reason', 'no reason given')})")
+    return [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
+
+
 def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int = 0,
             n_boot: int = unc.DEFAULT_BOOT) -> ReportData:
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
     notes = Footnotes()
-    baseline = resolve_baseline(baseline, sources.spec, [t.variant for t in sources.tags])
+    baseline = resolve_baseline(baseline, sources.spec)
     tags = sources.tags
+    arms = group_arms(tags)
 
-    counts = pd.Series([t.variant for t in tags]).value_counts() if tags else pd.Series(dtype=int)
     meta_rows = []
     for src in tags:
-        row = _meta_row(layout.experiment, src, sources.spec)
-        row["label"] = src.variant if counts.get(src.variant, 0) == 1 else src.tag
+        row = fr.meta_row(layout.experiment, src, sources.spec)
+        arm = next(a for a in arms if src.tag in a.tags)
+        row.update(arm=arm.key, kind=kind_of(src), seed=seed_of(src), n_seeds=arm.n_seeds, label=arm.key)
         meta_rows.append(row)
-    meta_cols = [*_ID, *(f"rope_{f}" for f in ROPE_FIELDS), *_RUN, "evaluated", "label"]
+    meta_cols = ["experiment", "tag", "variant", "arm", "kind", "seed", *(f"rope_{f}" for f in fr.ROPE_FIELDS),
+                 "n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss", "evaluated", "label"]
     meta = pd.DataFrame.from_records(meta_rows, columns=meta_cols)
-    for col in ("step", "train_seq_len", "tokens_trained"):
+    for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained"):
         meta[col] = meta[col].astype("Int64")
 
     keys = [(t.tag, t.variant) for t in tags]
-    bpb_parts = [_bpb_length_frame(t) for t in tags]
-    core_parts = [_core_task_frame(t) for t in tags]
-    bpb_length = _stack(bpb_parts, keys, ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"])
-    passkey = _stack([_passkey_frame(t) for t in tags], keys, ["length", "depth", "accuracy", "n"])
-    core_tasks = _stack(core_parts, keys, ["task", "type", "accuracy", "centered", "baseline", "n"])
-    curves = _stack([_curves_frame(t) for t in tags], keys, ["type", "step", "loss", "val_bpb"])
+    bpb_parts = [fr.bpb_length_frame(t) for t in tags]
+    pk_parts = [fr.passkey_frame(t) for t in tags]
+    core_parts = [fr.core_task_frame(t) for t in tags]
+    bpb_length = fr.stack(bpb_parts, keys, ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"])
+    passkey = fr.stack(pk_parts, keys, ["length", "depth", "accuracy", "n"])
+    core_tasks = fr.stack(core_parts, keys, ["task", "type", "accuracy", "centered", "baseline", "n"])
+    curves = fr.stack([fr.curves_frame(t) for t in tags], keys, ["type", "step", "loss", "val_bpb"])
 
-    units = {t.tag: _Units.of(t) for t in tags}
-    scal_rows = []
-    for src, bl, ct in zip(tags, bpb_parts, core_parts, strict=True):
-        for r in _scalars_of(src, bl, ct, units[src.tag], seed, n_boot):
-            scal_rows.append({"tag": src.tag, "variant": src.variant, **r})
-    scalars = pd.DataFrame.from_records(
-        scal_rows, columns=["tag", "variant", "metric", "value", "ci_low", "ci_high", "interval"])
+    primary = _primary(meta, bpb_length)
+    data = {t.tag: _tag_data(t, bl, pk, primary.lengths) for t, bl, pk in zip(tags, bpb_parts, pk_parts, strict=True)}
+    base = baseline_arm(arms, baseline)
+    if base is not None and base.kind != "continued":
+        notes.add(f"baseline variant '{baseline}' has no continued arm; compared against {base.key}")
+    baselines = fr.task_baselines(core_parts[[t.tag for t in tags].index(base.tags[0])]) if base else {}
+    metrics = _metrics_of(list(data.values()), any(d.core_examples is not None or "core" in d.points
+                                                   for d in data.values()), len(passkey) > 0, primary)
+    scalars = _scalars({a.key: a.tags for a in arms}, data, metrics, baselines, seed, n_boot, "arm")
+    single = {a.key: a.tags[0] for a in arms if a.n_seeds == 1}
+    reused = scalars[scalars["arm"].isin(single)].assign(tag=lambda f: f["arm"].map(single)).drop(columns="arm")
+    others = {t: [t] for a in arms if a.n_seeds > 1 for t in a.tags}
+    tag_scalars = pd.concat([reused[["tag", *SCALAR_COLUMNS]],
+                             _scalars(others, data, metrics, baselines, seed, n_boot, "tag")], ignore_index=True)
+    kinds = {a.key: (a.variant, a.kind) for a in arms}
+    scalars.insert(1, "variant", scalars["arm"].map(lambda k: kinds[k][0]))
+    scalars.insert(2, "kind", scalars["arm"].map(lambda k: kinds[k][1]))
 
-    bpb_length = _with_scalar_intervals(bpb_length, scalars)
-
-    base_tags = [t for t in tags if t.variant == baseline]
-    base_src = next((t for t in base_tags if t.evaluated), base_tags[0] if base_tags else None)
-    if len(base_tags) > 1 and base_src is not None:
-        notes.add(f"several tags have the baseline variant '{baseline}'; compared against {base_src.tag}")
-    comp_rows: list[dict[str, Any]] = []
-    if base_src is None:
-        notes.add(f"baseline variant '{baseline}' has no outputs: relative changes are blank")
+    if base is None:
+        notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
+        comparisons = est.adjust(pd.DataFrame(columns=[
+            "arm", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high",
+            "p_value", "n_units", "n_seeds", "interval", "family"]))
     else:
-        baselines = _task_baselines(core_parts[tags.index(base_src)])
-        for src in tags:
-            comp_rows.extend(_compare(src, base_src, scalars, units, baselines, seed, n_boot))
-    comparisons = pd.DataFrame.from_records(
-        comp_rows, columns=["tag", "variant", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
-                            "rel_high", "interval", "verdict"])
+        comparisons = est.compare_arms(arms, base, data, scalars, baselines, seed, n_boot)
 
+    clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
+    if any(d.units for d in data.values()) and not clustered:
+        notes.add("BPB units do not name their documents (bpb_units.csv has no `doc` column): each unit is "
+                  "resampled as if independent, so intervals may be too narrow; re-run `rlab eval` with this "
+                  "version to get per-document units")
     for msg in sources.notes:
         notes.add(msg)
-    tag_notes: dict[str, list[int]] = {}
-    for src in tags:
-        core = src.metric("core")
-        extra = []
-        if core is not None and core.get("partial"):
-            missing = core.get("missing_tasks") or []
-            extra.append("partial CORE" + (f" (missing: {', '.join(map(str, missing))})" if missing else ""))
-        for name, what in (("bpb_length", "BPB"), ("passkey", "passkey")):
-            skipped = (src.metric(name) or {}).get("skipped") or []
-            lengths = [str(s.get("length")) for s in skipped if isinstance(s, dict)]
-            if lengths:
-                extra.append(f"{what} not measured at length(s) {', '.join(lengths)} (skipped by the eval: "
-                             f"{skipped[0].get('reason', 'no reason given')})")
-        marks = [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
-        if marks:
-            tag_notes[src.tag] = marks
+    tag_notes = {src.tag: marks for src in tags if (marks := _tag_footnotes(src, notes))}
 
-    data = ReportData(experiment=layout.experiment, baseline=baseline,
-                      baseline_tag=base_src.tag if base_src else None, meta=meta, scalars=scalars,
-                      comparisons=comparisons, bpb_length=bpb_length, passkey=passkey, core_tasks=core_tasks,
-                      curves=curves, results=pd.DataFrame(), footnotes=notes, tag_notes=tag_notes,
-                      sources=sources)
-    data.results = _wide(data) if tags else pd.DataFrame(columns=[*_ID])
-    log.info("collected %d tag(s) of experiment %s (baseline %s)", len(tags), layout.experiment, baseline)
-    return data
+    out = ReportData(experiment=layout.experiment, baseline=baseline, baseline_tag=base.tags[0] if base else None,
+                     meta=meta, arms=arms, baseline_arm=base.key if base else None, primary=primary,
+                     scalars=scalars, tag_scalars=tag_scalars, comparisons=comparisons, bpb_length=bpb_length,
+                     passkey=passkey, core_tasks=core_tasks, curves=curves, results=pd.DataFrame(),
+                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources)
+    from rlab.report.wide import ID, wide_frame
+
+    out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
+    log.info("collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)", len(tags), len(arms),
+             layout.experiment, baseline)
+    return out

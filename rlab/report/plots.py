@@ -1,13 +1,15 @@
 """The report's PNG figures (matplotlib, headless Agg backend, written atomically).
 
-* ``loss_curves.png``      training loss per variant vs step (from each tag's metrics.jsonl)
-* ``val_bpb_vs_step.png``  in-training val BPB per variant vs step
-* ``bpb_vs_length.png``    the headline: BPB vs context length per variant, log-x, with the
-                           continued-training length and the original length L0 marked
-* ``passkey_heatmap.png``  passkey accuracy by length × depth, one panel per variant
+* ``bpb_vs_length.png``  the headline: one panel per variant, its paired BPB difference vs the baseline
+                         by context length after continued training (solid) and zero-shot (dashed),
+                         95% interval shaded, a shaded band around zero, the base model as a
+                         reference, training length and L0 marked
+* ``loss_curves.png``    training loss minus the baseline's at the same step (smoothed), one line per tag
+* ``val_bpb_vs_step.png`` in-training val BPB minus the baseline's (only with 3+ evals per run)
+* ``passkey_heatmap.png`` passkey accuracy by length x depth per arm (not drawn when all are 0)
 
-A figure whose data is absent is skipped (and the caller footnotes it), never drawn empty.
-Each variant keeps one colour across every figure.
+A figure whose data is absent or carries no information is skipped (the caller footnotes it).
+Each variant keeps one colour across every figure; legends sit outside the data.
 """
 
 from __future__ import annotations
@@ -17,21 +19,23 @@ import logging
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from rlab.atomic_io import write_bytes_atomic
 from rlab.report.collect import ReportData
-from rlab.report.tables import tag_order
+from rlab.report.tables import arm_order, passkey_all_zero
 
 log = logging.getLogger(__name__)
 
 PLOT_FILES = {
+    "bpb_length": "bpb_vs_length.png",
     "loss": "loss_curves.png",
     "val_bpb": "val_bpb_vs_step.png",
-    "bpb_length": "bpb_vs_length.png",
     "passkey": "passkey_heatmap.png",
 }
 _VARIANT_ORDER = ("rope", "pi", "ntk", "dynamic-ntk", "yarn", "llama3")
+_MIN_EVAL_POINTS = 3
 
 
 def _pyplot():
@@ -44,195 +48,223 @@ def _pyplot():
 
 
 def _colors(data: ReportData) -> dict[str, object]:
-    """A stable colour per tag: known variants get fixed tab10 slots, others follow."""
-    plt = _pyplot()
-    cmap = plt.get_cmap("tab10")
+    """A stable colour per variant: known variants get fixed tab10 slots, others follow."""
+    cmap = _pyplot().get_cmap("tab10")
     out, extra = {}, len(_VARIANT_ORDER)
-    for tag in tag_order(data):
-        variant = str(data.meta.loc[data.meta["tag"] == tag, "variant"].iloc[0])
+    for key in arm_order(data):
+        variant = data.arm(key).variant
+        if variant in out:
+            continue
         if variant in _VARIANT_ORDER:
-            out[tag] = cmap(_VARIANT_ORDER.index(variant) % 10)
+            out[variant] = cmap(_VARIANT_ORDER.index(variant) % 10)
         else:
-            out[tag] = cmap(extra % 10)
+            out[variant] = cmap(extra % 10)
             extra += 1
     return out
 
 
-def _integer_ticks():
-    from matplotlib.ticker import MaxNLocator
-
-    return MaxNLocator(integer=True)
-
-
-def _label(data: ReportData, tag: str) -> str:
-    row = data.meta.loc[data.meta["tag"] == tag].iloc[0]
-    return str(row["label"]) + (" (baseline)" if tag == data.baseline_tag else "")
-
-
 def _save(fig, path: Path) -> Path:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     _pyplot().close(fig)
     write_bytes_atomic(path, buf.getvalue())
     return path
 
 
-def _title(data: ReportData, what: str) -> str:
-    return f"{what} — experiment '{data.experiment}'"
-
-
-def _plot_curve(data: ReportData, path: Path, *, kind: str, column: str, ylabel: str, what: str,
-                marker: str | None) -> Path | None:
-    """One line per tag of `column` vs step from the training curves of type `kind` (train/eval)."""
-    curves = data.curves
-    rows = curves[(curves["type"] == kind) & curves[column].notna()] if len(curves) else None
-    if rows is None or rows.empty:
-        return None
-    plt = _pyplot()
-    colors = _colors(data)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for tag in tag_order(data):
-        part = rows[rows["tag"] == tag].sort_values("step")
-        if len(part):
-            ax.plot(part["step"], part[column], marker=marker, markersize=3.5, color=colors[tag],
-                    label=_label(data, tag), linewidth=1.4)
-    ax.xaxis.set_major_locator(_integer_ticks())
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(_title(data, what))
-    ax.grid(alpha=0.3)
-    ax.legend(title="variant")
-    return _save(fig, path)
-
-
-def plot_loss(data: ReportData, path: Path) -> Path | None:
-    return _plot_curve(data, path, kind="train", column="loss", ylabel="training loss (nats / token)",
-                       what="Training loss", marker=None)
-
-
-def plot_val_bpb(data: ReportData, path: Path) -> Path | None:
-    return _plot_curve(data, path, kind="eval", column="val_bpb", ylabel="validation BPB (bits per byte)",
-                       what="Validation BPB during training", marker="o")
-
-
-def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
-    bl = data.bpb_length
-    if bl.empty:
-        return None
-    plt = _pyplot()
-    colors = _colors(data)
-    diffs = _length_diffs(data)
-    if diffs.empty:
-        fig, ax = plt.subplots(figsize=(7.5, 4.6))
-        dax = None
-    else:
-        # Bottom panel: the paired difference vs the baseline. The same targets are scored at every length
-        # and for every variant, so these intervals are far tighter than the per-variant bars above.
-        fig, (ax, dax) = plt.subplots(2, 1, figsize=(7.5, 7.2), sharex=True, height_ratios=[3, 2])
-    drawn = [t for t in tag_order(data) if (bl["tag"] == t).any()]
-    for i, tag in enumerate(drawn):
-        part = bl[bl["tag"] == tag].sort_values("length")
-        ax.plot(part["length"], part["bpb"], marker="o", color=colors[tag], label=_label(data, tag), linewidth=1.6)
-        bars = part.dropna(subset=["ci_low", "ci_high"])
-        if len(bars):
-            # Per-variant 95% intervals, nudged sideways (on the log axis) so they do not hide each other.
-            # They are wider than the paired differences in the tables: hard documents are hard for all.
-            nudge = 2.0 ** (0.025 * (i - (len(drawn) - 1) / 2))
-            ax.errorbar(bars["length"] * nudge, bars["bpb"],
-                        yerr=[bars["bpb"] - bars["ci_low"], bars["ci_high"] - bars["bpb"]],
-                        fmt="none", ecolor=colors[tag], elinewidth=1.0, capsize=2.5, alpha=0.6)
-    ax.set_xscale("log", base=2)
-    lengths = sorted(set(bl["length"].astype(int))
-                     | set(data.meta["train_seq_len"].dropna().astype(int))
-                     | set(data.meta["rope_original_len"].dropna().astype(int)))
-    ax.set_xlim(lengths[0] / 1.3, lengths[-1] * 1.3)  # room for lines drawn at the extreme lengths
-    ax.set_xticks(lengths)
-    ax.set_xticklabels([str(L) for L in lengths])
-    ax.minorticks_off()
-    marks = []
-    for col, style, name in (("train_seq_len", "--", "training length"), ("rope_original_len", ":", "original length L0")):
-        vals = sorted(set(data.meta[col].dropna().astype(int)))
-        for v in vals:
-            ax.axvline(v, color="0.35", linestyle=style, linewidth=1.1)
-            marks.append((v, style, f"{name} = {v}"))
-    handles, labels = ax.get_legend_handles_labels()
-    from matplotlib.lines import Line2D
-
-    for _, style, text in marks:
-        handles.append(Line2D([], [], color="0.35", linestyle=style))
-        labels.append(text)
-    bottom = dax if dax is not None else ax
-    bottom.set_xlabel("context length (tokens, log scale)")
-    ax.set_ylabel("BPB (bits per byte, lower is better)")
-    ax.set_title(_title(data, "BPB vs context length"))
-    ax.grid(alpha=0.3, which="major")
-    ax.legend(handles, labels, fontsize=8.5, loc="best")
-    ax.text(0.01, 0.02, "bars: 95% bootstrap interval per variant", transform=ax.transAxes, fontsize=8, color="0.3")
-    if dax is not None:
-        _plot_length_diffs(data, diffs, dax, colors)
-        for v, style, _ in marks:
-            dax.axvline(v, color="0.35", linestyle=style, linewidth=1.1)
-    fig.tight_layout()
-    return _save(fig, path)
+def _marks(data: ReportData) -> list[tuple[int, str, str]]:
+    """(length, linestyle, label) of the training length(s) and the original length(s) L0."""
+    out = []
+    for col, style, name in (("train_seq_len", "--", "training length"), ("rope_original_len", ":", "L0")):
+        rows = data.meta[data.meta["kind"] != "base"] if col == "train_seq_len" else data.meta
+        for v in sorted(set(rows[col].dropna().astype(int))):
+            out.append((v, style, f"{name} = {v}"))
+    return out
 
 
 def _length_diffs(data: ReportData) -> pd.DataFrame:
-    """Paired BPB differences vs the baseline per length: tag, length, diff, diff_low, diff_high."""
+    """Paired BPB differences vs the baseline per length: arm, kind, length, diff, diff_low, diff_high."""
     comp = data.comparisons
-    if comp.empty or data.baseline_tag is None:
+    if comp.empty:
         return pd.DataFrame()
-    rows = comp[comp["metric"].str.startswith("bpb_len_") & (comp["tag"] != data.baseline_tag)].copy()
+    rows = comp[comp["metric"].str.startswith("bpb_len_")].copy()
     if rows.empty:
-        return pd.DataFrame()
+        return rows
     rows["length"] = rows["metric"].str.removeprefix("bpb_len_").astype(int)
     return rows
 
 
-def _plot_length_diffs(data: ReportData, diffs: pd.DataFrame, ax, colors: dict[str, object]) -> None:
-    drawn = [t for t in tag_order(data) if (diffs["tag"] == t).any()]
-    for i, tag in enumerate(drawn):
-        part = diffs[diffs["tag"] == tag].sort_values("length")
-        nudge = 2.0 ** (0.025 * (i - (len(drawn) - 1) / 2))
-        ax.errorbar(part["length"] * nudge, part["diff"],
-                    yerr=[part["diff"] - part["diff_low"], part["diff_high"] - part["diff"]],
-                    marker="o", markersize=4, color=colors[tag], linewidth=1.4, elinewidth=1.0, capsize=2.5,
-                    label=_label(data, tag))
-    ax.axhline(0.0, color=colors.get(data.baseline_tag, "0.2"), linewidth=1.6,
-               label=f"{data.baseline} (baseline)")
-    ax.set_ylabel(f"BPB - {data.baseline} (neg = better)")
-    ax.set_title(f"Difference vs {data.baseline}, paired 95% bootstrap interval", fontsize=10)
-    ax.grid(alpha=0.3, which="major")
+def _draw_diff(ax, rows: pd.DataFrame, color, style: str, label: str, marker: str = "o") -> None:
+    rows = rows.sort_values("length")
+    ax.fill_between(rows["length"], rows["diff_low"], rows["diff_high"], color=color, alpha=0.18, linewidth=0)
+    ax.plot(rows["length"], rows["diff"], marker=marker, markersize=4, color=color, linewidth=1.6, linestyle=style,
+            label=label)
+
+
+def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
+    """One panel per variant: continued (solid) and zero-shot (dashed) differences vs the baseline arm."""
+    diffs = _length_diffs(data)
+    if diffs.empty:
+        return None
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    colors = _colors(data)
+    variants = list(dict.fromkeys(data.arm(a).variant for a in arm_order(data)
+                                  if data.arm(a).kind != "base" and (diffs["arm"] == a).any()))
+    base_rows = diffs[diffs["kind"] == "base"]
+    ncols = min(len(variants), 3)
+    nrows = math.ceil(len(variants) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 2.6, 3.3 * nrows + 0.6), sharex=True,
+                             sharey=True, squeeze=False)
+    lengths = sorted(set(diffs["length"]) | {m[0] for m in _marks(data)})
+    band = _zero_band(diffs)
+    for i, variant in enumerate(variants):
+        ax = axes[i // ncols][i % ncols]
+        ax.axhspan(*band, color="0.85", alpha=0.7, zorder=0, linewidth=0)
+        ax.axhline(0.0, color="black", linewidth=1.3, zorder=1)
+        for v, style, _ in _marks(data):
+            ax.axvline(v, color="0.35", linestyle=style, linewidth=1.0)
+        if len(base_rows):
+            rows = base_rows.sort_values("length")
+            ax.plot(rows["length"], rows["diff"], marker="s", markersize=3, color="0.5", linewidth=1.0,
+                    linestyle="-.")
+        for kind, style in (("continued", "-"), ("zero-shot", "--")):
+            rows = diffs[(diffs["variant"] == variant) & (diffs["kind"] == kind)]
+            if len(rows):
+                _draw_diff(ax, rows, colors[variant], style, kind)
+        ax.set_title(variant, fontsize=10.5, color=colors[variant], fontweight="bold")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(L) for L in lengths], fontsize=8)
+        ax.minorticks_off()
+        ax.set_xlim(lengths[0] / 1.25, lengths[-1] * 1.25)
+        ax.grid(alpha=0.3, which="major")
+        if i % ncols == 0:
+            ax.set_ylabel(f"BPB − {data.baseline}  (< 0: better)", fontsize=9)
+        if i // ncols == nrows - 1 or i + ncols >= len(variants):
+            ax.set_xlabel("context length (tokens)", fontsize=9)
+            ax.tick_params(labelbottom=True)
+    for j in range(len(variants), nrows * ncols):
+        axes[j // ncols][j % ncols].axis("off")
+    handles = [Line2D([], [], color="0.2", linewidth=1.6, marker="o", markersize=4),
+               Line2D([], [], color="0.2", linewidth=1.6, linestyle="--", marker="o", markersize=4),
+               Patch(color="0.2", alpha=0.18), Line2D([], [], color="black", linewidth=1.3),
+               Patch(color="0.85")]
+    labels = ["continued training", "zero-shot (RoPE applied, no training)", "95% paired interval",
+              f"{data.baseline} (continued) = 0", "|Δ| below every interval's\nhalf-width (never significant)"]
+    if not (diffs["kind"] == "zero-shot").any():
+        del handles[1], labels[1]
+    if len(base_rows):
+        handles.append(Line2D([], [], color="0.5", linestyle="-.", marker="s", markersize=3))
+        labels.append("base model (reference)")
+    for _, style, text in _marks(data):
+        handles.append(Line2D([], [], color="0.35", linestyle=style))
+        labels.append(text)
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8.5, frameon=False)
+    fig.suptitle(f"BPB difference vs {data.baseline} by context length, paired on the same targets "
+                 f"— '{data.experiment}'", fontsize=11)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _zero_band(diffs: pd.DataFrame) -> tuple[float, float]:
+    """A band around 0 as wide as the narrowest interval drawn: differences inside it are indistinguishable."""
+    half = ((diffs["diff_high"] - diffs["diff_low"]) / 2).dropna()
+    h = float(half.min()) if len(half) else 0.0
+    return -h, h
+
+
+def _relative_curves(data: ReportData, kind: str, column: str) -> pd.DataFrame | None:
+    """Per tag of a non-baseline arm: `column` minus the baseline arm's mean at the same step."""
+    curves = data.curves
+    if curves.empty or data.baseline_arm is None:
+        return None
+    rows = curves[(curves["type"] == kind) & curves[column].notna()]
+    base_tags = data.arm(data.baseline_arm).tags
+    base = rows[rows["tag"].isin(base_tags)].groupby("step")[column].mean()
+    if base.empty:
+        return None
+    out = rows[~rows["tag"].isin(base_tags)].copy()
+    out["delta"] = out[column] - out["step"].map(base)
+    return out.dropna(subset=["delta"])
+
+
+def _plot_relative(data: ReportData, path: Path, kind: str, column: str, ylabel: str, title: str,
+                   smooth: bool) -> Path | None:
+    rel = _relative_curves(data, kind, column)
+    if rel is None or rel.empty:
+        return None
+    if not smooth and rel.groupby("tag").size().max() < _MIN_EVAL_POINTS:
+        return None
+    plt = _pyplot()
+    colors = _colors(data)
+    fig, ax = plt.subplots(figsize=(8.4, 4.2))
+    for arm in arm_order(data):
+        tags = data.arm(arm).tags
+        for i, tag in enumerate(tags):
+            part = rel[rel["tag"] == tag].sort_values("step")
+            if part.empty:
+                continue
+            y = part["delta"].to_numpy()
+            if smooth and len(y) > 10:
+                window = max(3, len(y) // 20)
+                y = pd.Series(y).rolling(window, min_periods=1, center=True).mean().to_numpy()
+            style = "-" if data.arm(arm).kind == "continued" else "--"
+            ax.plot(part["step"], y, color=colors[data.arm(arm).variant], linestyle=style,
+                    linewidth=1.3 if len(tags) == 1 else 0.9, alpha=1.0 if len(tags) == 1 else 0.8,
+                    label=data.label(arm) if i == 0 else None, marker=None if smooth else "o", markersize=3)
+    ax.axhline(0.0, color="black", linewidth=1.3, label=f"{data.baseline} (baseline)")
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title} — '{data.experiment}'", fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_loss(data: ReportData, path: Path) -> Path | None:
+    return _plot_relative(data, path, "train", "loss", f"training loss − {data.baseline}'s (nats/token)",
+                          f"Training loss minus {data.baseline}'s at the same step (smoothed; one line per run)",
+                          smooth=True)
+
+
+def plot_val_bpb(data: ReportData, path: Path) -> Path | None:
+    return _plot_relative(data, path, "eval", "val_bpb", f"val BPB − {data.baseline}'s",
+                          f"In-training val BPB minus {data.baseline}'s", smooth=False)
 
 
 def plot_passkey(data: ReportData, path: Path) -> Path | None:
     pk = data.passkey
-    if pk.empty:
+    if pk.empty or passkey_all_zero(data):
         return None
     plt = _pyplot()
-    tags = [t for t in tag_order(data) if (pk["tag"] == t).any()]
+    arms = [a for a in arm_order(data) if pk["tag"].isin(data.arm(a).tags).any()]
     lengths = sorted(set(pk["length"].astype(int)))
     depths = sorted(set(pk["depth"].astype(float)))
-    ncols = min(len(tags), 3)
-    nrows = math.ceil(len(tags) / ncols)
+    ncols = min(len(arms), 3)
+    nrows = math.ceil(len(arms) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols + 1.0, 2.9 * nrows + 0.4), squeeze=False)
     image = None
-    for i, tag in enumerate(tags):
+    for i, arm in enumerate(arms):
         ax = axes[i // ncols][i % ncols]
-        grid = (pk[pk["tag"] == tag].pivot_table(index="depth", columns="length", values="accuracy", aggfunc="mean")
-                .reindex(index=depths, columns=lengths))
-        image = ax.imshow(grid.to_numpy(dtype=float), vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto",
-                          origin="lower")
-        for (r, c), v in pd.DataFrame(grid.to_numpy()).stack().items():
-            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7.5, color="white" if v < 0.6 else "black")
+        part = pk[pk["tag"].isin(data.arm(arm).tags)]
+        grid = (part.pivot_table(index="depth", columns="length", values="accuracy", aggfunc="mean")
+                .reindex(index=depths, columns=lengths)).to_numpy(dtype=float)
+        image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", origin="lower")
+        for (r, c), v in np.ndenumerate(grid):
+            if not math.isnan(v):
+                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7.5, color="white" if v < 0.6 else "black")
         ax.set_xticks(range(len(lengths)), [str(L) for L in lengths], fontsize=8, rotation=30)
         ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths], fontsize=8)
-        ax.set_title(_label(data, tag), fontsize=10)
+        ax.set_title(data.label(arm), fontsize=10)
         ax.set_xlabel("context length (tokens)", fontsize=8.5)
         if i % ncols == 0:
             ax.set_ylabel("key depth (fraction of prompt)", fontsize=8.5)
-    for j in range(len(tags), nrows * ncols):
+    for j in range(len(arms), nrows * ncols):
         axes[j // ncols][j % ncols].axis("off")
-    fig.suptitle(_title(data, "Passkey retrieval accuracy"))
+    n = int(pk["n"].min())
+    fig.suptitle(f"Passkey retrieval accuracy ({n} key(s) per cell) — '{data.experiment}'")
     fig.tight_layout()
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), label="accuracy", shrink=0.85)
@@ -240,11 +272,12 @@ def plot_passkey(data: ReportData, path: Path) -> Path | None:
 
 
 def write_plots(data: ReportData, plots_dir: Path) -> dict[str, Path | None]:
-    """Every figure; a value is None when its data is missing."""
-    makers = {"loss": plot_loss, "val_bpb": plot_val_bpb, "bpb_length": plot_bpb_length, "passkey": plot_passkey}
+    """Every figure; a value is None when its data is missing or uninformative (a stale file is removed)."""
+    makers = {"bpb_length": plot_bpb_length, "loss": plot_loss, "val_bpb": plot_val_bpb, "passkey": plot_passkey}
     out = {}
     for key, make in makers.items():
         out[key] = make(data, plots_dir / PLOT_FILES[key])
         if out[key] is None:
-            log.info("plot %s skipped: no data", PLOT_FILES[key])
+            (plots_dir / PLOT_FILES[key]).unlink(missing_ok=True)
+            log.info("plot %s skipped: no informative data", PLOT_FILES[key])
     return out

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlab.atomic_io import write_text_atomic
-from rlab.report.collect import order_columns
+from rlab.report.wide import order_columns
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,14 @@
 """The comparison tables, as pandas frames of display strings plus which cells are "best".
 
-Each builder takes a `ReportData` and returns a `Table`; renderers turn a Table into markdown or
-HTML here, and into a rich table in the CLI (the library never prints). Markdown is rendered by
-this module (a pipe table from the frame), so the report needs no `tabulate` dependency.
+Each builder takes a `ReportData` and returns a `Table` whose `about` line says what it measures
+(which data, which length, which units). Rows are arms (a variant continued, zero-shot, or the base),
+each the mean over its seeds. Renderers turn a Table into markdown or HTML here, and into a rich
+table in the CLI (the library never prints).
 
 Conventions: ``x ± h`` is the estimate and the half-width of its 95% interval; a change vs the
-baseline is "better"/"worse" only when its interval excludes 0, otherwise "≈ within noise".
+baseline is "better"/"worse" only when it is significant after the multiplicity correction, else
+"≈ within noise"; "best" is marked only on a significant win; relative changes only where the
+baseline is positive.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from rlab.report.arms import KIND_ORDER
 from rlab.report.collect import ReportData
+from rlab.report.estimates import passkey_summary
 
 BLANK = ""
+VERDICT_SHORT = {"better": "better", "worse": "worse", "≈ within noise": "≈"}
 
 
 @dataclass
@@ -29,6 +35,8 @@ class Table:
     best: set[tuple[int, str]] = field(default_factory=set)
     """(row position, column name) of cells to highlight."""
     caption: str = ""
+    about: str = ""
+    """What the table measures: which data, which lengths, which units."""
 
 
 def _fmt(value: float, digits: int = 4) -> str:
@@ -56,198 +64,285 @@ def _change(value: float, low: float, high: float, digits: int = 2, unit: str = 
     return f"{value:+.{digits}f}{unit} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
-def tag_order(data: ReportData) -> list[str]:
-    """Rows: the baseline tag first, then the spec's variant order, then by tag."""
-    spec_variants = []
+def arm_order(data: ReportData) -> list[str]:
+    """Rows: the baseline arm first, then continued arms in the spec's variant order, then zero-shot, then base."""
+    spec_variants: list[str] = []
     if data.sources is not None:
         from rlab.report.sources import spec_variant_names
 
         spec_variants = spec_variant_names(data.sources.spec)
 
-    def key(row: pd.Series) -> tuple:
-        v = row["variant"]
-        return (row["tag"] != data.baseline_tag, spec_variants.index(v) if v in spec_variants else len(spec_variants),
-                row["tag"])
+    def key(arm) -> tuple:
+        v = arm.variant
+        return (arm.key != data.baseline_arm, KIND_ORDER.index(arm.kind),
+                spec_variants.index(v) if v in spec_variants else len(spec_variants), arm.key)
 
-    rows = sorted((r for _, r in data.meta.iterrows()), key=key)
-    return [r["tag"] for r in rows]
+    return [a.key for a in sorted(data.arms, key=key)]
 
 
-def _scalar(data: ReportData, tag: str, metric: str) -> tuple[float, float, float]:
+def scalar(data: ReportData, arm: str, metric: str) -> tuple[float, float, float, object]:
+    """(value, ci_low, ci_high, n_units) of one arm's metric (NaNs when absent)."""
     s = data.scalars
-    hit = s[(s["tag"] == tag) & (s["metric"] == metric)]
+    hit = s[(s["arm"] == arm) & (s["metric"] == metric)]
     if hit.empty:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan, math.nan, pd.NA
     r = hit.iloc[0]
-    return float(r["value"]), float(r["ci_low"]), float(r["ci_high"])
+    return float(r["value"]), float(r["ci_low"]), float(r["ci_high"]), r["n_units"]
 
 
-def _comparison(data: ReportData, tag: str, metric: str) -> pd.Series | None:
+def comparison(data: ReportData, arm: str, metric: str) -> pd.Series | None:
     c = data.comparisons
-    hit = c[(c["tag"] == tag) & (c["metric"] == metric)]
-    return None if hit.empty or tag == data.baseline_tag else hit.iloc[0]
+    hit = c[(c["arm"] == arm) & (c["metric"] == metric)]
+    return None if hit.empty or arm == data.baseline_arm else hit.iloc[0]
 
 
-def _mark_best(frame: pd.DataFrame, values: dict[str, list[float]], lower: dict[str, bool]) -> set[tuple[int, str]]:
-    """Cells holding each column's best value (ties all marked)."""
-    best = set()
-    for col, vals in values.items():
-        finite = [v for v in vals if not math.isnan(v)]
-        if len(finite) < 2:
-            continue
-        target = min(finite) if lower[col] else max(finite)
-        if all(v == target for v in finite):  # everyone tied: nobody is best
-            continue
-        best.update((i, col) for i, v in enumerate(vals) if v == target)
-    return best
+def _n(value: object) -> str:
+    return BLANK if value is None or pd.isna(value) else str(int(value))
+
+
+def _significant_best(data: ReportData, metric: str, col: str, order: list[str], values: list[float],
+                      lower: bool) -> set[tuple[int, str]]:
+    """The best cell of a column, marked only when the win is significant: a non-baseline arm whose
+    verdict vs the baseline is "better", or the baseline when every other arm is "worse"."""
+    finite = [(i, v) for i, v in enumerate(values) if not math.isnan(v)]
+    if len(finite) < 2:
+        return set()
+    target = (min if lower else max)(v for _, v in finite)
+    winners = [i for i, v in finite if v == target]
+    if len(winners) != 1:
+        return set()
+    arm = order[winners[0]]
+    if arm == data.baseline_arm:
+        others = [comparison(data, a, metric) for a in order if a != arm]
+        ok = all(c is not None and c["verdict"] == "worse" for c in others)
+    else:
+        comp = comparison(data, arm, metric)
+        ok = comp is not None and comp["verdict"] == "better"
+    return {(winners[0], col)} if ok else set()
+
+
+def _units_phrase(data: ReportData, metric: str) -> str:
+    ns = data.scalars[data.scalars["metric"] == metric]["n_units"].dropna()
+    return f"n = {int(ns.min())}" + (f"–{int(ns.max())}" if len(ns) and ns.max() != ns.min() else "") if len(ns) else ""
 
 
 def bpb_table(data: ReportData) -> Table:
     b = data.baseline
+    order = arm_order(data)
     rows, vals = [], {"train BPB": [], "val BPB": []}
-    for tag in tag_order(data):
-        row = {"variant": data.label(tag)}
+    for arm in order:
+        row = {"arm": data.label(arm)}
         for metric, col in (("train_bpb", "train BPB"), ("val_bpb", "val BPB")):
-            v, lo, hi = _scalar(data, tag, metric)
+            v, lo, hi, _ = scalar(data, arm, metric)
             row[col] = _pm(v, lo, hi)
             vals[col].append(v)
-        comp = _comparison(data, tag, "val_bpb")
-        row[f"val Δ vs {b} (neg=better)"] = _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"]) if comp is not None else BLANK
+        comp = comparison(data, arm, "val_bpb")
+        row[f"val Δ vs {b} (neg=better)"] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
+                                             if comp is not None else BLANK)
         row["verdict"] = comp["verdict"] if comp is not None else BLANK
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["variant", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"])
-    return Table("BPB (bits per byte, lower is better)", frame,
-                 _mark_best(frame, vals, {"train BPB": True, "val BPB": True}),
-                 f"Δ: relative change of val BPB vs {b} in %, with its 95% paired-bootstrap interval.")
+    frame = pd.DataFrame(rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"])
+    best = (_significant_best(data, "train_bpb", "train BPB", order, vals["train BPB"], True)
+            | _significant_best(data, "val_bpb", "val BPB", order, vals["val BPB"], True))
+    units = "documents" if data.clustered else "eval units"
+    return Table("BPB on the train and val splits (bits per byte, lower is better)", frame, best,
+                 f"Δ: relative change of val BPB vs {b} in %, 95% paired-bootstrap interval.",
+                 about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
+                 f"splits (val: {_units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
+                 "modelling, not the use of long context.")
 
 
 def core_table(data: ReportData) -> Table:
     b = data.baseline
-    rows, vals = [], {"CORE": []}
-    for tag in tag_order(data):
-        v, lo, hi = _scalar(data, tag, "core")
-        vals["CORE"].append(v)
-        comp = _comparison(data, tag, "core")
+    order = arm_order(data)
+    rows, vals = [], []
+    for arm in order:
+        v, lo, hi, n = scalar(data, arm, "core")
+        vals.append(v)
+        comp = comparison(data, arm, "core")
         rows.append({
-            "variant": data.label(tag), "CORE": _pm(v, lo, hi),
+            "arm": data.label(arm), "CORE": _pm(v, lo, hi), "n examples": _n(n),
             f"Δ vs {b} (pos=better)": _change(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
             if comp is not None else BLANK,
-            f"rel Δ vs {b} (pos=better)": _signed(comp["rel_pct"], 1, "%") if comp is not None else BLANK,
             "verdict": comp["verdict"] if comp is not None else BLANK,
         })
-    frame = pd.DataFrame(rows, columns=["variant", "CORE", f"Δ vs {b} (pos=better)", f"rel Δ vs {b} (pos=better)",
-                                        "verdict"])
-    return Table("CORE (centered accuracy, higher is better)", frame, _mark_best(frame, vals, {"CORE": False}),
-                 f"Δ: CORE difference vs {b} with its 95% bootstrap interval, paired on shared examples.")
+    frame = pd.DataFrame(rows, columns=["arm", "CORE", "n examples", f"Δ vs {b} (pos=better)", "verdict"])
+    return Table("CORE (centered accuracy, higher is better)", frame,
+                 _significant_best(data, "core", "CORE", order, vals, False),
+                 f"Δ: CORE difference vs {b}, 95% bootstrap interval over examples stratified by task, paired on "
+                 "shared examples. No relative change: a baseline at or below 0 makes it meaningless.",
+                 about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
+                 "centered on random guessing.")
 
 
 def _length_header(data: ReportData, length: int) -> str:
     train = set(data.meta["train_seq_len"].dropna().astype(int))
     orig = set(data.meta["rope_original_len"].dropna().astype(int))
-    tags = [t for t, cond in (("train", length in train), ("orig", length in orig)) if cond]
+    tags = [t for t, cond in (("train", length in train), ("L0", length in orig)) if cond]
     return f"{length}" + (f" ({', '.join(tags)})" if tags else "")
 
 
+def _lengths(data: ReportData) -> list[int]:
+    return sorted(set(data.bpb_length["length"].astype(int))) if len(data.bpb_length) else []
+
+
+def _length_about(data: ReportData) -> str:
+    n = _units_phrase(data, f"bpb_len_{_lengths(data)[0]}") if _lengths(data) else ""
+    unit = "documents" if data.clustered else "blocks"
+    return (f"The same target tokens scored at every context length, each predicted from about L tokens of "
+            f"context ({n} {unit}); (train) = continued-training length, (L0) = the base's original length.")
+
+
 def length_table(data: ReportData) -> Table:
-    """BPB by context length × variant, best (lowest) per length marked."""
-    lengths = sorted(set(data.bpb_length["length"].astype(int))) if len(data.bpb_length) else []
+    """BPB by context length × arm."""
+    lengths = _lengths(data)
     headers = {L: _length_header(data, L) for L in lengths}
-    rows, vals = [], {headers[L]: [] for L in lengths}
-    for tag in tag_order(data):
-        row = {"variant": data.label(tag)}
+    order = arm_order(data)
+    rows, best = [], set()
+    vals = {L: [] for L in lengths}
+    for arm in order:
+        row = {"arm": data.label(arm)}
         for L in lengths:
-            v, lo, hi = _scalar(data, tag, f"bpb_len_{L}")
+            v, lo, hi, _ = scalar(data, arm, f"bpb_len_{L}")
             row[headers[L]] = _pm(v, lo, hi, 3)
-            vals[headers[L]].append(v)
+            vals[L].append(v)
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["variant", *headers.values()])
-    return Table("BPB vs context length (tokens)", frame, _mark_best(frame, vals, dict.fromkeys(vals, True)),
-                 "Best (lowest) BPB per length in bold; (train) = continued-training length, (orig) = original length L0.")
+    for L in lengths:
+        best |= _significant_best(data, f"bpb_len_{L}", headers[L], order, vals[L], True)
+    frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
+    return Table("BPB vs context length (tokens)", frame, best,
+                 "Bold: the lowest BPB at that length, only where it is a significant win.",
+                 about=_length_about(data))
 
 
 def length_change_table(data: ReportData) -> Table:
-    """Relative BPB change vs the baseline at each length, with the verdict."""
-    lengths = sorted(set(data.bpb_length["length"].astype(int))) if len(data.bpb_length) else []
+    """Relative BPB change vs the baseline at each length, with the (Holm-adjusted) verdict."""
+    lengths = _lengths(data)
     headers = {L: _length_header(data, L) for L in lengths}
     rows = []
-    for tag in tag_order(data):
-        if tag == data.baseline_tag:
+    for arm in arm_order(data):
+        if arm == data.baseline_arm:
             continue
-        row = {"variant": data.label(tag)}
+        row = {"arm": data.label(arm)}
         for L in lengths:
-            comp = _comparison(data, tag, f"bpb_len_{L}")
+            comp = comparison(data, arm, f"bpb_len_{L}")
             if comp is None:
                 row[headers[L]] = BLANK
                 continue
-            word = {"better": "better", "worse": "worse", "≈ within noise": "≈"}.get(comp["verdict"], "")
-            row[headers[L]] = _signed(comp["rel_pct"], 1, "%") + (f" ({word})" if word else "")
+            word = VERDICT_SHORT.get(comp["verdict"], comp["verdict"])
+            row[headers[L]] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2)
+                               + (f" ({word})" if word else ""))
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["variant", *headers.values()])
+    frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
     return Table(f"BPB change vs {data.baseline} by context length (neg=better)", frame, set(),
-                 "≈ = the 95% paired-bootstrap interval of the difference contains 0 (within noise).")
+                 "≈: not significant after the Holm correction over all secondary comparisons.",
+                 about=_length_about(data) + " Paired difference of each arm minus the baseline in %, 95% interval.")
+
+
+def zero_shot_table(data: ReportData) -> Table:
+    """Per variant: the primary endpoint zero-shot (RoPE applied, no training) and after continued training."""
+    metric, b = data.primary.metric, data.baseline
+    rows = []
+    variants = [data.arm(k).variant for k in arm_order(data) if data.arm(k).kind != "base"]
+    for variant in dict.fromkeys(variants):
+        row = {"variant": variant}
+        for kind, name in (("zero-shot", "zero-shot"), ("continued", "continued")):
+            key = next((a.key for a in data.arms if a.variant == variant and a.kind == kind), None)
+            v, lo, hi, _ = scalar(data, key, metric) if key else (math.nan,) * 3 + (pd.NA,)
+            comp = comparison(data, key, metric) if key else None
+            row[name] = _pm(v, lo, hi, 4)
+            row[f"{name} Δ vs {b}"] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
+                                       + f" ({VERDICT_SHORT.get(comp['verdict'], comp['verdict'])})"
+                                       if comp is not None else BLANK)
+        rows.append(row)
+    base_key = next((a.key for a in data.arms if a.kind == "base"), None)
+    if base_key:
+        v, lo, hi, _ = scalar(data, base_key, metric)
+        rows.append({"variant": "base (reference)", "zero-shot": _pm(v, lo, hi, 4)})
+    frame = pd.DataFrame(rows, columns=["variant", "zero-shot", f"zero-shot Δ vs {b}", "continued",
+                                        f"continued Δ vs {b}"]).fillna(BLANK)
+    return Table(f"Zero-shot vs continued: {data.primary.description}", frame, set(),
+                 f"Δ: relative change vs {b} (continued) in %, 95% paired interval; verdicts Holm-adjusted.",
+                 about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
+                 "continued = after continued pretraining at the training length.")
+
+
+def _passkey_cell(cells: pd.DataFrame, length: int) -> str:
+    iv = passkey_summary(cells, length)
+    return BLANK if iv is None else f"{iv.estimate:.2f} [{iv.low:.2f}, {iv.high:.2f}] n={iv.n_units}"
+
+
+def passkey_all_zero(data: ReportData) -> bool:
+    return len(data.passkey) > 0 and bool((data.passkey["accuracy"] == 0).all())
 
 
 def passkey_table(data: ReportData) -> Table:
-    """Passkey accuracy (mean over depths) by length × variant, best (highest) per length marked."""
+    """Passkey accuracy by length × arm over all depths: accuracy [95% Wilson interval] n=keys."""
     pk = data.passkey
     lengths = sorted(set(pk["length"].astype(int))) if len(pk) else []
-    by = pk.groupby(["tag", "length"])["accuracy"].mean() if len(pk) else pd.Series(dtype=float)
     headers = {L: _length_header(data, L) for L in lengths}
-    rows, vals = [], {headers[L]: [] for L in lengths}
-    for tag in tag_order(data):
-        row = {"variant": data.label(tag)}
+    rows = []
+    for arm in arm_order(data):
+        tags = data.arm(arm).tags
+        part = pk[pk["tag"].isin(tags)]
+        if part.empty:
+            continue
+        cells = part.groupby(["length", "depth"]).agg(accuracy=("accuracy", "mean"), n=("n", "min")).reset_index()
+        row = {"arm": data.label(arm)}
         for L in lengths:
-            v = float(by.get((tag, L), math.nan))
-            row[headers[L]] = _fmt(v, 2)
-            vals[headers[L]].append(v)
-        ov, _, _ = _scalar(data, tag, "passkey_overall")
-        row["overall"] = _fmt(ov, 2)
+            row[headers[L]] = _passkey_cell(cells, L)
+        comp = comparison(data, arm, "passkey_overall")
+        row["verdict"] = comp["verdict"] if comp is not None else BLANK
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["variant", *headers.values(), "overall"])
-    return Table("Passkey retrieval accuracy (mean over depths)", frame,
-                 _mark_best(frame, vals, dict.fromkeys(vals, False)), "Best (highest) accuracy per length in bold.")
+    frame = pd.DataFrame(rows, columns=["arm", *headers.values(), "verdict"])
+    return Table("Passkey retrieval accuracy", frame, set(),
+                 "accuracy [95% Wilson interval] n = independent keys, over all depths; verdict on all lengths "
+                 "pooled (Newcombe interval, Holm-adjusted).",
+                 about="A random key hidden at several depths of filler text of each length; the model must "
+                 "repeat it.")
 
 
 def core_task_table(data: ReportData) -> Table:
-    """Centered accuracy per CORE task × variant, with a "best" column."""
+    """Centered accuracy per CORE task × arm (point estimates; no per-task verdicts)."""
     ct = data.core_tasks
-    order = [t for t in tag_order(data) if len(ct) and (ct["tag"] == t).any()]
-    labels = {t: data.label(t) for t in order}
+    order = [a for a in arm_order(data) if len(ct) and ct["tag"].isin(data.arm(a).tags).any()]
+    labels = {a: data.label(a) for a in order}
     tasks = sorted(set(ct["task"])) if len(ct) else []
-    rows, best = [], set()
-    for i, task in enumerate(tasks):
+    rows = []
+    for task in tasks:
         row = {"task": task}
-        vals = {}
-        for tag in order:
-            hit = ct[(ct["tag"] == tag) & (ct["task"] == task)]
-            v = float(hit["centered"].iloc[0]) if len(hit) else math.nan
-            row[labels[tag]] = _fmt(v, 3)
-            vals[labels[tag]] = v
-        finite = {k: v for k, v in vals.items() if not math.isnan(v)}
-        if len(finite) >= 2:
-            top = max(finite.values())
-            winners = [k for k, v in finite.items() if v == top]
-            if len(winners) < len(finite):
-                best.update((i, k) for k in winners)
-                row["best"] = ", ".join(w.split(" [")[0] for w in winners)
-            else:
-                row["best"] = "tie"
-        else:
-            row["best"] = BLANK
+        for arm in order:
+            hit = ct[ct["tag"].isin(data.arm(arm).tags) & (ct["task"] == task)]
+            row[labels[arm]] = _fmt(float(hit["centered"].mean()) if len(hit) else math.nan, 3)
+            if len(hit):
+                row["n"] = _n(hit["n"].iloc[0])
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["task", *labels.values(), "best"])
-    return Table("CORE per task (centered accuracy)", frame, best,
-                 "Point estimates per task; per-task differences are usually within noise at small sample sizes.")
+    frame = pd.DataFrame(rows, columns=["task", "n", *labels.values()]).fillna(BLANK)
+    return Table("CORE per task (centered accuracy)", frame, set(),
+                 "Point estimates only: per-task samples are too small for per-task verdicts.",
+                 about="Each CORE task's accuracy centered on random guessing; n = examples of the task.")
+
+
+def _has_other_conditions(data: ReportData) -> bool:
+    return any(a.kind != "continued" for a in data.arms)
 
 
 def main_tables(data: ReportData) -> list[Table]:
     """The tables the terminal shows."""
-    return [bpb_table(data), core_table(data), length_table(data), passkey_table(data)]
+    tables = [length_change_table(data)] + ([zero_shot_table(data)] if _has_other_conditions(data) else [])
+    tables += [bpb_table(data), core_table(data)]
+    if len(data.passkey) and not passkey_all_zero(data):
+        tables.append(passkey_table(data))
+    return [t for t in tables if not t.frame.empty]
 
 
 def all_tables(data: ReportData) -> list[Table]:
-    return [bpb_table(data), core_table(data), length_table(data), length_change_table(data),
-            passkey_table(data), core_task_table(data)]
+    tables = [length_change_table(data)] + ([zero_shot_table(data)] if _has_other_conditions(data) else [])
+    tables += [length_table(data), bpb_table(data), core_table(data)]
+    if len(data.passkey) and not passkey_all_zero(data):
+        tables.append(passkey_table(data))
+    tables.append(core_task_table(data))
+    return [t for t in tables if not t.frame.empty]
 
 
 # ---------------------------------------------------------------- renderers
@@ -274,6 +369,20 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verdict_class(text: str) -> str:
+    """CSS class of a cell by the verdict it carries ('' when none)."""
+    text = str(text)
+    if text == "better" or text.endswith("(better)"):
+        return "better"
+    if text == "worse" or text.endswith("(worse)"):
+        return "worse"
+    if text.startswith("too few units"):
+        return "few"
+    if text.startswith("≈") or text.endswith("(≈)"):
+        return "noise"
+    return ""
+
+
 def to_html(table: Table) -> str:
     frame = table.frame
     if frame.empty:
@@ -283,7 +392,9 @@ def to_html(table: Table) -> str:
     for i, row in enumerate(frame.itertuples(index=False)):
         cells = []
         for col, val in zip(frame.columns, row, strict=True):
-            cls = ' class="best"' if (i, col) in table.best and val else ""
+            classes = [c for c in ("best" if (i, col) in table.best and val else "", verdict_class(val)) if c]
+            cls = f' class="{" ".join(classes)}"' if classes else ""
             cells.append(f"<td{cls}>{html.escape(str(val))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>\n"
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -43,6 +43,39 @@ class Lineage(StrictModel):
     parent_step: int
 
 
+class DataStart(StrictModel):
+    """Where a continued run starts reading train data: the base checkpoint's recorded loader position.
+
+    Every variant of an experiment gets the same start, so they all continue on data the base has
+    not seen. Exactly one of the two forms is set, depending on who wrote the base checkpoint.
+    """
+
+    source: Literal["nanochat", "rlab"]
+    """Who recorded the position: nanochat's `dataloader_state_dict` or rlab's own `loader_state`."""
+    tag: str
+    """The base tag whose meta recorded it."""
+    step: int = Field(ge=0)
+    """The base step whose meta recorded it."""
+    pq_idx: int | None = Field(None, ge=0)
+    """nanochat: index of the parquet shard the base would read next."""
+    rg_idx: int | None = Field(None, ge=0)
+    """nanochat: row group within that shard."""
+    epoch: int | None = Field(None, ge=0)
+    """nanochat (newer versions): pass over the data."""
+    loader_state: dict[str, Any] | None = None
+    """rlab: the base's `loader_state` meta entry as written ({world_size, ranks: [...]})."""
+
+    def describe(self) -> str:
+        """Short label for plans and logs, e.g. ``after d20@21400 (pq 3, rg 17)``."""
+        if self.source == "nanochat":
+            where = f"pq {self.pq_idx}, rg {self.rg_idx}" + (f", epoch {self.epoch}" if self.epoch is not None else "")
+        else:
+            ranks = (self.loader_state or {}).get("ranks") or [{}]
+            first = ranks[0] if isinstance(ranks[0], dict) else {}
+            where = f"epoch {first.get('epoch', 0)}, slot {first.get('slot', 0)}, doc {first.get('doc', 0)}"
+        return f"after {self.tag}@{self.step} ({where})"
+
+
 class RunConfig(StrictModel):
     """Everything one training job needs. Written to `runs/<tag>/run.json`."""
 
@@ -62,6 +95,8 @@ class RunConfig(StrictModel):
     tracking: TrackingSpec = TrackingSpec()
     resume: bool = False
     """Continue from the newest complete checkpoint of `tag` instead of `init`."""
+    data_start: DataStart | None = None
+    """Where the train loader starts (a fresh run from `init`); null = the beginning of the data."""
 
 
 class EvalRunConfig(StrictModel):

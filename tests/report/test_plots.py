@@ -21,7 +21,8 @@ def test_every_plot_is_a_valid_png(fx):
         assert width > 400 and height > 250, name
         assert path in out.written
     md = fx.comparison_md.read_text()
-    assert "![BPB vs context length](plots/bpb_vs_length.png)" in md
+    answer, plot = md.index("**Answer**"), md.index("(plots/bpb_vs_length.png)")
+    assert answer < plot < md.index("## ")  # the answer, then the headline plot, then the tables
 
 
 def test_plots_without_passkey_or_metrics(fx):

@@ -20,10 +20,12 @@ def test_cli_writes_everything_and_shows_tables(results_root):
     exp = results_root / "fx"
     for name in ("results.csv", "comparison.md", "comparison.html", "plots/bpb_vs_length.png"):
         assert (exp / name).is_file(), name
-    assert "BPB vs context length" in result.output and "Passkey" in result.output
+    assert result.output.startswith("pi vs rope: ")  # the answer comes first
+    assert "BPB change vs rope by context length" in result.output and "Passkey" in result.output
     assert "not evaluated yet" in result.output  # the footnotes are shown too
     html = (exp / "comparison.html").read_text()
-    assert "<table>" in html and 'src="plots/bpb_vs_length.png"' in html and 'class="best"' in html
+    assert "<table>" in html and 'class="best"' in html and '<strong class="better">better</strong>' in html
+    assert 'src="data:image/png;base64,' in html and 'src="plots/' not in html  # self-contained
 
 
 def test_cli_picks_the_only_experiment_and_baseline_flag(results_root, monkeypatch):

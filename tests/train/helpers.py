@@ -8,7 +8,8 @@ from typing import Any
 
 
 def make_run_config(base: Path, run_dir: Path, tag: str = "d2", *, init: dict[str, Any] | None = None,
-                    rope: dict[str, Any] | None = None, resume: bool = False, **train: Any):
+                    rope: dict[str, Any] | None = None, resume: bool = False,
+                    data_start: dict[str, Any] | None = None, **train: Any):
     """A RunConfig for a 2-layer, width-32 model at seq 32 unless `train` overrides it."""
     from rlab.spec.run import RunConfig
 
@@ -20,6 +21,7 @@ def make_run_config(base: Path, run_dir: Path, tag: str = "d2", *, init: dict[st
         "run_dir": str(run_dir),
         "init": init or {"kind": "scratch", "model": {"n_layer": 2, "n_embd": 32, "n_head": 2}},
         "rope": rope or {}, "train": train_spec, "tracking": {"wandb": "disabled"}, "resume": resume,
+        "data_start": data_start,
     }
     return RunConfig.model_validate(data)
 

@@ -1,0 +1,266 @@
+"""Where a training run starts: weights, optimizer state, data position and the counters it carries on.
+
+Three ways in, decided by `resolve_start`:
+
+* **resume** (`resume: true` and a checkpoint this run wrote): everything comes back from that
+  checkpoint: weights, rlab's optimizer file, RNG, the loader state, `tokens_trained`, skipped
+  steps and the LR policy the run began with, so the steps that follow match an uninterrupted run.
+* **continue** (`init` = a checkpoint): the weights at that step; the optimizer state of that
+  checkpoint when rlab wrote it, or rebuilt from nanochat's per-rank shards
+  (`rlab.core.nanochat_optim`); the train data from `cfg.data_start` (the base's recorded loader
+  position, the same for every variant). A continuation whose optimizer state cannot be restored
+  starts a fresh one at `FRESH_LR_SCALE` of the peak LRs with at least `FRESH_MIN_WARMUP_FRAC` of
+  its steps as warmup (a fresh Adam at full LR knocks a trained model back; measured in the log).
+* **scratch**: freshly initialised weights, the data from its beginning.
+
+Counters are cumulative and exact across resumes and world-size changes: each checkpoint stores
+`tokens_trained` (tokens of the optimizer steps that were applied, the base's included),
+`train_state.run_tokens` (tokens this run consumed, skipped steps included) and
+`train_state.skipped_total`; a resume carries on from the stored numbers rather than recomputing
+them from step counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlab.paths import BaseLayout
+from rlab.spec.rope import RopeSpec
+from rlab.spec.run import CheckpointInit, RunConfig
+
+logger = logging.getLogger("rlab.core.train")
+
+FRESH_LR_SCALE = 0.1
+FRESH_MIN_WARMUP_FRAC = 0.1
+
+
+@dataclass
+class StartPoint:
+    """Everything the loop needs to know about where it starts."""
+
+    step: int  # global step of the weights we start from
+    run_start_step: int  # global step at which this run (schedule position 0) began
+    model_state: dict[str, Any] | None  # None: from-scratch init
+    model_config: dict[str, int]
+    rope: RopeSpec
+    lineage: dict[str, Any] | None
+    tokens_trained: int = 0  # tokens of applied steps behind the starting weights (the base's included)
+    run_tokens: int = 0  # tokens this run had consumed before `step` (resume only)
+    optim_payload: Any = None  # rlab's own optimizer file content
+    nanochat_optim: tuple[Path, int] | None = None  # (dir, step) whose per-rank shards to import
+    optimizer_note: str = "fresh"
+    optimizer_import: dict[str, Any] | None = None
+    lr_policy: dict[str, Any] | None = None  # a resumed run's recorded {peak_lr_scale, warmup_steps}
+    fresh_continuation: bool = False  # weights from a checkpoint, optimizer state not (yet) restored
+    loader_state: dict[str, Any] | None = None
+    loader_after: Any = None  # rlab.core.data_start.NanochatPosition
+    data_start: dict[str, Any] = field(default_factory=lambda: {"source": "beginning"})
+    skipped_total: int = 0
+    resumed_from: int | None = None
+    protected_steps: set[int] = field(default_factory=set)
+
+
+def run_key(cfg: RunConfig) -> str:
+    """Identifies the checkpoints one run writes, so resume and keep-last never touch anyone else's."""
+    init = cfg.init
+    src = f"{init.tag}@{init.step}" if isinstance(init, CheckpointInit) else "scratch"
+    return f"{cfg.experiment}/{cfg.tag}<-{src}"
+
+
+def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> tuple[int, dict[str, Any]] | None:
+    from rlab.core.checkpoint import list_steps, read_meta
+
+    key = run_key(cfg)
+    steps = list_steps(ckpt_dir)
+    for step in reversed(steps):
+        meta = read_meta(ckpt_dir, step)
+        if (meta.get("train_state") or {}).get("run_key") == key:
+            if step != steps[-1]:
+                logger.warning("newest checkpoint %d of %s was not written by this run; resuming at %d",
+                               steps[-1], cfg.tag, step)
+            return step, meta
+    return None
+
+
+def tokens_in_meta(meta: dict[str, Any], step: int) -> int:
+    """Tokens behind a checkpoint: rlab's `tokens_trained`, or nanochat's step x total_batch_size."""
+    if meta.get("tokens_trained") is not None:
+        return int(meta["tokens_trained"])
+    total = (meta.get("user_config") or {}).get("total_batch_size")
+    return step * int(total) if isinstance(total, int) and total > 0 else 0
+
+
+def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> tuple[dict | None, Any, dict]:
+    """(rlab loader state, nanochat position, meta record) of where this run's train data starts."""
+    from rlab.core.checkpoint import read_meta
+    from rlab.core.data_start import NanochatPosition, nanochat_world_size
+    from rlab.errors import CheckpointError
+
+    ds = cfg.data_start
+    if ds is None:
+        return None, None, {"source": "beginning"}
+    record = ds.model_dump(mode="json")
+    record["describe"] = ds.describe()
+    if ds.source == "rlab":
+        return ds.loader_state, None, record
+    base_dir = layout.checkpoint_dir(ds.tag)
+    try:
+        meta = read_meta(base_dir, ds.step)
+    except CheckpointError:  # the base went away; a clone of it carries the same files
+        base_dir = init_dir
+        meta = read_meta(init_dir, ds.step) if (init_dir / f"meta_{ds.step:06d}.json").exists() else {}
+    world, how = nanochat_world_size(base_dir, ds.step, meta)
+    after = NanochatPosition(int(ds.pq_idx or 0), int(ds.rg_idx or 0), world, int(ds.epoch or 1))
+    record.update(world_size=world, world_size_from=how, approximate=(
+        "nanochat's own resume rule: starts at the next whole round of row groups, so the unread rest of the "
+        "round the base was in is skipped" + ("" if world else "; world size unknown, rest of the shard skipped")))
+    logger.info("train data starts %s: %s (world size %s from %s); approximate like nanochat's resume",
+                ds.describe(), after.describe(), world, how)
+    if after.epoch > 1:
+        logger.info("the base had already passed over all train data %d time(s)", after.epoch - 1)
+    return None, after, record
+
+
+def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
+    """Decide the starting weights, RoPE, optimizer source and data position."""
+    from rlab.core.checkpoint import load_optim_payload, load_state_dict_file, read_meta, rope_from_meta
+    from rlab.core.optim import is_own_format
+
+    target_dir = layout.checkpoint_dir(cfg.tag)
+    protected: set[int] = set()
+    if isinstance(cfg.init, CheckpointInit) and cfg.init.tag == cfg.tag:
+        protected.add(cfg.init.step)  # the cloned source step is never pruned
+    init_dir = layout.checkpoint_dir(cfg.init.tag) if isinstance(cfg.init, CheckpointInit) else target_dir
+    loader_state, after, data_record = resolve_data_start(cfg, layout, init_dir)
+
+    if cfg.resume:
+        found = _resumable_step(cfg, target_dir)
+        if found is None:
+            logger.info("resume: no checkpoint of this run in %s yet; starting from init", target_dir)
+        else:
+            step, meta = found
+            state = meta["train_state"]
+            payload = load_optim_payload(target_dir, step)
+            own = is_own_format(payload)
+            logger.info("resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh")
+            return StartPoint(
+                step=step,
+                run_start_step=int(state["run_start_step"]),
+                model_state=load_state_dict_file(target_dir, step),
+                model_config=dict(meta["model_config"]),
+                rope=rope_from_meta(meta),
+                lineage=meta.get("lineage"),
+                tokens_trained=tokens_in_meta(meta, step),
+                run_tokens=int(state["run_tokens"]) if "run_tokens" in state else 0,
+                optim_payload=payload if own else None,
+                optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
+                optimizer_import=(meta.get("optimizer") or {}).get("import"),
+                lr_policy=state.get("lr_policy"),
+                loader_state=meta.get("loader_state"),
+                loader_after=after,
+                data_start=meta.get("data_start") or data_record,
+                skipped_total=int(state.get("skipped_total", 0)),
+                resumed_from=step,
+                protected_steps=protected,
+            )
+
+    seq_len = cfg.train.seq_len
+    if isinstance(cfg.init, CheckpointInit):
+        src_dir = init_dir
+        meta = read_meta(src_dir, cfg.init.step)
+        src_config = dict(meta["model_config"])
+        src_len = int(src_config["sequence_len"])
+        # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
+        # recorded it in its meta; otherwise it is the source's training length.
+        cloned_len = (meta.get("rope") or {}).get("original_len") if cfg.init.tag == cfg.tag else None
+        rope = cfg.rope.with_original_len(int(cloned_len or src_len))
+        payload = load_optim_payload(src_dir, cfg.init.step)
+        own = is_own_format(payload)
+        shards = any(src_dir.glob(f"optim_{cfg.init.step:06d}_rank*.pt"))
+        nanochat = None if own or not shards else (src_dir, cfg.init.step)
+        note = ("restored from the source checkpoint" if own else
+                "fresh: the source has no optimizer state" if not shards else "pending nanochat import")
+        lineage = (cfg.lineage.model_dump() if cfg.lineage
+                   else {"parent_tag": cfg.init.tag, "parent_step": cfg.init.step})
+        logger.info("starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
+                    cfg.tag, cfg.init.tag, cfg.init.step, src_len, seq_len, rope.describe(),
+                    "from nanochat's per-rank shards" if nanochat else note)
+        return StartPoint(
+            step=cfg.init.step,
+            run_start_step=cfg.init.step,
+            model_state=load_state_dict_file(src_dir, cfg.init.step),
+            model_config={**src_config, "sequence_len": seq_len},
+            rope=rope,
+            lineage=lineage,
+            tokens_trained=tokens_in_meta(meta, cfg.init.step),
+            optim_payload=payload if own else None,
+            nanochat_optim=nanochat,
+            optimizer_note=note,
+            fresh_continuation=not own,
+            loader_state=loader_state,
+            loader_after=after,
+            data_start=data_record,
+            protected_steps=protected,
+        )
+
+    m = cfg.init.model
+    model_config = {"sequence_len": seq_len, "vocab_size": vocab_size, "n_layer": m.n_layer,
+                    "n_head": m.n_head, "n_kv_head": m.n_kv_head or m.n_head, "n_embd": m.n_embd}
+    logger.info("training %s from scratch: %s", cfg.tag, model_config)
+    return StartPoint(step=0, run_start_step=0, model_state=None, model_config=model_config,
+                      rope=cfg.rope.with_original_len(seq_len),
+                      lineage=cfg.lineage.model_dump() if cfg.lineage else None,
+                      loader_state=loader_state, loader_after=after, data_start=data_record)
+
+
+def fresh_lr_policy(steps: int, warmup_steps: int) -> dict[str, Any]:
+    """The LR policy of a continuation that could not restore its optimizer state."""
+    warmup = max(warmup_steps, math.ceil(FRESH_MIN_WARMUP_FRAC * steps), 1)
+    return {"peak_lr_scale": FRESH_LR_SCALE, "warmup_steps": warmup}
+
+
+def start_optimizers(start: StartPoint, model, spec, n_embd: int, restore_rng) -> tuple[list, dict[str, Any]]:
+    """Build the optimizers and load the state `start` names; returns (optimizers, lr_policy).
+
+    Updates `start.optimizer_note` / `start.optimizer_import` with what happened.
+    """
+    from rlab.core.nanochat_optim import import_nanochat_optimizer
+    from rlab.core.optim import build_optimizers, load_optimizer_state
+
+    optimizers = build_optimizers(model, spec.lr, n_embd)
+    if start.optim_payload is not None:
+        try:
+            load_optimizer_state(optimizers, start.optim_payload)
+            restore_rng(start.optim_payload.get("rng"))
+            start.fresh_continuation = False
+        except (ValueError, KeyError) as exc:  # e.g. a model whose parameter groups changed shape
+            optimizers = build_optimizers(model, spec.lr, n_embd)
+            start.optimizer_note = f"fresh (saved optimizer state does not fit: {exc})"
+            logger.warning("optimizer state not loaded (%s); starting a fresh optimizer", exc)
+        start.optim_payload = None
+    elif start.nanochat_optim is not None:
+        report = import_nanochat_optimizer(*start.nanochat_optim, model, optimizers)
+        start.optimizer_import = report.to_meta()
+        if report.restored:
+            start.optimizer_note = report.describe()
+            start.fresh_continuation = False
+        else:
+            start.optimizer_note = f"fresh: the source's optimizer files are foreign and were not imported " \
+                                   f"({report.reason})"
+    policy = start.lr_policy or {"peak_lr_scale": 1.0, "warmup_steps": spec.lr.warmup_steps}
+    if start.resumed_from is None and start.fresh_continuation:
+        policy = fresh_lr_policy(spec.steps, spec.lr.warmup_steps)
+        start.optimizer_note += (f"; peak LRs x{policy['peak_lr_scale']:g} with {policy['warmup_steps']} "
+                                 "warmup step(s)")
+        logger.warning("continuing %s with a fresh optimizer: %s", "from a trained checkpoint",
+                       start.optimizer_note)
+    scale = float(policy["peak_lr_scale"])
+    if scale != 1.0:
+        for opt in optimizers:
+            for g in opt.param_groups:
+                g["initial_lr"] = g["initial_lr"] * scale
+    return optimizers, policy

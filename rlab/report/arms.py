@@ -1,0 +1,85 @@
+"""Arms of an experiment: what the report compares, each arm one or more tags (its training seeds).
+
+An arm is a variant in one condition:
+
+* ``continued``: the base with the variant's RoPE, then continued pretraining (the usual tag);
+* ``zero-shot``: the base with the variant's RoPE applied and nothing trained (``train.steps: 0``);
+* ``base``: the base checkpoint itself, evaluated as a reference point.
+
+Tags of the same variant and condition are seed replicates of one arm (same token budget, same data
+start, different data order); the report averages over them and its intervals include their spread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rlab.report.sources import TagSources
+
+ArmKind = Literal["continued", "zero-shot", "base"]
+KIND_ORDER: tuple[str, ...] = ("continued", "zero-shot", "base")
+
+
+@dataclass
+class Arm:
+    key: str
+    """Unique label: the variant (continued), ``<variant> (zero-shot)``, or ``base``."""
+    variant: str
+    kind: ArmKind
+    tags: list[str] = field(default_factory=list)
+    seeds: list[int | None] = field(default_factory=list)
+    """Training seed of each tag (None when unknown), in the order of `tags`."""
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.tags)
+
+
+def _train_section(src: TagSources) -> dict[str, Any]:
+    train = (src.run_config or {}).get("train")
+    return train if isinstance(train, dict) else {}
+
+
+def kind_of(src: TagSources) -> ArmKind:
+    """The arm condition of a tag: from its variant name and its run config's step count."""
+    if src.variant == "base":
+        return "base"
+    steps = _train_section(src).get("steps")
+    if steps == 0 or (src.eval or {}).get("zero_shot") is True:
+        return "zero-shot"
+    return "continued"
+
+
+def seed_of(src: TagSources) -> int | None:
+    seed = _train_section(src).get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def arm_key(variant: str, kind: ArmKind) -> str:
+    return {"continued": variant, "zero-shot": f"{variant} (zero-shot)", "base": "base"}[kind]
+
+
+def group_arms(tags: list[TagSources]) -> list[Arm]:
+    """Tags grouped into arms (in first-seen order), each arm's tags ordered by seed then tag."""
+    arms: dict[str, Arm] = {}
+    for src in tags:
+        kind = kind_of(src)
+        key = arm_key(src.variant, kind)
+        arm = arms.setdefault(key, Arm(key=key, variant=src.variant, kind=kind))
+        arm.tags.append(src.tag)
+        arm.seeds.append(seed_of(src))
+    for arm in arms.values():
+        order = sorted(range(len(arm.tags)), key=lambda i: (arm.seeds[i] is None, arm.seeds[i] or 0, arm.tags[i]))
+        arm.tags = [arm.tags[i] for i in order]
+        arm.seeds = [arm.seeds[i] for i in order]
+    return list(arms.values())
+
+
+def baseline_arm(arms: list[Arm], baseline: str) -> Arm | None:
+    """The arm every other is compared with: the baseline variant continued, else in any condition."""
+    for kind in KIND_ORDER:
+        for arm in arms:
+            if arm.variant == baseline and arm.kind == kind:
+                return arm
+    return None

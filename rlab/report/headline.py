@@ -1,0 +1,96 @@
+"""The report's first lines: one sentence per variant on the primary endpoint, then what limits them.
+
+The same sentences open comparison.md, comparison.html and the terminal output. They are plain
+text with ``**bold**`` for the verdict word (markdown; the HTML and terminal renderers translate).
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlab.report import uncertainty as unc
+from rlab.report.collect import ReportData
+from rlab.report.tables import arm_order, comparison, scalar
+
+MORE_UNITS_HINT = {
+    "bpb": "score more documents: raise eval.bpb_tokens (val/train BPB) or eval.length_tokens (BPB vs length), "
+           "or add long documents with `rlab data long-docs`",
+    "core": "raise eval.max_per_task (more CORE examples)",
+    "passkey": "raise eval.passkey_trials (more independent keys per cell)",
+}
+
+
+def _hint(metric: str) -> str:
+    if metric == "core":
+        return MORE_UNITS_HINT["core"]
+    if metric.startswith("passkey"):
+        return MORE_UNITS_HINT["passkey"]
+    return MORE_UNITS_HINT["bpb"]
+
+
+def _unit_word(data: ReportData, metric: str) -> str:
+    if metric == "core":
+        return "examples"
+    if metric.startswith("passkey"):
+        return "keys"
+    return "documents" if data.clustered else "eval units"
+
+
+def sentence(data: ReportData, arm: str) -> str:
+    """One variant's answer on the primary endpoint: estimate, interval, verdict, units, seeds."""
+    metric, b = data.primary.metric, data.baseline
+    comp = comparison(data, arm, metric)
+    value, _, _, _ = scalar(data, arm, metric)
+    base_value, _, _, _ = scalar(data, data.baseline_arm, metric) if data.baseline_arm else (math.nan,) * 4
+    if comp is None or math.isnan(comp["diff_low"]):
+        return f"**{arm}**: no paired comparison with {b} on the primary endpoint (missing eval outputs)."
+    n = "?" if comp["n_units"] is None or (isinstance(comp["n_units"], float) and math.isnan(comp["n_units"])) \
+        else int(comp["n_units"])
+    seeds = int(comp["n_seeds"])
+    rel = (f"{comp['rel_pct']:+.2f}% [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]"
+           if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"]) else "")
+    absolute = f"{comp['diff']:+.4f} BPB [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]"
+    word = comp["verdict"]
+    if word.startswith("too few units"):
+        call = f"**no verdict: {word}**; to get more, {_hint(metric)}"
+    elif word == "≈ within noise":
+        call = "**within noise** (not significant)"
+    else:
+        call = f"**{word}** than {b}"
+    return (f"**{arm}** vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; "
+            f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}).")
+
+
+def sentences(data: ReportData) -> list[str]:
+    """One sentence per continued variant (the baseline excluded), in table order."""
+    return [sentence(data, a) for a in arm_order(data)
+            if a != data.baseline_arm and data.arm(a).kind == "continued"]
+
+
+def warnings(data: ReportData) -> list[str]:
+    """What limits the verdicts: comparability, seeds, unit counts, clustering."""
+    out = []
+    if data.baseline_arm is None:
+        out.append(f"No outputs of the baseline variant '{data.baseline}': nothing is compared.")
+    primary = data.comparisons[data.comparisons["family"] == "primary"]
+    few = [r for r in primary.itertuples(index=False) if r.verdict.startswith("too few units")]
+    if few:
+        out.append(f"Fewer than {unc.MIN_UNITS} independent units on the primary endpoint: "
+                   f"{_hint(data.primary.metric)}.")
+    if data.n_seeds <= 1:
+        out.append("One training seed per variant: the intervals cover evaluation noise only, not "
+                   "seed-to-seed training noise (set `train.seeds: 3` or `rlab continue --seeds 3`).")
+    if not data.clustered and any(data.comparisons["interval"] == "paired"):
+        out.append("BPB units do not name their documents: blocks of one document were resampled as if "
+                   "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units).")
+    return out
+
+
+def multiplicity_note(data: ReportData) -> str:
+    comp = data.comparisons
+    k = int((comp["family"] == "primary").sum())
+    m = int(((comp["family"] == "secondary") & comp["p_value"].notna()).sum())
+    return (f"Primary endpoint: {data.primary.description}, each variant vs `{data.baseline}`; its {k} verdict(s) "
+            f"are Holm-Bonferroni adjusted over the variants. Every other comparison below is secondary: "
+            f"{m} verdicts Holm-Bonferroni adjusted as one family (familywise error 5%); intervals shown are "
+            f"unadjusted 95% intervals. Fewer than {unc.MIN_UNITS} independent units give no verdict.")

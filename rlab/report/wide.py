@@ -1,0 +1,120 @@
+"""The wide one-row-per-tag frame behind results.csv, and its stable column order.
+
+Value columns are the tag's own (one seed): ``<metric>``, ``_ci_low``, ``_ci_high`` and ``_n_units``
+(independent units: documents, examples or keys). Comparison columns are its *arm's* (the mean over
+the arm's seeds vs the baseline arm): ``_diff_vs_<b>``, ``_rel_vs_<b>_pct`` (only where the baseline
+is positive), the Holm-adjusted ``_p_holm_vs_<b>`` and ``_verdict_vs_<b>``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from rlab.report.estimates import lower_is_better
+from rlab.report.frames import ROPE_FIELDS
+
+if TYPE_CHECKING:
+    from rlab.report.collect import ReportData
+
+ID = ("experiment", "tag", "variant", "arm", "kind", "seed")
+RUN = ("n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss")
+_METRIC_RE = re.compile(
+    r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$")
+_DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_partial", "_missing_tasks")
+_COMPARISON_KINDS = ("_diff_vs_", "_rel_vs_", "_p_holm_vs_", "_verdict_vs_")
+
+
+def better_word(metric: str) -> str:
+    """The sign convention written into a comparison column's name."""
+    return "neg=better" if lower_is_better(metric) else "pos=better"
+
+
+def _metric_rank(col: str) -> tuple[int, int, str] | None:
+    m = _METRIC_RE.match(col)
+    if not m:
+        return None
+    name, len_bpb, len_pk, rest = m.groups()
+    rank = {"primary_bpb": (0, 0), "train_bpb": (1, 0), "val_bpb": (2, 0), "core": (4, 0),
+            "passkey_overall": (5, 0)}.get(name)
+    if rank is None:
+        rank = (3, int(len_bpb)) if len_bpb else (6, int(len_pk))
+    return rank[0], rank[1], rest
+
+
+def column_key(col: str) -> tuple:
+    """Sort key giving results.csv its stable column order (whatever subset of columns exists)."""
+    if col in ID:
+        return (0, ID.index(col))
+    if col.startswith("rope_") and col[5:] in ROPE_FIELDS:
+        return (1, ROPE_FIELDS.index(col[5:]))
+    if col in RUN:
+        return (2, RUN.index(col))
+    ranked = _metric_rank(col)
+    if ranked is not None:
+        group, sub, rest = ranked
+        if "_vs_" in rest:  # comparison columns come after every value column
+            kind = next((i for i, k in enumerate(_COMPARISON_KINDS) if rest.startswith(k)), len(_COMPARISON_KINDS))
+            tail = 2 if rest.endswith("_ci_high") else 1 if rest.endswith("_ci_low") else 0
+            return (4, group, sub, kind, tail, col)
+        detail = _DETAIL_ORDER.index(rest) if rest in _DETAIL_ORDER else len(_DETAIL_ORDER)
+        return (3, group, sub, detail, col)
+    if col == "notes":
+        return (6,)
+    return (5, col)
+
+
+def order_columns(columns: list[str]) -> list[str]:
+    return sorted(columns, key=column_key)
+
+
+def comparison_columns(metric: str, baseline: str) -> dict[str, str]:
+    """Names of the comparison columns of one metric vs `baseline` (sign convention in the name)."""
+    sign = better_word(metric)
+    rel, diff = f"{metric}_rel_vs_{baseline}_pct", f"{metric}_diff_vs_{baseline}"
+    return {"diff": f"{diff} ({sign})", "diff_low": f"{diff}_ci_low", "diff_high": f"{diff}_ci_high",
+            "rel": f"{rel} ({sign})", "rel_low": f"{rel}_ci_low", "rel_high": f"{rel}_ci_high",
+            "p_holm": f"{metric}_p_holm_vs_{baseline}", "verdict": f"{metric}_verdict_vs_{baseline}"}
+
+
+def wide_frame(data: ReportData) -> pd.DataFrame:
+    meta = data.meta.drop(columns=["label", "evaluated"])
+    rows = {r["tag"]: dict(r) for r in meta.to_dict("records")}
+    for r in data.tag_scalars.itertuples(index=False):
+        row = rows[r.tag]
+        row[r.metric] = r.value
+        row[f"{r.metric}_ci_low"], row[f"{r.metric}_ci_high"] = r.ci_low, r.ci_high
+        row[f"{r.metric}_n_units"] = r.n_units
+    for src in (data.sources.tags if data.sources else []):
+        core = src.metric("core")
+        if core is not None:
+            rows[src.tag]["core_partial"] = bool(core.get("partial", False))
+            missing = core.get("missing_tasks") or []
+            rows[src.tag]["core_missing_tasks"] = ";".join(map(str, missing)) if isinstance(missing, list) else ""
+    if len(data.passkey):
+        by_len = data.passkey.groupby(["tag", "length"])["accuracy"].mean()
+        for (tag, length), acc in by_len.items():
+            rows[tag][f"passkey_len_{length}"] = float(acc)
+    by_arm = {arm.key: arm.tags for arm in data.arms}
+    for r in data.comparisons.itertuples(index=False):
+        names = comparison_columns(r.metric, data.baseline)
+        for tag in by_arm.get(r.arm, []):
+            row = rows[tag]
+            for field in ("diff", "diff_low", "diff_high", "rel", "rel_low", "rel_high", "p_holm", "verdict"):
+                row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
+    for tag, marks in data.tag_notes.items():
+        rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
+    frame = pd.DataFrame.from_records(list(rows.values()))
+    frame = frame[order_columns(list(frame.columns))]
+    for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained") + tuple(
+            c for c in frame.columns if c.endswith("_n_units")):
+        if col in frame:
+            frame[col] = frame[col].astype("Int64")
+    for col in frame.columns:
+        if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_missing_tasks"):
+            frame[col] = frame[col].fillna("").astype(str)
+        if col == "core_partial":
+            frame[col] = frame[col].astype("boolean")
+    return frame.reset_index(drop=True)
