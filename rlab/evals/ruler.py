@@ -53,6 +53,8 @@ FILLER_DOCS = 32
 MAX_SENTENCE_CHARS = 400
 MIN_HAYSTACK_TOKENS = 16
 MAX_NEW = {"niah_multikey": 12, "niah_multivalue": 40, "vt": 30, "cwe": 64}
+"""Tokens decoded per task at least; more when the answer itself takes more in this tokenizer (`answer_budget`)."""
+ANSWER_SLACK = 4
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\b[a-z]{4,10}\b")
@@ -117,6 +119,14 @@ class Haystack:
 class Example:
     prompt: list[int]
     references: list[str]
+    max_new: int
+    """Tokens to decode: the prompt has `length - max_new` tokens."""
+
+
+def answer_budget(tokenizer, task: str, references: Sequence[str]) -> int:
+    """Tokens decoded for one example: MAX_NEW[task], or the references written as a list plus a little slack
+    when that is longer (a small vocabulary spends many tokens on a 5-letter name), so an answer always fits."""
+    return max(MAX_NEW[task], len(tokenizer.encode(" " + ", ".join(references))) + ANSWER_SLACK)
 
 
 def _insert(sentences: list[list[int]], needles: list[list[int]], depths: list[float]) -> list[int]:
@@ -169,7 +179,9 @@ def niah_multikey(hay: Haystack, rng: random.Random, length: int) -> Example:
     head = "Some special magic numbers are hidden in the text below. Memorize them: you will be asked about one.\n"
     tail = (f"\nWhat is the special magic number for {keys[q]} mentioned in the text above? "
             f"The special magic number for {keys[q]} is")
-    return Example(_with_haystack(hay, rng, length, MAX_NEW["niah_multikey"], head, needles, tail), [values[q]])
+    refs = [values[q]]
+    budget = answer_budget(hay.tokenizer, "niah_multikey", refs)
+    return Example(_with_haystack(hay, rng, length, budget, head, needles, tail), refs, budget)
 
 
 def niah_multivalue(hay: Haystack, rng: random.Random, length: int) -> Example:
@@ -183,7 +195,8 @@ def niah_multivalue(hay: Haystack, rng: random.Random, length: int) -> Example:
     head = "Some special magic numbers are hidden in the text below. Memorize them: you will be asked about them.\n"
     tail = (f"\nWhat are all the special magic numbers for {key} mentioned in the text above? "
             f"The special magic numbers for {key} are")
-    return Example(_with_haystack(hay, rng, length, MAX_NEW["niah_multivalue"], head, needles, tail), values)
+    budget = answer_budget(hay.tokenizer, "niah_multivalue", values)
+    return Example(_with_haystack(hay, rng, length, budget, head, needles, tail), values, budget)
 
 
 def vt(hay: Haystack, rng: random.Random, length: int) -> Example:
@@ -197,7 +210,8 @@ def vt(hay: Haystack, rng: random.Random, length: int) -> Example:
     head = "Memorize and track the chain of variable assignments hidden in the text below.\n"
     tail = (f"\nQuestion: Which variables are assigned the value {value} in the text above? "
             f"Answer: the variables assigned the value {value} are:")
-    return Example(_with_haystack(hay, rng, length, MAX_NEW["vt"], head, needles, tail, ordered=True), names)
+    budget = answer_budget(hay.tokenizer, "vt", names)
+    return Example(_with_haystack(hay, rng, length, budget, head, needles, tail, ordered=True), names, budget)
 
 
 def cwe(hay: Haystack, rng: random.Random, length: int) -> Example:
@@ -205,9 +219,10 @@ def cwe(hay: Haystack, rng: random.Random, length: int) -> Example:
     head = "\nBelow is a numbered list of words. Some of them appear more often than others: remember which.\n"
     tail = "\nQuestion: What are the 10 most common words in the list above? Answer: the 10 most common words are:"
     head_ids, tail_ids = tok.encode(head), tok.encode(tail)
-    room = length - MAX_NEW["cwe"] - 1 - len(head_ids) - len(tail_ids)
     pool = rng.sample(hay.words, min(len(hay.words), 2000))
     common, rest = pool[:10], pool[10:]
+    budget = answer_budget(tok, "cwe", common)
+    room = length - budget - 1 - len(head_ids) - len(tail_ids)
 
     def entries(words: list[str]) -> list[list[int]]:
         return [tok.encode(f" {i + 1}. {w}") for i, w in enumerate(words)]
@@ -230,7 +245,7 @@ def cwe(hay: Haystack, rng: random.Random, length: int) -> Example:
             body.pop()
         flat = [t for e in body for t in e]
         pad = [t for s in hay.sentences(rng, room - len(flat)) for t in s] if room > len(flat) else []
-        return Example([tok.bos_token_id, *pad, *head_ids, *flat, *tail_ids], common)
+        return Example([tok.bos_token_id, *pad, *head_ids, *flat, *tail_ids], common, budget)
     raise EvalError(f"length {length} is too short for 10 common words repeated 3 times and 10 other words")
 
 
@@ -287,6 +302,7 @@ class RulerResult:
                         "0/1 scores, else normal); by_length = mean over the tasks run at that length"),
             "tasks": self.tasks, "lengths": self.lengths, "trials": self.trials, "units": len(self.records),
             "max_new_tokens": {t: MAX_NEW[t] for t in self.tasks},
+            "max_new_tokens_rule": f"at least max_new_tokens, or the references as a comma-separated list + {ANSWER_SLACK}",
             "by_task": rows, "by_length": by_length, "skipped": self.skipped,
         }
 
@@ -307,7 +323,7 @@ def evaluate_ruler(engine, tokenizer, texts: Sequence[str], tasks: Sequence[str]
                 skipped.append({"task": task, "length": L, "reason": exc.message})
                 continue
             examples += [(task, L, t, ex) for t, ex in enumerate(made)]
-    jobs = [GenJob(ex.prompt, MAX_NEW[task]) for task, _, _, ex in examples]
+    jobs = [GenJob(ex.prompt, ex.max_new) for _, _, _, ex in examples]
     bos = tokenizer.bos_token_id
 
     def score(i: int, out: list[int]) -> float:
