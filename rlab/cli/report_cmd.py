@@ -106,6 +106,9 @@ def build_report(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed)."),
     n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
+    allow_mismatch: bool = typer.Option(
+        False, "--allow-mismatch", help="Give better/worse verdicts even between tags evaluated or trained "
+        "differently (recorded in the report)."),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
     if fmt not in _FORMATS:
@@ -115,7 +118,13 @@ def build_report(
     from rlab.report.build import write_report
 
     name, root = resolve_target(experiment, spec, results_dir)
-    report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot)
+    report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot,
+                          allow_mismatch=allow_mismatch)
+    if quiet and report.data.mismatches:  # otherwise the opening lines below say it
+        from rlab.cli.console import err
+        from rlab.report.headline import mismatch_line
+
+        err.print(f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True)
     if not quiet:
         for line in report.answer:
             out.print(_markdown_bold(_escape(line)))

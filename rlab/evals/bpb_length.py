@@ -186,7 +186,7 @@ def evaluate_bpb_blocks(
         nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
         for row, b_i in enumerate(idxs):
             units[b_i, 0], units[b_i, 1], units[b_i, 2] = nats[row], nbytes[row], ntok[row]
-    return _reduce_units(units, docs=len({b.doc for b in blocks}))
+    return _reduce_units(units, docs=len({b.doc for b in blocks}), unit_docs=[b.doc for b in blocks])
 
 
 def score_plan(
@@ -214,16 +214,13 @@ def score_plan(
     for length in plan.lengths:
         res = evaluate_bpb_blocks(model, docs, plan.blocks, length, B, token_bytes, batch_tokens)
         raw[length] = res
-        lo, hi = res.ci()
         rows.append({
-            "length": length, "bpb": res.bpb, "ci_low": lo, "ci_high": hi, "tokens": res.tokens, "docs": res.docs,
+            "length": length, "bpb": res.bpb, "tokens": res.tokens, "docs": res.docs,
             "block": B, "blocks": len(plan.blocks), "context_min": length - B, "context_max": length - 1,
             "short_docs": len(plan.short_docs),
         })
-        log.info(
-            "BPB at length %d: %.4f [%.4f, %.4f] over %d tokens, %d blocks, %d docs",
-            length, res.bpb, lo, hi, res.tokens, len(plan.blocks), res.docs,
-        )
+        log.info("BPB at length %d: %.4f over %d tokens, %d blocks, %d docs",
+                 length, res.bpb, res.tokens, len(plan.blocks), res.docs)
     metric = {
         "protocol": "same_targets", "convention": convention(B, plan.longest), "block": B, "longest": plan.longest,
         "units": len(plan.blocks), "docs": plan.docs, "lengths": rows, "skipped": plan.skipped,

@@ -37,7 +37,6 @@ import torch
 
 from rlab.core.bpb import score_tokens
 from rlab.evals.bpb import LN2, _all_reduce_sum, _world
-from rlab.evals.stats import ratio_ci
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +78,12 @@ def truncated_window(doc: int, n_tokens: int, length: int) -> list[Window]:
 class LengthResult:
     length: int
     ppl: float
-    ppl_low: float
-    ppl_high: float
     bpb: float
-    bpb_low: float
-    bpb_high: float
     tokens: int
     windows: int
     docs: int
-    units: list[tuple[int, float, float, float, int]]
-    """(doc, nats, bytes, sum of window-mean NLLs, windows) per document."""
+    units: list[tuple[int, float, float, float, int, int]]
+    """(doc, nats, bytes, sum of window-mean NLLs, windows, scored tokens) per document."""
 
 
 def score_windows(model, docs: Mapping[int, Sequence[int]], windows: Sequence[Window], bos: int,
@@ -132,20 +127,21 @@ def evaluate_sliding(model, docs: Mapping[int, Sequence[int]], doc_order: Sequen
         log.info("sliding ppl at %d: %d windows (%d forward tokens) over %d documents", length, len(windows),
                  sum(w.end - w.begin + 1 for w in windows), len(doc_order))
         sums = score_windows(model, docs, windows, bos, token_bytes, batch_tokens).tolist()
-        per_doc: dict[int, list[float]] = {d: [0.0, 0.0, 0.0, 0] for d in doc_order}
+        per_doc: dict[int, list[float]] = {d: [0.0, 0.0, 0.0, 0, 0] for d in doc_order}
         for w, (nats, nbytes, ntok) in zip(windows, sums):
             acc = per_doc[w.doc]
             acc[0] += nats
             acc[1] += nbytes
             acc[2] += nats / ntok if ntok > 0 else 0.0
             acc[3] += 1 if ntok > 0 else 0
-        units = [(d, a[0], a[1], a[2], int(a[3])) for d, a in per_doc.items()]
-        mean_nll, lo, hi = ratio_ci([u[3] for u in units], [u[4] for u in units])
-        bpb, blo, bhi = ratio_ci([u[1] for u in units], [u[2] for u in units])
+            acc[4] += int(ntok)
+        units = [(d, a[0], a[1], a[2], int(a[3]), int(a[4])) for d, a in per_doc.items()]
+        n_windows = sum(u[4] for u in units)
+        mean_nll = math.fsum(u[3] for u in units) / n_windows if n_windows else float("nan")
+        nbytes = math.fsum(u[2] for u in units)
         results.append(LengthResult(
-            length=length, ppl=math.exp(mean_nll), ppl_low=math.exp(lo) if math.isfinite(lo) else float("nan"),
-            ppl_high=math.exp(hi) if math.isfinite(hi) else float("nan"), bpb=bpb / LN2, bpb_low=blo / LN2,
-            bpb_high=bhi / LN2, tokens=int(sum(s[2] for s in sums)), windows=len(windows), docs=len(doc_order),
+            length=length, ppl=math.exp(mean_nll), bpb=math.fsum(u[1] for u in units) / (LN2 * nbytes) if nbytes
+            else float("nan"), tokens=int(sum(s[2] for s in sums)), windows=len(windows), docs=len(doc_order),
             units=units,
         ))
         log.info("sliding ppl at %d: %.4f (BPB %.4f) over %d windows", length, results[-1].ppl, results[-1].bpb,

@@ -9,14 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from rlab.errors import EvalError
-from rlab.evals.bpb import (
-    Block,
-    evaluate_bpb,
-    evaluate_bpb_blocks,
-    evaluate_bpb_by_length,
-    plan_blocks,
-    resolve_lengths,
-)
+from rlab.evals.bpb import doc_windows, score_documents
+from rlab.evals.bpb_length import Block, evaluate_bpb_blocks, evaluate_bpb_by_length, plan_blocks
 from tests.evals.conftest import random_gpt
 
 
@@ -32,41 +26,69 @@ class UniformModel(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, self.vocab), targets.reshape(-1), ignore_index=-1, reduction=loss_reduction)
 
 
-def test_bpb_hand_computation_excludes_specials_and_ignored():
-    V = 8
-    token_bytes = torch.tensor([0, 1, 2, 3, 1, 1, 4, 0])  # 0 and 7 are special tokens
-    x = torch.zeros(2, 4, dtype=torch.long)
-    y = torch.tensor([[1, 2, 0, 3], [6, -1, 7, 4]])
-    # counted targets: 1,2,3 (row 0) and 6,4 (row 1): 5 tokens, 1+2+3+4+1 = 11 bytes
-    res = evaluate_bpb(UniformModel(V), [(x, y)], 1, token_bytes)
-    assert res.tokens == 5 and res.bytes == 11
-    assert math.isclose(res.bpb, 5 * math.log(V) / (math.log(2) * 11), rel_tol=1e-6)  # losses are fp32
+def _docs(lengths, seed=0, vocab=256, bos=256):
+    g = torch.Generator().manual_seed(seed)
+    return [[bos] + torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
-def test_bpb_matches_manual_cross_entropy_on_a_real_model():
-    torch.manual_seed(0)
-    model = random_gpt(300, seed=4)
+def test_doc_windows_cover_every_target_once():
+    for n, w in [(2, 4), (5, 4), (9, 4), (10, 4), (1, 3)]:
+        targets = [t for s, e in doc_windows(n, w) for t in range(s + 1, e)]
+        assert targets == list(range(1, n)) and all(e - s - 1 <= w for s, e in doc_windows(n, w))
+
+
+def test_documents_match_manual_cross_entropy_and_exclude_specials():
+    """Each document is scored in windows of W targets; nats and bytes per document equal a by-hand forward."""
+    torch.set_num_threads(1)
+    model = random_gpt(300, sequence_len=16, seed=4)
     token_bytes = torch.randint(1, 5, (300,))
-    token_bytes[256] = 0  # BOS-like special
-    batches = [(torch.randint(0, 300, (2, 16)), torch.randint(0, 300, (2, 16))) for _ in range(3)]
-    batches[1][1][0, :4] = -1
-    batches[2][1][1, 3] = 256
-    res = evaluate_bpb(model, batches, 3, token_bytes)
-    nats = nbytes = 0.0
-    units = []
-    for x, y in batches:
-        with torch.no_grad():
-            logits = model(x)
-        keep = (y >= 0) & (token_bytes[y.clamp(min=0)] > 0)
-        ce = F.cross_entropy(logits[keep], y[keep], reduction="sum").item()
-        b = token_bytes[y[keep]].sum().item()
-        units.append((ce, b))
-        nats, nbytes = nats + ce, nbytes + b
-    assert math.isclose(res.bpb, nats / (math.log(2) * nbytes), rel_tol=1e-5)
-    for (un, ub), (en, eb) in zip(res.units, units):
-        assert math.isclose(un, en, rel_tol=1e-5) and ub == eb
-    lo, hi = res.ci()
-    assert lo < res.bpb < hi
+    token_bytes[256] = token_bytes[7] = 0  # BOS and another special: neither nats nor bytes
+    docs = _docs((40, 3, 17, 1))
+    docs[0][5] = 7
+    res = score_documents(model, docs, 16, token_bytes, batch_tokens=48)
+    assert len(res.units) == 4 and res.docs == 4
+    total_n = total_b = 0.0
+    for doc, (un, ub, ut) in zip(docs, res.units):
+        nats = nbytes = count = 0.0
+        for s, e in doc_windows(len(doc), 16):
+            x, y = torch.tensor([doc[s:e - 1]]), torch.tensor(doc[s + 1:e])
+            with torch.no_grad():
+                logits = model(x)[0]
+            keep = token_bytes[y] > 0
+            nats += F.cross_entropy(logits[keep], y[keep], reduction="sum").item()
+            nbytes += token_bytes[y[keep]].sum().item()
+            count += keep.sum().item()
+        assert math.isclose(un, nats, rel_tol=1e-5) and ub == nbytes and ut == count
+        total_n, total_b = total_n + nats, total_b + nbytes
+    assert math.isclose(res.bpb, total_n / (math.log(2) * total_b), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["rope", "dynamic-ntk"])
+def test_documents_are_invariant_to_batch_size_and_rank_split(monkeypatch, variant):
+    """Same per-document sums (1e-6 relative, fp32) at any batch size and any split across ranks."""
+    import rlab.evals.bpb as bpb_mod
+    from rlab.spec.rope import RopeSpec
+
+    torch.set_num_threads(1)
+    rope = RopeSpec(variant=variant, factor=2.0) if variant != "rope" else None
+    model = random_gpt(300, sequence_len=16, seed=3, rope=rope)
+    token_bytes = torch.randint(1, 4, (300,))
+    token_bytes[256] = 0
+    docs = _docs((70, 5, 33, 16, 17, 2, 48), seed=2)
+    ref = score_documents(model, docs, 32, token_bytes, batch_tokens=32)  # one window per forward
+    for batch_tokens in (64, 500):
+        other = score_documents(model, docs, 32, token_bytes, batch_tokens=batch_tokens)
+        assert math.isclose(other.nats, ref.nats, rel_tol=1e-6) and other.bytes == ref.bytes
+    for world in (2, 3):
+        per_doc = [[0.0, 0.0, 0] for _ in docs]
+        for rank in range(world):
+            monkeypatch.setattr(bpb_mod, "_world", lambda r=rank, w=world: (r, w))
+            part = score_documents(model, docs, 32, token_bytes, batch_tokens=96)
+            for i, (n, b, t) in enumerate(part.units):
+                per_doc[i] = [per_doc[i][0] + n, per_doc[i][1] + b, per_doc[i][2] + t]
+        assert all(math.isclose(a[0], b[0], rel_tol=1e-6) and a[1] == b[1] and a[2] == b[2]
+                   for a, b in zip(per_doc, ref.units))
+        assert math.isclose(math.fsum(u[0] for u in per_doc), ref.nats, rel_tol=1e-6)
 
 
 class RecordingUniformModel(UniformModel):
@@ -116,7 +138,7 @@ class RecordingUnitLoss(RecordingUniformModel):
 def test_every_length_scores_the_same_targets_once_with_full_context(lengths, block):
     docs = distinct_docs([40, 90, 33, 7, 61])
     model = RecordingUnitLoss(10**6)
-    metric, raw = evaluate_bpb_by_length(model, docs, lengths, 150, torch.ones(10**6, dtype=torch.long), 0, 64, block)
+    metric, raw = evaluate_bpb_by_length(model, docs, lengths, 150, torch.ones(10**6, dtype=torch.long), 64, block)
     seen = scored_targets(model, docs)
     B = block or min(lengths) // 2
     ref = sorted(t for t, _, L in seen if L == lengths[0])
@@ -136,7 +158,7 @@ def test_hand_computed_tiny_case():
     token_bytes = torch.tensor([0, 1, 2, 3, 4, 5, 6, 1])  # token 0 is a special (BOS)
     docs = [[0, 1, 2, 3, 4, 5, 6, 7, 1, 2], [0, 3, 3, 3, 3]]
     model = RecordingUniformModel(V)
-    metric, raw = evaluate_bpb_by_length(model, docs, [6, 4], 100, token_bytes, pad_id=0, batch_tokens=12)
+    metric, raw = evaluate_bpb_by_length(model, docs, [6, 4], 100, token_bytes, batch_tokens=12)
     # L_k = 6, B = 4 // 2 = 2; doc 1 (5 tokens) cannot hold a 6-token window plus its target.
     # Block ends e = 6, 8 (e <= 9): targets tokens 5..6 and 7..8 of doc 0, i.e. 5,6 | 7,1 -> 11 | 2 bytes.
     assert metric["block"] == 2 and metric["longest"] == 6 and metric["skipped"] == []
@@ -175,15 +197,10 @@ def test_infeasible_lengths_skipped_and_the_longest_feasible_places_blocks():
     assert plan.longest == 16 and plan.short_docs == [] and plan.blocks[0] == Block(0, 16)
     none = plan_blocks([5, 8], [8], 100)
     assert none.lengths == [] and none.blocks == [] and none.skipped[0]["length"] == 8
-    metric, raw = evaluate_bpb_by_length(UniformModel(8), [[1] * 8], [8], 100, torch.ones(8, dtype=torch.long), 0, 64)
+    metric, raw = evaluate_bpb_by_length(UniformModel(8), [[1] * 8], [8], 100, torch.ones(8, dtype=torch.long), 64)
     assert metric["lengths"] == [] and raw == {} and metric["skipped"][0]["length"] == 8
     with pytest.raises(EvalError, match="does not fit the shortest length"):
         plan_blocks([100], [8, 16], 100, block=9)
-
-
-def test_resolve_lengths():
-    assert resolve_lengths(64, (0.5, 1.0, 2.0, 1.0), None) == [32, 64, 128]
-    assert resolve_lengths(64, (0.5,), (100, 50, 100)) == [50, 100]
 
 
 def test_blocks_equal_per_window_recompute_on_a_real_model():
@@ -193,7 +210,7 @@ def test_blocks_equal_per_window_recompute_on_a_real_model():
     token_bytes[256] = 0
     g = torch.Generator().manual_seed(0)
     docs = [[256] + torch.randint(0, 256, (n,), generator=g).tolist() for n in (50, 9, 31)]
-    metric, raw = evaluate_bpb_by_length(model, docs, [8, 16, 64], 10_000, token_bytes, 256, 40)
+    metric, raw = evaluate_bpb_by_length(model, docs, [8, 16, 64], 10_000, token_bytes, 40)
     plan = plan_blocks([len(d) for d in docs], [8, 16, 64], 10_000)
     # L_k = 16 (64 needs 65 tokens), B = 4: doc 0 (51 tokens) ends 16..48 -> 9 blocks, doc 2 (32) ends 16..28 -> 4
     assert plan.longest == 16 and len(plan.blocks) == 13 and metric["skipped"][0]["length"] == 64
@@ -209,7 +226,7 @@ def test_blocks_equal_per_window_recompute_on_a_real_model():
         res = raw[L]
         assert res.tokens == res.bytes == 52 and res.docs == 2
         assert math.isclose(res.nats, nats, rel_tol=1e-5)
-        assert all(math.isclose(a, b, rel_tol=1e-4) for (a, _), b in zip(res.units, units))
+        assert all(math.isclose(a, b, rel_tol=1e-4) for (a, *_), b in zip(res.units, units))
         direct = evaluate_bpb_blocks(model, docs, plan.blocks, L, 4, token_bytes, batch_tokens=L)  # one per forward
         assert math.isclose(direct.nats, res.nats, rel_tol=1e-5)
 
@@ -224,7 +241,7 @@ def test_unit_ids_and_bytes_pair_across_lengths_and_models():
     out = []
     for seed in (1, 2):
         model = random_gpt(300, sequence_len=16, seed=seed)
-        out.append(evaluate_bpb_by_length(model, docs, [8, 32], 100, token_bytes, 256, 32)[1])
+        out.append(evaluate_bpb_by_length(model, docs, [8, 32], 100, token_bytes, 32)[1])
     byte_units = [u[1] for u in out[0][8].units]
     assert len(byte_units) == 25  # ceil(100 / B = 4) blocks
     for res in (out[0][8], out[0][32], out[1][8], out[1][32]):
