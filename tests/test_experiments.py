@@ -24,7 +24,8 @@ def test_the_shipped_specs_are_there():
 def test_spec_validates_and_plans(path, tmp_path):
     spec = load_spec(path, base_dir=tmp_path / "base", results_dir=tmp_path / "results")
     runs = plan_continue(spec)
-    assert [r.tag for r in runs] == [f"{spec.base.tag}-{v}" for v in spec.variants]
+    assert [r.tag for r in runs] == [spec.tag_for(v) for v in spec.variants]
+    assert all(r.tag.startswith(f"{spec.base.tag}-") for r in runs)
     if spec.pretrain is not None:
         assert plan_pretrain(spec).train.seq_len < spec.train.seq_len  # the variants extend the context
 

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import EvalRunConfig
 
-EVAL_PORT_OFFSET = 100  # eval rendezvous ports sit above the training jobs' (rdzv_port + variant index)
 
 
 def eval_tag(
@@ -72,6 +71,8 @@ def eval_tag(
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
     from rlab.orchestrate.plan import base_layout, experiment_layout, experiment_tags, plan_eval
+    from rlab.orchestrate.preflight import require_writable_results
+    from rlab.orchestrate.prepare import with_saved_variants
     from rlab.spec.run import write_config
 
     if tag is None and not all_tags:
@@ -86,6 +87,7 @@ def eval_tag(
                              max_per_task=max_per_task, eval_bundle=eval_bundle)
     base = base_layout(spec)
     if all_tags:
+        spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
         tags = [t for t in experiment_tags(spec) if base.checkpoint_dir(t).is_dir()]
         if not tags:
             raise CheckpointError(f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
@@ -116,6 +118,7 @@ def eval_tag(
     nproc = nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     layout = experiment_layout(spec)
     if not dry_run:
+        require_writable_results(layout.root)
         _ensure_long_docs(spec, base.root)
     failed = []
     for index, cfg in enumerate(configs):
@@ -143,8 +146,7 @@ def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: st
     if nproc <= 1:
         return python_argv(path, EVAL_MODULE)
     launch = spec.launch.model_copy(update={"nproc_per_node": nproc, "gpus_per_variant": None, "nnodes": 1,
-                                            "node_rank": 0, "rdzv_endpoint": None, "max_restarts": 0,
-                                            "rdzv_port": spec.launch.rdzv_port + EVAL_PORT_OFFSET})
+                                            "node_rank": 0, "rdzv_endpoint": None, "max_restarts": 0})
     if resolve:
         launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
     return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{tag}", module=EVAL_MODULE)

@@ -17,7 +17,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlab.errors import SpecError, unknown_name_error
-from rlab.paths import default_base_dir, default_results_root
+from rlab.paths import (
+    RESOLVED_SPEC_NAME,
+    default_base_dir,
+    default_results_root,
+    env_base_dir,
+    env_results_root,
+    recorded_results_root,
+)
 from rlab.spec.experiment import ExperimentSpec
 from rlab.spec.rope import VARIANT_NAMES
 
@@ -33,6 +40,7 @@ OVERRIDE_PATHS: dict[str, str] = {
     "zero_shot": "train.zero_shot",
     "pretrain_steps": "pretrain.train.steps",
     "seq_len": "train.seq_len",
+    "target_len": "target_len",
     "nproc": "launch.nproc_per_node",
     "nnodes": "launch.nnodes",
     "node_rank": "launch.node_rank",
@@ -53,6 +61,8 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
     """
     source = str(path) if path is not None else "<flags>"
     raw = _read_yaml(Path(path)) if path is not None else {}
+    if path is not None and Path(path).name == RESOLVED_SPEC_NAME:
+        _reroot_recorded(raw, Path(path))
     variants = overrides.pop("variants", None)
     for key, value in overrides.items():
         if key not in OVERRIDE_PATHS:
@@ -63,6 +73,19 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
     if variants is not None:
         spec = _validate(_select_variants(spec, variants, source), source)
     return resolve_defaults(spec) if resolve else spec
+
+
+def _reroot_recorded(raw: dict[str, Any], path: Path) -> None:
+    """A spec rlab wrote records absolute paths; the environment beats them, and its results root is
+    where the file lies now (a moved or copied results folder works in place). Flags still win."""
+    base = raw.get("base")
+    env_base = env_base_dir()
+    if env_base is not None and isinstance(base, dict):
+        base["base_dir"] = str(env_base)
+    experiment = raw.get("name") or (base.get("tag") if isinstance(base, dict) else None)
+    results = env_results_root() or (recorded_results_root(path, experiment) if isinstance(experiment, str) else None)
+    if results is not None:
+        raw["results_dir"] = str(results)
 
 
 def resolve_defaults(spec: ExperimentSpec) -> ExperimentSpec:
@@ -184,8 +207,8 @@ def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source
     for name in names:
         if name not in available:
             raise unknown_name_error("variant", name, available, SpecError)
-        selected[name] = available[name].model_dump(mode="json")
-    raw = spec.model_dump(mode="json")
+        selected[name] = available[name].model_dump(mode="json", exclude_unset=True)
+    raw = spec.model_dump(mode="json", exclude_unset=True)  # unset fields stay unset (the plan fills them)
     raw["variants"] = selected
     return raw
 
