@@ -122,11 +122,11 @@ def long_docs(
 
 
 def _default_min_tokens(spec_path: Path | None) -> int:
-    from rlab.evals.lengths import longest_bpb_length
+    from rlab.evals.lengths import experiment_target_len, longest_bpb_length
     from rlab.spec.loading import load_spec
 
     spec = load_spec(spec_path)
-    return longest_bpb_length(spec.eval, spec.eval.target_len or spec.train.seq_len)
+    return longest_bpb_length(spec.eval, experiment_target_len(spec))
 
 
 def _long_docs_summary(manifest, root: Path, out) -> None:

@@ -212,11 +212,11 @@ def _ensure_long_docs(spec: ExperimentSpec, base_root: Path) -> None:
         return
     from rlab.cli.console import out
     from rlab.data.long_docs import ensure_long_docs, read_long_docs_manifest
-    from rlab.evals.lengths import longest_bpb_length
+    from rlab.evals.lengths import experiment_target_len, longest_bpb_length
 
     if read_long_docs_manifest(base_root) is not None:
         return
-    min_tokens = longest_bpb_length(spec.eval, spec.eval.target_len or spec.train.seq_len)
+    min_tokens = longest_bpb_length(spec.eval, experiment_target_len(spec))
     out.print(f"No long-document set in {base_root}: building it from the default sources for this tokenizer "
               f"(documents of >= {min_tokens:,} tokens; shards and tokenizer are not touched) ...", highlight=False)
     manifest, _ = ensure_long_docs(base_root, min_tokens)

@@ -31,6 +31,11 @@ def target_len(spec: EvalSpec, fallback: int) -> int:
     return int(spec.target_len or fallback)
 
 
+def experiment_target_len(spec) -> int:
+    """T of an experiment spec: eval.target_len, else the experiment's target_len, else train.seq_len."""
+    return int(spec.eval.target_len or spec.target_len or spec.train.seq_len)
+
+
 def eval_lengths(spec: EvalSpec, l0: int, target: int) -> list[int]:
     """Explicit `lengths` or the default grid, plus `extra_lengths`; ascending, unique."""
     base: Sequence[int] = spec.lengths if spec.lengths else default_grid(l0, target)
