@@ -106,9 +106,12 @@ def test_ensure_builds_once(foreign_base, sources, monkeypatch):
     assert built1 and not built2 and m1.set_sha256 == m2.set_sha256
 
 
-def test_prepare_writes_a_set_with_a_manifest(tiny_base_dir):
+def test_prepare_writes_a_set_with_a_manifest_and_no_training_text(tiny_base_dir):
     m = read_long_docs_manifest(tiny_base_dir)
     assert m is not None and len(m.docs) >= 3 and m.overlap_check.startswith("not needed")
+    train_shards = sorted((tiny_base_dir / "base_data").glob("*.parquet"))[:-1]
+    train_texts = {t for p in train_shards for t in pq.read_table(p).column("text").to_pylist()}
+    assert not train_texts & set(load_long_docs(tiny_base_dir).texts)
     corpus = json.loads((tiny_base_dir / "rlab_corpus.json").read_text())
     assert corpus["long_doc_set"]["sha256"] == m.set_sha256
 
