@@ -298,6 +298,14 @@ def build_long_docs(base_dir: str | Path, sources: Sequence[str | Path] | None =
         raise DataError(f"--min-tokens must be positive (got {min_tokens}).")
     layout = BaseLayout(Path(base_dir).expanduser())
     tok_sha = tokenizer_sha256(layout)
+    try:
+        layout.long_docs_dir.mkdir(parents=True, exist_ok=True)
+        probe = layout.long_docs_dir / ".rlab_write_probe"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise DataError(f"Cannot write the long-document set into {layout.long_docs_dir} ({exc.strerror or exc}).",
+                        "Make the base dir writable, or evaluate from a writable copy of it (--base-dir).") from None
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
     progress = progress or (lambda stage, done, total: None)
     notes: list[str] = []

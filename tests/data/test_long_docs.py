@@ -126,3 +126,9 @@ def test_cli_long_docs(foreign_base, sources):
     again = rlab(*args)
     assert again.returncode == 0 and "already has a long-document set" in " ".join(again.stdout.split())
     assert_user_error(rlab("data", "long-docs", "--base-dir", str(foreign_base / "nope")), "has no tokenizer/ folder")
+
+
+def test_unwritable_long_docs_folder_is_a_clear_error(foreign_base, sources):
+    (foreign_base / "long_docs").write_text("a file where the folder should be")
+    with pytest.raises(DataError, match="Cannot write the long-document set"):
+        build_long_docs(foreign_base, [sources], min_tokens=500)
