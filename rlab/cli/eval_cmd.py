@@ -66,7 +66,7 @@ def eval_tag(
         "--force", help="Drop evals of an earlier checkpoint that this run does not redo (else it refuses).")] = False,
     dry_run: DryRunOpt = False,
 ) -> None:
-    """Evaluate a tag (BPB, BPB vs length, CORE, passkey) and write its per-tag outputs."""
+    """Evaluate a tag (BPB, BPB vs length, CORE, passkey, RULER-style tasks) and write its per-tag outputs."""
     from rlab.cli.console import out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
