@@ -19,12 +19,13 @@ from typing import Any
 
 import pandas as pd
 
+from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ExperimentLayout
 from rlab.report import comparability as cmp
 from rlab.report import estimates as est
 from rlab.report import frames as fr
 from rlab.report import uncertainty as unc
-from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, seed_of
+from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, reference_arm, seed_of
 from rlab.report.sources import ExperimentSources, TagSources, read_experiment
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,8 @@ class ReportData:
     tag_scalars: pd.DataFrame
     """The same per tag (one seed each): tag, metric, value, ci_low, ci_high, n_units, n_seeds, interval."""
     comparisons: pd.DataFrame
-    """arm, variant, kind, metric, diff(_low/_high), rel_pct(_low/_high), p_value, n_units, n_seeds, interval,
-    family (primary/secondary), p_holm, verdict."""
+    """arm, reference (the arm it is compared with), variant, kind, metric, diff(_low/_high), rel_pct(_low/_high),
+    p_value, n_units, n_seeds, interval, family (primary/secondary), p_holm, verdict."""
     bpb_length: pd.DataFrame
     passkey: pd.DataFrame
     core_tasks: pd.DataFrame
@@ -90,6 +91,8 @@ class ReportData:
     """How compared tags differ in their evals or training (shown first; each blocks the verdicts it touches)."""
     allow_mismatch: bool = False
     """Verdicts were given across mismatches anyway (`--allow-mismatch`)."""
+    best: dict[str, str] = field(default_factory=dict)
+    """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
 
     def arm(self, key: str) -> Arm:
         return next(a for a in self.arms if a.key == key)
@@ -178,6 +181,21 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
     return "rope"
 
 
+def _known_variant(name: str, variants: set[str]) -> str:
+    """`name` as one of the experiment's variants (any case), or an error with a "did you mean".
+
+    A built-in variant name the experiment has no outputs for is left to the report's footnote."""
+    from rlab.variants import VARIANT_NAMES
+
+    if name in variants or not variants:
+        return name
+    by_lower = {v.lower(): v for v in (*VARIANT_NAMES, *variants)}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    error = unknown_name_error("baseline variant", name, variants)
+    raise RlabError(error.message, "Pass one of them to --baseline.")
+
+
 def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     core = src.metric("core")
     extra = []
@@ -194,20 +212,20 @@ def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
 
 
 def arm_mismatches(arms: list[Arm], base: Arm, tags: list[TagSources]) -> dict[str, list[cmp.Mismatch]]:
-    """Per arm: how its tags differ from the baseline arm's first tag (evals; training too when both arms are
-    the same condition, e.g. continued vs continued) and from their own arm's first tag (seed replicates)."""
+    """Per arm: how its tags differ from its reference arm's first tag (`reference_arm`: evals; training too when
+    both arms are the same condition, e.g. continued vs continued) and from their own arm's first tag (seeds)."""
     docs = {t.tag: t.eval for t in tags}
-    ref = docs.get(base.tags[0])
     out: dict[str, list[cmp.Mismatch]] = {}
     for arm in arms:
         found: list[cmp.Mismatch] = []
-        own = docs.get(arm.tags[0])
+        reference = reference_arm(arm, arms, base)
+        ref, own = docs.get(reference.tags[0]), docs.get(arm.tags[0])
         for tag in arm.tags:
             doc = docs.get(tag)
             if doc is None:
                 continue
-            if ref is not None and tag != base.tags[0]:
-                found += cmp.mismatches(doc, ref, check_training=arm.kind == base.kind)
+            if ref is not None and tag != reference.tags[0]:
+                found += cmp.mismatches(doc, ref, check_training=arm.kind == reference.kind)
             if own is not None and tag != arm.tags[0]:
                 found += cmp.mismatches(doc, own)
         out[arm.key] = list(dict.fromkeys(found))
@@ -228,9 +246,12 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
     notes = Footnotes()
-    baseline = resolve_baseline(baseline, sources.spec)
     tags = sources.tags
     arms = group_arms(tags)
+    if baseline:  # the user named it: a typo is an error, not a report with blank comparison columns
+        spec_variants = (sources.spec or {}).get("variants")
+        baseline = _known_variant(baseline, {a.variant for a in arms} | set(spec_variants or ()))
+    baseline = resolve_baseline(baseline, sources.spec)
 
     meta_rows = []
     for src in tags:
@@ -276,14 +297,17 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     if base is None:
         notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
         comparisons = est.adjust(pd.DataFrame(columns=[
-            "arm", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high",
-            "p_value", "n_units", "n_seeds", "interval", "family"]))
+            "arm", "reference", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
+            "rel_high", "p_value", "n_units", "n_seeds", "interval", "family"]))
     else:
         comparisons = est.compare_arms(arms, base, data, scalars, baselines, seed, n_boot)
     found = arm_mismatches(arms, base, tags) if base is not None else {}
     if not allow_mismatch:
         comparisons = block_verdicts(comparisons, found)
 
+    best = {m: k for m in metrics if m != "passkey_overall"
+            and (allow_mismatch or not any(cmp.blocks(ms, m) for ms in found.values()))  # no "best" across a mismatch
+            and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None}
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
     if any(d.units for d in data.values()) and not clustered:
         notes.add("BPB units do not name their documents (bpb_units.csv has no `doc` column): each unit is "
@@ -297,7 +321,7 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
                      meta=meta, arms=arms, baseline_arm=base.key if base else None, primary=primary,
                      scalars=scalars, tag_scalars=tag_scalars, comparisons=comparisons, bpb_length=bpb_length,
                      passkey=passkey, core_tasks=core_tasks, curves=curves, results=pd.DataFrame(),
-                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources,
+                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources, best=best,
                      mismatches=[m for ms in found.values() for m in ms], allow_mismatch=allow_mismatch)
     from rlab.report.wide import ID, wide_frame
 

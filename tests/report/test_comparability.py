@@ -54,6 +54,7 @@ def test_report_blocks_verdicts_across_other_eval_settings(fx):
     pi = data.comparisons[data.comparisons["arm"] == "pi"].set_index("metric")
     assert pi.loc["val_bpb", "verdict"] == NOT_COMPARABLE and pi.loc["train_bpb", "verdict"] == NOT_COMPARABLE
     assert pi.loc["core", "verdict"] != NOT_COMPARABLE  # other sections were measured alike
+    assert "val_bpb" not in data.best and "train_bpb" not in data.best  # no "best" across a mismatch
     yarn = data.comparisons[data.comparisons["arm"] == "yarn"].set_index("metric")
     assert yarn.loc["val_bpb", "verdict"] != NOT_COMPARABLE
     allowed = collect(fx, "rope", n_boot=200, allow_mismatch=True)
