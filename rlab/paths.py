@@ -9,7 +9,7 @@ Two roots:
       <base>/base_checkpoints/<tag>/model_021400.pt, meta_021400.json, optim_021400_rank0.pt
       <base>/base_checkpoints/.<tag>.lock          held while a run trains <tag>
       <base>/eval_bundle/                          DCLM CORE bundle (core.yaml, eval_meta_data.csv, eval_data/)
-      <base>/long_docs/long_docs.parquet           rlab's fixed long-document set for BPB-vs-length
+      <base>/long_docs/long_docs.parquet, manifest.json   the long-document eval set (rlab.data.long_docs)
 
 * the **results root** (default ``./results``) holds one folder per experiment::
 
@@ -112,6 +112,16 @@ class BaseLayout:
     @property
     def long_docs_dir(self) -> Path:
         return self.root / "long_docs"
+
+    @property
+    def long_docs_file(self) -> Path:
+        """The long-document set: one whole document per row."""
+        return self.long_docs_dir / "long_docs.parquet"
+
+    @property
+    def long_docs_manifest(self) -> Path:
+        """Written last by `rlab data long-docs`; its presence means the set is complete."""
+        return self.long_docs_dir / "manifest.json"
 
     @property
     def corpus_manifest(self) -> Path:

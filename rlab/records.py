@@ -5,6 +5,9 @@
     bpb_docs.csv        BpbDoc         the documents train/val BPB scored, by id and text hash
     bpb_by_length.csv   LengthRow      BPB per context length
     passkey.csv         PasskeyCell    accuracy per (length, depth)
+    passkey_trials.csv  PasskeyTrial   one row per trial (its own key)
+    ruler.csv           RulerCell      RULER-style score per (task, length)
+    ruler_trials.csv    RulerTrial     one row per generated example
     core_examples.csv   CoreExample    0/1 outcome per CORE example
     results_<v>.csv     CoreTaskRow    CORE per task of one variant
     metrics.jsonl       MetricsRecord  one training record per line (train | eval | done | failed)
@@ -143,6 +146,10 @@ class LengthRow(Record):
     context_min: int | None = None
     context_max: int | None = None
     short_docs: int | None = None
+    ppl: float | None = None
+    """sliding/truncated protocols: YaRN's perplexity, exp(mean over windows of each window's mean NLL)."""
+    windows: int | None = None
+    """sliding/truncated protocols: forward windows scored at this length."""
 
 
 class Skipped(Record):
@@ -150,14 +157,31 @@ class Skipped(Record):
     reason: str
 
 
+class LongDocsSummary(Record):
+    """Which long-document set an eval used (`rlab.data.long_docs`): equal sha256 = the same documents."""
+
+    sha256: str
+    docs: int
+    tokens: int
+    min_tokens: int
+    tokenizer_sha256: str
+
+
 class BpbLengthMetric(Record):
     convention: str
-    block: int
+    protocol: Literal["same_targets", "sliding", "truncated"] = "same_targets"
+    """`eval.ppl_protocol`: same_targets (rlab's paired default) or YaRN's sliding/truncated perplexity."""
+    block: int | None = None
+    """same_targets: targets per block (B); null for the YaRN protocols."""
     longest: int
+    units: int | None = None
+    """Independent units behind each length: blocks (same_targets) or documents (sliding/truncated)."""
+    docs: int | None = None
+    stride: int | None = None
+    """sliding: YaRN's --sliding-window."""
     lengths: list[LengthRow]
     skipped: list[Skipped] = Field(default_factory=list)
-
-
+    long_docs: LongDocsSummary | None = None
 class CoreTask(Record):
     accuracy: float
     centered: float
@@ -188,15 +212,93 @@ class PasskeyCell(Record):
     depth: float
     accuracy: float
     n: int
+    """Trials, each with its own key (independent units)."""
+    correct: int | None = None
+
+
+class PasskeyLength(Record):
+    """All depths of one length pooled: n = depths x trials independent keys."""
+
+    length: int
+    accuracy: float
+    correct: int
+    n: int
+
+
+class PasskeyTrial(Record):
+    """One trial (passkey_trials.csv): the unit the report's intervals count."""
+
+    columns: ClassVar[tuple[str, ...]] = ("length", "depth", "trial", "key", "correct")
+    length: int
+    depth: float
+    trial: int
+    key: str
+    correct: int
 
 
 class PasskeyMetric(Record):
+    protocol: str | None = None
     lengths: list[int]
     depths: list[float]
     trials: int
+    units: int | None = None
     overall: float | None
+    by_length: list[PasskeyLength] = Field(default_factory=list)
     cells: list[PasskeyCell]
     skipped: list[Skipped] = Field(default_factory=list)
+
+
+class RulerCell(Record):
+    """Mean score of one RULER-style task at one length (ruler.csv)."""
+
+    columns: ClassVar[tuple[str, ...]] = ("task", "length", "score", "n")
+    task: str
+    length: int
+    score: float
+    n: int
+    """Generated examples (independent units)."""
+
+
+class RulerLength(Record):
+    length: int
+    score: float
+    """Mean over the tasks run at this length."""
+    tasks: int
+    n: int
+
+
+class RulerTrial(Record):
+    """One generated example's score in [0, 1] (ruler_trials.csv)."""
+
+    columns: ClassVar[tuple[str, ...]] = ("task", "length", "trial", "score")
+    task: str
+    length: int
+    trial: int
+    score: float
+
+
+class RulerSkipped(Record):
+    task: str
+    length: int
+    reason: str
+
+
+class RulerMetric(Record):
+    """RULER-style subset (`rlab.evals.ruler`): task definitions after Hsieh et al. 2024; not RULER scores."""
+
+    name: str
+    citation: str
+    scoring: str
+    tasks: list[str]
+    lengths: list[int]
+    trials: int
+    units: int
+    max_new_tokens: dict[str, int]
+    max_new_tokens_rule: str | None = None
+    by_task: list[RulerCell]
+    by_length: list[RulerLength]
+    skipped: list[RulerSkipped] = Field(default_factory=list)
+    long_docs: LongDocsSummary | None = None
 
 
 class EvalMetrics(Record):
@@ -206,6 +308,7 @@ class EvalMetrics(Record):
     bpb_length: BpbLengthMetric | None = None
     core: CoreMetric | None = None
     passkey: PasskeyMetric | None = None
+    ruler: RulerMetric | None = None
 
     def present(self) -> list[str]:
         return [name for name in type(self).model_fields if getattr(self, name) is not None]
@@ -219,6 +322,8 @@ class EvalDoc(Record):
     tag: str
     variant: str
     rope: dict[str, Any]
+    rope_eval: dict[str, Any] | None = None
+    """How the RoPE frequencies were chosen during this evaluation (`rlab.evals.rope_eval`; dynamic-ntk's rule)."""
     train_seq_len: int
     checkpoint: CheckpointFacts
     metrics: EvalMetrics
@@ -284,11 +389,14 @@ def _first_error(exc: ValidationError) -> str:
 # ----------------------------------------------------------------------------- settings and hashes
 
 
+_LENGTHS = ("lengths", "target_len", "extra_lengths")
+_ROPE_EVAL = ("dynamic_ntk", "dynamic_ntk_len")
 SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "bpb": ("bpb_tokens", "seed"),
-    "bpb_length": ("lengths", "length_multipliers", "length_tokens", "length_block"),
+    "bpb_length": (*_LENGTHS, "length_tokens", "length_block", "ppl_protocol", "ppl_stride", "ppl_docs", *_ROPE_EVAL),
     "core": ("core_bundle", "max_per_task", "seed"),
-    "passkey": ("passkey_lengths", "passkey_depths", "passkey_trials", "lengths", "length_multipliers", "seed"),
+    "passkey": ("passkey_lengths", "passkey_depths", "passkey_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
+    "ruler": ("ruler_tasks", "ruler_lengths", "ruler_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
 }
 """The EvalSpec fields each section depends on. A section not listed depends on every field except
 `evals` and `device_batch_size` (which evals never depend on: BPB is invariant to it, tested)."""

@@ -1,4 +1,4 @@
-"""`rlab data prepare`: build the corpus shards, val split, long-doc set and tokenizer under a base dir.
+"""`rlab data prepare` (corpus shards, val split, long-doc set, tokenizer) and `rlab data long-docs`.
 
 The library (`rlab.data.prepare`) does the work and reports progress through a callback;
 this module owns the console: a rich progress bar while it runs, a summary table after.
@@ -79,4 +79,68 @@ def _summary(manifest: dict, base_dir: Path, out) -> None:
               f"{stats['tokenizer_train_s']:.1f}s · {len(manifest['shards'])} shards (val: {manifest['val_shard']}) · "
               f"total {stats['prepare_s']:.1f}s")
     for note in manifest.get("notes", []):
+        out.print(f"[yellow]note:[/] {note}")
+
+
+@app.command("long-docs")
+def long_docs(
+    base_dir: Path | None = typer.Option(
+        None, "--base-dir", help="The base dir whose tokenizer counts the tokens (default: $RLAB_BASE_DIR, "
+                                 "$NANOCHAT_BASE_DIR, ~/.cache/nanochat)."),
+    sources: list[str] = typer.Option(
+        [], "--from", help="'default' (the embedded corpus's long works) or .txt/.jsonl/.parquet files or folders. "
+                           "Repeat for several. Default: the corpus the base dir was prepared from, else 'default'."),
+    min_tokens: int | None = typer.Option(
+        None, "--min-tokens", min=1,
+        help="Keep documents with at least this many tokens (default: the longest eval length of --spec, or "
+             "2x the default continued-training length)."),
+    spec_path: Path | None = typer.Option(None, "--spec", "-s", help="Experiment spec whose longest eval length "
+                                                                      "sets the default --min-tokens."),
+    force: bool = typer.Option(False, "--force", help="Rebuild an existing set (evals already run used the old one)."),
+) -> None:
+    """Build long_docs/ (whole long documents, counted in the base dir's own tokenizer) for long-context evals."""
+    from rlab.cli.console import err, out
+    from rlab.data.long_docs import build_long_docs, read_long_docs_manifest
+    from rlab.errors import DataError
+    from rlab.paths import default_base_dir
+
+    root = (base_dir if base_dir is not None else default_base_dir()).expanduser()
+    existing = read_long_docs_manifest(root)
+    if existing is not None and not force:
+        out.print(f"[green]{root} already has a long-document set[/]: {len(existing.docs)} documents, "
+                  f"{existing.total_tokens:,} tokens (>= {existing.min_tokens:,} each). Pass --force to rebuild it.",
+                  highlight=False)
+        return
+    if min_tokens is None:
+        min_tokens = _default_min_tokens(spec_path)
+    if not (root / "tokenizer").is_dir():
+        raise DataError(f"{root} has no tokenizer/ folder.", "Point --base-dir at a nanochat base dir (or run "
+                                                               "`rlab data prepare` first).")
+    with err.status(f"building the long-document set of {root} ..."):
+        manifest = build_long_docs(root, sources or None, min_tokens)
+    _long_docs_summary(manifest, root, out)
+
+
+def _default_min_tokens(spec_path: Path | None) -> int:
+    from rlab.evals.lengths import experiment_target_len, longest_bpb_length
+    from rlab.spec.loading import load_spec
+
+    spec = load_spec(spec_path)
+    return longest_bpb_length(spec.eval, experiment_target_len(spec))
+
+
+def _long_docs_summary(manifest, root: Path, out) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"Long-document set of {root}", show_edge=False)
+    for col, justify in (("source", "left"), ("offered", "right"), ("kept", "right")):
+        table.add_column(col, justify=justify)
+    for s in manifest.sources:
+        table.add_row(s.detail, f"{s.offered:,}", f"{s.kept:,}")
+    out.print(table)
+    excluded = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in manifest.excluded.items()) or "none"
+    out.print(f"{len(manifest.docs)} documents, {manifest.total_tokens:,} tokens (each >= {manifest.min_tokens:,}; "
+              f"{manifest.docs_at_least(16384)} have >= 16,384) · left out: {excluded}", highlight=False)
+    out.print(f"training overlap {manifest.overlap_check} · set sha256 {manifest.set_sha256[:16]}", highlight=False)
+    for note in manifest.notes:
         out.print(f"[yellow]note:[/] {note}")

@@ -52,6 +52,7 @@ def eval_tag(
     = None,
     core: Annotated[Optional[bool], typer.Option("--core/--no-core", help="DCLM CORE.")] = None,
     passkey: Annotated[Optional[bool], typer.Option("--passkey/--no-passkey", help="Passkey retrieval.")] = None,
+    ruler: Annotated[Optional[bool], typer.Option("--ruler/--no-ruler", help="RULER-style synthetic tasks.")] = None,
     lengths: Annotated[
         Optional[str], typer.Option("--lengths", help="Context lengths for BPB-vs-length, e.g. 1024,2048,4096.")
     ] = None,
@@ -65,7 +66,7 @@ def eval_tag(
         "--force", help="Drop evals of an earlier checkpoint that this run does not redo (else it refuses).")] = False,
     dry_run: DryRunOpt = False,
 ) -> None:
-    """Evaluate a tag (BPB, BPB vs length, CORE, passkey) and write its per-tag outputs."""
+    """Evaluate a tag (BPB, BPB vs length, CORE, passkey, RULER-style tasks) and write its per-tag outputs."""
     from rlab.cli.console import out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
@@ -81,7 +82,8 @@ def eval_tag(
         raise SpecError("--tag and --all contradict each other.", "Give one of them.")
     spec, meta = _resolve_spec(spec_path, tag, experiment=experiment, base_dir=base_dir, base_tag=base_tag,
                                results_dir=results_dir)
-    spec = _apply_eval_flags(spec, bpb=bpb, bpb_length=bpb_length, core=core, passkey=passkey, lengths=lengths,
+    spec = _apply_eval_flags(spec, bpb=bpb, bpb_length=bpb_length, core=core, passkey=passkey, ruler=ruler,
+                             lengths=lengths,
                              max_per_task=max_per_task, eval_bundle=eval_bundle)
     base = base_layout(spec)
     if all_tags:
@@ -117,6 +119,7 @@ def eval_tag(
     layout = experiment_layout(spec)
     if not dry_run:
         require_writable_results(layout.root)
+        _ensure_long_docs(spec, base.root)
     failed = []
     for index, cfg in enumerate(configs):
         path = layout.eval_run_config(cfg.tag)
@@ -197,7 +200,28 @@ def _summary(path: Path) -> str:
         parts.append(f"CORE {metrics.core.core:.4f}")
     if metrics.passkey is not None:
         parts.append(f"passkey {metrics.passkey.overall:.2f}")
+    if metrics.ruler is not None and metrics.ruler.by_length:
+        scores = [r.score for r in metrics.ruler.by_length]
+        parts.append(f"RULER-style {sum(scores) / len(scores):.2f}")
     return ", ".join(parts) + f" ({path})"
+
+
+def _ensure_long_docs(spec: ExperimentSpec, base_root: Path) -> None:
+    """Build the base dir's long-document set before the workers start, when an eval needs it and it is missing."""
+    if not {"bpb_length", "ruler"} & set(spec.eval.evals):
+        return
+    from rlab.cli.console import out
+    from rlab.data.long_docs import ensure_long_docs, read_long_docs_manifest
+    from rlab.evals.lengths import experiment_target_len, longest_bpb_length
+
+    if read_long_docs_manifest(base_root) is not None:
+        return
+    min_tokens = longest_bpb_length(spec.eval, experiment_target_len(spec))
+    out.print(f"No long-document set in {base_root}: building it from the default sources for this tokenizer "
+              f"(documents of >= {min_tokens:,} tokens; shards and tokenizer are not touched) ...", highlight=False)
+    manifest, _ = ensure_long_docs(base_root, min_tokens)
+    out.print(f"long-document set: {len(manifest.docs)} documents, {manifest.total_tokens:,} tokens "
+              f"(sha256 {manifest.set_sha256[:12]}); `rlab data long-docs` rebuilds it.", highlight=False)
 
 
 def _newest_meta(ckpt_dir: Path) -> dict | None:
@@ -267,7 +291,7 @@ def _apply_eval_flags(spec: ExperimentSpec, **flags) -> ExperimentSpec:
 
     data = spec.eval.model_dump(mode="json")
     evals = list(data["evals"])
-    for name in ("bpb", "bpb_length", "core", "passkey"):
+    for name in ("bpb", "bpb_length", "core", "passkey", "ruler"):
         value = flags[name]
         if value is True and name not in evals:
             evals.append(name)
@@ -293,5 +317,5 @@ def _apply_eval_flags(spec: ExperimentSpec, **flags) -> ExperimentSpec:
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "eval flags").replace("  ", "  eval.")) from None
     if not new_eval.evals:
-        raise SpecError("No evals left to run.", "Enable one with --bpb, --bpb-length, --core or --passkey.")
+        raise SpecError("No evals left to run.", "Enable one with --bpb, --bpb-length, --core, --passkey or --ruler.")
     return spec.model_copy(update={"eval": new_eval})

@@ -432,21 +432,3 @@ def _chunks(texts: list[str | None], rows: range) -> Iterator[list[int]]:
             chunk, chars = [], 0
     if chunk:
         yield chunk
-
-
-def load_long_docs(base_dir: str | Path) -> list[str]:
-    """The fixed long-document eval set: `<base>/long_docs/long_docs.parquet`, `text` column."""
-    import pyarrow.parquet as pq
-
-    from rlab.paths import BaseLayout
-
-    path = BaseLayout(Path(base_dir)).long_docs_dir / "long_docs.parquet"
-    if not path.is_file():
-        raise DataError(f"No long-document set at {path}.", "Build it with `rlab data prepare`.")
-    try:
-        table = pq.read_table(path)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"Cannot read {path}: {exc}") from exc
-    if "text" not in table.column_names:
-        raise DataError(f"{path} has no 'text' column.")
-    return [t for t in table.column("text").to_pylist() if t]

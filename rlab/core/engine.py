@@ -131,6 +131,35 @@ class Engine:
             logits = self.model(nxt.view(num_samples, 1), kv_cache=cache)[:, -1, :]  # (B, V)
         return rows
 
+    @torch.no_grad()
+    def greedy(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list[list[int]]:
+        """Greedy continuations (`max_tokens` each) of several prompts of the SAME length, one batch.
+
+        Evals with many prompts of one length (passkey, RULER-style tasks) prefill them together;
+        each row decodes exactly as `generate(prompt, temperature=0)` would (same positions and
+        frequencies: the cache plans prompt length + max_tokens for every row).
+        """
+        if not prompts or not prompts[0]:
+            raise EvalError("Cannot generate from an empty prompt.", "Prepend BOS at least.")
+        if len({len(p) for p in prompts}) != 1:
+            raise EvalError("Engine.greedy needs prompts of one length (pad or group them by length).")
+        device = self._device()
+        B = len(prompts)
+        cache = self._new_cache(B, len(prompts[0]) + max_tokens, device)
+        ids = torch.tensor([list(p) for p in prompts], dtype=torch.long, device=device)  # (B, T0)
+        rows: list[list[int]] = [[] for _ in range(B)]
+        if max_tokens <= 0:
+            return rows
+        logits = self.model(ids, kv_cache=cache)[:, -1, :]  # (B, V)
+        for step in range(max_tokens):
+            nxt = sample_next(logits, None, 0.0, None, name=self.name, step=step)  # (B,)
+            for r, tok in enumerate(nxt.tolist()):
+                rows[r].append(tok)
+            if step == max_tokens - 1:
+                break
+            logits = self.model(nxt.view(B, 1), kv_cache=cache)[:, -1, :]  # (B, V)
+        return rows
+
 
 def sample_checkpoint(
     base_dir,

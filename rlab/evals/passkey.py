@@ -1,15 +1,21 @@
 """Passkey retrieval: can the model find a number hidden at a given depth of a long prompt?
 
-A prompt of (at most) `length` tokens is built from: BOS, an instruction, repeated filler
-sentences with a "needle" sentence carrying a random 5-digit key inserted after a fraction
-`depth` of the filler, and a question whose natural continuation is the key. The model decodes
-a few tokens greedily (through the KV-cache `Engine`); the trial is correct when the first
-number in its output equals the key. Accuracy is reported per (length, depth) over `trials`
-seeded trials; trial t uses the key drawn by `random.Random(seed + t)`, so every cell and every
-variant sees the same keys.
+Protocol (after the YaRN repository's `eval/passkey.py`, itself from landmark attention):
+a prompt of exactly `length` tokens: BOS, an instruction, repeated filler sentences, a needle
+that states a random key twice ("The secret number is K. Remember it: K is the secret number."),
+more filler, and a question whose natural continuation is the key. Keys are integers in
+1..50000 (YaRN's range). The model decodes 10 tokens greedily (YaRN's max_new_tokens); a trial
+is correct when the first number in its output equals the key.
 
-Prompts are assembled at the token level (filler in whole sentences), so the length and the
-needle's position are exact rather than estimated from characters.
+Differences from YaRN's script, on purpose: the depth is a grid (`eval.passkey_depths`, the fraction
+of the filler placed before the needle, at most 0.9 so that filler always separates the key from
+the question) instead of uniform at random, so accuracy can be read by depth; every (length, depth,
+trial) cell draws its own key (independent units: a trial's key is not reused across cells);
+prompts are assembled at the token level, so the length and the needle's position are exact.
+
+Results: accuracy with its counts per (length, depth) cell, per length (all depths pooled:
+n = depths x trials independent keys) and overall; every trial is one row of passkey_trials.csv
+(its unit: length, depth, trial, key, correct), from which the report computes intervals (Wilson).
 """
 
 from __future__ import annotations
@@ -21,13 +27,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rlab.errors import EvalError
+from rlab.evals.generation import GenJob, run_jobs, stable_seed
 
 log = logging.getLogger(__name__)
 
-INSTRUCTION = "Remember the secret number hidden in this text.\n"
+INSTRUCTION = ("A secret number is hidden somewhere in the long text below. Find it and remember it: "
+               "you will be asked for it at the end.\n")
 FILLER = "The river runs to the sea. The hills stay where they are. Birds cross the sky and the day goes on. "
-NEEDLE = "The secret number is {key}. "
-QUESTION = "\nWhat is the secret number? It is"
+NEEDLE = "The secret number is {key}. Remember it: {key} is the secret number. "
+QUESTION = "\nWhat is the secret number? The secret number is"
+KEY_MIN, KEY_MAX = 1, 50000
+MAX_NEW_TOKENS = 10
+SOURCE = "github.com/jquesnelle/yarn eval/passkey.py (key range, key stated twice, greedy, first number scored)"
 
 
 @dataclass(frozen=True)
@@ -41,12 +52,17 @@ class PasskeyPrompt:
     """Token range [filler_start, filler_end) holding filler plus the needle."""
 
 
-def draw_key(seed: int, trial: int) -> str:
-    return str(random.Random(seed + trial).randint(10000, 99999))
+def draw_key(seed: int, length: int, depth: float, trial: int) -> str:
+    """The key of one (length, depth, trial) cell: independent of every other cell, the same for every variant."""
+    return str(random.Random(stable_seed("passkey", seed, length, depth, trial)).randint(KEY_MIN, KEY_MAX))
 
 
 def build_prompt(tokenizer, length: int, depth: float, key: str) -> PasskeyPrompt:
-    """A prompt of at most `length` tokens with the needle after `depth` of the filler sentences."""
+    """A prompt of exactly `length` tokens with the needle after `depth` of the filler sentences.
+
+    The filler is whole sentences plus, right after the instruction, the tail of one sentence that
+    makes the length exact.
+    """
     if not 0.0 <= depth <= 1.0:
         raise EvalError(f"Passkey depth must be within [0, 1] (got {depth}).")
     head = [tokenizer.bos_token_id, *tokenizer.encode(INSTRUCTION)]
@@ -54,15 +70,15 @@ def build_prompt(tokenizer, length: int, depth: float, key: str) -> PasskeyPromp
     question = tokenizer.encode(QUESTION)
     unit = tokenizer.encode(FILLER)
     room = length - len(head) - len(needle) - len(question)
-    if room < 0:
+    if room < len(unit):
         raise EvalError(
-            f"Passkey length {length} is too short: instruction, needle and question alone take "
-            f"{length - room} tokens.",
+            f"Passkey length {length} is too short: instruction, needle, question and one filler sentence "
+            f"take {length - room + len(unit)} tokens.",
             "Use longer passkey_lengths.",
         )
-    n_units = room // len(unit)
+    n_units, extra = divmod(room, len(unit))
     before = int(round(depth * n_units))
-    tokens = head + unit * before
+    tokens = head + (unit[len(unit) - extra:] if extra else []) + unit * before
     needle_start = len(tokens)
     tokens += needle + unit * (n_units - before)
     filler_end = len(tokens)
@@ -75,71 +91,72 @@ def first_number(text: str) -> str | None:
     return m.group(0) if m else None
 
 
+@dataclass(frozen=True)
+class PasskeyTrial:
+    length: int
+    depth: float
+    trial: int
+    key: str
+    correct: bool
+
+
 @dataclass
 class PasskeyResult:
     lengths: list[int]
     depths: list[float]
     trials: int
-    correct: dict[tuple[int, float], int]
+    records: list[PasskeyTrial]
     skipped: list[dict]
 
+    @staticmethod
+    def _summary(rows: Sequence[PasskeyTrial]) -> dict:
+        n, k = len(rows), sum(r.correct for r in rows)
+        return {"accuracy": k / n if n else float("nan"), "correct": k, "n": n}
+
     def cells(self) -> list[dict]:
-        return [
-            {"length": L, "depth": d, "accuracy": self.correct[(L, d)] / self.trials, "n": self.trials}
-            for L in self.lengths
-            for d in self.depths
-        ]
+        return [{"length": L, "depth": d, **self._summary([r for r in self.records if r.length == L and r.depth == d])}
+                for L in self.lengths for d in self.depths]
+
+    def by_length(self) -> list[dict]:
+        return [{"length": L, **self._summary([r for r in self.records if r.length == L])} for L in self.lengths]
 
     def metrics(self) -> dict:
-        cells = self.cells()
-        overall = sum(c["accuracy"] for c in cells) / len(cells) if cells else float("nan")
+        overall = self._summary(self.records)
         return {
-            "lengths": self.lengths,
-            "depths": self.depths,
-            "trials": self.trials,
-            "overall": overall,
-            "cells": cells,
-            "skipped": self.skipped,
+            "protocol": (f"{SOURCE}; keys {KEY_MIN}-{KEY_MAX}, one per (length, depth, trial); prompt of exactly "
+                         f"`length` tokens; depth = fraction of the filler before the needle; {MAX_NEW_TOKENS} "
+                         "greedy tokens; correct = first number equals the key; intervals: the report's, from the "
+                         "independent keys (passkey_trials.csv)"),
+            "lengths": self.lengths, "depths": self.depths, "trials": self.trials, "units": len(self.records),
+            "overall": overall["accuracy"],
+            "by_length": self.by_length(), "cells": self.cells(), "skipped": self.skipped,
         }
 
 
-def evaluate_passkey(
-    engine,
-    tokenizer,
-    lengths: Sequence[int],
-    depths: Sequence[float],
-    trials: int,
-    seed: int,
-    device,
-) -> PasskeyResult:
-    """Accuracy per (length, depth); ranks take trials i = rank (mod world) and counts are summed."""
-    import torch
-    import torch.distributed as dist
-
-    distributed = dist.is_available() and dist.is_initialized()
-    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+def evaluate_passkey(engine, tokenizer, lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int,
+                     device, batch_tokens: int = 8192) -> PasskeyResult:
+    """Accuracy per (length, depth) over `trials` independent keys each (see the module docstring)."""
     usable: list[int] = []
     skipped: list[dict] = []
-    for L in lengths:
+    for L in sorted(set(int(n) for n in lengths)):
         try:
-            build_prompt(tokenizer, L, 0.0, draw_key(seed, 0))
-            usable.append(int(L))
+            build_prompt(tokenizer, L, 0.0, str(KEY_MAX))
+            usable.append(L)
         except EvalError as exc:
             log.warning("passkey length %d skipped: %s", L, exc.message)
-            skipped.append({"length": int(L), "reason": exc.message})
-    jobs = [(L, float(d), t) for L in usable for d in depths for t in range(trials)]
-    hits = torch.zeros(len(jobs), dtype=torch.float32, device=device)
-    for j in range(rank, len(jobs), world):
-        L, d, t = jobs[j]
-        prompt = build_prompt(tokenizer, L, d, draw_key(seed, t))
-        answer_len = len(tokenizer.encode(" " + prompt.key)) + 2
-        out = engine.generate(prompt.tokens, num_samples=1, max_tokens=answer_len, temperature=0.0)[0]
-        hits[j] = float(first_number(tokenizer.decode(out)) == prompt.key)
-    if distributed and world > 1:
-        dist.all_reduce(hits, op=dist.ReduceOp.SUM)
-    correct = {(L, float(d)): 0 for L in usable for d in depths}
-    for (L, d, _), h in zip(jobs, hits.tolist()):
-        correct[(L, d)] += int(h)
-    result = PasskeyResult(list(usable), [float(d) for d in depths], trials, correct, skipped)
-    log.info("passkey overall accuracy %.3f", result.metrics()["overall"])
+            skipped.append({"length": L, "reason": exc.message})
+    if not usable:
+        raise EvalError(f"No passkey length fits a prompt: {skipped[-1]['reason'] if skipped else 'no lengths given'}",
+                        "Set eval.passkey_lengths (or eval.lengths) to longer lengths.")
+    cells = [(L, float(d), t) for L in usable for d in depths for t in range(trials)]
+    prompts = [build_prompt(tokenizer, L, d, draw_key(seed, L, d, t)) for L, d, t in cells]
+    jobs = [GenJob(p.tokens, MAX_NEW_TOKENS) for p in prompts]
+
+    def score(i: int, out: list[int]) -> float:
+        return float(first_number(tokenizer.decode(out)) == prompts[i].key)
+
+    hits = run_jobs(engine, jobs, score, batch_tokens, device)
+    records = [PasskeyTrial(L, d, t, p.key, h > 0.5) for (L, d, t), p, h in zip(cells, prompts, hits)]
+    result = PasskeyResult(usable, [float(d) for d in depths], trials, records, skipped)
+    log.info("passkey overall accuracy %.3f over %d keys", result.metrics()["overall"], len(records))
     return result

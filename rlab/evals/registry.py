@@ -1,6 +1,6 @@
 """The evals `rlab eval` can run, by name: each adapts one pure eval function to an `EvalContext`.
 
-    EVALS = {"bpb": ..., "bpb_length": ..., "core": ..., "passkey": ...}
+    EVALS = {"bpb": ..., "bpb_length": ..., "core": ..., "passkey": ..., "ruler": ...}
 
 An adapter takes everything from the context (model, tokenizer, settings, paths), calls the pure
 function in its module, and returns an `EvalOutcome`: its section of eval.json (a `rlab.records`
@@ -49,10 +49,22 @@ class EvalContext:
     rank: int = 0
     world_size: int = 1
     autocast: Callable[[], AbstractContextManager] = nullcontext
+    shared: dict[str, Any] = field(default_factory=dict)
+    """What several evals of one worker share (the long-document set)."""
 
     @property
     def train_seq_len(self) -> int:
         return int(self.meta["model_config"]["sequence_len"])
+
+    @property
+    def original_len(self) -> int:
+        """L0: the base's training length (every variant's RoPE config records it)."""
+        return int(self.model.rope.original_len or self.train_seq_len)
+
+    @property
+    def target_len(self) -> int:
+        """T: the continued-training length (eval.target_len; the tag's own training length when unset)."""
+        return int(self.spec.target_len or self.train_seq_len)
 
     @property
     def batch_tokens(self) -> int:
@@ -116,30 +128,113 @@ def run_bpb(ctx: EvalContext) -> EvalOutcome:
     )
 
 
-def bpb_lengths(ctx: EvalContext) -> list[int]:
-    from rlab.evals.bpb import resolve_lengths
+def eval_lengths(ctx: EvalContext) -> list[int]:
+    """The experiment's eval lengths (`rlab.evals.lengths`): L0 = the base's training length (every tag's
+    RoPE config records it), T = eval.target_len (the continued-training length)."""
+    from rlab.evals.lengths import eval_lengths as resolve
 
-    return resolve_lengths(ctx.train_seq_len, ctx.spec.length_multipliers, ctx.spec.lengths)
+    return resolve(ctx.spec, ctx.original_len, ctx.target_len)
+
+
+def long_docs(ctx: EvalContext):
+    """The base dir's long-document set (`rlab.data.long_docs`), built on first use, loaded once per worker."""
+    if "long_docs" not in ctx.shared:
+        import torch.distributed as dist
+
+        from rlab.data.long_docs import ensure_long_docs, load_long_docs
+        from rlab.errors import RlabError
+        from rlab.evals.lengths import longest_bpb_length
+
+        failure: list = [None]
+        if ctx.rank == 0:
+            try:
+                manifest, built = ensure_long_docs(ctx.base_dir, longest_bpb_length(ctx.spec, ctx.target_len))
+                if built:
+                    log.warning("built the long-document set of %s: %d documents, %d tokens", ctx.base_dir,
+                                len(manifest.docs), manifest.total_tokens)
+            except RlabError as exc:
+                failure = [(type(exc), exc.message, exc.hint)]
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            dist.broadcast_object_list(failure, src=0)  # also the barrier: the set is complete after it
+        if failure[0] is not None:
+            cls, message, hint = failure[0]
+            raise cls(message, hint)
+        ctx.shared["long_docs"] = load_long_docs(ctx.base_dir)
+    return ctx.shared["long_docs"]
+
+
+def _encode_docs(ctx: EvalContext, docs, indices, bos: bool) -> dict[int, list[int]]:
+    """Tokens of the chosen documents of the set (BOS first when `bos`), checked against the manifest."""
+    texts = [docs.texts[i] for i in indices]
+    encoded = ctx.tokenizer.encode(texts, prepend=ctx.tokenizer.bos_token_id) if bos else ctx.tokenizer.encode(texts)
+    out = {}
+    for i, ids in zip(indices, encoded):
+        expected = docs.manifest.docs[i].tokens + (1 if bos else 0)
+        if len(ids) != expected:
+            raise EvalError(f"Long document {docs.manifest.docs[i].doc_id} has {len(ids)} tokens, its manifest says "
+                            f"{expected}.", "Rebuild the set with `rlab data long-docs --force`.")
+        out[i] = ids
+    return out
+
+
+def _long_docs_summary(docs) -> rec.LongDocsSummary:
+    return rec.LongDocsSummary.model_validate(docs.manifest.summary())
 
 
 def run_bpb_length(ctx: EvalContext) -> EvalOutcome:
-    """BPB vs context length on the long-document set (sliding window, see rlab.evals.bpb)."""
-    from rlab.core.data import load_long_docs
-    from rlab.evals.bpb import evaluate_bpb_by_length
+    """BPB vs context length on the long-document set: same targets at every length (rlab.evals.bpb_length),
+    or YaRN's sliding-window perplexity (rlab.evals.sliding_ppl) with eval.ppl_protocol."""
+    docs = long_docs(ctx)
+    lengths = eval_lengths(ctx)
+    if ctx.spec.ppl_protocol != "same_targets":
+        return _run_sliding(ctx, docs, lengths)
+    from rlab.evals.bpb_length import plan_blocks, score_plan
 
-    docs = ctx.tokenizer.encode(load_long_docs(ctx.base_dir), prepend=ctx.tokenizer.bos_token_id)
+    ids = docs.doc_ids
+    plan = plan_blocks([d.tokens + 1 for d in docs.manifest.docs], lengths, ctx.spec.length_tokens,
+                       ctx.spec.length_block)
+    tokens = _encode_docs(ctx, docs, plan.used_docs, bos=True)
     with ctx.autocast():
-        metric, raw = evaluate_bpb_by_length(
-            ctx.model, docs, bpb_lengths(ctx), ctx.spec.length_tokens, ctx.token_bytes,
-            ctx.tokenizer.bos_token_id, ctx.batch_tokens, block=ctx.spec.length_block,
-        )
-    section = rec.BpbLengthMetric.model_validate(metric)
-    units = [rec.BpbUnit(section="bpb_length", metric=f"len_{L}", unit=str(i), doc=str(d), nats=n, bytes=int(b),
+        metric, raw = score_plan(ctx.model, plan, tokens, ctx.token_bytes, ctx.batch_tokens)
+    section = rec.BpbLengthMetric.model_validate({**metric, "long_docs": _long_docs_summary(docs)})
+    units = [rec.BpbUnit(section="bpb_length", metric=f"len_{L}", unit=str(i), doc=ids[d], nats=n, bytes=int(b),
                          tokens=t)
              for L, res in raw.items() for i, ((n, b, t), d) in enumerate(zip(res.units, res.unit_docs, strict=True))]
-    doc_hashes = [rec.short_hash(d) for d in docs]
     return EvalOutcome(section, {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (rec.LengthRow, section.lengths)}, units,
-                       data_hash=rec.short_hash(doc_hashes))
+                       data_hash=docs.manifest.set_sha256[:12], settings_extra={"lengths_used": lengths})
+
+
+def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
+    from rlab.evals.sliding_ppl import convention, evaluate_sliding
+
+    truncate = ctx.spec.ppl_protocol == "truncated"
+    need = max(lengths)
+    chosen = [i for i, d in enumerate(docs.manifest.docs) if d.tokens >= need][: ctx.spec.ppl_docs]
+    if not chosen:
+        raise EvalError(f"No long document has the {need} tokens the {ctx.spec.ppl_protocol} protocol needs at "
+                        f"length {need}.", f"Rebuild the set with `rlab data long-docs --min-tokens {need} --force` "
+                        "and longer sources (--from), or use shorter lengths.")
+    if len(chosen) < ctx.spec.ppl_docs:
+        log.warning("%s perplexity: only %d documents have %d tokens (asked for %d)", ctx.spec.ppl_protocol,
+                    len(chosen), need, ctx.spec.ppl_docs)
+    tokens = _encode_docs(ctx, docs, chosen, bos=False)
+    with ctx.autocast():
+        results = evaluate_sliding(ctx.model, tokens, chosen, lengths, ctx.spec.ppl_stride,
+                                   ctx.tokenizer.bos_token_id, ctx.token_bytes, ctx.batch_tokens, truncate=truncate)
+    ids = docs.doc_ids
+    rows = [rec.LengthRow(length=r.length, bpb=r.bpb, tokens=r.tokens, docs=r.docs, ppl=r.ppl, windows=r.windows)
+            for r in results]
+    section = rec.BpbLengthMetric(
+        convention=convention(truncate, ctx.spec.ppl_stride, len(chosen), need), protocol=ctx.spec.ppl_protocol,
+        longest=need, units=len(chosen), docs=len(chosen), stride=None if truncate else ctx.spec.ppl_stride,
+        lengths=rows, long_docs=_long_docs_summary(docs),
+    )
+    units = [rec.BpbUnit(section="bpb_length", metric=f"len_{r.length}", unit=ids[d], doc=ids[d], nats=nats,
+                         bytes=int(nbytes), tokens=ntok)
+             for r in results for d, nats, nbytes, _, _, ntok in r.units]
+    return EvalOutcome(section, {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (rec.LengthRow, rows)}, units,
+                       data_hash=rec.short_hash([ids[i] for i in chosen] + [docs.manifest.set_sha256]),
+                       settings_extra={"lengths_used": lengths})
 
 
 def run_core(ctx: EvalContext) -> EvalOutcome:
@@ -175,19 +270,43 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
 
 
 def run_passkey(ctx: EvalContext) -> EvalOutcome:
-    """Passkey retrieval accuracy per (length, depth), greedy decoding through the engine."""
+    """Passkey retrieval accuracy per (length, depth), one random key per trial (rlab.evals.passkey)."""
     from rlab.core.engine import Engine
     from rlab.evals.passkey import evaluate_passkey
 
-    lengths = list(ctx.spec.passkey_lengths or bpb_lengths(ctx))
+    lengths = list(ctx.spec.passkey_lengths or eval_lengths(ctx))
     with ctx.autocast():
         res = evaluate_passkey(
             Engine(ctx.model, name=ctx.name), ctx.tokenizer, lengths, ctx.spec.passkey_depths,
-            ctx.spec.passkey_trials, ctx.spec.seed, ctx.device,
+            ctx.spec.passkey_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens,
         )
     metric = rec.PasskeyMetric.model_validate(res.metrics())
-    return EvalOutcome(metric, {ctx.out_dir / outputs.PASSKEY_CSV: (rec.PasskeyCell, metric.cells)},
-                       settings_extra={"lengths_used": lengths})
+    trials = [rec.PasskeyTrial(length=r.length, depth=r.depth, trial=r.trial, key=r.key, correct=int(r.correct))
+              for r in res.records]
+    return EvalOutcome(metric, {
+        ctx.out_dir / outputs.PASSKEY_CSV: (rec.PasskeyCell, metric.cells),
+        ctx.out_dir / outputs.PASSKEY_TRIALS_CSV: (rec.PasskeyTrial, trials),
+    }, settings_extra={"lengths_used": lengths})
+
+
+def run_ruler(ctx: EvalContext) -> EvalOutcome:
+    """RULER-style synthetic tasks (rlab.evals.ruler), haystack from the long-document set."""
+    from rlab.core.engine import Engine
+    from rlab.evals.ruler import evaluate_ruler
+
+    docs = long_docs(ctx)
+    lengths = list(ctx.spec.ruler_lengths or eval_lengths(ctx))
+    with ctx.autocast():
+        res = evaluate_ruler(
+            Engine(ctx.model, name=ctx.name), ctx.tokenizer, docs.texts, ctx.spec.ruler_tasks, lengths,
+            ctx.spec.ruler_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens,
+        )
+    metric = rec.RulerMetric.model_validate({**res.metrics(), "long_docs": _long_docs_summary(docs)})
+    trials = [rec.RulerTrial(task=r.task, length=r.length, trial=r.trial, score=r.score) for r in res.records]
+    return EvalOutcome(metric, {
+        ctx.out_dir / outputs.RULER_CSV: (rec.RulerCell, metric.by_task),
+        ctx.out_dir / outputs.RULER_TRIALS_CSV: (rec.RulerTrial, trials),
+    }, data_hash=docs.manifest.set_sha256[:12], settings_extra={"lengths_used": lengths})
 
 
 EVALS: dict[str, Callable[[EvalContext], EvalOutcome]] = {
@@ -195,6 +314,7 @@ EVALS: dict[str, Callable[[EvalContext], EvalOutcome]] = {
     "bpb_length": run_bpb_length,
     "core": run_core,
     "passkey": run_passkey,
+    "ruler": run_ruler,
 }
 
 

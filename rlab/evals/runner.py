@@ -31,6 +31,7 @@ from rlab import records as rec
 from rlab.errors import EvalError
 from rlab.evals import outputs
 from rlab.evals.registry import EvalContext, EvalOutcome, get_eval, release_memory
+from rlab.evals.rope_eval import apply_eval_rope
 from rlab.spec.run import EvalRunConfig
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,8 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     info = init_distributed()
     model, meta = load_model(ckpt_dir, step, info.device)
     model.eval()
+    rope = model.rope.model_dump(mode="json")  # the tag's own config, before any eval-time switch
+    rope_eval = apply_eval_rope(model, cfg.eval, int(cfg.eval.target_len or meta["model_config"]["sequence_len"]))
     name = f"{cfg.tag} step {step}"
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
     cuda = info.device_type == "cuda"
@@ -188,7 +191,7 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
         raise EvalError(f"{name}: could not compute {', '.join(bad[:6])}{' ...' if len(bad) > 6 else ''} "
                         "(not finite); nothing was written.",
                         "Check the checkpoint (a non-finite weight gives NaN everywhere).")
-    doc = merge_doc(previous, cfg, facts, model.rope.model_dump(mode="json"), ctx.train_seq_len, outcomes, runs)
+    doc = merge_doc(previous, cfg, facts, rope, ctx.train_seq_len, outcomes, runs, rope_eval)
     if info.is_main:
         write_outputs(out_dir, Path(cfg.core_csv), doc, outcomes)
     del model, ctx
@@ -197,7 +200,8 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
 
 
 def merge_doc(previous: rec.EvalDoc | None, cfg: EvalRunConfig, facts: rec.CheckpointFacts, rope: dict,
-              train_seq_len: int, outcomes: dict[str, EvalOutcome], runs: dict[str, rec.SectionRun]) -> rec.EvalDoc:
+              train_seq_len: int, outcomes: dict[str, EvalOutcome], runs: dict[str, rec.SectionRun],
+              rope_eval: dict | None = None) -> rec.EvalDoc:
     """The new eval.json: the previous one's sections not re-run (when kept), plus this run's."""
     sections = previous.metrics.model_dump(exclude_none=True) if previous is not None else {}
     measured = dict(previous.measured) if previous is not None else {}
@@ -205,7 +209,8 @@ def merge_doc(previous: rec.EvalDoc | None, cfg: EvalRunConfig, facts: rec.Check
         sections[eval_name] = outcome.metric.model_dump()
         measured[eval_name] = runs[eval_name]
     return rec.EvalDoc(
-        experiment=cfg.experiment, tag=cfg.tag, variant=cfg.variant, rope=rope, train_seq_len=train_seq_len,
+        experiment=cfg.experiment, tag=cfg.tag, variant=cfg.variant, rope=rope, rope_eval=rope_eval,
+        train_seq_len=train_seq_len,
         checkpoint=facts, metrics=rec.EvalMetrics.model_validate(sections), measured=measured,
     )
 

@@ -215,6 +215,8 @@ def variant_of_tag(spec: ExperimentSpec, tag: str) -> str:
 
 def plan_eval(spec: ExperimentSpec, tag: str, variant: str | None = None, step: int | None = None) -> EvalRunConfig:
     """The eval job of one tag (`variant` defaults to the one its name says)."""
+    from rlab.evals.lengths import experiment_target_len
+
     variant = variant or variant_of_tag(spec, tag)
     layout = experiment_layout(spec)
     label = arm_label(spec, tag)  # replicates and zero-shot arms keep their own per-task CORE file
@@ -226,5 +228,5 @@ def plan_eval(spec: ExperimentSpec, tag: str, variant: str | None = None, step: 
         step=step,
         out_dir=layout.eval_dir(tag),
         core_csv=layout.core_task_csv(label if label.startswith(f"{variant}-") else variant),
-        eval=spec.eval,
+        eval=spec.eval.model_copy(update={"target_len": experiment_target_len(spec)}),
     )

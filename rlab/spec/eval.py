@@ -5,40 +5,83 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, field_validator
 
 from rlab.spec.base import StrictModel
 
-EvalName = Literal["bpb", "bpb_length", "core", "passkey"]
+EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler"]
+RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
+PplProtocol = Literal["same_targets", "sliding", "truncated"]
+PASSKEY_MAX_DEPTH = 0.9
+"""The needle is placed after at most this fraction of the filler, so filler always separates it from the question."""
 
 
 class EvalSpec(StrictModel):
     """Which evals run and how big they are."""
 
-    evals: tuple[EvalName, ...] = ("bpb", "bpb_length", "core", "passkey")
-    """Evals to run: bpb (train/val), bpb_length (BPB vs context length), core (DCLM CORE), passkey."""
+    evals: tuple[EvalName, ...] = ("bpb", "bpb_length", "core", "passkey", "ruler")
+    """Evals to run: bpb (train/val), bpb_length (BPB vs context length), core (DCLM CORE), passkey, ruler
+    (RULER-style synthetic long-context tasks)."""
     bpb_tokens: PositiveInt = 262144
     """Tokens per split for train/val BPB."""
-    length_multipliers: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
-    """BPB-vs-length lengths as multiples of the model's training length (ignored if `lengths` is set)."""
+    target_len: PositiveInt | None = None
+    """The continued-training length the default length grid is built around (its longest length is 2x this);
+    null = the experiment's train.seq_len (rlab eval fills it in)."""
     lengths: tuple[PositiveInt, ...] | None = None
-    """Explicit context lengths in tokens for BPB-vs-length (and passkey, unless passkey_lengths is set)."""
+    """Context lengths in tokens for BPB-vs-length, passkey and the RULER-style tasks; null = the default grid:
+    L0/2, L0, 2*L0, ... up to 2*target_len (L0 = the base's training length, target_len included)."""
+    extra_lengths: tuple[PositiveInt, ...] = ()
+    """Lengths added to `lengths` or to the default grid."""
     length_tokens: PositiveInt = 65536
     """Scored tokens per length for BPB-vs-length (capped by the long-document set)."""
     length_block: PositiveInt | None = None
     """BPB-vs-length scoring block B: each window scores its last B targets (left context L-B..L-1),
-    the same targets at every length; null = the shortest length // 2 (see rlab.evals.bpb)."""
+    the same targets at every length; null = the shortest length // 2 (see rlab.evals.bpb_length)."""
+    ppl_protocol: PplProtocol = "same_targets"
+    """BPB-vs-length protocol: same_targets (default: the same target tokens at every length, paired), sliding
+    (the YaRN repository's sliding-window perplexity: window L, stride ppl_stride, BOS per window) or truncated
+    (YaRN's --truncate: the first L-1 tokens of each document in one window). See rlab.evals.sliding_ppl."""
+    ppl_stride: PositiveInt = 256
+    """Stride of the sliding protocol (YaRN's --sliding-window, default 256)."""
+    ppl_docs: PositiveInt = 10
+    """Documents the sliding/truncated protocols score (YaRN's --samples): the first this many of the
+    long-document set with at least the longest length in tokens (YaRN's --dataset-min-tokens)."""
     core_bundle: Path | None = None
     """DCLM CORE bundle dir; null = <base_dir>/eval_bundle."""
     max_per_task: PositiveInt | None = None
     """Evaluate at most N examples per CORE task (deterministic subsample); null = all."""
     passkey_lengths: tuple[PositiveInt, ...] | None = None
-    """Passkey prompt lengths in tokens; null = the BPB-vs-length lengths."""
-    passkey_depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    """Where the key sits in the filler, as a fraction of the prompt."""
-    passkey_trials: PositiveInt = 5
-    """Seeded trials per (length, depth)."""
+    """Passkey prompt lengths in tokens; null = the eval lengths."""
+    passkey_depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
+    """Where the needle sits: the fraction of the filler before it (at most 0.9, so the key is never next to
+    the question)."""
+    passkey_trials: PositiveInt = 20
+    """Trials per (length, depth), each with its own random key in 1..50000 (YaRN's range)."""
+    ruler_tasks: tuple[RulerTaskName, ...] = ("niah_multikey", "niah_multivalue", "vt", "cwe")
+    """RULER-style tasks (Hsieh et al. 2024): multi-key and multi-value needles, variable tracking,
+    common-word extraction. See rlab.evals.ruler."""
+    ruler_lengths: tuple[PositiveInt, ...] | None = None
+    """Total lengths (prompt + answer) of the RULER-style tasks; null = the eval lengths."""
+    ruler_trials: PositiveInt = 20
+    """Independently generated examples per (task, length)."""
+    dynamic_ntk: Literal["per_window", "fixed"] = "per_window"
+    """How dynamic-ntk's scale is chosen: per_window (Hugging Face's behaviour: frequencies from each forward's
+    own length, so context and frequencies change together along the length axis) or fixed (frequencies
+    evaluated once at dynamic_ntk_len for every window)."""
+    dynamic_ntk_len: PositiveInt | None = None
+    """Length at which a fixed dynamic-ntk evaluates its frequencies; null = target_len."""
     device_batch_size: PositiveInt = 8
     """Sequences per forward pass."""
     seed: int = Field(1234)
-    """Seed for subsampling, few-shot draws and passkeys."""
+    """Seed for subsampling, few-shot draws, passkeys and the RULER-style examples."""
+
+    @field_validator("passkey_depths")
+    @classmethod
+    def _depths(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        for d in value:
+            if not 0.0 <= d <= PASSKEY_MAX_DEPTH:
+                raise ValueError(f"each depth must be within [0, {PASSKEY_MAX_DEPTH}] (got {d}): deeper puts the "
+                                 "key next to the question")
+        if not value:
+            raise ValueError("at least one depth")
+        return value

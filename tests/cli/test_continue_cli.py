@@ -310,8 +310,8 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
                      timeout=300)
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     report = json.loads(layout.eval_json("smoke-pi").read_text())
-    assert (report["tag"], report["variant"], report["step"]) == ("smoke-pi", "pi", 6)
-    assert set(report["metrics"]) >= {"bpb", "bpb_length"}
+    assert (report["tag"], report["variant"], report["checkpoint"]["step"]) == ("smoke-pi", "pi", 6)
+    assert set(report["metrics"]) >= {"bpb", "bpb_length", "passkey", "ruler"}
     assert layout.eval_run_config("smoke-pi").exists() and layout.eval_log("smoke-pi").exists()
     listing = rlab("ls", "--base-dir", str(base_dir), "--results-dir", str(results))
     assert "smoke-pi" in listing.stdout and "smoke@4" in listing.stdout and "bpb_length" in listing.stdout

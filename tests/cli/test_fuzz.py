@@ -34,7 +34,7 @@ PATHS = [
     "variants.pi.attention_factor", "variants.x y", "train", "train.seq_len", "train.steps", "train.device_batch_size",
     "train.total_batch_size", "train.eval_every", "train.save_every", "train.keep_last", "train.seed", "train.compile",
     "train.dtype", "train.grad_clip", "train.lr", "train.lr.matrix_lr", "train.lr.warmdown_frac",
-    "train.lr.warmup_steps", "eval", "eval.evals", "eval.lengths", "eval.length_multipliers", "eval.max_per_task",
+    "train.lr.warmup_steps", "eval", "eval.evals", "eval.lengths", "eval.extra_lengths", "eval.max_per_task",
     "eval.passkey_depths", "launch", "launch.launcher", "launch.nproc_per_node", "launch.nnodes", "launch.node_rank",
     "launch.rdzv_endpoint", "launch.rdzv_port", "launch.gpus_per_variant", "launch.env", "launch.slurm.time",
     "launch.slurm.extra_args", "tracking.wandb", "pretrain", "pretrain.model.n_head", "pretrain.train.steps", "typo",

@@ -29,7 +29,7 @@ def spec_file(tmp_path: Path, text: str | bytes, name: str = "spec.yaml") -> Pat
     ("train: {seq_len: true}", "train.seq_len: expected a number, not a boolean (got True)"),
     ("train: {steps: false}", "train.steps: expected a number, not a boolean"),
     ("train: {eval_every: true}", "train.eval_every: expected a number, not a boolean"),
-    ("eval: {length_multipliers: [1, true]}", "eval.length_multipliers: expected a number"),
+    ("eval: {passkey_depths: [0.5, true]}", "eval.passkey_depths: expected a number"),
     ("launch: {nnodes: yes}", "launch.nnodes: expected a number"),
     ("variants: {a: {variant: pi, factor: .nan}}", "variants.a.factor: Input should be a finite number"),
     ("variants: {a: {variant: pi, factor: .inf}}", "variants.a.factor: Input should be a finite number"),

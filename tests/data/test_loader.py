@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from rlab.core.data import TokenLoader, load_long_docs
+from rlab.core.data import TokenLoader
 from rlab.core.tokenizer import Tokenizer
 from rlab.data.shards import shard_name, write_parquet_texts
 from rlab.errors import DataError
@@ -224,17 +224,3 @@ def test_bad_layouts(tmp_path, tok):
         _loader(bad, tok, rank=2, world_size=2)
 
 
-def test_long_docs(tiny_base_dir, tok):
-    import pyarrow.parquet as pq
-
-    docs = load_long_docs(tiny_base_dir)
-    assert len(docs) == 3 and all(len(d) >= 12_000 for d in docs)
-    shard_texts = set()
-    for path in sorted((tiny_base_dir / "base_data").glob("*.parquet")):
-        shard_texts |= set(pq.read_table(path).column("text").to_pylist())
-    assert not shard_texts & set(docs)  # kept out of train and val
-
-
-def test_long_docs_missing(tmp_path):
-    with pytest.raises(DataError, match="No long-document set"):
-        load_long_docs(tmp_path)

@@ -9,15 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from rlab.errors import EvalError
-from rlab.evals.bpb import (
-    Block,
-    doc_windows,
-    evaluate_bpb_blocks,
-    evaluate_bpb_by_length,
-    plan_blocks,
-    resolve_lengths,
-    score_documents,
-)
+from rlab.evals.bpb import doc_windows, score_documents
+from rlab.evals.bpb_length import Block, evaluate_bpb_blocks, evaluate_bpb_by_length, plan_blocks
 from tests.evals.conftest import random_gpt
 
 
@@ -145,7 +138,7 @@ class RecordingUnitLoss(RecordingUniformModel):
 def test_every_length_scores_the_same_targets_once_with_full_context(lengths, block):
     docs = distinct_docs([40, 90, 33, 7, 61])
     model = RecordingUnitLoss(10**6)
-    metric, raw = evaluate_bpb_by_length(model, docs, lengths, 150, torch.ones(10**6, dtype=torch.long), 0, 64, block)
+    metric, raw = evaluate_bpb_by_length(model, docs, lengths, 150, torch.ones(10**6, dtype=torch.long), 64, block)
     seen = scored_targets(model, docs)
     B = block or min(lengths) // 2
     ref = sorted(t for t, _, L in seen if L == lengths[0])
@@ -165,7 +158,7 @@ def test_hand_computed_tiny_case():
     token_bytes = torch.tensor([0, 1, 2, 3, 4, 5, 6, 1])  # token 0 is a special (BOS)
     docs = [[0, 1, 2, 3, 4, 5, 6, 7, 1, 2], [0, 3, 3, 3, 3]]
     model = RecordingUniformModel(V)
-    metric, raw = evaluate_bpb_by_length(model, docs, [6, 4], 100, token_bytes, pad_id=0, batch_tokens=12)
+    metric, raw = evaluate_bpb_by_length(model, docs, [6, 4], 100, token_bytes, batch_tokens=12)
     # L_k = 6, B = 4 // 2 = 2; doc 1 (5 tokens) cannot hold a 6-token window plus its target.
     # Block ends e = 6, 8 (e <= 9): targets tokens 5..6 and 7..8 of doc 0, i.e. 5,6 | 7,1 -> 11 | 2 bytes.
     assert metric["block"] == 2 and metric["longest"] == 6 and metric["skipped"] == []
@@ -204,15 +197,10 @@ def test_infeasible_lengths_skipped_and_the_longest_feasible_places_blocks():
     assert plan.longest == 16 and plan.short_docs == [] and plan.blocks[0] == Block(0, 16)
     none = plan_blocks([5, 8], [8], 100)
     assert none.lengths == [] and none.blocks == [] and none.skipped[0]["length"] == 8
-    metric, raw = evaluate_bpb_by_length(UniformModel(8), [[1] * 8], [8], 100, torch.ones(8, dtype=torch.long), 0, 64)
+    metric, raw = evaluate_bpb_by_length(UniformModel(8), [[1] * 8], [8], 100, torch.ones(8, dtype=torch.long), 64)
     assert metric["lengths"] == [] and raw == {} and metric["skipped"][0]["length"] == 8
     with pytest.raises(EvalError, match="does not fit the shortest length"):
         plan_blocks([100], [8, 16], 100, block=9)
-
-
-def test_resolve_lengths():
-    assert resolve_lengths(64, (0.5, 1.0, 2.0, 1.0), None) == [32, 64, 128]
-    assert resolve_lengths(64, (0.5,), (100, 50, 100)) == [50, 100]
 
 
 def test_blocks_equal_per_window_recompute_on_a_real_model():
@@ -222,7 +210,7 @@ def test_blocks_equal_per_window_recompute_on_a_real_model():
     token_bytes[256] = 0
     g = torch.Generator().manual_seed(0)
     docs = [[256] + torch.randint(0, 256, (n,), generator=g).tolist() for n in (50, 9, 31)]
-    metric, raw = evaluate_bpb_by_length(model, docs, [8, 16, 64], 10_000, token_bytes, 256, 40)
+    metric, raw = evaluate_bpb_by_length(model, docs, [8, 16, 64], 10_000, token_bytes, 40)
     plan = plan_blocks([len(d) for d in docs], [8, 16, 64], 10_000)
     # L_k = 16 (64 needs 65 tokens), B = 4: doc 0 (51 tokens) ends 16..48 -> 9 blocks, doc 2 (32) ends 16..28 -> 4
     assert plan.longest == 16 and len(plan.blocks) == 13 and metric["skipped"][0]["length"] == 64
@@ -253,7 +241,7 @@ def test_unit_ids_and_bytes_pair_across_lengths_and_models():
     out = []
     for seed in (1, 2):
         model = random_gpt(300, sequence_len=16, seed=seed)
-        out.append(evaluate_bpb_by_length(model, docs, [8, 32], 100, token_bytes, 256, 32)[1])
+        out.append(evaluate_bpb_by_length(model, docs, [8, 32], 100, token_bytes, 32)[1])
     byte_units = [u[1] for u in out[0][8].units]
     assert len(byte_units) == 25  # ceil(100 / B = 4) blocks
     for res in (out[0][8], out[0][32], out[1][8], out[1][32]):

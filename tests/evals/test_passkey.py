@@ -10,7 +10,17 @@ import torch
 
 from rlab.core.engine import Engine
 from rlab.errors import EvalError
-from rlab.evals.passkey import NEEDLE, build_prompt, draw_key, evaluate_passkey, first_number
+from rlab.evals.passkey import (
+    FILLER,
+    KEY_MAX,
+    KEY_MIN,
+    NEEDLE,
+    QUESTION,
+    build_prompt,
+    draw_key,
+    evaluate_passkey,
+    first_number,
+)
 from tests.evals.conftest import random_gpt
 
 
@@ -47,18 +57,19 @@ class EchoKeyModel(torch.nn.Module):
         return logits
 
 
-@pytest.mark.parametrize("depth", [0.0, 0.25, 0.5, 0.75, 1.0])
-def test_prompt_holds_key_at_depth(tokenizer, depth):
-    key = draw_key(1234, 0)
+@pytest.mark.parametrize("depth", [0.0, 0.25, 0.5, 0.9])
+def test_prompt_has_the_exact_length_and_the_key_at_depth(tokenizer, depth):
+    key = draw_key(1234, 400, depth, 0)
     p = build_prompt(tokenizer, 400, depth, key)
-    assert len(p.tokens) <= 400 and p.tokens[0] == tokenizer.bos_token_id
+    assert len(p.tokens) == 400 and p.tokens[0] == tokenizer.bos_token_id
     text = tokenizer.decode(p.tokens)
-    assert NEEDLE.format(key=key) in text and text.endswith("What is the secret number? It is")
+    assert NEEDLE.format(key=key) in text and text.endswith(QUESTION)
+    unit = len(tokenizer.encode(FILLER))
     needle_len = len(tokenizer.encode(NEEDLE.format(key=key)))
     filler = p.filler_end - p.filler_start - needle_len
-    unit = len(tokenizer.encode("The river runs to the sea. The hills stay where they are. Birds cross the sky and the day goes on. "))
-    assert abs((p.needle_start - p.filler_start) - depth * filler) <= unit / 2 + 1
-    assert len(p.tokens) > 400 - unit - 1  # the filler fills the length up to one sentence
+    assert abs((p.needle_start - p.filler_start) - depth * filler) <= unit
+    # filler always separates the needle from the question
+    assert p.filler_end - (p.needle_start + needle_len) >= unit
 
 
 def test_too_short_length_is_an_error(tokenizer):
@@ -66,22 +77,40 @@ def test_too_short_length_is_an_error(tokenizer):
         build_prompt(tokenizer, 10, 0.5, "12345")
 
 
-def test_keys_are_seeded_and_scoring_reads_first_number():
-    assert draw_key(7, 3) == draw_key(7, 3) and len(draw_key(7, 3)) == 5
+def test_keys_are_independent_per_cell_and_in_yarn_range():
+    keys = [draw_key(7, L, d, t) for L in (256, 512) for d in (0.0, 0.5) for t in range(20)]
+    assert keys == [draw_key(7, L, d, t) for L in (256, 512) for d in (0.0, 0.5) for t in range(20)]
+    assert all(KEY_MIN <= int(k) <= KEY_MAX for k in keys)
+    assert len(set(keys)) > 70  # 80 cells, not one key reused across (length, depth)
     assert first_number(" 48213. Remember") == "48213" and first_number("none") is None
 
 
+def test_depth_beyond_0_9_is_rejected_by_the_spec():
+    from pydantic import ValidationError
+
+    from rlab.spec.eval import EvalSpec
+
+    with pytest.raises(ValidationError, match="next to the question"):
+        EvalSpec(passkey_depths=(0.5, 1.0))
+
+
 def test_echo_model_scores_100_percent(tokenizer):
-    res = evaluate_passkey(Engine(EchoKeyModel(tokenizer)), tokenizer, [200, 400, 20], [0.0, 0.5, 1.0], 3, 99, "cpu")
+    res = evaluate_passkey(Engine(EchoKeyModel(tokenizer)), tokenizer, [200, 400, 20], [0.0, 0.5, 0.9], 3, 99, "cpu",
+                           batch_tokens=1000)
     m = res.metrics()
-    assert m["overall"] == 1.0 and m["lengths"] == [200, 400]
+    assert m["overall"] == 1.0 and m["lengths"] == [200, 400] and m["units"] == 18
     assert m["skipped"][0]["length"] == 20
     assert len(m["cells"]) == 6 and all(c["accuracy"] == 1.0 and c["n"] == 3 for c in m["cells"])
+    assert [(r["length"], r["n"], r["correct"]) for r in m["by_length"]] == [(200, 9, 9), (400, 9, 9)]
+    assert len({r.key for r in res.records}) == 18
 
 
-def test_random_model_runs_through_the_engine(tokenizer):
+def test_random_model_runs_through_the_engine_and_batching_does_not_change_it(tokenizer):
     torch.set_num_threads(1)
-    res = evaluate_passkey(Engine(random_gpt(tokenizer.vocab_size)), tokenizer, [150], [0.0, 1.0], 2, 0, "cpu")
-    m = res.metrics()
+    model = random_gpt(tokenizer.vocab_size)
+    a = evaluate_passkey(Engine(model), tokenizer, [200], [0.0, 0.9], 2, 0, "cpu", batch_tokens=215)
+    b = evaluate_passkey(Engine(model), tokenizer, [200], [0.0, 0.9], 2, 0, "cpu", batch_tokens=10_000)
+    m = a.metrics()
     assert 0.0 <= m["overall"] <= 1.0 and not math.isnan(m["overall"])
-    assert [(c["length"], c["depth"]) for c in m["cells"]] == [(150, 0.0), (150, 1.0)]
+    assert [(c["length"], c["depth"]) for c in m["cells"]] == [(200, 0.0), (200, 0.9)]
+    assert a.records == b.records

@@ -37,10 +37,12 @@ def make_base(tiny_base_dir: Path, root: Path, seq_len: int = 32) -> Path:
     return base
 
 
-def eval_config(base: Path, root: Path, bundle: Path, evals=("bpb", "bpb_length", "core", "passkey")) -> EvalRunConfig:
+def eval_config(base: Path, root: Path, bundle: Path,
+                evals=("bpb", "bpb_length", "core", "passkey", "ruler")) -> EvalRunConfig:
     spec = EvalSpec(
         evals=evals, bpb_tokens=1024, lengths=(16, 32, 64, 100000), length_tokens=256, core_bundle=bundle,
-        max_per_task=6, passkey_lengths=(100,), passkey_depths=(0.0, 1.0), passkey_trials=2, device_batch_size=4,
+        max_per_task=6, passkey_lengths=(256,), passkey_depths=(0.0, 0.9), passkey_trials=2, device_batch_size=4,
+        ruler_tasks=("niah_multikey", "vt"), ruler_lengths=(400,), ruler_trials=2,
     )
     return EvalRunConfig(
         experiment="exp", tag=TAG, variant="rope", base_dir=base, out_dir=root / "evals" / TAG,
@@ -79,7 +81,8 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     assert saved == doc and json.loads((out / "eval.json").read_text())["schema"] == "rlab.eval/2"
     assert saved.tag == TAG and saved.step == 5 and saved.checkpoint.tokens_trained == 1000
     assert saved.rope["variant"] == "rope" and saved.rope["original_len"] == 32 and saved.train_seq_len == 32
-    assert set(saved.measured) == {"bpb", "bpb_length", "core", "passkey"} == set(saved.metrics.present())
+    assert set(saved.measured) == {"bpb", "bpb_length", "core", "passkey", "ruler"} == set(saved.metrics.present())
+    assert saved.rope_eval["frequencies"].startswith("fixed by the RoPE config")
     run = saved.measured["bpb"]
     assert run.world_size == 1 and run.dtype == "float32" and run.code_version.package
     assert run.settings == {"bpb_tokens": 1024, "seed": 1234, "window": 32} and run.data_hash
@@ -90,7 +93,17 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     assert [r.length for r in m.bpb_length.lengths] == [16, 32, 64]
     assert m.bpb_length.skipped[0].length == 100000
     assert m.core.partial and m.core.missing_tasks == ["squad"]
-    assert len(m.passkey.cells) == 2
+    assert len(m.passkey.cells) == 2 and m.passkey.units == 4 and m.passkey.by_length[0].n == 4
+    assert len(rec.read_rows(out / "passkey_trials.csv", rec.PasskeyTrial)) == 4
+    from rlab.data.long_docs import read_long_docs_manifest
+
+    long_set = rec.LongDocsSummary.model_validate(read_long_docs_manifest(base).summary())
+    assert m.bpb_length.long_docs == m.ruler.long_docs == long_set
+    assert saved.measured["bpb_length"].data_hash == m.bpb_length.long_docs.sha256[:12]
+    assert [(c.task, c.length, c.n) for c in m.ruler.by_task] == [("niah_multikey", 400, 2), ("vt", 400, 2)]
+    assert m.ruler.units == 4 and m.ruler.by_length[0].n == 4
+    assert len(rec.read_rows(out / "ruler_trials.csv", rec.RulerTrial)) == 4
+    assert len(rec.read_rows(out / "ruler.csv", rec.RulerCell)) == 2
     assert len(rec.read_rows(out / "bpb_by_length.csv", rec.LengthRow)) == 3
     assert len(rec.read_rows(out / "passkey.csv", rec.PasskeyCell)) == 2
     examples = rec.read_rows(out / "core_examples.csv", rec.CoreExample)
@@ -110,7 +123,8 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     after = {p.name: p.read_text() for p in out.iterdir() if p.suffix == ".csv"}
     assert before == after and doc2.metrics == doc.metrics
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["eval.json", "bpb_by_length.csv", "passkey.csv", "core_examples.csv", "bpb_units.csv", "bpb_docs.csv"]
+        ["eval.json", "bpb_by_length.csv", "passkey.csv", "passkey_trials.csv", "ruler.csv", "ruler_trials.csv",
+         "core_examples.csv", "bpb_units.csv", "bpb_docs.csv"]
     )
 
 

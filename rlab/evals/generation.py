@@ -1,0 +1,52 @@
+"""Shared machinery of the generation evals (passkey, RULER-style tasks): seeds, batching, ranks.
+
+Every trial has its own random content drawn from `stable_seed(seed, ...)` (a hash, not Python's
+salted `hash`), so trials are independent units, every variant sees the same trials, and the
+numbers do not depend on world size or batch size. Prompts of one length are prefilled together
+and decoded greedily through the KV cache (`Engine.greedy`); ranks take trials i = rank (mod world)
+and the per-trial scores are summed across ranks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+
+def stable_seed(*parts: object) -> int:
+    """A 64-bit seed from any parts (stable across processes and Python versions)."""
+    digest = hashlib.sha256("\0".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+@dataclass(frozen=True)
+class GenJob:
+    """One trial: its prompt tokens and how many tokens to decode."""
+
+    prompt: list[int]
+    max_new: int
+
+
+def run_jobs(engine, jobs: Sequence[GenJob], score: Callable[[int, list[int]], float], batch_tokens: int,
+             device) -> list[float]:
+    """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks."""
+    import torch
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    scores = torch.zeros(len(jobs), dtype=torch.float64, device=device)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i in range(rank, len(jobs), world):
+        groups.setdefault((len(jobs[i].prompt), jobs[i].max_new), []).append(i)
+    for (length, max_new), idxs in sorted(groups.items()):
+        rows = max(1, batch_tokens // (length + max_new))
+        for k in range(0, len(idxs), rows):
+            chunk = idxs[k:k + rows]
+            outs = engine.greedy([jobs[i].prompt for i in chunk], max_new)
+            for i, out in zip(chunk, outs):
+                scores[i] = float(score(i, out))
+    if distributed and world > 1:
+        dist.all_reduce(scores, op=dist.ReduceOp.SUM)
+    return scores.tolist()
