@@ -27,6 +27,7 @@ from rlab.cli import (
     sample_cmd,
     spec_cmd,
 )
+from rlab.cli.examples import epilog
 from rlab.errors import RlabError, os_error
 
 app = typer.Typer(
@@ -37,18 +38,20 @@ app = typer.Typer(
     add_completion=False,
 )
 
-# The mission: continue -> eval -> report.
-app.command("continue", rich_help_panel="Experiment")(continue_cmd.continue_training)
-app.command("eval", rich_help_panel="Experiment")(eval_cmd.eval_tag)
-app.command("report", rich_help_panel="Experiment")(report_cmd.build_report)
-app.command("demo", rich_help_panel="Experiment")(demo_cmd.run_demo)
-app.command("pretrain", rich_help_panel="Experiment")(pretrain_cmd.pretrain)
-# Inspection and set-up.
+# The mission: continue -> eval -> report. Each command's --help ends with examples (rlab.cli.examples).
+for _name, _function, _panel in (
+    ("continue", continue_cmd.continue_training, "Experiment"),
+    ("eval", eval_cmd.eval_tag, "Experiment"),
+    ("report", report_cmd.build_report, "Experiment"),
+    ("demo", demo_cmd.run_demo, "Experiment"),
+    ("pretrain", pretrain_cmd.pretrain, "Experiment"),
+    ("ls", ls_cmd.list_tags, "Inspect"),
+    ("sample", sample_cmd.sample, "Inspect"),
+    ("validate", spec_cmd.validate, "Spec"),
+    ("schema", spec_cmd.schema, "Spec"),
+):
+    app.command(_name, rich_help_panel=_panel, epilog=epilog(_name))(_function)
 app.add_typer(rope_cmd.app, name="rope", rich_help_panel="Inspect")
-app.command("ls", rich_help_panel="Inspect")(ls_cmd.list_tags)
-app.command("sample", rich_help_panel="Inspect")(sample_cmd.sample)
-app.command("validate", rich_help_panel="Spec")(spec_cmd.validate)
-app.command("schema", rich_help_panel="Spec")(spec_cmd.schema)
 app.add_typer(data_cmd.app, name="data", rich_help_panel="Set-up")
 app.add_typer(bundle_cmd.app, name="bundle", rich_help_panel="Set-up")
 
@@ -101,8 +104,19 @@ def rich_help(exc) -> None:
 
 @functools.cache
 def click_command():
-    """The click command Typer builds from `app` (what `app()` runs), built once per process."""
-    return typer.main.get_command(app)
+    """The click command Typer builds from `app` (what `app()` runs), built once per process.
+
+    `--help` is a switch: its `<bool>` type column is dropped, as for rlab's own switches.
+    """
+    command = typer.main.get_command(app)
+    stack = [command]
+    while stack:
+        cmd = stack.pop()
+        option = cmd.get_help_option(typer.Context(cmd))
+        if option is not None:
+            option.metavar = ""
+        stack.extend(getattr(cmd, "commands", {}).values())
+    return command
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from rlab.cli.options import (
     BaseDirOpt,
     BaseTagOpt,
     DryRunOpt,
+    ExperimentOpt,
     ForceOpt,
     GpusPerVariantOpt,
     LauncherOpt,
@@ -36,6 +37,7 @@ from rlab.cli.options import (
     ResumeOpt,
     SpecOpt,
     StepsOpt,
+    at_least,
 )
 from rlab.errors import LaunchError
 
@@ -51,25 +53,29 @@ LOG_TAIL_LINES = 15
 
 def continue_training(
     spec_path: SpecOpt = None,
-    from_step: Annotated[Optional[int], typer.Option("--from-step", min=0, help="Base checkpoint step.")] = None,
+    from_step: Annotated[Optional[int], typer.Option("--from-step", metavar="N", callback=at_least(0),
+                                                     help="Base checkpoint step (spec: base.step).")] = None,
     variants: Annotated[
         Optional[str],
-        typer.Option("--variants", "-v", help="Comma-separated variants, e.g. pi,ntk,yarn (spec's, or built-in)."),
+        typer.Option("--variants", "-v", metavar="NAMES",
+                     help="Comma-separated variants, any case, e.g. pi,ntk,yarn (the spec's, or built-in)."),
     ] = None,
+    experiment: ExperimentOpt = None,
     base_tag: BaseTagOpt = None,
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
     steps: StepsOpt = None,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="New training length (train.seq_len).")]
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", metavar="N", callback=at_least(1),
+                                                   help="New training length (train.seq_len). (default: --target-len)")]
     = None,
     target_len: Annotated[
         Optional[int],
-        typer.Option("--target-len", min=1, help="Target context (spec: target_len; default 4 x the base's length)."),
+        typer.Option("--target-len", metavar="N", callback=at_least(1), help="Target context (spec: target_len; default 4 x the base's length)."),
     ] = None,
     seeds: Annotated[Optional[int], typer.Option(
-        "--seeds", min=1, help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
+        "--seeds", metavar="N", callback=at_least(1), rich_help_panel="Arms", help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
     zero_shot: Annotated[Optional[bool], typer.Option(
-        "--zero-shot/--no-zero-shot", help="Also make each variant's training-free arm (train.zero_shot).")] = None,
+        "--zero-shot/--no-zero-shot", metavar="", rich_help_panel="Arms", help="Also make each variant's training-free arm (train.zero_shot).")] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     gpus_per_variant: GpusPerVariantOpt = None,
@@ -78,7 +84,7 @@ def continue_training(
     rdzv_endpoint: RdzvEndpointOpt = None,
     launcher: LauncherOpt = None,
     dry_run: DryRunOpt = False,
-    json_out: Annotated[bool, typer.Option("--json", help="With --dry-run: the resolved plan as JSON on stdout.")]
+    json_out: Annotated[bool, typer.Option("--json", metavar="", help="With --dry-run: the resolved plan as JSON on stdout.")]
     = False,
     resume: ResumeOpt = False,
     force: ForceOpt = False,
@@ -90,7 +96,7 @@ def continue_training(
     from rlab.orchestrate.prepare import build_jobs, tag_plans
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
+    spec = load_spec(spec_path, name=experiment, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
                      results_dir=results_dir, steps=steps, seeds=seeds, zero_shot=zero_shot, seq_len=seq_len,
                      target_len=target_len, nproc=nproc, max_restarts=max_restarts,
                      gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
@@ -225,6 +231,8 @@ def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun, keep_f
         signal.signal(signal.SIGTERM, previous)
     out.line()
     _summary(states, rerun)
+    out.print(f"next: rlab eval --spec {experiment_layout(spec).resolved_spec} --all", highlight=False, markup=False,
+              soft_wrap=True)
     return states
 
 

@@ -11,6 +11,7 @@ Flags win over the file: `load_spec(path, steps=10)` validates the file's conten
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
         if key not in OVERRIDE_PATHS:
             raise TypeError(f"load_spec: unknown override {key!r}")
         if value is not None:
+            value = value.value if isinstance(value, Enum) else value  # a CLI choice (e.g. Launcher.slurm)
             _set_dotted(raw, OVERRIDE_PATHS[key], str(value) if isinstance(value, Path) else value)
     spec = _validate(raw, source)
     if variants is not None:
