@@ -26,6 +26,7 @@ from rlab.cli import (
     rope_cmd,
     sample_cmd,
     spec_cmd,
+    status_cmd,
 )
 from rlab.cli.examples import epilog
 from rlab.errors import RlabError, os_error
@@ -35,7 +36,7 @@ app = typer.Typer(
     help="Controlled context-extension (RoPE scaling) experiments on nanochat-style GPT models.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
 )
 
 # The mission: continue -> eval -> report. Each command's --help ends with examples (rlab.cli.examples).
@@ -46,6 +47,7 @@ for _name, _function, _panel in (
     ("demo", demo_cmd.run_demo, "Experiment"),
     ("pretrain", pretrain_cmd.pretrain, "Experiment"),
     ("ls", ls_cmd.list_tags, "Inspect"),
+    ("status", status_cmd.status, "Inspect"),
     ("sample", sample_cmd.sample, "Inspect"),
     ("validate", spec_cmd.validate, "Spec"),
     ("schema", spec_cmd.schema, "Spec"),
@@ -106,17 +108,33 @@ def rich_help(exc) -> None:
 def click_command():
     """The click command Typer builds from `app` (what `app()` runs), built once per process.
 
-    `--help` is a switch: its `<bool>` type column is dropped, as for rlab's own switches.
+    Switches (`--help`, `--version`, completion) show no `<bool>` type column, like rlab's own.
     """
+    from typer import rich_utils
+
+    rich_utils.RANGE_STRING = ""  # a range goes into the help text instead (below), not the type column
     command = typer.main.get_command(app)
     stack = [command]
     while stack:
         cmd = stack.pop()
         option = cmd.get_help_option(typer.Context(cmd))
-        if option is not None:
-            option.metavar = ""
+        for param in [*cmd.params, *([option] if option is not None else [])]:
+            _tidy_help(param)
         stack.extend(getattr(cmd, "commands", {}).values())
     return command
+
+
+def _tidy_help(param) -> None:
+    """Short type column for 80-column help: no `<bool>` on switches; `N (>= 1)` instead of `<int range> [x>=1]`."""
+    if getattr(param, "is_flag", False) and param.metavar is None:
+        param.metavar = ""
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    if (low is not None or high is not None) and param.metavar is None and not getattr(param, "count", False):
+        bare = param.bare_type() if hasattr(param, "bare_type") else ""
+        param.metavar = "N" if "int" in bare else "X"
+        bounds = " to ".join(str(b) for b in (low, high) if b is not None) if low is not None and high is not None \
+            else (f">= {low}" if low is not None else f"<= {high}")
+        param.help = f"{param.help or ''} (range: {bounds})".strip()
 
 
 def main() -> None:

@@ -293,23 +293,31 @@ def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
 
 def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str,
                 base: BaseInfo | None = None) -> None:
-    """The plan as a table (L0, factor and seq_len per tag), then each job's exact command."""
+    """The plan as a table (RoPE with its L0 and factor, seq_len, steps per tag), then each job's exact command.
+
+    What every tag shares (source checkpoint, world size) is one line above the table, so the table fits
+    80 columns; the commands are soft-wrapped, never cut, so they can be copied.
+    """
+    from rich import box
     from rich.table import Table
 
     from rlab.cli.console import out
     from rlab.orchestrate.plan import experiment_layout
 
-    table = Table(title=title, title_justify="left")
-    for column in ("variant", "tag", "from", "rope", "L0", "factor", "seq_len", "steps", "tokens/step", "world"):
-        table.add_column(column, no_wrap=column != "rope", overflow="fold")
     launch = spec.launch
+    sources = sorted({f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs})
+    out.print(f"[bold]{title}[/]: from {', '.join(sources) or '-'}, world {launch.nnodes}x{launch.procs_per_job} "
+              f"per job", highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table.add_column("tag", no_wrap=True)
+    table.add_column("rope", overflow="fold")
+    for column in ("seq", "steps", "tok/step"):
+        table.add_column(column, justify="right", no_wrap=True)
     for run in runs:
-        source = f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else "scratch"
         batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
         l0 = run.rope.original_len or (base.sequence_len if base else None)
-        table.add_row(run.variant, run.tag, source, run.rope.describe(), "?" if l0 is None else str(l0),
-                      f"{run.rope.factor:g}", str(run.train.seq_len), str(run.train.steps), f"{batch:,}",
-                      f"{launch.nnodes}x{launch.procs_per_job}")
+        rope = run.rope.with_original_len(l0) if l0 else run.rope
+        table.add_row(run.tag, rope.describe(), str(run.train.seq_len), str(run.train.steps), f"{batch:,}")
     out.print(table)
     layout = experiment_layout(spec)
     out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)

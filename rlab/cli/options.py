@@ -78,7 +78,7 @@ ResumeOpt = Annotated[bool, switch(
 JsonOpt = Annotated[bool, switch("--json", help="Print the result as JSON on stdout (for scripts).")]
 LauncherOpt = Annotated[
     Optional[Launcher],
-    typer.Option("--launcher", rich_help_panel=MULTI_NODE_PANEL, show_default=False,
+    typer.Option("--launcher", rich_help_panel=MULTI_NODE_PANEL, show_default=False, case_sensitive=False,
                  help="local: torchrun here; slurm: one sbatch job per variant (spec: launch.launcher). "
                       "(default: local)"),
 ]

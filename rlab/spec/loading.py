@@ -138,12 +138,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise SpecError(f"Spec file not found: {path}", "Check the path given to --spec.") from None
+        raise SpecError(f"Spec file not found: {path}", "Check the spec path (a YAML file, e.g. experiments/demo.yaml).") from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}).",
                         "A spec is a YAML text file; save it as UTF-8.") from None
     except OSError as exc:
-        raise SpecError(f"Cannot read spec {path}: {exc.strerror or exc}.", "Check the path given to --spec.") from None
+        raise SpecError(f"Cannot read spec {path}: {exc.strerror or exc}.", "Check the spec path (a YAML file, e.g. experiments/demo.yaml).") from None
     try:
         data = yaml.safe_load(text)
     except RecursionError:
