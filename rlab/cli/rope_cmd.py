@@ -18,7 +18,7 @@ import math
 
 import typer
 
-from rlab.variants import VARIANT_NAMES, RopeVariant
+from rlab.variants import VARIANT_NAMES
 
 app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True)
 
@@ -41,8 +41,8 @@ FLAGS = {
 
 @app.command("inspect")
 def inspect(
-    variant: RopeVariant = typer.Option(RopeVariant.rope, "--variant", "-v", case_sensitive=False, metavar="NAME",
-                                        help=f"RoPE variant, any case: {', '.join(VARIANT_NAMES)}."),
+    variant: str = typer.Option("rope", "--variant", "-v", metavar="NAME",  # a str: a typo gets "did you mean"
+                                help=f"RoPE variant, any case: {', '.join(VARIANT_NAMES)}."),
     head_dim: int = typer.Option(128, "--head-dim", help="Attention head dimension d (even)."),
     base: float = typer.Option(10000.0, "--base", help="Rotary base theta."),
     scale: float = typer.Option(1.0, "--scale", "-s", help="Scale factor s = target / original context."),
@@ -63,7 +63,7 @@ def inspect(
     from rlab.errors import SpecError
 
     try:
-        _inspect(variant.value, head_dim, base, scale, original_len, seq_len, beta_fast, beta_slow, attention_factor,
+        _inspect(variant, head_dim, base, scale, original_len, seq_len, beta_fast, beta_slow, attention_factor,
                  low_freq_factor, high_freq_factor, as_json)
     except SpecError as exc:
         raise SpecError(_with_flag_names(exc.message), exc.hint) from None
