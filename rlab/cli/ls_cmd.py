@@ -1,4 +1,4 @@
-"""`rlab ls`: every tag under the base dir with its state, training length, RoPE config and headline metrics.
+"""`rlab ls`: every tag under the base dir: state, training length, architecture, RoPE and headline metrics.
 
 The records come from `rlab.cli.tag_state`; this module only lays them out (a table that fits 80
 columns, or JSON with --json).
@@ -27,6 +27,17 @@ def step_text(record: dict) -> str:
     return f"{step}/{end}" if end is not None and record["state"] in ("training", "stopped", "failed") else str(step)
 
 
+def _arch_text(architecture: dict | None) -> str:
+    """`2025`, `2026 SSSL`, or `?` (unreadable): the short form of nanochat's architecture generation."""
+    if not architecture:
+        return "-"
+    name = architecture.get("name", "?")
+    if not name.startswith("nanochat-"):
+        return "?"
+    pattern = architecture.get("window_pattern") or "L"
+    return name.removeprefix("nanochat-") + ("" if set(pattern) == {"L"} else f" {pattern}")
+
+
 def records_table(records: list[dict]):
     """The records as a compact table: one line per tag at 80 columns (only the RoPE text may wrap)."""
     from rich import box
@@ -37,6 +48,7 @@ def records_table(records: list[dict]):
     table.add_column("state", no_wrap=True)
     table.add_column("step", justify="right", no_wrap=True)
     table.add_column("seq", justify="right", no_wrap=True)
+    table.add_column("arch", no_wrap=True)
     table.add_column("rope", overflow="fold")
     metrics = [m for m in METRIC_COLUMNS if any(m[0] in r["metrics"] for r in records)]
     for _, header, _ in metrics:
@@ -44,7 +56,7 @@ def records_table(records: list[dict]):
     for r in records:
         style = STATE_STYLE.get(r["state"], "")
         cells = [r["tag"], f"[{style}]{r['state']}[/]" if style else r["state"], step_text(r),
-                 str(r["seq_len"] or "-"), r["rope"]]
+                 str(r["seq_len"] or "-"), _arch_text(r.get("architecture")), r["rope"]]
         cells += [fmt.format(r["metrics"][key]) if key in r["metrics"] else "-" for key, _, fmt in metrics]
         table.add_row(*cells)
     return table

@@ -64,7 +64,7 @@ def _record(base: BaseLayout, tag: str, steps: list[int], meta: dict, experiment
         "end_step": progress.end_step if progress is not None else None,
         "seq_len": (run_config.get("train") or {}).get("seq_len") or model.get("sequence_len"),
         "from": f"{lineage['parent_tag']}@{lineage['parent_step']}" if lineage.get("parent_tag") else None,
-        "rope": _rope_text(meta), "experiment": run.experiment if run else (next(iter(evals), None)),
+        "rope": _rope_text(meta), "architecture": _architecture(base, tag, steps), "experiment": run.experiment if run else (next(iter(evals), None)),
         "metrics": metrics, "evals": {name: str(path) for name, path in evals.items()},
         "log": str(run.train_log(tag)) if run else None, "holder": holder,
         "error": progress.error if progress is not None else None,
@@ -88,6 +88,21 @@ def _experiments(results_root: Path) -> list[ExperimentLayout]:
     if not results_root.is_dir():
         return []
     return [ExperimentLayout(results_root, p.name) for p in sorted(results_root.iterdir()) if p.is_dir()]
+
+
+def _architecture(base: BaseLayout, tag: str, steps: list[int]) -> dict[str, Any] | None:
+    """nanochat-2025/2026 with windows and rotary base, from the newest checkpoint's meta and keys (torch mmap)."""
+    if not steps:
+        return None
+    from rlab.core.checkpoint import inspect_checkpoint
+    from rlab.errors import RlabError
+
+    try:
+        info = inspect_checkpoint(base.checkpoint_dir(tag), steps[-1])
+    except RlabError as exc:
+        return {"name": "unreadable", "describe": f"unreadable: {exc.message}"}
+    return {"name": info.architecture, "describe": info.describe(), "window_pattern": info.window_pattern,
+            "rotary_base": info.rotary_base}
 
 
 def _lock_holder(base: BaseLayout, tag: str) -> str | None:
