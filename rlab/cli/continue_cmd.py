@@ -308,7 +308,7 @@ def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], ti
     sources = sorted({f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs})
     out.print(f"[bold]{title}[/]: from {', '.join(sources) or '-'}, world {launch.nnodes}x{launch.procs_per_job} "
               f"per job", highlight=False)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("tag", no_wrap=True)
     table.add_column("rope", overflow="fold")
     for column in ("seq", "steps", "tok/step"):

@@ -43,7 +43,7 @@ def records_table(records: list[dict]):
     from rich import box
     from rich.table import Table
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("tag", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("step", justify="right", no_wrap=True)
