@@ -26,7 +26,9 @@ from rlab.cli import (
     rope_cmd,
     sample_cmd,
     spec_cmd,
+    status_cmd,
 )
+from rlab.cli.examples import epilog
 from rlab.errors import RlabError, os_error
 
 app = typer.Typer(
@@ -34,21 +36,24 @@ app = typer.Typer(
     help="Controlled context-extension (RoPE scaling) experiments on nanochat-style GPT models.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
 )
 
-# The mission: continue -> eval -> report.
-app.command("continue", rich_help_panel="Experiment")(continue_cmd.continue_training)
-app.command("eval", rich_help_panel="Experiment")(eval_cmd.eval_tag)
-app.command("report", rich_help_panel="Experiment")(report_cmd.build_report)
-app.command("demo", rich_help_panel="Experiment")(demo_cmd.run_demo)
-app.command("pretrain", rich_help_panel="Experiment")(pretrain_cmd.pretrain)
-# Inspection and set-up.
+# The mission: continue -> eval -> report. Each command's --help ends with examples (rlab.cli.examples).
+for _name, _function, _panel in (
+    ("continue", continue_cmd.continue_training, "Experiment"),
+    ("eval", eval_cmd.eval_tag, "Experiment"),
+    ("report", report_cmd.build_report, "Experiment"),
+    ("demo", demo_cmd.run_demo, "Experiment"),
+    ("pretrain", pretrain_cmd.pretrain, "Experiment"),
+    ("ls", ls_cmd.list_tags, "Inspect"),
+    ("status", status_cmd.status, "Inspect"),
+    ("sample", sample_cmd.sample, "Inspect"),
+    ("validate", spec_cmd.validate, "Spec"),
+    ("schema", spec_cmd.schema, "Spec"),
+):
+    app.command(_name, rich_help_panel=_panel, epilog=epilog(_name))(_function)
 app.add_typer(rope_cmd.app, name="rope", rich_help_panel="Inspect")
-app.command("ls", rich_help_panel="Inspect")(ls_cmd.list_tags)
-app.command("sample", rich_help_panel="Inspect")(sample_cmd.sample)
-app.command("validate", rich_help_panel="Spec")(spec_cmd.validate)
-app.command("schema", rich_help_panel="Spec")(spec_cmd.schema)
 app.add_typer(data_cmd.app, name="data", rich_help_panel="Set-up")
 app.add_typer(bundle_cmd.app, name="bundle", rich_help_panel="Set-up")
 
@@ -101,8 +106,35 @@ def rich_help(exc) -> None:
 
 @functools.cache
 def click_command():
-    """The click command Typer builds from `app` (what `app()` runs), built once per process."""
-    return typer.main.get_command(app)
+    """The click command Typer builds from `app` (what `app()` runs), built once per process.
+
+    Switches (`--help`, `--version`, completion) show no `<bool>` type column, like rlab's own.
+    """
+    from typer import rich_utils
+
+    rich_utils.RANGE_STRING = ""  # a range goes into the help text instead (below), not the type column
+    command = typer.main.get_command(app)
+    stack = [command]
+    while stack:
+        cmd = stack.pop()
+        option = cmd.get_help_option(typer.Context(cmd))
+        for param in [*cmd.params, *([option] if option is not None else [])]:
+            _tidy_help(param)
+        stack.extend(getattr(cmd, "commands", {}).values())
+    return command
+
+
+def _tidy_help(param) -> None:
+    """Short type column for 80-column help: no `<bool>` on switches; `N (>= 1)` instead of `<int range> [x>=1]`."""
+    if getattr(param, "is_flag", False) and param.metavar is None:
+        param.metavar = ""
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    if (low is not None or high is not None) and param.metavar is None and not getattr(param, "count", False):
+        bare = param.bare_type() if hasattr(param, "bare_type") else ""
+        param.metavar = "N" if "int" in bare else "X"
+        bounds = " to ".join(str(b) for b in (low, high) if b is not None) if low is not None and high is not None \
+            else (f">= {low}" if low is not None else f"<= {high}")
+        param.help = f"{param.help or ''} (range: {bounds})".strip()
 
 
 def main() -> None:

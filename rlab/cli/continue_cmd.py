@@ -24,6 +24,7 @@ from rlab.cli.options import (
     BaseDirOpt,
     BaseTagOpt,
     DryRunOpt,
+    ExperimentOpt,
     ForceOpt,
     GpusPerVariantOpt,
     LauncherOpt,
@@ -36,6 +37,7 @@ from rlab.cli.options import (
     ResumeOpt,
     SpecOpt,
     StepsOpt,
+    at_least,
 )
 from rlab.errors import LaunchError
 
@@ -51,25 +53,29 @@ LOG_TAIL_LINES = 15
 
 def continue_training(
     spec_path: SpecOpt = None,
-    from_step: Annotated[Optional[int], typer.Option("--from-step", min=0, help="Base checkpoint step.")] = None,
+    from_step: Annotated[Optional[int], typer.Option("--from-step", metavar="N", callback=at_least(0),
+                                                     help="Base checkpoint step (spec: base.step).")] = None,
     variants: Annotated[
         Optional[str],
-        typer.Option("--variants", "-v", help="Comma-separated variants, e.g. pi,ntk,yarn (spec's, or built-in)."),
+        typer.Option("--variants", "-v", metavar="NAMES",
+                     help="Comma-separated variants, any case, e.g. pi,ntk,yarn (the spec's, or built-in)."),
     ] = None,
+    experiment: ExperimentOpt = None,
     base_tag: BaseTagOpt = None,
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
     steps: StepsOpt = None,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="New training length (train.seq_len).")]
+    seq_len: Annotated[Optional[int], typer.Option("--seq-len", metavar="N", callback=at_least(1),
+                                                   help="New training length (train.seq_len). (default: --target-len)")]
     = None,
     target_len: Annotated[
         Optional[int],
-        typer.Option("--target-len", min=1, help="Target context (spec: target_len; default 4 x the base's length)."),
+        typer.Option("--target-len", metavar="N", callback=at_least(1), help="Target context (spec: target_len; default 4 x the base's length)."),
     ] = None,
     seeds: Annotated[Optional[int], typer.Option(
-        "--seeds", min=1, help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
+        "--seeds", metavar="N", callback=at_least(1), rich_help_panel="Arms", help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
     zero_shot: Annotated[Optional[bool], typer.Option(
-        "--zero-shot/--no-zero-shot", help="Also make each variant's training-free arm (train.zero_shot).")] = None,
+        "--zero-shot/--no-zero-shot", metavar="", rich_help_panel="Arms", help="Also make each variant's training-free arm (train.zero_shot).")] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     gpus_per_variant: GpusPerVariantOpt = None,
@@ -78,7 +84,7 @@ def continue_training(
     rdzv_endpoint: RdzvEndpointOpt = None,
     launcher: LauncherOpt = None,
     dry_run: DryRunOpt = False,
-    json_out: Annotated[bool, typer.Option("--json", help="With --dry-run: the resolved plan as JSON on stdout.")]
+    json_out: Annotated[bool, typer.Option("--json", metavar="", help="With --dry-run: the resolved plan as JSON on stdout.")]
     = False,
     resume: ResumeOpt = False,
     force: ForceOpt = False,
@@ -90,7 +96,7 @@ def continue_training(
     from rlab.orchestrate.prepare import build_jobs, tag_plans
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
+    spec = load_spec(spec_path, name=experiment, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
                      results_dir=results_dir, steps=steps, seeds=seeds, zero_shot=zero_shot, seq_len=seq_len,
                      target_len=target_len, nproc=nproc, max_restarts=max_restarts,
                      gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
@@ -225,6 +231,8 @@ def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun, keep_f
         signal.signal(signal.SIGTERM, previous)
     out.line()
     _summary(states, rerun)
+    out.print(f"next: rlab eval --spec {experiment_layout(spec).resolved_spec} --all", highlight=False, markup=False,
+              soft_wrap=True)
     return states
 
 
@@ -285,23 +293,31 @@ def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
 
 def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str,
                 base: BaseInfo | None = None) -> None:
-    """The plan as a table (L0, factor and seq_len per tag), then each job's exact command."""
+    """The plan as a table (RoPE with its L0 and factor, seq_len, steps per tag), then each job's exact command.
+
+    What every tag shares (source checkpoint, world size) is one line above the table, so the table fits
+    80 columns; the commands are soft-wrapped, never cut, so they can be copied.
+    """
+    from rich import box
     from rich.table import Table
 
     from rlab.cli.console import out
     from rlab.orchestrate.plan import experiment_layout
 
-    table = Table(title=title, title_justify="left")
-    for column in ("variant", "tag", "from", "rope", "L0", "factor", "seq_len", "steps", "tokens/step", "world"):
-        table.add_column(column, no_wrap=column != "rope", overflow="fold")
     launch = spec.launch
+    sources = sorted({f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs})
+    out.print(f"[bold]{title}[/]: from {', '.join(sources) or '-'}, world {launch.nnodes}x{launch.procs_per_job} "
+              f"per job", highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    table.add_column("tag", no_wrap=True)
+    table.add_column("rope", overflow="fold")
+    for column in ("seq", "steps", "tok/step"):
+        table.add_column(column, justify="right", no_wrap=True)
     for run in runs:
-        source = f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else "scratch"
         batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
         l0 = run.rope.original_len or (base.sequence_len if base else None)
-        table.add_row(run.variant, run.tag, source, run.rope.describe(), "?" if l0 is None else str(l0),
-                      f"{run.rope.factor:g}", str(run.train.seq_len), str(run.train.steps), f"{batch:,}",
-                      f"{launch.nnodes}x{launch.procs_per_job}")
+        rope = run.rope.with_original_len(l0) if l0 else run.rope
+        table.add_row(run.tag, rope.describe(), str(run.train.seq_len), str(run.train.steps), f"{batch:,}")
     out.print(table)
     layout = experiment_layout(spec)
     out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 # Heavy imports (pydantic specs, the orchestrator) are local to the functions that use them, so
 # `rlab --help` stays fast; the command's signature names only typer and option aliases.
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -20,13 +21,18 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from rlab.cli.options import (
+    EVALS_PANEL,
+    PATHS_PANEL,
     BaseDirOpt,
     BaseTagOpt,
     DryRunOpt,
     ExperimentOpt,
+    JsonOpt,
     NprocOpt,
     ResultsDirOpt,
     SpecOpt,
+    at_least,
+    switch,
 )
 from rlab.errors import CheckpointError, EvalError, SpecError, unknown_name_error
 from rlab.paths import ExperimentLayout, default_results_root, meta_file
@@ -38,36 +44,49 @@ if TYPE_CHECKING:
 
 
 def eval_tag(
-    tag: Annotated[Optional[str], typer.Option("--tag", "-t", help="Tag to evaluate (e.g. d20-pi).")] = None,
-    all_tags: Annotated[bool, typer.Option("--all", help="Evaluate every variant tag of the experiment.")] = False,
+    tag: Annotated[Optional[str], typer.Option("--tag", "-t", metavar="TAG", help="Tag to evaluate (e.g. d20-pi).")]
+    = None,
+    all_tags: Annotated[bool, switch("--all", help="Evaluate every variant tag of the experiment.")] = False,
+    as_json: JsonOpt = False,
     spec_path: SpecOpt = None,
     experiment: ExperimentOpt = None,
     base_dir: BaseDirOpt = None,
     base_tag: BaseTagOpt = None,
     results_dir: ResultsDirOpt = None,
-    step: Annotated[Optional[int], typer.Option("--step", min=0, help="Checkpoint step; default the newest.")]
+    step: Annotated[Optional[int], typer.Option("--step", metavar="N", callback=at_least(0),
+                                                               help="Checkpoint step. (default: the newest)")]
     = None,
-    bpb: Annotated[Optional[bool], typer.Option("--bpb/--no-bpb", help="Train/val BPB.")] = None,
-    bpb_length: Annotated[Optional[bool], typer.Option("--bpb-length/--no-bpb-length", help="BPB vs length.")]
+    bpb: Annotated[Optional[bool], typer.Option("--bpb/--no-bpb", metavar="", rich_help_panel=EVALS_PANEL,
+                                                           help="Train/val BPB.")] = None,
+    bpb_length: Annotated[Optional[bool], typer.Option(
+        "--bpb-length/--no-bpb-length", metavar="", rich_help_panel=EVALS_PANEL, help="BPB vs length.")]
     = None,
-    core: Annotated[Optional[bool], typer.Option("--core/--no-core", help="DCLM CORE.")] = None,
-    passkey: Annotated[Optional[bool], typer.Option("--passkey/--no-passkey", help="Passkey retrieval.")] = None,
-    ruler: Annotated[Optional[bool], typer.Option("--ruler/--no-ruler", help="RULER-style synthetic tasks.")] = None,
+    core: Annotated[Optional[bool], typer.Option("--core/--no-core", metavar="", rich_help_panel=EVALS_PANEL,
+                                                            help="DCLM CORE.")] = None,
+    passkey: Annotated[Optional[bool], typer.Option(
+        "--passkey/--no-passkey", metavar="", rich_help_panel=EVALS_PANEL, help="Passkey retrieval.")] = None,
+    ruler: Annotated[Optional[bool], typer.Option(
+        "--ruler/--no-ruler", metavar="", rich_help_panel=EVALS_PANEL, help="RULER-style synthetic tasks.")] = None,
     lengths: Annotated[
-        Optional[str], typer.Option("--lengths", help="Context lengths for BPB-vs-length, e.g. 1024,2048,4096.")
+        Optional[str], typer.Option("--lengths", metavar="N,N,...", rich_help_panel=EVALS_PANEL,
+                     help="Context lengths for BPB-vs-length, e.g. 1024,2048,4096. "
+                          "(default: the spec's eval.lengths, else 0.5x-8x the model's length)")
     ] = None,
-    max_per_task: Annotated[Optional[int], typer.Option("--max-per-task", min=1, help="CORE examples per task.")]
+    max_per_task: Annotated[Optional[int], typer.Option(
+        "--max-per-task", metavar="N", callback=at_least(1), rich_help_panel=EVALS_PANEL,
+        help="CORE examples per task. (default: all)")]
     = None,
     eval_bundle: Annotated[
-        Optional[Path], typer.Option("--eval-bundle", help="DCLM CORE bundle dir (default <base_dir>/eval_bundle).")
+        Optional[Path], typer.Option("--eval-bundle", metavar="DIR", rich_help_panel=PATHS_PANEL,
+                     help="DCLM CORE bundle dir. (default: <base_dir>/eval_bundle)")
     ] = None,
     nproc: NprocOpt = None,
-    force: Annotated[bool, typer.Option(
+    force: Annotated[bool, switch(
         "--force", help="Drop evals of an earlier checkpoint that this run does not redo (else it refuses).")] = False,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Evaluate a tag (BPB, BPB vs length, CORE, passkey, RULER-style tasks) and write its per-tag outputs."""
-    from rlab.cli.console import out
+    from rlab.cli.console import human_lines_to_stderr, out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
     from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
@@ -119,25 +138,57 @@ def eval_tag(
     layout = experiment_layout(spec)
     if not dry_run:
         require_writable_results(layout.root)
-        _ensure_long_docs(spec, base.root)
-    failed = []
-    for index, cfg in enumerate(configs):
-        path = layout.eval_run_config(cfg.tag)
-        argv = _eval_argv(spec, path, nproc, index, cfg.tag, resolve=not dry_run)
-        if dry_run:
-            out.print(f"{cfg.tag}: {cfg.model_dump_json()}", highlight=False, markup=False, soft_wrap=True)
-            out.print(f"  {format_command(argv)}", highlight=False, markup=False, soft_wrap=True)
-            continue
-        write_config(cfg, path)
-        ok, error = _run_one(cfg, argv, layout)
-        if not ok:
-            failed.append((cfg.tag, error))
+    failed, report = [], []
+    with human_lines_to_stderr() if as_json else contextlib.nullcontext():
+        if not dry_run:
+            _ensure_long_docs(spec, base.root)
+        for index, cfg in enumerate(configs):
+            path = layout.eval_run_config(cfg.tag)
+            argv = _eval_argv(spec, path, nproc, index, cfg.tag, resolve=not dry_run)
+            report.append({"tag": cfg.tag, "step": cfg.step, "evals": list(cfg.eval.evals), "out_dir": str(cfg.out_dir),
+                           "eval_json": str(layout.eval_json(cfg.tag)), "log": str(layout.eval_log(cfg.tag)),
+                           "command": argv})
+            if dry_run:
+                report[-1]["config"] = cfg.model_dump(mode="json")
+                if not as_json:
+                    out.print(f"{cfg.tag}: {cfg.model_dump_json()}", highlight=False, markup=False, soft_wrap=True)
+                    out.print(f"  {format_command(argv)}", highlight=False, markup=False, soft_wrap=True)
+                continue
+            write_config(cfg, path)
+            ok, error = _run_one(cfg, argv, layout)
+            report[-1]["ok"] = ok
+            if not ok:
+                report[-1]["error"] = error[0] if error else None
+                failed.append((cfg.tag, error))
+    if as_json:
+        typer.echo(json.dumps({"dry_run": dry_run, "tags": report}, indent=2))
     if len(failed) == 1 and failed[0][1] is not None:  # the worker's own message, as if raised here
         raise EvalError(f"{failed[0][0]}: {failed[0][1][0]}", failed[0][1][1])
     if failed:
         tags = [t for t, _ in failed]
         raise EvalError(f"Eval failed for {', '.join(tags)}; log: {layout.eval_log(tags[0])}.",
-                        f"Rerun one with: rlab eval --tag {tags[0]}" + (f" --spec {spec_path}" if spec_path else ""))
+                        f"Rerun it with: {_rerun_command(tags[0])}")
+    if not dry_run and not as_json:
+        out.print(f"next: rlab report -e {spec.experiment}" + (f" --results-dir {results_dir}" if results_dir else ""),
+                  highlight=False, markup=False)
+
+
+def _rerun_command(tag: str) -> str:
+    """The command the user typed, for just `tag` (their flags kept; --all and other --tag values dropped)."""
+    import shlex
+    import sys
+
+    args, kept, skip = sys.argv[1:], [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--tag", "-t"):
+            skip = True
+        elif arg != "--all" and not arg.startswith("--tag="):
+            kept.append(arg)
+    if not kept or kept[0] != "eval":
+        kept = ["eval", *kept]
+    return shlex.join(["rlab", kept[0], "--tag", tag, *kept[1:]])
 
 
 def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: str, *, resolve: bool) -> list[str]:

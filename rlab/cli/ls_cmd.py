@@ -1,4 +1,8 @@
-"""`rlab ls`: the tags under the base dir, with steps, lineage, architecture, RoPE config and which evals exist."""
+"""`rlab ls`: every tag under the base dir: state, training length, architecture, RoPE and headline metrics.
+
+The records come from `rlab.cli.tag_state`; this module only lays them out (a table that fits 80
+columns, or JSON with --json).
+"""
 
 from __future__ import annotations
 
@@ -6,86 +10,76 @@ from __future__ import annotations
 # them, so `rlab --help` stays fast.
 import json
 
-from rlab.cli.options import BaseDirOpt, ResultsDirOpt
-from rlab.paths import BaseLayout, ExperimentLayout, default_base_dir, default_results_root, meta_file
+from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt
+from rlab.paths import BaseLayout, default_base_dir, default_results_root
+
+STATE_STYLE = {"training": "bold cyan", "failed": "red", "stopped": "yellow", "done": "green",
+               "evaluated": "bold green", "base": "dim"}
 
 
-def tag_rows(base: BaseLayout, results_root) -> list[tuple[str, ...]]:
-    """One row per tag: tag, steps, lineage, architecture, rope, evals (experiment:evals that ran)."""
-    from rlab.orchestrate.clone import checkpoint_steps
-    from rlab.orchestrate.clone import list_tags as tag_names
-    from rlab.spec.rope import RopeSpec
-
-    experiments = sorted(p.name for p in results_root.iterdir() if p.is_dir()) if results_root.is_dir() else []
-    rows = []
-    for tag in tag_names(base):
-        ckpt_dir = base.checkpoint_dir(tag)
-        steps = checkpoint_steps(ckpt_dir)
-        meta = {}
-        if steps:
-            try:
-                meta = json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
-            except (OSError, json.JSONDecodeError):
-                meta = {}
-        arch = _architecture_text(ckpt_dir, steps[-1]) if steps else "-"
-        lineage = meta.get("lineage") or {}
-        parent = f"{lineage['parent_tag']}@{lineage['parent_step']}" if lineage.get("parent_tag") else "-"
-        rope_data = meta.get("rope")
-        if rope_data:
-            try:
-                rope = RopeSpec.model_validate(rope_data).describe()
-            except ValueError:
-                rope = str(rope_data.get("variant", "?"))
-        else:
-            seq = (meta.get("model_config") or {}).get("sequence_len")
-            rope = f"rope (nanochat, L0={seq})" if seq else "-"
-        evals = []
-        for exp in experiments:
-            path = ExperimentLayout(results_root, exp).eval_json(tag)
-            if path.exists():
-                try:
-                    names = sorted(json.loads(path.read_text()).get("metrics", {}))
-                except (OSError, json.JSONDecodeError):
-                    names = ["unreadable"]
-                evals.append(f"{exp}: {', '.join(names) or '-'}")
-        rows.append((tag, _steps_text(steps), parent, arch, rope, "; ".join(evals) or "-"))
-    return rows
+METRIC_COLUMNS = (("val_bpb", "bpb", "{:.3f}"), ("core", "CORE", "{:.3f}"), ("passkey", "pk", "{:.2f}"))
 
 
-def _architecture_text(ckpt_dir, step: int) -> str:
-    """e.g. ``nanochat-2026 (windows SSSL, base 100000)``, or why it is not known."""
-    from rlab.core.checkpoint import inspect_checkpoint
-    from rlab.errors import RlabError
-
-    try:
-        return inspect_checkpoint(ckpt_dir, step).describe()
-    except RlabError as exc:
-        return f"unreadable: {exc.message}"
+def step_text(record: dict) -> str:
+    step, end = record.get("step"), record.get("end_step")
+    if step is None:
+        return "-"
+    return f"{step}/{end}" if end is not None and record["state"] in ("training", "stopped", "failed") else str(step)
 
 
-def _steps_text(steps: list[int]) -> str:
-    if not steps:
-        return "none complete"
-    if len(steps) <= 4:
-        return ", ".join(map(str, steps))
-    return f"{steps[0]}, {steps[1]} … {steps[-1]} ({len(steps)})"
+def _arch_text(architecture: dict | None) -> str:
+    """`2025`, `2026 SSSL`, or `?` (unreadable): the short form of nanochat's architecture generation."""
+    if not architecture:
+        return "-"
+    name = architecture.get("name", "?")
+    if not name.startswith("nanochat-"):
+        return "?"
+    pattern = architecture.get("window_pattern") or "L"
+    return name.removeprefix("nanochat-") + ("" if set(pattern) == {"L"} else f" {pattern}")
 
 
-def list_tags(base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None) -> None:
-    """List tags under the base dir: steps, lineage, RoPE config, and which evals exist."""
+def records_table(records: list[dict]):
+    """The records as a compact table: one line per tag at 80 columns (only the RoPE text may wrap)."""
+    from rich import box
     from rich.table import Table
 
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    table.add_column("tag", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("step", justify="right", no_wrap=True)
+    table.add_column("seq", justify="right", no_wrap=True)
+    table.add_column("arch", no_wrap=True)
+    table.add_column("rope", overflow="fold")
+    metrics = [m for m in METRIC_COLUMNS if any(m[0] in r["metrics"] for r in records)]
+    for _, header, _ in metrics:
+        table.add_column(header, justify="right", no_wrap=True)
+    for r in records:
+        style = STATE_STYLE.get(r["state"], "")
+        cells = [r["tag"], f"[{style}]{r['state']}[/]" if style else r["state"], step_text(r),
+                 str(r["seq_len"] or "-"), _arch_text(r.get("architecture")), r["rope"]]
+        cells += [fmt.format(r["metrics"][key]) if key in r["metrics"] else "-" for key, _, fmt in metrics]
+        table.add_row(*cells)
+    return table
+
+
+def list_tags(base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None, as_json: JsonOpt = False) -> None:
+    """List tags: state (training/stopped/failed/done/evaluated), step, seq_len, RoPE config, headline metrics."""
+    import typer
+
     from rlab.cli.console import out
+    from rlab.cli.tag_state import tag_records
 
     base = BaseLayout((base_dir or default_base_dir()).expanduser())
     results_root = (results_dir or default_results_root()).expanduser()
-    rows = tag_rows(base, results_root)
-    if not rows:
+    records = tag_records(base, results_root)
+    if as_json:
+        typer.echo(json.dumps({"base_dir": str(base.root), "results_dir": str(results_root), "tags": records},
+                              indent=2))
+        return
+    if not records:
         out.print(f"No checkpoints under {base.checkpoints_root}.", highlight=False)
         return
-    table = Table(title=f"Tags in {base.checkpoints_root}", title_justify="left")
-    for column in ("tag", "steps", "from", "architecture", "rope", "evals"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
+    out.print(f"Tags in {base.checkpoints_root}", highlight=False)
+    out.print(records_table(records))
+    out.print("bpb: val BPB (eval.json, else the last in-training one); pk: passkey accuracy. All fields: --json",
+              style="dim", highlight=False)

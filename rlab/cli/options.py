@@ -1,55 +1,104 @@
-"""Shared Typer option aliases, so every command spells a flag the same way with the same help."""
+"""Shared Typer option aliases, so every command spells a flag the same way with the same help.
+
+Help layout: short metavars (N, DIR, FILE, NAME) and no `<bool>` on switches keep the help column
+wide at 80 columns; options are grouped into panels (the basics first, then where things live, then
+multi-node / SLURM). Defaults that come from the spec are named in the help text ("spec: train.steps,
+default 100"); tests/cli/test_help.py checks they match the spec models.
+"""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+PATHS_PANEL = "Where things live"
+MULTI_NODE_PANEL = "Multi-node / SLURM"
+EVALS_PANEL = "Which evals"
+
+
+class Launcher(str, Enum):
+    """How a job is started (spec: launch.launcher)."""
+
+    local = "local"
+    slurm = "slurm"
+
+
+def at_least(low: int):
+    """A callback refusing numbers below `low` (click's own `min=` prints `[x>=1]` into every help line)."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and value < low:
+            raise typer.BadParameter(f"must be >= {low} (got {value})")
+        return value
+
+    return check
+
+
+def switch(*names: str, help: str, panel: str | None = None):  # noqa: A002 - typer's own keyword
+    """A boolean flag without the `<bool>` type column."""
+    return typer.Option(*names, help=help, metavar="", rich_help_panel=panel)
+
+
 SpecOpt = Annotated[
     Optional[Path],
-    typer.Option("--spec", "-s", help="Experiment spec (experiments/NAME.yaml). Flags override its fields.",
-                 dir_okay=False),
+    typer.Option("--spec", "-s", metavar="FILE", dir_okay=False,
+                 help="Experiment spec (experiments/NAME.yaml). Flags override its fields."),
 ]
 BaseDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--base-dir", help="nanochat base dir; default $RLAB_BASE_DIR, $NANOCHAT_BASE_DIR, ~/.cache/nanochat.",
-                 file_okay=False),
+    typer.Option("--base-dir", metavar="DIR", file_okay=False, rich_help_panel=PATHS_PANEL,
+                 help="nanochat base dir. (default: $RLAB_BASE_DIR, $NANOCHAT_BASE_DIR, ~/.cache/nanochat)"),
 ]
-BaseTagOpt = Annotated[Optional[str], typer.Option("--base-tag", help="Base model tag (spec: base.tag; default d20).")]
+BaseTagOpt = Annotated[Optional[str], typer.Option(
+    "--base-tag", metavar="TAG", rich_help_panel=PATHS_PANEL, help="Base model tag (spec: base.tag). (default: d20)")]
 ResultsDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--results-dir", help="Results root; default $RLAB_RESULTS_DIR, then ./results.", file_okay=False),
+    typer.Option("--results-dir", metavar="DIR", file_okay=False, rich_help_panel=PATHS_PANEL,
+                 help="Results root. (default: $RLAB_RESULTS_DIR, then ./results)"),
 ]
 ExperimentOpt = Annotated[
-    Optional[str], typer.Option("--experiment", "-e", help="Experiment name (spec: name; default the base tag).")
+    Optional[str], typer.Option("--experiment", "-e", metavar="NAME", rich_help_panel=PATHS_PANEL,
+                                help="Experiment name (spec: name). (default: the base tag)")
 ]
 NprocOpt = Annotated[
-    Optional[int], typer.Option("--nproc", min=1, help="Processes (GPUs, or CPU processes) per node per job.")
+    Optional[int], typer.Option("--nproc", metavar="N", callback=at_least(1),
+                                help="Processes per node per job. (default: every visible GPU, or 1 on CPU)")
 ]
 StepsOpt = Annotated[Optional[int], typer.Option(
-    "--steps", min=0, help="Optimizer steps to run (spec: train.steps); 0 = training-free arms only.")]
-DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Print the plan and the exact commands; touch nothing.")
-]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Replace existing tags (says what it deletes first).")]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue existing tags from their newest checkpoint.")]
+    "--steps", metavar="N", callback=at_least(0),
+    help="Optimizer steps of the run, in total: with --resume, a run stopped at 60 of 100 does the last 40 "
+         "(spec: train.steps; 0 = training-free arms only). (default: 100)")]
+DryRunOpt = Annotated[bool, switch("--dry-run", help="Print the plan and the exact commands; touch nothing.")]
+ForceOpt = Annotated[bool, switch("--force", help="Replace existing tags (says what it deletes first).")]
+ResumeOpt = Annotated[bool, switch(
+    "--resume", help="Continue existing tags from their newest checkpoint up to --steps in total (not --steps more).")]
+JsonOpt = Annotated[bool, switch("--json", help="Print the result as JSON on stdout (for scripts).")]
 LauncherOpt = Annotated[
-    Optional[str],
-    typer.Option("--launcher", help="local (torchrun here) or slurm (sbatch per variant). Spec: launch.launcher."),
+    Optional[Launcher],
+    typer.Option("--launcher", rich_help_panel=MULTI_NODE_PANEL, show_default=False, case_sensitive=False,
+                 help="local: torchrun here; slurm: one sbatch job per variant (spec: launch.launcher). "
+                      "(default: local)"),
 ]
 MaxRestartsOpt = Annotated[
-    Optional[int], typer.Option("--max-restarts", min=0, help="torchrun --max-restarts (spec: launch.max_restarts).")
+    Optional[int], typer.Option("--max-restarts", metavar="N", callback=at_least(0), rich_help_panel=MULTI_NODE_PANEL,
+                                help="torchrun --max-restarts (spec: launch.max_restarts). (default: 0)")
 ]
-NnodesOpt = Annotated[Optional[int], typer.Option("--nnodes", min=1, help="Nodes per job (spec: launch.nnodes).")]
+NnodesOpt = Annotated[Optional[int], typer.Option(
+    "--nnodes", metavar="N", callback=at_least(1), rich_help_panel=MULTI_NODE_PANEL,
+    help="Nodes per job (spec: launch.nnodes). (default: 1)")]
 NodeRankOpt = Annotated[
-    Optional[int], typer.Option("--node-rank", min=0, help="This node's rank; run the same command on every node.")
+    Optional[int], typer.Option("--node-rank", metavar="N", callback=at_least(0), rich_help_panel=MULTI_NODE_PANEL,
+                                help="This node's rank; run the same command on every node. (default: 0)")
 ]
 RdzvEndpointOpt = Annotated[
-    Optional[str], typer.Option("--rdzv-endpoint", help="Rendezvous host[:port] of the first node (multi-node).")
+    Optional[str], typer.Option("--rdzv-endpoint", metavar="HOST[:PORT]", rich_help_panel=MULTI_NODE_PANEL,
+                                help="Rendezvous of the first node (multi-node).")
 ]
 GpusPerVariantOpt = Annotated[
     Optional[int],
-    typer.Option("--gpus-per-variant", min=1, help="GPUs per job; fewer than visible runs variants concurrently."),
+    typer.Option("--gpus-per-variant", metavar="N", callback=at_least(1), rich_help_panel=MULTI_NODE_PANEL,
+                 help="GPUs per job; fewer than visible runs variants concurrently. (default: --nproc)"),
 ]

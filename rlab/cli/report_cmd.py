@@ -116,9 +116,9 @@ def build_report(
         None, "--experiment", "-e", help="Experiment name (folder under the results dir). Default: the spec's name, "
         "or the only experiment there.", show_default=False),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="Variant every other is compared with (any case). [default: rope]",
+        None, "--baseline", help="Variant every other is compared with (any case). (default: the spec's, else rope)",
         show_default=False),
-    fmt: ReportFormat = typer.Option(ReportFormat.md, "--format", help="md: results.csv + comparison.md + plots; "
+    fmt: ReportFormat = typer.Option(ReportFormat.md, "--format", case_sensitive=False, help="md: results.csv + comparison.md + plots; "
                                      "html: also comparison.html; csv: results.csv only."),
     results_dir: Path | None = typer.Option(
         None, "--results-dir", help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results).",

@@ -41,7 +41,8 @@ FLAGS = {
 
 @app.command("inspect")
 def inspect(
-    variant: str = typer.Option("rope", "--variant", "-v", help=f"RoPE variant: {', '.join(VARIANT_NAMES)}."),
+    variant: str = typer.Option("rope", "--variant", "-v", metavar="NAME",  # a str: a typo gets "did you mean"
+                                help=f"RoPE variant, any case: {', '.join(VARIANT_NAMES)}."),
     head_dim: int = typer.Option(128, "--head-dim", help="Attention head dimension d (even)."),
     base: float = typer.Option(10000.0, "--base", help="Rotary base theta."),
     scale: float = typer.Option(1.0, "--scale", "-s", help="Scale factor s = target / original context."),

@@ -11,6 +11,7 @@ Flags win over the file: `load_spec(path, steps=10)` validates the file's conten
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
         if key not in OVERRIDE_PATHS:
             raise TypeError(f"load_spec: unknown override {key!r}")
         if value is not None:
+            value = value.value if isinstance(value, Enum) else value  # a CLI choice (e.g. Launcher.slurm)
             _set_dotted(raw, OVERRIDE_PATHS[key], str(value) if isinstance(value, Path) else value)
     spec = _validate(raw, source)
     if variants is not None:
@@ -136,12 +138,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise SpecError(f"Spec file not found: {path}", "Check the path given to --spec.") from None
+        raise SpecError(f"Spec file not found: {path}", "Check the spec path (a YAML file, e.g. experiments/demo.yaml).") from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}).",
                         "A spec is a YAML text file; save it as UTF-8.") from None
     except OSError as exc:
-        raise SpecError(f"Cannot read spec {path}: {exc.strerror or exc}.", "Check the path given to --spec.") from None
+        raise SpecError(f"Cannot read spec {path}: {exc.strerror or exc}.", "Check the spec path (a YAML file, e.g. experiments/demo.yaml).") from None
     try:
         data = yaml.safe_load(text)
     except RecursionError:

@@ -140,7 +140,6 @@ def test_dry_run_lists_every_problem_at_once_and_validate_agrees(base, tmp_path)
          ["Unknown base tag 'd21'. Did you mean 'd20'?", "--base-tag"]),
         (["--from-step", "10", "--variants", "pi,yarm"], ["Unknown variant 'yarm'. Did you mean 'yarn'?"]),
         (["--variants", "pi"], ["No base step to continue from.", "--from-step"]),
-        (["--from-step", "10", "--variants", "pi", "--launcher", "k8s"], ["launch.launcher: Input should be"]),
     ],
 )
 def test_user_errors(base, args, fragments):

@@ -58,6 +58,10 @@ def test_ls_shows_steps_lineage_rope_and_evals(tmp_path):
     result = rlab("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"))
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if "d20-yarn" in line)
-    for fragment in ("21400, 21500 … 21800 (5)", "d20@21400", "yarn(s=4, L0=2048, beta=32/1)", "rope: bpb, core"):
+    for fragment in ("evaluated", "21800", "yarn(s=4, L0=2048, beta=32/1)"):
         assert fragment in row, row
+    record = next(r for r in json.loads(rlab("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"),
+                                             "--json").stdout)["tags"] if r["tag"] == "d20-yarn")
+    assert record["steps"] == [21400, 21500, 21600, 21700, 21800] and record["from"] == "d20@21400"
+    assert record["state"] == "evaluated" and list(record["evals"]) == ["rope"]
     assert BaseLayout(base).checkpoint_dir("d20").exists()

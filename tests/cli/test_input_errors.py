@@ -91,6 +91,9 @@ def test_usage_errors_are_two_lines():
                        "See: rlab report --help", code=2)
     assert_clean_error(run_main("eval", "--tag", "x", "--step", "-1"), "--step", code=2)
     assert_clean_error(run_main("continue", "--bogus"), "No such option: --bogus", code=2)
+    assert_clean_error(run_main("continue", "--from-step", "10", "--launcher", "k8s"),
+                       "'k8s' is not one of 'local', 'slurm'", code=2)
+    assert_clean_error(run_main("continue", "--nnodes", "0"), "--nnodes", "must be >= 1 (got 0)", code=2)
 
 
 # ------------------------------------------------------------------ unwritable and full folders

@@ -1,0 +1,46 @@
+"""The examples at the end of each command's `--help` (Typer epilogs), in one place to keep them consistent.
+
+Each is a list of (command, what it does); `epilog` lays them out for Typer's rich help, one per line.
+tests/cli/test_help.py checks every command shows its examples and that each example parses.
+"""
+
+from __future__ import annotations
+
+EXAMPLES: dict[str, list[tuple[str, str]]] = {
+    "continue": [
+        ("rlab continue --from-step 21400 --variants pi,ntk,yarn", "d20 in the default base dir"),
+        ("rlab continue --spec experiments/demo.yaml --dry-run", "the plan and the exact commands"),
+        ("rlab continue --spec experiments/demo.yaml --variants ntk --resume", "finish an interrupted run"),
+        ("rlab continue -s x.yaml --nnodes 2 --node-rank 0 --rdzv-endpoint node01:29500", "two nodes"),
+    ],
+    "eval": [
+        ("rlab eval --tag d20-pi", "settings from the experiment's resolved spec"),
+        ("rlab eval --spec experiments/demo.yaml --all", "every variant of an experiment"),
+        ("rlab eval --tag d20-yarn --no-core --lengths 2048,8192 --nproc 8", "BPB vs length only"),
+        ("rlab eval --tag d20-pi --dry-run --json", "what it would run, as JSON"),
+    ],
+    "report": [
+        ("rlab report -e demo", "results.csv, comparison.md, plots/"),
+        ("rlab report --spec experiments/demo.yaml --baseline rope --format html", "self-contained HTML"),
+        ("rlab report -e demo --json", "the tables as JSON"),
+    ],
+    "demo": [("rlab demo", "the whole mission on CPU, minutes"), ("rlab demo --dry-run", "the commands only")],
+    "pretrain": [("rlab pretrain --spec experiments/demo.yaml", "train the spec's base from scratch")],
+    "ls": [("rlab ls", "every tag: state, seq_len, RoPE, metrics"), ("rlab ls --json", "the same as JSON")],
+    "status": [("rlab status", "runs and evals in progress or unfinished"), ("rlab status -e demo --json", "")],
+    "sample": [("rlab sample --tag d20-yarn --prompt 'The capital of France is'", "")],
+    "validate": [("rlab validate experiments/demo.yaml", "spec, base dir, tags, disk"),
+                 ("rlab validate --spec-only my.yaml", "the file alone")],
+    "schema": [("rlab schema -o rlab.schema.json", "for editor completion")],
+}
+
+
+def epilog(command: str) -> str | None:
+    """The examples of `command` as Typer epilog text (rich markup; blank lines keep one example per line)."""
+    items = EXAMPLES.get(command)
+    if not items:
+        return None
+    lines = ["[bold]Examples[/]"]
+    for cmd, what in items:
+        lines.append(f"  [cyan]{cmd}[/]" + (f"  [dim]# {what}[/]" if what else ""))
+    return "\n\n".join(lines)

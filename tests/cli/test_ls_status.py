@@ -1,0 +1,54 @@
+"""`rlab ls` and `rlab status` on a real results tree (the report fixture `fx`) and real tag locks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from rlab.orchestrate.lock import TagLocks
+from rlab.paths import BaseLayout
+from tests.cli.inproc import run_main
+from tests.orchestrate.helpers import make_checkpoint
+
+FX = Path(__file__).resolve().parents[1] / "report" / "fixtures" / "fx"
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    base, results = tmp_path / "base", tmp_path / "results"
+    shutil.copytree(FX, results / "fx")
+    for tag in ("fx-rope", "fx-pi", "fx-ntk", "fx-yarn"):
+        make_checkpoint(base, tag, steps=(10,))
+    make_checkpoint(base, "fx-base", steps=(20,))
+    metrics = results / "fx" / "runs" / "fx-yarn" / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().replace('"type": "done"', '"type": "failed", "error": "loss is NaN"'))
+    return base, results
+
+
+def test_ls_shows_state_length_and_metrics(tmp_path):
+    base, results = _tree(tmp_path)
+    outcome = run_main("ls", "--base-dir", str(base), "--results-dir", str(results), "--json")
+    assert outcome.code == 0, outcome.text
+    tags = {r["tag"]: r for r in json.loads(outcome.out)["tags"]}
+    assert tags["fx-rope"]["state"] == "evaluated" and tags["fx-rope"]["metrics"]["val_bpb"] > 0
+    assert tags["fx-ntk"]["state"] == "stopped"  # a torn metrics.jsonl, no done record, no lock
+    assert tags["fx-yarn"]["state"] == "failed" and tags["fx-yarn"]["error"] == "loss is NaN"
+    assert tags["fx-base"]["state"] == "base" and tags["fx-base"]["seq_len"] == 256
+    table = run_main("ls", "--base-dir", str(base), "--results-dir", str(results), columns=80)
+    assert table.code == 0
+    rows = [line for line in table.out.splitlines() if line.strip().startswith("fx-")]
+    assert len(rows) == 5, table.out  # one line per tag at 80 columns
+    assert all(len(line) <= 80 for line in rows), rows
+
+
+def test_status_shows_live_and_unfinished_runs(tmp_path):
+    base, results = _tree(tmp_path)
+    with TagLocks(BaseLayout(base), ["fx-pi"]):  # the lock a running `rlab continue` job holds
+        outcome = run_main("status", "--base-dir", str(base), "--results-dir", str(results), "--json")
+    assert outcome.code == 0, outcome.text
+    runs = {r["tag"]: r["state"] for r in json.loads(outcome.out)["runs"]}
+    assert runs == {"fx-pi": "training", "fx-ntk": "stopped", "fx-yarn": "failed"}
+    text = run_main("status", "--base-dir", str(base), "--results-dir", str(results), columns=80)
+    assert "fx-ntk: stopped" in text.out and "--resume" in text.out and "loss is NaN" in text.out
+    quiet = run_main("status", "--base-dir", str(tmp_path / "nobase"), "--results-dir", str(tmp_path / "none"))
+    assert quiet.code == 0 and "Nothing running" in quiet.out
