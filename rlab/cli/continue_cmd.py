@@ -292,18 +292,18 @@ def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], ti
     from rlab.orchestrate.plan import experiment_layout
 
     table = Table(title=title, title_justify="left")
-    for column in ("variant", "tag", "from", "rope", "L0", "factor", "seq_len", "steps", "tokens/step", "world"):
-        table.add_column(column, no_wrap=column != "rope", overflow="fold")
+    for column in ("variant", "tag", "rope", "L0", "factor", "seq_len", "steps", "tokens/step"):
+        table.add_column(column, overflow="fold")
     launch = spec.launch
     for run in runs:
-        source = f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else "scratch"
         batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
         l0 = run.rope.original_len or (base.sequence_len if base else None)
-        table.add_row(run.variant, run.tag, source, run.rope.describe(), "?" if l0 is None else str(l0),
-                      f"{run.rope.factor:g}", str(run.train.seq_len), str(run.train.steps), f"{batch:,}",
-                      f"{launch.nnodes}x{launch.procs_per_job}")
+        table.add_row(run.variant, run.tag, run.rope.describe(), "?" if l0 is None else str(l0),
+                      f"{run.rope.factor:g}", str(run.train.seq_len), str(run.train.steps), f"{batch:,}")
     out.print(table)
     layout = experiment_layout(spec)
+    source = {f"{r.lineage.parent_tag}@{r.lineage.parent_step}" for r in runs if r.lineage} or {"scratch"}
+    out.print(f"from {', '.join(sorted(source))}; world {launch.nnodes}x{launch.procs_per_job} per job", highlight=False)
     out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)
     if base is not None:
         start = runs[0].data_start if runs else None
