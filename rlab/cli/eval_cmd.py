@@ -67,7 +67,7 @@ def eval_tag(
     from rlab.cli.console import out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
-    from rlab.orchestrate.plan import base_layout, experiment_layout, experiment_tags, plan_eval
+    from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
     from rlab.orchestrate.preflight import require_writable_results
     from rlab.orchestrate.prepare import with_saved_variants
     from rlab.spec.run import write_config
@@ -84,7 +84,7 @@ def eval_tag(
     base = base_layout(spec)
     if all_tags:
         spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
-        tags = [t for t in experiment_tags(spec) if base.checkpoint_dir(t).is_dir()]
+        tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]
         if not tags:
             raise CheckpointError(f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
                                   "Run `rlab continue` first, or name a tag with --tag.")
@@ -192,6 +192,26 @@ def _newest_meta(ckpt_dir: Path) -> dict | None:
         return json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def _all_tags(spec: ExperimentSpec) -> list[str]:
+    """The tags `--all` evaluates: the spec's, plus those `rlab continue` made from the experiment's saved
+    resolved spec (its --seeds and --zero-shot are there, not in the spec file)."""
+    from rlab.orchestrate.plan import experiment_layout, experiment_tags
+    from rlab.spec.loading import load_spec
+
+    tags = experiment_tags(spec)
+    saved = experiment_layout(spec).resolved_spec
+    if saved.exists():
+        try:
+            train = load_spec(saved, resolve=False).train
+        except Exception:  # an unreadable saved spec adds nothing; the spec given still works
+            train = None
+        if train is not None:
+            update = {"seeds": max(train.seeds, spec.train.seeds), "zero_shot": train.zero_shot or spec.train.zero_shot,
+                      "steps": train.steps}
+            tags = experiment_tags(spec.model_copy(update={"train": spec.train.model_copy(update=update)})) + tags
+    return list(dict.fromkeys(tags))
 
 
 def _resolve_spec(spec_path, tag, *, experiment, base_dir, base_tag, results_dir) -> tuple[ExperimentSpec, dict | None]:

@@ -97,10 +97,7 @@ def save_resolved_specs(spec: ExperimentSpec, runs: list[RunConfig]) -> Path:
             merged = spec.model_copy(update={"variants": {**previous.variants, **spec.variants}})
     write_text_atomic(path, spec_yaml(merged))
     for run in runs:
-        if run.variant not in spec.variants:  # the from-scratch base (`rlab pretrain`): the spec as it is
-            write_text_atomic(layout.tag_spec(run.tag), spec_yaml(spec))
-            continue
-        own = spec.model_copy(update={"variants": {run.variant: spec.variants[run.variant]}})
+        own = spec.model_copy(update={"variants": {run.variant: spec.variants.get(run.variant, run.rope)}})  # pretrain: rope
         write_text_atomic(layout.tag_spec(run.tag), spec_yaml(own))
     return path
 

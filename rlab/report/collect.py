@@ -68,8 +68,8 @@ class ReportData:
     tag_scalars: pd.DataFrame
     """The same per tag (one seed each): tag, metric, value, ci_low, ci_high, n_units, n_seeds, interval."""
     comparisons: pd.DataFrame
-    """arm, variant, kind, metric, diff(_low/_high), rel_pct(_low/_high), p_value, n_units, n_seeds, interval,
-    family (primary/secondary), p_holm, verdict."""
+    """arm, reference (the arm it is compared with), variant, kind, metric, diff(_low/_high), rel_pct(_low/_high),
+    p_value, n_units, n_seeds, interval, family (primary/secondary), p_holm, verdict."""
     bpb_length: pd.DataFrame
     passkey: pd.DataFrame
     core_tasks: pd.DataFrame
@@ -83,6 +83,8 @@ class ReportData:
     tag_notes: dict[str, list[int]] = field(default_factory=dict)
     """Footnote numbers per tag (shown next to its arm's label)."""
     sources: ExperimentSources | None = None
+    best: dict[str, str] = field(default_factory=dict)
+    """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
 
     def arm(self, key: str) -> Arm:
         return next(a for a in self.arms if a.key == key)
@@ -237,11 +239,13 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     if base is None:
         notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
         comparisons = est.adjust(pd.DataFrame(columns=[
-            "arm", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high",
-            "p_value", "n_units", "n_seeds", "interval", "family"]))
+            "arm", "reference", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
+            "rel_high", "p_value", "n_units", "n_seeds", "interval", "family"]))
     else:
         comparisons = est.compare_arms(arms, base, data, scalars, baselines, seed, n_boot)
 
+    best = {m: k for m in metrics if m != "passkey_overall"
+            and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None}
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
     if any(d.units for d in data.values()) and not clustered:
         notes.add("BPB units do not name their documents (bpb_units.csv has no `doc` column): each unit is "
@@ -255,7 +259,7 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
                      meta=meta, arms=arms, baseline_arm=base.key if base else None, primary=primary,
                      scalars=scalars, tag_scalars=tag_scalars, comparisons=comparisons, bpb_length=bpb_length,
                      passkey=passkey, core_tasks=core_tasks, curves=curves, results=pd.DataFrame(),
-                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources)
+                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources, best=best)
     from rlab.report.wide import ID, wide_frame
 
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))

@@ -248,6 +248,12 @@ def test_seeds_and_training_free_arm(base, tmp_path):
         meta = json.loads(meta_file(base.checkpoint_dir(tag), 20).read_text())
         assert meta["rope"]["variant"] == "yarn" and meta["lineage"] == {"parent_tag": "d20", "parent_step": 20}
     assert layout.train_log("d20-arms-yarn-seed1").is_file() and not layout.train_log("d20-arms-yarn-zeroshot").exists()
+    # eval --all with the same spec file finds the tags the flags made (from the saved resolved spec)
+    planned = rlab("eval", "--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--all",
+                   "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    tags = [line.split(":", 1)[0] for line in planned.stdout.splitlines() if line.startswith("d20")]
+    assert tags == ["d20", "d20-arms-yarn", "d20-arms-yarn-seed1", "d20-arms-yarn-zeroshot"]
 
 
 def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
