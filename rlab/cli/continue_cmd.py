@@ -96,7 +96,7 @@ def continue_training(
                      gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, launcher=launcher)
     spec = with_default_nproc(spec, visible_gpus())
-    pf = preflight_continue(spec, resume=resume, force=force)
+    pf = preflight_continue(spec, resume=resume, force=force, inspect=inspect_base_checkpoint())
     spec, runs = pf.spec, pf.runs
     if json_out and not dry_run:
         raise typer.BadParameter("--json goes with --dry-run (the plan as JSON; nothing runs).", param_hint="--json")
@@ -123,6 +123,16 @@ def continue_training(
                   f"train data {_data_start_text(runs)}", highlight=False)
     plans = tag_plans(spec, runs, resume=resume, force=force)
     execute(spec, plans, rerun=lambda names: rerun_command(spec, names))
+
+
+def inspect_base_checkpoint():
+    """The core's checkpoint inspector (architecture, meta and model file checked before any clone), when
+    this rlab has one; None otherwise."""
+    try:
+        from rlab.core.checkpoint import inspect_checkpoint
+    except ImportError:  # older core: the job's own load is the check
+        return None
+    return inspect_checkpoint
 
 
 def render_findings(warnings: list[str]) -> None:

@@ -489,3 +489,22 @@ def test_pretrain_goes_through_the_shared_launch_path(tmp_path):
     layout = ExperimentLayout(results, "pt")
     assert "launched --standalone" in layout.train_log("d20").read_text()
     assert yaml.safe_load(layout.tag_spec("d20").read_text())["pretrain"]["train"]["steps"] == 2
+
+
+def test_resume_refuses_another_experiments_tag_or_another_base_step(base, tmp_path):
+    results = tmp_path / "res"
+    spec = write_spec(tmp_path, f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
+    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--variants", "pi"]
+    assert rlab("continue", *common, "--from-step", "10").returncode == 0
+    meta = json.loads(meta_file(base.checkpoint_dir("d20-pi"), 10).read_text())
+    assert (meta["experiment"], meta["lineage"]) == ("d20", {"parent_tag": "d20", "parent_step": 10})
+    # the tag was cloned from step 10: resuming it as a continuation of step 20 is refused, with the fix
+    assert_user_error(rlab("continue", *common, "--from-step", "20", "--resume"),
+                      "Tag 'd20-pi' was cloned from d20@10, but this plan starts from d20@20",
+                      "--base-tag d20 --from-step 10", "--force")
+    assert rlab("continue", *common, "--from-step", "10", "--resume").returncode == 0
+    # a tag another experiment trained is never resumed here
+    meta["run_config"] = {"tag": "d20-pi", "experiment": "other"}
+    meta_file(base.checkpoint_dir("d20-pi"), 10).write_text(json.dumps(meta))
+    assert_user_error(rlab("continue", *common, "--from-step", "10", "--resume"),
+                      "Tag 'd20-pi' belongs to experiment 'other', not 'd20'", "own `name:`")
