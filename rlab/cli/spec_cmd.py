@@ -59,5 +59,7 @@ def schema(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text)
+        from rlab.atomic_io import write_text_atomic
+
+        write_text_atomic(output, text)
         out.print(f"wrote {output}", highlight=False)

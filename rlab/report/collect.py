@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ExperimentLayout
 from rlab.report import estimates as est
 from rlab.report import frames as fr
@@ -173,6 +174,21 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
     return "rope"
 
 
+def _known_variant(name: str, variants: set[str]) -> str:
+    """`name` as one of the experiment's variants (any case), or an error with a "did you mean".
+
+    A built-in variant name the experiment has no outputs for is left to the report's footnote."""
+    from rlab.variants import VARIANT_NAMES
+
+    if name in variants or not variants:
+        return name
+    by_lower = {v.lower(): v for v in (*VARIANT_NAMES, *variants)}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    error = unknown_name_error("baseline variant", name, variants)
+    raise RlabError(error.message, "Pass one of them to --baseline.")
+
+
 def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     core = src.metric("core")
     extra = []
@@ -193,9 +209,12 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
     notes = Footnotes()
-    baseline = resolve_baseline(baseline, sources.spec)
     tags = sources.tags
     arms = group_arms(tags)
+    if baseline:  # the user named it: a typo is an error, not a report with blank comparison columns
+        spec_variants = (sources.spec or {}).get("variants")
+        baseline = _known_variant(baseline, {a.variant for a in arms} | set(spec_variants or ()))
+    baseline = resolve_baseline(baseline, sources.spec)
 
     meta_rows = []
     for src in tags:

@@ -50,6 +50,8 @@ OVERRIDE_PATHS: dict[str, str] = {
     "launcher": "launch.launcher",
 }
 
+_SCHEMA_HINT = "Run `rlab validate SPEC` to check a file, `rlab schema` for every key."
+
 
 def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrides: Any) -> ExperimentSpec:
     """Load `path` (or the defaults when None), apply overrides (None = not given), validate.
@@ -132,11 +134,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise SpecError(f"Spec file not found: {path}", "Check the path given to --spec.") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}).",
+                        "A spec is a YAML text file; save it as UTF-8.") from None
+    except OSError as exc:
+        raise SpecError(f"Cannot read spec {path}: {exc.strerror or exc}.", "Check the path given to --spec.") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise SpecError(f"{path}: nested too deeply to be a spec.", _SCHEMA_HINT) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -166,6 +175,8 @@ def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:
     lines: list[str] = list(early)
     try:
         spec = ExperimentSpec.model_validate(raw)
+    except RecursionError:
+        raise SpecError(f"{source}: nested too deeply to be a spec.", _SCHEMA_HINT) from None
     except ValidationError as exc:
         lines += [_error_line(error) for error in exc.errors()]
     except SpecError as exc:  # raised by a field validator outside pydantic's error list
@@ -174,8 +185,7 @@ def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:
         if not lines:
             return spec
     header = f"{source}: {len(lines)} problem(s) in the spec:"
-    raise SpecError("\n".join([header, *(f"  {line}" for line in lines)]),
-                    "Run `rlab validate SPEC` to check a file, `rlab schema` for every key.")
+    raise SpecError("\n".join([header, *(f"  {line}" for line in lines)]), _SCHEMA_HINT)
 
 
 def _check_variant_names(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -189,7 +199,8 @@ def _check_variant_names(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     problems: list[str] = []
     fixed: dict[str, Any] = {}
     for name, value in variants.items():
-        if isinstance(value, dict) and isinstance(value.get("variant"), str) and value["variant"] not in VARIANT_NAMES:
+        if isinstance(value, dict) and isinstance(value.get("variant"), str) \
+                and value["variant"].strip().lower() not in VARIANT_NAMES:
             problems.append(f"variants.{name}.variant: "
                             f"{unknown_name_error('RoPE variant', value['variant'], VARIANT_NAMES).message}")
             value = {**value, "variant": "rope"}
@@ -204,7 +215,10 @@ def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source
     builtins = spec.builtin_variants()
     available = {**builtins, **spec.variants}
     selected: dict[str, Any] = {}
+    by_lower = {key.lower(): key for key in available}
     for name in names:
+        if name not in available and name.lower() in by_lower:
+            name = by_lower[name.lower()]  # `--variants YaRN` means yarn
         if name not in available:
             raise unknown_name_error("variant", name, available, SpecError)
         selected[name] = available[name].model_dump(mode="json", exclude_unset=True)
