@@ -126,13 +126,21 @@ def continue_training(
 
 
 def inspect_base_checkpoint():
-    """The core's checkpoint inspector (architecture, meta and model file checked before any clone), when
-    this rlab has one; None otherwise."""
+    """The core's checkpoint inspector for the preflight (an unknown architecture or bad meta is a problem,
+    an unreadable model file a warning), when this rlab's core has one; None otherwise."""
     try:
-        from rlab.core.checkpoint import inspect_checkpoint
-    except ImportError:  # older core: the job's own load is the check
+        from rlab.core.checkpoint import UnreadableModelFile, inspect_checkpoint
+    except ImportError:  # a core without the inspector: the job's own load is the check
         return None
-    return inspect_checkpoint
+
+    def inspect(ckpt_dir: Path, step: int) -> str | None:
+        try:
+            inspect_checkpoint(ckpt_dir, step)
+        except UnreadableModelFile as exc:
+            return f"{exc.message} Every job's own load will fail on it."
+        return None
+
+    return inspect
 
 
 def render_findings(warnings: list[str]) -> None:

@@ -80,13 +80,13 @@ class Preflight:
 
 def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: bool = False,
                        base_made_by_pretrain: bool = False,
-                       inspect: Callable[[Path, int], object] | None = None) -> Preflight:
+                       inspect: Callable[[Path, int], str | None] | None = None) -> Preflight:
     """Plan `spec` against the base dir and collect every problem; `spec` is resolved (load_spec).
 
     With `base_made_by_pretrain` (rlab validate of a spec whose `pretrain:` makes the base), a
     missing base checkpoint is expected, not a problem. `inspect(ckpt_dir, step)` checks the base
     step's model file and architecture (the CLI passes the core's checkpoint inspector, so this
-    module stays torch-free); its `RlabError` is a problem.
+    module stays torch-free): an `RlabError` it raises is a problem, a line it returns a warning.
     """
     pf = Preflight(spec)
     base, layout = base_layout(spec), experiment_layout(spec)
@@ -95,8 +95,9 @@ def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: boo
         try:
             ckpt_dir = require_checkpoint(base, spec.base.tag, step)
             pf.base = read_base_info(base, spec.base.tag, step)
-            if inspect is not None:
-                inspect(ckpt_dir, step)
+            note = inspect(ckpt_dir, step) if inspect is not None else None
+            if note:
+                pf.warnings.append(note)
         except RlabError as exc:
             if not (base_made_by_pretrain and spec.pretrain is not None):
                 pf.problem(exc)

@@ -36,6 +36,8 @@ def test_the_architecture_check_runs_before_anything_and_its_error_is_a_problem(
     assert seen == [("d20", 10)] and not pf.ok
     assert pf.problems == ["model_000010.pt: unknown architecture (keys: foo). Check the file."]
     assert pf.error().message.startswith("model_000010.pt")  # one problem: raised as it was
+    warned = preflight_continue(spec, inspect=lambda ckpt_dir, step: "model_000010.pt: truncated.")
+    assert warned.ok and "model_000010.pt: truncated." in warned.warnings
 
 
 def test_every_problem_at_once(spec, tmp_path):
