@@ -1,7 +1,8 @@
 """Everything `rlab continue` would trip over, found before anything is cloned or launched.
 
 `preflight_continue` reads the base step's meta (L0, loader position), plans every tag from it
-and collects *all* fatal problems at once (missing base tag or step, taken or locked tags,
+and collects *all* fatal problems at once (missing base tag or step, a base of an architecture rlab
+does not know or cannot read, taken or locked tags,
 batch arithmetic, an unwritable results dir, too little disk, a missing launcher) plus
 warnings (lengths that contradict the experiment, no recorded data position, missing data or
 eval bundle). `rlab continue` refuses to start while `problems` is non-empty; `--dry-run` and
@@ -101,6 +102,8 @@ def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: boo
         except RlabError as exc:
             if not (base_made_by_pretrain and spec.pretrain is not None):
                 pf.problem(exc)
+        if pf.base is not None:
+            _check_architecture(pf, base.checkpoint_dir(spec.base.tag), step)
     if pf.base is not None:
         spec = pf.spec = resolve_lengths(spec, pf.base)
     try:
@@ -125,6 +128,19 @@ def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: boo
     if pf.base is not None:  # with no base here at all, its missing data is no news
         _check_inputs(pf)
     return pf
+
+
+def _check_architecture(pf: Preflight, ckpt_dir: Path, step: int) -> None:
+    """A base of an architecture rlab does not know (its keys) stops the run before any clone; a model file
+    that cannot be read is a warning here (the job's own load stops on it with the same message)."""
+    from rlab.core.checkpoint import UnreadableModelFile, inspect_checkpoint
+
+    try:
+        inspect_checkpoint(ckpt_dir, step)
+    except UnreadableModelFile as exc:
+        pf.warnings.append(exc.message)
+    except RlabError as exc:
+        pf.problem(exc)
 
 
 def _check_tags(pf: Preflight, *, resume: bool, force: bool) -> None:

@@ -42,6 +42,8 @@ class LRSpec(StrictModel):
     """AdamW LR for the token embedding (scaled by (n_embd/768)^-0.5 as nanochat does)."""
     unembedding_lr: float = Field(0.004, gt=0)
     """AdamW LR for lm_head (scaled like embedding_lr)."""
+    scalar_lr: float = Field(0.5, gt=0)
+    """nanochat-2026 only: AdamW LR for x0_lambdas (resid_lambdas get 1% of it), as nanochat's scalar_lr."""
     weight_decay: float = Field(0.0, ge=0)
     """Weight decay for the Muon group."""
     warmup_steps: int = Field(20, ge=0)
