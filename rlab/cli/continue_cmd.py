@@ -96,7 +96,7 @@ def continue_training(
                      gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, launcher=launcher)
     spec = with_default_nproc(spec, visible_gpus())
-    pf = preflight_continue(spec, resume=resume, force=force, inspect=inspect_base_checkpoint())
+    pf = preflight_continue(spec, resume=resume, force=force)
     spec, runs = pf.spec, pf.runs
     if json_out and not dry_run:
         raise typer.BadParameter("--json goes with --dry-run (the plan as JSON; nothing runs).", param_hint="--json")
@@ -123,24 +123,6 @@ def continue_training(
                   f"train data {_data_start_text(runs)}", highlight=False)
     plans = tag_plans(spec, runs, resume=resume, force=force)
     execute(spec, plans, rerun=lambda names: rerun_command(spec, names))
-
-
-def inspect_base_checkpoint():
-    """The core's checkpoint inspector for the preflight (an unknown architecture or bad meta is a problem,
-    an unreadable model file a warning), when this rlab's core has one; None otherwise."""
-    try:
-        from rlab.core.checkpoint import UnreadableModelFile, inspect_checkpoint
-    except ImportError:  # a core without the inspector: the job's own load is the check
-        return None
-
-    def inspect(ckpt_dir: Path, step: int) -> str | None:
-        try:
-            inspect_checkpoint(ckpt_dir, step)
-        except UnreadableModelFile as exc:
-            return f"{exc.message} Every job's own load will fail on it."
-        return None
-
-    return inspect
 
 
 def render_findings(warnings: list[str]) -> None:

@@ -22,15 +22,13 @@ def validate(
 ) -> None:
     """Check an experiment spec and run `rlab continue`'s preflight on it; print every problem, or a summary."""
     from rlab.cli.console import err, out
-    from rlab.cli.continue_cmd import inspect_base_checkpoint
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.preflight import preflight_continue
     from rlab.spec.loading import load_spec
 
     spec = load_spec(spec_path, base_dir=base_dir, results_dir=results_dir)
     if not spec_only:  # the checks `rlab continue` runs; a base that `pretrain:` makes may not exist yet
-        pf = preflight_continue(with_default_nproc(spec, visible_gpus()), base_made_by_pretrain=True,
-                                inspect=inspect_base_checkpoint())
+        pf = preflight_continue(with_default_nproc(spec, visible_gpus()), base_made_by_pretrain=True)
         for line in pf.warnings:
             err.print(f"[yellow]warning:[/] {line}", highlight=False)
         if not pf.ok:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,25 +79,19 @@ class Preflight:
 
 
 def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: bool = False,
-                       base_made_by_pretrain: bool = False,
-                       inspect: Callable[[Path, int], str | None] | None = None) -> Preflight:
+                       base_made_by_pretrain: bool = False) -> Preflight:
     """Plan `spec` against the base dir and collect every problem; `spec` is resolved (load_spec).
 
     With `base_made_by_pretrain` (rlab validate of a spec whose `pretrain:` makes the base), a
-    missing base checkpoint is expected, not a problem. `inspect(ckpt_dir, step)` checks the base
-    step's model file and architecture (the CLI passes the core's checkpoint inspector, so this
-    module stays torch-free): an `RlabError` it raises is a problem, a line it returns a warning.
+    missing base checkpoint is expected, not a problem.
     """
     pf = Preflight(spec)
     base, layout = base_layout(spec), experiment_layout(spec)
     step = spec.base_step
     if step is not None:
         try:
-            ckpt_dir = require_checkpoint(base, spec.base.tag, step)
+            require_checkpoint(base, spec.base.tag, step)
             pf.base = read_base_info(base, spec.base.tag, step)
-            note = inspect(ckpt_dir, step) if inspect is not None else None
-            if note:
-                pf.warnings.append(note)
         except RlabError as exc:
             if not (base_made_by_pretrain and spec.pretrain is not None):
                 pf.problem(exc)
