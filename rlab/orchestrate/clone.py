@@ -95,11 +95,13 @@ def clone_checkpoint(
     rope: RopeSpec,
     variant: str,
     method: CloneMethod = "auto",
+    experiment: str | None = None,
 ) -> CloneResult:
     """Clone `src_tag`'s `step` into the new tag `dst_tag` (which must not exist).
 
     The clone's meta is the source's plus ``tag``, ``variant``, ``rope`` (with original_len
-    filled from the source) and ``lineage`` = {parent_tag, parent_step}.
+    filled from the source), ``lineage`` = {parent_tag, parent_step} and ``experiment`` (the
+    experiment that owns the new tag).
     """
     t0 = time.perf_counter()
     src_dir = require_checkpoint(base, src_tag, step)
@@ -118,7 +120,8 @@ def clone_checkpoint(
                 continue
             used.add(_link_or_copy(src, tmp / src.name, method))
             total += src.stat().st_size
-        new_meta = clone_meta(meta, src_tag=src_tag, step=step, dst_tag=dst_tag, rope=rope, variant=variant)
+        new_meta = clone_meta(meta, src_tag=src_tag, step=step, dst_tag=dst_tag, rope=rope, variant=variant,
+                              experiment=experiment)
         meta_text = json.dumps(new_meta, indent=2) + "\n"
         with open(meta_file(tmp, step), "w") as fh:
             fh.write(meta_text)
@@ -136,8 +139,9 @@ def clone_checkpoint(
     return CloneResult(dst_tag, dst_dir, how, len(files), total, seconds)
 
 
-def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeSpec, variant: str) -> dict:
-    """The clone's meta: the source's, with the new tag, variant, RoPE config and lineage."""
+def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeSpec, variant: str,
+               experiment: str | None = None) -> dict:
+    """The clone's meta: the source's, with the new tag, variant, RoPE config, lineage and owning experiment."""
     model_config = meta.get("model_config") or {}
     parent_rope = meta.get("rope")
     original_len = (parent_rope or {}).get("original_len") or model_config.get("sequence_len")
@@ -150,8 +154,18 @@ def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeS
         rope=rope.model_dump(mode="json"),
         parent_rope=parent_rope,
         lineage={"parent_tag": src_tag, "parent_step": step},
+        experiment=experiment,
     )
     return new
+
+
+def tag_owner(meta: dict, tag: str) -> str | None:
+    """The experiment that owns `tag`, from one of its metas: the run that trained it, else the clone's record."""
+    run_config = meta.get("run_config")
+    if isinstance(run_config, dict) and run_config.get("tag") == tag and isinstance(run_config.get("experiment"), str):
+        return run_config["experiment"]
+    owner = meta.get("experiment")
+    return owner if isinstance(owner, str) else None
 
 
 def _link_or_copy(src: Path, dst: Path, method: CloneMethod) -> str:

@@ -11,15 +11,23 @@ eval bundle). `rlab continue` refuses to start while `problems` is non-empty; `-
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlab.errors import LaunchError, RlabError
+from rlab.errors import CheckpointError, LaunchError, RlabError
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
-from rlab.orchestrate.clone import checkpoint_files, require_checkpoint, tag_action, tag_exists_error
+from rlab.orchestrate.clone import (
+    checkpoint_files,
+    checkpoint_steps,
+    require_checkpoint,
+    tag_action,
+    tag_exists_error,
+    tag_owner,
+)
 from rlab.orchestrate.lock import lock_holder
 from rlab.orchestrate.plan import (
     base_layout,
@@ -29,6 +37,7 @@ from rlab.orchestrate.plan import (
     plan_continue,
     resolve_lengths,
 )
+from rlab.paths import BaseLayout, meta_file
 from rlab.spec.experiment import ExperimentSpec
 
 if TYPE_CHECKING:
@@ -137,10 +146,44 @@ def _check_tags(pf: Preflight, *, resume: bool, force: bool) -> None:
             return
         if action == "refuse":
             pf.problem(tag_exists_error(base, run.tag, run.variant))
+        elif action == "resume":
+            mismatch = resume_mismatch(base, run)
+            if mismatch is not None:
+                pf.problem(mismatch)
         holder = lock_holder(base, run.tag)
         if holder is not None:
             pf.problem(f"Tag '{run.tag}' is being trained by another rlab ({holder}). Wait for it to "
                                "finish or stop it; two runs on one tag would write the same checkpoints.")
+
+
+def resume_mismatch(base: BaseLayout, run: RunConfig) -> RlabError | None:
+    """Why `--resume` must not continue `run.tag`: another experiment owns it, or it was cloned from
+    another base step than this plan's. None when it may (or when it has no complete checkpoint yet)."""
+    ckpt_dir = base.checkpoint_dir(run.tag)
+    steps = checkpoint_steps(ckpt_dir)
+    if not steps:
+        return None
+    try:
+        meta = json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # the worker reports an unreadable meta with its own error
+    owner = tag_owner(meta, run.tag)
+    if owner is not None and owner != run.experiment:
+        return CheckpointError(
+            f"Tag '{run.tag}' belongs to experiment '{owner}', not '{run.experiment}': resuming it here would mix "
+            "two experiments.",
+            "Give this experiment its own `name:` (its tags are then <base>-<name>-<variant>), or replace the tag "
+            "with --force.")
+    lineage = meta.get("lineage") or {}
+    want = run.lineage
+    if want is not None and lineage and (lineage.get("parent_tag"), lineage.get("parent_step")) != (
+            want.parent_tag, want.parent_step):
+        were = f"{lineage.get('parent_tag')}@{lineage.get('parent_step')}"
+        return CheckpointError(
+            f"Tag '{run.tag}' was cloned from {were}, but this plan starts from {want.parent_tag}@{want.parent_step}.",
+            f"Resume it with --base-tag {lineage.get('parent_tag')} --from-step {lineage.get('parent_step')}, or "
+            f"re-clone it from {want.parent_tag}@{want.parent_step} with --force.")
+    return None
 
 
 def results_dir_error(root: Path) -> RlabError | None:

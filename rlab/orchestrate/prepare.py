@@ -71,7 +71,7 @@ def apply_tag_plans(spec: ExperimentSpec, plans: list[TagPlan], *, method: Clone
             continue
         if isinstance(run.init, CheckpointInit) and run.lineage is not None:
             clone_checkpoint(base, run.lineage.parent_tag, run.lineage.parent_step, run.tag, rope=run.rope,
-                             variant=run.variant, method=method)
+                             variant=run.variant, method=method, experiment=run.experiment)
         out.append(run)
     return out
 

@@ -413,3 +413,97 @@ def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_pat
     from rlab.orchestrate.lock import lock_holder
 
     assert lock_holder(base, "d20-kk-pi") is None
+
+
+def test_eval_all_finds_the_variants_given_with_flags(base, tmp_path):
+    results = tmp_path / "res"
+    spec = write_spec(tmp_path, f"name: flagged\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
+    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results)]
+    trained = rlab("continue", *common, "--from-step", "20", "--variants", "pi,ntk")
+    assert trained.returncode == 0, trained.stderr
+    listed = rlab("eval", "--all", *common, "--dry-run", "--no-core")
+    assert listed.returncode == 0, listed.stderr
+    tags = [line.split(":", 1)[0] for line in listed.stdout.splitlines() if line.startswith("d20-")]
+    assert tags == ["d20-flagged-pi", "d20-flagged-ntk"]
+
+
+def test_disk_estimate_counts_clones_and_saved_checkpoints(base, tmp_path):
+    from rlab.orchestrate.clone import checkpoint_files
+    from rlab.orchestrate.preflight import estimated_bytes
+    from rlab.spec.loading import load_spec
+
+    one = sum(p.stat().st_size for p in checkpoint_files(base.checkpoint_dir("d20"), 20))
+    spec = load_spec(None, base_dir=base.root, from_step=20, variants="pi,yarn", steps=100)
+    assert estimated_bytes(spec, base.checkpoint_dir("d20"), 20, 2) == 2 * one * 2  # clone + the final save
+    saving = load_spec(None, base_dir=base.root, from_step=20, variants="pi", steps=100)
+    saving = saving.model_copy(update={"train": saving.train.model_copy(update={"save_every": 25, "keep_last": 2})})
+    assert estimated_bytes(saving, base.checkpoint_dir("d20"), 20, 1) == one * 3  # clone + 2 kept
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and _alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_real_continue_leaves_no_torchrun_or_worker(tiny_base_dir, tmp_path):
+    import signal
+    import time
+
+    base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    layout = ExperimentLayout(results, "smoke")
+    proc = subprocess.Popen([sys.executable, "-m", "rlab", "continue", "--spec", str(EXPERIMENTS / "smoke.yaml"),
+                             "--base-dir", str(base_dir), "--results-dir", str(results), "--variants", "pi",
+                             "--steps", "100000", "--nproc", "2"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=REPO, start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and '"train"' not in (layout.metrics_file("smoke-pi").read_text()
+                                                           if layout.metrics_file("smoke-pi").exists() else ""):
+            time.sleep(0.5)
+        job = _processes_mentioning(str(layout.run_config("smoke-pi")))
+        assert len(job) >= 3  # torchrun and its two workers, training
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    deadline = time.time() + 90
+    while _processes_mentioning(str(layout.run_config("smoke-pi"))) and time.time() < deadline:
+        time.sleep(0.5)
+    assert _processes_mentioning(str(layout.run_config("smoke-pi"))) == []
+
+
+def test_pretrain_goes_through_the_shared_launch_path(tmp_path):
+    results = tmp_path / "res"
+    spec = write_spec(tmp_path, f"name: pt\npretrain: {{train: {{steps: 2, seq_len: 64}}}}\n"
+                                f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
+    result = rlab("pretrain", "--spec", str(spec), "--base-dir", str(tmp_path / "b"), "--results-dir", str(results))
+    assert result.returncode == 0, result.stdout + result.stderr
+    layout = ExperimentLayout(results, "pt")
+    assert "launched --standalone" in layout.train_log("d20").read_text()
+    assert yaml.safe_load(layout.tag_spec("d20").read_text())["pretrain"]["train"]["steps"] == 2
+
+
+def test_resume_refuses_another_experiments_tag_or_another_base_step(base, tmp_path):
+    results = tmp_path / "res"
+    spec = write_spec(tmp_path, f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
+    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--variants", "pi"]
+    assert rlab("continue", *common, "--from-step", "10").returncode == 0
+    meta = json.loads(meta_file(base.checkpoint_dir("d20-pi"), 10).read_text())
+    assert (meta["experiment"], meta["lineage"]) == ("d20", {"parent_tag": "d20", "parent_step": 10})
+    # the tag was cloned from step 10: resuming it as a continuation of step 20 is refused, with the fix
+    assert_user_error(rlab("continue", *common, "--from-step", "20", "--resume"),
+                      "Tag 'd20-pi' was cloned from d20@10, but this plan starts from d20@20",
+                      "--base-tag d20 --from-step 10", "--force")
+    assert rlab("continue", *common, "--from-step", "10", "--resume").returncode == 0
+    # a tag another experiment trained is never resumed here
+    meta["run_config"] = {"tag": "d20-pi", "experiment": "other"}
+    meta_file(base.checkpoint_dir("d20-pi"), 10).write_text(json.dumps(meta))
+    assert_user_error(rlab("continue", *common, "--from-step", "10", "--resume"),
+                      "Tag 'd20-pi' belongs to experiment 'other', not 'd20'", "own `name:`")
