@@ -145,8 +145,14 @@ def _row(metric: str, iv: unc.Interval | None, value: float = math.nan, how: str
     if iv is None:
         return {"metric": metric, "value": value, "ci_low": math.nan, "ci_high": math.nan, "n_units": pd.NA,
                 "n_seeds": pd.NA, "interval": how}
-    return {"metric": metric, "value": iv.estimate, "ci_low": iv.low, "ci_high": iv.high, "n_units": iv.n_units,
+    low, high = (math.nan, math.nan) if _degenerate(iv.n_units, iv.n_seeds) else (iv.low, iv.high)
+    return {"metric": metric, "value": iv.estimate, "ci_low": low, "ci_high": high, "n_units": iv.n_units,
             "n_seeds": iv.n_seeds, "interval": how or "bootstrap"}
+
+
+def _degenerate(n_units: int | None, n_seeds: int | None) -> bool:
+    """One unit of one seed: every resample is the same, so a bootstrap interval of zero width means nothing."""
+    return (n_units or 0) < 2 and (n_seeds or 1) < 2
 
 
 def group_scalars(datas: list[TagData], metrics: list[str], core_baselines: dict[str, float], key: str, seed: int,
@@ -251,9 +257,13 @@ def compare_arms(arms: list[Arm], base: Arm, data: dict[str, TagData], scalars: 
                 row.update(diff=diff.estimate, diff_low=diff.low, diff_high=diff.high, p_value=diff.p_value,
                            n_units=diff.n_units, n_seeds=min(arm.n_seeds, ref.n_seeds),
                            interval="paired" if isinstance(got, unc.PairedDiff) else "newcombe")
+                if isinstance(got, unc.PairedDiff) and _degenerate(diff.n_units, row["n_seeds"]):
+                    row.update(diff_low=math.nan, diff_high=math.nan)
             rel = got.rel_pct if isinstance(got, unc.PairedDiff) else None
             if rel is not None:
                 row.update(rel_pct=rel.estimate, rel_low=rel.low, rel_high=rel.high)
+                if math.isnan(row["diff_low"]):
+                    row.update(rel_low=math.nan, rel_high=math.nan)
             elif b > 0 and not isinstance(got, unc.PairedDiff) and diff is not None:
                 row.update(rel_pct=(a / b - 1) * 100)
             rows.append(row)

@@ -42,7 +42,7 @@ def sentence(data: ReportData, arm: str) -> str:
     comp = comparison(data, arm, metric)
     value, _, _, _ = scalar(data, arm, metric)
     base_value, _, _, _ = scalar(data, data.baseline_arm, metric) if data.baseline_arm else (math.nan,) * 4
-    if comp is None or math.isnan(comp["diff_low"]):
+    if comp is None or math.isnan(comp["diff"]):
         return f"**{arm}**: no paired comparison with {b} on the primary endpoint (missing eval outputs)."
     n = "?" if comp["n_units"] is None or (isinstance(comp["n_units"], float) and math.isnan(comp["n_units"])) \
         else int(comp["n_units"])
@@ -50,7 +50,8 @@ def sentence(data: ReportData, arm: str) -> str:
     seed_text = f"{seeds} seed{'s' if seeds != 1 else ''}" + (f" vs {base_seeds}" if base_seeds != seeds else "")
     rel = (f"{comp['rel_pct']:+.2f}% [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]"
            if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"]) else "")
-    absolute = f"{comp['diff']:+.4f} BPB [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]"
+    absolute = f"{comp['diff']:+.4f} BPB" + (f" [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]"
+                                             if not math.isnan(comp["diff_low"]) else "")
     word = comp["verdict"]
     if word == NOT_COMPARABLE:
         call = "**no verdict: not comparable** (evaluated or trained differently; see above)"

@@ -89,3 +89,19 @@ def test_loss_curves_pair_seed_replicates_and_need_three_points(fx):
     out = write_report(fx, n_boot=200)
     assert not any(p.name == "loss_curves.png" for p in out.written)
     assert "plot loss_curves.png not drawn: no informative data for it yet" in out.data.footnotes.items
+
+
+def test_one_unit_of_one_seed_shows_no_interval(fx):
+    """A bootstrap over a single unit has zero width: no interval is shown, and no verdict is given."""
+    for tag in ("fx-rope", "fx-pi", "fx-yarn"):
+        path = fx.eval_dir(tag) / "bpb_units.csv"
+        units = pd.read_csv(path)
+        units = units[(units["metric"] != "val") | (units["unit"].astype(str) == "0")]
+        units.to_csv(path, index=False)
+    data = collect(fx, "rope", n_boot=200)
+    val = data.scalars.set_index(["arm", "metric"]).loc[("rope", "val_bpb")]
+    assert val["n_units"] == 1 and pd.isna(val["ci_low"]) and pd.isna(val["ci_high"])
+    comp = data.comparisons.set_index(["arm", "metric"]).loc[("pi", "val_bpb")]
+    assert pd.isna(comp["diff_low"]) and pd.isna(comp["rel_low"]) and comp["verdict"] == "too few units (n=1)"
+    table = next(t for t in write_report(fx, n_boot=200).tables if t.title.startswith("BPB on the train"))
+    assert "±" not in table.frame.set_index("arm").loc["rope", "val BPB"]
