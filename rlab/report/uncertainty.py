@@ -353,10 +353,12 @@ def verdict(diff: Interval | None, lower_is_better: bool, *, significant: bool |
     `significant` is the (multiplicity-adjusted) decision; by default the interval excluding 0. With
     fewer than `MIN_UNITS` independent units there is no verdict: "too few units (n=...)".
     """
-    if diff is None or math.isnan(diff.low) or math.isnan(diff.high):
+    if diff is None or math.isnan(diff.estimate):
         return ""
-    if diff.n_units and too_few(diff.n_units):
+    if diff.n_units and too_few(diff.n_units):  # before the bounds: one unit has no interval at all
         return f"too few units (n={diff.n_units})"
+    if math.isnan(diff.low) or math.isnan(diff.high):
+        return ""
     if not (diff.excludes_zero() if significant is None else significant):
         return "≈ within noise"
     improved = diff.estimate < 0 if lower_is_better else diff.estimate > 0

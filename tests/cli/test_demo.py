@@ -24,7 +24,7 @@ TINY_DEMO = {
     "train": {"seq_len": 128, "steps": 2, "device_batch_size": 1, "eval_every": 2, "eval_tokens": 512,
               "lr": {"warmup_steps": 1}},
     "eval": {"bpb_tokens": 512, "lengths": [32, 128, 256], "length_tokens": 512, "max_per_task": 11,
-             "passkey_lengths": [64], "passkey_trials": 1, "passkey_depths": [0.5], "device_batch_size": 2},
+             "passkey_lengths": [256], "passkey_trials": 1, "passkey_depths": [0.5], "device_batch_size": 2},
     "launch": {"nproc_per_node": 2},
     "tracking": {"wandb": "disabled"},
 }

@@ -60,7 +60,7 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
         (base / sub).symlink_to(tiny_base_dir / sub)
     layout = ExperimentLayout(tmp_path / "results", "real")
     spec = EvalSpec(bpb_tokens=512, lengths=(16, 32, 64, 100000), length_tokens=192, core_bundle=_two_task_bundle(tmp_path),
-                    max_per_task=4, passkey_lengths=(96,), passkey_depths=(0.0, 1.0), passkey_trials=1,
+                    max_per_task=4, passkey_lengths=(256,), passkey_depths=(0.0, 0.9), passkey_trials=1,
                     device_batch_size=4)
     for variant, rope in (("rope", RopeSpec()), ("pi", RopeSpec(variant="pi", factor=2.0, original_len=32))):
         tag = f"d2-{variant}"
