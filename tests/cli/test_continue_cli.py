@@ -313,7 +313,10 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     assert set(report["metrics"]) >= {"bpb", "bpb_length", "passkey", "ruler"}
     assert layout.eval_run_config("smoke-pi").exists() and layout.eval_log("smoke-pi").exists()
     listing = rlab("ls", "--base-dir", str(base_dir), "--results-dir", str(results))
-    assert "smoke-pi" in listing.stdout and "smoke@4" in listing.stdout and "bpb_length" in listing.stdout
+    assert listing.returncode == 0 and "smoke-pi" in listing.stdout
+    listed = json.loads(rlab("ls", "--json", "--base-dir", str(base_dir), "--results-dir", str(results)).stdout)
+    tags = {t["tag"]: t for t in listed["tags"]}
+    assert {"smoke", "smoke-pi", "smoke-yarn"} <= set(tags) and "evaluated" in json.dumps(tags["smoke-pi"])
 
 
 def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):

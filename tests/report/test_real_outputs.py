@@ -61,6 +61,7 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     layout = ExperimentLayout(tmp_path / "results", "real")
     spec = EvalSpec(bpb_tokens=512, lengths=(16, 32, 64, 100000), length_tokens=192, core_bundle=_two_task_bundle(tmp_path),
                     max_per_task=4, passkey_lengths=(256,), passkey_depths=(0.0, 0.9), passkey_trials=1,
+                    ruler_lengths=(256,), ruler_trials=1,
                     device_batch_size=4)
     for variant, rope in (("rope", RopeSpec()), ("pi", RopeSpec(variant="pi", factor=2.0, original_len=32))):
         tag = f"d2-{variant}"
@@ -80,7 +81,7 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     assert not any("unreadable" in n or "lacks column" in n or "schema" in n for n in notes)
     res = data.results.set_index("tag")
     assert list(res.index) == ["d2-pi", "d2-rope"]
-    for col in ("train_bpb", "val_bpb", "bpb_len_16", "bpb_len_64", "core", "passkey_len_96"):
+    for col in ("train_bpb", "val_bpb", "bpb_len_16", "bpb_len_64", "core", "passkey_len_256"):
         assert res[col].notna().all(), col
     assert (data.scalars.query("metric != 'passkey_overall'")["interval"] == "bootstrap").all()
     comp = data.comparisons.set_index(["arm", "metric"])
