@@ -11,6 +11,7 @@ Schemas (docs/architecture.md "Evals"):
     passkey.csv          length,depth,accuracy,n
     core_examples.csv    task,index,correct
     bpb_units.csv        metric,unit,nats,bytes
+    copy_distance.csv    window,distance,record,first_nats,copy_nats,copy_acc,tokens
     results_<variant>.csv  task,type,accuracy,centered,baseline,n   (per-task CORE of one variant)
 """
 
@@ -39,6 +40,7 @@ BPB_BY_LENGTH_CSV = "bpb_by_length.csv"
 PASSKEY_CSV = "passkey.csv"
 CORE_EXAMPLES_CSV = "core_examples.csv"
 BPB_UNITS_CSV = "bpb_units.csv"
+COPY_DISTANCE_CSV = "copy_distance.csv"  # columns: rlab.evals.copy_distance.COLUMNS
 
 
 

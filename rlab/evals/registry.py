@@ -155,11 +155,27 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
     return EvalOutcome(metric, {ctx.out_dir / outputs.PASSKEY_CSV: (outputs.PASSKEY_COLUMNS, rows)})
 
 
+def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
+    """Loss on a passage repeated at a known distance vs its first occurrence, by window (rlab.evals.copy_distance)."""
+    from rlab.core.data import load_long_docs
+    from rlab.evals import copy_distance as cd
+
+    docs = ctx.tokenizer.encode(load_long_docs(ctx.base_dir))
+    windows = list(ctx.spec.copy_lengths or bpb_lengths(ctx))
+    with ctx.autocast():
+        rows = cd.evaluate_copy_distance(ctx.model, docs, ctx.tokenizer.bos_token_id, windows, ctx.spec.copy_trials,
+                                         ctx.spec.seed, ctx.batch_tokens, ctx.device)
+    metric = {"passage": cd.PASSAGE, "prefix": cd.PREFIX, "windows": cd.summarize(rows, seed=ctx.spec.seed)}
+    table = [[r[c] for c in cd.COLUMNS] for r in rows]
+    return EvalOutcome(metric, {ctx.out_dir / outputs.COPY_DISTANCE_CSV: (cd.COLUMNS, table)})
+
+
 EVALS: dict[str, Callable[[EvalContext], EvalOutcome]] = {
     "bpb": run_bpb,
     "bpb_length": run_bpb_length,
     "core": run_core,
     "passkey": run_passkey,
+    "copy_distance": run_copy_distance,
 }
 
 

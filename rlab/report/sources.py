@@ -26,6 +26,7 @@ EVAL_CSVS: dict[str, tuple[str, ...]] = {
     "passkey": ("length", "depth", "accuracy"),
     "core_examples": ("task", "index", "correct"),
     "bpb_units": ("metric", "unit", "nats", "bytes"),
+    "copy_distance": ("window", "distance", "record", "first_nats", "copy_nats", "copy_acc"),
 }
 CORE_TASK_COLUMNS = ("task", "type", "accuracy", "centered", "baseline", "n")
 

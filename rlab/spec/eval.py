@@ -9,14 +9,15 @@ from pydantic import Field, PositiveInt
 
 from rlab.spec.base import StrictModel
 
-EvalName = Literal["bpb", "bpb_length", "core", "passkey"]
+EvalName = Literal["bpb", "bpb_length", "core", "passkey", "copy_distance"]
 
 
 class EvalSpec(StrictModel):
     """Which evals run and how big they are."""
 
     evals: tuple[EvalName, ...] = ("bpb", "bpb_length", "core", "passkey")
-    """Evals to run: bpb (train/val), bpb_length (BPB vs context length), core (DCLM CORE), passkey."""
+    """Evals to run: bpb (train/val), bpb_length (BPB vs context length), core (DCLM CORE), passkey,
+    copy_distance (loss on a passage repeated at a known distance; not in the default list)."""
     bpb_tokens: PositiveInt = 262144
     """Tokens per split for train/val BPB."""
     length_multipliers: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -38,6 +39,10 @@ class EvalSpec(StrictModel):
     """Where the key sits in the filler, as a fraction of the prompt."""
     passkey_trials: PositiveInt = 5
     """Seeded trials per (length, depth)."""
+    copy_lengths: tuple[PositiveInt, ...] | None = None
+    """copy_distance windows in tokens (the copy's distance grows with the window); null = the BPB-vs-length lengths."""
+    copy_trials: PositiveInt = 32
+    """copy_distance records per window (the independent units of its intervals)."""
     device_batch_size: PositiveInt = 8
     """Sequences per forward pass."""
     seed: int = Field(1234)

@@ -32,10 +32,14 @@ TINY_DEMO = {
 
 def test_demo_stages_are_the_users_commands(tmp_path):
     stages = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None)
-    assert [s.name for s in stages] == ["data", "pretrain", "continue", "eval", "report"]
-    assert stages[0].argv[-2:] == ["--base-dir", str(tmp_path / "b")]
-    assert "--no-core" in stages[3].argv  # no bundle: CORE skipped, said so, not silently dropped
-    assert all(s.argv[1:3] == ["-m", "rlab"] for s in stages)
+    assert [s.name for s in stages] == ["data", "pretrain", "check", "continue", "eval", "report"]
+    assert stages[0].argv[-3:] == ["--base-dir", str(tmp_path / "b"), "--copy-records"]
+    assert "--no-core" in stages[4].argv  # no bundle: CORE skipped, said so, not silently dropped
+    assert stages[2].argv is None  # the go/no-go check runs in the demo's own process
+    assert all(s.argv[1:3] == ["-m", "rlab"] for s in stages if s.argv is not None)
+    again = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None,
+                        rebuild_data=True)
+    assert again[0].argv[-1] == "--force"  # an older demo's corpus (no copy records) is rebuilt
 
 
 def test_demo_dry_run_touches_nothing(tmp_path):
