@@ -60,6 +60,10 @@ def continue_training(
     steps: StepsOpt = None,
     seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="New training length (train.seq_len).")]
     = None,
+    seeds: Annotated[Optional[int], typer.Option(
+        "--seeds", min=1, help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
+    zero_shot: Annotated[Optional[bool], typer.Option(
+        "--zero-shot/--no-zero-shot", help="Also make each variant's training-free arm (train.zero_shot).")] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     gpus_per_variant: GpusPerVariantOpt = None,
@@ -79,16 +83,17 @@ def continue_training(
     from rlab.spec.loading import load_spec
 
     spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
-                     results_dir=results_dir, steps=steps, seq_len=seq_len, nproc=nproc, max_restarts=max_restarts,
-                     gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
+                     results_dir=results_dir, steps=steps, seeds=seeds, zero_shot=zero_shot, seq_len=seq_len,
+                     nproc=nproc, max_restarts=max_restarts, gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, launcher=launcher)
     spec = with_default_nproc(spec, visible_gpus())
     runs = plan_continue(spec)
     if dry_run:
-        render_plan(spec, runs, build_jobs(spec, runs), title=f"rlab continue: {spec.experiment} (dry run)")
+        trained = [run for run in runs if run.train.steps > 0]  # training-free arms are a clone, not a job
+        render_plan(spec, runs, build_jobs(spec, trained), title=f"rlab continue: {spec.experiment} (dry run)")
         _dry_run_checks(spec, runs)
-        if spec.launch.launcher == "slurm":  # a SLURM dry run writes the scripts (to read), submits nothing
-            submit_slurm(spec, runs, submit=False)
+        if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing
+            submit_slurm(spec, trained, submit=False)
         return
     base = base_layout(spec)
     require_checkpoint(base, spec.base.tag, runs[0].lineage.parent_step)  # type: ignore[union-attr]
@@ -122,6 +127,13 @@ def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
         out.print(f"{run.tag}: {verb}{source}", highlight=False)
     save_resolved_spec(spec)
     write_run_configs(spec, runs)
+    for run in runs:
+        if run.train.steps == 0:
+            out.print(f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base, nothing trained; "
+                      "no job)", highlight=False)
+    runs = [run for run in runs if run.train.steps > 0]
+    if not runs:
+        return
     if launch.launcher == "slurm":
         submit_slurm(spec, runs)
         return

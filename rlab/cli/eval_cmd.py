@@ -68,7 +68,7 @@ def eval_tag(
     from rlab.cli.console import out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
-    from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
+    from rlab.orchestrate.plan import base_layout, experiment_layout, experiment_tags, plan_eval
     from rlab.spec.run import write_config
 
     if tag is None and not all_tags:
@@ -82,7 +82,7 @@ def eval_tag(
                              max_per_task=max_per_task, eval_bundle=eval_bundle)
     base = base_layout(spec)
     if all_tags:
-        tags = [spec.tag_for(v) for v in spec.variants if base.checkpoint_dir(spec.tag_for(v)).is_dir()]
+        tags = [t for t in experiment_tags(spec) if base.checkpoint_dir(t).is_dir()]
         if not tags:
             raise CheckpointError(f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
                                   "Run `rlab continue` first, or name a tag with --tag.")
@@ -103,6 +103,9 @@ def eval_tag(
             raise CheckpointError(f"No checkpoint for step {step} in {ckpt_dir} (found: "
                                   f"{', '.join(map(str, steps)) or 'none'}).", "Choose one with --step.")
         tag_meta = meta if name == tag and meta else _newest_meta(ckpt_dir)
+        if name == spec.base.tag:  # the base itself: a reference arm, at the step the variants started from
+            configs.append(plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step))
+            continue
         configs.append(plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step))
     nproc = nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     layout = experiment_layout(spec)

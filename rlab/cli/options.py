@@ -28,7 +28,8 @@ ExperimentOpt = Annotated[
 NprocOpt = Annotated[
     Optional[int], typer.Option("--nproc", min=1, help="Processes (GPUs, or CPU processes) per node per job.")
 ]
-StepsOpt = Annotated[Optional[int], typer.Option("--steps", min=1, help="Optimizer steps to run (spec: train.steps).")]
+StepsOpt = Annotated[Optional[int], typer.Option(
+    "--steps", min=0, help="Optimizer steps to run (spec: train.steps); 0 = training-free arms only.")]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Print the plan and the exact commands; touch nothing.")
 ]

@@ -1,12 +1,15 @@
 """Spec -> resolved per-tag configs. Pure and deterministic: no I/O, no clock, no environment.
 
-`plan_continue` gives one `RunConfig` per variant (tag ``<base>-<variant>``, starting from
-that tag's clone of the base step), `plan_pretrain` the from-scratch run that makes the base,
-and `plan_eval` the `EvalRunConfig` of one tag. The spec must already be resolved
+`plan_continue` gives the `RunConfig`s of every variant (tag ``<base>-<variant>``, starting from
+that tag's clone of the base step; with ``train.seeds`` > 1 one more tag ``...-seed<i>`` per
+replicate; with ``train.zero_shot`` or ``steps: 0`` a training-free tag ``...-zeroshot``),
+`plan_pretrain` the from-scratch run that makes the base, and `plan_eval` the `EvalRunConfig` of one tag. The spec must already be resolved
 (`rlab.spec.loading.load_spec` fills base_dir and results_dir).
 """
 
 from __future__ import annotations
+
+import re
 
 from rlab.errors import SpecError
 from rlab.paths import BaseLayout, ExperimentLayout
@@ -61,22 +64,50 @@ def plan_continue(spec: ExperimentSpec) -> list[RunConfig]:
     base_dir = base_layout(spec).root
     runs = []
     for variant, rope in spec.variants.items():
-        tag = spec.tag_for(variant)
-        runs.append(
-            RunConfig(
-                experiment=spec.experiment,
-                tag=tag,
-                variant=variant,
-                base_dir=base_dir,
-                run_dir=layout.run_dir(tag),
-                init=CheckpointInit(tag=tag, step=step),
-                lineage=Lineage(parent_tag=spec.base.tag, parent_step=step),
-                rope=rope,
-                train=spec.train,
-                tracking=spec.tracking,
+        for tag, train in arm_runs(spec, variant):
+            runs.append(
+                RunConfig(
+                    experiment=spec.experiment,
+                    tag=tag,
+                    variant=variant,
+                    base_dir=base_dir,
+                    run_dir=layout.run_dir(tag),
+                    init=CheckpointInit(tag=tag, step=step),
+                    lineage=Lineage(parent_tag=spec.base.tag, parent_step=step),
+                    rope=rope,
+                    train=train,
+                    tracking=spec.tracking,
+                )
             )
-        )
     return runs
+
+
+ZERO_SHOT_SUFFIX = "-zeroshot"
+_SEED_SUFFIX = re.compile(r"-seed[1-9][0-9]*$")
+
+
+def replicate_suffix(index: int) -> str:
+    """Tag suffix of seed replicate `index`: none for the first (the plain tag), ``-seed<i>`` after it."""
+    return "" if index == 0 else f"-seed{index}"
+
+
+def arm_runs(spec: ExperimentSpec, variant: str) -> list[tuple[str, TrainSpec]]:
+    """(tag, train settings) of every run of one variant: its seed replicates (train.seed + i, same budget and
+    data start), then its training-free arm (steps 0) when asked for."""
+    tag, train = spec.tag_for(variant), spec.train
+    out = []
+    if train.steps > 0:
+        out += [(tag + replicate_suffix(i), train.model_copy(update={"seed": train.seed + i}))
+                for i in range(train.seeds)]
+    if train.steps == 0 or train.zero_shot:
+        out.append((tag + ZERO_SHOT_SUFFIX, train.model_copy(update={"steps": 0, "seeds": 1})))
+    return out
+
+
+def experiment_tags(spec: ExperimentSpec) -> list[str]:
+    """Every tag `rlab continue` makes for the spec (the base first when it is a reference arm)."""
+    tags = [spec.base.tag] if spec.train.steps == 0 or spec.train.zero_shot else []
+    return tags + [tag for variant in spec.variants for tag, _ in arm_runs(spec, variant)]
 
 
 def plan_pretrain(spec: ExperimentSpec) -> RunConfig:
@@ -84,6 +115,9 @@ def plan_pretrain(spec: ExperimentSpec) -> RunConfig:
     if spec.pretrain is None:
         raise SpecError("The spec has no `pretrain:` section.", "Add one (see experiments/demo.yaml), or start "
                         "from an existing checkpoint with `rlab continue --from-step N`.")
+    if spec.pretrain.train.steps == 0:
+        raise SpecError("pretrain.train.steps: a base model needs at least one step (got 0).",
+                        "Set pretrain.train.steps (or --steps) to a positive number.")
     check_batch(spec.pretrain.train, spec.launch.world_size, where="pretrain.train")
     tag = spec.base.tag
     return RunConfig(
@@ -99,18 +133,26 @@ def plan_pretrain(spec: ExperimentSpec) -> RunConfig:
     )
 
 
-def variant_of_tag(spec: ExperimentSpec, tag: str) -> str:
-    """The variant a tag belongs to by its name: ``d20-pi`` -> ``pi``; the base tag itself -> ``base``."""
-    prefix = f"{spec.base.tag}-"
+def arm_label(spec: ExperimentSpec, tag: str) -> str:
+    """A tag's name without the experiment's prefix: ``d20-pi-seed1`` -> ``pi-seed1``; the base tag -> ``base``."""
+    prefix = spec.tag_for("")
     if tag == spec.base.tag:
         return "base"
     return tag[len(prefix):] if tag.startswith(prefix) and len(tag) > len(prefix) else tag
+
+
+def variant_of_tag(spec: ExperimentSpec, tag: str) -> str:
+    """The variant a tag belongs to by its name: ``d20-pi``, ``d20-pi-seed2``, ``d20-pi-zeroshot`` -> ``pi``;
+    the base tag itself -> ``base``."""
+    label = arm_label(spec, tag)
+    return _SEED_SUFFIX.sub("", label.removesuffix(ZERO_SHOT_SUFFIX)) or label
 
 
 def plan_eval(spec: ExperimentSpec, tag: str, variant: str | None = None, step: int | None = None) -> EvalRunConfig:
     """The eval job of one tag (`variant` defaults to the one its name says)."""
     variant = variant or variant_of_tag(spec, tag)
     layout = experiment_layout(spec)
+    label = arm_label(spec, tag)  # replicates and zero-shot arms keep their own per-task CORE file
     return EvalRunConfig(
         experiment=spec.experiment,
         tag=tag,
@@ -118,6 +160,6 @@ def plan_eval(spec: ExperimentSpec, tag: str, variant: str | None = None, step: 
         base_dir=base_layout(spec).root,
         step=step,
         out_dir=layout.eval_dir(tag),
-        core_csv=layout.core_task_csv(variant),
+        core_csv=layout.core_task_csv(label if label.startswith(f"{variant}-") else variant),
         eval=spec.eval,
     )

@@ -97,11 +97,6 @@ class ReportData:
         text = arm.key + (f" ×{arm.n_seeds} seeds" if arm.n_seeds > 1 else "")
         return f"{text} [{','.join(map(str, marks))}]" if marks else text
 
-    @property
-    def n_seeds(self) -> int:
-        """The fewest seeds of any compared arm (1 = training noise not covered)."""
-        return min((a.n_seeds for a in self.arms if a.kind == "continued"), default=1)
-
 
 # ---------------------------------------------------------------- per-tag inputs to the statistics
 

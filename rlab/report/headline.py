@@ -46,7 +46,8 @@ def sentence(data: ReportData, arm: str) -> str:
         return f"**{arm}**: no paired comparison with {b} on the primary endpoint (missing eval outputs)."
     n = "?" if comp["n_units"] is None or (isinstance(comp["n_units"], float) and math.isnan(comp["n_units"])) \
         else int(comp["n_units"])
-    seeds = int(comp["n_seeds"])
+    seeds, base_seeds = data.arm(arm).n_seeds, data.arm(data.baseline_arm).n_seeds
+    seed_text = f"{seeds} seed{'s' if seeds != 1 else ''}" + (f" vs {base_seeds}" if base_seeds != seeds else "")
     rel = (f"{comp['rel_pct']:+.2f}% [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]"
            if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"]) else "")
     absolute = f"{comp['diff']:+.4f} BPB [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]"
@@ -58,7 +59,7 @@ def sentence(data: ReportData, arm: str) -> str:
     else:
         call = f"**{word}** than {b}"
     return (f"**{arm}** vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; "
-            f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}).")
+            f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text}).")
 
 
 def sentences(data: ReportData) -> list[str]:
@@ -77,8 +78,10 @@ def warnings(data: ReportData) -> list[str]:
     if few:
         out.append(f"Fewer than {unc.MIN_UNITS} independent units on the primary endpoint: "
                    f"{_hint(data.primary.metric)}.")
-    if data.n_seeds <= 1:
-        out.append("One training seed per variant: the intervals cover evaluation noise only, not "
+    single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
+    if single:
+        who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
+        out.append(f"One training seed per {who}: the intervals cover evaluation noise only, not "
                    "seed-to-seed training noise (set `train.seeds: 3` or `rlab continue --seeds 3`).")
     if not data.clustered and any(data.comparisons["interval"] == "paired"):
         out.append("BPB units do not name their documents: blocks of one document were resampled as if "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from rlab.paths import ExperimentLayout
 log = logging.getLogger(__name__)
 
 EVAL_SCHEMA = "rlab.eval/1"
+_ARM_SUFFIX = re.compile(r"(-seed[1-9][0-9]*|-zeroshot)$")
 # Side files of an eval, by name, with the columns each must have.
 EVAL_CSVS: dict[str, tuple[str, ...]] = {
     "bpb_by_length": ("length", "bpb"),
@@ -174,14 +176,16 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
     if ev is None and not any(n.startswith("eval.json") for n in notes):
         notes.append("not evaluated yet (no eval.json)")
     src.metrics = read_metrics(layout.metrics_file(tag), notes)
-    if src.metrics is None and not layout.metrics_file(tag).is_file():
+    trains = variant != "base" and ((run or {}).get("train") or {}).get("steps") != 0  # not a training-free arm
+    if src.metrics is None and not layout.metrics_file(tag).is_file() and trains:
         notes.append("no training metrics (metrics.jsonl)")
     if ev is not None:  # eval.json is written last: without it the side files may be from a run in progress
         for name, required in EVAL_CSVS.items():
             frame = read_csv(layout.eval_dir(tag) / f"{name}.csv", required, notes, f"{name}.csv")
             if frame is not None:
                 src.csvs[name] = frame
-        core_csv = layout.core_task_csv(variant)
+        suffix = _ARM_SUFFIX.search(tag)  # seed replicates and zero-shot arms have their own per-task file
+        core_csv = layout.core_task_csv(variant + (suffix.group(0) if suffix else ""))
         src.core_tasks = read_csv(core_csv, ("task", "accuracy", "centered"), notes, core_csv.name)
         if src.core_tasks is None and not core_csv.is_file():
             notes.append(f"{core_csv.name} (per-task CORE) is missing")
@@ -211,8 +215,9 @@ def read_experiment(layout: ExperimentLayout) -> ExperimentSources:
     for tag in discover_tags(layout):
         src = read_tag(layout, tag, known)
         init = (src.run_config or {}).get("init")
-        if tag == base_tag or (isinstance(init, dict) and init.get("kind") == "scratch" and src.eval is None):
-            # The from-scratch base run (`rlab pretrain`) is where variants start, not one of them.
+        if (tag == base_tag or (isinstance(init, dict) and init.get("kind") == "scratch")) and src.eval is None:
+            # The from-scratch base run (`rlab pretrain`) is where variants start, not one of them; once
+            # evaluated (`rlab eval --tag <base>`, variant "base") it is the report's reference arm.
             notes.append(f"{tag}: the base model's own run, not a variant; left out of the comparison")
             continue
         tags.append(src)

@@ -29,6 +29,8 @@ OVERRIDE_PATHS: dict[str, str] = {
     "base_tag": "base.tag",
     "from_step": "base.step",
     "steps": "train.steps",
+    "seeds": "train.seeds",
+    "zero_shot": "train.zero_shot",
     "pretrain_steps": "pretrain.train.steps",
     "seq_len": "train.seq_len",
     "nproc": "launch.nproc_per_node",

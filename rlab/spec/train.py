@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from rlab.spec.base import Cadence, StrictModel
 
@@ -57,8 +57,15 @@ class TrainSpec(StrictModel):
 
     seq_len: PositiveInt = 1024
     """Training sequence length in tokens (the new, longer context for continued runs)."""
-    steps: PositiveInt = 100
-    """Optimizer steps to run."""
+    steps: NonNegativeInt = 100
+    """Optimizer steps to run. 0 = training-free: each variant's tag is the base with its RoPE applied (tag
+    <tag>-zeroshot, a clone plus meta, no torchrun)."""
+    seeds: PositiveInt = 1
+    """Training replicates per variant: replicate i (tag suffix -seed<i> for i >= 1) trains with seed + i, i.e. a
+    different data order on the same token budget from the same data start. The report averages them."""
+    zero_shot: bool = False
+    """Also make each variant's training-free arm (<tag>-zeroshot: the base with the variant's RoPE, nothing
+    trained) and evaluate the base itself, so the report shows zero-shot and continued side by side."""
     device_batch_size: PositiveInt = 8
     """Sequences per rank per micro-batch."""
     total_batch_size: PositiveInt | None = None

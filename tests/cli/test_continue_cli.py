@@ -98,7 +98,7 @@ def test_debug_env_shows_the_traceback(base):
 
 
 def test_spec_errors_all_at_once(tmp_path):
-    spec = write_spec(tmp_path, "base: {step: -1, tagg: x}\ntrain: {steps: 0}\nvariants:\n  pi: {variant: pi, "
+    spec = write_spec(tmp_path, "base: {step: -1, tagg: x}\ntrain: {steps: -1}\nvariants:\n  pi: {variant: pi, "
                                 "factor: 0.5}\n")
     result = rlab("continue", "--spec", str(spec), "--variants", "pi")
     assert_user_error(result, "4 problem(s)", "base.step:", "base.tagg: unknown key", "train.steps:",
@@ -164,6 +164,23 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     assert forced.returncode == 0, forced.stderr
     assert "--force: deleting d20-pi" in forced.stderr and str(base.checkpoint_dir("d20-pi")) in forced.stderr
     assert checkpoint_steps(base.checkpoint_dir("d20-pi")) == [20]
+
+
+def test_seeds_and_training_free_arm(base, tmp_path):
+    """--seeds 2 --zero-shot: two trained tags per variant and a zero-shot clone that launches nothing."""
+    results = tmp_path / "res"
+    spec = write_spec(tmp_path, f"name: arms\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
+    result = rlab("continue", "--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results),
+                  "--from-step", "20", "--variants", "yarn", "--seeds", "2", "--zero-shot")
+    assert result.returncode == 0, result.stdout + result.stderr
+    layout = ExperimentLayout(results, "arms")
+    assert "d20-yarn-zeroshot: training-free arm" in result.stdout
+    for tag, seed, steps in (("d20-yarn", 42, 100), ("d20-yarn-seed1", 43, 100), ("d20-yarn-zeroshot", 42, 0)):
+        run = json.loads(layout.run_config(tag).read_text())
+        assert (run["train"]["seed"], run["train"]["steps"]) == (seed, steps)
+        meta = json.loads(meta_file(base.checkpoint_dir(tag), 20).read_text())
+        assert meta["rope"]["variant"] == "yarn" and meta["lineage"] == {"parent_tag": "d20", "parent_step": 20}
+    assert layout.train_log("d20-yarn-seed1").is_file() and not layout.train_log("d20-yarn-zeroshot").exists()
 
 
 def test_slurm_dry_run_writes_scripts_only(base, tmp_path):

@@ -24,7 +24,7 @@ def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
     )
     result = rlab("validate", str(spec))
     assert_user_error(result, f"{spec}:", "base.tag:", "variants.yarn.beta_fast: must be > beta_slow",
-                      "train.steps: Input should be greater than 0 (got -5)", "train.lr.warmdown_frac:",
+                      "train.steps: Input should be greater than or equal to 0 (got -5)", "train.lr.warmdown_frac:",
                       "launch.rdzv_endpoint: required when nnodes > 1", "tracking.wandb:")
     problems = [line for line in result.stderr.splitlines() if line.startswith("  ")]
     assert len(problems) >= 6  # all at once, one line each

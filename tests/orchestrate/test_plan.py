@@ -180,3 +180,26 @@ def test_busy_local_port_moves_to_a_free_one():
     assert moved == tuple(a.replace(":29500", ":29502") for a in argv)
     multi = tuple(torchrun_argv(P, LaunchSpec(nnodes=2, rdzv_endpoint="n0:29500"), rdzv_id="t"))
     assert free_local_port(multi, lambda p: False) == multi
+
+
+def test_seeds_and_zero_shot_arms():
+    """train.seeds replicates each variant (seed + i, same budget); zero_shot adds a training-free tag."""
+    from rlab.orchestrate.plan import experiment_tags, variant_of_tag
+
+    spec = spec_of(from_step=7, variants="rope,yarn", seeds=3, zero_shot=True, steps=5)
+    runs = plan_continue(spec)
+    assert [r.tag for r in runs] == ["d20-rope", "d20-rope-seed1", "d20-rope-seed2", "d20-rope-zeroshot",
+                                     "d20-yarn", "d20-yarn-seed1", "d20-yarn-seed2", "d20-yarn-zeroshot"]
+    assert [r.train.seed for r in runs[:3]] == [42, 43, 44]
+    assert [r.train.steps for r in runs] == [5, 5, 5, 0] * 2
+    assert {r.lineage.parent_step for r in runs} == {7} and {r.variant for r in runs[4:]} == {"yarn"}
+    assert experiment_tags(spec) == ["d20", *(r.tag for r in runs)]  # the base is the reference arm
+    for run in runs:
+        assert variant_of_tag(spec, run.tag) == run.variant
+    assert variant_of_tag(spec, "d20") == "base"
+    layout_csv = {r.tag: plan_eval(spec, r.tag).core_csv.name for r in runs}
+    assert layout_csv["d20-yarn"] == "results_yarn.csv" and layout_csv["d20-yarn-seed2"] == "results_yarn-seed2.csv"
+    assert layout_csv["d20-yarn-zeroshot"] == "results_yarn-zeroshot.csv"
+    only = plan_continue(spec_of(from_step=7, variants="pi", steps=0))
+    assert [(r.tag, r.train.steps) for r in only] == [("d20-pi-zeroshot", 0)]
+    assert experiment_tags(spec_of(from_step=7, variants="pi")) == ["d20-pi"]
