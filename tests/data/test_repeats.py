@@ -35,3 +35,18 @@ def test_seeded_and_validated():
     assert with_repeats(docs, RepeatOptions(seed=1)) != with_repeats(docs, RepeatOptions(seed=2))
     with pytest.raises(ValueError, match="distances"):
         RepeatOptions(min_distance=10, max_distance=5)
+
+
+def test_copy_documents_repeat_random_word_passages_and_are_interleaved():
+    docs = make_english_docs(4, seed=6, min_sentences=80, max_sentences=80)
+    opts = RepeatOptions(record_fraction=0.5, record_tokens=256)
+    out = with_repeats(docs, opts)
+    natural = [o for o in out if any(o.startswith(d.split()[0]) and d.split()[1] in o[:80] for d in docs)]
+    records = [o for o in out if o not in natural]
+    assert records and out.index(records[0]) < out.index(natural[-1])  # interleaved, not all at the end
+    assert 0.3 < sum(map(len, records)) / sum(map(len, docs)) < 0.9
+    for doc in records:
+        for line in doc.split("\n"):  # each line: a span written twice in a row
+            tokens = line.split()
+            half = len(tokens) // 2
+            assert len(tokens) == 2 * half and half >= 2 and tokens[:half] == tokens[half:], line
