@@ -33,27 +33,40 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, write: Callable[[IO[Any]], object], *, binary: bool = True) -> None:
-    """Create/replace `path` with what `write(fh)` writes, atomically."""
+def atomic_write(path: Path, write: Callable[[IO[Any]], object], *, binary: bool = True,
+                 size: int | None = None) -> None:
+    """Create/replace `path` with what `write(fh)` writes, atomically.
+
+    An OSError (a full disk, a read-only folder) names `path` even where the OS names no file, and
+    carries `bytes_needed` (`size`, when known), so the CLI can say what failed where.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        error = OSError(exc.errno, exc.strerror, exc.filename if exc.filename and tmp is None else str(path))
+        error.bytes_needed = size  # type: ignore[attr-defined]
+        raise error from exc
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Create/replace `path` with `data`, atomically."""
-    atomic_write(path, lambda fh: fh.write(data))
+    atomic_write(path, lambda fh: fh.write(data), size=len(data))
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -50,6 +50,46 @@ class EvalError(RlabError):
 def unknown_name_error(kind: str, name: str, available: Iterable[str], cls: type[RlabError] = RlabError) -> RlabError:
     """`Unknown RoPE variant 'yarm'. Did you mean 'yarn'? Available: ...` as an error object."""
     names = sorted(available)
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    by_lower = {n.lower(): n for n in names}
+    close = [by_lower[m] for m in difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.5)]
     did_you_mean = f" Did you mean '{close[0]}'?" if close else ""
     return cls(f"Unknown {kind} '{name}'.{did_you_mean} Available: {', '.join(names)}.")
+
+
+def os_error(exc: OSError) -> RlabError:
+    """An OSError that escaped a command (full disk, read-only or missing folder) as a user-facing error.
+
+    The message names the path the OS names; for a full disk it adds how much space is left there.
+    """
+    import errno
+    import shutil
+    from pathlib import Path
+
+    path = exc.filename or "a file"
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = ""
+        for folder in (Path(str(path)).parent, *Path(str(path)).parents):
+            try:
+                free = f" ({_size(shutil.disk_usage(folder).free)} free there)"
+                break
+            except OSError:
+                continue
+        needed = getattr(exc, "bytes_needed", None)
+        if needed:
+            free = f" ({_size(needed)} to write{', ' + free.strip(' ()') if free else ''})"
+        return RlabError(f"No space left writing {path}{free}.",
+                         "Free some space on that filesystem (or point --results-dir/--base-dir elsewhere) "
+                         "and rerun; files already written are complete (writes are atomic).")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return RlabError(f"Cannot write {path}: {reason}.",
+                         "Choose a writable folder (--results-dir, --base-dir, or $RLAB_RESULTS_DIR).")
+    return RlabError(f"{reason}: {path}.", "Check the path and its permissions.")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

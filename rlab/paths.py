@@ -7,6 +7,7 @@ Two roots:
       <base>/base_data/shard_00000.parquet ...   training shards; the last one is validation
       <base>/tokenizer/tokenizer.pkl, token_bytes.pt
       <base>/base_checkpoints/<tag>/model_021400.pt, meta_021400.json, optim_021400_rank0.pt
+      <base>/base_checkpoints/.<tag>.lock          held while a run trains <tag>
       <base>/eval_bundle/                          DCLM CORE bundle (core.yaml, eval_meta_data.csv, eval_data/)
       <base>/long_docs/long_docs.parquet           rlab's fixed long-document set for BPB-vs-length
 
@@ -14,6 +15,7 @@ Two roots:
 
       results/<exp>/spec.resolved.yaml      the resolved spec that produced everything below
       results/<exp>/runs/<tag>/run.json     the resolved per-tag run config (torchrun reads it)
+      results/<exp>/runs/<tag>/spec.resolved.yaml  the spec of the run that trained <tag> (its rerun command)
       results/<exp>/runs/<tag>/train.log    the job's stdout/stderr
       results/<exp>/runs/<tag>/metrics.jsonl  one JSON object per step / eval (source of truth for plots)
       results/<exp>/evals/<tag>/eval.json   every metric of one tag
@@ -23,7 +25,8 @@ Two roots:
 
 The environment is read here and only here: ``RLAB_BASE_DIR`` then ``NANOCHAT_BASE_DIR``
 then nanochat's default ``~/.cache/nanochat`` for the base dir; ``RLAB_RESULTS_DIR`` for
-the results root.
+the results root. Precedence: flags, then the environment, then paths recorded in a spec rlab
+wrote (``spec.resolved.yaml``; its results root is where the file lies now).
 """
 
 from __future__ import annotations
@@ -34,21 +37,42 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NANOCHAT_DEFAULT_BASE_DIR = Path.home() / ".cache" / "nanochat"
+RESOLVED_SPEC_NAME = "spec.resolved.yaml"
+"""A spec rlab wrote (recorded paths in it yield to the environment and to where the file lies)."""
 
 
-def default_base_dir() -> Path:
-    """The checkpoint/data root when no ``--base-dir`` is given."""
+def env_base_dir() -> Path | None:
+    """``$RLAB_BASE_DIR``, else ``$NANOCHAT_BASE_DIR``, else None."""
     for var in ("RLAB_BASE_DIR", "NANOCHAT_BASE_DIR"):
         value = os.environ.get(var)
         if value:
             return Path(value).expanduser()
-    return NANOCHAT_DEFAULT_BASE_DIR
+    return None
+
+
+def env_results_root() -> Path | None:
+    """``$RLAB_RESULTS_DIR``, else None."""
+    value = os.environ.get("RLAB_RESULTS_DIR")
+    return Path(value).expanduser() if value else None
+
+
+def default_base_dir() -> Path:
+    """The checkpoint/data root when no ``--base-dir`` is given."""
+    return env_base_dir() or NANOCHAT_DEFAULT_BASE_DIR
 
 
 def default_results_root() -> Path:
     """The results root when none is given: ``$RLAB_RESULTS_DIR`` or ``./results``."""
-    value = os.environ.get("RLAB_RESULTS_DIR")
-    return Path(value).expanduser() if value else Path.cwd() / "results"
+    return env_results_root() or Path.cwd() / "results"
+
+
+def recorded_results_root(spec_path: Path, experiment: str) -> Path | None:
+    """The results root a recorded spec (``<root>/<experiment>/.../spec.resolved.yaml``) lies in, wherever
+    the folder was moved or copied to; None when the file is not inside a folder named `experiment`."""
+    for parent in Path(spec_path).resolve().parents:
+        if parent.name == experiment:
+            return parent.parent
+    return None
 
 
 def step_name(step: int) -> str:
@@ -76,6 +100,10 @@ class BaseLayout:
 
     def checkpoint_dir(self, tag: str) -> Path:
         return self.checkpoints_root / tag
+
+    def tag_lock(self, tag: str) -> Path:
+        """The lock file a run holds while it trains `tag` (hidden beside the tag's folder)."""
+        return self.checkpoints_root / f".{tag}.lock"
 
     @property
     def eval_bundle_dir(self) -> Path:
@@ -132,13 +160,17 @@ class ExperimentLayout:
 
     @property
     def resolved_spec(self) -> Path:
-        return self.root / "spec.resolved.yaml"
+        return self.root / RESOLVED_SPEC_NAME
 
     def run_dir(self, tag: str) -> Path:
         return self.root / "runs" / tag
 
     def run_config(self, tag: str) -> Path:
         return self.run_dir(tag) / "run.json"
+
+    def tag_spec(self, tag: str) -> Path:
+        """The resolved spec of the run that last trained `tag` (its own rerun command reads it)."""
+        return self.run_dir(tag) / RESOLVED_SPEC_NAME
 
     def train_log(self, tag: str) -> Path:
         return self.run_dir(tag) / "train.log"

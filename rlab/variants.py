@@ -28,8 +28,8 @@ EXTENSION_VARIANTS = frozenset(VARIANT_NAMES) - {"rope"}
 
 
 def parse_variant(name: str) -> RopeVariant:
-    """`RopeVariant` from its name, or an error with a "did you mean" suggestion."""
+    """`RopeVariant` from its name in any case (`YaRN` is `yarn`), or an error with a "did you mean" suggestion."""
     try:
-        return RopeVariant(name)
+        return RopeVariant(name.strip().lower())
     except ValueError:
         raise unknown_name_error("RoPE variant", name, VARIANT_NAMES, SpecError) from None

@@ -24,9 +24,10 @@ def test_the_shipped_specs_are_there():
 def test_spec_validates_and_plans(path, tmp_path):
     spec = load_spec(path, base_dir=tmp_path / "base", results_dir=tmp_path / "results")
     runs = plan_continue(spec)
-    assert [r.tag for r in runs if not r.tag.endswith("-zeroshot")] == [f"{spec.base.tag}-{v}" for v in spec.variants]
+    assert [r.tag for r in runs if not r.tag.endswith("-zeroshot")] == [spec.tag_for(v) for v in spec.variants]
+    assert all(r.tag.startswith(f"{spec.base.tag}-") for r in runs)
     zero_shot = [r.tag for r in runs if r.tag.endswith("-zeroshot")]
-    assert zero_shot == ([f"{spec.base.tag}-{v}-zeroshot" for v in spec.variants] if spec.train.zero_shot else [])
+    assert zero_shot == ([f"{spec.tag_for(v)}-zeroshot" for v in spec.variants] if spec.train.zero_shot else [])
     if spec.pretrain is not None:
         assert plan_pretrain(spec).train.seq_len < spec.train.seq_len  # the variants extend the context
 

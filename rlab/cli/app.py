@@ -7,6 +7,7 @@ imports happen inside the command that needs them, so `rlab --help` is instant.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -26,7 +27,7 @@ from rlab.cli import (
     sample_cmd,
     spec_cmd,
 )
-from rlab.errors import RlabError
+from rlab.errors import RlabError, os_error
 
 app = typer.Typer(
     name="rlab",
@@ -80,16 +81,64 @@ def render_error(exc: RlabError) -> None:
         err.print(exc.hint, highlight=False, markup=False, soft_wrap=True)
 
 
+def render_usage_error(exc) -> None:
+    """A click usage error as two lines (the problem, then where help is), not a boxed panel."""
+    from rich.markup import escape
+
+    from rlab.cli.console import err
+
+    message = exc.format_message().replace("Value error, ", "")
+    err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        err.print(f"See: {ctx.command_path} --help", highlight=False, markup=False, soft_wrap=True)
+
+
+def rich_help(exc) -> None:
+    """What `rlab` (no arguments) shows: the group's help."""
+    typer.echo(exc.ctx.get_help())
+
+
+@functools.cache
+def click_command():
+    """The click command Typer builds from `app` (what `app()` runs), built once per process."""
+    return typer.main.get_command(app)
+
+
 def main() -> None:
     """Console-script entry point: run the app; a user error is a message and exit 1, never a traceback.
 
-    Click's standalone mode handles usage errors, --help and exit codes; an `RlabError` raised by a
-    command passes through it and is rendered here.
+    Click runs outside its standalone mode so that everything comes back here: a usage error is two
+    lines (exit 2), an `RlabError` its message and hint (exit 1), and an OSError that escaped a command
+    (a full disk, a read-only folder) names the path (exit 1). `RLAB_DEBUG=1` shows the traceback.
     """
+    debug = bool(os.environ.get("RLAB_DEBUG"))
     try:
-        app()
+        code = click_command()(standalone_mode=False, prog_name="rlab")  # click's errors come back here
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.TyperException as exc:  # a usage error: bad flag, missing value, choice not in the list
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `rlab` / `rlab data`: the help, as click shows it
+            rich_help(exc)
+        else:
+            render_usage_error(exc)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
     except RlabError as exc:
-        if os.environ.get("RLAB_DEBUG"):
+        if debug:
             raise
         render_error(exc)
+        sys.exit(1)
+    except BrokenPipeError:  # `rlab ls | head`: the reader left; nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout at exit
+        sys.exit(1)
+    except OSError as exc:  # a full disk, a read-only or vanished folder: name the path, no traceback
+        if debug:
+            raise
+        render_error(os_error(exc))
+        sys.exit(1)
+    except RecursionError:  # absurdly nested input that slipped past the spec loader
+        if debug:
+            raise
+        render_error(RlabError("Input nested too deeply to process.", "Check the spec or file you passed."))
         sys.exit(1)

@@ -4,8 +4,9 @@
     rlab continue --spec experiments/rope_scaling_d20.yaml --dry-run  # the plan and the exact commands
     rlab continue --spec experiments/demo.yaml --variants ntk --resume
 
-Sequence: resolve spec + flags -> plan (tag <base>-<variant>) -> clone -> launch -> watch.
-The helpers below (`launch_and_watch`, `render_plan`) are shared with `rlab pretrain`.
+Sequence: resolve spec + flags -> preflight (reads the base step's meta: L0, loader position;
+plans every tag and collects every problem, `rlab.orchestrate.preflight`) -> lock the tags ->
+clone -> launch -> watch. The helpers below (`execute`, `render_plan`) are shared with `rlab pretrain`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from rlab.cli.options import (
 from rlab.errors import LaunchError
 
 if TYPE_CHECKING:
+    from rlab.orchestrate.base_info import BaseInfo
     from rlab.orchestrate.launch import Job, JobState
     from rlab.orchestrate.prepare import TagPlan
     from rlab.spec.experiment import ExperimentSpec
@@ -60,6 +62,10 @@ def continue_training(
     steps: StepsOpt = None,
     seq_len: Annotated[Optional[int], typer.Option("--seq-len", min=1, help="New training length (train.seq_len).")]
     = None,
+    target_len: Annotated[
+        Optional[int],
+        typer.Option("--target-len", min=1, help="Target context (spec: target_len; default 4 x the base's length)."),
+    ] = None,
     seeds: Annotated[Optional[int], typer.Option(
         "--seeds", min=1, help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
     zero_shot: Annotated[Optional[bool], typer.Option(
@@ -72,41 +78,74 @@ def continue_training(
     rdzv_endpoint: RdzvEndpointOpt = None,
     launcher: LauncherOpt = None,
     dry_run: DryRunOpt = False,
+    json_out: Annotated[bool, typer.Option("--json", help="With --dry-run: the resolved plan as JSON on stdout.")]
+    = False,
     resume: ResumeOpt = False,
     force: ForceOpt = False,
 ) -> None:
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
-    from rlab.orchestrate.clone import require_checkpoint
+    from rlab.cli.console import err
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
-    from rlab.orchestrate.plan import base_layout, plan_continue
+    from rlab.orchestrate.preflight import plan_json, preflight_continue
     from rlab.orchestrate.prepare import build_jobs, tag_plans
     from rlab.spec.loading import load_spec
 
     spec = load_spec(spec_path, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
                      results_dir=results_dir, steps=steps, seeds=seeds, zero_shot=zero_shot, seq_len=seq_len,
-                     nproc=nproc, max_restarts=max_restarts, gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
+                     target_len=target_len, nproc=nproc, max_restarts=max_restarts,
+                     gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, launcher=launcher)
     spec = with_default_nproc(spec, visible_gpus())
-    runs = plan_continue(spec)
+    pf = preflight_continue(spec, resume=resume, force=force)
+    spec, runs = pf.spec, pf.runs
+    if json_out and not dry_run:
+        raise typer.BadParameter("--json goes with --dry-run (the plan as JSON; nothing runs).", param_hint="--json")
     if dry_run:
         trained = [run for run in runs if run.train.steps > 0]  # training-free arms are a clone, not a job
-        render_plan(spec, runs, build_jobs(spec, trained), title=f"rlab continue: {spec.experiment} (dry run)")
-        _dry_run_checks(spec, runs)
+        jobs = build_jobs(spec, trained)
+        if json_out:
+            import json
+
+            typer.echo(json.dumps(plan_json(pf, jobs), indent=2))
+        else:
+            render_plan(spec, runs, jobs, title=f"rlab continue: {spec.experiment} (dry run)", base=pf.base)
+            render_findings(pf.warnings)
+        if not pf.ok:
+            raise pf.error()
         if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing
             submit_slurm(spec, trained, submit=False)
         return
-    base = base_layout(spec)
-    require_checkpoint(base, spec.base.tag, runs[0].lineage.parent_step)  # type: ignore[union-attr]
+    render_findings(pf.warnings)
+    if not pf.ok:
+        raise pf.error()
+    if pf.base is not None:
+        err.print(f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
+                  f"train data {_data_start_text(runs)}", highlight=False)
     plans = tag_plans(spec, runs, resume=resume, force=force)
-    execute(spec, plans, rerun=lambda names: _rerun_command(spec, names))
+    execute(spec, plans, rerun=lambda names: rerun_command(spec, names))
+
+
+def render_findings(warnings: list[str]) -> None:
+    """Warnings of the preflight, one line each, on stderr."""
+    from rlab.cli.console import err
+
+    for line in warnings:
+        err.print(f"[yellow]warning:[/] {line}", highlight=False)
+
+
+def _data_start_text(runs: list[RunConfig]) -> str:
+    start = runs[0].data_start if runs else None
+    return start.describe() if start is not None else "from the beginning"
 
 
 def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
     """Apply tag plans, write configs and the resolved spec, then launch locally or via SLURM."""
-    from rlab.cli.console import err, out
+    from rlab.cli.console import err
     from rlab.orchestrate.clone import describe_paths
     from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
-    from rlab.orchestrate.prepare import apply_tag_plans, build_jobs, write_run_configs
+    from rlab.orchestrate.lock import TagLocks
+    from rlab.orchestrate.plan import base_layout
+    from rlab.orchestrate.prepare import build_jobs
 
     launch = spec.launch
     torchrun = None if launch.launcher == "slurm" else resolve_program(launch.torchrun)
@@ -116,6 +155,23 @@ def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
             err.print(f"[yellow]--force: deleting {plan.run.tag}:[/]")
             for line in describe_paths(list(plan.delete)):
                 err.print(f"  {line}", highlight=False)
+    if launch.launcher == "slurm":  # the jobs run elsewhere: no local lock outlives this process
+        runs = _prepare(spec, plans)
+        if runs:
+            submit_slurm(spec, runs)
+        return
+    with TagLocks(base_layout(spec), [p.run.tag for p in plans]) as locks:
+        runs = _prepare(spec, plans)
+        if runs:
+            jobs = build_jobs(spec, runs, torchrun=torchrun)
+            launch_and_watch(spec, jobs, slots, rerun, keep_fds={run.tag: locks.fd(run.tag) for run in runs})
+
+
+def _prepare(spec: ExperimentSpec, plans: list[TagPlan]) -> list[RunConfig]:
+    """Delete/clone the tags, say what happened to each, write the resolved specs and run configs."""
+    from rlab.cli.console import out
+    from rlab.orchestrate.prepare import apply_tag_plans, save_resolved_specs, write_run_configs
+
     runs = apply_tag_plans(spec, plans)
     for plan, run in zip(plans, runs):
         verb = {"clone": "cloned from", "replace": "re-cloned from", "resume": "resuming"}[plan.action]
@@ -125,46 +181,16 @@ def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
                 plan.action
             ], ""
         out.print(f"{run.tag}: {verb}{source}", highlight=False)
-    save_resolved_spec(spec)
+    save_resolved_specs(spec, runs)
     write_run_configs(spec, runs)
     for run in runs:
         if run.train.steps == 0:
             out.print(f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base, nothing trained; "
                       "no job)", highlight=False)
-    runs = [run for run in runs if run.train.steps > 0]
-    if not runs:
-        return
-    if launch.launcher == "slurm":
-        submit_slurm(spec, runs)
-        return
-    jobs = build_jobs(spec, runs, torchrun=torchrun)
-    launch_and_watch(spec, jobs, slots, rerun)
+    return [run for run in runs if run.train.steps > 0]
 
 
-def save_resolved_spec(spec: ExperimentSpec) -> Path:
-    """Write the resolved spec next to the results, keeping variants an earlier run of this experiment saved."""
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.spec.loading import load_spec as _load
-    from rlab.spec.loading import spec_yaml
-
-    layout = experiment_layout(spec)
-    path = layout.resolved_spec
-    if path.exists():
-        try:
-            previous = _load(path, resolve=False)
-        except Exception:  # an unreadable old file is replaced, not fatal
-            previous = None
-        if previous is not None and previous.variants:
-            merged = {**previous.variants, **spec.variants}
-            spec = spec.model_copy(update={"variants": merged})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(spec_yaml(spec))
-    tmp.replace(path)
-    return path
-
-
-def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun) -> list[JobState]:
+def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun, keep_fds=None) -> list[JobState]:
     """Run jobs with a live table; summary at the end; Ctrl-C stops every job and says how to resume."""
     from rich.live import Live
 
@@ -187,7 +213,7 @@ def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun) -> lis
                 live.update(progress_table(current, {tag: t.poll() for tag, t in tails.items()}))
 
             try:
-                run_jobs(jobs, slots, on_tick=tick)
+                run_jobs(jobs, slots, on_tick=tick, keep_fds=keep_fds)
             except KeyboardInterrupt:
                 live.stop()
                 stopped = [s.job.variant for s in states if s.state in ("interrupted", "pending")]
@@ -210,7 +236,7 @@ def _summary(states: list[JobState], rerun) -> None:
     from rich.table import Table
 
     from rlab.cli.console import err, out
-    from rlab.orchestrate.watch import tail_lines
+    from rlab.orchestrate.watch import tail_lines, worker_error
 
     table = Table(title="Summary", title_justify="left")
     for column in ("variant", "tag", "state", "exit", "time", "log"):
@@ -222,68 +248,72 @@ def _summary(states: list[JobState], rerun) -> None:
     out.print(table)
     failed = [s for s in states if s.state != "done"]
     for s in failed:
-        err.print(f"[red]── {s.job.tag} failed (exit {s.returncode}); last lines of {s.job.log}:[/]", highlight=False)
+        own = worker_error(s.job.log)
+        if own:
+            err.print(f"[red]── {s.job.tag} failed (exit {s.returncode}):[/] {own}", highlight=False)
+        err.print(f"[red]── last lines of {s.job.log}:[/]", highlight=False)
         for line in tail_lines(s.job.log, LOG_TAIL_LINES):
             err.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if failed:
-        names = [s.job.variant for s in failed]
+        first = worker_error(failed[0].job.log)
         raise LaunchError(
             f"{len(failed)} of {len(states)} job(s) failed: {', '.join(s.job.tag for s in failed)}; "
-            f"log: {failed[0].job.log}.",
-            f"Rerun just these with: {rerun(names)}",
+            f"log: {failed[0].job.log}." + (f"\n{failed[0].job.tag}: {first}" if first else ""),
+            "Rerun just these with:\n" + "\n".join(f"  {rerun([s.job.variant])}" for s in failed),
         )
 
 
-def _rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
-    """The exact command that continues just `variants` (the resolved spec holds every other setting)."""
+def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
+    """The command that resumes `variants` with the settings their tags were trained with.
+
+    One variant: its tag's own resolved spec (runs/<tag>/spec.resolved.yaml), which no other run
+    overwrites; several: the experiment's resolved spec. Paths the environment would override
+    (it beats recorded paths) are given as flags, so the command works as printed.
+    """
     from rlab.orchestrate.plan import experiment_layout
+    from rlab.paths import env_base_dir, env_results_root
 
-    return (f"rlab continue --spec {experiment_layout(spec).resolved_spec} --variants {','.join(variants)} "
-            f"--resume")
+    layout = experiment_layout(spec)
+    path = layout.tag_spec(spec.tag_for(variants[0])) if len(variants) == 1 else layout.resolved_spec
+    flags = ""
+    if env_base_dir() not in (None, spec.base.base_dir):
+        flags += f" --base-dir {spec.base.base_dir}"
+    if env_results_root() not in (None, spec.results_dir):
+        flags += f" --results-dir {spec.results_dir}"
+    return f"rlab continue --spec {path} --variants {','.join(variants)} --resume{flags}"
 
 
-def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str) -> None:
-    """The plan as a table, then each job's exact command."""
+def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str,
+                base: BaseInfo | None = None) -> None:
+    """The plan as a table (L0, factor and seq_len per tag), then each job's exact command."""
     from rich.table import Table
 
     from rlab.cli.console import out
     from rlab.orchestrate.plan import experiment_layout
 
     table = Table(title=title, title_justify="left")
-    for column in ("variant", "tag", "from", "rope", "seq_len", "steps", "tokens/step", "world"):
+    for column in ("variant", "tag", "from", "rope", "L0", "factor", "seq_len", "steps", "tokens/step", "world"):
         table.add_column(column, no_wrap=column != "rope", overflow="fold")
     launch = spec.launch
     for run in runs:
         source = f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else "scratch"
         batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
-        table.add_row(run.variant, run.tag, source, run.rope.describe(), str(run.train.seq_len),
-                      str(run.train.steps), f"{batch:,}", f"{launch.nnodes}x{launch.procs_per_job}")
+        l0 = run.rope.original_len or (base.sequence_len if base else None)
+        table.add_row(run.variant, run.tag, source, run.rope.describe(), "?" if l0 is None else str(l0),
+                      f"{run.rope.factor:g}", str(run.train.seq_len), str(run.train.steps), f"{batch:,}",
+                      f"{launch.nnodes}x{launch.procs_per_job}")
     out.print(table)
     layout = experiment_layout(spec)
     out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)
+    if base is not None:
+        start = runs[0].data_start if runs else None
+        out.print(f"base {base.tag}@{base.step}: L0={base.sequence_len}; target_len {spec.target_len}; train data "
+                  f"{start.describe() if start else 'from the beginning'}", highlight=False)
     if launch.launcher == "slurm":
         out.print("launcher: slurm (one sbatch script per variant; torchrun inside srun)", highlight=False)
     out.print("Commands:", highlight=False)
     for job in jobs:
         out.print(f"  {job.command()}", highlight=False, markup=False, soft_wrap=True)
-
-
-def _dry_run_checks(spec: ExperimentSpec, runs: list[RunConfig]) -> None:
-    """What a real run would trip over, as warnings (a dry run never fails on the machine it runs on)."""
-    from rlab.cli.console import err
-    from rlab.orchestrate.clone import checkpoint_steps
-    from rlab.orchestrate.plan import base_layout
-
-    base = base_layout(spec)
-    step = runs[0].lineage.parent_step if runs and runs[0].lineage else None
-    ckpt_dir = base.checkpoint_dir(spec.base.tag)
-    if not ckpt_dir.is_dir():
-        err.print(f"[yellow]note:[/] base checkpoint {ckpt_dir} does not exist on this machine.", highlight=False)
-    elif step is not None and step not in checkpoint_steps(ckpt_dir):
-        err.print(f"[yellow]note:[/] no step {step} in {ckpt_dir}.", highlight=False)
-    existing = [run.tag for run in runs if base.checkpoint_dir(run.tag).exists()]
-    if existing:
-        err.print(f"[yellow]note:[/] existing tags need --resume or --force: {', '.join(existing)}", highlight=False)
 
 
 def submit_slurm(spec: ExperimentSpec, runs: list[RunConfig], *, submit: bool = True) -> list[Path]:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import EvalRunConfig
 
-EVAL_PORT_OFFSET = 100  # eval rendezvous ports sit above the training jobs' (rdzv_port + variant index)
 
 
 def eval_tag(
@@ -68,7 +67,9 @@ def eval_tag(
     from rlab.cli.console import out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
-    from rlab.orchestrate.plan import base_layout, experiment_layout, experiment_tags, plan_eval
+    from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
+    from rlab.orchestrate.preflight import require_writable_results
+    from rlab.orchestrate.prepare import with_saved_variants
     from rlab.spec.run import write_config
 
     if tag is None and not all_tags:
@@ -82,7 +83,8 @@ def eval_tag(
                              max_per_task=max_per_task, eval_bundle=eval_bundle)
     base = base_layout(spec)
     if all_tags:
-        tags = [t for t in experiment_tags(spec) if base.checkpoint_dir(t).is_dir()]
+        spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
+        tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]
         if not tags:
             raise CheckpointError(f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
                                   "Run `rlab continue` first, or name a tag with --tag.")
@@ -109,6 +111,8 @@ def eval_tag(
         configs.append(plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step))
     nproc = nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     layout = experiment_layout(spec)
+    if not dry_run:
+        require_writable_results(layout.root)
     failed = []
     for index, cfg in enumerate(configs):
         path = layout.eval_run_config(cfg.tag)
@@ -131,8 +135,7 @@ def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: st
     if nproc <= 1:
         return python_argv(path, EVAL_MODULE)
     launch = spec.launch.model_copy(update={"nproc_per_node": nproc, "gpus_per_variant": None, "nnodes": 1,
-                                            "node_rank": 0, "rdzv_endpoint": None, "max_restarts": 0,
-                                            "rdzv_port": spec.launch.rdzv_port + EVAL_PORT_OFFSET})
+                                            "node_rank": 0, "rdzv_endpoint": None, "max_restarts": 0})
     if resolve:
         launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
     return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{tag}", module=EVAL_MODULE)
@@ -189,6 +192,26 @@ def _newest_meta(ckpt_dir: Path) -> dict | None:
         return json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def _all_tags(spec: ExperimentSpec) -> list[str]:
+    """The tags `--all` evaluates: the spec's, plus those `rlab continue` made from the experiment's saved
+    resolved spec (its --seeds and --zero-shot are there, not in the spec file)."""
+    from rlab.orchestrate.plan import experiment_layout, experiment_tags
+    from rlab.spec.loading import load_spec
+
+    tags = experiment_tags(spec)
+    saved = experiment_layout(spec).resolved_spec
+    if saved.exists():
+        try:
+            train = load_spec(saved, resolve=False).train
+        except Exception:  # an unreadable saved spec adds nothing; the spec given still works
+            train = None
+        if train is not None:
+            update = {"seeds": max(train.seeds, spec.train.seeds), "zero_shot": train.zero_shot or spec.train.zero_shot,
+                      "steps": train.steps}
+            tags = experiment_tags(spec.model_copy(update={"train": spec.train.model_copy(update=update)})) + tags
+    return list(dict.fromkeys(tags))
 
 
 def _resolve_spec(spec_path, tag, *, experiment, base_dir, base_tag, results_dir) -> tuple[ExperimentSpec, dict | None]:

@@ -1,4 +1,4 @@
-"""`rlab ls`: the tags under the base dir, with steps, lineage, RoPE config and which evals exist."""
+"""`rlab ls`: the tags under the base dir, with steps, lineage, architecture, RoPE config and which evals exist."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rlab.paths import BaseLayout, ExperimentLayout, default_base_dir, default_r
 
 
 def tag_rows(base: BaseLayout, results_root) -> list[tuple[str, ...]]:
-    """One row per tag: tag, steps, lineage, rope, evals (experiment:evals that ran)."""
+    """One row per tag: tag, steps, lineage, architecture, rope, evals (experiment:evals that ran)."""
     from rlab.orchestrate.clone import checkpoint_steps
     from rlab.orchestrate.clone import list_tags as tag_names
     from rlab.spec.rope import RopeSpec
@@ -27,6 +27,7 @@ def tag_rows(base: BaseLayout, results_root) -> list[tuple[str, ...]]:
                 meta = json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
             except (OSError, json.JSONDecodeError):
                 meta = {}
+        arch = _architecture_text(ckpt_dir, steps[-1]) if steps else "-"
         lineage = meta.get("lineage") or {}
         parent = f"{lineage['parent_tag']}@{lineage['parent_step']}" if lineage.get("parent_tag") else "-"
         rope_data = meta.get("rope")
@@ -47,8 +48,19 @@ def tag_rows(base: BaseLayout, results_root) -> list[tuple[str, ...]]:
                 except (OSError, json.JSONDecodeError):
                     names = ["unreadable"]
                 evals.append(f"{exp}: {', '.join(names) or '-'}")
-        rows.append((tag, _steps_text(steps), parent, rope, "; ".join(evals) or "-"))
+        rows.append((tag, _steps_text(steps), parent, arch, rope, "; ".join(evals) or "-"))
     return rows
+
+
+def _architecture_text(ckpt_dir, step: int) -> str:
+    """e.g. ``nanochat-2026 (windows SSSL, base 100000)``, or why it is not known."""
+    from rlab.core.checkpoint import inspect_checkpoint
+    from rlab.errors import RlabError
+
+    try:
+        return inspect_checkpoint(ckpt_dir, step).describe()
+    except RlabError as exc:
+        return f"unreadable: {exc.message}"
 
 
 def _steps_text(steps: list[int]) -> str:
@@ -72,7 +84,7 @@ def list_tags(base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None) ->
         out.print(f"No checkpoints under {base.checkpoints_root}.", highlight=False)
         return
     table = Table(title=f"Tags in {base.checkpoints_root}", title_justify="left")
-    for column in ("tag", "steps", "from", "rope", "evals"):
+    for column in ("tag", "steps", "from", "architecture", "rope", "evals"):
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*row)

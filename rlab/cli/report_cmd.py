@@ -9,13 +9,12 @@ returned tables with rich.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 import typer
 
 from rlab.errors import RlabError, SpecError
-
-_FORMATS = ("md", "csv", "html")
 
 
 def _spec_target(spec_file: Path) -> tuple[str, Path | None]:
@@ -92,30 +91,60 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
+class ReportFormat(str, Enum):
+    """What `rlab report` writes besides results.csv."""
+
+    md = "md"
+    html = "html"
+    csv = "csv"
+
+
+REPORT_EPILOG = """Examples:
+
+  rlab report -e demo                          # results/demo/{results.csv,comparison.md,plots/}
+
+  rlab report --spec experiments/demo.yaml --baseline rope --format html
+
+  rlab report -e demo --json | jq .tables      # machine-readable: what it wrote and every table
+"""
+
+
 def build_report(
-    spec: Path | None = typer.Option(None, "--spec", help="Experiment spec YAML; its `name` picks the experiment."),
+    spec: Path | None = typer.Option(None, "--spec", "-s", help="Experiment spec YAML; its `name` picks the "
+                                     "experiment.", dir_okay=False),
     experiment: str | None = typer.Option(
         None, "--experiment", "-e", help="Experiment name (folder under the results dir). Default: the spec's name, "
-        "or the only experiment there."),
+        "or the only experiment there.", show_default=False),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="Variant every other is compared with (default: `rope`)."),
-    fmt: str = typer.Option("md", "--format", help="md: results.csv + comparison.md + plots; html: also "
-                            "comparison.html; csv: results.csv only."),
+        None, "--baseline", help="Variant every other is compared with (any case). [default: rope]",
+        show_default=False),
+    fmt: ReportFormat = typer.Option(ReportFormat.md, "--format", help="md: results.csv + comparison.md + plots; "
+                                     "html: also comparison.html; csv: results.csv only."),
     results_dir: Path | None = typer.Option(
-        None, "--results-dir", help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results)."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed)."),
-    n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval."),
+        None, "--results-dir", help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results).",
+        file_okay=False),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed).",
+                             rich_help_panel="Statistics"),
+    n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.",
+                               rich_help_panel="Statistics"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written and every table as JSON (stdout)."),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
-    if fmt not in _FORMATS:
-        raise RlabError(f"Unknown --format '{fmt}'.", f"Use one of: {', '.join(_FORMATS)}.")
     from rlab.cli.console import out
     from rlab.paths import ExperimentLayout
     from rlab.report.build import write_report
 
     name, root = resolve_target(experiment, spec, results_dir)
-    report = write_report(ExperimentLayout(root, name), baseline=baseline, fmt=fmt, seed=seed, n_boot=n_boot)
+    layout = ExperimentLayout(root, name)
+    if layout.root.is_dir() and not any(layout.root.glob("evals/*/eval.json")):
+        raise RlabError(f"Experiment '{name}' has no evals yet (no eval.json under {layout.root / 'evals'}).",
+                        f"Evaluate its tags first: rlab eval --all -e {name}" +
+                        (f" --results-dir {results_dir}" if results_dir else ""))
+    report = write_report(layout, baseline=baseline, fmt=fmt.value, seed=seed, n_boot=n_boot)
+    if as_json:
+        typer.echo(_report_json(name, report))
+        return
     if not quiet:
         for line in report.answer:
             out.print(_markdown_bold(_escape(line)))
@@ -133,3 +162,15 @@ def build_report(
     out.print("[bold]Wrote[/]")
     for path in report.written:
         out.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _report_json(name: str, report) -> str:
+    """The report as one JSON document: the answer, the baseline, what was written, every table's rows."""
+    import json
+
+    tables = [{"title": t.title, "caption": t.caption or None,
+               "rows": json.loads(t.frame.to_json(orient="records", default_handler=str))}
+              for t in report.tables]
+    return json.dumps({"experiment": name, "baseline": report.data.baseline, "answer": list(report.answer),
+                       "notes": list(report.data.footnotes.items), "written": [str(p) for p in report.written],
+                       "tables": tables}, indent=2)

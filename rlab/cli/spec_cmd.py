@@ -1,4 +1,5 @@
-"""`rlab validate SPEC` (every problem at once, with its YAML path) and `rlab schema` (JSON Schema)."""
+"""`rlab validate SPEC` (every problem at once: the spec's, with its YAML path, then what `rlab continue`
+would refuse against the base dir) and `rlab schema` (JSON Schema)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,30 @@ from typing import Annotated, Optional
 
 import typer
 
+from rlab.cli.options import BaseDirOpt, ResultsDirOpt
+
 
 def validate(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Experiment spec to check.", dir_okay=False)],
+    base_dir: BaseDirOpt = None,
+    results_dir: ResultsDirOpt = None,
+    spec_only: Annotated[bool, typer.Option(
+        "--spec-only", help="Check the file alone, not the base dir, tags, disk and launcher.")] = False,
 ) -> None:
-    """Check an experiment spec; print every problem with its YAML path, or a one-line summary."""
-    from rlab.cli.console import out
+    """Check an experiment spec and run `rlab continue`'s preflight on it; print every problem, or a summary."""
+    from rlab.cli.console import err, out
+    from rlab.orchestrate.launch import visible_gpus, with_default_nproc
+    from rlab.orchestrate.preflight import preflight_continue
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(spec_path, resolve=False)
+    spec = load_spec(spec_path, base_dir=base_dir, results_dir=results_dir)
+    if not spec_only:  # the checks `rlab continue` runs; a base that `pretrain:` makes may not exist yet
+        pf = preflight_continue(with_default_nproc(spec, visible_gpus()), base_made_by_pretrain=True)
+        for line in pf.warnings:
+            err.print(f"[yellow]warning:[/] {line}", highlight=False)
+        if not pf.ok:
+            raise pf.error()
+        spec = pf.spec
     parts = [f"experiment {spec.experiment}", f"base {spec.base.tag}"
              + (f"@{spec.base_step}" if spec.base_step is not None else "")]
     if spec.variants:
@@ -41,5 +57,7 @@ def schema(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        output.write_text(text)
+        from rlab.atomic_io import write_text_atomic
+
+        write_text_atomic(output, text)
         out.print(f"wrote {output}", highlight=False)

@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlab.atomic_io import atomic_write
+from rlab.core.architecture import (
+    COMPILE_PREFIX,
+    NANOCHAT_CONFIG_KEYS,
+    Architecture,
+    detect_architecture,
+    get_architecture,
+    key_list,
+    window_pattern,
+)
 from rlab.errors import CheckpointError, TrainingError
 from rlab.paths import checkpoint_steps as list_steps
 from rlab.paths import meta_file, model_file, optim_file
@@ -34,7 +44,10 @@ def find_last_step(ckpt_dir: Path) -> int | None:
 
 
 def read_meta(ckpt_dir: Path, step: int) -> dict[str, Any]:
-    """The meta JSON of one checkpoint; a `CheckpointError` listing the steps that do exist."""
+    """The meta JSON of one checkpoint, checked: UTF-8, a JSON object, a usable model_config and rope.
+
+    `CheckpointError` naming the file (and the field) otherwise, or listing the steps that do exist.
+    """
     path = meta_file(Path(ckpt_dir), step)
     if not path.exists() or not model_file(Path(ckpt_dir), step).exists():
         found = list_steps(ckpt_dir)
@@ -43,12 +56,45 @@ def read_meta(ckpt_dir: Path, step: int) -> dict[str, Any]:
             f"No complete checkpoint for step {step} in {ckpt_dir} (found: {listing}).",
             hint="Choose one of the listed steps." if found else "Check the base dir and tag.",
         )
+    corrupt = "The file is corrupt; restore it from a copy or choose another step."
     try:
-        return json.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: meta is not UTF-8 text (byte {exc.start}: {exc.reason}).", corrupt) from None
+    try:
+        meta = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: unreadable meta JSON ({exc}).") from None
+        raise CheckpointError(
+            f"{path}: unreadable meta JSON ({exc.msg} at line {exc.lineno} column {exc.colno}).", corrupt
+        ) from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: meta must be a JSON object (got {type(meta).__name__}).", corrupt)
+    _check_model_config(meta.get("model_config"), path, corrupt)
+    if meta.get("rope") is not None:
+        from pydantic import ValidationError
+
+        from rlab.spec.rope import RopeSpec
+
+        try:
+            RopeSpec.model_validate(meta["rope"])
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise CheckpointError(
+                f"{path}: meta rope.{'.'.join(map(str, first['loc']))}: {first['msg']}.", corrupt
+            ) from None
+    return meta
 
 
+def _check_model_config(config: Any, path: Path, hint: str) -> None:
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: meta has no model_config object.", hint)
+    for key in NANOCHAT_CONFIG_KEYS:
+        value = config.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise CheckpointError(f"{path}: model_config.{key} must be a positive integer (got {value!r}).", hint)
+    pattern = config.get("window_pattern")
+    if pattern is not None and (not isinstance(pattern, str) or not pattern or set(pattern.upper()) - {"S", "L"}):
+        raise CheckpointError(f"{path}: model_config.window_pattern must be letters S and L (got {pattern!r}).", hint)
 
 
 def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
@@ -120,27 +166,129 @@ def load_optim_payload(ckpt_dir: Path, step: int) -> Any | None:
     path = optim_file(Path(ckpt_dir), step, 0)
     if not path.exists():
         return None
-    return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - truncated/corrupt files raise many types
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(
+            f"{path}: cannot read the optimizer file ({reason}).",
+            "The file is truncated or corrupt; restore it, or delete it to continue with a fresh optimizer.",
+        ) from None
 
 
-def rope_from_meta(meta: dict[str, Any]):
-    """The checkpoint's RoPE config; a nanochat meta without one is plain rope at its sequence_len."""
+def rope_from_meta(meta: dict[str, Any], arch: Architecture | None = None):
+    """The checkpoint's RoPE config; a nanochat meta without one is plain rope at its sequence_len.
+
+    With `arch`, a base left to the checkpoint is filled with the architecture's rotary base.
+    """
     from rlab.spec.rope import RopeSpec
 
     seq_len = int(meta["model_config"]["sequence_len"])
     spec = RopeSpec.model_validate(meta["rope"]) if meta.get("rope") else RopeSpec()
-    return spec.with_original_len(seq_len)
+    spec = spec.with_original_len(seq_len)
+    return spec.with_base(arch.rotary_base) if arch is not None else spec
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What a checkpoint is, from its meta and its state-dict keys (no weights read)."""
+
+    path: Path  # the model file
+    step: int
+    architecture: str  # "nanochat-2025" / "nanochat-2026"
+    window_pattern: str  # "L" where the architecture has no windows
+    rotary_base: float  # the base its rope spec uses (the architecture's unless rlab's meta says otherwise)
+    sequence_len: int
+    model_config: dict[str, Any]  # GPTConfig.from_dict input: nanochat's model_config + window_pattern + architecture
+
+    def describe(self) -> str:
+        """e.g. ``nanochat-2026 (windows SSSL, base 100000)``."""
+        windows = f"windows {self.window_pattern}, " if get_architecture(self.architecture).sliding_windows else ""
+        return f"{self.architecture} ({windows}base {self.rotary_base:g})"
+
+
+class UnreadableModelFile(CheckpointError):
+    """The model file is missing, truncated or not a state dict (as opposed to a readable file of an unknown
+    architecture): the orchestrator warns about it before a clone and the job's own load fails on it."""
+
+
+def _read_state_dict(path: Path, device: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """torch.load of a model file; `CheckpointError` naming it when it is missing, truncated or not a state dict."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location=device, weights_only=True, mmap=mmap)
+    except FileNotFoundError:
+        raise UnreadableModelFile(f"Model file missing: {path}") from None
+    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/EOFError/UnpicklingError/... for bad files
+        if mmap:  # files of torch's legacy (non-zip) format cannot be mapped
+            return _read_state_dict(path, device, mmap=False)
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise UnreadableModelFile(
+            f"{path}: cannot read the model file ({reason}).",
+            "The file is truncated or corrupt (an interrupted copy?); restore it or choose another step.",
+        ) from None
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
+        raise UnreadableModelFile(f"{path}: not a state dict (a mapping of names to tensors).")
+    return state
+
+
+def _info(ckpt_dir: Path, step: int, meta: dict[str, Any], keys) -> tuple[CheckpointInfo, Architecture]:
+    path = model_file(ckpt_dir, step)
+    arch = detect_architecture(meta, keys, str(path))
+    config = dict(meta["model_config"])
+    pattern = window_pattern(arch, config)
+    rope = rope_from_meta(meta, arch)
+    model_config = {**{k: config[k] for k in NANOCHAT_CONFIG_KEYS}, "window_pattern": pattern, "architecture": arch.name}
+    info = CheckpointInfo(path=path, step=step, architecture=arch.name, window_pattern=pattern,
+                          rotary_base=float(rope.base), sequence_len=int(config["sequence_len"]),
+                          model_config=model_config)
+    return info, arch
+
+
+def inspect_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
+    """Architecture, windows, rotary base and length of one checkpoint, from its meta and its keys only.
+
+    Cheap (the model file is memory-mapped, its tensors not read): the orchestrator calls it before
+    cloning, so that an unknown architecture, garbage meta or unreadable file fails with one
+    `CheckpointError` naming the file (and keys) before anything is written.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    meta = read_meta(ckpt_dir, step)
+    state = _read_state_dict(model_file(ckpt_dir, step), mmap=True)
+    return _info(ckpt_dir, step, meta, state.keys())[0]
+
+
+def load_checkpoint_state(
+    ckpt_dir: Path, step: int, device: Any = "cpu"
+) -> tuple[dict[str, Any], dict[str, Any], CheckpointInfo]:
+    """(state dict, meta, info) of one checkpoint, every check done: meta parses, the file reads, the
+    keys are a known architecture (patched forward as nanochat's loader does), every tensor is finite.
+    Every load (eval, continue, resume, sample) goes through here."""
+    import torch
+
+    ckpt_dir = Path(ckpt_dir)
+    meta = read_meta(ckpt_dir, step)
+    path = model_file(ckpt_dir, step)
+    state = {k.removeprefix(COMPILE_PREFIX): v for k, v in _read_state_dict(path, device).items()}
+    info, arch = _info(ckpt_dir, step, meta, state.keys())
+    bad = nonfinite_tensors(state)
+    if bad:
+        raise CheckpointError(
+            f"{path}: non-finite values (NaN/Inf) in {key_list(bad)}.",
+            "The weights are unusable; choose an earlier step (`rlab ls` lists them).",
+        )
+    n_layer = int(info.model_config["n_layer"])
+    if arch.residual_scalars:  # nanochat's `_patch_missing_keys`: identity lambdas for older files
+        state.setdefault("resid_lambdas", torch.ones(n_layer, device=device))
+        state.setdefault("x0_lambdas", torch.zeros(n_layer, device=device))
+    return state, meta, info
 
 
 def load_state_dict_file(ckpt_dir: Path, step: int, device: Any = "cpu") -> dict[str, Any]:
-    """The raw model state dict of one checkpoint."""
-    import torch
-
-    path = model_file(Path(ckpt_dir), step)
-    try:
-        return torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"Model file missing: {path}") from None
+    """The checked, patched model state dict of one checkpoint (`load_checkpoint_state`)."""
+    return load_checkpoint_state(ckpt_dir, step, device)[0]
 
 
 def load_model(ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rope=None):
@@ -152,9 +300,9 @@ def load_model(ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rop
         step = find_last_step(ckpt_dir)
         if step is None:
             raise CheckpointError(f"No complete checkpoint in {ckpt_dir}.", hint="Check the base dir and --tag.")
-    meta = read_meta(ckpt_dir, step)
-    config = GPTConfig.from_dict(meta["model_config"])
+    state, meta, info = load_checkpoint_state(ckpt_dir, step, device)
+    config = GPTConfig.from_dict(info.model_config)
     spec = rope if rope is not None else rope_from_meta(meta)
     model = GPT(config, rope=spec.with_original_len(config.sequence_len)).to(device)
-    model.load_nanochat_state_dict(load_state_dict_file(ckpt_dir, step, device))
+    model.load_nanochat_state_dict(state, source=str(info.path))
     return model, meta

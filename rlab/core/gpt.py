@@ -1,21 +1,27 @@
-"""The GPT model: nanochat's late-2025 architecture, written here, with pluggable RoPE variants.
+"""The GPT model: nanochat's architectures (2025 and 2026 generations), with pluggable RoPE variants.
 
-Architecture choices (the ones a nanochat checkpoint relies on):
+Always (both generations):
 - rotary position embeddings only (no learned positions); the variant comes from a `RopeSpec`
 - RMSNorm without learnable parameters: after the token embedding, before each sub-block,
   on q and k (QK-norm, applied *after* the rotation), and before the lm_head
-- pre-norm blocks: x = x + attn(norm(x)); x = x + mlp(norm(x))
-- attention with separate q/k/v/out projections, grouped-query attention (n_kv_head <= n_head)
-- MLP with a 4x hidden layer and relu(x)^2
-- no biases anywhere; untied token embedding and lm_head
+- pre-norm blocks, q/k/v/out projections with grouped-query attention, a relu(x)^2 MLP
+  (`rlab.core.blocks`); no biases; untied token embedding and lm_head
 - vocab padded up to a multiple of 64 in wte and lm_head (the padding is sliced off the logits)
 - logits soft-capped as 15 * tanh(logits / 15), computed in fp32 (the training loss runs this head
   chunked and fused, `rlab.core.head_loss`; causal attention picks its kernel in `rlab.core.attention`)
 
+Optional parts, switched on by the architecture (`rlab.core.architecture`; all on for nanochat-2026):
+- smear: x[t] += smear_lambda * sigmoid(smear_gate(x[t, :24])) * x[t-1] on the normed embedding
+- resid/x0 lambdas: before block i, x = resid_lambdas[i] * x + x0_lambdas[i] * x0 (x0 = the smeared embedding)
+- value embeddings on alternating layers, the last included, gated per kv head (in the block)
+- backout: the residual after block n_layer // 2, times backout_lambda, subtracted before the final norm
+- sliding windows: per layer, a query sees at most `window` tokens back (`window_sizes`)
+- q and k times `qk_scale` after the QK-norm; the rotary base (10000 / 100000) fills the RoPE spec
+
 State-dict keys are nanochat's (`transformer.wte.weight`, `transformer.h.{i}.attn.c_q.weight`, ...,
-`lm_head.weight`), so `load_nanochat_state_dict` takes a nanochat `model_XXXXXX.pt` unchanged.
-Rotary tables are plain attributes built lazily (`rlab.core.rope.RotaryTables`), never saved.
-YaRN's attention temperature reaches the logits through SDPA's `scale` argument, because
+`value_embeds.{i}.weight`, `smear_gate.weight`, ...), so `load_nanochat_state_dict` takes a nanochat
+`model_XXXXXX.pt` unchanged. Rotary tables are built lazily (`rlab.core.rope.RotaryTables`), never
+saved. YaRN's attention temperature reaches the logits through SDPA's `scale` argument, because
 QK-norm would erase it anywhere before (see `rlab.core.rope`).
 """
 
@@ -31,16 +37,28 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from rlab.core import rope as rope_lib
-from rlab.core.attention import causal_attention
+from rlab.core.architecture import (
+    COMPILE_PREFIX,
+    DEFAULT_WINDOW_PATTERN,
+    NANOCHAT_2025,
+    NANOCHAT_CONFIG_KEYS,
+    get_architecture,
+    has_value_embed,
+    key_list,
+    window_sizes,
+)
+from rlab.core.blocks import Block, KVCache, norm
 from rlab.core.head_loss import softcap_cross_entropy
 from rlab.errors import CheckpointError, SpecError
 from rlab.spec.rope import RopeSpec
+
+__all__ = ["GPT", "GPTConfig", "KVCache", "LOGIT_SOFTCAP"]
 
 log = logging.getLogger(__name__)
 
 VOCAB_PAD_MULTIPLE = 64  # nanochat pads the vocab so the lm_head matmul tiles well on GPUs
 LOGIT_SOFTCAP = 15.0  # logits = cap * tanh(logits / cap)
-COMPILE_PREFIX = "_orig_mod."  # torch.compile wraps the module and prefixes every key with this
+SMEAR_GATE_CHANNELS = 24  # nanochat-2026: the smear gate reads the first 24 channels of the embedding
 
 
 @dataclass
@@ -53,6 +71,8 @@ class GPTConfig:
     n_head: int = 6  # query heads
     n_kv_head: int = 6  # key/value heads (GQA: n_head must be a multiple of it)
     n_embd: int = 768  # residual width; head_dim = n_embd // n_head
+    window_pattern: str = DEFAULT_WINDOW_PATTERN  # nanochat-2026: S/L per layer, tiled, the last layer L
+    architecture: str = NANOCHAT_2025.name  # which optional parts exist (`rlab.core.architecture`)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
@@ -60,8 +80,15 @@ class GPTConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def nanochat_dict(self) -> dict[str, Any]:
+        """meta["model_config"] exactly as nanochat of this generation writes it (its GPTConfig takes no other key)."""
+        d = {k: getattr(self, k) for k in NANOCHAT_CONFIG_KEYS}
+        if get_architecture(self.architecture).sliding_windows:
+            d["window_pattern"] = self.window_pattern
+        return d
 
     @property
     def head_dim(self) -> int:
@@ -73,7 +100,7 @@ class GPTConfig:
 
     def validate(self) -> None:
         """One-line errors naming the field; `assert` is not for user input."""
-        for name in ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd"):
+        for name in NANOCHAT_CONFIG_KEYS:
             if getattr(self, name) <= 0:
                 raise SpecError(f"model_config.{name}: must be > 0 (got {getattr(self, name)})")
         if self.n_embd % self.n_head:
@@ -82,219 +109,9 @@ class GPTConfig:
             raise SpecError(
                 f"model_config.n_kv_head: must divide n_head={self.n_head} (got {self.n_kv_head})"
             )
+        get_architecture(self.architecture)
+        window_sizes(self.window_pattern, self.n_layer, self.sequence_len)  # checks the pattern's letters
         rope_lib.check_head_dim(self.head_dim)
-
-
-def norm(x: torch.Tensor) -> torch.Tensor:
-    """RMSNorm over the last dim, no learnable parameters."""
-    return F.rms_norm(x, (x.size(-1),))
-
-
-class KVCache:
-    """Per-layer keys and values for incremental decoding; grows on demand.
-
-    `pos` is the number of tokens already cached (the position of the next token). `seq_len` is
-    the planned total length, if known: it is the initial capacity and the length at which
-    length-dependent RoPE variants (dynamic-ntk) are evaluated, so that decoding token by token
-    uses exactly the frequencies of one full forward over `seq_len` tokens.
-    """
-
-    def __init__(
-        self,
-        batch_size: int,
-        num_kv_heads: int,
-        head_dim: int,
-        num_layers: int,
-        device: torch.device | str,
-        dtype: torch.dtype,
-        seq_len: int | None = None,
-    ) -> None:
-        self.batch_size = batch_size
-        self.num_kv_heads = num_kv_heads
-        self.head_dim = head_dim
-        self.num_layers = num_layers
-        self.device = torch.device(device)
-        self.dtype = dtype
-        self.seq_len = seq_len
-        self.pos = 0
-        self._capacity = 0
-        self._k: list[torch.Tensor] = []
-        self._v: list[torch.Tensor] = []
-        if seq_len:
-            self._grow(seq_len)
-
-    def _grow(self, needed: int) -> None:
-        capacity = max(needed, 2 * self._capacity, 64)
-        shape = (self.batch_size, self.num_kv_heads, capacity, self.head_dim)  # (B, H_kv, cap, d)
-        new_k = [torch.zeros(shape, device=self.device, dtype=self.dtype) for _ in range(self.num_layers)]
-        new_v = [torch.zeros(shape, device=self.device, dtype=self.dtype) for _ in range(self.num_layers)]
-        if self._k:  # keep what is cached so far
-            for old, new in zip(self._k + self._v, new_k + new_v, strict=True):
-                new[:, :, : self.pos] = old[:, :, : self.pos]
-        self._k, self._v, self._capacity = new_k, new_v, capacity
-
-    def insert(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store k, v (B, H_kv, T, d) at positions pos..pos+T-1; return all keys/values so far (B, H_kv, pos+T, d)."""
-        stop = self.pos + k.size(2)
-        if stop > self._capacity:
-            self._grow(stop)
-        self._k[layer][:, :, self.pos : stop] = k
-        self._v[layer][:, :, self.pos : stop] = v
-        return self._k[layer][:, :, :stop], self._v[layer][:, :, :stop]
-
-    def advance(self, num_tokens: int) -> None:
-        """Called by the model once all layers have inserted this step's tokens."""
-        self.pos += num_tokens
-
-    def reset(self) -> None:
-        self.pos = 0
-
-    def freq_len(self, num_new: int) -> int:
-        """The sequence length at which length-dependent RoPE frequencies are evaluated."""
-        return max(self.seq_len or 0, self.pos + num_new)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, config: GPTConfig, layer_idx: int) -> None:
-        super().__init__()
-        self.layer_idx = layer_idx
-        self.n_head = config.n_head
-        self.n_kv_head = config.n_kv_head
-        self.head_dim = config.head_dim
-        d = config.n_embd
-        self.c_q = nn.Linear(d, self.n_head * self.head_dim, bias=False)
-        self.c_k = nn.Linear(d, self.n_kv_head * self.head_dim, bias=False)
-        self.c_v = nn.Linear(d, self.n_kv_head * self.head_dim, bias=False)
-        self.c_proj = nn.Linear(d, d, bias=False)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        kv_cache: KVCache | None,
-        attn_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """`attn_mask` (B, 1, T, T) bool, True = may attend, replaces the causal mask (no kv_cache)."""
-        B, T, C = x.shape
-        cos, sin = cos_sin
-        q = _rotate_norm(self.c_q(x).view(B, T, self.n_head, self.head_dim), cos, sin)  # (B, T, H, d)
-        k, v = self._keys_values(x, cos, sin)  # (B, H_kv, T, d) each
-        q = q.transpose(1, 2)  # (B, H, T, d)
-
-        if kv_cache is not None:
-            k, v = kv_cache.insert(self.layer_idx, k, v)  # (B, H_kv, Tk, d)
-            k, v = k.to(q.dtype), v.to(q.dtype)
-        Tq, Tk = q.size(2), k.size(2)
-        gqa = self.n_head != self.n_kv_head
-        if attn_mask is not None:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=gqa)
-        elif Tq == Tk:
-            y = causal_attention(q, k, v, scale, enable_gqa=gqa)
-        elif Tq == 1:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=False, scale=scale, enable_gqa=gqa)
-        else:
-            # A chunk after a cached prefix: query i (absolute position Tk-Tq+i) sees keys 0..Tk-Tq+i.
-            prefix = Tk - Tq
-            mask = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(diagonal=prefix)  # (Tq, Tk)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
-        return self.c_proj(y)
-
-    def _keys_values(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (B, T, C) -> rotated, QK-normed keys and values, (B, H_kv, T, d) each."""
-        B, T, _ = x.shape
-        k = _rotate_norm(self.c_k(x).view(B, T, self.n_kv_head, self.head_dim), cos, sin)  # (B, T, H_kv, d)
-        v = self.c_v(x).view(B, T, self.n_kv_head, self.head_dim)  # (B, T, H_kv, d)
-        return k.transpose(1, 2), v.transpose(1, 2)
-
-    def attend_at(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        attn_mask: torch.Tensor | None,
-        at: tuple[torch.Tensor, torch.Tensor],
-    ) -> torch.Tensor:
-        """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only; rows non-decreasing.
-
-        Keys and values come from every position, queries only from the selected ones, placed in a
-        (B, S) grid (S = the most queries any row has) so one attention call serves all rows. Unused
-        grid slots query position 0, which every mask lets see itself.
-        """
-        rows, cols = at
-        B, T, C = x.shape
-        H, d = self.n_head, self.head_dim
-        cos, sin = cos_sin
-        k, v = self._keys_values(x, cos, sin)  # (B, H_kv, T, d) each
-        N = rows.numel()
-        cos_q = cos.expand(B, -1, -1, -1)[rows, cols].unsqueeze(1)  # (N, 1, 1, d/2)
-        sin_q = sin.expand(B, -1, -1, -1)[rows, cols].unsqueeze(1)  # (N, 1, 1, d/2)
-        q = _rotate_norm(self.c_q(x[rows, cols]).view(N, 1, H, d), cos_q, sin_q).view(N, H, d)  # (N, H, d)
-
-        per_row = torch.bincount(rows, minlength=B)  # (B,)
-        slots = torch.arange(N, device=x.device) - (per_row.cumsum(0) - per_row)[rows]  # (N,) index within its row
-        n_slots = max(1, int(per_row.max())) if N else 1
-        grid_q = q.new_zeros(B, n_slots, H, d)  # (B, S, H, d)
-        grid_q[rows, slots] = q
-        grid_col = torch.zeros(B, n_slots, dtype=torch.long, device=x.device)  # (B, S)
-        grid_col[rows, slots] = cols
-        if attn_mask is None:  # plain causal rows: the query at column c sees keys 0..c
-            keys = torch.arange(T, device=x.device)  # (T,)
-            mask = keys[None, None, :] <= grid_col[:, :, None]  # (B, S, T)
-        else:
-            mask = attn_mask[:, 0].gather(1, grid_col[:, :, None].expand(-1, -1, T))  # (B, S, T)
-        y = F.scaled_dot_product_attention(
-            grid_q.transpose(1, 2), k, v, attn_mask=mask[:, None], scale=scale, enable_gqa=H != self.n_kv_head
-        )  # (B, H, S, d)
-        return self.c_proj(y.transpose(1, 2)[rows, slots].reshape(N, C))  # (N, C)
-
-
-def _rotate_norm(t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE, then QK-norm (nanochat's order): (..., T, H, d) -> same shape."""
-    return norm(rope_lib.apply_rotary(t, cos, sin))
-
-
-class MLP(nn.Module):
-    def __init__(self, config: GPTConfig) -> None:
-        super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=False)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(F.relu(self.c_fc(x)).square())
-
-
-class Block(nn.Module):
-    def __init__(self, config: GPTConfig, layer_idx: int) -> None:
-        super().__init__()
-        self.attn = CausalSelfAttention(config, layer_idx)
-        self.mlp = MLP(config)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        kv_cache: KVCache | None,
-        attn_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        x = x + self.attn(norm(x), cos_sin, scale, kv_cache, attn_mask)
-        x = x + self.mlp(norm(x))
-        return x
-
-    def forward_at(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        attn_mask: torch.Tensor | None,
-        at: tuple[torch.Tensor, torch.Tensor],
-    ) -> torch.Tensor:
-        """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only."""
-        rows, cols = at
-        out = x[rows, cols] + self.attn.attend_at(norm(x), cos_sin, scale, attn_mask, at)  # (N, C)
-        return out + self.mlp(norm(out))
 
 
 class GPT(nn.Module):
@@ -304,25 +121,70 @@ class GPT(nn.Module):
         super().__init__()
         config.validate()
         self.config = config
-        vocab = config.padded_vocab_size
+        self.arch = arch = get_architecture(config.architecture)
+        vocab, n_layer = config.padded_vocab_size, config.n_layer
         self.transformer = nn.ModuleDict(
             {
                 "wte": nn.Embedding(vocab, config.n_embd),
-                "h": nn.ModuleList([Block(config, i) for i in range(config.n_layer)]),
+                "h": nn.ModuleList([Block(config, i, arch) for i in range(n_layer)]),
             }
         )
         self.lm_head = nn.Linear(config.n_embd, vocab, bias=False)
+        # --- optional parts (nanochat-2026); None where the architecture has none ---
+        self.resid_lambdas = nn.Parameter(torch.ones(n_layer)) if arch.residual_scalars else None
+        self.x0_lambdas = nn.Parameter(torch.zeros(n_layer)) if arch.residual_scalars else None
+        self.smear_gate = nn.Linear(SMEAR_GATE_CHANNELS, 1, bias=False) if arch.smear else None
+        self.smear_lambda = nn.Parameter(torch.zeros(1)) if arch.smear else None
+        self.backout_lambda = nn.Parameter(torch.full((1,), 0.2)) if arch.backout else None
+        self.backout_layer = n_layer // 2 if arch.backout else None
+        kv_dim = config.n_kv_head * config.head_dim
+        self.value_embeds = nn.ModuleDict(
+            {str(i): nn.Embedding(vocab, kv_dim) for i in range(n_layer) if has_value_embed(i, n_layer)}
+        ) if arch.value_embeds else None
         self.set_rope(rope if rope is not None else RopeSpec())
 
-    # --- RoPE ---
+    # --- RoPE and windows ---
 
     def set_rope(self, rope: RopeSpec) -> None:
-        """Swap the RoPE variant (weights untouched); tables are rebuilt lazily at the next forward."""
-        self.rope = rope.with_original_len(self.config.sequence_len)
+        """Swap the RoPE variant (weights untouched); tables are rebuilt lazily at the next forward.
+
+        Fills the spec's L0 (the config's sequence_len) and base (the architecture's) when left to the
+        checkpoint, and sets each layer's attention window (None = unlimited): windows follow
+        `config.sequence_len` (rope.windows == "scale") or stay at the sizes for L0 ("fixed").
+        """
+        self.rope = rope.with_original_len(self.config.sequence_len).with_base(self.arch.rotary_base)
         self._rotary = rope_lib.RotaryTables(self.rope, self.config.head_dim)
         self._softmax_scale = rope_lib.softmax_scale(self.rope, self.config.head_dim)
+        self.window_sizes: list[int | None] = [None] * self.config.n_layer
+        if self.arch.sliding_windows:
+            context = self.config.sequence_len if self.rope.windows == "scale" else self.rope.original_len
+            self.window_sizes = list(window_sizes(self.config.window_pattern, self.config.n_layer, context))
         if self.rope.variant.value != "rope":
             log.info("RoPE variant %s", self.rope.describe())
+
+    def _layer_masks(
+        self, T: int, start: int, device, attn_mask: torch.Tensor | None = None, positions: torch.Tensor | None = None
+    ) -> list[torch.Tensor | None]:
+        """Per layer, the attention mask (bool, (B or 1, 1, T, start+T), True = may attend), or None for
+        the plain causal rule. A window w lets query position p see key positions p-w .. p (nanochat's
+        `0 <= i - j <= w`); it is dropped where no query could reach past it."""
+        banded: dict[int | None, torch.Tensor | None] = {None: attn_mask}
+        masks = []
+        for w in self.window_sizes:
+            if w not in banded:
+                if attn_mask is not None:  # packed rows: distances are between rotary positions
+                    pos = positions if positions is not None else torch.arange(T, device=device)[None].expand(
+                        attn_mask.size(0), -1)
+                    near = (pos[:, :, None] - pos[:, None, :]) <= w  # (B, T, T)
+                    banded[w] = attn_mask & near[:, None]
+                elif start + T - 1 <= w:
+                    banded[w] = None
+                else:
+                    q_pos = torch.arange(start, start + T, device=device)[:, None]  # (T, 1)
+                    k_pos = torch.arange(start + T, device=device)[None, :]  # (1, Tk)
+                    banded[w] = ((k_pos <= q_pos) & (q_pos - k_pos <= w))[None, None]  # (1, 1, T, Tk)
+            masks.append(banded[w])
+        return masks
 
     # --- initialisation ---
 
@@ -334,7 +196,9 @@ class GPT(nn.Module):
         Input-side matrices (q, k, v, MLP up-projection) ~ U(-a, a) with a = sqrt(3 / n_embd), i.e.
         std 1/sqrt(fan_in), which keeps activations O(1) after the norm. Every matrix that writes into
         the residual stream (attention and MLP output projections) and the lm_head start at zero, so
-        each block starts as the identity and the initial prediction is uniform.
+        each block starts as the identity and the initial prediction is uniform. The optional parts
+        start as nanochat-2026 starts them: value embeddings like c_v, gates U(0, 0.02), resid
+        1.15 -> 1.05 and x0 0.20 -> 0.05 over depth, smear_lambda 0, backout_lambda 0.2.
         """
         nn.init.normal_(self.transformer.wte.weight, mean=0.0, std=1.0)
         bound = math.sqrt(3.0 / self.config.n_embd)
@@ -343,7 +207,21 @@ class GPT(nn.Module):
                 nn.init.uniform_(lin.weight, -bound, bound)
             nn.init.zeros_(block.attn.c_proj.weight)
             nn.init.zeros_(block.mlp.c_proj.weight)
+            if block.attn.ve_gate is not None:
+                nn.init.uniform_(block.attn.ve_gate.weight, 0.0, 0.02)
         nn.init.zeros_(self.lm_head.weight)
+        n_layer = self.config.n_layer
+        depth = torch.arange(n_layer, dtype=torch.float32) / max(n_layer - 1, 1)
+        if self.resid_lambdas is not None:
+            self.resid_lambdas.copy_(1.15 - 0.10 * depth)
+            self.x0_lambdas.copy_(0.20 - 0.15 * depth)
+        if self.smear_gate is not None:
+            nn.init.uniform_(self.smear_gate.weight, 0.0, 0.02)
+            nn.init.zeros_(self.smear_lambda)
+        if self.backout_lambda is not None:
+            nn.init.constant_(self.backout_lambda, 0.2)
+        for ve in (self.value_embeds or {}).values():
+            nn.init.uniform_(ve.weight, -bound, bound)
 
     # --- forward ---
 
@@ -363,10 +241,8 @@ class GPT(nn.Module):
         freq_len = kv_cache.freq_len(T) if kv_cache is not None else T
         cos_sin = self._rotary.get(start, T, idx.device, freq_len)  # (1, T, 1, d/2) each, fp32
 
-        x = norm(self.transformer.wte(idx))  # (B, T, C)
-        for block in self.transformer.h:
-            x = block(x, cos_sin, self._softmax_scale, kv_cache)
-        x = norm(x)
+        x = self._embed(idx, kv_cache)  # (B, T, C)
+        x = self._trunk(x, idx, cos_sin, kv_cache, self._layer_masks(T, start, idx.device))
         if kv_cache is not None:
             kv_cache.advance(T)
 
@@ -381,6 +257,63 @@ class GPT(nn.Module):
         return softcap_cross_entropy(x.reshape(B * T, -1), self.lm_head.weight, targets.reshape(-1),
                                      self.config.vocab_size, LOGIT_SOFTCAP, loss_reduction)
 
+    def _embed(
+        self, idx: torch.Tensor, kv_cache: KVCache | None = None, prev_index: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """idx (B, T) -> the normed token embedding (B, T, C), smeared where the architecture smears.
+
+        The previous token is t-1 in a plain row, `prev_index` (B, T) (-1 = none) in a packed one, and the
+        cache's last embedding for the first token after a cached prefix.
+        """
+        x = norm(self.transformer.wte(idx))  # (B, T, C)
+        if self.smear_gate is None:
+            return x
+        prev = kv_cache.prev_embedding if kv_cache is not None else None
+        if kv_cache is not None:
+            kv_cache.prev_embedding = x[:, -1:, :]
+        lam = self.smear_lambda.to(x.dtype)
+        if prev_index is not None:
+            gate = lam * torch.sigmoid(self.smear_gate(x[..., :SMEAR_GATE_CHANNELS]))  # (B, T, 1)
+            before = x.gather(1, prev_index.clamp(min=0)[..., None].expand(-1, -1, x.size(-1)))  # (B, T, C)
+            return torch.where(prev_index[..., None] >= 0, x + gate * before, x)
+        head = x[:, :1]
+        if prev is not None:  # the first token continues a cached prefix
+            head = head + lam * torch.sigmoid(self.smear_gate(head[..., :SMEAR_GATE_CHANNELS])) * prev
+        if x.size(1) == 1:
+            return head
+        gate = lam * torch.sigmoid(self.smear_gate(x[:, 1:, :SMEAR_GATE_CHANNELS]))  # (B, T-1, 1)
+        return torch.cat([head, x[:, 1:] + gate * x[:, :-1]], dim=1)
+
+    def _trunk(
+        self,
+        x: torch.Tensor,
+        idx: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        kv_cache: KVCache | None,
+        masks: list[torch.Tensor | None],
+        at: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """The blocks over the embedding x (B, T, C) -> final-normed hidden states (B, T, C), or (N, C) at
+        `at` = (rows, cols), where the last block runs at those positions only."""
+        x0 = x
+        x_backout = None
+        last = self.config.n_layer - 1
+        for i, block in enumerate(self.transformer.h):
+            if self.resid_lambdas is not None:
+                x = self.resid_lambdas[i] * x + self.x0_lambdas[i] * x0
+            ve = self.value_embeds[str(i)](idx).to(x.dtype) if self.value_embeds and str(i) in self.value_embeds else None
+            if at is not None and i == last:
+                x = block.forward_at(x, ve, cos_sin, self._softmax_scale, masks[i], at)  # (N, C)
+            else:
+                x = block(x, ve, cos_sin, self._softmax_scale, kv_cache, masks[i])
+            if i == self.backout_layer:
+                x_backout = x
+        if x_backout is not None:
+            if at is not None and x_backout.dim() == 3:
+                x_backout = x_backout[at[0], at[1]]  # (N, C)
+            x = x - self.backout_lambda.to(x.dtype) * x_backout
+        return norm(x)
+
     def hidden_states(
         self,
         idx: torch.Tensor,
@@ -394,12 +327,13 @@ class GPT(nn.Module):
         With no extra arguments this is exactly `forward`'s trunk. For packed inputs (several
         sequences sharing a prefix in one row, as CORE scoring uses): `positions` (B, T) long are the
         rotary positions of each token, `attn_mask` (B, 1, T, T) bool (True = may attend) replaces the
-        causal mask, and `freq_len` is the sequence length length-dependent RoPE variants are
+        causal mask (a token's previous token, for the smear gate, is the nearest earlier one it may
+        attend to), and `freq_len` is the sequence length length-dependent RoPE variants are
         evaluated at (default: T, as `forward`).
 
         `at` = (rows, cols), (N,) long each with rows non-decreasing, returns only those positions
         (N, C), and runs the last block there only: earlier blocks' outputs feed later keys and values
-        everywhere, but the last block's output is read by nothing but the lm_head.
+        everywhere, but the last block's output is read by nothing but the lm_head (and backout).
         """
         B, T = idx.shape
         freq_len = T if freq_len is None else freq_len
@@ -408,15 +342,9 @@ class GPT(nn.Module):
         else:
             cos, sin = self._rotary.get(0, int(positions.max()) + 1, idx.device, freq_len)  # (1, P, 1, d/2)
             cos_sin = (cos[0, positions], sin[0, positions])  # (B, T, 1, d/2) each
-        x = norm(self.transformer.wte(idx))  # (B, T, C)
-        blocks = list(self.transformer.h)
-        if at is not None:
-            *blocks, last = blocks
-        for block in blocks:
-            x = block(x, cos_sin, self._softmax_scale, None, attn_mask)
-        if at is not None:
-            x = last.forward_at(x, cos_sin, self._softmax_scale, attn_mask, at)  # (N, C)
-        return norm(x)
+        prev_index = _previous_visible(attn_mask) if attn_mask is not None and self.smear_gate is not None else None
+        x = self._embed(idx, prev_index=prev_index)  # (B, T, C)
+        return self._trunk(x, idx, cos_sin, None, self._layer_masks(T, 0, idx.device, attn_mask, positions), at)
 
     def logits_at(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (..., C) from `hidden_states` -> soft-capped fp32 logits (..., vocab_size), as `forward`
@@ -426,8 +354,9 @@ class GPT(nn.Module):
 
     # --- checkpoints ---
 
-    def load_nanochat_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Load a nanochat state dict (an optional `_orig_mod.` prefix is stripped); CheckpointError on mismatch."""
+    def load_nanochat_state_dict(self, state_dict: dict[str, torch.Tensor], source: str = "state dict") -> None:
+        """Load a nanochat state dict (an optional `_orig_mod.` prefix is stripped; bf16 tensors are
+        upcast to the parameters' dtype); CheckpointError naming `source` and the bad keys on mismatch."""
         cleaned = {k.removeprefix(COMPILE_PREFIX): v for k, v in state_dict.items()}
         expected = self.state_dict()
         missing = sorted(set(expected) - set(cleaned))
@@ -435,13 +364,12 @@ class GPT(nn.Module):
         if missing or unexpected:
             parts = []
             if missing:
-                parts.append(f"missing keys: {_key_list(missing)}")
+                parts.append(f"missing keys: {key_list(missing)}")
             if unexpected:
-                parts.append(f"unexpected keys: {_key_list(unexpected)}")
+                parts.append(f"unexpected keys: {key_list(unexpected)}")
             raise CheckpointError(
-                f"State dict does not fit this model ({'; '.join(parts)}).",
-                f"The model expects nanochat's keys for n_layer={self.config.n_layer}; "
-                "check that the checkpoint's meta JSON matches its model file.",
+                f"{source} does not fit this {self.arch.name} model ({'; '.join(parts)}).",
+                f"The model expects nanochat's keys for {self.arch.name} with n_layer={self.config.n_layer}.",
             )
         bad_shapes = [
             f"{k} {tuple(cleaned[k].shape)} != {tuple(v.shape)}"
@@ -450,7 +378,7 @@ class GPT(nn.Module):
         ]
         if bad_shapes:
             raise CheckpointError(
-                f"State dict shapes do not fit this model: {_key_list(bad_shapes)} (checkpoint != model).",
+                f"{source}: tensor shapes do not fit this model: {key_list(bad_shapes)} (checkpoint != model).",
                 f"Model config: {self.config.to_dict()} (padded vocab {self.config.padded_vocab_size}).",
             )
         self.load_state_dict(cleaned, strict=True)
@@ -458,24 +386,41 @@ class GPT(nn.Module):
     # --- accounting ---
 
     def estimate_flops(self) -> float:
-        """FLOPs per token for forward+backward: 6 per non-embedding weight, plus attention's 12*L*H*d*T.
+        """FLOPs per token for forward+backward: 6 per matmul weight, plus attention's 12*H*d*T per layer.
 
-        The embedding is a lookup, not a matmul, so it is excluded (the lm_head is included). T is
-        `config.sequence_len`; the attention term counts the full T x T score matrix (upper bound
-        for causal attention), the usual convention for MFU (PaLM, arXiv 2204.02311, appendix B).
+        Embeddings (token and value) are lookups and the per-layer scalars are not matmuls, so they are
+        excluded (the lm_head is included). T is `config.sequence_len`, capped per layer by its window;
+        the attention term counts the full T x T score matrix (upper bound for causal attention), the
+        usual convention for MFU (PaLM, arXiv 2204.02311, appendix B).
         """
-        n_params = sum(p.numel() for p in self.parameters())
-        n_embedding = self.transformer.wte.weight.numel()
         c = self.config
-        return float(6 * (n_params - n_embedding) + 12 * c.n_layer * c.n_head * c.head_dim * c.sequence_len)
+        lookups = [self.transformer.wte.weight, *(self.value_embeds.parameters() if self.value_embeds else [])]
+        scalars = [p for p in (self.resid_lambdas, self.x0_lambdas, self.smear_lambda, self.backout_lambda)
+                   if p is not None]
+        n_matmul = self.num_params() - sum(p.numel() for p in lookups + scalars)
+        attention = sum(12 * c.n_head * c.head_dim * min(w or c.sequence_len, c.sequence_len)
+                        for w in self.window_sizes)
+        return float(6 * n_matmul + attention)
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
-        """Parameters by optimizer role: transformer matrices (Muon), embedding and lm_head (AdamW)."""
+        """Parameters by optimizer role, as nanochat groups them: transformer matrices (Muon; the value
+        gates live in the blocks, so they are matrices too), then AdamW groups: embedding, lm_head, and
+        for nanochat-2026 value_embeds, resid (resid_lambdas), x0 (x0_lambdas) and smear (smear gate,
+        smear_lambda, backout_lambda)."""
         groups = {
             "matrix": list(self.transformer.h.parameters()),
             "embedding": list(self.transformer.wte.parameters()),
             "lm_head": list(self.lm_head.parameters()),
         }
+        if self.value_embeds is not None:
+            groups["value_embeds"] = list(self.value_embeds.parameters())
+        if self.resid_lambdas is not None:
+            groups["resid"] = [self.resid_lambdas]
+            groups["x0"] = [self.x0_lambdas]
+        smear = [p for p in (self.smear_gate.weight if self.smear_gate is not None else None, self.smear_lambda,
+                             self.backout_lambda) if p is not None]
+        if smear:
+            groups["smear"] = smear
         assert sum(len(g) for g in groups.values()) == len(list(self.parameters())), "a parameter has no group"
         return groups
 
@@ -483,6 +428,10 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-def _key_list(keys: list[str], limit: int = 8) -> str:
-    shown = ", ".join(keys[:limit])
-    return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
+def _previous_visible(attn_mask: torch.Tensor) -> torch.Tensor:
+    """attn_mask (B, 1, T, T) -> (B, T) index of the nearest earlier position each token may attend to
+    (its previous token in its own sequence of a packed row), -1 for none."""
+    T = attn_mask.size(-1)
+    cols = torch.arange(T, device=attn_mask.device)
+    earlier = attn_mask[:, 0] & (cols[None, :] < cols[:, None])[None]  # (B, T, T)
+    return torch.where(earlier, cols + 1, 0).amax(dim=-1) - 1  # (B, T)

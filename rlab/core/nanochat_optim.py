@@ -19,7 +19,7 @@ the value nanochat's next step would use (0.95 for any base past step 300). The 
 run's own schedule; nanochat's schedule is a function of its `num_iterations` and is not carried over.
 
 Readers are tried in order (`READERS`), each returning None for a format it does not recognise;
-another nanochat generation adds its reader there.
+nanochat-2026's `MuonAdamW` shards are read by `rlab.core.nanochat_optim_2026`.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class FullState:
     adam: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # name -> exp_avg, exp_avg_sq
     muon: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> momentum_buffer
     muon_momentum: float | None = None  # what nanochat's next step would use
+    notes: list[str] = field(default_factory=list)  # state the format has and rlab cannot use
 
 
 @dataclass
@@ -67,17 +68,19 @@ class ImportReport:
     nanochat_step: int | None = None
     muon_momentum: float | None = None
     tensors: int = 0
+    notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         if not self.restored:
             return f"not imported: {self.reason}"
         return (f"restored from nanochat's {self.world_size} per-rank shard(s) ({self.format}, step "
-                f"{self.nanochat_step}, {self.tensors} tensors, Muon momentum {self.muon_momentum:.4g})")
+                f"{self.nanochat_step}, {self.tensors} tensors, Muon momentum {self.muon_momentum:.4g})"
+                + "".join(f"; {n}" for n in self.notes))
 
     def to_meta(self) -> dict[str, Any]:
         return {"restored": self.restored, "reason": self.reason, "format": self.format,
                 "world_size": self.world_size, "nanochat_step": self.nanochat_step,
-                "muon_momentum": self.muon_momentum}
+                "muon_momentum": self.muon_momentum, "notes": self.notes}
 
 
 # name and shape of every parameter in nanochat's model order (the model file's key order)
@@ -183,7 +186,13 @@ def _key_text(key: tuple[str, Any]) -> str:
     return f"{key[0]} {key[1]}"
 
 
-READERS: list[Reader] = [read_dist_adamw_muon]
+def _read_2026(shards: list[Any], params: ParamList) -> FullState | None:
+    from rlab.core.nanochat_optim_2026 import read_muon_adamw  # imports this module's types
+
+    return read_muon_adamw(shards, params)
+
+
+READERS: list[Reader] = [read_dist_adamw_muon, _read_2026]
 
 
 def load_shards(ckpt_dir: Path, step: int) -> list[Any]:
@@ -271,6 +280,7 @@ def import_nanochat_optimizer(ckpt_dir: Path, step: int, model: nn.Module,
     except ShardMismatch as exc:
         logger.warning("nanochat optimizer state not imported from %s step %d: %s", ckpt_dir, step, exc)
         return ImportReport(False, str(exc))
-    report = ImportReport(True, "imported", full.format, full.world_size, full.step, full.muon_momentum, count)
+    report = ImportReport(True, "imported", full.format, full.world_size, full.step, full.muon_momentum, count,
+                          full.notes)
     logger.info("optimizer %s", report.describe())
     return report

@@ -7,6 +7,11 @@ over across widths. AdamW uses betas (0.8, 0.95), eps 1e-10 and no weight decay,
 
 Each group remembers its peak LR as `initial_lr`; the schedule sets `lr = initial_lr * mult`.
 
+A nanochat-2026 model has more AdamW groups (`GPT.parameter_groups`), set up as nanochat 92d63d4's
+`setup_optimizer` does (`ADAMW_GROUPS`): value embeddings at half the embedding LR, resid_lambdas at
+1% of `scalar_lr`, x0_lambdas at `scalar_lr` with beta1 0.96, the smear/backout scalars at 0.2, and
+that version's betas and decoupled weight decay for its embedding and lm_head groups.
+
 Optimizer state is saved in one world-size-independent file: every DDP replica holds the same
 state (same averaged gradients, same updates), so rank 0's copy describes them all and can be
 loaded by any number of ranks. The file carries a format tag; anything without it (e.g. nanochat's
@@ -38,6 +43,25 @@ def _adamw_fused_ok(params: list[nn.Parameter]) -> bool:
     return devices <= {"cuda", "cpu"} and all(p.dtype in (torch.float32, torch.bfloat16) for p in params)
 
 
+# Per AdamW group: (peak LR from the spec, LR multiplier, scaled by width?, betas, weight decay)
+_AdamGroup = tuple[str, float, bool, tuple[float, float], float]
+ADAMW_GROUPS: dict[str, dict[str, _AdamGroup]] = {
+    "nanochat-2025": {  # nanochat d314e96 (and rlab's from-scratch models)
+        "embedding": ("embedding_lr", 1.0, True, ADAMW_BETAS, 0.0),
+        "lm_head": ("unembedding_lr", 1.0, True, ADAMW_BETAS, 0.0),
+    },
+    "nanochat-2026": {  # nanochat 92d63d4 GPT.setup_optimizer
+        "lm_head": ("unembedding_lr", 1.0, True, (0.8, 0.96), 0.01),
+        "embedding": ("embedding_lr", 1.0, True, (0.8, 0.995), 0.001),
+        "value_embeds": ("embedding_lr", 0.5, True, (0.8, 0.995), 0.01),
+        "resid": ("scalar_lr", 0.01, False, (0.8, 0.95), 0.05),
+        "x0": ("scalar_lr", 1.0, False, (0.96, 0.95), 0.0),
+        "smear": ("smear_lr", 1.0, False, (0.8, 0.95), 0.0),
+    },
+}
+SMEAR_LR = 0.2  # nanochat 92d63d4: a fixed LR for smear_gate, smear_lambda and backout_lambda
+
+
 def build_optimizers(model: nn.Module, lr: LRSpec, n_embd: int) -> list[torch.optim.Optimizer]:
     """[Muon over the matrix group, AdamW over embedding + lm_head (+ any other group)]."""
     groups: dict[str, list[nn.Parameter]] = model.parameter_groups()
@@ -47,13 +71,16 @@ def build_optimizers(model: nn.Module, lr: LRSpec, n_embd: int) -> list[torch.op
         raise RuntimeError("parameter_groups() must cover every parameter exactly once")  # internal invariant
 
     width_scale = (n_embd / REFERENCE_WIDTH) ** -0.5
+    settings = ADAMW_GROUPS[getattr(getattr(model, "config", None), "architecture", "nanochat-2025")]
     adam_groups = []
     for name, params in groups.items():
         if name == "matrix" or not params:
             continue
-        base = {"embedding": lr.embedding_lr, "lm_head": lr.unembedding_lr}.get(name, lr.embedding_lr)
-        group_lr = base * width_scale
-        adam_groups.append({"params": params, "lr": group_lr, "initial_lr": group_lr, "name": name})
+        lr_name, mult, scaled, betas, wd = settings[name]
+        base = SMEAR_LR if lr_name == "smear_lr" else getattr(lr, lr_name)
+        group_lr = base * mult * (width_scale if scaled else 1.0)
+        adam_groups.append({"params": params, "lr": group_lr, "initial_lr": group_lr, "name": name,
+                            "betas": betas, "weight_decay": wd})
     adam_params = [p for g in adam_groups for p in g["params"]]
     optimizers: list[torch.optim.Optimizer] = []
     matrix = groups.get("matrix", [])

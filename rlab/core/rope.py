@@ -78,6 +78,15 @@ def _exponents(head_dim: int) -> torch.Tensor:
     return torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
 
 
+DEFAULT_BASE = 10000.0
+"""The base of a spec left to the checkpoint when no model filled it in (the rope CLI, bare specs):
+nanochat-2025's. `GPT` always fills it from the checkpoint's architecture first."""
+
+
+def _base(spec: RopeSpec) -> float:
+    return spec.base if spec.base is not None else DEFAULT_BASE
+
+
 def _plain(base: float, head_dim: int) -> torch.Tensor:
     """theta_i = base^(-2i/d) in fp64. (d/2,)"""
     return base ** (-_exponents(head_dim))
@@ -87,15 +96,15 @@ def _plain(base: float, head_dim: int) -> torch.Tensor:
 
 
 def _rope(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
-    return _plain(spec.base, head_dim)
+    return _plain(_base(spec), head_dim)
 
 
 def _pi(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
-    return _plain(spec.base, head_dim) / spec.factor
+    return _plain(_base(spec), head_dim) / spec.factor
 
 
 def _ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
-    base = spec.base * spec.factor ** (head_dim / (head_dim - 2))
+    base = _base(spec) * spec.factor ** (head_dim / (head_dim - 2))
     return _plain(base, head_dim)
 
 
@@ -103,13 +112,13 @@ def _dynamic_ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Te
     original_len = _require_original_len(spec)
     length = original_len if seq_len is None else max(seq_len, original_len)
     s = spec.factor
-    base = spec.base * ((s * length / original_len) - (s - 1)) ** (head_dim / (head_dim - 2))
+    base = _base(spec) * ((s * length / original_len) - (s - 1)) ** (head_dim / (head_dim - 2))
     return _plain(base, head_dim)
 
 
 def _yarn(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
     original_len = _require_original_len(spec)
-    base, s = spec.base, spec.factor
+    base, s = _base(spec), spec.factor
 
     def dim_for_rotations(rotations: float) -> float:
         # Solve L0 / lambda_i = rotations for the (fractional) dimension index 2i.
@@ -130,7 +139,7 @@ def _yarn(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
 def _llama3(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
     original_len = _require_original_len(spec)
     s, lo, hi = spec.factor, spec.low_freq_factor, spec.high_freq_factor
-    theta = _plain(spec.base, head_dim)
+    theta = _plain(_base(spec), head_dim)
     wavelen = 2 * math.pi / theta
     long_wave = wavelen > original_len / lo  # low frequencies: fully interpolated
     short_wave = wavelen < original_len / hi  # high frequencies: untouched

@@ -459,7 +459,8 @@ class Trainer:
         cfg = self.cfg
         return {
             "step": step,
-            "model_config": self.model.config.to_dict(),
+            "model_config": self.model.config.nanochat_dict(),  # nanochat's GPTConfig takes exactly these
+            "architecture": self.model.config.architecture,
             "rope": self.model.rope.model_dump(mode="json"),
             "lineage": self.start.lineage,
             "tag": cfg.tag,

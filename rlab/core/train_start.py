@@ -45,7 +45,7 @@ class StartPoint:
     step: int  # global step of the weights we start from
     run_start_step: int  # global step at which this run (schedule position 0) began
     model_state: dict[str, Any] | None  # None: from-scratch init
-    model_config: dict[str, int]
+    model_config: dict[str, Any]
     rope: RopeSpec
     lineage: dict[str, Any] | None
     tokens_trained: int = 0  # tokens of applied steps behind the starting weights (the base's included)
@@ -127,7 +127,7 @@ def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> tu
 
 def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
     """Decide the starting weights, RoPE, optimizer source and data position."""
-    from rlab.core.checkpoint import load_optim_payload, load_state_dict_file, read_meta, rope_from_meta
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_payload, rope_from_meta
     from rlab.core.optim import is_own_format
 
     target_dir = layout.checkpoint_dir(cfg.tag)
@@ -144,14 +144,15 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         else:
             step, meta = found
             state = meta["train_state"]
+            model_state, meta, info = load_checkpoint_state(target_dir, step)
             payload = load_optim_payload(target_dir, step)
             own = is_own_format(payload)
             logger.info("resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh")
             return StartPoint(
                 step=step,
                 run_start_step=int(state["run_start_step"]),
-                model_state=load_state_dict_file(target_dir, step),
-                model_config=dict(meta["model_config"]),
+                model_state=model_state,
+                model_config=info.model_config,
                 rope=rope_from_meta(meta),
                 lineage=meta.get("lineage"),
                 tokens_trained=tokens_in_meta(meta, step),
@@ -171,8 +172,8 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
     seq_len = cfg.train.seq_len
     if isinstance(cfg.init, CheckpointInit):
         src_dir = init_dir
-        meta = read_meta(src_dir, cfg.init.step)
-        src_config = dict(meta["model_config"])
+        model_state, meta, info = load_checkpoint_state(src_dir, cfg.init.step)
+        src_config = info.model_config
         src_len = int(src_config["sequence_len"])
         # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
         # recorded it in its meta; otherwise it is the source's training length.
@@ -192,7 +193,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         return StartPoint(
             step=cfg.init.step,
             run_start_step=cfg.init.step,
-            model_state=load_state_dict_file(src_dir, cfg.init.step),
+            model_state=model_state,
             model_config={**src_config, "sequence_len": seq_len},
             rope=rope,
             lineage=lineage,

@@ -5,7 +5,8 @@ the GPUs: one job at a time on every device by default, or several at once on di
 ``CUDA_VISIBLE_DEVICES`` sets when ``gpus_per_variant`` is smaller than what is visible.
 `run_jobs` starts each job in its own process group with its output in its own log file,
 keeps going when one fails, and on Ctrl-C (or any exception) terminates every group it
-started before re-raising, so no worker is left behind.
+started before re-raising, so no worker is left behind. Every job runs under
+`rlab.orchestrate.lifeline`, so it gets SIGTERM when rlab dies by any signal, SIGKILL included.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -35,7 +36,7 @@ TERMINATE_GRACE_S = 10.0
 
 
 def rdzv_endpoint(launch: LaunchSpec, index: int) -> str:
-    """``host:port`` of the index-th job's rendezvous: each job gets its own port (rdzv_port + index)."""
+    """``host:port`` of the index-th job's multi-node rendezvous (rdzv_port + index unless the endpoint has a port)."""
     host = launch.rdzv_endpoint or "127.0.0.1"
     if ":" in host:
         host, _, port = host.rpartition(":")
@@ -51,23 +52,21 @@ def torchrun_argv(
     rdzv_id: str = "rlab",
     module: str = TRAIN_MODULE,
 ) -> list[str]:
-    """The exact torchrun command of one job (``torchrun ... -m MODULE CONFIG``)."""
-    argv = [
-        launch.torchrun,
-        f"--nnodes={launch.nnodes}",
-        f"--nproc-per-node={launch.procs_per_job}",
-    ]
+    """The exact torchrun command of one job (``torchrun ... -m MODULE CONFIG``).
+
+    A single-node job without an explicit rdzv_endpoint runs ``--standalone``: torchrun binds a
+    free port itself, so concurrent jobs (ours or anyone's) never collide on a port.
+    """
+    argv = [launch.torchrun]
+    standalone = launch.nnodes == 1 and not launch.rdzv_endpoint
+    if standalone:
+        argv.append("--standalone")
+    argv += [f"--nnodes={launch.nnodes}", f"--nproc-per-node={launch.procs_per_job}"]
     if launch.nnodes > 1:
         argv.append(f"--node-rank={launch.node_rank}")
-    argv += [
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={rdzv_endpoint(launch, index)}",
-        f"--rdzv-id={rdzv_id}",
-        f"--max-restarts={launch.max_restarts}",
-        "-m",
-        module,
-        str(config_path),
-    ]
+    if not standalone:
+        argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint(launch, index)}", f"--rdzv-id={rdzv_id}"]
+    argv += [f"--max-restarts={launch.max_restarts}", "-m", module, str(config_path)]
     return argv
 
 
@@ -203,12 +202,14 @@ def run_jobs(
     on_tick: Callable[[list[JobState]], None] | None = None,
     poll_s: float = 0.5,
     grace_s: float = TERMINATE_GRACE_S,
+    keep_fds: Mapping[str, int] | None = None,
 ) -> list[JobState]:
     """Run `jobs`, at most one per slot at a time; a failing job never stops the others.
 
     Returns every job's final state. On KeyboardInterrupt (or any other exception) all
     running process groups are terminated (SIGTERM, then SIGKILL after `grace_s`), the
-    running jobs are marked interrupted, and the exception propagates.
+    running jobs are marked interrupted, and the exception propagates. `keep_fds` maps a tag
+    to a file descriptor its job inherits (the tag's lock, see `rlab.orchestrate.lock`).
     """
     states = [JobState(job) for job in jobs]
     pending = deque(states)
@@ -219,7 +220,7 @@ def run_jobs(
             while pending and free:
                 state = pending.popleft()
                 devices = free.pop(0)
-                proc, fh = _start(state.job, devices)
+                proc, fh = _start(state.job, devices, (keep_fds or {}).get(state.job.tag))
                 state.state, state.devices, state.started, state.pid = "running", devices, time.time(), proc.pid
                 running[proc.pid] = (state, proc, devices, fh)
             for pid, (state, proc, devices, fh) in list(running.items()):
@@ -248,43 +249,9 @@ def run_jobs(
     return states
 
 
-LOCAL_ENDPOINT = "--rdzv-endpoint=127.0.0.1:"
+def _start(job: Job, devices: tuple[str, ...] | None, keep_fd: int | None = None) -> tuple[subprocess.Popen, object]:
+    from rlab.orchestrate.lifeline import lifeline_argv
 
-
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_local_port(argv: Sequence[str], is_free: Callable[[int], bool] = _port_free) -> tuple[str, ...]:
-    """`argv` with its single-node rendezvous port moved to a free one if another program holds it.
-
-    The plan's ports (rdzv_port + i) are deterministic, but on a shared machine another
-    torchrun may sit on 29500; checking right before the start turns that into a log line
-    instead of a rendezvous failure. Multi-node endpoints are never changed.
-    """
-    argv = tuple(argv)
-    for i, arg in enumerate(argv):
-        if arg.startswith(LOCAL_ENDPOINT) and arg[len(LOCAL_ENDPOINT):].isdigit():
-            port = int(arg[len(LOCAL_ENDPOINT):])
-            if is_free(port):
-                return argv
-            new = port + 1
-            while not is_free(new) and new < port + 1000:
-                new += 1
-            log.info("rendezvous port %d is busy; using %d", port, new)
-            return (*argv[:i], f"{LOCAL_ENDPOINT}{new}", *argv[i + 1:])
-    return argv
-
-
-def _start(job: Job, devices: tuple[str, ...] | None) -> tuple[subprocess.Popen, object]:
-    job = replace(job, argv=free_local_port(job.argv))
     job.log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices)}
     fh = open(job.log, "ab")
@@ -292,8 +259,9 @@ def _start(job: Job, devices: tuple[str, ...] | None) -> tuple[subprocess.Popen,
     fh.flush()
     try:
         proc = subprocess.Popen(
-            list(job.argv), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            lifeline_argv(job.argv), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True,  # own process group: Ctrl-C reaches us only, and we stop the whole group
+            pass_fds=() if keep_fd is None else (keep_fd,),  # the tag's lock lives as long as the job
         )
     except OSError as exc:
         fh.close()
@@ -334,13 +302,14 @@ def run_streaming(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str]
 
     Returns the exit code; on KeyboardInterrupt the group is terminated and the interrupt re-raised.
     """
-    argv = free_local_port(argv)
+    from rlab.orchestrate.lifeline import lifeline_argv
+
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log_path, "ab") as fh:
         fh.write(f"# rlab: {format_command(argv, env)}\n".encode())
         try:
-            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(lifeline_argv(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=full_env, start_new_session=True)
         except OSError as exc:
             raise LaunchError(f"Cannot start {argv[0]}: {exc.strerror}.") from None

@@ -1,22 +1,31 @@
 """Spec -> resolved per-tag configs. Pure and deterministic: no I/O, no clock, no environment.
 
-`plan_continue` gives the `RunConfig`s of every variant (tag ``<base>-<variant>``, starting from
-that tag's clone of the base step; with ``train.seeds`` > 1 one more tag ``...-seed<i>`` per
-replicate; with ``train.zero_shot`` or ``steps: 0`` a training-free tag ``...-zeroshot``),
-`plan_pretrain` the from-scratch run that makes the base, and `plan_eval` the `EvalRunConfig` of one tag. The spec must already be resolved
-(`rlab.spec.loading.load_spec` fills base_dir and results_dir).
+`plan_continue` gives the `RunConfig`s of every variant (tag ``<base>-<variant>``, or
+``<base>-<name>-<variant>`` for a named experiment, starting from that tag's clone of the base
+step; with ``train.seeds`` > 1 one more tag ``...-seed<i>`` per replicate; with
+``train.zero_shot`` or ``steps: 0`` a training-free tag ``...-zeroshot``), `plan_pretrain` the
+from-scratch run that makes the base, and `plan_eval` the `EvalRunConfig` of one tag. Lengths
+come from the base checkpoint's facts (`rlab.orchestrate.base_info`) when given. The spec must
+already be resolved (`rlab.spec.loading.load_spec` fills base_dir and results_dir).
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from rlab.errors import SpecError
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.spec.experiment import ExperimentSpec
-from rlab.spec.rope import RopeSpec
+from rlab.spec.rope import EXTENSION_VARIANTS, RopeSpec
 from rlab.spec.run import CheckpointInit, EvalRunConfig, Lineage, RunConfig, ScratchInit
 from rlab.spec.train import TrainSpec
+
+if TYPE_CHECKING:
+    from rlab.orchestrate.base_info import BaseInfo
+
+DEFAULT_EXTENSION = 4
+"""The default target length is this many times the base checkpoint's sequence_len."""
 
 
 def base_layout(spec: ExperimentSpec) -> BaseLayout:
@@ -52,14 +61,69 @@ def check_batch(train: TrainSpec, world_size: int, where: str = "train") -> int:
     return train.total_batch_size // per_step
 
 
-def plan_continue(spec: ExperimentSpec) -> list[RunConfig]:
-    """One continued-pretraining run per variant, in the spec's order."""
+def resolve_lengths(spec: ExperimentSpec, base: BaseInfo) -> ExperimentSpec:
+    """The spec with target_len, train.seq_len and every variant's factor and L0 filled in from the base.
+
+    target_len defaults to 4 x L0 (the base's sequence_len); train.seq_len, when not given, is the
+    target; a variant's factor, when not given (and no `scale`), is target / L0. The result is
+    concrete, so saving it and planning from it again gives the same runs.
+    """
+    l0 = base.sequence_len
+    target = spec.target_len or DEFAULT_EXTENSION * l0
+    train = spec.train
+    if "seq_len" not in train.model_fields_set:
+        train = train.model_copy(update={"seq_len": target})
+        train.model_fields_set.add("seq_len")
+    variants = {name: rope.with_original_len(l0) for name, rope in _with_factors(spec, target / l0).items()}
+    return spec.model_copy(update={"target_len": target, "train": train, "variants": variants})
+
+
+def _with_factors(spec: ExperimentSpec, factor: float) -> dict[str, RopeSpec]:
+    """The spec's variants, each extension variant without a factor of its own given `factor`."""
+    variants = {}
+    for name, rope in spec.variants.items():
+        if rope.variant.value in EXTENSION_VARIANTS and "factor" not in rope.model_fields_set:
+            rope = RopeSpec.model_validate({**rope.model_dump(exclude_unset=True), "factor": max(1.0, factor)})
+        variants[name] = rope
+    return variants
+
+
+def length_warnings(spec: ExperimentSpec, base: BaseInfo) -> list[str]:
+    """Lengths that contradict the experiment: seq_len at or below L0 for an extension variant, or a factor
+    that disagrees with target_len / L0. `spec` is resolved (see `resolve_lengths`)."""
+    l0, target, seq_len = base.sequence_len, spec.target_len, spec.train.seq_len
+    warnings = []
+    for name, rope in spec.variants.items():
+        if rope.variant.value not in EXTENSION_VARIANTS:
+            continue
+        if seq_len <= l0:
+            warnings.append(f"{name}: train.seq_len {seq_len} is not above the base's context L0={l0}; "
+                            f"an extension variant trained there does not extend anything.")
+        if target and abs(rope.factor - target / l0) > 1e-9:
+            warnings.append(f"{name}: factor {rope.factor:g} disagrees with target_len / L0 = {target} / {l0} = "
+                            f"{target / l0:g}.")
+    return warnings
+
+
+def plan_continue(spec: ExperimentSpec, base: BaseInfo | None = None, *, check: bool = True) -> list[RunConfig]:
+    """One continued-pretraining run per variant, in the spec's order.
+
+    With `base` (the base step's facts), lengths and factors are resolved from it and every run
+    starts the train data at the base's recorded loader position (train.data_start: after_base).
+    `check=False` skips the batch arithmetic (the preflight reports it with the other problems).
+    """
+    if base is not None:
+        spec = resolve_lengths(spec, base)
+    else:  # the base is unknown (no checkpoint here): the default 4x extension
+        spec = spec.model_copy(update={"variants": _with_factors(spec, DEFAULT_EXTENSION)})
+    data_start = base.data_start if base is not None and spec.train.data_start == "after_base" else None
     step = spec.base_step
     if step is None:
         raise SpecError("No base step to continue from.", "Pass --from-step N (or set base.step in the spec).")
     if not spec.variants:
         raise SpecError("No variants to run.", "Pass --variants pi,ntk,yarn or list them under `variants:` in the spec.")
-    check_batch(spec.train, spec.launch.world_size)
+    if check:
+        check_batch(spec.train, spec.launch.world_size)
     layout = experiment_layout(spec)
     base_dir = base_layout(spec).root
     runs = []
@@ -77,6 +141,7 @@ def plan_continue(spec: ExperimentSpec) -> list[RunConfig]:
                     rope=rope,
                     train=train,
                     tracking=spec.tracking,
+                    data_start=data_start,
                 )
             )
     return runs
@@ -135,7 +200,7 @@ def plan_pretrain(spec: ExperimentSpec) -> RunConfig:
 
 def arm_label(spec: ExperimentSpec, tag: str) -> str:
     """A tag's name without the experiment's prefix: ``d20-pi-seed1`` -> ``pi-seed1``; the base tag -> ``base``."""
-    prefix = spec.tag_for("")
+    prefix = spec.tag_prefix
     if tag == spec.base.tag:
         return "base"
     return tag[len(prefix):] if tag.startswith(prefix) and len(tag) > len(prefix) else tag

@@ -6,7 +6,9 @@
    --force is an error naming its steps); nothing is touched yet, so the CLI can first say
    what --force will delete.
 2. `apply_tag_plans` — delete replaced tags, clone the base step into new ones.
-3. `write_run_configs` + `build_jobs` — the run.json files and the torchrun jobs that read them.
+3. `save_resolved_specs`, `write_run_configs` + `build_jobs` — the resolved specs (the
+   experiment's, and each tag's own, which its rerun command reads), the run.json files and
+   the torchrun jobs that read them.
 """
 
 from __future__ import annotations
@@ -72,6 +74,47 @@ def apply_tag_plans(spec: ExperimentSpec, plans: list[TagPlan], *, method: Clone
                              variant=run.variant, method=method)
         out.append(run)
     return out
+
+
+def save_resolved_specs(spec: ExperimentSpec, runs: list[RunConfig]) -> Path:
+    """Write the experiment's resolved spec (keeping variants an earlier run of it saved) and each run's own.
+
+    A tag's own spec (`runs/<tag>/spec.resolved.yaml`) holds just its variant, as this run trains it;
+    a later run of other variants overwrites the experiment-wide file, never it.
+    """
+    from rlab.atomic_io import write_text_atomic
+    from rlab.spec.loading import load_spec, spec_yaml
+
+    layout = experiment_layout(spec)
+    path = layout.resolved_spec
+    merged = spec
+    if path.exists():
+        try:
+            previous = load_spec(path, resolve=False)
+        except Exception:  # an unreadable old file is replaced, not fatal
+            previous = None
+        if previous is not None and previous.variants:
+            merged = spec.model_copy(update={"variants": {**previous.variants, **spec.variants}})
+    write_text_atomic(path, spec_yaml(merged))
+    for run in runs:
+        own = spec.model_copy(update={"variants": {run.variant: spec.variants.get(run.variant, run.rope)}})  # pretrain: rope
+        write_text_atomic(layout.tag_spec(run.tag), spec_yaml(own))
+    return path
+
+
+def with_saved_variants(spec: ExperimentSpec) -> ExperimentSpec:
+    """`spec` plus the variants its experiment's saved resolved spec lists (those given with --variants
+    on an earlier `rlab continue`), so `rlab eval --all --spec S` finds every trained variant."""
+    from rlab.spec.loading import load_spec
+
+    path = experiment_layout(spec).resolved_spec
+    if not path.exists():
+        return spec
+    try:
+        saved = load_spec(path, resolve=False)
+    except Exception:  # an unreadable saved spec adds nothing
+        return spec
+    return spec.model_copy(update={"variants": {**saved.variants, **spec.variants}})
 
 
 def write_run_configs(spec: ExperimentSpec, runs: list[RunConfig]) -> list[Path]:

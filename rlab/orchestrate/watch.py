@@ -9,6 +9,7 @@ keeps the newest train record; `progress_table` turns every job's state into a r
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,27 @@ def tail_lines(path: Path, n: int = 15) -> list[str]:
         return []
     with open(path, errors="replace") as fh:
         return [line.rstrip("\n") for line in deque(fh, maxlen=n)]
+
+
+_RANK_PREFIX = re.compile(r"^\[[^\]]*\]:\s*")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ")
+
+
+def worker_error(path: Path) -> str | None:
+    """A failed job's own reason: the worker's ``error: ...`` line (rlab workers print one for every
+    user-facing failure), else the last exception line of a worker traceback; torchrun's own
+    ChildFailedError boilerplate is skipped. None when the log has neither."""
+    if not path.exists():
+        return None
+    own, exception = None, None
+    with open(path, errors="replace") as fh:
+        for raw in fh:
+            line = _RANK_PREFIX.sub("", raw.strip())
+            if line.startswith("error: "):
+                own = own or line[len("error: "):]
+            elif _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
+                exception = line
+    return own or exception
 
 
 def format_eta(seconds: float | None) -> str:

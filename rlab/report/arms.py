@@ -76,6 +76,17 @@ def group_arms(tags: list[TagSources]) -> list[Arm]:
     return list(arms.values())
 
 
+def reference_arm(arm: Arm, arms: list[Arm], base: Arm) -> Arm:
+    """What `arm` is compared with: a zero-shot arm with the baseline variant's zero-shot arm (else the base
+    model), so that its difference is the RoPE change alone, not training; every other arm with `base`."""
+    if arm.kind == "zero-shot":
+        for kind in ("zero-shot", "base"):
+            hit = next((a for a in arms if a.kind == kind and (kind == "base" or a.variant == base.variant)), None)
+            if hit is not None:
+                return hit
+    return base
+
+
 def baseline_arm(arms: list[Arm], baseline: str) -> Arm | None:
     """The arm every other is compared with: the baseline variant continued, else in any condition."""
     for kind in KIND_ORDER:

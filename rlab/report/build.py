@@ -49,13 +49,15 @@ class ReportOutput:
 
 
 def answer_lines(data: ReportData) -> list[str]:
-    return headline.sentences(data) + [f"Warning: {w}" for w in headline.warnings(data)]
+    return (headline.sentences(data) + [f"Warning: {w}" for w in headline.warnings(data)]
+            + [f"Note: {n}" for n in headline.disagreements(data)])
 
 
 def _method(data: ReportData, seed: int, n_boot: int) -> str:
-    unit = "documents" if data.clustered else "eval units"
+    bpb = ("BPB by documents (blocks of one document resampled together)" if data.clustered else
+           "BPB by eval units (each resampled as if independent: they do not name their documents)")
     return (f"`x ± h`: estimate and half-width of its 95% interval. Bootstrap with {n_boot} resamples (seed {seed}) "
-            f"over independent units: BPB by {unit} (blocks of one document resampled together), CORE by "
+            f"over independent units: {bpb}, CORE by "
             f"examples stratified by task, passkey by keys (Wilson/Newcombe). With several training seeds, "
             f"estimates are seed means and intervals come from a two-level bootstrap (seeds, then units). "
             + headline.multiplicity_note(data))
@@ -154,6 +156,7 @@ def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | N
     title = f"Experiment {data.experiment}: RoPE variants vs {data.baseline}"
     items = [f"<li>{_inline(s)}</li>" for s in headline.sentences(data)]
     items += [f'<li class="warn">{_inline("Warning: " + w)}</li>' for w in headline.warnings(data)]
+    items += [f"<li>{_inline('Note: ' + n)}</li>" for n in headline.disagreements(data)]
     parts = ["<!doctype html>\n<html><head><meta charset=\"utf-8\">",
              f"<title>rlab report: {html.escape(data.experiment)}</title>",
              f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",

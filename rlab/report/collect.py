@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ExperimentLayout
 from rlab.report import estimates as est
 from rlab.report import frames as fr
@@ -68,8 +69,8 @@ class ReportData:
     tag_scalars: pd.DataFrame
     """The same per tag (one seed each): tag, metric, value, ci_low, ci_high, n_units, n_seeds, interval."""
     comparisons: pd.DataFrame
-    """arm, variant, kind, metric, diff(_low/_high), rel_pct(_low/_high), p_value, n_units, n_seeds, interval,
-    family (primary/secondary), p_holm, verdict."""
+    """arm, reference (the arm it is compared with), variant, kind, metric, diff(_low/_high), rel_pct(_low/_high),
+    p_value, n_units, n_seeds, interval, family (primary/secondary), p_holm, verdict."""
     bpb_length: pd.DataFrame
     passkey: pd.DataFrame
     core_tasks: pd.DataFrame
@@ -83,6 +84,8 @@ class ReportData:
     tag_notes: dict[str, list[int]] = field(default_factory=dict)
     """Footnote numbers per tag (shown next to its arm's label)."""
     sources: ExperimentSources | None = None
+    best: dict[str, str] = field(default_factory=dict)
+    """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
 
     def arm(self, key: str) -> Arm:
         return next(a for a in self.arms if a.key == key)
@@ -171,6 +174,21 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
     return "rope"
 
 
+def _known_variant(name: str, variants: set[str]) -> str:
+    """`name` as one of the experiment's variants (any case), or an error with a "did you mean".
+
+    A built-in variant name the experiment has no outputs for is left to the report's footnote."""
+    from rlab.variants import VARIANT_NAMES
+
+    if name in variants or not variants:
+        return name
+    by_lower = {v.lower(): v for v in (*VARIANT_NAMES, *variants)}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    error = unknown_name_error("baseline variant", name, variants)
+    raise RlabError(error.message, "Pass one of them to --baseline.")
+
+
 def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     core = src.metric("core")
     extra = []
@@ -191,9 +209,12 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
     notes = Footnotes()
-    baseline = resolve_baseline(baseline, sources.spec)
     tags = sources.tags
     arms = group_arms(tags)
+    if baseline:  # the user named it: a typo is an error, not a report with blank comparison columns
+        spec_variants = (sources.spec or {}).get("variants")
+        baseline = _known_variant(baseline, {a.variant for a in arms} | set(spec_variants or ()))
+    baseline = resolve_baseline(baseline, sources.spec)
 
     meta_rows = []
     for src in tags:
@@ -237,11 +258,13 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     if base is None:
         notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
         comparisons = est.adjust(pd.DataFrame(columns=[
-            "arm", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high",
-            "p_value", "n_units", "n_seeds", "interval", "family"]))
+            "arm", "reference", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
+            "rel_high", "p_value", "n_units", "n_seeds", "interval", "family"]))
     else:
         comparisons = est.compare_arms(arms, base, data, scalars, baselines, seed, n_boot)
 
+    best = {m: k for m in metrics if m != "passkey_overall"
+            and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None}
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
     if any(d.units for d in data.values()) and not clustered:
         notes.add("BPB units do not name their documents (bpb_units.csv has no `doc` column): each unit is "
@@ -255,7 +278,7 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
                      meta=meta, arms=arms, baseline_arm=base.key if base else None, primary=primary,
                      scalars=scalars, tag_scalars=tag_scalars, comparisons=comparisons, bpb_length=bpb_length,
                      passkey=passkey, core_tasks=core_tasks, curves=curves, results=pd.DataFrame(),
-                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources)
+                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources, best=best)
     from rlab.report.wide import ID, wide_frame
 
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.report import uncertainty as unc
-from rlab.report.arms import Arm
+from rlab.report.arms import Arm, reference_arm
 
 PRIMARY = "primary_bpb"
 """The metric name of the primary endpoint (see `primary_lengths`)."""
@@ -222,23 +222,26 @@ def _paired(a: list[TagData], b: list[TagData], metric: str, baselines: dict[str
 
 def compare_arms(arms: list[Arm], base: Arm, data: dict[str, TagData], scalars: pd.DataFrame,
                  baselines: dict[str, float], seed: int, n_boot: int) -> pd.DataFrame:
-    """One row per (arm, metric) both the arm and the baseline arm have: the paired difference, its
+    """One row per (arm, metric) both the arm and its reference have (the baseline arm; for a zero-shot arm the
+    baseline's zero-shot arm or the base, see `reference_arm`): the paired difference, its
     p-value, its family (primary: continued arms on the primary endpoint; secondary: the rest), the
     Holm-adjusted p within the family, and the verdict."""
     rows = []
-    theirs = scalars[scalars["arm"] == base.key].set_index("metric")
     for arm in arms:
-        if arm.key == base.key:
+        ref = reference_arm(arm, arms, base)
+        if arm.key == ref.key:
             continue
+        theirs = scalars[scalars["arm"] == ref.key].set_index("metric")
         mine = scalars[scalars["arm"] == arm.key].set_index("metric")
         for metric in mine.index:
             if metric not in theirs.index:
                 continue
-            key = f"{arm.key}-vs-{base.key}/{metric}"
-            got = _paired([data[t] for t in arm.tags], [data[t] for t in base.tags], metric, baselines, key, seed,
+            key = f"{arm.key}-vs-{ref.key}/{metric}"
+            got = _paired([data[t] for t in arm.tags], [data[t] for t in ref.tags], metric, baselines, key, seed,
                           n_boot)
             a, b = float(mine.loc[metric, "value"]), float(theirs.loc[metric, "value"])
-            row = {"arm": arm.key, "variant": arm.variant, "kind": arm.kind, "metric": metric, "diff": a - b,
+            row = {"arm": arm.key, "reference": ref.key, "variant": arm.variant, "kind": arm.kind, "metric": metric,
+                   "diff": a - b,
                    "diff_low": math.nan, "diff_high": math.nan, "rel_pct": math.nan, "rel_low": math.nan,
                    "rel_high": math.nan, "p_value": math.nan, "n_units": pd.NA, "n_seeds": arm.n_seeds,
                    "interval": "", "family": "primary" if metric == PRIMARY and arm.kind == "continued"
@@ -246,7 +249,7 @@ def compare_arms(arms: list[Arm], base: Arm, data: dict[str, TagData], scalars: 
             diff = got.diff if isinstance(got, unc.PairedDiff) else got
             if diff is not None:
                 row.update(diff=diff.estimate, diff_low=diff.low, diff_high=diff.high, p_value=diff.p_value,
-                           n_units=diff.n_units, n_seeds=min(arm.n_seeds, base.n_seeds),
+                           n_units=diff.n_units, n_seeds=min(arm.n_seeds, ref.n_seeds),
                            interval="paired" if isinstance(got, unc.PairedDiff) else "newcombe")
             rel = got.rel_pct if isinstance(got, unc.PairedDiff) else None
             if rel is not None:
@@ -255,9 +258,36 @@ def compare_arms(arms: list[Arm], base: Arm, data: dict[str, TagData], scalars: 
                 row.update(rel_pct=(a / b - 1) * 100)
             rows.append(row)
     frame = pd.DataFrame.from_records(rows, columns=[
-        "arm", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high",
-        "p_value", "n_units", "n_seeds", "interval", "family"])
+        "arm", "reference", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
+        "rel_high", "p_value", "n_units", "n_seeds", "interval", "family"])
     return adjust(frame)
+
+
+def best_arm(arms: list[Arm], data: dict[str, TagData], scalars: pd.DataFrame, metric: str,
+             baselines: dict[str, float], seed: int, n_boot: int) -> str | None:
+    """The arm with the best value of `metric` when it beats every other arm beyond noise, else None.
+
+    "Beats every other" is an intersection-union test: each paired difference of the best arm with
+    another arm must exclude 0 at 95% on at least `MIN_UNITS` units, which keeps the claim at 5% without
+    a correction. The runner-up is tried first (it is the one most likely to tie).
+    """
+    part = scalars[(scalars["metric"] == metric) & scalars["value"].notna()]
+    values = {r.arm: float(r.value) for r in part.itertuples(index=False)}
+    if len(values) < 2:
+        return None
+    lower = lower_is_better(metric)
+    ranked = sorted(values, key=lambda k: values[k] if lower else -values[k])
+    best = ranked[0]
+    if values[ranked[1]] == values[best]:
+        return None
+    tags = {a.key: a.tags for a in arms}
+    for other in ranked[1:]:
+        got = _paired([data[t] for t in tags[best]], [data[t] for t in tags[other]], metric, baselines,
+                      f"best:{best}-vs-{other}/{metric}", seed, n_boot)
+        diff = got.diff if isinstance(got, unc.PairedDiff) else got
+        if diff is None or unc.too_few(diff.n_units) or not (diff.high < 0 if lower else diff.low > 0):
+            return None
+    return best
 
 
 def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:

@@ -64,8 +64,7 @@ def sentence(data: ReportData, arm: str) -> str:
 
 def sentences(data: ReportData) -> list[str]:
     """One sentence per continued variant (the baseline excluded), in table order."""
-    return [sentence(data, a) for a in arm_order(data)
-            if a != data.baseline_arm and data.arm(a).kind == "continued"]
+    return [sentence(data, a) for a in sentences_arms(data)]
 
 
 def warnings(data: ReportData) -> list[str]:
@@ -87,6 +86,39 @@ def warnings(data: ReportData) -> list[str]:
         out.append("BPB units do not name their documents: blocks of one document were resampled as if "
                    "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units).")
     return out
+
+
+def _direction(comp) -> int:
+    """+1 better, -1 worse, 0 within noise or no verdict (for any metric's sign convention)."""
+    return {"better": 1, "worse": -1}.get(str(comp["verdict"]), 0) if comp is not None else 0
+
+
+def disagreements(data: ReportData) -> list[str]:
+    """When val BPB and the primary endpoint (BPB at length) point different ways for a variant, what each
+    measures, so the reader knows which question each answers."""
+    if data.primary.metric == "val_bpb":
+        return []
+    names = []
+    for arm in sentences_arms(data):
+        val, prim = comparison(data, arm, "val_bpb"), comparison(data, arm, data.primary.metric)
+        if val is None or prim is None or math.isnan(val["diff"]) or math.isnan(prim["diff"]):
+            continue
+        dv, dp = _direction(val), _direction(prim)
+        if dv * dp < 0 or (dv != dp and (val["diff"] > 0) != (prim["diff"] > 0)):
+            names.append(f"{arm} (val BPB {val['diff']:+.4f}, BPB at length {prim['diff']:+.4f})")
+    if not names:
+        return []
+    return [f"val BPB and BPB at length point different ways for {', '.join(names)}. They measure different "
+            f"things: val BPB scores the val split's documents in windows of the eval's sequence length, so "
+            f"most targets see short context (general text prediction); BPB at length scores the same targets "
+            f"of long documents, each predicted from about L tokens of context (what longer context buys). A "
+            f"RoPE change can cost a little at short context while using long context better; the primary "
+            f"endpoint is the second."]
+
+
+def sentences_arms(data: ReportData) -> list[str]:
+    """The arms that get a headline sentence: continued variants other than the baseline."""
+    return [a for a in arm_order(data) if a != data.baseline_arm and data.arm(a).kind == "continued"]
 
 
 def multiplicity_note(data: ReportData) -> str:

@@ -4,8 +4,10 @@
                          by context length after continued training (solid) and zero-shot (dashed),
                          95% interval shaded, a shaded band around zero, the base model as a
                          reference, training length and L0 marked
-* ``loss_curves.png``    training loss minus the baseline's at the same step (smoothed), one line per tag
-* ``val_bpb_vs_step.png`` in-training val BPB minus the baseline's (only with 3+ evals per run)
+* ``loss_curves.png``    training loss minus the baseline's at the same step (smoothed), one line per tag,
+                         each seed replicate paired with the baseline's run of the same seed
+* ``val_bpb_vs_step.png`` in-training val BPB minus the baseline's
+(curves only with 3+ points per run)
 * ``passkey_heatmap.png`` passkey accuracy by length x depth per arm (not drawn when all are 0)
 
 A figure whose data is absent or carries no information is skipped (the caller footnotes it).
@@ -24,7 +26,7 @@ import pandas as pd
 
 from rlab.atomic_io import write_bytes_atomic
 from rlab.report.collect import ReportData
-from rlab.report.tables import arm_order, passkey_all_zero
+from rlab.report.tables import arm_order, passkey_all_zero, train_lengths
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ PLOT_FILES = {
     "passkey": "passkey_heatmap.png",
 }
 _VARIANT_ORDER = ("rope", "pi", "ntk", "dynamic-ntk", "yarn", "llama3")
-_MIN_EVAL_POINTS = 3
+_MIN_POINTS = 3
 
 
 def _pyplot():
@@ -73,11 +75,8 @@ def _save(fig, path: Path) -> Path:
 
 def _marks(data: ReportData) -> list[tuple[int, str, str]]:
     """(length, linestyle, label) of the training length(s) and the original length(s) L0."""
-    out = []
-    for col, style, name in (("train_seq_len", "--", "training length"), ("rope_original_len", ":", "L0")):
-        rows = data.meta[data.meta["kind"] != "base"] if col == "train_seq_len" else data.meta
-        for v in sorted(set(rows[col].dropna().astype(int))):
-            out.append((v, style, f"{name} = {v}"))
+    out = [(v, "--", f"training length = {v}") for v in sorted(train_lengths(data))]
+    out += [(v, ":", f"L0 = {v}") for v in sorted(set(data.meta["rope_original_len"].dropna().astype(int)))]
     return out
 
 
@@ -112,7 +111,9 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     colors = _colors(data)
     variants = list(dict.fromkeys(data.arm(a).variant for a in arm_order(data)
                                   if data.arm(a).kind != "base" and (diffs["arm"] == a).any()))
-    base_rows = diffs[diffs["kind"] == "base"]
+    zero_refs = sorted(set(diffs[diffs["kind"] == "zero-shot"]["reference"]))
+    # the base is the zero-shot arms' own zero when they are compared with it: no separate line then
+    base_rows = diffs[diffs["kind"] == "base"] if not zero_refs else diffs.iloc[:0]
     ncols = min(len(variants), 3)
     nrows = math.ceil(len(variants) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 2.6, 3.3 * nrows + 0.6), sharex=True,
@@ -150,13 +151,14 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
                Line2D([], [], color="0.2", linewidth=1.6, linestyle="--", marker="o", markersize=4),
                Patch(color="0.2", alpha=0.18), Line2D([], [], color="black", linewidth=1.3),
                Patch(color="0.85")]
+    zero = f"{data.baseline_arm} = 0" + (f" (zero-shot: {' / '.join(zero_refs)} = 0)" if zero_refs else "")
     labels = ["continued training", "zero-shot (RoPE applied, no training)", "95% paired interval",
-              f"{data.baseline} (continued) = 0", "|Δ| below every interval's\nhalf-width (never significant)"]
+              zero.replace(" (zero-shot", "\n(zero-shot"), "|Δ| below every interval's\nhalf-width (never significant)"]
     if not (diffs["kind"] == "zero-shot").any():
         del handles[1], labels[1]
     if len(base_rows):
         handles.append(Line2D([], [], color="0.5", linestyle="-.", marker="s", markersize=3))
-        labels.append("base model (reference)")
+        labels.append(f"base model − {data.baseline_arm}")
     for _, style, text in _marks(data):
         handles.append(Line2D([], [], color="0.35", linestyle=style))
         labels.append(text)
@@ -175,18 +177,26 @@ def _zero_band(diffs: pd.DataFrame) -> tuple[float, float]:
 
 
 def _relative_curves(data: ReportData, kind: str, column: str) -> pd.DataFrame | None:
-    """Per tag of a non-baseline arm: `column` minus the baseline arm's mean at the same step."""
+    """Per tag of a non-baseline arm: `column` minus the baseline arm's at the same step. A seed replicate is
+    paired with the baseline's run of the same seed (the same data order) when there is one, else with the
+    mean over the baseline's runs."""
     curves = data.curves
     if curves.empty or data.baseline_arm is None:
         return None
     rows = curves[(curves["type"] == kind) & curves[column].notna()]
     base_tags = data.arm(data.baseline_arm).tags
-    base = rows[rows["tag"].isin(base_tags)].groupby("step")[column].mean()
-    if base.empty:
+    base_rows = rows[rows["tag"].isin(base_tags)]
+    if base_rows.empty:
         return None
-    out = rows[~rows["tag"].isin(base_tags)].copy()
-    out["delta"] = out[column] - out["step"].map(base)
-    return out.dropna(subset=["delta"])
+    seeds = data.meta.set_index("tag")["seed"]
+    base_by_seed = {seeds.get(t): t for t in base_tags if not pd.isna(seeds.get(t))}
+    mean = base_rows.groupby("step")[column].mean()
+    parts = []
+    for tag, part in rows[~rows["tag"].isin(base_tags)].groupby("tag"):
+        twin = base_by_seed.get(seeds.get(tag))
+        ref = base_rows[base_rows["tag"] == twin].set_index("step")[column] if twin is not None else mean
+        parts.append(part.assign(delta=part[column] - part["step"].map(ref)))
+    return pd.concat(parts).dropna(subset=["delta"]) if parts else None
 
 
 def _plot_relative(data: ReportData, path: Path, kind: str, column: str, ylabel: str, title: str,
@@ -194,7 +204,7 @@ def _plot_relative(data: ReportData, path: Path, kind: str, column: str, ylabel:
     rel = _relative_curves(data, kind, column)
     if rel is None or rel.empty:
         return None
-    if not smooth and rel.groupby("tag").size().max() < _MIN_EVAL_POINTS:
+    if rel.groupby("tag").size().max() < _MIN_POINTS:  # a line of one or two points says nothing
         return None
     plt = _pyplot()
     colors = _colors(data)

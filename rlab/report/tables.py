@@ -100,25 +100,28 @@ def _n(value: object) -> str:
     return BLANK if value is None or pd.isna(value) else str(int(value))
 
 
-def _significant_best(data: ReportData, metric: str, col: str, order: list[str], values: list[float],
-                      lower: bool) -> set[tuple[int, str]]:
-    """The best cell of a column, marked only when the win is significant: a non-baseline arm whose
-    verdict vs the baseline is "better", or the baseline when every other arm is "worse"."""
-    finite = [(i, v) for i, v in enumerate(values) if not math.isnan(v)]
-    if len(finite) < 2:
-        return set()
-    target = (min if lower else max)(v for _, v in finite)
-    winners = [i for i, v in finite if v == target]
-    if len(winners) != 1:
-        return set()
-    arm = order[winners[0]]
-    if arm == data.baseline_arm:
-        others = [comparison(data, a, metric) for a in order if a != arm]
-        ok = all(c is not None and c["verdict"] == "worse" for c in others)
-    else:
-        comp = comparison(data, arm, metric)
-        ok = comp is not None and comp["verdict"] == "better"
-    return {(winners[0], col)} if ok else set()
+def _significant_best(data: ReportData, metric: str, col: str, order: list[str]) -> set[tuple[int, str]]:
+    """The best cell of a column, marked only when that arm beats every other arm beyond noise
+    (`ReportData.best`)."""
+    arm = data.best.get(metric)
+    return {(order.index(arm), col)} if arm in order else set()
+
+
+def train_lengths(data: ReportData) -> set[int]:
+    """The continued-training length(s) (zero-shot arms and the base keep the base's length)."""
+    rows = data.meta[data.meta["kind"] == "continued"]
+    return set(rows["train_seq_len"].dropna().astype(int))
+
+
+def references_note(data: ReportData) -> str:
+    """What zero-shot arms are compared with, when that differs from the baseline (else '')."""
+    c = data.comparisons
+    refs = sorted(set(c[c["kind"] == "zero-shot"]["reference"])) if len(c) else []
+    refs = [r for r in refs if r != data.baseline_arm]
+    if not refs:
+        return ""
+    return (f" Zero-shot arms are compared with {' / '.join(f'`{r}`' for r in refs)} (the RoPE change alone, "
+            f"nothing trained); every other arm with `{data.baseline_arm}`.")
 
 
 def _units_phrase(data: ReportData, metric: str) -> str:
@@ -129,36 +132,34 @@ def _units_phrase(data: ReportData, metric: str) -> str:
 def bpb_table(data: ReportData) -> Table:
     b = data.baseline
     order = arm_order(data)
-    rows, vals = [], {"train BPB": [], "val BPB": []}
+    rows = []
     for arm in order:
         row = {"arm": data.label(arm)}
         for metric, col in (("train_bpb", "train BPB"), ("val_bpb", "val BPB")):
             v, lo, hi, _ = scalar(data, arm, metric)
             row[col] = _pm(v, lo, hi)
-            vals[col].append(v)
         comp = comparison(data, arm, "val_bpb")
         row[f"val Δ vs {b} (neg=better)"] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
                                              if comp is not None else BLANK)
         row["verdict"] = comp["verdict"] if comp is not None else BLANK
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"])
-    best = (_significant_best(data, "train_bpb", "train BPB", order, vals["train BPB"], True)
-            | _significant_best(data, "val_bpb", "val BPB", order, vals["val BPB"], True))
+    best = (_significant_best(data, "train_bpb", "train BPB", order)
+            | _significant_best(data, "val_bpb", "val BPB", order))
     units = "documents" if data.clustered else "eval units"
     return Table("BPB on the train and val splits (bits per byte, lower is better)", frame, best,
                  f"Δ: relative change of val BPB vs {b} in %, 95% paired-bootstrap interval.",
                  about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
                  f"splits (val: {_units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
-                 "modelling, not the use of long context.")
+                 "modelling, not the use of long context." + references_note(data))
 
 
 def core_table(data: ReportData) -> Table:
     b = data.baseline
     order = arm_order(data)
-    rows, vals = [], []
+    rows = []
     for arm in order:
         v, lo, hi, n = scalar(data, arm, "core")
-        vals.append(v)
         comp = comparison(data, arm, "core")
         rows.append({
             "arm": data.label(arm), "CORE": _pm(v, lo, hi), "n examples": _n(n),
@@ -168,15 +169,15 @@ def core_table(data: ReportData) -> Table:
         })
     frame = pd.DataFrame(rows, columns=["arm", "CORE", "n examples", f"Δ vs {b} (pos=better)", "verdict"])
     return Table("CORE (centered accuracy, higher is better)", frame,
-                 _significant_best(data, "core", "CORE", order, vals, False),
+                 _significant_best(data, "core", "CORE", order),
                  f"Δ: CORE difference vs {b}, 95% bootstrap interval over examples stratified by task, paired on "
                  "shared examples. No relative change: a baseline at or below 0 makes it meaningless.",
                  about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
-                 "centered on random guessing.")
+                 "centered on random guessing." + references_note(data))
 
 
 def _length_header(data: ReportData, length: int) -> str:
-    train = set(data.meta["train_seq_len"].dropna().astype(int))
+    train = train_lengths(data)
     orig = set(data.meta["rope_original_len"].dropna().astype(int))
     tags = [t for t, cond in (("train", length in train), ("L0", length in orig)) if cond]
     return f"{length}" + (f" ({', '.join(tags)})" if tags else "")
@@ -199,19 +200,18 @@ def length_table(data: ReportData) -> Table:
     headers = {L: _length_header(data, L) for L in lengths}
     order = arm_order(data)
     rows, best = [], set()
-    vals = {L: [] for L in lengths}
     for arm in order:
         row = {"arm": data.label(arm)}
         for L in lengths:
             v, lo, hi, _ = scalar(data, arm, f"bpb_len_{L}")
             row[headers[L]] = _pm(v, lo, hi, 3)
-            vals[L].append(v)
         rows.append(row)
     for L in lengths:
-        best |= _significant_best(data, f"bpb_len_{L}", headers[L], order, vals[L], True)
+        best |= _significant_best(data, f"bpb_len_{L}", headers[L], order)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
     return Table("BPB vs context length (tokens)", frame, best,
-                 "Bold: the lowest BPB at that length, only where it is a significant win.",
+                 "Bold: the lowest BPB at that length, only where it beats every other arm beyond noise (paired "
+                 "95% intervals of its difference with each excluding 0).",
                  about=_length_about(data))
 
 
@@ -221,7 +221,7 @@ def length_change_table(data: ReportData) -> Table:
     headers = {L: _length_header(data, L) for L in lengths}
     rows = []
     for arm in arm_order(data):
-        if arm == data.baseline_arm:
+        if not (data.comparisons["arm"] == arm).any():  # the baseline, or the zero-shot arms' reference
             continue
         row = {"arm": data.label(arm)}
         for L in lengths:
@@ -236,33 +236,40 @@ def length_change_table(data: ReportData) -> Table:
     frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
     return Table(f"BPB change vs {data.baseline} by context length (neg=better)", frame, set(),
                  "≈: not significant after the Holm correction over all secondary comparisons.",
-                 about=_length_about(data) + " Paired difference of each arm minus the baseline in %, 95% interval.")
+                 about=_length_about(data) + " Paired difference of each arm minus the baseline in %, 95% interval."
+                 + references_note(data))
 
 
 def zero_shot_table(data: ReportData) -> Table:
-    """Per variant: the primary endpoint zero-shot (RoPE applied, no training) and after continued training."""
-    metric, b = data.primary.metric, data.baseline
+    """Per variant: the primary endpoint zero-shot (RoPE applied, no training) and after continued training,
+    each compared with the baseline variant in the same condition."""
+    metric = data.primary.metric
+    refs = {kind: next((c["reference"] for _, c in data.comparisons.iterrows() if c["kind"] == kind), None)
+            for kind in ("zero-shot", "continued")}
+    heads = {kind: f"{kind} Δ vs {refs[kind] or data.baseline_arm or data.baseline}" for kind in refs}
     rows = []
     variants = [data.arm(k).variant for k in arm_order(data) if data.arm(k).kind != "base"]
     for variant in dict.fromkeys(variants):
         row = {"variant": variant}
-        for kind, name in (("zero-shot", "zero-shot"), ("continued", "continued")):
+        for kind in ("zero-shot", "continued"):
             key = next((a.key for a in data.arms if a.variant == variant and a.kind == kind), None)
             v, lo, hi, _ = scalar(data, key, metric) if key else (math.nan,) * 3 + (pd.NA,)
             comp = comparison(data, key, metric) if key else None
-            row[name] = _pm(v, lo, hi, 4)
-            row[f"{name} Δ vs {b}"] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
-                                       + f" ({VERDICT_SHORT.get(comp['verdict'], comp['verdict'])})"
-                                       if comp is not None else BLANK)
+            row[kind] = _pm(v, lo, hi, 4)
+            row[heads[kind]] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
+                                + f" ({VERDICT_SHORT.get(comp['verdict'], comp['verdict'])})"
+                                if comp is not None else BLANK)
         rows.append(row)
     base_key = next((a.key for a in data.arms if a.kind == "base"), None)
     if base_key:
         v, lo, hi, _ = scalar(data, base_key, metric)
         rows.append({"variant": "base (reference)", "zero-shot": _pm(v, lo, hi, 4)})
-    frame = pd.DataFrame(rows, columns=["variant", "zero-shot", f"zero-shot Δ vs {b}", "continued",
-                                        f"continued Δ vs {b}"]).fillna(BLANK)
+    frame = pd.DataFrame(rows, columns=["variant", "zero-shot", heads["zero-shot"], "continued",
+                                        heads["continued"]]).fillna(BLANK)
     return Table(f"Zero-shot vs continued: {data.primary.description}", frame, set(),
-                 f"Δ: relative change vs {b} (continued) in %, 95% paired interval; verdicts Holm-adjusted.",
+                 "Δ: relative change in %, 95% paired interval; verdicts Holm-adjusted. Each column compares "
+                 "arms in the same condition, so the zero-shot Δ is the RoPE change alone and the continued Δ "
+                 "the variant after the same training.",
                  about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
                  "continued = after continued pretraining at the training length.")
 

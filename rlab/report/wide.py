@@ -2,7 +2,8 @@
 
 Value columns are the tag's own (one seed): ``<metric>``, ``_ci_low``, ``_ci_high`` and ``_n_units``
 (independent units: documents, examples or keys). Comparison columns are its *arm's* (the mean over
-the arm's seeds vs the baseline arm): ``_diff_vs_<b>``, ``_rel_vs_<b>_pct`` (only where the baseline
+the arm's seeds vs the arm named in ``compared_with``: the baseline arm, or for a zero-shot arm the
+baseline's zero-shot arm or the base): ``_diff_vs_<b>``, ``_rel_vs_<b>_pct`` (only where the baseline
 is positive), the Holm-adjusted ``_p_holm_vs_<b>`` and ``_verdict_vs_<b>``.
 """
 
@@ -19,7 +20,7 @@ from rlab.report.frames import ROPE_FIELDS
 if TYPE_CHECKING:
     from rlab.report.collect import ReportData
 
-ID = ("experiment", "tag", "variant", "arm", "kind", "seed")
+ID = ("experiment", "tag", "variant", "arm", "kind", "seed", "compared_with")
 RUN = ("n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss")
 _METRIC_RE = re.compile(
     r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$")
@@ -102,6 +103,7 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
         names = comparison_columns(r.metric, data.baseline)
         for tag in by_arm.get(r.arm, []):
             row = rows[tag]
+            row["compared_with"] = r.reference
             for field in ("diff", "diff_low", "diff_high", "rel", "rel_low", "rel_high", "p_holm", "verdict"):
                 row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
     for tag, marks in data.tag_notes.items():
@@ -113,7 +115,7 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
         if col in frame:
             frame[col] = frame[col].astype("Int64")
     for col in frame.columns:
-        if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_missing_tasks"):
+        if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_missing_tasks", "compared_with"):
             frame[col] = frame[col].fillna("").astype(str)
         if col == "core_partial":
             frame[col] = frame[col].astype("boolean")

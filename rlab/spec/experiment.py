@@ -87,9 +87,10 @@ class LaunchSpec(StrictModel):
     node_rank: NonNegativeInt = 0
     """This machine's rank among the nodes (multi-node local launches; run the same command on each node)."""
     rdzv_endpoint: str | None = None
-    """Rendezvous host[:port] shared by all nodes; null = 127.0.0.1 (single node)."""
+    """Rendezvous host[:port] shared by all nodes; null = single node, torchrun --standalone (it picks a free
+    port itself, so concurrent jobs never collide)."""
     rdzv_port: int = Field(29500, ge=1024, le=65000)
-    """First rendezvous port; the i-th variant of a run uses rdzv_port + i, so concurrent jobs never collide."""
+    """Multi-node rendezvous port when rdzv_endpoint names none; the i-th variant uses rdzv_port + i."""
     gpus_per_variant: PositiveInt | None = None
     """GPUs per job; null = all nproc_per_node (jobs run one after another). Fewer than the GPUs available runs
     variants concurrently on disjoint CUDA_VISIBLE_DEVICES sets."""
@@ -101,6 +102,20 @@ class LaunchSpec(StrictModel):
     """torchrun program; the plain name is looked up next to the running Python first, then on PATH."""
     slurm: SlurmSpec = SlurmSpec()
     """sbatch settings, used when launcher is slurm."""
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep:
+            host, port = value, ""
+        if not host.strip() or any(c.isspace() for c in value):
+            raise ValueError(f"must be host[:port] (got {value!r})")
+        if sep and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"port must be a number from 1 to 65535 (got {port!r} in {value!r})")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> LaunchSpec:
@@ -144,8 +159,12 @@ class ExperimentSpec(StrictModel):
     """Results root; null = $RLAB_RESULTS_DIR, then ./results."""
     base: BaseSpec = BaseSpec()
     """The base checkpoint every variant starts from."""
-    scale: float = Field(4.0, ge=1.0)
-    """Scale factor for built-in variants named with --variants that the spec does not define."""
+    target_len: PositiveInt | None = None
+    """Target context length of the extension; null = 4 x the base checkpoint's sequence_len (its meta).
+    train.seq_len defaults to it, and each variant's factor defaults to target_len / L0."""
+    scale: float | None = Field(None, ge=1.0)
+    """Scale factor for built-in variants named with --variants that the spec does not define;
+    null = target_len / L0 (from the base checkpoint)."""
     variants: dict[str, RopeSpec] = {}
     """Variant name -> RoPE config. Each runs as tag <base.tag>-<name>. --variants selects among these and the
     built-ins (rope, pi, ntk, dynamic-ntk, yarn, llama3 at `scale`)."""
@@ -185,9 +204,21 @@ class ExperimentSpec(StrictModel):
         return self.pretrain.train.steps if self.pretrain is not None else None
 
     def tag_for(self, variant: str) -> str:
-        """Tag of a variant's clone: ``<base>-<variant>``."""
-        return f"{self.base.tag}-{variant}"
+        """Tag of a variant's clone: ``<base>-<variant>`` for the base's default experiment (no `name`, or
+        the base tag as name), ``<base>-<name>-<variant>`` for a named one, so two experiments on one base
+        never share (evaluate, resume or overwrite) each other's checkpoints."""
+        if self.experiment == self.base.tag:
+            return f"{self.base.tag}-{variant}"
+        return f"{self.base.tag}-{self.experiment}-{variant}"
+
+    @property
+    def tag_prefix(self) -> str:
+        """What every variant tag of this experiment starts with (``d20-`` or ``d20-<name>-``)."""
+        return self.tag_for("")
 
     def builtin_variants(self) -> dict[str, RopeSpec]:
-        """The built-in variants at this spec's `scale`."""
-        return default_variant_specs(self.scale)
+        """The built-in variants at this spec's `scale`; with no scale their factor is left unset
+        (the plan fills in target_len / L0)."""
+        if self.scale is not None:
+            return default_variant_specs(self.scale)
+        return {name: RopeSpec(variant=spec.variant) for name, spec in default_variant_specs().items()}

@@ -17,7 +17,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlab.errors import SpecError, unknown_name_error
-from rlab.paths import default_base_dir, default_results_root
+from rlab.paths import (
+    RESOLVED_SPEC_NAME,
+    default_base_dir,
+    default_results_root,
+    env_base_dir,
+    env_results_root,
+    recorded_results_root,
+)
 from rlab.spec.experiment import ExperimentSpec
 from rlab.spec.rope import VARIANT_NAMES
 
@@ -33,6 +40,7 @@ OVERRIDE_PATHS: dict[str, str] = {
     "zero_shot": "train.zero_shot",
     "pretrain_steps": "pretrain.train.steps",
     "seq_len": "train.seq_len",
+    "target_len": "target_len",
     "nproc": "launch.nproc_per_node",
     "nnodes": "launch.nnodes",
     "node_rank": "launch.node_rank",
@@ -41,6 +49,8 @@ OVERRIDE_PATHS: dict[str, str] = {
     "max_restarts": "launch.max_restarts",
     "launcher": "launch.launcher",
 }
+
+_SCHEMA_HINT = "Run `rlab validate SPEC` to check a file, `rlab schema` for every key."
 
 
 def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrides: Any) -> ExperimentSpec:
@@ -53,6 +63,8 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
     """
     source = str(path) if path is not None else "<flags>"
     raw = _read_yaml(Path(path)) if path is not None else {}
+    if path is not None and Path(path).name == RESOLVED_SPEC_NAME:
+        _reroot_recorded(raw, Path(path))
     variants = overrides.pop("variants", None)
     for key, value in overrides.items():
         if key not in OVERRIDE_PATHS:
@@ -63,6 +75,19 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
     if variants is not None:
         spec = _validate(_select_variants(spec, variants, source), source)
     return resolve_defaults(spec) if resolve else spec
+
+
+def _reroot_recorded(raw: dict[str, Any], path: Path) -> None:
+    """A spec rlab wrote records absolute paths; the environment beats them, and its results root is
+    where the file lies now (a moved or copied results folder works in place). Flags still win."""
+    base = raw.get("base")
+    env_base = env_base_dir()
+    if env_base is not None and isinstance(base, dict):
+        base["base_dir"] = str(env_base)
+    experiment = raw.get("name") or (base.get("tag") if isinstance(base, dict) else None)
+    results = env_results_root() or (recorded_results_root(path, experiment) if isinstance(experiment, str) else None)
+    if results is not None:
+        raw["results_dir"] = str(results)
 
 
 def resolve_defaults(spec: ExperimentSpec) -> ExperimentSpec:
@@ -109,11 +134,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise SpecError(f"Spec file not found: {path}", "Check the path given to --spec.") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}).",
+                        "A spec is a YAML text file; save it as UTF-8.") from None
+    except OSError as exc:
+        raise SpecError(f"Cannot read spec {path}: {exc.strerror or exc}.", "Check the path given to --spec.") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise SpecError(f"{path}: nested too deeply to be a spec.", _SCHEMA_HINT) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -143,6 +175,8 @@ def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:
     lines: list[str] = list(early)
     try:
         spec = ExperimentSpec.model_validate(raw)
+    except RecursionError:
+        raise SpecError(f"{source}: nested too deeply to be a spec.", _SCHEMA_HINT) from None
     except ValidationError as exc:
         lines += [_error_line(error) for error in exc.errors()]
     except SpecError as exc:  # raised by a field validator outside pydantic's error list
@@ -151,8 +185,7 @@ def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:
         if not lines:
             return spec
     header = f"{source}: {len(lines)} problem(s) in the spec:"
-    raise SpecError("\n".join([header, *(f"  {line}" for line in lines)]),
-                    "Run `rlab validate SPEC` to check a file, `rlab schema` for every key.")
+    raise SpecError("\n".join([header, *(f"  {line}" for line in lines)]), _SCHEMA_HINT)
 
 
 def _check_variant_names(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -166,7 +199,8 @@ def _check_variant_names(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     problems: list[str] = []
     fixed: dict[str, Any] = {}
     for name, value in variants.items():
-        if isinstance(value, dict) and isinstance(value.get("variant"), str) and value["variant"] not in VARIANT_NAMES:
+        if isinstance(value, dict) and isinstance(value.get("variant"), str) \
+                and value["variant"].strip().lower() not in VARIANT_NAMES:
             problems.append(f"variants.{name}.variant: "
                             f"{unknown_name_error('RoPE variant', value['variant'], VARIANT_NAMES).message}")
             value = {**value, "variant": "rope"}
@@ -181,11 +215,14 @@ def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source
     builtins = spec.builtin_variants()
     available = {**builtins, **spec.variants}
     selected: dict[str, Any] = {}
+    by_lower = {key.lower(): key for key in available}
     for name in names:
+        if name not in available and name.lower() in by_lower:
+            name = by_lower[name.lower()]  # `--variants YaRN` means yarn
         if name not in available:
             raise unknown_name_error("variant", name, available, SpecError)
-        selected[name] = available[name].model_dump(mode="json")
-    raw = spec.model_dump(mode="json")
+        selected[name] = available[name].model_dump(mode="json", exclude_unset=True)
+    raw = spec.model_dump(mode="json", exclude_unset=True)  # unset fields stay unset (the plan fills them)
     raw["variants"] = selected
     return raw
 

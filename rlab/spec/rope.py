@@ -5,7 +5,7 @@ The formulas live in `rlab.core.rope`; this module only names and validates them
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -21,8 +21,8 @@ class RopeSpec(StrictModel):
 
     variant: RopeVariant = RopeVariant.rope
     """Which scaling: rope (none), pi, ntk (static NTK-aware), dynamic-ntk, yarn, llama3."""
-    base: float = Field(10000.0, gt=0)
-    """Rotary base (theta). nanochat uses 10000."""
+    base: float | None = Field(None, gt=0)
+    """Rotary base (theta); null = the checkpoint's (nanochat-2025: 10000, nanochat-2026: 100000)."""
     factor: float = 1.0
     """Scale factor s: target context / original context. Must be >= 1 for extension variants."""
     original_len: int | None = Field(None, gt=0)
@@ -37,6 +37,11 @@ class RopeSpec(StrictModel):
     """llama3: wavelengths longer than L0/low_freq_factor are fully interpolated."""
     high_freq_factor: float = Field(4.0, gt=0)
     """llama3: wavelengths shorter than L0/high_freq_factor are left unscaled."""
+    windows: Literal["scale", "fixed"] = "scale"
+    """Sliding-window layers (nanochat-2026) when the context is extended: `scale` = windows follow the
+    model's sequence_len (nanochat's rule S = ceil(len/4/128)*128, L = len, what nanochat itself computes
+    for the continued checkpoint); `fixed` = the sizes in tokens the checkpoint was trained with (from
+    original_len). No effect on architectures without windows."""
 
     @field_validator("variant", mode="before")
     @classmethod
@@ -63,16 +68,22 @@ class RopeSpec(StrictModel):
         """This spec with L0 filled in (when the user left it to the checkpoint)."""
         return self if self.original_len is not None else self.model_copy(update={"original_len": original_len})
 
+    def with_base(self, base: float) -> RopeSpec:
+        """This spec with the rotary base filled in (when the user left it to the checkpoint)."""
+        return self if self.base is not None else self.model_copy(update={"base": base})
+
     def describe(self) -> str:
         """Short human label, e.g. ``yarn(s=4, L0=2048, beta=32/1)``."""
         v = self.variant.value
         if v == "rope":
-            return f"rope(base={self.base:g})"
+            return f"rope(base={self.base:g})" if self.base else "rope(base=ckpt)"
         parts = [f"s={self.factor:g}", f"L0={self.original_len or 'ckpt'}"]
         if v == "yarn":
             parts.append(f"beta={self.beta_fast:g}/{self.beta_slow:g}")
         if v == "llama3":
             parts.append(f"lf/hf={self.low_freq_factor:g}/{self.high_freq_factor:g}")
+        if self.base is not None:
+            parts.append(f"base={self.base:g}")
         return f"{v}({', '.join(parts)})"
 
 

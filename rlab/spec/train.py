@@ -42,6 +42,8 @@ class LRSpec(StrictModel):
     """AdamW LR for the token embedding (scaled by (n_embd/768)^-0.5 as nanochat does)."""
     unembedding_lr: float = Field(0.004, gt=0)
     """AdamW LR for lm_head (scaled like embedding_lr)."""
+    scalar_lr: float = Field(0.5, gt=0)
+    """nanochat-2026 only: AdamW LR for x0_lambdas (resid_lambdas get 1% of it), as nanochat's scalar_lr."""
     weight_decay: float = Field(0.0, ge=0)
     """Weight decay for the Muon group."""
     warmup_steps: int = Field(20, ge=0)
@@ -56,7 +58,7 @@ class TrainSpec(StrictModel):
     """How one run trains. Steps count optimizer updates in *this* run (added to the start step)."""
 
     seq_len: PositiveInt = 1024
-    """Training sequence length in tokens (the new, longer context for continued runs)."""
+    """Training sequence length in tokens. Continued runs: left unset, it is the experiment's target_len."""
     steps: NonNegativeInt = 100
     """Optimizer steps to run. 0 = training-free: each variant's tag is the base with its RoPE applied (tag
     <tag>-zeroshot, a clone plus meta, no torchrun)."""
@@ -90,6 +92,9 @@ class TrainSpec(StrictModel):
     """Print a short sample every N steps; `never` disables."""
     seed: int = 42
     """Seed for weights (from scratch), data order and sampling."""
+    data_start: Literal["after_base", "beginning"] = "after_base"
+    """Continued runs: start reading train data where the base checkpoint's loader stopped (after_base, so
+    every variant trains on text the base has not seen), or at the beginning of the data."""
     compile: bool | None = None
     """torch.compile the model; null = on for CUDA, off on CPU."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"

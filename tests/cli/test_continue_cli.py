@@ -53,24 +53,82 @@ def write_spec(tmp_path: Path, text: str) -> Path:
 def fake_torchrun(tmp_path: Path, fail_on: str | None = None) -> Path:
     """A stand-in launcher: records its argv; exits 1 when its run.json path mentions `fail_on`."""
     script = tmp_path / "fake-torchrun"
-    fail = f'case "$*" in *{fail_on}*) echo "worker crashed: CUDA error"; exit 1;; esac\n' if fail_on else ""
+    fail = (f'case "$*" in *{fail_on}*) echo "worker crashed: CUDA error"; echo "error: Refusing to save step 3: '
+            f'non-finite parameters"; echo "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: '
+            f'boilerplate"; exit 1;; esac\n' if fail_on else "")
     script.write_text(f'#!/bin/sh\necho "launched $*"\n{fail}exit 0\n')
     script.chmod(0o755)
     return script
 
 
+def d20_base(root: Path, seq_len: int = 2048, step: int = 21400) -> Path:
+    """A base dir whose d20 checkpoint at `step` has a nanochat meta (sequence_len, loader position)."""
+    make_checkpoint(root, "d20", steps=(step,), size=64)
+    meta = {"step": step, "model_config": {"sequence_len": seq_len, "vocab_size": 65536, "n_layer": 20,
+                                             "n_head": 10, "n_kv_head": 10, "n_embd": 1280},
+            "dataloader_state_dict": {"pq_idx": 3, "rg_idx": 17}}
+    meta_file(BaseLayout(root).checkpoint_dir("d20"), step).write_text(json.dumps(meta))
+    return root
+
+
 def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
-    result = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--dry-run")
+    base = d20_base(tmp_path / "base")
+    before = snapshot(BaseLayout(base).checkpoint_dir("d20"))
+    result = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--dry-run", "--base-dir", str(base))
     assert result.returncode == 0, result.stderr
     commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("torchrun")]
     assert len(commands) == 4
     results = Path(os.environ["RLAB_RESULTS_DIR"])
     assert commands[0] == (
-        "torchrun --nnodes=1 --nproc-per-node=8 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:29500 "
-        f"--rdzv-id=d20-rope --max-restarts=0 -m rlab.core.train {results}/rope_scaling_d20/runs/d20-rope/run.json")
-    assert [c.split("--rdzv-id=")[1].split()[0] for c in commands] == ["d20-rope", "d20-pi", "d20-ntk", "d20-yarn"]
-    assert "does not exist" in result.stderr  # a note, not an error
-    assert not results.exists() and not Path(os.environ["RLAB_BASE_DIR"]).exists()
+        "torchrun --standalone --nnodes=1 --nproc-per-node=8 --max-restarts=0 -m rlab.core.train "
+        f"{results}/d20/runs/d20-rope/run.json")
+    assert [c.split("/runs/")[1].split("/")[0] for c in commands] == ["d20-rope", "d20-pi", "d20-ntk", "d20-yarn"]
+    assert "L0=2048; target_len 8192; train data after d20@21400 (pq 3, rg 17)" in " ".join(result.stdout.split())
+    assert "No train data in" in result.stderr  # a warning, not an error
+    assert not results.exists() and snapshot(BaseLayout(base).checkpoint_dir("d20")) == before
+    assert sorted(p.name for p in BaseLayout(base).checkpoints_root.iterdir()) == ["d20"]
+
+
+def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
+    """Issue 11's done-when: d20 trained at 2048 -> seq_len 8192, factor 4 per tag; no d20 -> non-zero."""
+    base = d20_base(tmp_path / "base")
+    args = ["continue", "--from-step", "21400", "--variants", "pi,ntk,yarn", "--dry-run", "--json"]
+    result = rlab(*args, "--base-dir", str(base))
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["ok"] and plan["problems"] == [] and plan["base"]["L0"] == 2048 and plan["target_len"] == 8192
+    assert [t["tag"] for t in plan["tags"]] == ["d20-pi", "d20-ntk", "d20-yarn"]
+    for tag in plan["tags"]:
+        assert (tag["L0"], tag["factor"], tag["seq_len"]) == (2048, 4.0, 8192)
+        assert tag["rope"]["original_len"] == 2048 and tag["rope"]["factor"] == 4.0
+        assert tag["data_start"]["describe"] == "after d20@21400 (pq 3, rg 17)"
+        assert tag["command"].startswith("torchrun --standalone") and tag["nproc"] >= 1
+        assert tag["tokens"] == tag["steps"] * 8 * 8192 * tag["nproc"]
+    # --target-len overrides; a training length at L0 warns with both numbers
+    short = json.loads(rlab(*args, "--base-dir", str(base), "--target-len", "4096", "--seq-len", "2048").stdout)
+    assert {t["factor"] for t in short["tags"]} == {2.0} and {t["seq_len"] for t in short["tags"]} == {2048}
+    assert any("train.seq_len 2048 is not above the base's context L0=2048" in w for w in short["warnings"])
+    # no d20 checkpoint: non-zero, the JSON says what is missing, and so does stderr
+    missing = rlab(*args, "--base-dir", str(tmp_path / "empty"))
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    plan = json.loads(missing.stdout)
+    assert not plan["ok"] and any("Base tag 'd20' not found" in p for p in plan["problems"])
+    assert "Base tag 'd20' not found" in missing.stderr
+
+
+def test_dry_run_lists_every_problem_at_once_and_validate_agrees(base, tmp_path):
+    (base.checkpoint_dir("d20-pi")).mkdir()
+    spec = write_spec(tmp_path, "train: {seq_len: 1024, device_batch_size: 4, total_batch_size: 10000}\n"
+                                "launch: {nproc_per_node: 2}\nbase: {step: 20}\nvariants: {pi: {variant: pi}}\n")
+    for command in (["continue", "--spec", str(spec), "--dry-run"], ["validate", str(spec)]):
+        result = rlab(*command, "--base-dir", str(base.root))
+        assert_user_error(result, "2 problems stop this run", "4 x 1024 x 2 = 8192",
+                          "Tag 'd20-pi' already exists")
+    bad = rlab("continue", "--spec", str(spec), "--dry-run", "--rdzv-endpoint", "127.0.0.1:abc")
+    assert_user_error(bad, "launch.rdzv_endpoint: port must be a number from 1 to 65535 (got 'abc'")
+    assert_user_error(rlab("validate", str(spec), "--base-dir", str(tmp_path / "nothing")),
+                      "Base tag 'd20' not found")
+    assert rlab("validate", str(spec), "--spec-only").returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -133,37 +191,46 @@ def test_not_enough_devices(base, tmp_path):
 
 def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     results = tmp_path / "res"
-    spec = write_spec(tmp_path, f"name: iso\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-ntk')}}}\n")
+    spec = write_spec(tmp_path, f"name: iso\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-iso-ntk')}}}\n")
     common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--from-step", "20"]
     result = rlab("continue", *common, "--variants", "pi,ntk,yarn")
     layout = ExperimentLayout(results, "iso")
     # ntk failed, yet pi (before it) and yarn (after it) ran
-    assert_user_error(result, "1 of 3 job(s) failed: d20-ntk", f"Rerun just these with: rlab continue --spec "
-                      f"{layout.resolved_spec} --variants ntk --resume")
+    assert_user_error(result, "1 of 3 job(s) failed: d20-iso-ntk", "d20-iso-ntk: Refusing to save step 3: non-finite",
+                      f"Rerun just these with: rlab continue --spec {layout.tag_spec('d20-iso-ntk')} --variants ntk "
+                      f"--resume --results-dir {results}")  # $RLAB_RESULTS_DIR (set by conftest) would win
     assert "worker crashed: CUDA error" in result.stderr  # the failing job's last log lines
-    for tag in ("d20-pi", "d20-ntk", "d20-yarn"):
+    # the worker's own error line comes first, before the log tail
+    assert result.stderr.index("Refusing to save") < result.stderr.index("worker crashed")
+    for tag in ("d20-iso-pi", "d20-iso-ntk", "d20-iso-yarn"):
         assert checkpoint_steps(base.checkpoint_dir(tag)) == [20]
         log = layout.train_log(tag).read_text()
-        assert "launched --nnodes=1 --nproc-per-node=1" in log and str(layout.run_config(tag)) in log
+        assert "launched --standalone --nnodes=1 --nproc-per-node=1" in log and str(layout.run_config(tag)) in log
         run = json.loads(layout.run_config(tag).read_text())
         assert run["lineage"] == {"parent_tag": "d20", "parent_step": 20} and run["resume"] is False
     saved = yaml.safe_load(layout.resolved_spec.read_text())
     assert list(saved["variants"]) == ["pi", "ntk", "yarn"] and saved["base"]["step"] == 20
     assert saved["base"]["base_dir"] == str(base.root)
     # the tag now exists: refused without --resume/--force
-    assert_user_error(rlab("continue", *common, "--variants", "ntk"), "Tag 'd20-ntk' already exists",
+    assert_user_error(rlab("continue", *common, "--variants", "ntk"), "Tag 'd20-iso-ntk' already exists",
                       "--resume", "--force")
+    # an unrelated run of pi with other settings overwrites the experiment's spec, not ntk's own
+    other = rlab("continue", *common, "--variants", "pi", "--resume", "--steps", "5")
+    assert other.returncode == 0, other.stderr
+    assert yaml.safe_load(layout.resolved_spec.read_text())["train"]["steps"] == 5
+    assert yaml.safe_load(layout.tag_spec("d20-iso-ntk").read_text())["train"]["steps"] == 100
     # the printed rerun command works as printed (the stand-in fails on ntk again, but as a resumed run)
-    rerun = rlab("continue", "--spec", str(layout.resolved_spec), "--variants", "ntk", "--resume")
-    assert rerun.returncode == 1 and "d20-ntk: resuming" in rerun.stdout
-    assert json.loads(layout.run_config("d20-ntk").read_text())["resume"] is True
+    rerun = rlab("continue", "--spec", str(layout.tag_spec("d20-iso-ntk")), "--variants", "ntk", "--resume",
+                 "--results-dir", str(results))
+    assert rerun.returncode == 1 and "d20-iso-ntk: resuming" in rerun.stdout
+    assert json.loads(layout.run_config("d20-iso-ntk").read_text())["resume"] is True
     # --force says what it deletes, then re-clones
-    (base.checkpoint_dir("d20-pi") / "model_000021.pt").write_bytes(b"x")
-    (base.checkpoint_dir("d20-pi") / "meta_000021.json").write_text("{}")
+    (base.checkpoint_dir("d20-iso-pi") / "model_000021.pt").write_bytes(b"x")
+    (base.checkpoint_dir("d20-iso-pi") / "meta_000021.json").write_text("{}")
     forced = rlab("continue", *common, "--variants", "pi", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert "--force: deleting d20-pi" in forced.stderr and str(base.checkpoint_dir("d20-pi")) in forced.stderr
-    assert checkpoint_steps(base.checkpoint_dir("d20-pi")) == [20]
+    assert "--force: deleting d20-iso-pi" in forced.stderr and str(base.checkpoint_dir("d20-iso-pi")) in forced.stderr
+    assert checkpoint_steps(base.checkpoint_dir("d20-iso-pi")) == [20]
 
 
 def test_seeds_and_training_free_arm(base, tmp_path):
@@ -174,21 +241,28 @@ def test_seeds_and_training_free_arm(base, tmp_path):
                   "--from-step", "20", "--variants", "yarn", "--seeds", "2", "--zero-shot")
     assert result.returncode == 0, result.stdout + result.stderr
     layout = ExperimentLayout(results, "arms")
-    assert "d20-yarn-zeroshot: training-free arm" in result.stdout
-    for tag, seed, steps in (("d20-yarn", 42, 100), ("d20-yarn-seed1", 43, 100), ("d20-yarn-zeroshot", 42, 0)):
+    assert "d20-arms-yarn-zeroshot: training-free arm" in result.stdout
+    for tag, seed, steps in (("d20-arms-yarn", 42, 100), ("d20-arms-yarn-seed1", 43, 100), ("d20-arms-yarn-zeroshot", 42, 0)):
         run = json.loads(layout.run_config(tag).read_text())
         assert (run["train"]["seed"], run["train"]["steps"]) == (seed, steps)
         meta = json.loads(meta_file(base.checkpoint_dir(tag), 20).read_text())
         assert meta["rope"]["variant"] == "yarn" and meta["lineage"] == {"parent_tag": "d20", "parent_step": 20}
-    assert layout.train_log("d20-yarn-seed1").is_file() and not layout.train_log("d20-yarn-zeroshot").exists()
+    assert layout.train_log("d20-arms-yarn-seed1").is_file() and not layout.train_log("d20-arms-yarn-zeroshot").exists()
+    # eval --all with the same spec file finds the tags the flags made (from the saved resolved spec)
+    planned = rlab("eval", "--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--all",
+                   "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    tags = [line.split(":", 1)[0] for line in planned.stdout.splitlines() if line.startswith("d20")]
+    assert tags == ["d20", "d20-arms-yarn", "d20-arms-yarn-seed1", "d20-arms-yarn-zeroshot"]
 
 
 def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
     results = tmp_path / "res"
     result = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--launcher", "slurm",
-                  "--dry-run", "--results-dir", str(results), "--variants", "yarn")
+                  "--dry-run", "--results-dir", str(results), "--variants", "yarn",
+                  "--base-dir", str(d20_base(tmp_path / "d20base")))
     assert result.returncode == 0, result.stderr
-    script = ExperimentLayout(results, "rope_scaling_d20").sbatch_script("d20-yarn")
+    script = ExperimentLayout(results, "d20").sbatch_script("d20-yarn")
     text = script.read_text()
     assert "#SBATCH --gpus-per-node=8" in text and "--nproc-per-node=8" in text and "srun" in text
     assert sorted(p.name for p in script.parent.iterdir()) == ["sbatch.sh"]  # nothing else written
@@ -275,7 +349,8 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
     assert alive == []
 
 
-def test_nproc_defaults_to_every_visible_gpu():
+def test_nproc_defaults_to_every_visible_gpu(tmp_path):
+    d20_base(tmp_path / "base")  # $RLAB_BASE_DIR
     result = rlab("continue", "--from-step", "21400", "--variants", "pi", "--dry-run",
                   env={"CUDA_VISIBLE_DEVICES": "0,1,2"})
     assert result.returncode == 0, result.stderr
@@ -284,9 +359,10 @@ def test_nproc_defaults_to_every_visible_gpu():
     assert "--nproc-per-node=1 " in cpu.stdout
 
 
-def test_multi_node_flags_pass_through():
-    result = rlab("continue", "--from-step", "21400", "--nproc", "8", "--variants", "pi,yarn", "--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "node0:29400", "--max-restarts", "2",
-                  "--dry-run")
+def test_multi_node_flags_pass_through(tmp_path):
+    d20_base(tmp_path / "base")  # $RLAB_BASE_DIR
+    result = rlab("continue", "--from-step", "21400", "--nproc", "8", "--variants", "pi,yarn", "--nnodes", "2",
+                  "--node-rank", "1", "--rdzv-endpoint", "node0:29400", "--max-restarts", "2", "--dry-run")
     assert result.returncode == 0, result.stderr
     commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("torchrun")]
     assert commands[1].startswith("torchrun --nnodes=2 --nproc-per-node=8 --node-rank=1 --rdzv-backend=c10d "
@@ -296,3 +372,45 @@ def test_multi_node_flags_pass_through():
     doubled = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--nnodes", "2",
                    "--rdzv-endpoint", "node0", "--dry-run")
     assert_user_error(doubled, "8 x 8192 x 16 = 1048576")
+
+
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_path):
+    """SIGKILL of rlab's whole process group: the job (own session) dies too; while it ran, its tag was locked."""
+    import signal
+    import time
+
+    script = tmp_path / "sleepy-torchrun"
+    script.write_text(f'#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 300\n')
+    script.chmod(0o755)
+    spec = write_spec(tmp_path, f"name: kk\nlaunch: {{torchrun: {script}}}\n")
+    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(tmp_path / "res"),
+              "--from-step", "10", "--variants", "pi"]
+    proc = subprocess.Popen([sys.executable, "-m", "rlab", "continue", *common], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200"}, cwd=REPO,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "pids").exists() and time.time() < deadline:
+            time.sleep(0.1)
+        job = int((tmp_path / "pids").read_text().split()[0])
+        assert _alive(job)
+        second = rlab("continue", *common, "--resume")
+        assert_user_error(second, f"Tag 'd20-kk-pi' is being trained by another rlab (PID {proc.pid}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    deadline = time.time() + 20
+    while _alive(job) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(job)  # the job got SIGTERM when rlab died (PR_SET_PDEATHSIG), though in its own session
+    from rlab.orchestrate.lock import lock_holder
+
+    assert lock_holder(base, "d20-kk-pi") is None

@@ -40,7 +40,7 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
     assert command.strip() == f"{sys.executable} -m rlab.evals {layout.eval_run_config('demo-yarn')}"
     multi = rlab("eval", "--all", *common)  # demo.yaml: 2 processes -> torchrun; --all finds the one trained tag
     lines = [line.strip() for line in multi.stdout.splitlines() if "rlab.evals" in line]
-    assert len(lines) == 1 and "--nproc-per-node=2" in lines[0] and "--rdzv-endpoint=127.0.0.1:29600" in lines[0]
+    assert len(lines) == 1 and "--nproc-per-node=2" in lines[0] and "--standalone" in lines[0]
     assert not results.exists()
 
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, rlab
+from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, d20_base, rlab
 
 
-def test_validate_ok():
-    result = rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"))
+def test_validate_ok(tmp_path):
+    base = d20_base(tmp_path / "d20")
+    result = rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--base-dir", str(base))
     assert result.returncode == 0, result.stderr
     assert "OK" in result.stdout and "4 variant(s): rope, pi, ntk, yarn" in result.stdout
+    # the same spec against a base dir without d20: what `rlab continue` would refuse, said now
+    assert_user_error(rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml")), "Base tag 'd20' not found")
+    assert rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--spec-only").returncode == 0
 
 
 def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):

@@ -54,9 +54,9 @@ def test_plan_is_deterministic_and_flags_win(tmp_path):
     b = plan_continue(load_spec(spec_file, base_dir=BASE, results_dir=RESULTS, steps=7, from_step=200))
     assert a == b
     (run,) = a
-    assert (run.tag, run.train.steps, run.train.seq_len, run.init.step) == ("d20-yarn", 7, 4096, 200)
+    assert (run.tag, run.train.steps, run.train.seq_len, run.init.step) == ("d20-exp-yarn", 7, 4096, 200)
     assert (run.rope.factor, run.rope.beta_fast) == (2.0, 16.0)  # the spec's own variant, not the built-in
-    assert run.run_dir == RESULTS / "exp" / "runs" / "d20-yarn"
+    assert run.run_dir == RESULTS / "exp" / "runs" / "d20-exp-yarn"
 
 
 def test_plan_continue_needs_step_and_variants():
@@ -112,17 +112,20 @@ P = Path("/r/run.json")
     ("launch", "index", "argv"),
     [
         (LaunchSpec(nproc_per_node=8), 0,
-         ["torchrun", "--nnodes=1", "--nproc-per-node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29500",
-          "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
+         ["torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=8", "--max-restarts=0", "-m", "rlab.core.train",
+          "/r/run.json"]),
         (LaunchSpec(nproc_per_node=2, max_restarts=3, rdzv_port=30000), 2,
-         ["torchrun", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:30002",
-          "--rdzv-id=t", "--max-restarts=3", "-m", "rlab.core.train", "/r/run.json"]),
+         ["torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=3", "-m", "rlab.core.train",
+          "/r/run.json"]),
+        (LaunchSpec(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29700"), 1,  # an explicit single-node endpoint
+         ["torchrun", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29701",
+          "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
         (LaunchSpec(nproc_per_node=8, nnodes=4, node_rank=1, rdzv_endpoint="node0:29400"), 1,
          ["torchrun", "--nnodes=4", "--nproc-per-node=8", "--node-rank=1", "--rdzv-backend=c10d",
           "--rdzv-endpoint=node0:29401", "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
         (LaunchSpec(nproc_per_node=8, gpus_per_variant=2, torchrun="/opt/bin/torchrun"), 0,
-         ["/opt/bin/torchrun", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d",
-          "--rdzv-endpoint=127.0.0.1:29500", "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train",
+         ["/opt/bin/torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=0", "-m",
+          "rlab.core.train",
           "/r/run.json"]),
     ],
 )
@@ -164,22 +167,10 @@ def test_device_slots_not_enough_devices(launch, gpus, match):
 def test_build_jobs_distinct_ports_and_logs():
     spec = spec_of(from_step=1, variants="pi,ntk,yarn", nproc=2)
     jobs = build_jobs(spec, plan_continue(spec), torchrun="/x/torchrun")
-    ports = [next(a for a in j.argv if a.startswith("--rdzv-endpoint")) for j in jobs]
-    assert ports == [f"--rdzv-endpoint=127.0.0.1:{29500 + i}" for i in range(3)]
+    assert all("--standalone" in j.argv for j in jobs)  # torchrun picks a free port for each job itself
     assert [j.log for j in jobs] == [RESULTS / "d20" / "runs" / t / "train.log" for t in ("d20-pi", "d20-ntk",
                                                                                           "d20-yarn")]
     assert all(j.argv[0] == "/x/torchrun" and j.argv[-1].endswith(f"/{j.tag}/run.json") for j in jobs)
-
-
-def test_busy_local_port_moves_to_a_free_one():
-    from rlab.orchestrate.launch import free_local_port
-
-    argv = tuple(torchrun_argv(P, LaunchSpec(nproc_per_node=2), index=0, rdzv_id="t"))
-    assert free_local_port(argv, lambda p: True) == argv
-    moved = free_local_port(argv, lambda p: p not in (29500, 29501))
-    assert moved == tuple(a.replace(":29500", ":29502") for a in argv)
-    multi = tuple(torchrun_argv(P, LaunchSpec(nnodes=2, rdzv_endpoint="n0:29500"), rdzv_id="t"))
-    assert free_local_port(multi, lambda p: False) == multi
 
 
 def test_seeds_and_zero_shot_arms():

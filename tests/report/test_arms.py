@@ -72,3 +72,27 @@ def test_one_seed_says_training_noise_is_not_covered(fx):
     out = write_report(fx, n_boot=300)
     assert any("not seed-to-seed training noise" in line for line in out.answer)
     assert out.answer[0].startswith("**pi** vs rope: ")
+
+
+def test_zero_shot_arm_is_compared_with_the_untrained_base(arms_fx):
+    """Zero-shot vs the base (nothing trained on either side): the RoPE change alone, not training."""
+    data = collect(arms_fx, "rope", n_boot=300)
+    comp = data.comparisons.set_index(["arm", "metric"])
+    assert comp.loc[("yarn (zero-shot)", "val_bpb"), "reference"] == "base"
+    assert comp.loc[("yarn", "val_bpb"), "reference"] == "rope"
+    # 1.05 x yarn's 1.455 vs the base (1.1 x rope's 1.47), not vs rope's 1.47
+    assert comp.loc[("yarn (zero-shot)", "val_bpb"), "diff"] == pytest.approx(1.05 * 1.455 - 1.1 * 1.47, rel=1e-4)
+    res = data.results.set_index("tag")
+    assert res.loc["fx-yarn-zeroshot", "compared_with"] == "base"
+    assert res.loc["fx-yarn-seed1", "compared_with"] == "rope"
+
+
+def test_zero_shot_arms_are_compared_with_the_baseline_zero_shot_arm(arms_fx):
+    _replicate(arms_fx, "fx-rope", "fx-rope-zeroshot", scale=1.1, run={"variant": "rope", "train": {"steps": 0}})
+    out = write_report(arms_fx, n_boot=300)
+    comp = out.data.comparisons
+    assert set(comp[comp["kind"] == "zero-shot"]["reference"]) == {"rope (zero-shot)"}
+    assert not (comp["arm"] == "rope (zero-shot)").any()  # the reference is not compared with itself
+    table = next(t for t in out.tables if t.title.startswith("Zero-shot vs continued"))
+    assert "zero-shot Δ vs rope (zero-shot)" in table.frame.columns
+    assert "Zero-shot arms are compared with `rope (zero-shot)`" in arms_fx.comparison_md.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -45,7 +46,7 @@ def test_cli_errors_are_one_line_messages(results_root, tmp_path):
     assert "Several experiments" in r.stderr and "fx, other" in r.stderr and "Traceback" not in r.stderr
     r = subprocess.run([sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root), "-e", "fx",
                         "--format", "pdf"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "Unknown --format 'pdf'" in r.stderr
+    assert r.returncode == 2 and "'pdf' is not one of 'md', 'html', 'csv'" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_subprocess_report_is_deterministic(results_root):
@@ -70,3 +71,30 @@ def test_cli_takes_the_experiment_from_a_spec(results_root, tmp_path):
     assert (results_root / "fx" / "results.csv").is_file()
     missing = runner.invoke(app, ["report", "--spec", str(tmp_path / "nope.yaml")])
     assert missing.exit_code != 0
+
+
+def test_unknown_baseline_is_an_error_with_a_suggestion(results_root):
+    """A typo in --baseline fails before anything is written; a case slip is forgiven."""
+    from tests.cli.inproc import assert_clean_error, run_main
+
+    md = results_root / "fx" / "comparison.md"
+    outcome = run_main("report", "--results-dir", str(results_root), "-e", "fx", "--baseline", "yarm")
+    assert_clean_error(outcome, "Unknown baseline variant 'yarm'. Did you mean 'yarn'?", "--baseline")
+    assert not md.exists()
+    outcome = run_main("report", "--results-dir", str(results_root), "-e", "fx", "--baseline", "PI",
+                       "--format", "csv", "--bootstrap", "100", "--json")
+    assert outcome.code == 0, outcome.text
+    doc = json.loads(outcome.out)
+    assert doc["baseline"] == "pi" and doc["experiment"] == "fx"
+    assert any(p.endswith("results.csv") for p in doc["written"]) and doc["tables"]
+
+
+def test_report_before_any_eval_is_an_error(results_root):
+    import shutil
+
+    from tests.cli.inproc import assert_clean_error, run_main
+
+    shutil.rmtree(results_root / "fx" / "evals")
+    outcome = run_main("report", "--results-dir", str(results_root), "-e", "fx")
+    assert_clean_error(outcome, "Experiment 'fx' has no evals yet", "rlab eval --all -e fx")
+    assert not (results_root / "fx" / "results.csv").exists()

@@ -21,11 +21,15 @@ def _state(value: float = 1.0) -> dict[str, torch.Tensor]:
     return {"transformer.wte.weight": torch.full((4, 3), value), "lm_head.weight": torch.ones(4, 3)}
 
 
+_CONFIG = {"sequence_len": 8, "vocab_size": 4, "n_layer": 1, "n_head": 1, "n_kv_head": 1, "n_embd": 3}
+
+
 def test_save_writes_nanochat_layout_and_meta_last(tmp_path):
-    save_checkpoint(tmp_path, 7, _state(), {"step": 7}, {"format": "rlab.optim/1"})
+    meta = {"step": 7, "model_config": _CONFIG}
+    save_checkpoint(tmp_path, 7, _state(), meta, {"format": "rlab.optim/1"})
     assert model_file(tmp_path, 7).name == "model_000007.pt"
     assert optim_file(tmp_path, 7, 0).exists() and meta_file(tmp_path, 7).exists()
-    assert read_meta(tmp_path, 7) == {"step": 7}
+    assert read_meta(tmp_path, 7) == meta
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
     # meta is the last file written: its mtime is not older than the others'
     assert meta_file(tmp_path, 7).stat().st_mtime_ns >= model_file(tmp_path, 7).stat().st_mtime_ns

@@ -1,0 +1,252 @@
+"""Everything `rlab continue` would trip over, found before anything is cloned or launched.
+
+`preflight_continue` reads the base step's meta (L0, loader position), plans every tag from it
+and collects *all* fatal problems at once (missing base tag or step, a base of an architecture rlab
+does not know or cannot read, taken or locked tags,
+batch arithmetic, an unwritable results dir, too little disk, a missing launcher) plus
+warnings (lengths that contradict the experiment, no recorded data position, missing data or
+eval bundle). `rlab continue` refuses to start while `problems` is non-empty; `--dry-run` and
+`rlab validate` print the same findings and exit non-zero on a problem.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlab.errors import LaunchError, RlabError
+from rlab.orchestrate.base_info import BaseInfo, read_base_info
+from rlab.orchestrate.clone import checkpoint_files, require_checkpoint, tag_action, tag_exists_error
+from rlab.orchestrate.lock import lock_holder
+from rlab.orchestrate.plan import (
+    base_layout,
+    check_batch,
+    experiment_layout,
+    length_warnings,
+    plan_continue,
+    resolve_lengths,
+)
+from rlab.spec.experiment import ExperimentSpec
+
+if TYPE_CHECKING:
+    from rlab.spec.run import RunConfig
+
+DISK_MARGIN = 1.1
+"""Free space needed = estimated bytes x this margin."""
+
+
+@dataclass
+class Preflight:
+    """The resolved plan of one `rlab continue` and what stands in its way."""
+
+    spec: ExperimentSpec
+    base: BaseInfo | None = None
+    runs: list[RunConfig] = field(default_factory=list)
+    errors: list[RlabError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def problems(self) -> list[str]:
+        """Every fatal problem, one line each (message and hint)."""
+        return [e.message + (f" {e.hint}" if e.hint else "") for e in self.errors]
+
+    def problem(self, exc: RlabError | str) -> None:
+        self.errors.append(exc if isinstance(exc, RlabError) else LaunchError(exc))
+
+    def error(self) -> RlabError:
+        """The one problem as raised, or one error listing them all (what `continue` raises, a dry run exits with)."""
+        if len(self.errors) == 1:
+            return self.errors[0]
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        return RlabError(f"{len(self.problems)} problems stop this run:\n{lines}",
+                         "Fix them; `--dry-run` (or `rlab validate SPEC`) checks again without starting anything.")
+
+
+def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: bool = False,
+                       base_made_by_pretrain: bool = False) -> Preflight:
+    """Plan `spec` against the base dir and collect every problem; `spec` is resolved (load_spec).
+
+    With `base_made_by_pretrain` (rlab validate of a spec whose `pretrain:` makes the base), a
+    missing base checkpoint is expected, not a problem.
+    """
+    pf = Preflight(spec)
+    base, layout = base_layout(spec), experiment_layout(spec)
+    step = spec.base_step
+    if step is not None:
+        try:
+            require_checkpoint(base, spec.base.tag, step)
+            pf.base = read_base_info(base, spec.base.tag, step)
+        except RlabError as exc:
+            if not (base_made_by_pretrain and spec.pretrain is not None):
+                pf.problem(exc)
+        if pf.base is not None:
+            _check_architecture(pf, base.checkpoint_dir(spec.base.tag), step)
+    if pf.base is not None:
+        spec = pf.spec = resolve_lengths(spec, pf.base)
+    try:
+        check_batch(spec.train, spec.launch.world_size)
+    except RlabError as exc:
+        pf.problem(exc)
+    try:
+        pf.runs = plan_continue(spec, pf.base, check=False)
+    except RlabError as exc:
+        pf.problem(exc)
+        return pf
+    if pf.base is not None:
+        pf.warnings += length_warnings(spec, pf.base)
+        if spec.train.data_start == "after_base" and pf.base.data_start is None:
+            pf.warnings.append(f"{spec.base.tag}@{step} records no data loader position: every variant reads the "
+                               "train data from its beginning (text the base may have trained on).")
+    _check_tags(pf, resume=resume, force=force)
+    _check_results_dir(pf, layout.root)
+    if pf.base is not None:
+        _check_disk(pf, base.checkpoint_dir(spec.base.tag), step)
+    _check_launcher(pf)
+    if pf.base is not None:  # with no base here at all, its missing data is no news
+        _check_inputs(pf)
+    return pf
+
+
+def _check_architecture(pf: Preflight, ckpt_dir: Path, step: int) -> None:
+    """A base of an architecture rlab does not know (its keys) stops the run before any clone; a model file
+    that cannot be read is a warning here (the job's own load stops on it with the same message)."""
+    from rlab.core.checkpoint import UnreadableModelFile, inspect_checkpoint
+
+    try:
+        inspect_checkpoint(ckpt_dir, step)
+    except UnreadableModelFile as exc:
+        pf.warnings.append(exc.message)
+    except RlabError as exc:
+        pf.problem(exc)
+
+
+def _check_tags(pf: Preflight, *, resume: bool, force: bool) -> None:
+    base = base_layout(pf.spec)
+    for run in pf.runs:
+        try:
+            action = tag_action(base.checkpoint_dir(run.tag).exists(), resume=resume, force=force)
+        except RlabError as exc:
+            pf.problem(exc)
+            return
+        if action == "refuse":
+            pf.problem(tag_exists_error(base, run.tag, run.variant))
+        holder = lock_holder(base, run.tag)
+        if holder is not None:
+            pf.problem(f"Tag '{run.tag}' is being trained by another rlab ({holder}). Wait for it to "
+                               "finish or stop it; two runs on one tag would write the same checkpoints.")
+
+
+def results_dir_error(root: Path) -> RlabError | None:
+    """An error when results cannot be written under `root` (checked at the nearest folder that exists)."""
+    probe = root
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
+        return None
+    return LaunchError(f"Results dir {root} cannot be written ({probe} is not a writable folder).",
+                       "Pass --results-dir (or set $RLAB_RESULTS_DIR) to a folder you can write.")
+
+
+def require_writable_results(root: Path) -> None:
+    """Raise instead of writing anywhere else when `root` cannot be written (`rlab eval`)."""
+    error = results_dir_error(root)
+    if error is not None:
+        raise error
+
+
+def _check_results_dir(pf: Preflight, root: Path) -> None:
+    error = results_dir_error(root)
+    if error is not None:
+        pf.problem(error)
+
+
+def estimated_bytes(spec: ExperimentSpec, ckpt_dir: Path, step: int, runs: int) -> int:
+    """Disk a continue needs, worst case: each tag's clone copied, plus the checkpoints it saves."""
+    one = sum(p.stat().st_size for p in checkpoint_files(ckpt_dir, step) if p.exists())
+    train = spec.train
+    every = train.save_every if isinstance(train.save_every, int) else None
+    saves = 1 + (train.steps // every if every else 0)
+    if train.keep_last:
+        saves = min(saves, train.keep_last)
+    return runs * one * (1 + saves)
+
+
+def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None) -> None:
+    if step is None or not pf.runs:
+        return
+    need = estimated_bytes(pf.spec, ckpt_dir, step, len(pf.runs))
+    free = shutil.disk_usage(ckpt_dir).free
+    if need * DISK_MARGIN > free:
+        pf.problem(f"Not enough disk for {len(pf.runs)} tag(s): about {need / 1e9:.1f} GB needed (clones + "
+                           f"saved checkpoints), {free / 1e9:.1f} GB free under {ckpt_dir.parent}. Free space, "
+                           "raise train.save_every / set train.keep_last, or run fewer variants.")
+
+
+def _check_launcher(pf: Preflight) -> None:
+    from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
+
+    launch = pf.spec.launch
+    if launch.launcher != "local":
+        return
+    try:
+        resolve_program(launch.torchrun)
+        device_slots(launch, visible_gpus())
+    except RlabError as exc:
+        pf.problem(exc)
+
+
+def _check_inputs(pf: Preflight) -> None:
+    """Data the workers and the later evals read: warnings (a base dir may get its data later)."""
+    base = base_layout(pf.spec)
+    if not any(base.data_dir.glob("*.parquet")):
+        pf.warnings.append(f"No train data in {base.data_dir}: the workers will fail. Run `rlab data prepare`.")
+    if not base.tokenizer_dir.is_dir():
+        pf.warnings.append(f"No tokenizer in {base.tokenizer_dir}: the workers will fail.")
+    if "core" in pf.spec.eval.evals and not base.eval_bundle_dir.is_dir():
+        pf.warnings.append(f"No CORE eval bundle in {base.eval_bundle_dir}: `rlab eval` will need it "
+                           "(`rlab bundle`).")
+
+
+def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
+    """The resolved plan as JSON (`rlab continue --dry-run --json`): one entry per tag."""
+    launch = pf.spec.launch
+    commands = {job.tag: job.command() for job in jobs}
+    tags = []
+    for run in pf.runs:
+        rope = run.rope
+        train = run.train
+        batch = train.total_batch_size or train.device_batch_size * train.seq_len * launch.world_size
+        tags.append({
+            "tag": run.tag,
+            "variant": run.variant,
+            "from": f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else None,
+            "rope": rope.model_dump(mode="json"),
+            "L0": rope.original_len,
+            "factor": rope.factor,
+            "seq_len": train.seq_len,
+            "steps": train.steps,
+            "tokens": batch * train.steps,
+            "data_start": None if run.data_start is None else {
+                **run.data_start.model_dump(mode="json"), "describe": run.data_start.describe()},
+            "nproc": launch.procs_per_job,
+            "nnodes": launch.nnodes,
+            "command": commands.get(run.tag),
+        })
+    return {
+        "experiment": pf.spec.experiment,
+        "base": {"tag": pf.spec.base.tag, "step": pf.spec.base_step, "dir": str(base_layout(pf.spec).root),
+                 "L0": pf.base.sequence_len if pf.base else None},
+        "target_len": pf.spec.target_len,
+        "results": str(experiment_layout(pf.spec).root),
+        "tags": tags,
+        "warnings": pf.warnings,
+        "problems": pf.problems,
+        "ok": pf.ok,
+    }
