@@ -45,7 +45,7 @@ def test_demo_is_4x_on_two_cpu_processes(tmp_path):
     spec = load_spec(EXPERIMENTS / "demo.yaml", base_dir=tmp_path)
     assert spec.pretrain is not None and spec.pretrain.train.seq_len == 256 and spec.train.seq_len == 1024
     assert spec.launch.nproc_per_node == 2 and spec.base_step == spec.pretrain.train.steps
-    assert {"rope", "pi", "ntk", "dynamic-ntk", "yarn", "llama3"} == set(spec.variants)
+    assert {"rope", "pi", "ntk", "dynamic-ntk", "yarn"} == set(spec.variants)
     assert spec.train.zero_shot and "copy_distance" in spec.eval.evals  # the classic picture: zero-shot vs continued
 
 
