@@ -54,7 +54,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def test_unknown_eval_suggests_a_name():
-    with pytest.raises(EvalError, match=r"Unknown eval 'cor'\. Did you mean 'core'\? Available: bpb, bpb_length, core, passkey"):
+    with pytest.raises(EvalError, match=r"Unknown eval 'cor'\. Did you mean 'core'\? Available: bpb, bpb_length, copy_distance, core, passkey"):
         get_eval("cor")
 
 
