@@ -61,6 +61,8 @@ def eval_tag(
         Optional[Path], typer.Option("--eval-bundle", help="DCLM CORE bundle dir (default <base_dir>/eval_bundle).")
     ] = None,
     nproc: NprocOpt = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Drop evals of an earlier checkpoint that this run does not redo (else it refuses).")] = False,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Evaluate a tag (BPB, BPB vs length, CORE, passkey) and write its per-tag outputs."""
@@ -106,9 +108,11 @@ def eval_tag(
                                   f"{', '.join(map(str, steps)) or 'none'}).", "Choose one with --step.")
         tag_meta = meta if name == tag and meta else _newest_meta(ckpt_dir)
         if name == spec.base.tag:  # the base itself: a reference arm, at the step the variants started from
-            configs.append(plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step))
+            configs.append(plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step)
+                           .model_copy(update={"force": force}))
             continue
-        configs.append(plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step))
+        configs.append(plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step)
+                       .model_copy(update={"force": force}))
     nproc = nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     layout = experiment_layout(spec)
     if not dry_run:
@@ -122,11 +126,15 @@ def eval_tag(
             out.print(f"  {format_command(argv)}", highlight=False, markup=False, soft_wrap=True)
             continue
         write_config(cfg, path)
-        if not _run_one(cfg, argv, layout):
-            failed.append(cfg.tag)
+        ok, error = _run_one(cfg, argv, layout)
+        if not ok:
+            failed.append((cfg.tag, error))
+    if len(failed) == 1 and failed[0][1] is not None:  # the worker's own message, as if raised here
+        raise EvalError(f"{failed[0][0]}: {failed[0][1][0]}", failed[0][1][1])
     if failed:
-        raise EvalError(f"Eval failed for {', '.join(failed)}; log: {layout.eval_log(failed[0])}.",
-                        f"Rerun one with: rlab eval --tag {failed[0]}" + (f" --spec {spec_path}" if spec_path else ""))
+        tags = [t for t, _ in failed]
+        raise EvalError(f"Eval failed for {', '.join(tags)}; log: {layout.eval_log(tags[0])}.",
+                        f"Rerun one with: rlab eval --tag {tags[0]}" + (f" --spec {spec_path}" if spec_path else ""))
 
 
 def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: str, *, resolve: bool) -> list[str]:
@@ -141,44 +149,54 @@ def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: st
     return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{tag}", module=EVAL_MODULE)
 
 
-def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> bool:
+def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> tuple[bool, tuple | None]:
+    """Run one tag's eval worker; (ok, (message, hint) the worker reported or None)."""
     from rlab.cli.console import err, out
     from rlab.orchestrate.launch import run_streaming
     from rlab.orchestrate.watch import tail_lines
+    from rlab.worker import ERROR_FILE_ENV, read_error_file
 
     log_path = layout.eval_log(cfg.tag)
+    log_path.unlink(missing_ok=True)  # one log per run: a failure summary never shows an older run's lines
+    error_file = layout.eval_dir(cfg.tag) / ".worker_error.json"
+    error_file.unlink(missing_ok=True)
     out.print(f"[bold]{cfg.tag}[/]: evals {', '.join(cfg.eval.evals)} -> {cfg.out_dir}", highlight=False)
 
     def echo(line: str) -> None:
         err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
     try:
-        code = run_streaming(argv, log_path, on_line=echo)
+        code = run_streaming(argv, log_path, env={ERROR_FILE_ENV: str(error_file)}, on_line=echo)
     except KeyboardInterrupt:
         raise EvalError(f"Interrupted: the eval of {cfg.tag} was stopped (no processes left).",
                         f"Rerun it with: rlab eval --tag {cfg.tag}") from None
     if code != 0:
-        err.print(f"[red]{cfg.tag}: eval exited with code {code}; log: {log_path}[/]", highlight=False)
-        for line in tail_lines(log_path, 10):
-            err.print(f"  {line}", markup=False, highlight=False)
-        return False
+        reported = read_error_file(error_file)
+        error_file.unlink(missing_ok=True)
+        if reported is None:
+            err.print(f"[red]{cfg.tag}: eval exited with code {code}; log: {log_path}[/]", highlight=False)
+            for line in tail_lines(log_path, 10):
+                err.print(f"  {line}", markup=False, highlight=False)
+        return False, reported
     summary = _summary(layout.eval_json(cfg.tag))
     out.print(f"[green]{cfg.tag}: done[/] {summary}", highlight=False)
-    return True
+    return True, None
 
 
 def _summary(path: Path) -> str:
-    if not path.exists():
-        return f"(no {path.name} written)"
-    metrics = json.loads(path.read_text()).get("metrics", {})
+    from rlab.records import ContractError, read_eval_doc
+
+    try:
+        metrics = read_eval_doc(path).metrics
+    except ContractError as exc:
+        return f"({exc.message})"
     parts = []
-    val = metrics.get("bpb", {}).get("val", {}).get("bpb")
-    if val is not None:
-        parts.append(f"val bpb {val:.4f}")
-    if "core" in metrics and metrics["core"].get("core") is not None:
-        parts.append(f"CORE {metrics['core']['core']:.4f}")
-    if "passkey" in metrics and metrics["passkey"].get("overall") is not None:
-        parts.append(f"passkey {metrics['passkey']['overall']:.2f}")
+    if metrics.bpb is not None and metrics.bpb.val is not None:
+        parts.append(f"val bpb {metrics.bpb.val.bpb:.4f}")
+    if metrics.core is not None:
+        parts.append(f"CORE {metrics.core.core:.4f}")
+    if metrics.passkey is not None:
+        parts.append(f"passkey {metrics.passkey.overall:.2f}")
     return ", ".join(parts) + f" ({path})"
 
 

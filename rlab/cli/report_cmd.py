@@ -128,6 +128,9 @@ def build_report(
     n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.",
                                rich_help_panel="Statistics"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
+    allow_mismatch: bool = typer.Option(
+        False, "--allow-mismatch", help="Give better/worse verdicts even between tags evaluated or trained "
+        "differently (recorded in the report)."),
     as_json: bool = typer.Option(False, "--json", help="Print what was written and every table as JSON (stdout)."),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
@@ -141,7 +144,13 @@ def build_report(
         raise RlabError(f"Experiment '{name}' has no evals yet (no eval.json under {layout.root / 'evals'}).",
                         f"Evaluate its tags first: rlab eval --all -e {name}" +
                         (f" --results-dir {results_dir}" if results_dir else ""))
-    report = write_report(layout, baseline=baseline, fmt=fmt.value, seed=seed, n_boot=n_boot)
+    report = write_report(layout, baseline=baseline, fmt=fmt.value, seed=seed, n_boot=n_boot,
+                          allow_mismatch=allow_mismatch)
+    if (quiet or as_json) and report.data.mismatches:  # otherwise the opening lines below say it
+        from rlab.cli.console import err
+        from rlab.report.headline import mismatch_line
+
+        err.print(f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(_report_json(name, report))
         return
@@ -173,4 +182,6 @@ def _report_json(name: str, report) -> str:
               for t in report.tables]
     return json.dumps({"experiment": name, "baseline": report.data.baseline, "answer": list(report.answer),
                        "notes": list(report.data.footnotes.items), "written": [str(p) for p in report.written],
+                       "mismatches": [m.sentence() for m in report.data.mismatches],
+                       "allow_mismatch": report.data.allow_mismatch,
                        "tables": tables}, indent=2)

@@ -1,8 +1,10 @@
 """Training metrics: the JSONL record stream, throughput / MFU arithmetic, memory, progress bar.
 
 `runs/<tag>/metrics.jsonl` is the source of truth for plots and the orchestrator's live table:
-one JSON object per line (`type` = train | eval | done | failed; schema in docs/architecture.md),
-appended and flushed by rank 0 only. A resumed run appends to the same file.
+one JSON object per line (`type` = train | eval | done | failed; the models are `rlab.records`),
+validated, appended and flushed by rank 0 only. One record stream per tag: a fresh run replaces the
+file, a resumed run keeps the train/eval records up to the step it resumes from and continues them
+(records past that step, and done/failed markers, belonged to the interrupted attempt and go).
 
 MFU = achieved FLOP/s / peak FLOP/s, with achieved = tokens/s x FLOPs per token (forward +
 backward, `GPT.estimate_flops`). The peak comes from the config, else from a small table of
@@ -12,7 +14,6 @@ FLOP/s is what gets reported; `measure_matmul_peak` gives a same-machine referen
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -103,20 +104,32 @@ class MemoryMeter:
 
 
 class MetricsWriter:
-    """Appends one JSON object per line to `metrics.jsonl`; a no-op when disabled (rank != 0)."""
+    """Writes one validated record per line to `metrics.jsonl`; a no-op when disabled (rank != 0).
 
-    def __init__(self, path: Path | None) -> None:
+    `resumed_from=None` starts a fresh stream (the file is replaced); a step continues the stream kept up
+    to that step; `append=True` only adds lines (a failure note before any run started).
+    """
+
+    def __init__(self, path: Path | None, *, resumed_from: int | None = None, append: bool = False) -> None:
         self.path = Path(path) if path is not None else None
         self._fh = None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = self.path.open("a", encoding="utf-8")
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not append:
+            kept = [] if resumed_from is None else records_through(self.path, resumed_from)
+            from rlab.atomic_io import write_text_atomic
+
+            write_text_atomic(self.path, "".join(r.model_dump_json() + "\n" for r in kept))
+        self._fh = self.path.open("a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             return
-        record = {**record, "time": record.get("time", time.time())}
-        self._fh.write(json.dumps(record, allow_nan=True) + "\n")
+        from rlab.records import metrics_record
+
+        checked = metrics_record({**record, "time": record.get("time", time.time())})
+        self._fh.write(checked.model_dump_json() + "\n")
         self._fh.flush()
 
     def close(self) -> None:
@@ -125,15 +138,25 @@ class MetricsWriter:
             self._fh = None
 
 
+def records_through(path: Path, step: int) -> list:
+    """The train/eval records of `path` up to `step` (what a run resumed at `step` continues)."""
+    from rlab.records import ContractError, read_metrics_records
+
+    if not Path(path).is_file():
+        return []
+    try:
+        records = read_metrics_records(path)
+    except ContractError as exc:
+        logger.warning("%s; starting a new metrics stream", exc.message)
+        return []
+    return [r for r in records if r.type in ("train", "eval") and r.step <= step]
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All records of a metrics file (tests, report); a torn last line is ignored."""
-    records = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+    """All records of a metrics file as dicts (tests, report); a torn last line is ignored."""
+    from rlab.records import read_metrics_records
+
+    return [r.model_dump() for r in read_metrics_records(path)]
 
 
 class TrainProgress:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import random
 import sys
 import time
@@ -35,16 +34,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlab import __version__
 from rlab.core.distributed import DistInfo
 from rlab.core.train_start import StartPoint, resolve_start, run_key, start_optimizers  # noqa: F401
-from rlab.errors import RlabError, SpecError, TrainingError
+from rlab.errors import SpecError, TrainingError
 from rlab.paths import BaseLayout
+from rlab.provenance import code_version
 from rlab.spec.run import RunConfig
 from rlab.spec.train import TrainSpec
 
 logger = logging.getLogger("rlab.core.train")  # also when run as __main__
 
-RLAB_VERSION = "0.1.0"
+RLAB_VERSION = __version__
 SAMPLE_PROMPT = "The"
 SAMPLE_TOKENS = 24
 
@@ -211,7 +212,8 @@ class Trainer:
         self.flops_per_token = self.model.estimate_flops()
         self.peak_flops = device_peak_flops(self.device, self.spec.peak_flops)
         self.memory = MemoryMeter(self.device)
-        self.metrics = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl" if info.is_main else None)
+        self.metrics = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl" if info.is_main else None,
+                                     resumed_from=self.start.resumed_from)
         self.tracker = make_tracker(cfg.tracking, cfg.experiment, cfg.tag, Path(cfg.run_dir),
                                     cfg.model_dump(mode="json"), info.is_main)
         self.loader = self._make_loader("train", self.start.loader_state, after=self.start.loader_after)
@@ -475,6 +477,7 @@ class Trainer:
                           "import": self.start.optimizer_import},
             "world_size": self.info.world_size,
             "rlab_version": RLAB_VERSION,
+            "code_version": code_version().model_dump(mode="json"),
             "train_state": {
                 "run_key": run_key(cfg),
                 "run_start_step": self.start.run_start_step,
@@ -562,7 +565,7 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
             if info.is_main:  # the orchestrator's live table reads this file: say why nothing follows
                 from rlab.core.metrics import MetricsWriter
 
-                writer = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl")
+                writer = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl", append=True)
                 writer.write({"type": "failed", "step": None, "error": str(exc).splitlines()[0] if str(exc) else
                               type(exc).__name__})
                 writer.close()
@@ -572,42 +575,17 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
         shutdown_distributed()
 
 
-class _CurrentStderrHandler(logging.StreamHandler):
-    """Writes to whatever `sys.stderr` is at emit time, so rich's progress bar can print log lines above itself."""
+def _train(path: Path) -> None:
+    from rlab.spec.run import RunConfig, read_config
 
-    @property
-    def stream(self):  # type: ignore[override]
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:
-        pass
-
-
-def _configure_logging() -> None:
-    rank = int(os.environ.get("RANK", "0"))
-    handler = _CurrentStderrHandler()
-    handler.setFormatter(logging.Formatter(f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, handlers=[handler])
+    train(read_config(path, RunConfig))
 
 
 def main(argv: list[str]) -> int:
-    """`python -m rlab.core.train RUN_JSON`: user errors become one stderr line and exit code 1."""
-    from rlab.spec.run import RunConfig, read_config
+    """`python -m rlab.core.train RUN_JSON`: errors rendered by the shared worker entry point (rlab.worker)."""
+    from rlab.worker import run_worker
 
-    _configure_logging()
-    if len(argv) != 1:
-        sys.stderr.write("usage: python -m rlab.core.train RUN_JSON\n")
-        return 2
-    try:
-        train(read_config(Path(argv[0]), RunConfig))
-    except RlabError as exc:
-        if os.environ.get("RLAB_DEBUG"):  # the CLI's switch for tracebacks, honoured by the worker too
-            raise
-        line = exc.message.replace("\n", " ") + (f" {exc.hint}" if exc.hint else "")
-        sys.stderr.write(f"error: {line}\n")
-        return 1
-    return 0
+    return run_worker(argv, "python -m rlab.core.train RUN_JSON", _train)
 
 
 if __name__ == "__main__":

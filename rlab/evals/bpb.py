@@ -4,8 +4,19 @@ BPB = sum of nats over target tokens / (ln 2 * sum of the UTF-8 bytes of those t
 Dividing by bytes rather than tokens makes models with different tokenizers comparable, and
 it is nanochat's definition, so its numbers are what users compare against. Targets that are
 special tokens (0 bytes in `token_bytes`) or ignored (-1) count neither nats nor bytes.
-Under torch.distributed each rank scores its own units and the per-unit sums are all-reduced,
-so every rank ends with the same totals.
+
+Train/val BPB (`score_documents`) score a fixed set of whole documents (`rlab.evals.doc_set`: chosen
+before anything is split across ranks, recorded by id and text hash). A document of n tokens (BOS
+first) has n - 1 targets, scored in consecutive windows of at most W targets (W = the model's training
+length): window c feeds tokens [cW, cW + W) and scores the next token of each, so a target's context is
+the document since its window began (nanochat's packing also cuts context at row starts). Every window
+is its own row: rows of a batch are right-padded and never see each other (causal attention; padded
+targets are ignored), and length-dependent RoPE variants are evaluated at W for every row, so a
+document's nats and bytes do not depend on world size, batch size or which rows share a batch. Ranks
+take documents i = rank (mod world size); per-document sums are all-reduced (each document's row is
+non-zero on one rank only, so the sum is exact) and totals are summed in document order: the result is
+the same at any world size up to float rounding inside the forward (tested at 1e-6 relative in fp32).
+One unit per document goes to bpb_units.csv for the report's bootstrap.
 
 BPB vs context length (the headline of a RoPE experiment: plain rope degrades past its
 training length, extension variants should not) scores the SAME target tokens at every
@@ -30,28 +41,26 @@ the effect of context alone and not a change of text (`plan_blocks`):
 So every length scores exactly the same target tokens, each exactly once, each predicted from
 between L - B and L - 1 tokens of left context. The plan depends only on the document lengths,
 the feasible lengths, B and the budget: block i is the same text at every length and for every
-variant, so one unit = one block (unit id = its index in the plan) pairs across both.
-
-Every eval reports per-unit (nats, bytes) so that the report can bootstrap paired differences
-between variants: a unit is one eval batch (train/val; identical across variants because the
-loader is deterministic) or one block (by length).
+variant, so one unit = one block (unit id = its index in the plan) pairs across both, and its
+document is recorded for resampling by document.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from rlab.core.bpb import score_tokens
-from rlab.evals.stats import ratio_ci
 
 log = logging.getLogger(__name__)
 
 LN2 = math.log(2.0)
+_HEAD_ROWS = 2048  # positions per lm_head chunk: bounds the (rows, vocab) fp32 logits
 
 
 def _world() -> tuple[int, int]:
@@ -70,57 +79,99 @@ def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _reduce_units(units, docs: int = 0) -> BpbResult:
+def _reduce_units(units, docs: int = 0, unit_docs: list[int] | None = None) -> BpbResult:
     """Sum per-unit (nats, bytes, tokens) rows across ranks into a `BpbResult` that keeps the units."""
     _all_reduce_sum(units)
     rows = units.tolist()
     return BpbResult(
-        nats=sum(r[0] for r in rows),
+        nats=math.fsum(r[0] for r in rows),
         bytes=sum(r[1] for r in rows),
         tokens=int(sum(r[2] for r in rows)),
-        units=[(r[0], r[1]) for r in rows],
+        units=[(r[0], r[1], int(r[2])) for r in rows],
         docs=docs,
+        unit_docs=list(unit_docs) if unit_docs is not None else [],
     )
 
 
 @dataclass
 class BpbResult:
-    """Totals and per-unit sums of one BPB measurement."""
+    """Totals and per-unit sums of one BPB measurement (intervals are the report's, from the units)."""
 
     nats: float
     bytes: float
     tokens: int
-    units: list[tuple[float, float]] = field(default_factory=list)
-    """(nats, bytes) per unit, in a fixed order."""
+    units: list[tuple[float, float, int]] = field(default_factory=list)
+    """(nats, bytes, tokens) per unit, in a fixed order."""
     docs: int = 0
+    unit_docs: list = field(default_factory=list)
+    """The document of each unit (same order as `units`)."""
 
     @property
     def bpb(self) -> float:
         return self.nats / (LN2 * self.bytes) if self.bytes > 0 else float("nan")
 
-    def ci(self) -> tuple[float, float]:
-        _, lo, hi = ratio_ci([u[0] for u in self.units], [u[1] for u in self.units])
-        return lo / LN2, hi / LN2
 
-    def summary(self) -> dict:
-        lo, hi = self.ci()
-        return {"bpb": self.bpb, "ci_low": lo, "ci_high": hi, "tokens": self.tokens}
+# ----------------------------------------------------------------------------- whole documents
 
 
-def evaluate_bpb(model, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], steps: int, token_bytes) -> BpbResult:
-    """BPB over `steps` batches of (inputs, targets), each (B, T); one unit per step.
+def doc_windows(n_tokens: int, window: int) -> list[tuple[int, int]]:
+    """(start, stop) token slices of one document's windows: inputs tokens[start:stop-1], targets
+    tokens[start+1:stop]; at most `window` targets each, every target exactly once."""
+    return [(s, min(s + window + 1, n_tokens)) for s in range(0, n_tokens - 1, window)]
 
-    Each rank passes its own batches; per-step sums are added across ranks, so unit i is the
-    i-th global batch.
+
+def window_nats(model, inputs: torch.Tensor, targets: torch.Tensor, token_bytes: torch.Tensor, freq_len: int):
+    """Per-row (nats, bytes, counted tokens) of right-padded rows: inputs/targets (R, T), -1 = ignore.
+
+    Runs the trunk once (`hidden_states`, length-dependent RoPE at `freq_len`) and the lm_head only at
+    counted positions, in chunks. Returns three (R,) float64 tensors.
     """
-    it: Iterator = iter(batches)
+    import torch.nn.functional as F
+
+    R = targets.shape[0]
+    with torch.no_grad():
+        nbytes = torch.where(targets >= 0, token_bytes[targets.clamp(min=0)], 0)  # (R, T), 0 = not counted
+        counted = nbytes > 0
+        hidden = model.hidden_states(inputs, freq_len=freq_len)  # (R, T, C)
+        rows, cols = counted.nonzero(as_tuple=True)  # (N,) each
+        losses = torch.empty(rows.numel(), dtype=torch.float32, device=targets.device)
+        for i in range(0, rows.numel(), _HEAD_ROWS):
+            r, c = rows[i:i + _HEAD_ROWS], cols[i:i + _HEAD_ROWS]
+            logits = model.logits_at(hidden[r, c])  # (n, V) fp32
+            losses[i:i + r.numel()] = F.cross_entropy(logits.float(), targets[r, c], reduction="none")
+        nats = torch.zeros(R, dtype=torch.float64, device=targets.device).index_add_(0, rows, losses.double())
+    return nats, nbytes.double().sum(dim=1), counted.double().sum(dim=1)
+
+
+def score_documents(
+    model, docs: Sequence[Sequence[int]], window: int, token_bytes: torch.Tensor, batch_tokens: int
+) -> BpbResult:
+    """BPB over whole documents (token lists with BOS first); one unit per document, in `docs` order.
+
+    Ranks take documents i = rank (mod world size); see the module docstring for why the result does not
+    depend on the world size or on `batch_tokens` (positions per forward).
+    """
+    rank, world = _world()
     device = token_bytes.device
-    units = torch.zeros(steps, 3, dtype=torch.float64, device=device)  # (steps, [nats, bytes, tokens])
-    for step in range(steps):
-        x, y = next(it)
-        nats, nbytes, ntok = score_tokens(model, x, y, token_bytes)
-        units[step, 0], units[step, 1], units[step, 2] = nats.sum(), nbytes.sum(), ntok.sum()
-    return _reduce_units(units)
+    rows = [(d, s, e) for d in range(rank, len(docs), world) for s, e in doc_windows(len(docs[d]), window)]
+    rows.sort(key=lambda r: -(r[2] - r[1]))  # longest first: little padding; stable, so ties keep doc order
+    row_sums = np.zeros((len(rows), 3), dtype=np.float64)
+    i = 0
+    while i < len(rows):
+        width = rows[i][2] - rows[i][1] - 1  # inputs of the longest row of this batch
+        take = rows[i:i + max(1, batch_tokens // width)]
+        x = torch.zeros((len(take), width), dtype=torch.long)  # (b, width); padding id 0 is never scored
+        y = torch.full((len(take), width), -1, dtype=torch.long)  # (b, width)
+        for j, (d, s, e) in enumerate(take):
+            toks = torch.as_tensor(docs[d][s:e], dtype=torch.long)
+            x[j, : e - s - 1], y[j, : e - s - 1] = toks[:-1], toks[1:]
+        nats, nbytes, ntok = window_nats(model, x.to(device), y.to(device), token_bytes, freq_len=window)
+        row_sums[i:i + len(take)] = torch.stack([nats, nbytes, ntok], dim=1).cpu().numpy()
+        i += len(take)
+    per_doc = np.zeros((len(docs), 3), dtype=np.float64)
+    for k in sorted(range(len(rows)), key=lambda k: (rows[k][0], rows[k][1])):  # a document's windows in order
+        per_doc[rows[k][0]] += row_sums[k]
+    return _reduce_units(torch.from_numpy(per_doc).to(device), docs=len(docs), unit_docs=list(range(len(docs))))
 
 
 # ----------------------------------------------------------------------------- by length
@@ -270,7 +321,7 @@ def evaluate_bpb_blocks(
         nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
         for row, b_i in enumerate(idxs):
             units[b_i, 0], units[b_i, 1], units[b_i, 2] = nats[row], nbytes[row], ntok[row]
-    return _reduce_units(units, docs=len({b.doc for b in blocks}))
+    return _reduce_units(units, docs=len({b.doc for b in blocks}), unit_docs=[b.doc for b in blocks])
 
 
 def evaluate_bpb_by_length(
@@ -307,16 +358,13 @@ def evaluate_bpb_by_length(
     for length in plan.lengths:
         res = evaluate_bpb_blocks(model, docs, plan.blocks, length, B, token_bytes, batch_tokens)
         raw[length] = res
-        lo, hi = res.ci()
         rows.append({
-            "length": length, "bpb": res.bpb, "ci_low": lo, "ci_high": hi, "tokens": res.tokens, "docs": res.docs,
+            "length": length, "bpb": res.bpb, "tokens": res.tokens, "docs": res.docs,
             "block": B, "blocks": len(plan.blocks), "context_min": length - B, "context_max": length - 1,
             "short_docs": len(plan.short_docs),
         })
-        log.info(
-            "BPB at length %d: %.4f [%.4f, %.4f] over %d tokens, %d blocks, %d docs",
-            length, res.bpb, lo, hi, res.tokens, len(plan.blocks), res.docs,
-        )
+        log.info("BPB at length %d: %.4f over %d tokens, %d blocks, %d docs",
+                 length, res.bpb, res.tokens, len(plan.blocks), res.docs)
     metric = {
         "convention": convention(B, plan.longest), "block": B, "longest": plan.longest,
         "lengths": rows, "skipped": plan.skipped,

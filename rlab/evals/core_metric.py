@@ -40,7 +40,6 @@ from typing import Any
 
 from rlab.errors import EvalError
 from rlab.evals.core_bundle import CoreBundle, TaskSpec, load_task_data
-from rlab.evals.stats import Z95
 
 log = logging.getLogger(__name__)
 
@@ -599,33 +598,17 @@ class CoreResult:
     def core(self) -> float:
         return sum(t.centered for t in self.tasks) / len(self.tasks) if self.tasks else float("nan")
 
-    def ci(self, z: float = Z95) -> tuple[float, float]:
-        """Normal approximation: each task's accuracy is a binomial mean, independent across tasks,
-        so var(CORE) = sum_t p_t(1-p_t)/n_t / (1-b_t)^2 / T^2."""
-        if not self.tasks:
-            return float("nan"), float("nan")
-        var = 0.0
-        for t in self.tasks:
-            p, b = t.accuracy, 0.01 * t.task.baseline
-            var += p * (1 - p) / max(t.n, 1) / (1 - b) ** 2
-        se = math.sqrt(var) / len(self.tasks)
-        core = self.core()
-        return core - z * se, core + z * se
-
     def metrics(self) -> dict:
-        """The `core` entry of eval.json."""
-        lo, hi = self.ci()
+        """The `core` section of eval.json (`rlab.records.CoreMetric`; baselines as fractions)."""
         return {
             "core": self.core(),
-            "ci_low": lo,
-            "ci_high": hi,
             "partial": bool(self.missing),
             "missing_tasks": [t.label for t in self.missing],
             "tasks": {
                 t.task.label: {
                     "accuracy": t.accuracy,
                     "centered": t.centered,
-                    "baseline": t.task.baseline,
+                    "baseline": 0.01 * t.task.baseline,
                     "n": t.n,
                     "type": t.task.task_type,
                 }

@@ -3,28 +3,32 @@
     EVALS = {"bpb": ..., "bpb_length": ..., "core": ..., "passkey": ...}
 
 An adapter takes everything from the context (model, tokenizer, settings, paths), calls the pure
-function in its module, and returns an `EvalOutcome`: the metric object for eval.json, the CSV
-tables it owns, and its BPB units (for bpb_units.csv). Adding an eval is one adapter here plus
-its name in `rlab.spec.eval.EvalName`.
+function in its module, and returns an `EvalOutcome`: its section of eval.json (a `rlab.records`
+model), the CSV tables it owns (rows of `rlab.records` models), its BPB units (for bpb_units.csv) and
+a hash of the data it scored. Adding an eval is one adapter here, its name in
+`rlab.spec.eval.EvalName`, its section model in `rlab.records.EvalMetrics` and its files in
+`rlab.evals.outputs.SECTION_FILES`.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab import records as rec
 from rlab.errors import EvalError, unknown_name_error
 from rlab.evals import outputs
 from rlab.spec.eval import EvalSpec
 
 log = logging.getLogger(__name__)
 
-Table = tuple[Sequence[str], list[Sequence[Any]]]
+Table = tuple[type[rec.Record], list[rec.Record]]
+"""A CSV: its row model (whose `columns` it has) and its rows."""
 
 
 @dataclass
@@ -58,35 +62,58 @@ class EvalContext:
 
 @dataclass
 class EvalOutcome:
-    metric: dict
+    metric: rec.Record
+    """This eval's section of eval.json."""
     tables: dict[Path, Table] = field(default_factory=dict)
-    units: list[tuple[str, int, float, float]] = field(default_factory=list)
-    """(metric, unit, nats, bytes) rows for bpb_units.csv."""
+    units: list[rec.BpbUnit] = field(default_factory=list)
+    data_hash: str | None = None
+    """What was scored (see `rlab.records.SectionRun.data_hash`)."""
+    settings_extra: dict[str, Any] = field(default_factory=dict)
+    """Facts of this run that change what the section measures (e.g. the BPB window), hashed with its settings."""
+
+
+BPB_CONVENTION = (
+    "whole documents chosen before the run (seeded order of the split's pool, taken whole until the token "
+    "budget; recorded in bpb_docs.csv), each scored once in windows of the training length; "
+    "nats and bytes summed per document, then over documents; independent of world size and batch size"
+)
 
 
 def run_bpb(ctx: EvalContext) -> EvalOutcome:
-    """Train and val BPB over `bpb_tokens` tokens each (nanochat's definition)."""
-    from rlab.core.data import TokenLoader
-    from rlab.evals.bpb import evaluate_bpb
+    """Train and val BPB, each over a fixed set of whole documents of about `bpb_tokens` targets."""
+    from rlab.evals.bpb import score_documents
+    from rlab.evals.doc_set import select_documents
     from rlab.paths import BaseLayout
 
-    B, T = ctx.spec.device_batch_size, ctx.train_seq_len
-    steps = max(1, ctx.spec.bpb_tokens // (B * T * ctx.world_size))
-    metric, units = {}, []
+    T = ctx.train_seq_len
+    splits: dict[str, rec.BpbSplit] = {}
+    units: list[rec.BpbUnit] = []
+    docs_rows: list[rec.BpbDoc] = []
+    hashes = {}
     for split in ("train", "val"):
-        loader = TokenLoader(
-            BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, B, T,
-            rank=ctx.rank, world_size=ctx.world_size, device=ctx.device, seed=ctx.spec.seed,
+        doc_set = select_documents(BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, ctx.spec.bpb_tokens,
+                                   ctx.spec.seed)
+        if doc_set.whole_split:
+            log.warning("%s split: the budget of %d tokens exceeds its %d documents (%d targets): every document "
+                        "is scored once", split, ctx.spec.bpb_tokens, doc_set.pool_docs, doc_set.targets)
+        with ctx.autocast():
+            res = score_documents(ctx.model, [d.tokens for d in doc_set.docs], T, ctx.token_bytes, ctx.batch_tokens)
+        splits[split] = rec.BpbSplit(
+            bpb=res.bpb, nats=res.nats, bytes=int(res.bytes), tokens=res.tokens, docs=len(doc_set.docs),
+            docs_available=doc_set.pool_docs, token_budget=ctx.spec.bpb_tokens, whole_split=doc_set.whole_split,
+            window=T,
         )
-        try:
-            with ctx.autocast():
-                res = evaluate_bpb(ctx.model, loader, steps, ctx.token_bytes)
-        finally:
-            loader.close()
-        metric[split] = res.summary()
-        units += [(split, i, n, b) for i, (n, b) in enumerate(res.units)]
-        log.info("%s BPB %s: %.4f over %d tokens", ctx.name, split, res.bpb, res.tokens)
-    return EvalOutcome(metric, units=units)
+        units += [rec.BpbUnit(section="bpb", metric=split, unit=d.id, doc=d.id, nats=n, bytes=int(b), tokens=t)
+                  for d, (n, b, t) in zip(doc_set.docs, res.units, strict=True)]
+        docs_rows += [rec.BpbDoc(split=split, doc=d.id, sha256=d.sha256, tokens=len(d.tokens)) for d in doc_set.docs]
+        hashes[split] = doc_set.data_hash
+        log.info("%s BPB %s: %.4f over %d tokens of %d whole documents%s", ctx.name, split, res.bpb, res.tokens,
+                 len(doc_set.docs), " (the whole split)" if doc_set.whole_split else "")
+    return EvalOutcome(
+        rec.BpbMetric(convention=BPB_CONVENTION, **splits),
+        tables={ctx.out_dir / outputs.BPB_DOCS_CSV: (rec.BpbDoc, docs_rows)},
+        units=units, data_hash=rec.short_hash(hashes), settings_extra={"window": T},
+    )
 
 
 def bpb_lengths(ctx: EvalContext) -> list[int]:
@@ -106,9 +133,13 @@ def run_bpb_length(ctx: EvalContext) -> EvalOutcome:
             ctx.model, docs, bpb_lengths(ctx), ctx.spec.length_tokens, ctx.token_bytes,
             ctx.tokenizer.bos_token_id, ctx.batch_tokens, block=ctx.spec.length_block,
         )
-    rows = [[r[c] for c in outputs.BPB_BY_LENGTH_COLUMNS] for r in metric["lengths"]]
-    units = [(f"len_{L}", i, n, b) for L, res in raw.items() for i, (n, b) in enumerate(res.units)]
-    return EvalOutcome(metric, {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (outputs.BPB_BY_LENGTH_COLUMNS, rows)}, units)
+    section = rec.BpbLengthMetric.model_validate(metric)
+    units = [rec.BpbUnit(section="bpb_length", metric=f"len_{L}", unit=str(i), doc=str(d), nats=n, bytes=int(b),
+                         tokens=t)
+             for L, res in raw.items() for i, ((n, b, t), d) in enumerate(zip(res.units, res.unit_docs, strict=True))]
+    doc_hashes = [rec.short_hash(d) for d in docs]
+    return EvalOutcome(section, {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (rec.LengthRow, section.lengths)}, units,
+                       data_hash=rec.short_hash(doc_hashes))
 
 
 def run_core(ctx: EvalContext) -> EvalOutcome:
@@ -124,19 +155,23 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
             max_per_task=ctx.spec.max_per_task, max_seq_len=ctx.train_seq_len,
             batch_tokens=ctx.batch_tokens, fewshot_seed=ctx.spec.seed,
         )
-    metric = res.metrics()
+    metric = rec.CoreMetric.model_validate(res.metrics())
     examples = [
-        (t.task.label, idx, int(ok)) for t in res.tasks for idx, ok in zip(t.source_indices, t.correct)
+        rec.CoreExample(task=t.task.label, index=idx, correct=int(ok))
+        for t in res.tasks for idx, ok in zip(t.source_indices, t.correct)
     ]
     per_task = [
-        (t.task.label, t.task.task_type, t.accuracy, t.centered, t.task.baseline, t.n) for t in res.tasks
+        rec.CoreTaskRow(task=t.task.label, type=t.task.task_type, accuracy=t.accuracy, centered=t.centered,
+                        baseline=0.01 * t.task.baseline, n=t.n)
+        for t in res.tasks
     ]
     tables = {
-        ctx.out_dir / outputs.CORE_EXAMPLES_CSV: (outputs.CORE_EXAMPLES_COLUMNS, examples),
-        ctx.core_csv: (outputs.CORE_TASK_COLUMNS, per_task),
+        ctx.out_dir / outputs.CORE_EXAMPLES_CSV: (rec.CoreExample, examples),
+        ctx.core_csv: (rec.CoreTaskRow, per_task),
     }
-    log.info("%s CORE %.4f%s", ctx.name, metric["core"], " (partial)" if metric["partial"] else "")
-    return EvalOutcome(metric, tables)
+    log.info("%s CORE %.4f%s", ctx.name, metric.core, " (partial)" if metric.partial else "")
+    return EvalOutcome(metric, tables, data_hash=rec.short_hash([[e.task, e.index] for e in examples]
+                                                                + [bundle_fingerprint(bundle)]))
 
 
 def run_passkey(ctx: EvalContext) -> EvalOutcome:
@@ -150,9 +185,9 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
             Engine(ctx.model, name=ctx.name), ctx.tokenizer, lengths, ctx.spec.passkey_depths,
             ctx.spec.passkey_trials, ctx.spec.seed, ctx.device,
         )
-    metric = res.metrics()
-    rows = [[c[k] for k in outputs.PASSKEY_COLUMNS] for c in metric["cells"]]
-    return EvalOutcome(metric, {ctx.out_dir / outputs.PASSKEY_CSV: (outputs.PASSKEY_COLUMNS, rows)})
+    metric = rec.PasskeyMetric.model_validate(res.metrics())
+    return EvalOutcome(metric, {ctx.out_dir / outputs.PASSKEY_CSV: (rec.PasskeyCell, metric.cells)},
+                       settings_extra={"lengths_used": lengths})
 
 
 def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
@@ -165,9 +200,11 @@ def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
     with ctx.autocast():
         rows = cd.evaluate_copy_distance(ctx.model, docs, ctx.tokenizer.bos_token_id, windows, ctx.spec.copy_trials,
                                          ctx.spec.seed, ctx.batch_tokens, ctx.device)
-    metric = {"passage": cd.PASSAGE, "prefix": cd.PREFIX, "windows": cd.summarize(rows, seed=ctx.spec.seed)}
-    table = [[r[c] for c in cd.COLUMNS] for r in rows]
-    return EvalOutcome(metric, {ctx.out_dir / outputs.COPY_DISTANCE_CSV: (cd.COLUMNS, table)})
+    windows_summary = [rec.CopyWindow(**{k: w[k] for k in rec.CopyWindow.model_fields}) for w in cd.summarize(rows)]
+    metric = rec.CopyDistanceMetric(passage=cd.PASSAGE, prefix=cd.PREFIX, windows=windows_summary)
+    table = [rec.CopyRow(**r) for r in rows]
+    return EvalOutcome(metric, {ctx.out_dir / outputs.COPY_DISTANCE_CSV: (rec.CopyRow, table)},
+                       settings_extra={"windows_used": windows})
 
 
 EVALS: dict[str, Callable[[EvalContext], EvalOutcome]] = {
@@ -177,6 +214,17 @@ EVALS: dict[str, Callable[[EvalContext], EvalOutcome]] = {
     "passkey": run_passkey,
     "copy_distance": run_copy_distance,
 }
+
+
+def bundle_fingerprint(bundle) -> str:
+    """Hash of the CORE tasks scored: their configuration and the bytes of their data files."""
+    import hashlib
+
+    return rec.short_hash([
+        [t.label, t.dataset_uri, t.task_type, t.num_fewshot, t.continuation_delimiter, t.baseline,
+         hashlib.sha256(t.path.read_bytes()).hexdigest()]
+        for t in bundle.tasks
+    ])
 
 
 def get_eval(name: str) -> Callable[[EvalContext], EvalOutcome]:

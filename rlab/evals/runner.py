@@ -1,115 +1,240 @@
-"""The eval worker: load one tag, run the requested evals, write its outputs.
+"""The eval worker: load one tag, run the requested evals, merge them into its eval.json.
 
     python -m rlab.evals results/<exp>/evals/<tag>/eval_run.json                 # one process
     torchrun --nproc_per_node=8 -m rlab.evals results/<exp>/evals/<tag>/eval_run.json
     torchrun --nproc_per_node=2 -m rlab.evals eval_run.json                       # CPU, gloo
 
-It reads an `EvalRunConfig` (no flags of its own), loads the checkpoint with
-`rlab.core.checkpoint.load_model`, runs each eval of `eval.evals` in turn (releasing memory
-after each), and on rank 0 writes eval.json, the CSVs and `core_csv` atomically. Every rank
-computes; rank 0 alone writes.
+It reads an `EvalRunConfig` (no flags of its own), loads the checkpoint, runs each eval of `eval.evals`
+in turn (releasing memory after each), and on rank 0 writes the outputs atomically, eval.json last.
+
+Never lose a fuller eval: eval.json holds one section per eval, each with how it was measured
+(`rlab.records.SectionRun`). A run replaces the sections it ran and keeps the others when they describe
+the same checkpoint (same step and meta file). When they describe another checkpoint the run refuses,
+unless it re-runs all of them or `force` is set (then they are dropped, with their files). A section
+whose headline number could not be computed (NaN, e.g. from a broken checkpoint) fails the run: nothing
+is written and the worker exits non-zero.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import subprocess
+import math
 import time
 from contextlib import nullcontext
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rlab import __version__
+from rlab import records as rec
+from rlab.errors import EvalError
 from rlab.evals import outputs
-from rlab.evals.registry import EvalContext, get_eval, release_memory
+from rlab.evals.registry import EvalContext, EvalOutcome, get_eval, release_memory
 from rlab.spec.run import EvalRunConfig
 
 log = logging.getLogger(__name__)
 
+HEADLINE_FIELDS = ("bpb", "core", "overall")
+"""Numbers that must be finite in every section that has them (else the metric could not be computed)."""
 
-def code_version() -> str:
-    """rlab's version plus the git commit of its checkout when there is one (`0.1.0+g1a2b3c4`)."""
-    repo = Path(__file__).resolve().parents[2]
+
+def checkpoint_facts(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> rec.CheckpointFacts:
+    """What the checkpoint's meta says about its training (nanochat metas leave most of it null)."""
+    from rlab.paths import meta_file
+
+    run_cfg = meta.get("run_config") or {}
+    train_cfg = run_cfg.get("train") or {}
+    state = meta.get("train_state") or {}
+    code = meta.get("code_version")
+    data_start = meta.get("data_start", run_cfg.get("data_start", train_cfg.get("data_start")))
+    return rec.CheckpointFacts(
+        step=step,
+        meta_sha256=hashlib.sha256(meta_file(ckpt_dir, step).read_bytes()).hexdigest()[:16],
+        tokens_trained=meta.get("tokens_trained"),
+        skipped_steps=state.get("skipped_total"),
+        data_start=_data_start_label(data_start),
+        seed=train_cfg.get("seed"),
+        train_code_version=rec.CodeVersion.model_validate(code).label if isinstance(code, dict) else None,
+        train_world_size=meta.get("world_size"),
+        train_dtype=state.get("dtype"),
+    )
+
+
+def _data_start_label(data_start: Any) -> str | None:
+    """`beginning`, the trainer's `describe` of a DataStart (`after d20@21400 (pq 3, rg 17)`), else a hash."""
+    if data_start is None or isinstance(data_start, str):
+        return data_start
+    if isinstance(data_start, dict) and isinstance(data_start.get("describe"), str):
+        return data_start["describe"]
+    if isinstance(data_start, dict) and set(data_start) == {"source"}:
+        return str(data_start["source"])
+    return rec.short_hash(data_start)
+
+
+def kept_sections(out_dir: Path, facts: rec.CheckpointFacts, requested: list[str], force: bool) -> rec.EvalDoc | None:
+    """The previous eval.json when its sections not re-run may be kept; None when it is to be replaced.
+
+    Raises EvalError when keeping them is impossible (another checkpoint) and dropping them was not asked.
+    """
+    path = out_dir / outputs.EVAL_JSON
+    if not path.is_file():
+        return None
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return __version__
-    return f"{__version__}+g{sha}" if sha else __version__
+        previous = rec.read_eval_doc(path)
+    except rec.ContractError as exc:
+        previous, sections, why = None, _raw_sections(path), f"it is not readable by this rlab ({exc.message})"
+    else:
+        sections = previous.metrics.present()
+        why = (f"it describes step {previous.step}" + (" (another checkpoint written at this step)"
+                                                        if previous.step == facts.step else ""))
+        if previous.checkpoint.step == facts.step and previous.checkpoint.meta_sha256 == facts.meta_sha256:
+            return previous
+    others = [s for s in sections if s not in requested]
+    if not others:
+        return None
+    if force:
+        log.warning("dropping %s from %s: %s (--force)", ", ".join(others), path, why)
+        return None
+    raise EvalError(
+        f"{path} holds {', '.join(others)}, which this run does not re-run, and {why}: step {facts.step} now.",
+        "Re-run those evals too, or pass --force to drop them.",
+    )
 
 
-def run_evals(cfg: EvalRunConfig) -> dict[str, Any]:
+def _raw_sections(path: Path) -> list[str]:
+    import json
+
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8")).get("metrics") or {}
+        return sorted(metrics) if isinstance(metrics, dict) else []
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return []
+
+
+def nonfinite_headlines(name: str, section: rec.Record) -> list[str]:
+    """`section.field` paths of headline numbers that are missing or not finite."""
+    bad: list[str] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k in HEADLINE_FIELDS and (v is None or (isinstance(v, float) and not math.isfinite(v))):
+                    bad.append(f"{where}.{k}")
+                else:
+                    walk(v, f"{where}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+
+    walk(section.model_dump(), name)
+    return bad
+
+
+def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     """Run the configured evals for one tag; returns the eval.json document (on every rank)."""
     import torch
 
-    from rlab.core.checkpoint import load_model
+    from rlab.core.checkpoint import find_last_step, load_model, read_meta
     from rlab.core.distributed import init_distributed
     from rlab.core.tokenizer import Tokenizer, load_token_bytes
     from rlab.paths import BaseLayout
+    from rlab.provenance import code_version
 
     fns = {name: get_eval(name) for name in cfg.eval.evals}  # unknown names fail before loading anything
-    info = init_distributed()
     layout = BaseLayout(Path(cfg.base_dir))
-    model, meta = load_model(layout.checkpoint_dir(cfg.tag), cfg.step, info.device)
+    ckpt_dir = layout.checkpoint_dir(cfg.tag)
+    step = cfg.step if cfg.step is not None else find_last_step(ckpt_dir)
+    if step is None:
+        from rlab.errors import CheckpointError
+
+        raise CheckpointError(f"No complete checkpoint in {ckpt_dir}.", hint="Check the base dir and --tag.")
+    facts = checkpoint_facts(ckpt_dir, step, read_meta(ckpt_dir, step))
+    out_dir = Path(cfg.out_dir)
+    previous = kept_sections(out_dir, facts, list(fns), cfg.force)
+
+    info = init_distributed()
+    model, meta = load_model(ckpt_dir, step, info.device)
     model.eval()
-    step = int(meta["step"])
     name = f"{cfg.tag} step {step}"
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
-    autocast = (
-        partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16) if info.device_type == "cuda" else nullcontext
-    )
+    cuda = info.device_type == "cuda"
+    autocast = partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16) if cuda else nullcontext
     ctx = EvalContext(
         model=model, tokenizer=tokenizer, meta=meta, spec=cfg.eval, device=info.device,
-        base_dir=Path(cfg.base_dir), out_dir=Path(cfg.out_dir), core_csv=Path(cfg.core_csv),
+        base_dir=Path(cfg.base_dir), out_dir=out_dir, core_csv=Path(cfg.core_csv),
         token_bytes=load_token_bytes(layout.tokenizer_dir, info.device), name=name,
         rank=info.rank, world_size=info.world_size, autocast=autocast,
     )
     log.info("evaluating %s (%s) on %d rank(s): %s", name, model.rope.describe(), info.world_size, ", ".join(fns))
-    metrics: dict[str, Any] = {}
-    tables: dict[Path, tuple] = {}
-    units: list[tuple[str, int, float, float]] = []
-    timings: dict[str, float] = {}
+    settings = cfg.eval.model_dump(mode="json")
+    outcomes: dict[str, EvalOutcome] = {}
+    runs: dict[str, rec.SectionRun] = {}
     for eval_name, fn in fns.items():
         t0 = time.perf_counter()
         outcome = fn(ctx)
-        timings[eval_name] = round(time.perf_counter() - t0, 3)
-        metrics[eval_name] = outcome.metric
-        tables.update(outcome.tables)
-        units += outcome.units
-        del outcome
+        seconds = round(time.perf_counter() - t0, 3)
+        picked = rec.section_settings(eval_name, settings, outcome.settings_extra)
+        outcomes[eval_name] = outcome
+        runs[eval_name] = rec.SectionRun(
+            code_version=code_version(), world_size=info.world_size, dtype="bfloat16" if cuda else "float32",
+            settings=picked, settings_hash=rec.short_hash(picked), data_hash=outcome.data_hash, seconds=seconds,
+            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
         release_memory()
-        log.info("%s: %s done in %.1fs", name, eval_name, timings[eval_name])
-    doc = {
-        "schema": outputs.EVAL_SCHEMA,
-        "experiment": cfg.experiment,
-        "tag": cfg.tag,
-        "variant": cfg.variant,
-        "step": step,
-        "rope": model.rope.model_dump(mode="json"),
-        "train_seq_len": ctx.train_seq_len,
-        "tokens_trained": meta.get("tokens_trained"),
-        "code_version": code_version(),
-        "settings": cfg.eval.model_dump(mode="json"),
-        "world_size": info.world_size,
-        "seconds": timings,
-        "metrics": metrics,
-    }
+        log.info("%s: %s done in %.1fs", name, eval_name, seconds)
+    bad = [p for n, o in outcomes.items() for p in nonfinite_headlines(n, o.metric)]
+    if bad:
+        raise EvalError(f"{name}: could not compute {', '.join(bad[:6])}{' ...' if len(bad) > 6 else ''} "
+                        "(not finite); nothing was written.",
+                        "Check the checkpoint (a non-finite weight gives NaN everywhere).")
+    doc = merge_doc(previous, cfg, facts, model.rope.model_dump(mode="json"), ctx.train_seq_len, outcomes, runs)
     if info.is_main:
-        write_outputs(Path(cfg.out_dir), doc, tables, units)
+        write_outputs(out_dir, Path(cfg.core_csv), doc, outcomes)
     del model, ctx
     release_memory()
     return doc
 
 
+def merge_doc(previous: rec.EvalDoc | None, cfg: EvalRunConfig, facts: rec.CheckpointFacts, rope: dict,
+              train_seq_len: int, outcomes: dict[str, EvalOutcome], runs: dict[str, rec.SectionRun]) -> rec.EvalDoc:
+    """The new eval.json: the previous one's sections not re-run (when kept), plus this run's."""
+    sections = previous.metrics.model_dump(exclude_none=True) if previous is not None else {}
+    measured = dict(previous.measured) if previous is not None else {}
+    for eval_name, outcome in outcomes.items():
+        sections[eval_name] = outcome.metric.model_dump()
+        measured[eval_name] = runs[eval_name]
+    return rec.EvalDoc(
+        experiment=cfg.experiment, tag=cfg.tag, variant=cfg.variant, rope=rope, train_seq_len=train_seq_len,
+        checkpoint=facts, metrics=rec.EvalMetrics.model_validate(sections), measured=measured,
+    )
 
 
-def write_outputs(out_dir: Path, doc: dict, tables: dict[Path, tuple], units: list) -> None:
-    """CSV tables first, eval.json last (its presence means the tag's outputs are complete)."""
-    for path, (columns, rows) in tables.items():
-        outputs.write_csv_atomic(path, columns, rows)
+def write_outputs(out_dir: Path, core_csv: Path, doc: rec.EvalDoc, outcomes: dict[str, EvalOutcome]) -> None:
+    """Tables of the sections run, bpb_units.csv merged by section, stale files removed, eval.json last."""
+    present = set(doc.metrics.present())
+    for outcome in outcomes.values():
+        for path, (model, rows) in outcome.tables.items():
+            rec.write_rows(path, rows, model.columns)
+    units_path = out_dir / outputs.BPB_UNITS_CSV
+    try:
+        old_units = rec.read_rows(units_path, rec.BpbUnit) if units_path.is_file() else []
+    except rec.ContractError as exc:
+        log.warning("replacing %s: %s", units_path, exc.message)
+        old_units = []
+    units = [u for u in old_units if u.section in present and u.section not in outcomes]
+    units += [u for o in outcomes.values() for u in o.units]
     if units:
-        outputs.write_csv_atomic(out_dir / outputs.BPB_UNITS_CSV, outputs.BPB_UNITS_COLUMNS, units)
-    outputs.write_json_atomic(out_dir / outputs.EVAL_JSON, doc)
+        rec.write_rows(units_path, units, rec.BpbUnit.columns)
+    else:
+        units_path.unlink(missing_ok=True)
+    for section, files in outputs.SECTION_FILES.items():
+        if section not in present:
+            for file in files:
+                if (out_dir / file).exists():
+                    log.info("removing %s: its eval (%s) is no longer in eval.json", file, section)
+                    (out_dir / file).unlink()
+            if section == "core":
+                core_csv.unlink(missing_ok=True)
+    rec.write_eval_doc(out_dir / outputs.EVAL_JSON, doc)
     log.info("wrote %s", out_dir / outputs.EVAL_JSON)

@@ -46,7 +46,7 @@ def kind_of(src: TagSources) -> ArmKind:
     if src.variant == "base":
         return "base"
     steps = _train_section(src).get("steps")
-    if steps == 0 or (src.eval or {}).get("zero_shot") is True:
+    if steps == 0:
         return "zero-shot"
     return "continued"
 

@@ -187,7 +187,7 @@ def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | N
 
 
 def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: str = "md", seed: int = 0,
-                 n_boot: int = unc.DEFAULT_BOOT) -> ReportOutput:
+                 n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportOutput:
     """Build the report of one experiment into its results folder.
 
     Always writes results.csv; ``md`` adds comparison.md and the plots; ``html`` adds comparison.html
@@ -198,7 +198,7 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
     if not layout.root.is_dir():
         raise RlabError(f"No results for experiment '{layout.experiment}' under {layout.results_root}.",
                         "Run `rlab continue` / `rlab eval` first, or pass --results-dir / --experiment.")
-    data = collect(layout, baseline, seed=seed, n_boot=n_boot)
+    data = collect(layout, baseline, seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch)
     if data.meta.empty:
         raise RlabError(f"Experiment '{layout.experiment}' has no runs or evals yet ({layout.root}).",
                         "Run `rlab eval --tag TAG` first.")

@@ -21,15 +21,18 @@ import pandas as pd
 
 from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ExperimentLayout
+from rlab.report import comparability as cmp
 from rlab.report import estimates as est
 from rlab.report import frames as fr
 from rlab.report import uncertainty as unc
-from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, seed_of
+from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, reference_arm, seed_of
 from rlab.report.sources import ExperimentSources, TagSources, read_experiment
 
 log = logging.getLogger(__name__)
 
 SCALAR_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n_units", "n_seeds", "interval"]
+NOT_COMPARABLE = "not comparable"
+"""The verdict where the compared tags were not evaluated or trained alike (`rlab.report.comparability`)."""
 
 
 class Footnotes:
@@ -84,6 +87,10 @@ class ReportData:
     tag_notes: dict[str, list[int]] = field(default_factory=dict)
     """Footnote numbers per tag (shown next to its arm's label)."""
     sources: ExperimentSources | None = None
+    mismatches: list[cmp.Mismatch] = field(default_factory=list)
+    """How compared tags differ in their evals or training (shown first; each blocks the verdicts it touches)."""
+    allow_mismatch: bool = False
+    """Verdicts were given across mismatches anyway (`--allow-mismatch`)."""
     best: dict[str, str] = field(default_factory=dict)
     """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
 
@@ -204,8 +211,38 @@ def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     return [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
 
 
+def arm_mismatches(arms: list[Arm], base: Arm, tags: list[TagSources]) -> dict[str, list[cmp.Mismatch]]:
+    """Per arm: how its tags differ from its reference arm's first tag (`reference_arm`: evals; training too when
+    both arms are the same condition, e.g. continued vs continued) and from their own arm's first tag (seeds)."""
+    docs = {t.tag: t.eval for t in tags}
+    out: dict[str, list[cmp.Mismatch]] = {}
+    for arm in arms:
+        found: list[cmp.Mismatch] = []
+        reference = reference_arm(arm, arms, base)
+        ref, own = docs.get(reference.tags[0]), docs.get(arm.tags[0])
+        for tag in arm.tags:
+            doc = docs.get(tag)
+            if doc is None:
+                continue
+            if ref is not None and tag != reference.tags[0]:
+                found += cmp.mismatches(doc, ref, check_training=arm.kind == reference.kind)
+            if own is not None and tag != arm.tags[0]:
+                found += cmp.mismatches(doc, own)
+        out[arm.key] = list(dict.fromkeys(found))
+    return out
+
+
+def block_verdicts(comparisons: pd.DataFrame, found: dict[str, list[cmp.Mismatch]]) -> pd.DataFrame:
+    """`NOT_COMPARABLE` in place of every verdict a mismatch concerns."""
+    frame = comparisons.copy()
+    for i, r in zip(frame.index, frame.itertuples(index=False), strict=True):
+        if r.verdict and cmp.blocks(found.get(r.arm, []), r.metric):
+            frame.at[i, "verdict"] = NOT_COMPARABLE
+    return frame
+
+
 def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int = 0,
-            n_boot: int = unc.DEFAULT_BOOT) -> ReportData:
+            n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportData:
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
     notes = Footnotes()
@@ -223,9 +260,11 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
         row.update(arm=arm.key, kind=kind_of(src), seed=seed_of(src), n_seeds=arm.n_seeds, label=arm.key)
         meta_rows.append(row)
     meta_cols = ["experiment", "tag", "variant", "arm", "kind", "seed", *(f"rope_{f}" for f in fr.ROPE_FIELDS),
-                 "n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss", "evaluated", "label"]
+                 "n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss",
+                 *(c for c in fr.PROVENANCE if c not in ("step", "train_seq_len", "tokens_trained", "seed")),
+                 "evaluated", "label"]
     meta = pd.DataFrame.from_records(meta_rows, columns=meta_cols)
-    for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained"):
+    for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained", "skipped_steps"):
         meta[col] = meta[col].astype("Int64")
 
     keys = [(t.tag, t.variant) for t in tags]
@@ -262,8 +301,12 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
             "rel_high", "p_value", "n_units", "n_seeds", "interval", "family"]))
     else:
         comparisons = est.compare_arms(arms, base, data, scalars, baselines, seed, n_boot)
+    found = arm_mismatches(arms, base, tags) if base is not None else {}
+    if not allow_mismatch:
+        comparisons = block_verdicts(comparisons, found)
 
     best = {m: k for m in metrics if m != "passkey_overall"
+            and (allow_mismatch or not any(cmp.blocks(ms, m) for ms in found.values()))  # no "best" across a mismatch
             and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None}
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
     if any(d.units for d in data.values()) and not clustered:
@@ -278,7 +321,8 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
                      meta=meta, arms=arms, baseline_arm=base.key if base else None, primary=primary,
                      scalars=scalars, tag_scalars=tag_scalars, comparisons=comparisons, bpb_length=bpb_length,
                      passkey=passkey, core_tasks=core_tasks, curves=curves, results=pd.DataFrame(),
-                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources, best=best)
+                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources, best=best,
+                     mismatches=[m for ms in found.values() for m in ms], allow_mismatch=allow_mismatch)
     from rlab.report.wide import ID, wide_frame
 
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))

@@ -1,6 +1,7 @@
 """One tag's outputs as tidy frames: run facts, BPB by length, passkey cells, CORE per task, training curves.
 
-Readers are tolerant (a missing piece is an empty frame); `collect` stacks them over tags.
+Everything comes from eval.json (`rlab.records.EvalDoc`) and metrics.jsonl; a missing piece is an empty
+frame, never a guess from another file. `collect` stacks them over tags.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlab import records as rec
 from rlab.report.sources import TagSources
 
 ROPE_FIELDS = ("base", "factor", "original_len", "beta_fast", "beta_slow", "attention_factor",
                "low_freq_factor", "high_freq_factor")
 """RopeSpec's parameters, in results.csv's column order (as `rope_<field>`)."""
 BPB_METRICS = ("train", "val")
+PROVENANCE = rec.PROVENANCE_COLUMNS
+"""results.csv's provenance columns (`rlab.records.ResultsRow`), from each tag's eval.json."""
 
 
 # ---------------------------------------------------------------- per-tag frames
@@ -40,13 +44,14 @@ def int_or_none(value: Any) -> int | None:
 
 
 def _rope_of(src: TagSources) -> dict[str, Any]:
-    rope = (src.eval or {}).get("rope") or (src.run_config or {}).get("rope") or {}
+    rope = src.eval.rope if src.eval is not None else (src.run_config or {}).get("rope") or {}
     return rope if isinstance(rope, dict) else {}
 
 
 def _train_seq_len(src: TagSources, spec: dict[str, Any] | None) -> int | None:
-    for candidate in ((src.eval or {}).get("train_seq_len"),
-                      ((src.run_config or {}).get("train") or {}).get("seq_len"),
+    if src.eval is not None:
+        return src.eval.train_seq_len
+    for candidate in (((src.run_config or {}).get("train") or {}).get("seq_len"),
                       ((spec or {}).get("train") or {}).get("seq_len")):
         if int_or_none(candidate) is not None:
             return int_or_none(candidate)
@@ -58,8 +63,8 @@ def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str
     row: dict[str, Any] = {"experiment": exp, "tag": src.tag, "variant": src.variant}
     for name in ROPE_FIELDS:
         row[f"rope_{name}"] = num(rope.get(name))
-    ev = src.eval or {}
-    step = int_or_none(ev.get("step"))
+    ev = src.eval
+    step = ev.step if ev is not None else None
     last_loss = float("nan")
     if src.metrics is not None:
         train = src.metrics[src.metrics["type"] == "train"]
@@ -69,22 +74,21 @@ def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str
                 step = int_or_none(train["step"].iloc[-1])
     row["step"] = step
     row["train_seq_len"] = _train_seq_len(src, spec)
-    row["tokens_trained"] = int_or_none(ev.get("tokens_trained"))
+    row["tokens_trained"] = ev.checkpoint.tokens_trained if ev is not None else None
     row["last_train_loss"] = last_loss
     row["evaluated"] = src.evaluated
+    provenance = rec.provenance(ev) if ev is not None else {}
+    row.update({c: provenance.get(c) for c in PROVENANCE if c not in row})
     return row
 
 
-def _records_frame(src: TagSources, metric: str, key: str, csv: str, cols: list[str], sort: list[str]) -> pd.DataFrame:
-    """`cols` of the records under eval.json's metrics[metric][key], else of the tag's `csv` side file."""
+def _records_frame(src: TagSources, metric: str, key: str, cols: list[str], sort: list[str]) -> pd.DataFrame:
+    """`cols` of the records under eval.json's metrics[metric][key] (empty when that eval did not run)."""
     entry = src.metric(metric)
     rows = entry.get(key) if entry else None
-    if isinstance(rows, list) and rows:
-        frame = pd.DataFrame.from_records([r for r in rows if isinstance(r, dict)])
-    elif csv in src.csvs:
-        frame = src.csvs[csv].copy()
-    else:
+    if not rows:
         return pd.DataFrame(columns=cols)
+    frame = pd.DataFrame.from_records(rows)
     for c in cols:
         if c not in frame:
             frame[c] = np.nan
@@ -94,27 +98,23 @@ def _records_frame(src: TagSources, metric: str, key: str, csv: str, cols: list[
 
 
 def bpb_length_frame(src: TagSources) -> pd.DataFrame:
-    """length, bpb, ci_low, ci_high, tokens, docs — from eval.json, else bpb_by_length.csv."""
-    return _records_frame(src, "bpb_length", "lengths", "bpb_by_length",
-                          ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"], ["length"])
+    """length, bpb, ci_low, ci_high, tokens, docs — points from eval.json; intervals are the report's, added later."""
+    return _records_frame(src, "bpb_length", "lengths", ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"],
+                          ["length"])
 
 
 def passkey_frame(src: TagSources) -> pd.DataFrame:
-    """length, depth, accuracy, n — from eval.json, else passkey.csv."""
-    return _records_frame(src, "passkey", "cells", "passkey", ["length", "depth", "accuracy", "n"], ["length", "depth"])
+    """length, depth, accuracy, n — from eval.json."""
+    return _records_frame(src, "passkey", "cells", ["length", "depth", "accuracy", "n"], ["length", "depth"])
 
 
 def core_task_frame(src: TagSources) -> pd.DataFrame:
-    """task, type, accuracy, centered, baseline, n — from results_<variant>.csv, else eval.json."""
+    """task, type, accuracy, centered, baseline, n — from eval.json's core section."""
     cols = ["task", "type", "accuracy", "centered", "baseline", "n"]
-    if src.core_tasks is not None:
-        frame = src.core_tasks.copy()
-    else:
-        entry = src.metric("core")
-        tasks = entry.get("tasks") if entry else None
-        if not isinstance(tasks, dict) or not tasks:
-            return pd.DataFrame(columns=cols)
-        frame = pd.DataFrame.from_records([{"task": k, **v} for k, v in tasks.items() if isinstance(v, dict)])
+    entry = src.metric("core")
+    if not entry or not entry["tasks"]:
+        return pd.DataFrame(columns=cols)
+    frame = pd.DataFrame.from_records([{"task": k, **v} for k, v in entry["tasks"].items()])
     for c in cols:
         if c not in frame:
             frame[c] = np.nan if c != "type" else ""
@@ -127,19 +127,8 @@ def core_task_frame(src: TagSources) -> pd.DataFrame:
 
 
 def task_baselines(core_tasks: pd.DataFrame) -> dict[str, float]:
-    """Random-guess accuracy per task as a fraction.
-
-    Derived from accuracy and centered when both are there (b = (a - c) / (1 - c)), which is exact
-    whatever scale the producer wrote `baseline` in; else `baseline`, read as percent when > 1.
-    """
-    out: dict[str, float] = {}
-    for row in core_tasks.itertuples(index=False):
-        a, c, b = float(row.accuracy), float(row.centered), float(row.baseline)
-        if not (math.isnan(a) or math.isnan(c)) and c != 1.0:
-            out[row.task] = (a - c) / (1.0 - c)
-        elif not math.isnan(b):
-            out[row.task] = b / 100.0 if b > 1.0 else b
-    return out
+    """Random-guess accuracy per task, a fraction (`rlab.records.CoreTask.baseline`)."""
+    return {str(r.task): float(r.baseline) for r in core_tasks.itertuples(index=False)}
 
 
 def curves_frame(src: TagSources) -> pd.DataFrame:

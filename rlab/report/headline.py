@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from rlab.report import uncertainty as unc
-from rlab.report.collect import ReportData
+from rlab.report.collect import NOT_COMPARABLE, ReportData
 from rlab.report.tables import arm_order, comparison, scalar
 
 MORE_UNITS_HINT = {
@@ -52,7 +52,9 @@ def sentence(data: ReportData, arm: str) -> str:
            if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"]) else "")
     absolute = f"{comp['diff']:+.4f} BPB [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]"
     word = comp["verdict"]
-    if word.startswith("too few units"):
+    if word == NOT_COMPARABLE:
+        call = "**no verdict: not comparable** (evaluated or trained differently; see above)"
+    elif word.startswith("too few units"):
         call = f"**no verdict: {word}**; to get more, {_hint(metric)}"
     elif word == "≈ within noise":
         call = "**within noise** (not significant)"
@@ -67,9 +69,17 @@ def sentences(data: ReportData) -> list[str]:
     return [sentence(data, a) for a in sentences_arms(data)]
 
 
+def mismatch_line(data: ReportData) -> str:
+    """The tags compared that were not evaluated or trained alike, and what follows for the verdicts."""
+    head = ("Verdicts were given across these differences anyway (--allow-mismatch): " if data.allow_mismatch
+            else "Not comparable, so no better/worse verdict where these apply (re-evaluate with the same "
+            "settings and code, or pass --allow-mismatch): ")
+    return head + "; ".join(m.sentence() for m in data.mismatches) + "."
+
+
 def warnings(data: ReportData) -> list[str]:
     """What limits the verdicts: comparability, seeds, unit counts, clustering."""
-    out = []
+    out = [mismatch_line(data)] if data.mismatches else []
     if data.baseline_arm is None:
         out.append(f"No outputs of the baseline variant '{data.baseline}': nothing is compared.")
     primary = data.comparisons[data.comparisons["family"] == "primary"]

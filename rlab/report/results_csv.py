@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlab.atomic_io import write_text_atomic
+from rlab.errors import RlabError
 from rlab.report.wide import order_columns
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,21 @@ def merge_rows(existing: pd.DataFrame | None, fresh: pd.DataFrame) -> pd.DataFra
     return merged.sort_values(list(KEY), kind="stable").reset_index(drop=True)
 
 
+def check_rows(frame: pd.DataFrame) -> None:
+    """Every row through `rlab.records.ResultsRow` (identity and provenance columns typed)."""
+    from pydantic import ValidationError
+
+    from rlab.records import ResultsRow
+
+    for row in frame.to_dict("records"):
+        try:
+            ResultsRow.model_validate(row)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise RlabError(f"results.csv row of {row.get('tag')!r} breaks its contract: {err['msg']} "
+                            f"({'.'.join(map(str, err['loc']))}).") from None
+
+
 def write_results_csv(path: Path, results: pd.DataFrame) -> pd.DataFrame:
     """Merge `results` into the CSV at `path` atomically under its lock; returns the text frame written."""
     fresh = to_text(results)
@@ -87,5 +103,6 @@ def write_results_csv(path: Path, results: pd.DataFrame) -> pd.DataFrame:
             if existing is not None and not set(KEY) <= set(existing.columns):
                 existing = None
         merged = merge_rows(existing, fresh)
+        check_rows(merged)
         write_text_atomic(path, merged.to_csv(index=False, lineterminator="\n"))
     return merged

@@ -1,36 +1,32 @@
-"""Read one experiment's files (eval outputs, per-variant CORE CSVs, training metrics) tolerantly.
+"""Read one experiment's files (eval outputs, training metrics) through their contracts (`rlab.records`).
 
 The report reads files only, never models. Producers may still be running, so every piece is
-optional: a missing or unreadable file becomes `None` plus a footnote on the tag, never a crash.
-Formats are the ones fixed in docs/architecture.md (eval.json schema ``rlab.eval/1``).
+optional: a missing file, or one that does not match its contract, becomes `None` plus a footnote
+on the tag, never a crash and never a guess at what an off-contract file meant.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rlab import records as rec
+from rlab.evals import outputs
 from rlab.paths import ExperimentLayout
 
 log = logging.getLogger(__name__)
 
-EVAL_SCHEMA = "rlab.eval/1"
-_ARM_SUFFIX = re.compile(r"(-seed[1-9][0-9]*|-zeroshot)$")
-# Side files of an eval, by name, with the columns each must have.
-EVAL_CSVS: dict[str, tuple[str, ...]] = {
-    "bpb_by_length": ("length", "bpb"),
-    "passkey": ("length", "depth", "accuracy"),
-    "core_examples": ("task", "index", "correct"),
-    "bpb_units": ("metric", "unit", "nats", "bytes"),
-    "copy_distance": ("window", "distance", "record", "first_nats", "copy_nats", "copy_acc"),
+# Side files the statistics need, by name -> (file, row model). Everything else is in eval.json.
+EVAL_CSVS: dict[str, tuple[str, type[rec.Record]]] = {
+    "core_examples": (outputs.CORE_EXAMPLES_CSV, rec.CoreExample),
+    "bpb_units": (outputs.BPB_UNITS_CSV, rec.BpbUnit),
+    "copy_distance": (outputs.COPY_DISTANCE_CSV, rec.CopyRow),
 }
-CORE_TASK_COLUMNS = ("task", "type", "accuracy", "centered", "baseline", "n")
 
 
 @dataclass
@@ -39,11 +35,10 @@ class TagSources:
 
     tag: str
     variant: str
-    eval: dict[str, Any] | None = None
+    eval: rec.EvalDoc | None = None
     run_config: dict[str, Any] | None = None
     metrics: pd.DataFrame | None = None
     csvs: dict[str, pd.DataFrame] = field(default_factory=dict)
-    core_tasks: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
     """Footnotes about this tag (what is missing or odd)."""
 
@@ -52,11 +47,9 @@ class TagSources:
         return self.eval is not None
 
     def metric(self, name: str) -> dict[str, Any] | None:
-        """One entry of eval.json's "metrics" (absent when that eval did not run)."""
-        if self.eval is None:
-            return None
-        value = (self.eval.get("metrics") or {}).get(name)
-        return value if isinstance(value, dict) else None
+        """One section of eval.json's "metrics" as plain data (None when that eval did not run)."""
+        section = self.eval.section(name) if self.eval is not None else None
+        return section.model_dump() if section is not None else None
 
 
 @dataclass
@@ -85,50 +78,31 @@ def read_json(path: Path, notes: list[str], what: str) -> dict[str, Any] | None:
     return value
 
 
-def read_csv(path: Path, required: tuple[str, ...], notes: list[str], what: str) -> pd.DataFrame | None:
-    """A CSV with at least `required` columns, or None (with a footnote when it exists but is bad)."""
+def read_table(path: Path, model: type[rec.Record], notes: list[str]) -> pd.DataFrame | None:
+    """A side CSV through its row model, or None (with a footnote when it exists but breaks its contract)."""
     if not path.is_file():
         return None
     try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError) as exc:  # pandas' parser errors are ValueErrors
-        notes.append(f"{what} is unreadable ({type(exc).__name__}); ignored")
-        log.warning("cannot read %s: %s", path, exc)
+        rows = rec.read_rows(path, model)
+    except rec.ContractError as exc:
+        notes.append(f"{path.name} ignored: {exc.message}")
         return None
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        notes.append(f"{what} lacks column(s) {', '.join(missing)}; ignored")
-        return None
-    return frame
+    return pd.DataFrame([r.model_dump() for r in rows], columns=list(model.columns))
 
 
 def read_metrics(path: Path, notes: list[str]) -> pd.DataFrame | None:
-    """metrics.jsonl as a frame (one row per record). A torn last line (job still writing) is skipped.
-
-    A resumed run repeats steps; the last record of each (type, step) wins.
-    """
+    """metrics.jsonl (one record stream per tag, `rlab.records.MetricsRecord`) as a frame, one row per record."""
     if not path.is_file():
         return None
-    records, bad = [], 0
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(rec, dict) and "type" in rec and "step" in rec:
-                records.append(rec)
-    if bad:
-        log.info("%s: skipped %d unreadable line(s) (a job still writing leaves a torn last line)", path, bad)
+    try:
+        records = rec.read_metrics_records(path)
+    except (OSError, UnicodeDecodeError, rec.ContractError) as exc:
+        notes.append(f"metrics.jsonl ignored: {getattr(exc, 'message', exc)}")
+        return None
     if not records:
         notes.append("metrics.jsonl has no records")
         return None
-    frame = pd.DataFrame.from_records(records)
-    frame = frame.drop_duplicates(subset=["type", "step"], keep="last")
+    frame = pd.DataFrame.from_records([r.model_dump() for r in records])
     return frame.sort_values(["type", "step"], kind="stable").reset_index(drop=True)
 
 
@@ -167,11 +141,14 @@ def read_spec(layout: ExperimentLayout, notes: list[str]) -> dict[str, Any] | No
 def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> TagSources:
     """Every file about one tag."""
     notes: list[str] = []
-    ev = read_json(layout.eval_json(tag), notes, "eval.json")
-    if ev is not None and ev.get("schema") != EVAL_SCHEMA:
-        notes.append(f"eval.json has schema {ev.get('schema')!r}, expected {EVAL_SCHEMA!r}; read anyway")
+    ev = None
+    if layout.eval_json(tag).is_file():
+        try:
+            ev = rec.read_eval_doc(layout.eval_json(tag))
+        except rec.ContractError as exc:
+            notes.append(f"eval.json ignored: {exc.message} {exc.hint or ''}".strip())
     run = read_json(layout.run_config(tag), notes, "run.json")
-    variant = str((ev or {}).get("variant") or (run or {}).get("variant") or _variant_from_tag(tag, known_variants))
+    variant = ev.variant if ev is not None else str((run or {}).get("variant") or _variant_from_tag(tag, known_variants))
     src = TagSources(tag=tag, variant=variant, eval=ev, run_config=run, notes=notes)
     if ev is None and not any(n.startswith("eval.json") for n in notes):
         notes.append("not evaluated yet (no eval.json)")
@@ -180,15 +157,10 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
     if src.metrics is None and not layout.metrics_file(tag).is_file() and trains:
         notes.append("no training metrics (metrics.jsonl)")
     if ev is not None:  # eval.json is written last: without it the side files may be from a run in progress
-        for name, required in EVAL_CSVS.items():
-            frame = read_csv(layout.eval_dir(tag) / f"{name}.csv", required, notes, f"{name}.csv")
+        for name, (file, model) in EVAL_CSVS.items():
+            frame = read_table(layout.eval_dir(tag) / file, model, notes)
             if frame is not None:
                 src.csvs[name] = frame
-        suffix = _ARM_SUFFIX.search(tag)  # seed replicates and zero-shot arms have their own per-task file
-        core_csv = layout.core_task_csv(variant + (suffix.group(0) if suffix else ""))
-        src.core_tasks = read_csv(core_csv, ("task", "accuracy", "centered"), notes, core_csv.name)
-        if src.core_tasks is None and not core_csv.is_file():
-            notes.append(f"{core_csv.name} (per-task CORE) is missing")
     return src
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from rlab.records import PROVENANCE_COLUMNS
 from rlab.report.estimates import lower_is_better
 from rlab.report.frames import ROPE_FIELDS
 
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
     from rlab.report.collect import ReportData
 
 ID = ("experiment", "tag", "variant", "arm", "kind", "seed", "compared_with")
-RUN = ("n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss")
+RUN = ("n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss",
+       *(c for c in PROVENANCE_COLUMNS if c not in ("step", "train_seq_len", "tokens_trained", "seed")))
+"""Run facts, then the provenance columns of `rlab.records.ResultsRow`."""
 _METRIC_RE = re.compile(
     r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$")
 _DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_partial", "_missing_tasks")
@@ -110,7 +113,7 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
         rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
     frame = pd.DataFrame.from_records(list(rows.values()))
     frame = frame[order_columns(list(frame.columns))]
-    for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained") + tuple(
+    for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained", "skipped_steps") + tuple(
             c for c in frame.columns if c.endswith("_n_units")):
         if col in frame:
             frame[col] = frame[col].astype("Int64")

@@ -109,10 +109,13 @@ class EvalRunConfig(StrictModel):
     step: int | None = None
     """Checkpoint step; null = the newest complete one."""
     out_dir: Path
-    """Per-tag outputs: eval.json, bpb_by_length.csv, passkey.csv, core_examples.csv, bpb_docs.csv."""
+    """Per-tag outputs (see rlab.evals.outputs): eval.json and its CSVs."""
     core_csv: Path
     """Per-task CORE CSV of this variant (results/<exp>/results_<variant>.csv)."""
     eval: EvalSpec = EvalSpec()
+    force: bool = False
+    """Drop sections of an existing eval.json that describe another checkpoint and are not re-run
+    (without it the worker refuses rather than lose them)."""
 
 
 def write_config(config: RunConfig | EvalRunConfig, path: Path) -> None:

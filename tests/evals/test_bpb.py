@@ -11,11 +11,12 @@ import torch.nn.functional as F
 from rlab.errors import EvalError
 from rlab.evals.bpb import (
     Block,
-    evaluate_bpb,
+    doc_windows,
     evaluate_bpb_blocks,
     evaluate_bpb_by_length,
     plan_blocks,
     resolve_lengths,
+    score_documents,
 )
 from tests.evals.conftest import random_gpt
 
@@ -32,41 +33,69 @@ class UniformModel(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, self.vocab), targets.reshape(-1), ignore_index=-1, reduction=loss_reduction)
 
 
-def test_bpb_hand_computation_excludes_specials_and_ignored():
-    V = 8
-    token_bytes = torch.tensor([0, 1, 2, 3, 1, 1, 4, 0])  # 0 and 7 are special tokens
-    x = torch.zeros(2, 4, dtype=torch.long)
-    y = torch.tensor([[1, 2, 0, 3], [6, -1, 7, 4]])
-    # counted targets: 1,2,3 (row 0) and 6,4 (row 1): 5 tokens, 1+2+3+4+1 = 11 bytes
-    res = evaluate_bpb(UniformModel(V), [(x, y)], 1, token_bytes)
-    assert res.tokens == 5 and res.bytes == 11
-    assert math.isclose(res.bpb, 5 * math.log(V) / (math.log(2) * 11), rel_tol=1e-6)  # losses are fp32
+def _docs(lengths, seed=0, vocab=256, bos=256):
+    g = torch.Generator().manual_seed(seed)
+    return [[bos] + torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
-def test_bpb_matches_manual_cross_entropy_on_a_real_model():
-    torch.manual_seed(0)
-    model = random_gpt(300, seed=4)
+def test_doc_windows_cover_every_target_once():
+    for n, w in [(2, 4), (5, 4), (9, 4), (10, 4), (1, 3)]:
+        targets = [t for s, e in doc_windows(n, w) for t in range(s + 1, e)]
+        assert targets == list(range(1, n)) and all(e - s - 1 <= w for s, e in doc_windows(n, w))
+
+
+def test_documents_match_manual_cross_entropy_and_exclude_specials():
+    """Each document is scored in windows of W targets; nats and bytes per document equal a by-hand forward."""
+    torch.set_num_threads(1)
+    model = random_gpt(300, sequence_len=16, seed=4)
     token_bytes = torch.randint(1, 5, (300,))
-    token_bytes[256] = 0  # BOS-like special
-    batches = [(torch.randint(0, 300, (2, 16)), torch.randint(0, 300, (2, 16))) for _ in range(3)]
-    batches[1][1][0, :4] = -1
-    batches[2][1][1, 3] = 256
-    res = evaluate_bpb(model, batches, 3, token_bytes)
-    nats = nbytes = 0.0
-    units = []
-    for x, y in batches:
-        with torch.no_grad():
-            logits = model(x)
-        keep = (y >= 0) & (token_bytes[y.clamp(min=0)] > 0)
-        ce = F.cross_entropy(logits[keep], y[keep], reduction="sum").item()
-        b = token_bytes[y[keep]].sum().item()
-        units.append((ce, b))
-        nats, nbytes = nats + ce, nbytes + b
-    assert math.isclose(res.bpb, nats / (math.log(2) * nbytes), rel_tol=1e-5)
-    for (un, ub), (en, eb) in zip(res.units, units):
-        assert math.isclose(un, en, rel_tol=1e-5) and ub == eb
-    lo, hi = res.ci()
-    assert lo < res.bpb < hi
+    token_bytes[256] = token_bytes[7] = 0  # BOS and another special: neither nats nor bytes
+    docs = _docs((40, 3, 17, 1))
+    docs[0][5] = 7
+    res = score_documents(model, docs, 16, token_bytes, batch_tokens=48)
+    assert len(res.units) == 4 and res.docs == 4
+    total_n = total_b = 0.0
+    for doc, (un, ub, ut) in zip(docs, res.units):
+        nats = nbytes = count = 0.0
+        for s, e in doc_windows(len(doc), 16):
+            x, y = torch.tensor([doc[s:e - 1]]), torch.tensor(doc[s + 1:e])
+            with torch.no_grad():
+                logits = model(x)[0]
+            keep = token_bytes[y] > 0
+            nats += F.cross_entropy(logits[keep], y[keep], reduction="sum").item()
+            nbytes += token_bytes[y[keep]].sum().item()
+            count += keep.sum().item()
+        assert math.isclose(un, nats, rel_tol=1e-5) and ub == nbytes and ut == count
+        total_n, total_b = total_n + nats, total_b + nbytes
+    assert math.isclose(res.bpb, total_n / (math.log(2) * total_b), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["rope", "dynamic-ntk"])
+def test_documents_are_invariant_to_batch_size_and_rank_split(monkeypatch, variant):
+    """Same per-document sums (1e-6 relative, fp32) at any batch size and any split across ranks."""
+    import rlab.evals.bpb as bpb_mod
+    from rlab.spec.rope import RopeSpec
+
+    torch.set_num_threads(1)
+    rope = RopeSpec(variant=variant, factor=2.0) if variant != "rope" else None
+    model = random_gpt(300, sequence_len=16, seed=3, rope=rope)
+    token_bytes = torch.randint(1, 4, (300,))
+    token_bytes[256] = 0
+    docs = _docs((70, 5, 33, 16, 17, 2, 48), seed=2)
+    ref = score_documents(model, docs, 32, token_bytes, batch_tokens=32)  # one window per forward
+    for batch_tokens in (64, 500):
+        other = score_documents(model, docs, 32, token_bytes, batch_tokens=batch_tokens)
+        assert math.isclose(other.nats, ref.nats, rel_tol=1e-6) and other.bytes == ref.bytes
+    for world in (2, 3):
+        per_doc = [[0.0, 0.0, 0] for _ in docs]
+        for rank in range(world):
+            monkeypatch.setattr(bpb_mod, "_world", lambda r=rank, w=world: (r, w))
+            part = score_documents(model, docs, 32, token_bytes, batch_tokens=96)
+            for i, (n, b, t) in enumerate(part.units):
+                per_doc[i] = [per_doc[i][0] + n, per_doc[i][1] + b, per_doc[i][2] + t]
+        assert all(math.isclose(a[0], b[0], rel_tol=1e-6) and a[1] == b[1] and a[2] == b[2]
+                   for a, b in zip(per_doc, ref.units))
+        assert math.isclose(math.fsum(u[0] for u in per_doc), ref.nats, rel_tol=1e-6)
 
 
 class RecordingUniformModel(UniformModel):
@@ -209,7 +238,7 @@ def test_blocks_equal_per_window_recompute_on_a_real_model():
         res = raw[L]
         assert res.tokens == res.bytes == 52 and res.docs == 2
         assert math.isclose(res.nats, nats, rel_tol=1e-5)
-        assert all(math.isclose(a, b, rel_tol=1e-4) for (a, _), b in zip(res.units, units))
+        assert all(math.isclose(a, b, rel_tol=1e-4) for (a, *_), b in zip(res.units, units))
         direct = evaluate_bpb_blocks(model, docs, plan.blocks, L, 4, token_bytes, batch_tokens=L)  # one per forward
         assert math.isclose(direct.nats, res.nats, rel_tol=1e-5)
 

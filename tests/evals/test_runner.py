@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from rlab import records as rec
 from rlab.errors import EvalError
-from rlab.evals import outputs
 from rlab.evals.registry import get_eval
 from rlab.spec.eval import EvalSpec
 from rlab.spec.run import EvalRunConfig, write_config
@@ -48,25 +48,21 @@ def eval_config(base: Path, root: Path, bundle: Path, evals=("bpb", "bpb_length"
     )
 
 
-def read_csv(path: Path) -> list[dict]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
 def test_unknown_eval_suggests_a_name():
     with pytest.raises(EvalError, match=r"Unknown eval 'cor'\. Did you mean 'core'\? Available: bpb, bpb_length, copy_distance, core, passkey"):
         get_eval("cor")
 
 
-def test_atomic_writes_replace_and_leave_no_temp_files(tmp_path):
-    outputs.write_json_atomic(tmp_path / "a.json", {"x": float("nan"), "p": Path("/x")})
-    outputs.write_json_atomic(tmp_path / "a.json", {"x": 1.5})
-    assert json.loads((tmp_path / "a.json").read_text()) == {"x": 1.5}
-    outputs.write_csv_atomic(tmp_path / "b.csv", ("a", "b"), [(1, float("inf"))])
-    assert (tmp_path / "b.csv").read_text() == "a,b\n1,\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.csv"]
-    with pytest.raises(ValueError):
-        outputs.write_csv_atomic(tmp_path / "c.csv", ("a",), [(1, 2)])
+def test_rows_round_trip_through_their_models_and_blanks_are_null(tmp_path):
+    rows = [rec.LengthRow(length=8, bpb=float("nan"), tokens=4, docs=1), rec.LengthRow(length=16, bpb=1.5, tokens=4, docs=1)]
+    rec.write_rows(tmp_path / "l.csv", rows)
+    assert (tmp_path / "l.csv").read_text() == "length,bpb,tokens,docs\n8,,4,1\n16,1.5,4,1\n"
+    back = rec.read_rows(tmp_path / "l.csv", rec.LengthRow)
+    assert back[0].bpb is None and back[1].bpb == 1.5
+    (tmp_path / "bad.csv").write_text("length,bpb\n8,1\n")
+    with pytest.raises(rec.ContractError, match="expected length, bpb, tokens, docs"):
+        rec.read_rows(tmp_path / "bad.csv", rec.LengthRow)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "l.csv"]  # no temp files left
 
 
 def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
@@ -79,56 +75,166 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     cfg = eval_config(base, tmp_path, bundle_copy)
     doc = run_evals(cfg)
     out = tmp_path / "evals" / TAG
-    saved = json.loads((out / "eval.json").read_text())
-    assert saved["schema"] == "rlab.eval/1" and saved["tag"] == TAG and saved["step"] == 5
-    assert saved["rope"]["variant"] == "rope" and saved["rope"]["original_len"] == 32
-    assert saved["train_seq_len"] == 32 and saved["tokens_trained"] == 1000 and saved["code_version"]
-    assert saved["settings"]["max_per_task"] == 6
-    m = saved["metrics"]
-    assert set(m) == {"bpb", "bpb_length", "core", "passkey"}
-    assert set(m["bpb"]) == {"train", "val"} and m["bpb"]["val"]["bpb"] > 0 and m["bpb"]["val"]["tokens"] > 0
-    assert [r["length"] for r in m["bpb_length"]["lengths"]] == [16, 32, 64]
-    assert m["bpb_length"]["skipped"][0]["length"] == 100000 and "stride" in m["bpb_length"]["convention"]
-    assert m["core"]["partial"] and m["core"]["missing_tasks"] == ["squad"]
-    assert len(m["passkey"]["cells"]) == 2
-    # CSVs with the documented columns
-    assert list(read_csv(out / "bpb_by_length.csv")[0]) == list(outputs.BPB_BY_LENGTH_COLUMNS)
-    assert len(read_csv(out / "bpb_by_length.csv")) == 3
-    assert list(read_csv(out / "passkey.csv")[0]) == list(outputs.PASSKEY_COLUMNS)
-    examples = read_csv(out / "core_examples.csv")
-    assert len(examples) == 12 and {e["task"] for e in examples} == {"copa", "winograd"}
-    per_task = read_csv(tmp_path / "results_rope.csv")
-    assert [r["task"] for r in per_task] == ["copa", "winograd"] and list(per_task[0]) == list(outputs.CORE_TASK_COLUMNS)
-    units = read_csv(out / "bpb_units.csv")
-    assert {u["metric"] for u in units} == {"train", "val", "len_16", "len_32", "len_64"}
-    val_units = [u for u in units if u["metric"] == "val"]
-    assert sum(float(u["bytes"]) for u in val_units) > 0
+    saved = rec.read_eval_doc(out / "eval.json")
+    assert saved == doc and json.loads((out / "eval.json").read_text())["schema"] == "rlab.eval/2"
+    assert saved.tag == TAG and saved.step == 5 and saved.checkpoint.tokens_trained == 1000
+    assert saved.rope["variant"] == "rope" and saved.rope["original_len"] == 32 and saved.train_seq_len == 32
+    assert set(saved.measured) == {"bpb", "bpb_length", "core", "passkey"} == set(saved.metrics.present())
+    run = saved.measured["bpb"]
+    assert run.world_size == 1 and run.dtype == "float32" and run.code_version.package
+    assert run.settings == {"bpb_tokens": 1024, "seed": 1234, "window": 32} and run.data_hash
+    assert saved.measured["core"].settings["max_per_task"] == 6
+    m = saved.metrics
+    val = m.bpb.val
+    assert val.bpb > 0 and val.tokens >= 1024 and val.window == 32 and not val.whole_split
+    assert [r.length for r in m.bpb_length.lengths] == [16, 32, 64]
+    assert m.bpb_length.skipped[0].length == 100000
+    assert m.core.partial and m.core.missing_tasks == ["squad"]
+    assert len(m.passkey.cells) == 2
+    assert len(rec.read_rows(out / "bpb_by_length.csv", rec.LengthRow)) == 3
+    assert len(rec.read_rows(out / "passkey.csv", rec.PasskeyCell)) == 2
+    examples = rec.read_rows(out / "core_examples.csv", rec.CoreExample)
+    assert len(examples) == 12 and {e.task for e in examples} == {"copa", "winograd"}
+    per_task = rec.read_rows(tmp_path / "results_rope.csv", rec.CoreTaskRow)
+    assert [r.task for r in per_task] == ["copa", "winograd"] and all(r.baseline < 1 for r in per_task)
+    units = rec.read_rows(out / "bpb_units.csv", rec.BpbUnit)
+    assert {u.metric for u in units} == {"train", "val", "len_16", "len_32", "len_64"}
+    val_units = [u for u in units if u.metric == "val"]
+    assert sum(u.bytes for u in val_units) == val.bytes and len(val_units) == val.docs
+    assert math.isclose(sum(u.nats for u in val_units), val.nats, rel_tol=1e-12)
+    docs = rec.read_rows(out / "bpb_docs.csv", rec.BpbDoc)
+    assert [d.doc for d in docs if d.split == "val"] == [u.doc for u in val_units]
     # re-running replaces the outputs (same content, nothing appended)
     before = {p.name: p.read_text() for p in out.iterdir() if p.suffix == ".csv"}
     doc2 = run_evals(cfg)
     after = {p.name: p.read_text() for p in out.iterdir() if p.suffix == ".csv"}
-    assert before == after and doc2["metrics"] == doc["metrics"]
+    assert before == after and doc2.metrics == doc.metrics
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["eval.json", "bpb_by_length.csv", "passkey.csv", "core_examples.csv", "bpb_units.csv"]
+        ["eval.json", "bpb_by_length.csv", "passkey.csv", "core_examples.csv", "bpb_units.csv", "bpb_docs.csv"]
     )
+
+
+def test_partial_re_eval_keeps_the_other_sections(tiny_base_dir, tmp_path, bundle_copy):
+    """Re-running fewer evals (with other settings) replaces only their sections, units and files."""
+    import torch
+
+    from rlab.evals.runner import run_evals
+
+    torch.set_num_threads(1)
+    base = make_base(tiny_base_dir, tmp_path)
+    full = run_evals(eval_config(base, tmp_path, bundle_copy, evals=("bpb", "bpb_length", "core")))
+    out = tmp_path / "evals" / TAG
+    cfg = eval_config(base, tmp_path, bundle_copy, evals=("bpb",))
+    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"bpb_tokens": 400})})
+    part = run_evals(cfg)
+    assert part.metrics.core == full.metrics.core and part.metrics.bpb_length == full.metrics.bpb_length
+    assert part.measured["core"] == full.measured["core"]
+    assert part.measured["bpb"].settings["bpb_tokens"] == 400 and part.metrics.bpb != full.metrics.bpb
+    units = rec.read_rows(out / "bpb_units.csv", rec.BpbUnit)
+    assert {u.metric for u in units} == {"train", "val", "len_16", "len_32", "len_64"}
+    assert len([u for u in units if u.metric == "val"]) == part.metrics.bpb.val.docs
+    assert (out / "core_examples.csv").is_file() and (tmp_path / "results_rope.csv").is_file()
+
+
+def test_fewer_evals_on_another_checkpoint_refuse_then_drop_with_force(tiny_base_dir, tmp_path, bundle_copy):
+    import torch
+
+    from rlab.core.checkpoint import save_checkpoint
+    from rlab.evals.runner import run_evals
+
+    torch.set_num_threads(1)
+    base = make_base(tiny_base_dir, tmp_path)
+    run_evals(eval_config(base, tmp_path, bundle_copy, evals=("bpb", "core", "passkey")))
+    out = tmp_path / "evals" / TAG
+    model = random_gpt(512, sequence_len=32, seed=8)
+    save_checkpoint(base / "base_checkpoints" / TAG, 9, model.state_dict(),
+                    {"step": 9, "model_config": model.config.to_dict(), "tokens_trained": 2000})
+    cfg = eval_config(base, tmp_path, bundle_copy, evals=("bpb",))
+    before = (out / "eval.json").read_text()
+    with pytest.raises(EvalError, match=r"holds core, passkey.*describes step 5.*step 9") as info:
+        run_evals(cfg)
+    assert "--force" in info.value.hint and (out / "eval.json").read_text() == before
+    doc = run_evals(cfg.model_copy(update={"force": True}))
+    assert doc.step == 9 and doc.metrics.present() == ["bpb"]
+    assert sorted(p.name for p in out.iterdir()) == ["bpb_docs.csv", "bpb_units.csv", "eval.json"]
+    assert not (tmp_path / "results_rope.csv").exists()
+
+
+def test_a_metric_that_cannot_be_computed_fails_and_writes_nothing(tiny_base_dir, tmp_path, bundle_copy):
+    import torch
+
+    from rlab.core.checkpoint import save_checkpoint
+    from rlab.errors import RlabError
+    from rlab.evals.runner import run_evals
+
+    torch.set_num_threads(1)
+    base = make_base(tiny_base_dir, tmp_path)
+    from rlab.paths import model_file
+
+    model = random_gpt(512, sequence_len=32, seed=7)
+    ckpt = base / "base_checkpoints" / TAG
+    save_checkpoint(ckpt, 6, model.state_dict(), {"step": 6, "model_config": model.config.to_dict()})
+    state = model.state_dict()
+    state["lm_head.weight"][0, 0] = float("nan")  # as a crashed or foreign trainer might leave it
+    torch.save(state, model_file(ckpt, 6))
+    with pytest.raises(RlabError, match="lm_head|not finite|non-finite"):  # the load check or the eval's own
+        run_evals(eval_config(base, tmp_path, bundle_copy, evals=("bpb",)))
+    assert not (tmp_path / "evals" / TAG).exists() or not any((tmp_path / "evals" / TAG).iterdir())
+
+
+def test_headline_numbers_must_be_finite():
+    from rlab.evals.runner import nonfinite_headlines
+
+    split = dict(nats=1.0, bytes=1, tokens=1, docs=1, docs_available=1, token_budget=1, whole_split=False, window=4)
+    ok = rec.BpbMetric(convention="c", train=rec.BpbSplit(bpb=1.2, **split), val=rec.BpbSplit(bpb=1.3, **split))
+    assert nonfinite_headlines("bpb", ok) == []
+    bad = ok.model_copy(update={"val": rec.BpbSplit(bpb=float("nan"), **split)})
+    assert nonfinite_headlines("bpb", bad) == ["bpb.val.bpb"]
+    core = rec.CoreMetric(core=None, partial=False, tasks={})
+    assert nonfinite_headlines("core", core) == ["core.core"]
+
+
+def test_worker_renders_errors_as_one_line_and_an_error_file(tmp_path):
+    bad = tmp_path / "eval_run.json"
+    bad.write_text("{}")
+    env = {**os.environ, "RLAB_ERROR_FILE": str(tmp_path / "error.json")}
+    proc = subprocess.run([sys.executable, "-m", "rlab.evals", str(bad)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and "invalid run config" in proc.stderr
+    from rlab.worker import read_error_file
+
+    message, _ = read_error_file(tmp_path / "error.json")
+    assert "invalid run config" in message
+    debug = subprocess.run([sys.executable, "-m", "rlab.evals", str(bad)], env={**env, "RLAB_DEBUG": "1"},
+                           capture_output=True, text=True, timeout=120)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
 
 
 @pytest.mark.slow
 def test_torchrun_two_ranks_match_one_process(tiny_base_dir, tmp_path, bundle_copy):
-    """Under torchrun (2 CPU ranks, gloo) CORE, BPB-by-length and passkey equal the 1-process run."""
+    """Under torchrun (2 CPU ranks, gloo) every eval equals the 1-process run; BPB to 1e-6 relative (fp32)."""
     base = make_base(tiny_base_dir, tmp_path)
     results = {}
     for n in (1, 2):
-        cfg = eval_config(base, tmp_path / f"w{n}", bundle_copy, evals=("bpb_length", "core", "passkey"))
+        cfg = eval_config(base, tmp_path / f"w{n}", bundle_copy)
+        cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"device_batch_size": 2 * n + 1})})
         path = tmp_path / f"w{n}" / "eval_run.json"
         write_config(cfg, path)
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}", "-m", "rlab.evals", str(path)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}", "-m",
+               "rlab.evals", str(path)]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        results[n] = json.loads((tmp_path / f"w{n}" / "evals" / TAG / "eval.json").read_text())
-    one, two = results[1]["metrics"], results[2]["metrics"]
-    assert one["core"]["tasks"] == two["core"]["tasks"]
-    assert one["passkey"]["cells"] == two["passkey"]["cells"]
-    for a, b in zip(one["bpb_length"]["lengths"], two["bpb_length"]["lengths"]):
-        assert a["tokens"] == b["tokens"] and abs(a["bpb"] - b["bpb"]) < 1e-5
+        results[n] = rec.read_eval_doc(tmp_path / f"w{n}" / "evals" / TAG / "eval.json")
+    one, two = results[1].metrics, results[2].metrics
+    assert results[2].measured["bpb"].world_size == 2
+    for split in ("train", "val"):
+        a, b = getattr(one.bpb, split), getattr(two.bpb, split)
+        assert a.tokens == b.tokens and a.bytes == b.bytes and a.docs == b.docs
+        assert math.isclose(a.bpb, b.bpb, rel_tol=1e-6), (split, a.bpb, b.bpb)
+    assert results[1].measured["bpb"].data_hash == results[2].measured["bpb"].data_hash
+    assert one.core.tasks == two.core.tasks
+    assert one.passkey.cells == two.passkey.cells
+    for a, b in zip(one.bpb_length.lengths, two.bpb_length.lengths, strict=True):
+        assert a.tokens == b.tokens and abs(a.bpb - b.bpb) < 1e-5

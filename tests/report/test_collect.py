@@ -22,7 +22,7 @@ NOTES = {
     "fx-ntk": "fx-ntk: not evaluated yet (no eval.json)",
     "fx-pi": "fx-pi: partial CORE (missing: arc_easy)",
     "fx-rope": "",
-    "fx-yarn": "fx-yarn: results_yarn.csv (per-task CORE) is missing",
+    "fx-yarn": "",
 }
 
 
@@ -96,7 +96,7 @@ def test_long_frames_match_fixture_files(fx):
     got = ct[ct["tag"] == "fx-rope"][["task", "type", "accuracy", "centered", "baseline", "n"]].reset_index(drop=True)
     expected = pd.DataFrame({"task": ["hellaswag_zeroshot", "lambada_openai"],
                              "type": ["multiple_choice", "language_modeling"], "accuracy": [0.375, 0.375],
-                             "centered": [0.166667, 0.375], "baseline": [25.0, 0.0], "n": [8.0, 8.0]})
+                             "centered": [0.166667, 0.375], "baseline": [0.25, 0.0], "n": [8.0, 8.0]})
     assert_frame_equal(got, expected, check_dtype=False)
     # yarn's per-task CSV is missing: its tasks come from eval.json instead.
     assert sorted(ct[ct["tag"] == "fx-yarn"]["task"]) == ["hellaswag_zeroshot", "lambada_openai"]
@@ -123,8 +123,8 @@ def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
     assert not np.allclose(c.scalars["ci_low"].fillna(0), a.scalars["ci_low"].fillna(0))
 
 
-def test_core_interval_uses_centered_baselines_from_percent(fx):
-    """results_<variant>.csv writes baselines in percent (DCLM's convention); the bootstrap must
+def test_core_interval_uses_the_contracts_fraction_baselines(fx):
+    """eval.json's CORE tasks carry baselines as fractions (`rlab.records.CoreTask`); the bootstrap must
     reproduce eval.json's CORE, which it only does with the fraction."""
     data = collect(fx, "rope", n_boot=200)
     core = data.scalars[(data.scalars["metric"] == "core")].set_index("arm")
@@ -158,7 +158,7 @@ def test_tables_mark_best_only_when_significant(fx):
 
     data = collect(fx, "rope", n_boot=500)
     lt = length_table(data)
-    assert list(lt.frame["arm"]) == ["rope", "pi [2]", "ntk [1]", "yarn [3]"]  # baseline first, then spec order
+    assert list(lt.frame["arm"]) == ["rope", "pi [2]", "ntk [1]", "yarn"]  # baseline first, then spec order
     assert list(lt.frame.columns) == ["arm", "64", "128 (train)", "256", "512"]
     assert lt.best == {(3, "64"), (3, "128 (train)"), (3, "256"), (3, "512")}  # yarn: better and lowest
     assert core_table(data).best == set()  # yarn's CORE is highest, but on 16 examples: no verdict, no bold
@@ -168,4 +168,4 @@ def test_tables_mark_best_only_when_significant(fx):
     assert "best" not in core_task_table(data).frame.columns
     md = to_markdown(lt)
     assert md.splitlines()[1] == "|:---|---:|---:|---:|---:|"
-    assert "| yarn [3] | **1.490 ± 0.0" in md
+    assert "| yarn | **1.490 ± 0.0" in md

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlab.evals.outputs import COPY_DISTANCE_CSV, write_csv_atomic
+from rlab import records as rec
+from rlab.evals.outputs import COPY_DISTANCE_CSV
 from rlab.report.build import write_report
-
-COLUMNS = ("window", "distance", "record", "first_nats", "copy_nats", "copy_acc", "tokens")
-
 
 def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -16,8 +14,9 @@ def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
     for window, copy in ((64, 0.5), (256, copy_at_long)):
         for i in range(24):
             first = 5.0 + 0.3 * rng.standard_normal()
-            rows.append((window, window - 40, i, first, copy + 0.1 * rng.standard_normal(), 0.8, 31))
-    write_csv_atomic(fx.eval_dir(tag) / COPY_DISTANCE_CSV, COLUMNS, rows)
+            rows.append(rec.CopyRow(window=window, distance=window - 40, record=i, first_nats=first,
+                                    copy_nats=copy + 0.1 * rng.standard_normal(), copy_acc=0.8, tokens=31))
+    rec.write_rows(fx.eval_dir(tag) / COPY_DISTANCE_CSV, rows)
 
 
 def test_section_compares_arms_on_the_same_records(fx):

@@ -70,8 +70,8 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
 
     out = write_report(layout, n_boot=200)
     data = out.data
-    # until the eval worker writes per-document units, the report says so once; the rest follow in order
-    notes = [n for n in data.footnotes.items if not n.startswith("BPB units do not name their documents")]
+    notes = data.footnotes.items
+    assert data.clustered and not any("do not name their documents" in n for n in notes)  # per-document units
     assert notes[0] == "d2-pi: no training metrics (metrics.jsonl)"
     assert notes[1].startswith("d2-pi: BPB not measured at length(s) 100000 (skipped by the eval: ")
     assert "d2-rope: no training metrics (metrics.jsonl)" in notes
@@ -86,6 +86,9 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     comp = data.comparisons.set_index(["arm", "metric"])
     assert comp.loc[("pi", "val_bpb"), "interval"] == "paired"
     assert comp.loc[("pi", "core"), "interval"] == "paired"
+    assert not data.mismatches  # evaluated alike: comparable
+    for col in ("code_version", "eval_settings_hash", "eval_data_hash", "world_size", "dtype"):
+        assert res[col].notna().all() and res[col].nunique() == 1, col
     # identical weights: at the original length pi(2x) differs from rope only through the frequencies
     assert res.loc["d2-rope", "rope_original_len"] == 32 and res.loc["d2-pi", "rope_factor"] == 2.0
     csv = pd.read_csv(layout.results_csv)

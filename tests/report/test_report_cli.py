@@ -87,6 +87,7 @@ def test_unknown_baseline_is_an_error_with_a_suggestion(results_root):
     doc = json.loads(outcome.out)
     assert doc["baseline"] == "pi" and doc["experiment"] == "fx"
     assert any(p.endswith("results.csv") for p in doc["written"]) and doc["tables"]
+    assert doc["mismatches"] == [] and doc["allow_mismatch"] is False  # the fixture's tags were evaluated alike
 
 
 def test_report_before_any_eval_is_an_error(results_root):

@@ -1,0 +1,78 @@
+"""The one entry point of rlab's torchrun workers (`python -m rlab.core.train`, `python -m rlab.evals`).
+
+Both read one resolved-config JSON and declare no flags. Errors are rendered the same way for both:
+an `RlabError` is one `error: <message> <hint>` line on stderr and exit code 1 (with `RLAB_DEBUG=1` the
+traceback instead), and, when the launcher set `RLAB_ERROR_FILE`, the message and hint are also written
+there as JSON so that the CLI can show them as its own error instead of torchrun's failure report.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ERROR_FILE_ENV = "RLAB_ERROR_FILE"
+
+
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is at emit time, so rich's progress bar can print log lines above itself."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def configure_logging() -> None:
+    """INFO on rank 0, WARNING elsewhere; every line says its rank."""
+    rank = int(os.environ.get("RANK", "0"))
+    handler = _CurrentStderrHandler()
+    handler.setFormatter(logging.Formatter(f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, handlers=[handler], force=True)
+
+
+def write_error_file(path: Path, message: str, hint: str | None) -> None:
+    import json
+
+    from rlab.atomic_io import write_text_atomic
+
+    write_text_atomic(Path(path), json.dumps({"message": message, "hint": hint}) + "\n")
+
+
+def read_error_file(path: Path) -> tuple[str, str | None] | None:
+    """(message, hint) a worker left in its error file, or None."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return str(data["message"]), data.get("hint")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def run_worker(argv: list[str], usage: str, job: Callable[[Path], object]) -> int:
+    """Run `job(config_path)`; returns the process exit code (0, 1 for a user error, 2 for usage)."""
+    from rlab.errors import RlabError
+
+    configure_logging()
+    if len(argv) != 1:
+        sys.stderr.write(f"usage: {usage}\n")
+        return 2
+    try:
+        job(Path(argv[0]))
+    except RlabError as exc:
+        if os.environ.get("RLAB_DEBUG"):
+            raise
+        line = exc.message.replace("\n", " ") + (f" {exc.hint}" if exc.hint else "")
+        sys.stderr.write(f"error: {line}\n")
+        error_file = os.environ.get(ERROR_FILE_ENV)
+        if error_file:
+            write_error_file(Path(error_file), exc.message, exc.hint)
+        return 1
+    return 0

@@ -1,0 +1,74 @@
+"""`rlab eval` on broken inputs, through the real CLI and worker: one clear error line, non-zero exit,
+nothing written; and a fresh eval.log per run. (The checkpoint loader's own checks are tested with it.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlab.paths import ExperimentLayout, meta_file, model_file
+from tests.evals.test_runner import TAG, make_base
+
+
+def _eval(base: Path, results: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("RLAB_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "rlab", "eval", "--tag", TAG, "--base-dir", str(base),
+                           "--base-tag", "d2", "-e", "drill", "--results-dir", str(results), "--nproc", "1",
+                           "--no-bpb-length", "--no-core", "--no-passkey"],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def _assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr and "torch.distributed" not in proc.stderr, proc.stderr[-2000:]
+    error = [line for line in proc.stderr.splitlines() if line.lower().startswith("error")]
+    assert error, proc.stderr[-2000:]
+    for needle in needles:
+        assert needle in proc.stderr, (needle, proc.stderr[-2000:])
+
+
+@pytest.fixture
+def drill(tiny_base_dir, tmp_path):
+    base = make_base(tiny_base_dir, tmp_path)
+    return base, tmp_path / "results", ExperimentLayout(tmp_path / "results", "drill")
+
+
+def test_nan_checkpoint_fails_loudly_and_writes_nothing(drill):
+    import torch
+
+    base, results, layout = drill
+    path = model_file(base / "base_checkpoints" / TAG, 5)
+    state = torch.load(path)
+    state["lm_head.weight"][3, 1] = float("nan")
+    torch.save(state, path)
+    proc = _eval(base, results)
+    _assert_one_line_error(proc, TAG)
+    assert "done" not in proc.stdout.lower() and not layout.eval_json(TAG).exists()
+
+
+def test_garbage_meta_names_the_file(drill):
+    base, results, layout = drill
+    meta_file(base / "base_checkpoints" / TAG, 5).write_text('{"step": 5, "model_config": ')
+    proc = _eval(base, results)
+    _assert_one_line_error(proc, "meta_000005.json")
+    assert not layout.eval_json(TAG).exists()
+
+
+def test_eval_log_starts_fresh_each_run(drill):
+    base, results, layout = drill
+    ok = _eval(base, results)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "val bpb" in ok.stdout and layout.eval_json(TAG).is_file()
+    first = layout.eval_log(TAG).read_text()
+    assert first.count("bpb") >= 1
+    meta_file(base / "base_checkpoints" / TAG, 5).write_text("not json")
+    failed = _eval(base, results)
+    assert failed.returncode != 0
+    log = layout.eval_log(TAG).read_text()
+    assert log and first not in log  # the failure's log holds this run's lines only
+    assert layout.eval_json(TAG).is_file()  # the earlier, complete eval is kept

@@ -1,0 +1,56 @@
+"""metrics.jsonl holds one record stream per tag: a fresh run replaces it, a resume continues it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlab.core.metrics import MetricsWriter
+from rlab.records import ContractError, read_metrics_records
+
+
+def _train(step: int, loss: float = 2.0) -> dict:
+    return {"type": "train", "step": step, "start_step": 0, "end_step": 10, "loss": loss, "lr_mult": 1.0,
+            "grad_norm": 0.5, "tokens": 64, "tokens_per_s": 1.0, "flops_per_s": 1.0, "skipped": 0,
+            "peak_mem_mb": 0.0}
+
+
+def _write(path, records, **kw) -> None:
+    w = MetricsWriter(path, **kw)
+    for r in records:
+        w.write(r)
+    w.close()
+
+
+def _steps(path) -> list[tuple[str, int | None]]:
+    return [(r.type, r.step) for r in read_metrics_records(path)]
+
+
+def test_fresh_run_replaces_and_resume_continues_the_stream(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    first = [_train(s) for s in (1, 2, 3, 4)] + [{"type": "eval", "step": 4, "val_bpb": 1.5}]
+    _write(path, [*first, {"type": "failed", "step": 5, "error": "killed"}])
+    # resumed from the step-3 checkpoint: records after step 3 (and the failure note) go, new ones follow
+    _write(path, [_train(4, 1.9), _train(5), {"type": "done", "step": 5}], resumed_from=3)
+    assert _steps(path) == [("train", 1), ("train", 2), ("train", 3), ("train", 4), ("train", 5), ("done", 5)]
+    assert read_metrics_records(path)[3].loss == 1.9  # step 4 once, from the run that continued
+    # a failure before the run starts only adds a note
+    _write(path, [{"type": "failed", "step": None, "error": "bad spec"}], append=True)
+    assert _steps(path)[-1] == ("failed", None) and len(_steps(path)) == 7
+    # a fresh run (after --force) starts over
+    _write(path, [_train(1, 3.0)])
+    assert _steps(path) == [("train", 1)]
+
+
+def test_records_are_validated_and_nan_survives(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    _write(path, [_train(1, float("nan"))])
+    assert math.isnan(read_metrics_records(path)[0].loss)
+    with pytest.raises(Exception, match="loss"):
+        _write(tmp_path / "other.jsonl", [{**_train(1), "loss": "high"}])
+    path.write_text(path.read_text() + '{"type": "train", "st')  # a job still writing: the torn line is skipped
+    assert _steps(path) == [("train", 1)]
+    path.write_text('{"type": "bogus"}\n' + path.read_text())
+    with pytest.raises(ContractError, match="metrics.jsonl"):
+        read_metrics_records(path)
