@@ -73,7 +73,7 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert stopped.returncode == 1, stopped.stdout[-3000:] + stopped.stderr[-3000:]
     assert "Go/no-go: the base 'tiny' does not use context" in stopped.stdout + stopped.stderr
     assert "Traceback" not in stopped.stderr
-    assert not (tmp_path / "base" / "base_checkpoints" / "tiny-rope").exists()  # nothing after the check ran
+    assert not (tmp_path / "base" / "base_checkpoints" / "tiny-tinydemo-rope").exists()  # nothing after the check ran
 
     # --no-check runs every stage anyway (the pipeline smoke test; the full demo passes the check).
     result = subprocess.run([*argv, "--no-check"], capture_output=True, text=True, timeout=900)
@@ -85,7 +85,7 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert frame["val_bpb"].notna().all()
     for name in ("comparison.md", "demo_timings.csv", "plots/bpb_vs_length.png", "plots/copy_distance.png"):
         assert (out / name).is_file(), name
-    copy = pd.read_csv(out / "evals" / "tiny-yarn-zeroshot" / "copy_distance.csv")
+    copy = pd.read_csv(out / "evals" / "tiny-tinydemo-yarn-zeroshot" / "copy_distance.csv")
     assert sorted(set(copy["window"])) == [128, 256, 512] and len(copy) == 12
     assert "## Long-range use: copy loss by distance" in (out / "comparison.md").read_text()
     timings = pd.read_csv(out / "demo_timings.csv")
