@@ -63,7 +63,7 @@ demo: install
 
 # Only the corpus + tokenizer of the demo (idempotent).
 data: install
-	$(BIN)/rlab data prepare --base-dir .cache/demo
+	$(BIN)/rlab data prepare --base-dir .cache/demo --copy-records
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

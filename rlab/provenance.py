@@ -21,10 +21,15 @@ def _git(*args: str) -> bytes:
     return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, check=True, timeout=20).stdout
 
 
+CODE_PATHS = ("--", ".", ":(exclude)results")
+"""What counts as code: the checkout minus `results/`, which runs write into (the committed demo results
+among them), so that a run's own outputs never change the code version of the evals that follow it."""
+
+
 def _local_changes_hash() -> str:
-    """Hash of `git diff HEAD` plus the names and contents of untracked, not ignored files."""
-    digest = hashlib.sha256(_git("diff", "HEAD", "--binary"))
-    for name in sorted(_git("ls-files", "--others", "--exclude-standard", "-z").decode().split("\0")):
+    """Hash of `git diff HEAD` plus the names and contents of untracked, not ignored files (code paths only)."""
+    digest = hashlib.sha256(_git("diff", "HEAD", "--binary", *CODE_PATHS))
+    for name in sorted(_git("ls-files", "--others", "--exclude-standard", "-z", *CODE_PATHS).decode().split("\0")):
         path = REPO_ROOT / name
         if name and path.is_file():
             digest.update(name.encode() + b"\0" + path.read_bytes())
@@ -38,7 +43,7 @@ def code_version() -> CodeVersion:
         return CodeVersion(package=__version__)
     try:
         sha = _git("rev-parse", "HEAD").decode().strip()
-        dirty = bool(_git("status", "--porcelain").strip())  # untracked (not ignored) files count: new code
+        dirty = bool(_git("status", "--porcelain", *CODE_PATHS).strip())  # untracked (not ignored) files count
         diff_hash = _local_changes_hash() if dirty else None
     except (OSError, subprocess.SubprocessError):
         return CodeVersion(package=__version__)

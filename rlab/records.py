@@ -9,6 +9,7 @@
     ruler.csv           RulerCell      RULER-style score per (task, length)
     ruler_trials.csv    RulerTrial     one row per generated example
     core_examples.csv   CoreExample    0/1 outcome per CORE example
+    copy_distance.csv   CopyRow        first-occurrence and repeat loss per copy record and window
     results_<v>.csv     CoreTaskRow    CORE per task of one variant
     metrics.jsonl       MetricsRecord  one training record per line (train | eval | done | failed)
     results.csv         ResultsRow     one row per tag: provenance columns, then metric columns
@@ -301,6 +302,30 @@ class RulerMetric(Record):
     long_docs: LongDocsSummary | None = None
 
 
+class CopyWindow(Record):
+    """Copy-by-distance at one window: mean losses over its records (intervals are the report's)."""
+
+    window: int
+    distance: int
+    """Tokens from the passage's first occurrence to its repeat."""
+    first_nats: float
+    """Mean loss per token on the first occurrence (no useful context)."""
+    copy_nats: float
+    """Mean loss per token on the repeat."""
+    gain: float
+    """first_nats - copy_nats: nats per token the model saves by looking back `distance` tokens."""
+    copy_acc: float
+    """Greedy hit rate on the repeat."""
+    n: int
+    """Records (the independent units)."""
+
+
+class CopyDistanceMetric(Record):
+    passage: int
+    prefix: int
+    windows: list[CopyWindow]
+
+
 class EvalMetrics(Record):
     """One optional section per eval (absent = not run); keys are `rlab.spec.eval.EvalName`s."""
 
@@ -309,6 +334,7 @@ class EvalMetrics(Record):
     core: CoreMetric | None = None
     passkey: PasskeyMetric | None = None
     ruler: RulerMetric | None = None
+    copy_distance: CopyDistanceMetric | None = None
 
     def present(self) -> list[str]:
         return [name for name in type(self).model_fields if getattr(self, name) is not None]
@@ -397,6 +423,7 @@ SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "core": ("core_bundle", "max_per_task", "seed"),
     "passkey": ("passkey_lengths", "passkey_depths", "passkey_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
     "ruler": ("ruler_tasks", "ruler_lengths", "ruler_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
+    "copy_distance": ("copy_lengths", "copy_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
 }
 """The EvalSpec fields each section depends on. A section not listed depends on every field except
 `evals` and `device_batch_size` (which evals never depend on: BPB is invariant to it, tested)."""
@@ -453,6 +480,21 @@ class CoreExample(Record):
     task: str
     index: int
     correct: int
+
+
+class CopyRow(Record):
+    """One copy-by-distance record at one window (rlab.evals.copy_distance): the report's resampling unit."""
+
+    columns: ClassVar[tuple[str, ...]] = ("window", "distance", "record", "first_nats", "copy_nats", "copy_acc",
+                                          "tokens")
+    window: int
+    distance: int
+    record: int
+    first_nats: float
+    copy_nats: float
+    copy_acc: float
+    tokens: int
+    """Scored targets per copy (the passage length - 1)."""
 
 
 class CoreTaskRow(Record):

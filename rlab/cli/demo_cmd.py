@@ -33,6 +33,11 @@ def run_demo(
         typer.Option("--corpus", help="Text to train on instead of the embedded default (folders/files; repeatable)."),
     ] = None,
     vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=265, help="Tokenizer vocabulary.")] = None,
+    no_check: Annotated[
+        bool,
+        typer.Option("--no-check", help="Continue past the go/no-go check even if the base does not use context "
+                                        "(a smoke test of the pipeline; its comparisons then show nothing)."),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the commands; run nothing.")] = False,
 ) -> None:
     """Prepare the corpus, pretrain a tiny base model, continue it with every variant, evaluate, report.
@@ -41,7 +46,7 @@ def run_demo(
     results/<experiment>/demo_timings.csv.
     """
     from rlab.cli.console import err, out
-    from rlab.orchestrate.demo import DEMO_SPEC, demo_stages, find_eval_bundle
+    from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages, find_eval_bundle
 
     spec = spec or DEMO_SPEC
     if not spec.is_file():
@@ -56,15 +61,20 @@ def run_demo(
         eval_bundle=bundle,
         corpus=corpus,
         vocab_size=vocab_size,
+        rebuild_data=data_is_stale(base_dir.resolve()),
     )
     timings: list[tuple[str, float]] = []
     for stage in stages:
-        command = shlex.join(stage.argv)
+        command = shlex.join(stage.argv) if stage.argv else "(in-process) copy loss of the base within its training length"
         out.print(f"\n[bold cyan]== {stage.name}[/]  [dim]{command}[/]", highlight=False, soft_wrap=True)
         if dry_run:
             continue
         sys.stdout.flush()  # the stage header before the stage's own output, also when piped to a log
         start = time.perf_counter()
+        if stage.argv is None:
+            _go_no_go(base_dir.resolve(), spec, enforce=not no_check)
+            timings.append((stage.name, time.perf_counter() - start))
+            continue
         code = subprocess.call(stage.argv)
         timings.append((stage.name, time.perf_counter() - start))
         if code != 0:
@@ -72,6 +82,32 @@ def run_demo(
     if dry_run:
         return
     _report_timings(timings, results_dir / _experiment_name(spec))
+
+
+def _go_no_go(base_dir: Path, spec: Path, enforce: bool = True) -> None:
+    """Print the base's copy loss within L0; stop the demo (DemoCheckError) if it does not use context."""
+    from rich.table import Table
+
+    from rlab.cli.console import err, out
+    from rlab.orchestrate.demo_check import MIN_GAIN, check_base, require_pass
+    from rlab.spec.loading import load_spec
+
+    tag = load_spec(spec).base.tag
+    result = check_base(base_dir, tag)
+    table = Table(title=f"Go/no-go: does base '{tag}' use context within L0 = {result.seq_len}?")
+    for col in ("distance", "window", "first occurrence", "repeat", "gain [95%]", "copy acc"):
+        table.add_column(col, justify="right")
+    for r in result.rows:
+        table.add_row(str(r["distance"]), str(r["window"]), f"{r['first_nats']:.2f}", f"{r['copy_nats']:.2f}",
+                      f"{r['gain']:+.2f} [{r['gain_ci_low']:+.2f}, {r['gain_ci_high']:+.2f}]", f"{r['copy_acc']:.0%}")
+    out.print(table)
+    if not enforce and not result.passed:
+        err.print("[yellow]no-go[/], going on anyway (--no-check): the base does not use context, so the "
+                  "comparisons that follow show nothing.")
+        return
+    require_pass(result, tag)
+    out.print(f"[green]go[/]: the repeat is predicted {result.at_l0['gain']:.2f} nats/token better than the first "
+              f"occurrence at distance {result.at_l0['distance']} (threshold {MIN_GAIN}).")
 
 
 def _experiment_name(spec: Path) -> str:

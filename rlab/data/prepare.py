@@ -34,7 +34,8 @@ from typing import Any
 from rlab.data.corpus import LONG_MIN_CHARS, Document, read_user_corpus, split_documents, user_files
 from rlab.data.defaults import DEFAULT_VOCAB_SIZE  # defined there so the CLI can import it cheaply
 from rlab.data.long_docs import DEFAULT_MIN_TOKENS, tokenizer_sha256, write_long_docs
-from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_shards
+from rlab.data.repeats import RepeatOptions, with_repeats
+from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_parquet_texts, write_shards
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
 
@@ -61,6 +62,9 @@ class PrepareOptions:
     long_per_era: int = 3  # long documents kept per era for the long-context eval set
     shard_chars: int = SHARD_CHARS  # characters per train shard (approx.)
     row_groups: int = ROW_GROUPS_PER_SHARD  # row groups per shard
+    copy_records: RepeatOptions | None = None
+    """Insert verbatim repeats at a distance into the *train* split (long-range structure a tiny model
+    learns fast; see rlab.data.repeats). Val and the long-document set stay natural text."""
 
 
 @dataclass
@@ -84,6 +88,15 @@ def _corpus_request(corpus: str | Sequence[str | Path]) -> dict[str, Any]:
         digest.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return {"kind": "user", "paths": [str(Path(p).expanduser().resolve()) for p in paths],
             "fingerprint": digest.hexdigest()}
+
+
+def _options_request(options: PrepareOptions) -> dict[str, Any]:
+    """The options as the manifest records them; `copy_records` only when used, so directories
+    prepared before it existed still match their request."""
+    request = asdict(options)
+    if request.get("copy_records") is None:
+        request.pop("copy_records", None)
+    return request
 
 
 def read_manifest(base_dir: str | Path) -> dict[str, Any] | None:
@@ -174,7 +187,7 @@ def prepare_data(
     if vocab_size < MIN_VOCAB_SIZE:
         raise DataError(f"Vocab size {vocab_size} is too small: need at least {MIN_VOCAB_SIZE} "
                         f"(256 bytes + special tokens).", "Pass a larger --vocab-size (e.g. 4096).")
-    request = {"corpus": _corpus_request(corpus), "vocab_size": vocab_size, "options": asdict(options),
+    request = {"corpus": _corpus_request(corpus), "vocab_size": vocab_size, "options": _options_request(options),
                "pipeline_version": PIPELINE_VERSION}
     marker = layout.root / IN_PROGRESS_NAME
 
@@ -212,6 +225,10 @@ def prepare_data(
 
     progress("writing shards", 0, None)
     train_texts = [d.text for d in split.train]
+    if options.copy_records is not None:
+        progress("inserting copy records", 0, None)
+        train_texts = with_repeats(train_texts, options.copy_records)
+        progress("inserting copy records", 1, 1)
     val_texts = [d.text for d in split.val]
     shards = write_shards(train_texts, val_texts, layout.data_dir, options.shard_chars, options.row_groups)
     progress("writing shards", len(shards), len(shards))

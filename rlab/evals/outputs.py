@@ -17,6 +17,7 @@ PASSKEY_TRIALS_CSV = "passkey_trials.csv"
 RULER_CSV = "ruler.csv"
 RULER_TRIALS_CSV = "ruler_trials.csv"
 CORE_EXAMPLES_CSV = "core_examples.csv"
+COPY_DISTANCE_CSV = "copy_distance.csv"
 
 SECTION_FILES: dict[str, tuple[str, ...]] = {
     "bpb": (BPB_DOCS_CSV,),
@@ -24,5 +25,6 @@ SECTION_FILES: dict[str, tuple[str, ...]] = {
     "core": (CORE_EXAMPLES_CSV,),  # and the experiment's results_<variant>.csv (EvalRunConfig.core_csv)
     "passkey": (PASSKEY_CSV, PASSKEY_TRIALS_CSV),
     "ruler": (RULER_CSV, RULER_TRIALS_CSV),
+    "copy_distance": (COPY_DISTANCE_CSV,),
 }
 """Files in `evals/<tag>/` owned by each section, besides its rows of bpb_units.csv."""

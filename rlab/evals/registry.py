@@ -309,12 +309,30 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
     }, data_hash=docs.manifest.set_sha256[:12], settings_extra={"lengths_used": lengths})
 
 
+def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
+    """Loss on a passage repeated at a known distance vs its first occurrence, by window (rlab.evals.copy_distance)."""
+    from rlab.core.data import load_long_docs
+    from rlab.evals import copy_distance as cd
+
+    docs = ctx.tokenizer.encode(load_long_docs(ctx.base_dir))
+    windows = list(ctx.spec.copy_lengths or bpb_lengths(ctx))
+    with ctx.autocast():
+        rows = cd.evaluate_copy_distance(ctx.model, docs, ctx.tokenizer.bos_token_id, windows, ctx.spec.copy_trials,
+                                         ctx.spec.seed, ctx.batch_tokens, ctx.device)
+    windows_summary = [rec.CopyWindow(**{k: w[k] for k in rec.CopyWindow.model_fields}) for w in cd.summarize(rows)]
+    metric = rec.CopyDistanceMetric(passage=cd.PASSAGE, prefix=cd.PREFIX, windows=windows_summary)
+    table = [rec.CopyRow(**r) for r in rows]
+    return EvalOutcome(metric, {ctx.out_dir / outputs.COPY_DISTANCE_CSV: (rec.CopyRow, table)},
+                       settings_extra={"windows_used": windows})
+
+
 EVALS: dict[str, Callable[[EvalContext], EvalOutcome]] = {
     "bpb": run_bpb,
     "bpb_length": run_bpb_length,
     "core": run_core,
     "passkey": run_passkey,
     "ruler": run_ruler,
+    "copy_distance": run_copy_distance,
 }
 
 

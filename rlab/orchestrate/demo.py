@@ -1,10 +1,12 @@
 """The embedded demo as a list of the user's own commands.
 
 `rlab demo` is the mission end to end on the embedded default corpus, on a CPU, in minutes:
-prepare the corpus and tokenizer, pretrain a tiny base model at a short context, continue it
-with every variant at 4x the length under torchrun (2 CPU processes, gloo), evaluate each tag,
-report. Each stage is exactly the command a user would type, so the demo doubles as a worked
-example, and any stage can be rerun by hand.
+prepare the corpus (with copy records mixed into the training text: passages repeated at a
+distance, so that a tiny model learns to use long-range context within minutes) and tokenizer,
+pretrain a tiny base model at a short context, check that it uses context (go/no-go), continue
+it with every variant at 4x the length under torchrun (2 CPU processes, gloo), evaluate each tag,
+report. Each stage but the check is exactly the command a user would type, so the demo doubles as
+a worked example, and any stage can be rerun by hand.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ class Stage:
     """One demo stage: a name for the timing table and the argv that runs it."""
 
     name: str
-    argv: list[str]
+    argv: list[str] | None
+    """None: the go/no-go check, which runs in the demo's own process (rlab.orchestrate.demo_check)."""
 
 
 def find_eval_bundle(base_dir: Path, explicit: Path | None = None) -> Path | None:
@@ -36,6 +39,16 @@ def find_eval_bundle(base_dir: Path, explicit: Path | None = None) -> Path | Non
     return None
 
 
+def data_is_stale(base_dir: Path) -> bool:
+    """True when the demo's base dir holds a corpus prepared without copy records (an older demo's)."""
+    from rlab.data.prepare import read_manifest
+
+    manifest = read_manifest(base_dir)
+    if manifest is None:
+        return False
+    return "copy_records" not in ((manifest.get("request") or {}).get("options") or {})
+
+
 def demo_stages(
     *,
     spec: Path,
@@ -44,20 +57,24 @@ def demo_stages(
     eval_bundle: Path | None,
     corpus: list[str] | None = None,
     vocab_size: int | None = None,
+    rebuild_data: bool = False,
 ) -> list[Stage]:
     """The demo's commands, in order. ``--force`` is safe: the demo owns its base dir."""
     rlab_cmd = [sys.executable, "-m", "rlab"]
     where = ["--base-dir", str(base_dir)]
     results = ["--results-dir", str(results_dir)]
-    prepare = [*rlab_cmd, "data", "prepare", *where]
+    prepare = [*rlab_cmd, "data", "prepare", *where, "--copy-records"]
     for item in corpus or []:
         prepare += ["--corpus", item]
     if vocab_size is not None:
         prepare += ["--vocab-size", str(vocab_size)]
+    if rebuild_data:
+        prepare.append("--force")
     core = ["--eval-bundle", str(eval_bundle)] if eval_bundle is not None else ["--no-core"]
     return [
         Stage("data", prepare),
         Stage("pretrain", [*rlab_cmd, "pretrain", "--spec", str(spec), *where, *results, "--force"]),
+        Stage("check", None),
         Stage("continue", [*rlab_cmd, "continue", "--spec", str(spec), *where, *results, "--force"]),
         Stage("eval", [*rlab_cmd, "eval", "--spec", str(spec), "--all", *where, *results, *core]),
         Stage("report", [*rlab_cmd, "report", "--spec", str(spec), "--results-dir", str(results_dir)]),

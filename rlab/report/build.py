@@ -19,7 +19,7 @@ from typing import Literal
 from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
-from rlab.report import headline
+from rlab.report import copy_distance, headline
 from rlab.report import uncertainty as unc
 from rlab.report.collect import ReportData, collect
 from rlab.report.plots import PLOT_FILES, write_plots
@@ -73,13 +73,15 @@ def _passkey_line(data: ReportData) -> str | None:
 
 
 def render_markdown(data: ReportData, tables: list[Table], plots: dict[str, Path | None], seed: int,
-                    n_boot: int) -> str:
+                    n_boot: int, copy: copy_distance.CopySection | None = None) -> str:
     lines = [f"# Experiment `{data.experiment}`: RoPE variants vs `{data.baseline}`", ""]
     lines += [f"**Answer** (primary endpoint: {data.primary.description}):", ""]
     lines += [f"- {s}" for s in answer_lines(data)] + [""]
     if plots.get("bpb_length"):
         lines += [f"![{_PLOT_CAPTIONS['bpb_length']}](plots/{PLOT_FILES['bpb_length']})", ""]
     lines += [_method(data, seed, n_boot), ""]
+    if copy is not None:
+        lines += copy_distance.markdown(copy)
     for table in tables:
         lines += [f"## {table.title}", ""]
         if table.about:
@@ -131,8 +133,26 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:1.5em aut
         ".caption{color:#555;font-style:italic}.warn{color:#8a5a00}")
 
 
+def _copy_html(copy: copy_distance.CopySection) -> list[str]:
+    head, *body = copy_distance.markdown(copy)
+    parts = [f"<h2>{html.escape(head.lstrip('# '))}</h2>"]
+    rows = [line for line in body if line.startswith("|") and not line.startswith("|---")]
+    for line in body:
+        if line.startswith("- "):
+            parts.append(f"<p>{_inline(line[2:])}</p>")
+        elif line and not line.startswith(("|", "!")):
+            parts.append(f'<p class="about">{_inline(line)}</p>')
+    if copy.plot is not None:
+        parts.append(_img(copy.plot, "Copy loss by distance"))
+    cells = [[html.escape(c.strip()) for c in r.strip().strip("|").split("|")] for r in "".join(rows).split("\n") if r]
+    if cells:
+        parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in cells[0]) + "</tr>"
+                     + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in cells[1:]) + "</table>")
+    return parts
+
+
 def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | None], seed: int,
-                n_boot: int) -> str:
+                n_boot: int, copy: copy_distance.CopySection | None = None) -> str:
     title = f"Experiment {data.experiment}: RoPE variants vs {data.baseline}"
     items = [f"<li>{_inline(s)}</li>" for s in headline.sentences(data)]
     items += [f'<li class="warn">{_inline("Warning: " + w)}</li>' for w in headline.warnings(data)]
@@ -145,6 +165,8 @@ def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | N
     if plots.get("bpb_length"):
         parts.append(_img(plots["bpb_length"], _PLOT_CAPTIONS["bpb_length"]))
     parts.append(f"<p>{_inline(_method(data, seed, n_boot))}</p>")
+    if copy is not None:
+        parts += _copy_html(copy)
     for table in tables:
         parts.append(f"<h2>{html.escape(table.title)}</h2>")
         if table.about:
@@ -192,11 +214,14 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
             else:
                 written.append(path)
         tables = all_tables(data)
+        copy = copy_distance.build(data, layout.plots_dir, seed)
+        if copy is not None and copy.plot is not None:
+            written.append(copy.plot)
         with lock_for(layout.comparison_md):
-            write_text_atomic(layout.comparison_md, render_markdown(data, tables, plots, seed, n_boot))
+            write_text_atomic(layout.comparison_md, render_markdown(data, tables, plots, seed, n_boot, copy))
             written.append(layout.comparison_md)
             if fmt == "html":
                 html_path = layout.comparison_md.with_suffix(".html")
-                write_text_atomic(html_path, render_html(data, tables, plots, seed, n_boot))
+                write_text_atomic(html_path, render_html(data, tables, plots, seed, n_boot, copy))
                 written.append(html_path)
     return ReportOutput(data=data, tables=main_tables(data), answer=answer_lines(data), written=written)

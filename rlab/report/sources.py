@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 EVAL_CSVS: dict[str, tuple[str, type[rec.Record]]] = {
     "core_examples": (outputs.CORE_EXAMPLES_CSV, rec.CoreExample),
     "bpb_units": (outputs.BPB_UNITS_CSV, rec.BpbUnit),
+    "copy_distance": (outputs.COPY_DISTANCE_CSV, rec.CopyRow),
 }
 
 

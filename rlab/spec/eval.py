@@ -9,7 +9,7 @@ from pydantic import Field, PositiveInt, field_validator
 
 from rlab.spec.base import StrictModel
 
-EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler"]
+EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
 PplProtocol = Literal["same_targets", "sliding", "truncated"]
 PASSKEY_MAX_DEPTH = 0.9
@@ -21,7 +21,8 @@ class EvalSpec(StrictModel):
 
     evals: tuple[EvalName, ...] = ("bpb", "bpb_length", "core", "passkey", "ruler")
     """Evals to run: bpb (train/val), bpb_length (BPB vs context length), core (DCLM CORE), passkey, ruler
-    (RULER-style synthetic long-context tasks)."""
+    (RULER-style synthetic long-context tasks),
+    copy_distance (loss on a passage repeated at a known distance; not in the default list)."""
     bpb_tokens: PositiveInt = 262144
     """Tokens per split for train/val BPB."""
     target_len: PositiveInt | None = None
@@ -70,6 +71,10 @@ class EvalSpec(StrictModel):
     evaluated once at dynamic_ntk_len for every window)."""
     dynamic_ntk_len: PositiveInt | None = None
     """Length at which a fixed dynamic-ntk evaluates its frequencies; null = target_len."""
+    copy_lengths: tuple[PositiveInt, ...] | None = None
+    """copy_distance windows in tokens (the copy's distance grows with the window); null = the BPB-vs-length lengths."""
+    copy_trials: PositiveInt = 32
+    """copy_distance records per window (the independent units of its intervals)."""
     device_batch_size: PositiveInt = 8
     """Sequences per forward pass."""
     seed: int = Field(1234)

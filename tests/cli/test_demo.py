@@ -1,4 +1,5 @@
-"""`rlab demo` end to end at an even smaller size: prepare -> pretrain -> continue (torchrun, 2 CPU procs) -> eval -> report."""
+"""`rlab demo` end to end at an even smaller size: prepare (copy records) -> pretrain -> go/no-go check ->
+continue (torchrun, 2 CPU procs; zero-shot arms) -> eval (incl. copy_distance) -> report."""
 
 from __future__ import annotations
 
@@ -17,15 +18,15 @@ TINY_DEMO = {
     "base": {"tag": "tiny"},
     "pretrain": {
         "model": {"n_layer": 2, "n_embd": 32, "n_head": 2},
-        "train": {"seq_len": 32, "steps": 6, "device_batch_size": 2, "eval_every": 3, "eval_tokens": 512,
+        "train": {"seq_len": 128, "steps": 6, "device_batch_size": 2, "eval_every": 3, "eval_tokens": 512,
                   "lr": {"warmup_steps": 1}},
     },
-    "variants": {"rope": {"variant": "rope"}, "yarn": {"variant": "yarn", "factor": 4}},
-    "train": {"seq_len": 128, "steps": 2, "device_batch_size": 1, "eval_every": 2, "eval_tokens": 512,
-              "lr": {"warmup_steps": 1}},
-    "eval": {"bpb_tokens": 512, "lengths": [32, 128, 256], "length_tokens": 512, "max_per_task": 11,
-             "passkey_lengths": [256], "passkey_trials": 1, "passkey_depths": [0.5],
-             "ruler_lengths": [256], "ruler_trials": 2, "device_batch_size": 2},
+    "variants": {"rope": {"variant": "rope"}, "yarn": {"variant": "yarn", "factor": 2}},
+    "train": {"seq_len": 256, "steps": 2, "zero_shot": True, "device_batch_size": 1, "eval_every": 2,
+              "eval_tokens": 512, "lr": {"warmup_steps": 1}},
+    "eval": {"evals": ["bpb", "bpb_length", "core", "passkey", "copy_distance"], "bpb_tokens": 512,
+             "lengths": [128, 256, 512], "length_tokens": 512, "max_per_task": 11, "passkey_lengths": [256],
+             "passkey_trials": 1, "passkey_depths": [0.5], "copy_trials": 4, "device_batch_size": 2},
     "launch": {"nproc_per_node": 2},
     "tracking": {"wandb": "disabled"},
 }
@@ -33,10 +34,14 @@ TINY_DEMO = {
 
 def test_demo_stages_are_the_users_commands(tmp_path):
     stages = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None)
-    assert [s.name for s in stages] == ["data", "pretrain", "continue", "eval", "report"]
-    assert stages[0].argv[-2:] == ["--base-dir", str(tmp_path / "b")]
-    assert "--no-core" in stages[3].argv  # no bundle: CORE skipped, said so, not silently dropped
-    assert all(s.argv[1:3] == ["-m", "rlab"] for s in stages)
+    assert [s.name for s in stages] == ["data", "pretrain", "check", "continue", "eval", "report"]
+    assert stages[0].argv[-3:] == ["--base-dir", str(tmp_path / "b"), "--copy-records"]
+    assert "--no-core" in stages[4].argv  # no bundle: CORE skipped, said so, not silently dropped
+    assert stages[2].argv is None  # the go/no-go check runs in the demo's own process
+    assert all(s.argv[1:3] == ["-m", "rlab"] for s in stages if s.argv is not None)
+    again = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None,
+                        rebuild_data=True)
+    assert again[0].argv[-1] == "--force"  # an older demo's corpus (no copy records) is rebuilt
 
 
 def test_demo_dry_run_touches_nothing(tmp_path):
@@ -63,14 +68,25 @@ def test_tiny_demo_end_to_end(tmp_path):
             "--results-dir", str(tmp_path / "results"), "--corpus", str(corpus), "--vocab-size", "512"]
     if EVAL_BUNDLE_DIR.is_dir():
         argv += ["--eval-bundle", str(EVAL_BUNDLE_DIR)]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # Six steps teach a tiny model nothing: the go/no-go check stops the demo after pretraining, saying why.
+    stopped = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert stopped.returncode == 1, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    assert "Go/no-go: the base 'tiny' does not use context" in stopped.stdout + stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert not (tmp_path / "base" / "base_checkpoints" / "tiny-tinydemo-rope").exists()  # nothing after the check ran
 
+    # --no-check runs every stage anyway (the pipeline smoke test; the full demo passes the check).
+    result = subprocess.run([*argv, "--no-check"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "no-go" in result.stderr
     out = tmp_path / "results" / "tinydemo"
     frame = pd.read_csv(out / "results.csv")
-    assert sorted(frame["variant"]) == ["rope", "yarn"]
+    assert sorted(frame["variant"]) == ["base", "rope", "rope", "yarn", "yarn"]  # continued + zero-shot arms, base
     assert frame["val_bpb"].notna().all()
-    for name in ("comparison.md", "demo_timings.csv", "plots/bpb_vs_length.png"):  # 2 steps: no loss curve
+    for name in ("comparison.md", "demo_timings.csv", "plots/bpb_vs_length.png", "plots/copy_distance.png"):
         assert (out / name).is_file(), name
+    copy = pd.read_csv(out / "evals" / "tiny-tinydemo-yarn-zeroshot" / "copy_distance.csv")
+    assert sorted(set(copy["window"])) == [128, 256, 512] and len(copy) == 12
+    assert "## Long-range use: copy loss by distance" in (out / "comparison.md").read_text()
     timings = pd.read_csv(out / "demo_timings.csv")
-    assert list(timings["stage"]) == ["data", "pretrain", "continue", "eval", "report", "total"]
+    assert list(timings["stage"]) == ["data", "pretrain", "check", "continue", "eval", "report", "total"]

@@ -35,7 +35,7 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
     cfg = json.loads(first.split(": ", 1)[1])
     layout = ExperimentLayout(results, "demo")
     assert (cfg["tag"], cfg["variant"], cfg["out_dir"]) == ("demo-yarn", "yarn", str(layout.eval_dir("demo-yarn")))
-    assert cfg["eval"]["evals"] == ["bpb", "bpb_length", "passkey"] and cfg["eval"]["lengths"] == [256, 1024]
+    assert cfg["eval"]["evals"] == ["bpb", "bpb_length", "passkey", "copy_distance"] and cfg["eval"]["lengths"] == [256, 1024]
     assert cfg["eval"]["max_per_task"] == 3
     assert command.strip() == f"{sys.executable} -m rlab.evals {layout.eval_run_config('demo-yarn')}"
     multi = rlab("eval", "--all", *common)  # demo.yaml: 2 processes -> torchrun; --all finds the one trained tag

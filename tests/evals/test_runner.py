@@ -51,7 +51,7 @@ def eval_config(base: Path, root: Path, bundle: Path,
 
 
 def test_unknown_eval_suggests_a_name():
-    with pytest.raises(EvalError, match=r"Unknown eval 'cor'\. Did you mean 'core'\? Available: bpb, bpb_length, core, passkey"):
+    with pytest.raises(EvalError, match=r"Unknown eval 'cor'\. Did you mean 'core'\? Available: bpb, bpb_length, copy_distance, core, passkey"):
         get_eval("cor")
 
 

@@ -1,0 +1,214 @@
+"""The copy-by-distance section of a report: does each arm still use a passage seen `d` tokens back?
+
+Reads every tag's ``copy_distance.csv`` (rlab.evals.copy_distance: one row per record and window)
+and gives, per arm and distance, the loss on the repeated passage (`copy`), on its first occurrence
+(`first`) and the gain between them, with 95% intervals from a bootstrap over records (the same
+records for every tag, so differences between arms are paired). Seeds of one arm are averaged per
+record. The intervals are per cell and not adjusted for multiplicity (the report's primary
+endpoint is BPB; this section is what makes long-range use visible on a tiny model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+COPY_PLOT = "copy_distance.png"
+N_BOOT = 2000
+
+
+@dataclass
+class CopySection:
+    cells: pd.DataFrame
+    """arm, kind, variant, window, distance, copy, first, gain(_low/_high), acc, diff(_low/_high), n."""
+    sentences: list[str]
+    table_md: str
+    plot: Path | None = None
+
+
+def _records(data) -> pd.DataFrame:
+    frames = []
+    for src in (data.sources.tags if data.sources else []):
+        df = src.csvs.get("copy_distance")
+        if df is None or df.empty or src.tag not in set(data.meta["tag"]):
+            continue
+        arm = data.arm_of(src.tag)
+        frames.append(df.assign(tag=src.tag, arm=arm.key, kind=arm.kind, variant=arm.variant))
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True)
+    # seeds of one arm: mean per record
+    return df.groupby(["arm", "kind", "variant", "window", "distance", "record"], as_index=False)[
+        ["first_nats", "copy_nats", "copy_acc"]].mean()
+
+
+def _boot(values: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    means = values[rng.integers(0, len(values), size=(N_BOOT, len(values)))].mean(1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> str | None:
+    """The arm an arm is compared with: the baseline variant in the same condition."""
+    if variant == baseline or kind == "base":
+        return None
+    ref = baseline if kind == "continued" else f"{baseline} ({kind})"
+    return ref if ref in arms else None
+
+
+def cells(data, seed: int = 0) -> pd.DataFrame:
+    recs = _records(data)
+    if recs.empty:
+        return recs
+    rng = np.random.default_rng(seed)
+    arms = set(recs["arm"])
+    rows = []
+    for (arm, kind, variant, window, distance), g in recs.groupby(["arm", "kind", "variant", "window", "distance"],
+                                                                  sort=False):
+        g = g.sort_values("record")
+        gain = (g["first_nats"] - g["copy_nats"]).to_numpy()
+        lo, hi = _boot(gain, rng)
+        row = {"arm": arm, "kind": kind, "variant": variant, "window": int(window), "distance": int(distance),
+               "copy": g["copy_nats"].mean(), "first": g["first_nats"].mean(), "gain": gain.mean(),
+               "gain_low": lo, "gain_high": hi, "acc": g["copy_acc"].mean(), "n": len(g),
+               "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "ref": None}
+        ref = _reference_arm(arms, kind, variant, data.baseline)
+        if ref is not None:
+            r = recs[(recs["arm"] == ref) & (recs["window"] == window)].set_index("record")["copy_nats"]
+            paired = g.set_index("record")["copy_nats"].align(r, join="inner")
+            d = (paired[0] - paired[1]).to_numpy()
+            if len(d):
+                row["diff"], (row["diff_low"], row["diff_high"]), row["ref"] = d.mean(), _boot(d, rng), ref
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _verdict(row) -> str:
+    if pd.isna(row["diff"]):
+        return ""
+    if row["diff_high"] < 0:
+        return "better"
+    if row["diff_low"] > 0:
+        return "worse"
+    return "within noise"
+
+
+def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> list[str]:
+    """Verdict-style lines: the base within its training length, then each arm at the longest distance."""
+    out = []
+    base = c[c["kind"] == "base"]
+    if base_len and not base.empty:
+        inside = base[base["window"] <= base_len]
+        if not inside.empty:
+            r = inside.loc[inside["window"].idxmax()]
+            out.append(
+                f"**base** (trained at {base_len}) at distance {r['distance']}: copy loss {r['copy']:.2f} vs "
+                f"{r['first']:.2f} nats/token on the first occurrence, gain {r['gain']:+.2f} "
+                f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}] (n={r['n']} records; copy accuracy {r['acc']:.0%})")
+    for kind in ("zero-shot", "continued"):
+        sub = c[c["kind"] == kind]
+        if sub.empty:
+            continue
+        for window in sorted(set(sub["window"])):
+            if train_len and kind == "continued" and window < train_len:
+                continue
+            if base_len and kind == "zero-shot" and window <= base_len:
+                continue
+            at = sub[sub["window"] == window]
+            parts = []
+            for _, r in at.iterrows():
+                v = _verdict(r)
+                cmp_ = f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{v}**" if v else ""
+                parts.append(f"{r['variant']} {r['copy']:.2f} (gain {r['gain']:+.2f}{cmp_})")
+            out.append(f"{kind} arms at distance {at['distance'].iloc[0]} (window {window}): copy loss " + "; ".join(parts))
+    return out
+
+
+def table_markdown(c: pd.DataFrame) -> str:
+    """Rows: arms; columns: distance (window); cells: copy loss, gain ± half-width, copy accuracy."""
+    windows = sorted(set(c["window"]))
+    header = "| arm | " + " | ".join(f"d={c[c['window'] == w]['distance'].iloc[0]} (W={w})" for w in windows) + " |"
+    lines = [header, "|" + "---|" * (len(windows) + 1)]
+    for arm in dict.fromkeys(c["arm"]):
+        cellsx = []
+        for w in windows:
+            r = c[(c["arm"] == arm) & (c["window"] == w)]
+            if r.empty:
+                cellsx.append("")
+                continue
+            r = r.iloc[0]
+            h = (r["gain_high"] - r["gain_low"]) / 2
+            cellsx.append(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%})")
+        lines.append(f"| {arm} | " + " | ".join(cellsx) + " |")
+    first = c.groupby("window")["first"].mean()
+    lines.append("| _first occurrence (mean over arms)_ | " + " | ".join(f"{first[w]:.2f}" for w in windows) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(c: pd.DataFrame, path: Path, base_len: int | None, train_len: int | None) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = [k for k in ("zero-shot", "continued") if k in set(c["kind"])]
+    if not kinds:
+        kinds = list(dict.fromkeys(c["kind"]))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.2), sharey=True, squeeze=False)
+    base = c[c["kind"] == "base"]
+    for ax, kind in zip(axes[0], kinds):
+        for variant, g in c[c["kind"] == kind].groupby("variant", sort=False):
+            g = g.sort_values("distance")
+            ax.plot(g["distance"], g["copy"], marker="o", label=variant)
+        if not base.empty:
+            b = base.sort_values("distance")
+            ax.plot(b["distance"], b["copy"], color="black", ls=":", marker="x", label="base")
+        first = c.groupby("distance")["first"].mean().sort_index()
+        ax.plot(first.index, first.values, color="grey", ls="--", label="first occurrence")
+        for length, name in ((base_len, "L0"), (train_len, "train len")):
+            if length:
+                ax.axvline(length, color="grey", lw=0.8)
+                ax.text(length, ax.get_ylim()[1] if ax.lines else 0, f" {name}", va="top", fontsize=8)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{kind}: loss on a passage repeated d tokens back")
+        ax.set_xlabel("distance d to the first occurrence (tokens)")
+    axes[0][0].set_ylabel("copy loss (nats/token; lower = uses context)")
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
+    """The section, or None when no tag has copy-distance results."""
+    c = cells(data, seed)
+    if c.empty:
+        return None
+    lengths = data.meta.groupby("kind")["train_seq_len"].max() if "train_seq_len" in data.meta else pd.Series()
+    base_len = int(lengths["base"]) if "base" in lengths and pd.notna(lengths["base"]) else None
+    train_len = int(lengths["continued"]) if "continued" in lengths and pd.notna(lengths["continued"]) else None
+    if base_len is None and "zero-shot" in lengths and pd.notna(lengths["zero-shot"]):
+        base_len = int(lengths["zero-shot"])
+    return CopySection(c, sentences(c, base_len, train_len), table_markdown(c),
+                       plot(c, plots_dir / COPY_PLOT, base_len, train_len))
+
+
+def markdown(section: CopySection) -> list[str]:
+    lines = ["## Long-range use: copy loss by distance", "",
+             "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
+             "occurrence, at the end of a window of W tokens (rlab.evals.copy_distance). Cells: mean loss on "
+             "the repeat (nats/token), the gain over the first occurrence with its 95% interval (bootstrap over "
+             "records), and the greedy copy accuracy. Comparisons are paired (same records), vs the baseline "
+             "variant in the same condition, 95% intervals not adjusted for multiplicity.", ""]
+    lines += [f"- {s}" for s in section.sentences] + [""]
+    if section.plot is not None:
+        lines += [f"![Copy loss by distance](plots/{COPY_PLOT})", ""]
+    lines += [section.table_md]
+    return lines

@@ -1,0 +1,54 @@
+"""Copy-by-distance records: exact layout and distance, determinism, scoring on a real tiny GPT."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rlab.errors import EvalError
+from rlab.evals import copy_distance as cd
+from tests.evals.conftest import random_gpt
+
+DOCS = [list(range(10, 400)), list(range(500, 900))]
+
+
+@pytest.mark.parametrize("window", [72, 128, 300])
+def test_record_repeats_the_passage_at_the_stated_distance(window):
+    rec = cd.build_record(DOCS, bos=1, window=window, seed=3, index=5)
+    assert len(rec.tokens) == window + 1 and rec.tokens[0] == 1
+    x = rec.tokens[rec.first : rec.first + cd.PASSAGE]
+    assert rec.tokens[rec.second : rec.second + cd.PASSAGE] == x
+    assert rec.second - rec.first == cd.distance_of(window)
+    assert rec.second + cd.PASSAGE == len(rec.tokens)  # the copy ends the window
+
+
+def test_records_are_deterministic_and_differ_by_index():
+    a = cd.build_record(DOCS, 1, 128, seed=0, index=0)
+    assert a == cd.build_record(DOCS, 1, 128, seed=0, index=0)
+    assert a.tokens != cd.build_record(DOCS, 1, 128, seed=0, index=1).tokens
+
+
+def test_too_short_window_and_too_short_text_say_what_to_do():
+    with pytest.raises(EvalError, match="too short"):
+        cd.build_record(DOCS, 1, 2 * cd.PASSAGE, seed=0, index=0)
+    with pytest.raises(EvalError, match="long-document set"):
+        cd.build_record([list(range(50))], 1, 128, seed=0, index=0)
+
+
+def test_scores_per_record_and_summary():
+    torch.set_num_threads(1)
+    model = random_gpt(1024, sequence_len=128)
+    rows = cd.evaluate_copy_distance(model, DOCS, 1, [96, 128], records=6, seed=0, batch_tokens=256, device="cpu")
+    assert [(r["window"], r["record"]) for r in rows] == [(w, i) for w in (96, 128) for i in range(6)]
+    assert all(math.isfinite(r["first_nats"]) and math.isfinite(r["copy_nats"]) and 0 <= r["copy_acc"] <= 1
+               for r in rows)
+    again = cd.evaluate_copy_distance(model, DOCS, 1, [96, 128], records=6, seed=0, batch_tokens=10_000, device="cpu")
+    for r, s in zip(rows, again):  # batching does not change the numbers
+        assert r["copy_nats"] == pytest.approx(s["copy_nats"], abs=1e-5)
+    summary = cd.summarize(rows)
+    assert [s["window"] for s in summary] == [96, 128] and all(s["n"] == 6 for s in summary)
+    for s in summary:
+        assert s["gain"] == pytest.approx(s["first_nats"] - s["copy_nats"])
+        assert s["gain_ci_low"] <= s["gain"] <= s["gain_ci_high"]
