@@ -58,8 +58,10 @@ gpu-check:
 	$(GPU_VENV)/bin/python -m pytest -m gpu -q -p no:cacheprovider $(PYTEST_ARGS)
 	$(GPU_VENV)/bin/python -m bench gpu
 
+# The whole mission always runs: until the demo's base learns to copy (issue 15) the go/no-go check
+# prints its table and a no-go warning instead of stopping (plain `rlab demo` stops on a no-go).
 demo: install
-	$(BIN)/rlab demo
+	$(BIN)/rlab demo --no-check
 
 # Only the corpus + tokenizer of the demo (idempotent).
 data: install
