@@ -38,27 +38,35 @@ def _arch_text(architecture: dict | None) -> str:
     return name.removeprefix("nanochat-") + ("" if set(pattern) == {"L"} else f" {pattern}")
 
 
-def records_table(records: list[dict]):
-    """The records as a compact table: one line per tag at 80 columns (only the RoPE text may wrap)."""
+def records_table(records: list[dict], width: int = 80):
+    """The records as a compact table, one line per tag: numbers are never cut, and the RoPE column (the widest,
+    also in --json) is left out when the rest would not fit `width` with it."""
     from rich import box
+    from rich.console import Console
     from rich.table import Table
 
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
-    table.add_column("tag", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("step", justify="right", no_wrap=True)
-    table.add_column("seq", justify="right", no_wrap=True)
-    table.add_column("arch", no_wrap=True)
-    table.add_column("rope", overflow="fold")
     metrics = [m for m in METRIC_COLUMNS if any(m[0] in r["metrics"] for r in records)]
-    for _, header, _ in metrics:
-        table.add_column(header, justify="right", no_wrap=True)
+    rows = []
     for r in records:
         style = STATE_STYLE.get(r["state"], "")
         cells = [r["tag"], f"[{style}]{r['state']}[/]" if style else r["state"], step_text(r),
                  str(r["seq_len"] or "-"), _arch_text(r.get("architecture")), r["rope"]]
         cells += [fmt.format(r["metrics"][key]) if key in r["metrics"] else "-" for key, _, fmt in metrics]
-        table.add_row(*cells)
+        rows.append(cells)
+    headers = ["tag", "state", "step", "seq", "arch", "rope", *(header for _, header, _ in metrics)]
+
+    def build(columns: list[int]) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+        for i in columns:
+            table.add_column(headers[i], no_wrap=True,
+                             justify="left" if headers[i] in ("tag", "state", "arch", "rope") else "right")
+        for cells in rows:
+            table.add_row(*(cells[i] for i in columns))
+        return table
+
+    table = build(list(range(len(headers))))
+    if Console(width=10_000).measure(table).maximum > width:
+        table = build([i for i, h in enumerate(headers) if h != "rope"])
     return table
 
 
@@ -80,6 +88,6 @@ def list_tags(base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None, as
         out.print(f"No checkpoints under {base.checkpoints_root}.", highlight=False)
         return
     out.print(f"Tags in {base.checkpoints_root}", highlight=False)
-    out.print(records_table(records))
+    out.print(records_table(records, out.width))
     out.print("bpb: val BPB (eval.json, else the last in-training one); pk: passkey accuracy. All fields: --json",
               style="dim", highlight=False)

@@ -44,7 +44,7 @@ def status(
         return
     if runs:
         out.print("Training runs", highlight=False)
-        out.print(records_table(runs))
+        out.print(records_table(runs, out.width))
         for r in runs:
             if r["state"] == "training":
                 out.print(f"{r['tag']}: {r['holder']}; log {r['log']}", highlight=False, soft_wrap=True)

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+from rich.console import Console
+
+from rlab.cli.ls_cmd import records_table
 from rlab.orchestrate.lock import TagLocks
 from rlab.paths import BaseLayout
 from tests.cli.inproc import run_main
@@ -52,3 +58,20 @@ def test_status_shows_live_and_unfinished_runs(tmp_path):
     assert "fx-ntk: stopped" in text.out and "--resume" in text.out and "loss is NaN" in text.out
     quiet = run_main("status", "--base-dir", str(tmp_path / "nobase"), "--results-dir", str(tmp_path / "none"))
     assert quiet.code == 0 and "Nothing running" in quiet.out
+
+
+def test_ls_at_80_columns_never_cuts_a_number(tmp_path):
+    """Long tags (zero-shot arms of a long experiment name): the RoPE column goes, every value stays whole."""
+    base, results = _tree(tmp_path)
+    for tag in ("fx-rope", "fx-pi", "fx-ntk", "fx-yarn"):
+        make_checkpoint(base, f"{tag}-dynamic-zeroshot-seed2", steps=(10,))
+    narrow = subprocess.run([sys.executable, "-m", "rlab", "ls", "--base-dir", str(base), "--results-dir",
+                             str(results)], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stderr
+    assert "rope" not in next(line for line in narrow.stdout.splitlines() if line.startswith("tag "))
+    listed = json.loads(run_main("ls", "--base-dir", str(base), "--results-dir", str(results), "--json").out)["tags"]
+    wide = Console(width=200, record=True)
+    wide.print(records_table(listed, 200))
+    assert "rope" in wide.export_text().splitlines()[0]
+    rows = [line for line in narrow.stdout.splitlines() if line.strip().startswith("fx-")]
+    assert len(rows) == 9 and all(len(line) <= 80 for line in rows) and "…" not in narrow.stdout, narrow.stdout
