@@ -171,7 +171,7 @@ def split_documents(
     seed: int = 0,
     val_fraction: float = 0.1,
     long_min_chars: int = LONG_MIN_CHARS,
-    long_per_era: int = 3,
+    long_per_era: int = 12,
 ) -> CorpusSplit:
     """Split whole documents into long / val / train with a fixed seed (see the module docstring).
 

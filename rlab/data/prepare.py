@@ -59,7 +59,8 @@ class PrepareOptions:
     seed: int = 0
     val_fraction: float = 0.1  # of the documents outside the long-doc set
     long_min_chars: int = LONG_MIN_CHARS  # a "long document" has at least this many characters
-    long_per_era: int = 3  # long documents kept per era for the long-context eval set
+    long_per_era: int = 12  # long documents held out per era for the long-context evals: >= 20 documents in all,
+    # the independent units of the per-document bootstrap behind BPB-vs-length verdicts
     shard_chars: int = SHARD_CHARS  # characters per train shard (approx.)
     row_groups: int = ROW_GROUPS_PER_SHARD  # row groups per shard
     copy_records: RepeatOptions | None = None
