@@ -311,10 +311,9 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
 
 def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
     """Loss on a passage repeated at a known distance vs its first occurrence, by window (rlab.evals.copy_distance)."""
-    from rlab.core.data import load_long_docs
     from rlab.evals import copy_distance as cd
 
-    docs = ctx.tokenizer.encode(load_long_docs(ctx.base_dir))
+    docs = ctx.tokenizer.encode(long_docs(ctx).texts)
     windows = list(ctx.spec.copy_lengths or bpb_lengths(ctx))
     with ctx.autocast():
         rows = cd.evaluate_copy_distance(ctx.model, docs, ctx.tokenizer.bos_token_id, windows, ctx.spec.copy_trials,

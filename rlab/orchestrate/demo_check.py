@@ -44,8 +44,8 @@ def check_base(base_dir: Path, tag: str, seed: int = 1234) -> CheckResult:
     import torch
 
     from rlab.core.checkpoint import load_model
-    from rlab.core.data import load_long_docs
     from rlab.core.tokenizer import Tokenizer
+    from rlab.data.long_docs import load_long_docs
     from rlab.evals import copy_distance as cd
     from rlab.paths import BaseLayout
 
@@ -54,7 +54,7 @@ def check_base(base_dir: Path, tag: str, seed: int = 1234) -> CheckResult:
     model.eval()
     seq_len = int(meta["model_config"]["sequence_len"])
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
-    docs = tokenizer.encode(load_long_docs(base_dir))
+    docs = tokenizer.encode(load_long_docs(base_dir).texts)
     shortest = cd.PREFIX + 2 * cd.PASSAGE + 8
     windows = [w for w in (seq_len // 2, seq_len) if w >= shortest]
     if not windows:
