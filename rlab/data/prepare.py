@@ -35,7 +35,7 @@ from rlab.data.corpus import LONG_MIN_CHARS, Document, read_user_corpus, split_d
 from rlab.data.defaults import DEFAULT_VOCAB_SIZE  # defined there so the CLI can import it cheaply
 from rlab.data.long_docs import DEFAULT_MIN_TOKENS, tokenizer_sha256, write_long_docs
 from rlab.data.repeats import RepeatOptions, with_repeats
-from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_parquet_texts, write_shards
+from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_shards
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
 

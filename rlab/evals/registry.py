@@ -314,7 +314,7 @@ def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
     from rlab.evals import copy_distance as cd
 
     docs = ctx.tokenizer.encode(long_docs(ctx).texts)
-    windows = list(ctx.spec.copy_lengths or bpb_lengths(ctx))
+    windows = list(ctx.spec.copy_lengths or eval_lengths(ctx))
     with ctx.autocast():
         rows = cd.evaluate_copy_distance(ctx.model, docs, ctx.tokenizer.bos_token_id, windows, ctx.spec.copy_trials,
                                          ctx.spec.seed, ctx.batch_tokens, ctx.device)

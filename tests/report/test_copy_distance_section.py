@@ -8,6 +8,7 @@ from rlab import records as rec
 from rlab.evals.outputs import COPY_DISTANCE_CSV
 from rlab.report.build import write_report
 
+
 def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
     rows = []
