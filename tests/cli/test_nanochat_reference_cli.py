@@ -41,7 +41,9 @@ def test_ls_continue_eval_on_nanochat_s_own_base_dir(version, tmp_path):
     common = ["--spec", str(spec), "--base-dir", str(base), "--results-dir", str(results)]
 
     listed = rlab("ls", "--base-dir", str(base))
-    assert listed.returncode == 0 and shown in " ".join(listed.stdout.split()), listed.stdout
+    assert listed.returncode == 0 and shown.split()[0].removeprefix("nanochat-") in listed.stdout, listed.stdout
+    as_json = json.loads(rlab("ls", "--json", "--base-dir", str(base)).stdout)
+    assert [t["architecture"]["describe"] for t in as_json["tags"]] == [shown]
 
     done = rlab("continue", *common, "--variants", "pi,yarn", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
