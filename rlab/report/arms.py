@@ -6,6 +6,8 @@ An arm is a variant in one condition:
 * ``zero-shot``: the base with the variant's RoPE applied and nothing trained (``train.steps: 0``);
 * ``base``: the base checkpoint itself, evaluated as a reference point.
 
+When several experiments are compared, arm keys and variants carry the experiment: ``A/yarn``.
+
 Tags of the same variant and condition are seed replicates of one arm (same token budget, same data
 start, different data order); the report averages over them and its intervals include their spread.
 """
@@ -29,6 +31,8 @@ class Arm:
     kind: ArmKind
     tags: list[str] = field(default_factory=list)
     seeds: list[int | None] = field(default_factory=list)
+    group: str = ""
+    """The experiment it comes from when several are compared (`rlab.report.compare`); '' for one experiment."""
     """Training seed of each tag (None when unknown), in the order of `tags`."""
 
     @property
@@ -60,13 +64,18 @@ def arm_key(variant: str, kind: ArmKind) -> str:
     return {"continued": variant, "zero-shot": f"{variant} (zero-shot)", "base": "base"}[kind]
 
 
+def qualify(group: str, name: str) -> str:
+    """`<experiment>/<name>` when arms of several experiments are compared, else `name` unchanged."""
+    return f"{group}/{name}" if group else name
+
+
 def group_arms(tags: list[TagSources]) -> list[Arm]:
     """Tags grouped into arms (in first-seen order), each arm's tags ordered by seed then tag."""
     arms: dict[str, Arm] = {}
     for src in tags:
         kind = kind_of(src)
-        key = arm_key(src.variant, kind)
-        arm = arms.setdefault(key, Arm(key=key, variant=src.variant, kind=kind))
+        key = qualify(src.group, arm_key(src.variant, kind))
+        arm = arms.setdefault(key, Arm(key=key, variant=qualify(src.group, src.variant), kind=kind, group=src.group))
         arm.tags.append(src.tag)
         arm.seeds.append(seed_of(src))
     for arm in arms.values():

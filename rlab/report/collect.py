@@ -214,32 +214,36 @@ def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     return [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
 
 
-def arm_mismatches(arms: list[Arm], base: Arm, tags: list[TagSources]) -> dict[str, list[cmp.Mismatch]]:
-    """Per arm: how its tags differ from its reference arm's first tag (`reference_arm`: evals; training too when
-    both arms are the same condition, e.g. continued vs continued) and from their own arm's first tag (seeds)."""
+def arm_mismatches(arms: list[Arm], refs: dict[str, Arm], tags: list[TagSources],
+                   separate: frozenset[str] = frozenset()) -> dict[str, list[cmp.Mismatch]]:
+    """Per arm: how its tags differ from its reference arm's first tag (evals; training too when both arms are the
+    same condition, e.g. continued vs continued, and from one experiment: an arm in `separate` is compared with
+    another experiment's arm, whose training may differ by design) and from their own arm's first tag (seeds)."""
     docs = {t.tag: t.eval for t in tags}
     out: dict[str, list[cmp.Mismatch]] = {}
     for arm in arms:
         found: list[cmp.Mismatch] = []
-        reference = reference_arm(arm, arms, base)
+        reference = refs.get(arm.key, arm)
         ref, own = docs.get(reference.tags[0]), docs.get(arm.tags[0])
         for tag in arm.tags:
             doc = docs.get(tag)
             if doc is None:
                 continue
             if ref is not None and tag != reference.tags[0]:
-                found += cmp.mismatches(doc, ref, check_training=arm.kind == reference.kind)
+                found += cmp.mismatches(doc, ref, check_training=arm.kind == reference.kind
+                                        and arm.key not in separate)
             if own is not None and tag != arm.tags[0]:
                 found += cmp.mismatches(doc, own)
         out[arm.key] = list(dict.fromkeys(found))
     return out
 
 
-def block_verdicts(comparisons: pd.DataFrame, found: dict[str, list[cmp.Mismatch]]) -> pd.DataFrame:
-    """`NOT_COMPARABLE` in place of every verdict a mismatch concerns."""
+def block_verdicts(comparisons: pd.DataFrame, found: dict[str, list[cmp.Mismatch]],
+                   unpaired: set[tuple[str, str]] | frozenset = frozenset()) -> pd.DataFrame:
+    """`NOT_COMPARABLE` in place of every verdict a mismatch concerns (and of the estimates left `unpaired`)."""
     frame = comparisons.copy()
     for i, r in zip(frame.index, frame.itertuples(index=False), strict=True):
-        if r.verdict and cmp.blocks(found.get(r.arm, []), r.metric):
+        if (r.verdict or (r.arm, r.metric) in unpaired) and cmp.blocks(found.get(r.arm, []), r.metric):
             frame.at[i, "verdict"] = NOT_COMPARABLE
     return frame
 
@@ -248,17 +252,46 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
             n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportData:
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
-    notes = Footnotes()
-    tags = sources.tags
-    arms = group_arms(tags)
+    arms = group_arms(sources.tags)
     if baseline:  # the user named it: a typo is an error, not a report with blank comparison columns
         spec_variants = (sources.spec or {}).get("variants")
         baseline = _known_variant(baseline, {a.variant for a in arms} | set(spec_variants or ()))
     baseline = resolve_baseline(baseline, sources.spec)
+    base = baseline_arm(arms, baseline)
+    refs = {a.key: r for a in arms if base is not None and (r := reference_arm(a, arms, base)).key != a.key}
+    return assemble(sources, arms, Pairing(baseline, base, refs), seed=seed, n_boot=n_boot,
+                    allow_mismatch=allow_mismatch)
 
+
+@dataclass
+class Pairing:
+    """What each arm is compared with. One experiment: every arm with the baseline arm (`reference_arm`).
+    Several experiments (`rlab.report.compare`): arms whose reference is in another experiment are listed in
+    `separate`: they are paired only on eval sections measured exactly alike (else no estimate at all: their
+    units would not be the same text), and their training may differ by design (reported, not blocking)."""
+
+    baseline: str
+    """The baseline's name as tables print it (a variant, or what the arms are compared with)."""
+    base: Arm | None
+    """The baseline arm (first row of tables), if there is one."""
+    references: dict[str, Arm]
+    """Arm key -> the arm it is compared with (arms without an entry are not compared)."""
+    separate: frozenset[str] = frozenset()
+    primary_from: str | None = None
+    """The experiment whose training length defines the primary endpoint (None: the most common one)."""
+    rank_arms: bool = True
+    """Mark the arm that beats every other beyond noise ("best"), as one experiment's tables do."""
+
+
+def assemble(sources: ExperimentSources, arms: list[Arm], pairing: Pairing, *, seed: int = 0,
+             n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportData:
+    """Every frame of the report from tags already read and grouped into arms."""
+    notes = Footnotes()
+    tags = sources.tags
+    baseline, base, refs = pairing.baseline, pairing.base, pairing.references
     meta_rows = []
     for src in tags:
-        row = fr.meta_row(layout.experiment, src, sources.spec)
+        row = fr.meta_row(src.group or sources.experiment, src, sources.spec)
         arm = next(a for a in arms if src.tag in a.tags)
         row.update(arm=arm.key, kind=kind_of(src), seed=seed_of(src), n_seeds=arm.n_seeds, label=arm.key)
         meta_rows.append(row)
@@ -279,12 +312,14 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     core_tasks = fr.stack(core_parts, keys, ["task", "type", "accuracy", "centered", "baseline", "n"])
     curves = fr.stack([fr.curves_frame(t) for t in tags], keys, ["type", "step", "loss", "val_bpb"])
 
-    primary = _primary(meta, bpb_length)
+    primary = _primary(meta if pairing.primary_from is None else meta[meta["experiment"] == pairing.primary_from],
+                       bpb_length)
     data = {t.tag: _tag_data(t, bl, pk, primary.lengths) for t, bl, pk in zip(tags, bpb_parts, pk_parts, strict=True)}
-    base = baseline_arm(arms, baseline)
     if base is not None and base.kind != "continued":
         notes.add(f"baseline variant '{baseline}' has no continued arm; compared against {base.key}")
-    baselines = fr.task_baselines(core_parts[[t.tag for t in tags].index(base.tags[0])]) if base else {}
+    with_core = [p for p in ([core_parts[[t.tag for t in tags].index(base.tags[0])]] if base else []) + core_parts
+                 if len(p)]
+    baselines = fr.task_baselines(with_core[0]) if with_core else {}  # random-guess accuracy: a task's property
     metrics = _metrics_of(list(data.values()), any(d.core_examples is not None or "core" in d.points
                                                    for d in data.values()), len(passkey) > 0, primary)
     scalars = _scalars({a.key: a.tags for a in arms}, data, metrics, baselines, seed, n_boot, "arm")
@@ -297,18 +332,16 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     scalars.insert(1, "variant", scalars["arm"].map(lambda k: kinds[k][0]))
     scalars.insert(2, "kind", scalars["arm"].map(lambda k: kinds[k][1]))
 
-    if base is None:
+    if base is None and not refs:
         notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
-        comparisons = est.adjust(pd.DataFrame(columns=[
-            "arm", "reference", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
-            "rel_high", "p_value", "n_units", "n_seeds", "interval", "family"]))
-    else:
-        comparisons = est.compare_arms(arms, base, data, scalars, baselines, seed, n_boot)
-    found = arm_mismatches(arms, base, tags) if base is not None else {}
-    if not allow_mismatch:
-        comparisons = block_verdicts(comparisons, found)
+    found = arm_mismatches(arms, refs, tags, pairing.separate) if refs else {}
+    unpaired = {(a, m) for a in pairing.separate for m in metrics if cmp.blocks(found.get(a, []), m)}
+    comparisons = est.compare_arms(arms, refs, data, scalars, baselines, seed, n_boot, skip=unpaired)
+    # --allow-mismatch never lifts the block across experiments: there the units are not the same text
+    blocking = {a: found[a] for a in pairing.separate if a in found} if allow_mismatch else found
+    comparisons = block_verdicts(comparisons, blocking, unpaired)
 
-    best = {m: k for m in metrics if m != "passkey_overall"
+    best = {m: k for m in metrics if pairing.rank_arms and m != "passkey_overall"
             and (allow_mismatch or not any(cmp.blocks(ms, m) for ms in found.values()))  # no "best" across a mismatch
             and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None}
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
@@ -320,7 +353,7 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
         notes.add(msg)
     tag_notes = {src.tag: marks for src in tags if (marks := _tag_footnotes(src, notes))}
 
-    out = ReportData(experiment=layout.experiment, baseline=baseline, baseline_tag=base.tags[0] if base else None,
+    out = ReportData(experiment=sources.experiment, baseline=baseline, baseline_tag=base.tags[0] if base else None,
                      meta=meta, arms=arms, baseline_arm=base.key if base else None, primary=primary,
                      scalars=scalars, tag_scalars=tag_scalars, comparisons=comparisons, bpb_length=bpb_length,
                      passkey=passkey, core_tasks=core_tasks, curves=curves, results=pd.DataFrame(),
@@ -330,5 +363,5 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
 
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
     log.info("collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)", len(tags), len(arms),
-             layout.experiment, baseline)
+             sources.experiment, baseline)
     return out

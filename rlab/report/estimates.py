@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.report import uncertainty as unc
-from rlab.report.arms import Arm, reference_arm
+from rlab.report.arms import Arm
 
 PRIMARY = "primary_bpb"
 """The metric name of the primary endpoint (see `primary_lengths`)."""
@@ -226,16 +226,18 @@ def _paired(a: list[TagData], b: list[TagData], metric: str, baselines: dict[str
     return None
 
 
-def compare_arms(arms: list[Arm], base: Arm, data: dict[str, TagData], scalars: pd.DataFrame,
-                 baselines: dict[str, float], seed: int, n_boot: int) -> pd.DataFrame:
-    """One row per (arm, metric) both the arm and its reference have (the baseline arm; for a zero-shot arm the
-    baseline's zero-shot arm or the base, see `reference_arm`): the paired difference, its
+def compare_arms(arms: list[Arm], refs: dict[str, Arm], data: dict[str, TagData], scalars: pd.DataFrame,
+                 baselines: dict[str, float], seed: int, n_boot: int,
+                 skip: set[tuple[str, str]] | frozenset = frozenset()) -> pd.DataFrame:
+    """One row per (arm, metric) both the arm and its reference have (`refs`: in one experiment the baseline arm;
+    for a zero-shot arm the baseline's zero-shot arm or the base, see `reference_arm`): the paired difference, its
     p-value, its family (primary: continued arms on the primary endpoint; secondary: the rest), the
-    Holm-adjusted p within the family, and the verdict."""
+    Holm-adjusted p within the family, and the verdict. An (arm, metric) in `skip` gets a row with no estimate
+    (its units are not comparable), which stays out of the Holm families."""
     rows = []
     for arm in arms:
-        ref = reference_arm(arm, arms, base)
-        if arm.key == ref.key:
+        ref = refs.get(arm.key)
+        if ref is None or arm.key == ref.key:
             continue
         theirs = scalars[scalars["arm"] == ref.key].set_index("metric")
         mine = scalars[scalars["arm"] == arm.key].set_index("metric")
@@ -243,11 +245,12 @@ def compare_arms(arms: list[Arm], base: Arm, data: dict[str, TagData], scalars: 
             if metric not in theirs.index:
                 continue
             key = f"{arm.key}-vs-{ref.key}/{metric}"
-            got = _paired([data[t] for t in arm.tags], [data[t] for t in ref.tags], metric, baselines, key, seed,
-                          n_boot)
+            unpaired = (arm.key, metric) in skip
+            got = None if unpaired else _paired([data[t] for t in arm.tags], [data[t] for t in ref.tags], metric,
+                                                baselines, key, seed, n_boot)
             a, b = float(mine.loc[metric, "value"]), float(theirs.loc[metric, "value"])
             row = {"arm": arm.key, "reference": ref.key, "variant": arm.variant, "kind": arm.kind, "metric": metric,
-                   "diff": a - b,
+                   "diff": math.nan if unpaired else a - b,
                    "diff_low": math.nan, "diff_high": math.nan, "rel_pct": math.nan, "rel_low": math.nan,
                    "rel_high": math.nan, "p_value": math.nan, "n_units": pd.NA, "n_seeds": arm.n_seeds,
                    "interval": "", "family": "primary" if metric == PRIMARY and arm.kind == "continued"

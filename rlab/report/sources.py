@@ -41,6 +41,8 @@ class TagSources:
     csvs: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     """Footnotes about this tag (what is missing or odd)."""
+    group: str = ""
+    """The experiment it comes from when several are compared (its arm is `<group>/<variant>`); '' otherwise."""
 
     @property
     def evaluated(self) -> bool:
