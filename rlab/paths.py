@@ -219,3 +219,32 @@ class ExperimentLayout:
     @property
     def plots_dir(self) -> Path:
         return self.root / "plots"
+
+
+COMPARISONS_DIR = "_compare"
+"""Folder under a results root holding comparisons of several experiments (not a valid experiment name)."""
+
+
+@dataclass(frozen=True)
+class ComparisonLayout:
+    """Where `rlab compare A B ...` writes: ``<results root>/_compare/A+B/``, never inside one experiment's folder
+    (so a single experiment's report is never overwritten). ``+`` cannot occur in an experiment name."""
+
+    results_root: Path
+    experiments: tuple[str, ...]
+
+    @property
+    def root(self) -> Path:
+        return self.results_root / COMPARISONS_DIR / "+".join(self.experiments)
+
+    @property
+    def comparison_md(self) -> Path:
+        return self.root / "comparison.md"
+
+    @property
+    def comparison_html(self) -> Path:
+        return self.root / "comparison.html"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.root / "plots"

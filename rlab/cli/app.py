@@ -16,6 +16,7 @@ import typer
 from rlab import __version__
 from rlab.cli import (
     bundle_cmd,
+    compare_cmd,
     continue_cmd,
     data_cmd,
     demo_cmd,
@@ -44,6 +45,7 @@ for _name, _function, _panel in (
     ("continue", continue_cmd.continue_training, "Experiment"),
     ("eval", eval_cmd.eval_tag, "Experiment"),
     ("report", report_cmd.build_report, "Experiment"),
+    ("compare", compare_cmd.compare, "Experiment"),
     ("demo", demo_cmd.run_demo, "Experiment"),
     ("pretrain", pretrain_cmd.pretrain, "Experiment"),
     ("ls", ls_cmd.list_tags, "Inspect"),

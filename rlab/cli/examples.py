@@ -25,6 +25,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("rlab report --spec experiments/demo.yaml --baseline rope --format html", "self-contained HTML"),
         ("rlab report -e demo --json", "the tables as JSON"),
     ],
+    "compare": [
+        ("rlab compare scale4 scale8", "each arm of scale8 vs the same arm of scale4"),
+        ("rlab compare experiments/a.yaml experiments/b.yaml --baseline a/rope", "every arm vs one arm"),
+        ("rlab compare scale4 scale8 --arms yarn --json", "yarn of each, as JSON"),
+    ],
     "demo": [("rlab demo", "the whole mission on CPU, minutes"), ("rlab demo --dry-run", "the commands only")],
     "pretrain": [("rlab pretrain --spec experiments/demo.yaml", "train the spec's base from scratch")],
     "ls": [("rlab ls", "every tag: state, seq_len, RoPE, metrics"), ("rlab ls --json", "the same as JSON")],

@@ -12,7 +12,7 @@ from rlab.spec.experiment import LaunchSpec
 from rlab.spec.train import TrainSpec
 from tests.cli.inproc import run_main
 
-COMMANDS = [["continue"], ["eval"], ["report"], ["demo"], ["pretrain"], ["ls"], ["status"], ["sample"],
+COMMANDS = [["continue"], ["eval"], ["report"], ["compare"], ["demo"], ["pretrain"], ["ls"], ["status"], ["sample"],
             ["validate"], ["schema"], ["rope", "inspect"], ["data", "prepare"], ["bundle", "check"]]
 
 

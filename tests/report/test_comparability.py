@@ -77,3 +77,17 @@ def test_a_training_budget_mismatch_blocks_every_metric_and_is_shown_first(fx, r
     allowed = CliRunner().invoke(app, ["report", "--results-dir", str(results_root), "-e", "fx", "--bootstrap",
                                        "200", "--allow-mismatch"])
     assert allowed.exit_code == 0 and "--allow-mismatch" in (results_root / "fx" / "comparison.md").read_text()
+
+
+def test_the_primary_endpoint_belongs_to_bpb_length():
+    """The primary endpoint is BPB at length: a bpb_length mismatch must block its verdict too."""
+    from rlab.report.comparability import blocks, metric_section
+
+    assert metric_section("primary_bpb") == "bpb_length"
+    assert blocks([cmp_mismatch("bpb_length")], "primary_bpb") and not blocks([cmp_mismatch("core")], "primary_bpb")
+
+
+def cmp_mismatch(section: str):
+    from rlab.report.comparability import Mismatch
+
+    return Mismatch("a", "b", section, "eval data", "x vs y")
