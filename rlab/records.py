@@ -197,6 +197,18 @@ class CoreMetric(Record):
     partial: bool
     missing_tasks: list[str] = Field(default_factory=list)
     tasks: dict[str, CoreTask]
+    selection: list[str] | None = None
+    """The tasks `eval.core_tasks` picked when it picked a subset of the bundle (then this is not the full CORE,
+    and the report says "CORE (k of N tasks)"); None = every task of the bundle."""
+    bundle_tasks: int | None = None
+    """Tasks in the bundle's core.yaml (the N of "k of N")."""
+
+    @property
+    def label(self) -> str:
+        """`CORE`, or `CORE (k of N tasks)` for a subset, which must never read as the full CORE."""
+        if self.selection is None:
+            return "CORE"
+        return f"CORE ({len(self.selection)} of {self.bundle_tasks or '?'} tasks)"
 
     @field_validator("tasks")
     @classmethod

@@ -76,6 +76,13 @@ def eval_tag(
         "--max-per-task", metavar="N", callback=at_least(1), rich_help_panel=EVALS_PANEL,
         help="CORE examples per task. (default: all)")]
     = None,
+    tasks: Annotated[Optional[str], typer.Option(
+        "--tasks", metavar="T,T,...", rich_help_panel=EVALS_PANEL,
+        help="CORE tasks only, lm-eval style: labels or globs, e.g. hellaswag,arc_*; turns --core on; "
+             "'list' lists them. A subset is reported as 'CORE (k of N tasks)'. (default: every task)")]
+    = None,
+    list_tasks: Annotated[bool, switch("--list-tasks", help="List the CORE tasks of the bundle and exit.",
+                                       panel=EVALS_PANEL)] = False,
     eval_bundle: Annotated[
         Optional[Path], typer.Option("--eval-bundle", metavar="DIR", rich_help_panel=PATHS_PANEL,
                      help="DCLM CORE bundle dir. (default: <base_dir>/eval_bundle)")
@@ -94,6 +101,11 @@ def eval_tag(
     from rlab.orchestrate.prepare import with_saved_variants
     from rlab.spec.run import write_config
 
+    if list_tasks or (tasks is not None and tasks.strip().lower() == "list"):
+        from rlab.cli.core_tasks import print_tasks
+
+        print_tasks(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir, as_json=as_json)
+        return
     if tag is None and not all_tags:
         raise SpecError("Which tag? rlab eval needs --tag TAG (or --all with --spec/--experiment).",
                         "List the tags with `rlab ls`.")
@@ -102,9 +114,12 @@ def eval_tag(
     spec, meta = _resolve_spec(spec_path, tag, experiment=experiment, base_dir=base_dir, base_tag=base_tag,
                                results_dir=results_dir)
     spec = _apply_eval_flags(spec, bpb=bpb, bpb_length=bpb_length, core=core, passkey=passkey, ruler=ruler,
-                             lengths=lengths,
-                             max_per_task=max_per_task, eval_bundle=eval_bundle)
+                             lengths=lengths, max_per_task=max_per_task, eval_bundle=eval_bundle, tasks=tasks)
     base = base_layout(spec)
+    if "core" in spec.eval.evals and spec.eval.core_tasks is not None:  # a typo fails here, not in the worker
+        from rlab.cli.core_tasks import check_selection
+
+        check_selection(spec.eval, base.eval_bundle_dir)
     if all_tags:
         spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
         tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]
@@ -206,6 +221,7 @@ def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: st
 def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> tuple[bool, tuple | None]:
     """Run one tag's eval worker; (ok, (message, hint) the worker reported or None)."""
     from rlab.cli.console import err, out
+    from rlab.cli.eval_progress import EvalProgressView, keep_in_log
     from rlab.orchestrate.launch import run_streaming
     from rlab.orchestrate.watch import tail_lines
     from rlab.worker import ERROR_FILE_ENV, read_error_file
@@ -216,11 +232,16 @@ def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> t
     error_file.unlink(missing_ok=True)
     out.print(f"[bold]{cfg.tag}[/]: evals {', '.join(cfg.eval.evals)} -> {cfg.out_dir}", highlight=False)
 
+    view = EvalProgressView(err) if err.is_terminal else None  # else the worker logs every 10%
+
     def echo(line: str) -> None:
-        err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        if view is None or not view.handle(line):
+            err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
     try:
-        code = run_streaming(argv, log_path, env={ERROR_FILE_ENV: str(error_file)}, on_line=echo)
+        with view or contextlib.nullcontext():
+            code = run_streaming(argv, log_path, env={ERROR_FILE_ENV: str(error_file), **(view.env if view else {})},
+                                 on_line=echo, keep_in_log=keep_in_log)
     except KeyboardInterrupt:
         raise EvalError(f"Interrupted: the eval of {cfg.tag} was stopped (no processes left).",
                         f"Rerun it with: rlab eval --tag {cfg.tag}") from None
@@ -248,7 +269,7 @@ def _summary(path: Path) -> str:
     if metrics.bpb is not None and metrics.bpb.val is not None:
         parts.append(f"val bpb {metrics.bpb.val.bpb:.4f}")
     if metrics.core is not None:
-        parts.append(f"CORE {metrics.core.core:.4f}")
+        parts.append(f"{metrics.core.label} {metrics.core.core:.4f}")
     if metrics.passkey is not None:
         parts.append(f"passkey {metrics.passkey.overall:.2f}")
     if metrics.ruler is not None and metrics.ruler.by_length:
@@ -358,6 +379,12 @@ def _apply_eval_flags(spec: ExperimentSpec, **flags) -> ExperimentSpec:
         data["max_per_task"] = flags["max_per_task"]
     if flags["eval_bundle"] is not None:
         data["core_bundle"] = str(flags["eval_bundle"])
+    if flags["tasks"] is not None:
+        if flags["core"] is False:
+            raise SpecError("--tasks picks CORE tasks, --no-core turns CORE off.", "Give one of them.")
+        data["core_tasks"] = parse_names(flags["tasks"])
+        if "core" not in evals:
+            evals.append("core")
     from pydantic import ValidationError
 
     from rlab.spec.eval import EvalSpec

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from rlab.evals.progress import ProgressFn, report
+
 log = logging.getLogger(__name__)
 
 LN2 = math.log(2.0)
@@ -119,7 +121,8 @@ def window_nats(model, inputs: torch.Tensor, targets: torch.Tensor, token_bytes:
 
 
 def score_documents(
-    model, docs: Sequence[Sequence[int]], window: int, token_bytes: torch.Tensor, batch_tokens: int
+    model, docs: Sequence[Sequence[int]], window: int, token_bytes: torch.Tensor, batch_tokens: int,
+    progress: ProgressFn | None = None,
 ) -> BpbResult:
     """BPB over whole documents (token lists with BOS first); one unit per document, in `docs` order.
 
@@ -132,6 +135,7 @@ def score_documents(
     rows.sort(key=lambda r: -(r[2] - r[1]))  # longest first: little padding; stable, so ties keep doc order
     row_sums = np.zeros((len(rows), 3), dtype=np.float64)
     i = 0
+    report(progress, 0, len(rows))
     while i < len(rows):
         width = rows[i][2] - rows[i][1] - 1  # inputs of the longest row of this batch
         take = rows[i:i + max(1, batch_tokens // width)]
@@ -143,6 +147,7 @@ def score_documents(
         nats, nbytes, ntok = window_nats(model, x.to(device), y.to(device), token_bytes, freq_len=window)
         row_sums[i:i + len(take)] = torch.stack([nats, nbytes, ntok], dim=1).cpu().numpy()
         i += len(take)
+        report(progress, i, len(rows))
     per_doc = np.zeros((len(docs), 3), dtype=np.float64)
     for k in sorted(range(len(rows)), key=lambda k: (rows[k][0], rows[k][1])):  # a document's windows in order
         per_doc[rows[k][0]] += row_sums[k]

@@ -40,6 +40,7 @@ import torch
 
 from rlab.core.bpb import score_tokens
 from rlab.evals.bpb import BpbResult, _reduce_units, _world
+from rlab.evals.progress import ProgressFn, report, stages
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,7 @@ def evaluate_bpb_blocks(
     block: int,
     token_bytes: torch.Tensor,
     batch_tokens: int,
+    progress: ProgressFn | None = None,
 ) -> BpbResult:
     """BPB at one length over the given blocks; one unit per block. Ranks take blocks i = rank (mod world).
 
@@ -172,6 +174,7 @@ def evaluate_bpb_blocks(
     units = torch.zeros(len(blocks), 3, dtype=torch.float64, device=device)  # (N, [nats, bytes, tokens])
     mine = list(range(rank, len(blocks), world))
     per_batch = max(1, batch_tokens // length)
+    report(progress, 0, len(mine))
     for i in range(0, len(mine), per_batch):
         idxs = mine[i : i + per_batch]
         x = torch.empty((len(idxs), length), dtype=torch.long)  # (b, L)
@@ -186,6 +189,7 @@ def evaluate_bpb_blocks(
         nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
         for row, b_i in enumerate(idxs):
             units[b_i, 0], units[b_i, 1], units[b_i, 2] = nats[row], nbytes[row], ntok[row]
+        report(progress, i + len(idxs), len(mine))
     return _reduce_units(units, docs=len({b.doc for b in blocks}), unit_docs=[b.doc for b in blocks])
 
 
@@ -195,6 +199,7 @@ def score_plan(
     docs: Mapping[int, Sequence[int]] | Sequence[Sequence[int]],
     token_bytes: torch.Tensor,
     batch_tokens: int,
+    progress: ProgressFn | None = None,
 ) -> tuple[dict, dict[int, BpbResult]]:
     """The `bpb_length` metric (convention, per-length rows, skipped lengths) and the raw results per length."""
     for s in plan.skipped:
@@ -211,8 +216,9 @@ def score_plan(
                 plan.scored_positions, plan.longest,
             )
     rows, raw = [], {}
-    for length in plan.lengths:
-        res = evaluate_bpb_blocks(model, docs, plan.blocks, length, B, token_bytes, batch_tokens)
+    parts = stages(progress, [length * len(plan.blocks) for length in plan.lengths])  # forward tokens
+    for length, part in zip(plan.lengths, parts):
+        res = evaluate_bpb_blocks(model, docs, plan.blocks, length, B, token_bytes, batch_tokens, part)
         raw[length] = res
         rows.append({
             "length": length, "bpb": res.bpb, "tokens": res.tokens, "docs": res.docs,

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from rlab.errors import EvalError
+from rlab.evals.progress import ProgressFn, report, stages
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +115,22 @@ def _score(model, records: Sequence[CopyRecord], passage: int, device) -> np.nda
 
 
 def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windows: Sequence[int], records: int,
-                           seed: int, batch_tokens: int, device, passage: int = PASSAGE) -> list[dict]:
+                           seed: int, batch_tokens: int, device, passage: int = PASSAGE,
+                           progress: ProgressFn | None = None) -> list[dict]:
     """Per-record rows (see COLUMNS) for every window; `docs` are token lists of natural text."""
     rank, world = _world()
     rows: list[dict] = []
-    for window in windows:
+    parts = stages(progress, [records * w for w in windows])  # forward tokens
+    for window, part in zip(windows, parts):
         recs = [build_record(docs, bos, window, seed, i, passage) for i in range(records)]
         per_rec = torch.zeros(records, 3, dtype=torch.float64)
         mine = list(range(rank, records, world))
         per_batch = max(1, batch_tokens // window)
+        report(part, 0, len(mine))
         for i in range(0, len(mine), per_batch):
             idx = mine[i : i + per_batch]
             per_rec[idx] = torch.from_numpy(_score(model, [recs[j] for j in idx], passage, device))
+            report(part, i + len(idx), len(mine))
         if world > 1:
             import torch.distributed as dist
 

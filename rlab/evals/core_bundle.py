@@ -21,6 +21,7 @@ import csv
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -93,6 +94,8 @@ class CoreBundle:
     root: Path
     tasks: tuple[TaskSpec, ...]
     missing: tuple[TaskSpec, ...] = field(default_factory=tuple)
+    order: tuple[str, ...] = ()
+    """Every label in core.yaml's order."""
 
     @property
     def partial(self) -> bool:
@@ -105,6 +108,39 @@ class CoreBundle:
         from rlab.errors import unknown_name_error
 
         raise unknown_name_error("CORE task", label, [t.label for t in self.tasks + self.missing], EvalError)
+
+    @property
+    def labels(self) -> list[str]:
+        """Every task of core.yaml, in its order (data file present or not)."""
+        return list(self.order) or [t.label for t in self.tasks + self.missing]
+
+
+def select_tasks(bundle: CoreBundle, patterns: Sequence[str] | None) -> list[str] | None:
+    """The task labels `patterns` (names or shell globs like `arc_*`, lm-eval's `--tasks`) pick, in
+    core.yaml's order; None when there is no selection or it picks every task (the full CORE).
+
+    A pattern matching no task is an EvalError with a did-you-mean, so a typo never silently
+    shrinks CORE.
+    """
+    if patterns is None:
+        return None
+    import fnmatch
+
+    labels = bundle.labels
+    picked: set[str] = set()
+    for pattern in patterns:
+        hits = [lbl for lbl in labels if fnmatch.fnmatchcase(lbl, pattern)]
+        if not hits:
+            from rlab.errors import unknown_name_error
+
+            message = unknown_name_error("CORE task", pattern, labels, EvalError).message
+            if any(c in pattern for c in "*?["):
+                message = f"No CORE task matches '{pattern}'. Available: {', '.join(sorted(labels))}."
+            raise EvalError(message, "List them with `rlab eval --list-tasks`; globs like 'arc_*' work too.")
+        picked.update(hits)
+    if picked == set(labels):
+        return None
+    return [lbl for lbl in labels if lbl in picked]
 
 
 def _read_yaml_tasks(root: Path) -> list[dict]:
@@ -185,7 +221,8 @@ def load_bundle(root: Path) -> CoreBundle:
             len(missing),
             ", ".join(f"{t.label} ({t.dataset_uri})" for t in missing),
         )
-    return CoreBundle(root=root, tasks=tuple(present), missing=tuple(missing))
+    return CoreBundle(root=root, tasks=tuple(present), missing=tuple(missing),
+                      order=tuple(str(raw["label"]) for raw in raw_tasks))
 
 
 def load_task_data(task: TaskSpec) -> list[dict]:

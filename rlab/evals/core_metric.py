@@ -40,6 +40,7 @@ from typing import Any
 
 from rlab.errors import EvalError
 from rlab.evals.core_bundle import CoreBundle, TaskSpec, load_task_data
+from rlab.evals.progress import ProgressFn, report, stages
 
 log = logging.getLogger(__name__)
 
@@ -458,7 +459,8 @@ def split_batches(widths: Sequence[int], budget: int, n_embd: int) -> list[int]:
 
 
 def score_examples_batched(
-    model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int
+    model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int,
+    progress: ProgressFn | None = None,
 ) -> list[list[tuple[float, bool]]]:
     """Per example, its sequences' (mean span loss, span fully argmax-correct), many examples per
     forward pass, each packed into one row (`pack_example`).
@@ -480,7 +482,8 @@ def score_examples_batched(
     keys = [(_freq_key(model, p) or 0, max(p.segments, default=0) > 0) for p in packs]
     order = sorted(range(len(packs)), key=lambda k: (keys[k], -len(packs[k].tokens)))
     row_scores: list[list[tuple[float, bool]]] = [[] for _ in packs]
-    start = 0
+    start, done = 0, 0
+    report(progress, done, len(packs))
     while start < len(order):
         stop = start
         while stop < len(order) and keys[order[stop]] == keys[order[start]]:
@@ -491,6 +494,8 @@ def score_examples_batched(
             chunk, group = group[:size], group[size:]
             for k, sc in zip(chunk, _forward_packed(model, [packs[k] for k in chunk], pad_id, device, freq_len)):
                 row_scores[k] = sc
+            done += len(chunk)
+            report(progress, done, len(packs))
         start = stop
     scores: list[list[tuple[float, bool]]] = [[(math.nan, False)] * len(ex.tokens) for ex in examples]
     for k, e in enumerate(owner):
@@ -500,10 +505,11 @@ def score_examples_batched(
 
 
 def evaluate_examples_batched(
-    model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int
+    model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int,
+    progress: ProgressFn | None = None,
 ) -> list[bool]:
     """Correctness of every example, scored by `score_examples_batched`."""
-    scores = score_examples_batched(model, examples, pad_id, device, batch_tokens)
+    scores = score_examples_batched(model, examples, pad_id, device, batch_tokens, progress)
     return [judge(ex, sc) for ex, sc in zip(examples, scores)]
 
 
@@ -537,6 +543,7 @@ def evaluate_task(
     batch_tokens: int = 8192,
     fewshot_seed: int = FEWSHOT_SEED,
     batched: bool = True,
+    progress: ProgressFn | None = None,
 ) -> list[bool]:
     """Per-example correctness over `rows` (already subsampled). Under torch.distributed each
     rank scores a strided slice and the results are summed across ranks."""
@@ -549,9 +556,13 @@ def evaluate_task(
     )
     pad_id = tokenizer.bos_token_id
     if batched:
-        verdicts = evaluate_examples_batched(model, examples, pad_id, device, batch_tokens)
+        verdicts = evaluate_examples_batched(model, examples, pad_id, device, batch_tokens, progress)
     else:
-        verdicts = [evaluate_example(model, ex, pad_id, device) for ex in examples]
+        verdicts = []
+        for ex in examples:
+            report(progress, len(verdicts), len(examples))
+            verdicts.append(evaluate_example(model, ex, pad_id, device))
+        report(progress, len(verdicts), len(examples))
     correct = torch.zeros(len(rows), dtype=torch.float32, device=device)
     for i, ok in zip(mine, verdicts):
         correct[i] = float(ok)
@@ -594,6 +605,9 @@ class TaskResult:
 class CoreResult:
     tasks: list[TaskResult]
     missing: list[TaskSpec] = field(default_factory=list)
+    selection: list[str] | None = None
+    """The labels asked for when a subset of the bundle was (None: all of them)."""
+    bundle_tasks: int | None = None
 
     def core(self) -> float:
         return sum(t.centered for t in self.tasks) / len(self.tasks) if self.tasks else float("nan")
@@ -604,6 +618,8 @@ class CoreResult:
             "core": self.core(),
             "partial": bool(self.missing),
             "missing_tasks": [t.label for t in self.missing],
+            "selection": self.selection,
+            "bundle_tasks": self.bundle_tasks,
             "tasks": {
                 t.task.label: {
                     "accuracy": t.accuracy,
@@ -630,15 +646,16 @@ def evaluate_core(
     labels: Sequence[str] | None = None,
     batched: bool = True,
     on_task: Callable[[TaskResult], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> CoreResult:
     """CORE over the bundle's present tasks (or `labels`); missing task files are carried into
-    the result (partial) rather than dropped."""
+    the result (partial) rather than dropped. `progress` counts examples over all tasks."""
     tasks = list(bundle.tasks) if labels is None else [bundle.task(lbl) for lbl in labels]
     missing = [t for t in bundle.missing if labels is None or t.label in labels]
     runnable = [t for t in tasks if t not in bundle.missing]
+    data = [subsample(load_task_data(task), max_per_task) for task in runnable]
     results: list[TaskResult] = []
-    for task in runnable:
-        rows, order = subsample(load_task_data(task), max_per_task)
+    for task, (rows, order), part in zip(runnable, data, stages(progress, [len(rows) for rows, _ in data])):
         correct = evaluate_task(
             model,
             tokenizer,
@@ -650,10 +667,12 @@ def evaluate_core(
             batch_tokens=batch_tokens,
             fewshot_seed=fewshot_seed,
             batched=batched,
+            progress=part,
         )
         result = TaskResult(task=task, correct=correct, source_indices=order)
         log.info("CORE %s: accuracy %.4f centered %.4f (n=%d)", task.label, result.accuracy, result.centered, result.n)
         results.append(result)
         if on_task is not None:
             on_task(result)
-    return CoreResult(tasks=results, missing=missing)
+    return CoreResult(tasks=results, missing=missing, selection=None if labels is None else list(labels),
+                      bundle_tasks=len(bundle.labels))

@@ -13,6 +13,8 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rlab.evals.progress import ProgressFn, report, stages
+
 
 def stable_seed(*parts: object) -> int:
     """A 64-bit seed from any parts (stable across processes and Python versions)."""
@@ -29,8 +31,9 @@ class GenJob:
 
 
 def run_jobs(engine, jobs: Sequence[GenJob], score: Callable[[int, list[int]], float], batch_tokens: int,
-             device) -> list[float]:
-    """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks."""
+             device, progress: ProgressFn | None = None) -> list[float]:
+    """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks;
+    `progress` gets (len(jobs) * tokens done / tokens of this rank's jobs, len(jobs)), prompt and answer counted."""
     import torch
     import torch.distributed as dist
 
@@ -40,6 +43,10 @@ def run_jobs(engine, jobs: Sequence[GenJob], score: Callable[[int, list[int]], f
     groups: dict[tuple[int, int], list[int]] = {}
     for i in range(rank, len(jobs), world):
         groups.setdefault((len(jobs[i].prompt), jobs[i].max_new), []).append(i)
+    (part,) = stages(progress, [len(jobs)])
+    total = sum((length + max_new) * len(idxs) for (length, max_new), idxs in groups.items())
+    done = 0
+    report(part, done, total)
     for (length, max_new), idxs in sorted(groups.items()):
         rows = max(1, batch_tokens // (length + max_new))
         for k in range(0, len(idxs), rows):
@@ -47,6 +54,8 @@ def run_jobs(engine, jobs: Sequence[GenJob], score: Callable[[int, list[int]], f
             outs = engine.greedy([jobs[i].prompt for i in chunk], max_new)
             for i, out in zip(chunk, outs):
                 scores[i] = float(score(i, out))
+            done += (length + max_new) * len(chunk)
+            report(part, done, total)
     if distributed and world > 1:
         dist.all_reduce(scores, op=dist.ReduceOp.SUM)
     return scores.tolist()

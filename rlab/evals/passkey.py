@@ -134,7 +134,7 @@ class PasskeyResult:
 
 
 def evaluate_passkey(engine, tokenizer, lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int,
-                     device, batch_tokens: int = 8192) -> PasskeyResult:
+                     device, batch_tokens: int = 8192, progress=None) -> PasskeyResult:
     """Accuracy per (length, depth) over `trials` independent keys each (see the module docstring)."""
     usable: list[int] = []
     skipped: list[dict] = []
@@ -155,7 +155,7 @@ def evaluate_passkey(engine, tokenizer, lengths: Sequence[int], depths: Sequence
     def score(i: int, out: list[int]) -> float:
         return float(first_number(tokenizer.decode(out)) == prompts[i].key)
 
-    hits = run_jobs(engine, jobs, score, batch_tokens, device)
+    hits = run_jobs(engine, jobs, score, batch_tokens, device, progress)
     records = [PasskeyTrial(L, d, t, p.key, h > 0.5) for (L, d, t), p, h in zip(cells, prompts, hits)]
     result = PasskeyResult(usable, [float(d) for d in depths], trials, records, skipped)
     log.info("passkey overall accuracy %.3f over %d keys", result.metrics()["overall"], len(records))

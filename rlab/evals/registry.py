@@ -23,6 +23,7 @@ from typing import Any
 from rlab import records as rec
 from rlab.errors import EvalError, unknown_name_error
 from rlab.evals import outputs
+from rlab.evals.progress import ProgressFn, stages
 from rlab.spec.eval import EvalSpec
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ class EvalContext:
     autocast: Callable[[], AbstractContextManager] = nullcontext
     shared: dict[str, Any] = field(default_factory=dict)
     """What several evals of one worker share (the long-document set)."""
+    progress: ProgressFn | None = None
+    """The running eval's progress callback (`rlab.evals.progress`; the runner sets one per eval)."""
 
     @property
     def train_seq_len(self) -> int:
@@ -102,14 +105,16 @@ def run_bpb(ctx: EvalContext) -> EvalOutcome:
     units: list[rec.BpbUnit] = []
     docs_rows: list[rec.BpbDoc] = []
     hashes = {}
-    for split in ("train", "val"):
-        doc_set = select_documents(BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, ctx.spec.bpb_tokens,
-                                   ctx.spec.seed)
+    doc_sets = {split: select_documents(BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, ctx.spec.bpb_tokens,
+                                        ctx.spec.seed) for split in ("train", "val")}
+    parts = stages(ctx.progress, [d.targets for d in doc_sets.values()])  # target tokens
+    for (split, doc_set), part in zip(doc_sets.items(), parts):
         if doc_set.whole_split:
             log.warning("%s split: the budget of %d tokens exceeds its %d documents (%d targets): every document "
                         "is scored once", split, ctx.spec.bpb_tokens, doc_set.pool_docs, doc_set.targets)
         with ctx.autocast():
-            res = score_documents(ctx.model, [d.tokens for d in doc_set.docs], T, ctx.token_bytes, ctx.batch_tokens)
+            res = score_documents(ctx.model, [d.tokens for d in doc_set.docs], T, ctx.token_bytes, ctx.batch_tokens,
+                                  part)
         splits[split] = rec.BpbSplit(
             bpb=res.bpb, nats=res.nats, bytes=int(res.bytes), tokens=res.tokens, docs=len(doc_set.docs),
             docs_available=doc_set.pool_docs, token_budget=ctx.spec.bpb_tokens, whole_split=doc_set.whole_split,
@@ -195,7 +200,7 @@ def run_bpb_length(ctx: EvalContext) -> EvalOutcome:
                        ctx.spec.length_block)
     tokens = _encode_docs(ctx, docs, plan.used_docs, bos=True)
     with ctx.autocast():
-        metric, raw = score_plan(ctx.model, plan, tokens, ctx.token_bytes, ctx.batch_tokens)
+        metric, raw = score_plan(ctx.model, plan, tokens, ctx.token_bytes, ctx.batch_tokens, ctx.progress)
     section = rec.BpbLengthMetric.model_validate({**metric, "long_docs": _long_docs_summary(docs)})
     units = [rec.BpbUnit(section="bpb_length", metric=f"len_{L}", unit=str(i), doc=ids[d], nats=n, bytes=int(b),
                          tokens=t)
@@ -220,7 +225,8 @@ def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
     tokens = _encode_docs(ctx, docs, chosen, bos=False)
     with ctx.autocast():
         results = evaluate_sliding(ctx.model, tokens, chosen, lengths, ctx.spec.ppl_stride,
-                                   ctx.tokenizer.bos_token_id, ctx.token_bytes, ctx.batch_tokens, truncate=truncate)
+                                   ctx.tokenizer.bos_token_id, ctx.token_bytes, ctx.batch_tokens, truncate=truncate,
+                                   progress=ctx.progress)
     ids = docs.doc_ids
     rows = [rec.LengthRow(length=r.length, bpb=r.bpb, tokens=r.tokens, docs=r.docs, ppl=r.ppl, windows=r.windows)
             for r in results]
@@ -238,17 +244,18 @@ def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
 
 
 def run_core(ctx: EvalContext) -> EvalOutcome:
-    """DCLM CORE on the bundle (partial when task files are missing)."""
-    from rlab.evals.core_bundle import load_bundle
+    """DCLM CORE on the bundle (partial when task files are missing), on eval.core_tasks when set."""
+    from rlab.evals.core_bundle import load_bundle, select_tasks
     from rlab.evals.core_metric import evaluate_core
     from rlab.paths import BaseLayout
 
     bundle = load_bundle(ctx.spec.core_bundle or BaseLayout(ctx.base_dir).eval_bundle_dir)
+    labels = select_tasks(bundle, ctx.spec.core_tasks)
     with ctx.autocast():
         res = evaluate_core(
             ctx.model, ctx.tokenizer, bundle, ctx.device,
             max_per_task=ctx.spec.max_per_task, max_seq_len=ctx.train_seq_len,
-            batch_tokens=ctx.batch_tokens, fewshot_seed=ctx.spec.seed,
+            batch_tokens=ctx.batch_tokens, fewshot_seed=ctx.spec.seed, labels=labels, progress=ctx.progress,
         )
     metric = rec.CoreMetric.model_validate(res.metrics())
     examples = [
@@ -264,9 +271,10 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
         ctx.out_dir / outputs.CORE_EXAMPLES_CSV: (rec.CoreExample, examples),
         ctx.core_csv: (rec.CoreTaskRow, per_task),
     }
-    log.info("%s CORE %.4f%s", ctx.name, metric.core, " (partial)" if metric.partial else "")
+    log.info("%s %s %.4f%s", ctx.name, metric.label, metric.core, " (partial)" if metric.partial else "")
     return EvalOutcome(metric, tables, data_hash=rec.short_hash([[e.task, e.index] for e in examples]
-                                                                + [bundle_fingerprint(bundle)]))
+                                                                + [bundle_fingerprint(bundle)]),
+                       settings_extra={"core_tasks": labels} if labels is not None else {})
 
 
 def run_passkey(ctx: EvalContext) -> EvalOutcome:
@@ -278,7 +286,7 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
     with ctx.autocast():
         res = evaluate_passkey(
             Engine(ctx.model, name=ctx.name), ctx.tokenizer, lengths, ctx.spec.passkey_depths,
-            ctx.spec.passkey_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens,
+            ctx.spec.passkey_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens, ctx.progress,
         )
     metric = rec.PasskeyMetric.model_validate(res.metrics())
     trials = [rec.PasskeyTrial(length=r.length, depth=r.depth, trial=r.trial, key=r.key, correct=int(r.correct))
@@ -299,7 +307,7 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
     with ctx.autocast():
         res = evaluate_ruler(
             Engine(ctx.model, name=ctx.name), ctx.tokenizer, docs.texts, ctx.spec.ruler_tasks, lengths,
-            ctx.spec.ruler_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens,
+            ctx.spec.ruler_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens, ctx.progress,
         )
     metric = rec.RulerMetric.model_validate({**res.metrics(), "long_docs": _long_docs_summary(docs)})
     trials = [rec.RulerTrial(task=r.task, length=r.length, trial=r.trial, score=r.score) for r in res.records]
@@ -317,7 +325,7 @@ def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
     windows = list(ctx.spec.copy_lengths or eval_lengths(ctx))
     with ctx.autocast():
         rows = cd.evaluate_copy_distance(ctx.model, docs, ctx.tokenizer.bos_token_id, windows, ctx.spec.copy_trials,
-                                         ctx.spec.seed, ctx.batch_tokens, ctx.device)
+                                         ctx.spec.seed, ctx.batch_tokens, ctx.device, progress=ctx.progress)
     windows_summary = [rec.CopyWindow(**{k: w[k] for k in rec.CopyWindow.model_fields}) for w in cd.summarize(rows)]
     metric = rec.CopyDistanceMetric(passage=cd.PASSAGE, prefix=cd.PREFIX, windows=windows_summary)
     table = [rec.CopyRow(**r) for r in rows]

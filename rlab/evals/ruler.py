@@ -307,7 +307,7 @@ class RulerResult:
 
 
 def evaluate_ruler(engine, tokenizer, texts: Sequence[str], tasks: Sequence[str], lengths: Sequence[int],
-                   trials: int, seed: int, device, batch_tokens: int = 8192) -> RulerResult:
+                   trials: int, seed: int, device, batch_tokens: int = 8192, progress=None) -> RulerResult:
     """Scores of every (task, length, trial); examples the lengths cannot hold are skipped with a reason."""
     hay = Haystack(tokenizer, texts)
     examples: list[tuple[str, int, int, Example]] = []
@@ -330,7 +330,7 @@ def evaluate_ruler(engine, tokenizer, texts: Sequence[str], tasks: Sequence[str]
             out = out[: out.index(bos)]
         return string_match_all(tokenizer.decode(out), examples[i][3].references)
 
-    scores = run_jobs(engine, jobs, score, batch_tokens, device)
+    scores = run_jobs(engine, jobs, score, batch_tokens, device, progress)
     records = [RulerTrial(task, L, t, s) for (task, L, t, _), s in zip(examples, scores)]
     used_lengths = sorted({r.length for r in records})
     result = RulerResult(list(tasks), used_lengths, trials, records, skipped)

@@ -30,6 +30,7 @@ from typing import Any
 from rlab import records as rec
 from rlab.errors import EvalError
 from rlab.evals import outputs
+from rlab.evals.progress import ProgressDisplay
 from rlab.evals.registry import EvalContext, EvalOutcome, get_eval, release_memory
 from rlab.evals.rope_eval import apply_eval_rope
 from rlab.spec.run import EvalRunConfig
@@ -140,7 +141,6 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     from rlab.core.distributed import init_distributed
     from rlab.core.tokenizer import Tokenizer, load_token_bytes
     from rlab.paths import BaseLayout
-    from rlab.provenance import code_version
 
     fns = {name: get_eval(name) for name in cfg.eval.evals}  # unknown names fail before loading anything
     layout = BaseLayout(Path(cfg.base_dir))
@@ -173,19 +173,17 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     settings = cfg.eval.model_dump(mode="json")
     outcomes: dict[str, EvalOutcome] = {}
     runs: dict[str, rec.SectionRun] = {}
-    for eval_name, fn in fns.items():
-        t0 = time.perf_counter()
-        outcome = fn(ctx)
-        seconds = round(time.perf_counter() - t0, 3)
-        picked = rec.section_settings(eval_name, settings, outcome.settings_extra)
-        outcomes[eval_name] = outcome
-        runs[eval_name] = rec.SectionRun(
-            code_version=code_version(), world_size=info.world_size, dtype="bfloat16" if cuda else "float32",
-            settings=picked, settings_hash=rec.short_hash(picked), data_hash=outcome.data_hash, seconds=seconds,
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        )
-        release_memory()
-        log.info("%s: %s done in %.1fs", name, eval_name, seconds)
+    with ProgressDisplay(info.rank) as display:
+        for eval_name, fn in fns.items():
+            t0 = time.perf_counter()
+            ctx.progress = display.for_eval(eval_name)
+            outcome = fn(ctx)
+            ctx.progress = None
+            outcomes[eval_name] = outcome
+            runs[eval_name] = _section_run(eval_name, settings, outcome, round(time.perf_counter() - t0, 3),
+                                           info.world_size, cuda)
+            release_memory()
+            log.info("%s: %s done in %.1fs", name, eval_name, runs[eval_name].seconds)
     bad = [p for n, o in outcomes.items() for p in nonfinite_headlines(n, o.metric)]
     if bad:
         raise EvalError(f"{name}: could not compute {', '.join(bad[:6])}{' ...' if len(bad) > 6 else ''} "
@@ -197,6 +195,19 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     del model, ctx
     release_memory()
     return doc
+
+
+def _section_run(eval_name: str, settings: dict, outcome: EvalOutcome, seconds: float, world_size: int,
+                 cuda: bool) -> rec.SectionRun:
+    """How one section was measured: the settings it depends on (and their hash), its data, code and time."""
+    from rlab.provenance import code_version
+
+    picked = rec.section_settings(eval_name, settings, outcome.settings_extra)
+    return rec.SectionRun(
+        code_version=code_version(), world_size=world_size, dtype="bfloat16" if cuda else "float32",
+        settings=picked, settings_hash=rec.short_hash(picked), data_hash=outcome.data_hash, seconds=seconds,
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
 
 
 def merge_doc(previous: rec.EvalDoc | None, cfg: EvalRunConfig, facts: rec.CheckpointFacts, rope: dict,

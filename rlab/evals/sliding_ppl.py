@@ -37,6 +37,7 @@ import torch
 
 from rlab.core.bpb import score_tokens
 from rlab.evals.bpb import LN2, _all_reduce_sum, _world
+from rlab.evals.progress import ProgressFn, report, stages
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class LengthResult:
 
 
 def score_windows(model, docs: Mapping[int, Sequence[int]], windows: Sequence[Window], bos: int,
-                  token_bytes: torch.Tensor, batch_tokens: int) -> torch.Tensor:
+                  token_bytes: torch.Tensor, batch_tokens: int, progress: ProgressFn | None = None) -> torch.Tensor:
     """(n_windows, [nats, bytes, tokens]) float64, summed over ranks (rank r scores windows i = r mod world)."""
     rank, world = _world()
     device = token_bytes.device
@@ -96,6 +97,8 @@ def score_windows(model, docs: Mapping[int, Sequence[int]], windows: Sequence[Wi
     by_size: dict[int, list[int]] = {}
     for i in mine:
         by_size.setdefault(windows[i].end - windows[i].begin + 1, []).append(i)  # +1: BOS
+    done = 0
+    report(progress, done, len(mine))
     for size, idxs in sorted(by_size.items()):
         per_batch = max(1, batch_tokens // size)
         for k in range(0, len(idxs), per_batch):
@@ -111,22 +114,28 @@ def score_windows(model, docs: Mapping[int, Sequence[int]], windows: Sequence[Wi
             nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
             for row, i in enumerate(chunk):
                 out[i, 0], out[i, 1], out[i, 2] = nats[row], nbytes[row], ntok[row]
+            done += len(chunk)
+            report(progress, done, len(mine))
     return _all_reduce_sum(out)
 
 
 def evaluate_sliding(model, docs: Mapping[int, Sequence[int]], doc_order: Sequence[int], lengths: Sequence[int],
                      stride: int, bos: int, token_bytes: torch.Tensor, batch_tokens: int,
-                     truncate: bool = False) -> list[LengthResult]:
+                     truncate: bool = False, progress: ProgressFn | None = None) -> list[LengthResult]:
     """YaRN's perplexity (and BPB) at each length over the documents `doc_order` (document tokens, no BOS)."""
     results = []
+    by_length = []
     for length in lengths:
         windows: list[Window] = []
         for d in doc_order:
             n = len(docs[d])
             windows += truncated_window(d, n, length) if truncate else sliding_windows(d, n, length, stride)
+        by_length.append(windows)
+    parts = stages(progress, [sum(w.end - w.begin + 1 for w in ws) for ws in by_length])  # forward tokens
+    for length, windows, part in zip(lengths, by_length, parts):
         log.info("sliding ppl at %d: %d windows (%d forward tokens) over %d documents", length, len(windows),
                  sum(w.end - w.begin + 1 for w in windows), len(doc_order))
-        sums = score_windows(model, docs, windows, bos, token_bytes, batch_tokens).tolist()
+        sums = score_windows(model, docs, windows, bos, token_bytes, batch_tokens, part).tolist()
         per_doc: dict[int, list[float]] = {d: [0.0, 0.0, 0.0, 0, 0] for d in doc_order}
         for w, (nats, nbytes, ntok) in zip(windows, sums):
             acc = per_doc[w.doc]

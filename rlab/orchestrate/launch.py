@@ -297,8 +297,10 @@ def terminate_all(procs: Sequence[subprocess.Popen], grace_s: float = TERMINATE_
 
 
 def run_streaming(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None,
-                  on_line: Callable[[str], None] | None = None) -> int:
-    """Run one command in its own process group, teeing its output to `log_path` (and `on_line`).
+                  on_line: Callable[[str], None] | None = None,
+                  keep_in_log: Callable[[str], bool] | None = None) -> int:
+    """Run one command in its own process group, teeing its output to `log_path` (and `on_line`);
+    lines for which `keep_in_log` is false (progress events) go to `on_line` only.
 
     Returns the exit code; on KeyboardInterrupt the group is terminated and the interrupt re-raised.
     """
@@ -316,10 +318,12 @@ def run_streaming(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str]
         try:
             assert proc.stdout is not None
             for raw in iter(proc.stdout.readline, b""):
-                fh.write(raw)
-                fh.flush()
+                line = raw.decode(errors="replace").rstrip("\n")
+                if keep_in_log is None or keep_in_log(line):
+                    fh.write(raw)
+                    fh.flush()
                 if on_line is not None:
-                    on_line(raw.decode(errors="replace").rstrip("\n"))
+                    on_line(line)
             code = proc.wait()
             _kill_group(proc.pid, signal.SIGKILL)
             return code

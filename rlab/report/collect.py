@@ -202,6 +202,9 @@ def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     if core is not None and core.get("partial"):
         missing = core.get("missing_tasks") or []
         extra.append("partial CORE" + (f" (missing: {', '.join(map(str, missing))})" if missing else ""))
+    if core is not None and core.get("selection") is not None:
+        extra.append(f"CORE on {len(core['selection'])} of {core.get('bundle_tasks') or '?'} tasks only "
+                     f"(eval.core_tasks: {', '.join(core['selection'])}), not the full CORE")
     for name, what in (("bpb_length", "BPB"), ("passkey", "passkey")):
         skipped = (src.metric(name) or {}).get("skipped") or []
         lengths = [str(s.get("length")) for s in skipped if isinstance(s, dict)]

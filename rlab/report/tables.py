@@ -154,6 +154,17 @@ def bpb_table(data: ReportData) -> Table:
                  "modelling, not the use of long context." + references_note(data))
 
 
+def core_name(data: ReportData) -> str:
+    """`CORE`, or `CORE (k of N tasks)` when the tags' CORE ran on a subset of the bundle (`eval.core_tasks`)."""
+    import rlab.records as rec
+
+    labels = {rec.CoreMetric.model_validate(core).label
+              for src in (data.sources.tags if data.sources is not None else []) if (core := src.metric("core"))}
+    if labels in (set(), {"CORE"}):
+        return "CORE"
+    return labels.pop() if len(labels) == 1 else "CORE (task sets differ between tags)"
+
+
 def core_table(data: ReportData) -> Table:
     b = data.baseline
     order = arm_order(data)
@@ -168,7 +179,8 @@ def core_table(data: ReportData) -> Table:
             "verdict": comp["verdict"] if comp is not None else BLANK,
         })
     frame = pd.DataFrame(rows, columns=["arm", "CORE", "n examples", f"Δ vs {b} (pos=better)", "verdict"])
-    return Table("CORE (centered accuracy, higher is better)", frame,
+    name = core_name(data)
+    return Table(f"{name} (centered accuracy, higher is better)".replace(" tasks) (", " tasks; "), frame,
                  _significant_best(data, "core", "CORE", order),
                  f"Δ: CORE difference vs {b}, 95% bootstrap interval over examples stratified by task, paired on "
                  "shared examples. No relative change: a baseline at or below 0 makes it meaningless.",

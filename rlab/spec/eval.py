@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, StringConstraints, field_validator
 
 from rlab.spec.base import StrictModel
 
 EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
 PplProtocol = Literal["same_targets", "sliding", "truncated"]
+CoreTaskPattern = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200,
+                                                  pattern=r"^[A-Za-z0-9_.*?!\[\]-]+$")]
+"""A CORE task label of the bundle's core.yaml, or a shell glob over them (`arc_*`)."""
 PASSKEY_MAX_DEPTH = 0.9
 """The needle is placed after at most this fraction of the filler, so filler always separates it from the question."""
 
@@ -49,6 +52,9 @@ class EvalSpec(StrictModel):
     long-document set with at least the longest length in tokens (YaRN's --dataset-min-tokens)."""
     core_bundle: Path | None = None
     """DCLM CORE bundle dir; null = <base_dir>/eval_bundle."""
+    core_tasks: tuple[CoreTaskPattern, ...] | None = None
+    """CORE tasks to run, lm-eval style: labels of the bundle's core.yaml or globs (`arc_*`); null = all of them.
+    A subset is reported as "CORE (k of N tasks)" and is not comparable with the full CORE (`rlab eval --tasks`)."""
     max_per_task: PositiveInt | None = None
     """Evaluate at most N examples per CORE task (deterministic subsample); null = all."""
     passkey_lengths: tuple[PositiveInt, ...] | None = None
@@ -79,6 +85,13 @@ class EvalSpec(StrictModel):
     """Sequences per forward pass."""
     seed: int = Field(1234)
     """Seed for subsampling, few-shot draws, passkeys and the RULER-style examples."""
+
+    @field_validator("core_tasks")
+    @classmethod
+    def _some_tasks(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
+            raise ValueError("name at least one task, or leave it null for all of them")
+        return value
 
     @field_validator("passkey_depths")
     @classmethod

@@ -35,7 +35,7 @@ PATHS = [
     "train.total_batch_size", "train.eval_every", "train.save_every", "train.keep_last", "train.seed", "train.compile",
     "train.dtype", "train.grad_clip", "train.lr", "train.lr.matrix_lr", "train.lr.warmdown_frac",
     "train.lr.warmup_steps", "eval", "eval.evals", "eval.lengths", "eval.extra_lengths", "eval.max_per_task",
-    "eval.passkey_depths", "launch", "launch.launcher", "launch.nproc_per_node", "launch.nnodes", "launch.node_rank",
+    "eval.passkey_depths", "eval.core_tasks", "launch", "launch.launcher", "launch.nproc_per_node", "launch.nnodes", "launch.node_rank",
     "launch.rdzv_endpoint", "launch.rdzv_port", "launch.gpus_per_variant", "launch.env", "launch.slurm.time",
     "launch.slurm.extra_args", "tracking.wandb", "pretrain", "pretrain.model.n_head", "pretrain.train.steps", "typo",
 ]
@@ -132,7 +132,7 @@ COMMANDS = {
     ("continue", "--dry-run"): ["--spec", "--from-step", "--variants", "--base-tag", "--steps", "--seq-len", "--nproc",
                                 "--max-restarts", "--gpus-per-variant", "--nnodes", "--node-rank", "--rdzv-endpoint",
                                 "--launcher", "-e"],
-    ("eval", "--dry-run"): ["--tag", "--spec", "--experiment", "--base-tag", "--step", "--lengths", "--max-per-task",
+    ("eval", "--dry-run"): ["--tag", "--spec", "--experiment", "--base-tag", "--step", "--lengths", "--max-per-task", "--tasks",
                             "--nproc"],
     ("report",): ["--experiment", "--baseline", "--format", "--seed", "--bootstrap"],
     ("ls",): ["--base-dir", "--results-dir"],

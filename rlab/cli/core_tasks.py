@@ -1,0 +1,68 @@
+"""CORE task selection on the command line: `rlab eval --list-tasks` and the check of `--tasks` before a launch."""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+
+@contextmanager
+def _quiet_bundle_warnings():
+    """The worker warns about missing task files itself; here the listing shows them."""
+    logger = logging.getLogger("rlab.evals.core_bundle")
+    saved, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = saved
+
+
+def bundle_dir(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Path | None,
+               results_dir: Path | None) -> Path:
+    """The bundle `rlab eval` would use: --eval-bundle, else the spec's eval.core_bundle, else <base_dir>/eval_bundle."""
+    if eval_bundle is not None:
+        return eval_bundle
+    from rlab.orchestrate.plan import base_layout
+    from rlab.spec.loading import load_spec
+
+    spec = load_spec(spec_path, base_dir=base_dir, results_dir=results_dir)
+    return spec.eval.core_bundle or base_layout(spec).eval_bundle_dir
+
+
+def print_tasks(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Path | None, results_dir: Path | None,
+                as_json: bool) -> None:
+    """One row per task of the bundle's core.yaml: label, type, few-shot, random baseline, data file present."""
+    from rich.table import Table
+
+    from rlab.cli.console import out
+    from rlab.evals.core_bundle import load_bundle
+
+    with _quiet_bundle_warnings():
+        bundle = load_bundle(bundle_dir(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir))
+    by_label = {t.label: (t, t not in bundle.missing) for t in bundle.tasks + bundle.missing}
+    rows = [{"task": label, "type": by_label[label][0].task_type, "fewshot": by_label[label][0].num_fewshot,
+             "baseline_pct": by_label[label][0].baseline, "present": by_label[label][1]} for label in bundle.labels]
+    if as_json:
+        typer.echo(json.dumps({"bundle": str(bundle.root), "tasks": rows}, indent=2))
+        return
+    table = Table(title=f"CORE tasks in {bundle.root} ({len(rows)})", title_justify="left", box=None)
+    for column in ("task", "type", "shots", "random %", "data"):
+        table.add_column(column, no_wrap=column == "task")
+    for r in rows:
+        table.add_row(r["task"], r["type"], str(r["fewshot"]), f"{r['baseline_pct']:g}",
+                      "ok" if r["present"] else "[red]missing[/]")
+    out.print(table)
+    out.print("Pick some with --tasks, e.g. --tasks hellaswag,arc_* (globs work).", highlight=False)
+
+
+def check_selection(eval_spec, default_bundle: Path) -> list[str] | None:
+    """The labels eval.core_tasks picks in the bundle the worker will read; an unknown one is an EvalError."""
+    from rlab.evals.core_bundle import load_bundle, select_tasks
+
+    with _quiet_bundle_warnings():
+        bundle = load_bundle(eval_spec.core_bundle or default_bundle)
+    return select_tasks(bundle, eval_spec.core_tasks)

@@ -1,0 +1,49 @@
+"""The eval worker's progress as a bar in `rlab eval`'s terminal.
+
+The worker's stderr is a pipe (its lines are teed to eval.log), so it cannot draw a bar itself: when the
+CLI's stderr is a terminal, `rlab eval` starts it with RLAB_PROGRESS=events and draws the
+`rlab-progress {...}` lines it prints (`rlab.evals.progress`) as one bar per eval, printing every other
+line above the bar. Event lines are kept out of eval.log. Elsewhere (CI, a file) the worker logs a line
+at every 10% instead, which reaches both the terminal and the log.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Any
+
+from rlab.evals.progress import PROGRESS_ENV, new_bar, parse_event
+
+
+class EvalProgressView(AbstractContextManager):
+    """Draws progress events on `console` (a rich Console on a terminal); `handle` says which lines it took."""
+
+    env = {PROGRESS_ENV: "events"}
+    """What the worker's environment needs for this view."""
+
+    def __init__(self, console: Any) -> None:
+        self.bar = new_bar(console)
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> EvalProgressView:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def handle(self, line: str) -> bool:
+        """Update the bar when `line` is a progress event (True); False for any other line."""
+        event = parse_event(line)
+        if event is None:
+            return False
+        name, done, total = event
+        if name not in self._tasks:
+            self._tasks[name] = self.bar.add_task(name, total=total)
+        self.bar.update(self._tasks[name], completed=done, total=total)
+        return True
+
+
+def keep_in_log(line: str) -> bool:
+    """Whether an output line of the worker belongs in eval.log (progress events do not)."""
+    return parse_event(line) is None
