@@ -55,6 +55,15 @@ def _restore_torch_state():
 # `make_english_docs(n, seed)` is the generator, exposed for tests that need their own text.
 # ======================================================================================
 
+def default_sigint() -> None:
+    """preexec_fn for a child a test will Ctrl-C: a shell's background job (`cmd &` without job control)
+    starts with SIGINT ignored, and an ignored signal stays ignored across exec (Python then never installs
+    its KeyboardInterrupt handler), so the test would hang instead of testing the interrupt."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 TINY_VOCAB_SIZE = 512
 
 _WORDS = {

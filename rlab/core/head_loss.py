@@ -170,4 +170,15 @@ def softcap_cross_entropy(
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     if need_grad and reduction == "none":
         raise ValueError("per-token losses with gradients are not supported; compute them under torch.no_grad()")
+    if reduction == "none":
+        # Evals score few of the positions they run (BPB vs length: the last B of L; passkey, RULER and CORE:
+        # the answer), so the head runs only on the scored rows: the same losses, a fraction of the work.
+        scored = (targets != -1).nonzero().squeeze(1)  # (n,)
+        if scored.numel() < targets.numel():
+            losses = torch.zeros(targets.shape, dtype=torch.float32, device=hidden.device)
+            if scored.numel():
+                losses[scored] = _SoftcapCrossEntropy.apply(
+                    hidden[scored], weight, targets[scored], vocab_size, softcap, reduction, False
+                )
+            return losses
     return _SoftcapCrossEntropy.apply(hidden, weight, targets, vocab_size, softcap, reduction, need_grad)

@@ -168,6 +168,16 @@ def _count_tokens(tokenizer: Any, texts: list[str], stage: str, progress: Progre
     return total
 
 
+def _missing_outputs(layout: BaseLayout, manifest: dict[str, Any]) -> list[str]:
+    """What a finished prepare wrote that is gone now (a manifest alone does not make a base dir usable)."""
+    missing = [f"base_data/{name}" for name in manifest.get("shards", []) if not (layout.data_dir / name).is_file()]
+    missing += [f"tokenizer/{name}" for name in ("tokenizer.pkl", "token_bytes.pt")
+                if not (layout.tokenizer_dir / name).is_file()]
+    if manifest.get("long_docs") and not layout.long_docs_file.is_file():
+        missing.append("long_docs/")
+    return missing
+
+
 def prepare_data(
     base_dir: str | Path,
     corpus: str | Sequence[str | Path] = "default",
@@ -195,6 +205,16 @@ def prepare_data(
     existing = read_manifest(layout.root)
     if existing is not None and not force:
         if existing.get("request") == request:
+            missing = _missing_outputs(layout, existing)
+            if missing:
+                raise DataError(
+                    f"{layout.root} was prepared for this request but {', '.join(missing)} "
+                    f"{'is' if len(missing) == 1 else 'are'} missing.",
+                    "`rlab data long-docs` rebuilds only the long-document set; --force rebuilds everything "
+                    "(checkpoints trained on the old tokenizer would no longer match)."
+                    if missing == ["long_docs/"] else
+                    "Pass --force to rebuild it (checkpoints trained on the old tokenizer will no longer match).",
+                )
             log.info("%s is already prepared for this request; nothing to do", layout.root)
             return PrepareResult(layout.root, existing, skipped=True)
         raise DataError(

@@ -18,6 +18,7 @@ import yaml
 
 from rlab.orchestrate.clone import checkpoint_steps
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file
+from tests.conftest import default_sigint
 from tests.orchestrate.helpers import make_checkpoint, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -331,7 +332,7 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "rlab", "continue", "--spec", str(spec), "--base-dir",
                              str(base.root), "--results-dir", str(tmp_path / "res"), "--from-step", "10",
                              "--variants", "pi,yarn"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COLUMNS": "200"}, cwd=REPO)
+                            env={**os.environ, "COLUMNS": "200"}, cwd=REPO, preexec_fn=default_sigint)
     deadline = time.time() + 60
     while not list(tmp_path.glob("pids-*")) and time.time() < deadline:
         time.sleep(0.1)

@@ -63,6 +63,19 @@ def test_per_token_losses_without_grad(chunking):
     assert torch.all(ours[targets == -1] == 0)
 
 
+@pytest.mark.parametrize("scored", [0, 1, 5])
+def test_per_token_losses_when_few_rows_are_scored(chunking, scored):
+    """Evals score only the tail of each window; the head then runs on those rows alone, same values."""
+    hidden, weight, targets, vocab = make_inputs()
+    targets = targets.clone()
+    targets[: targets.numel() - scored] = -1
+    with torch.no_grad():
+        ours = softcap_cross_entropy(hidden, weight, targets, vocab, CAP, "none")
+        ref = plain_loss(hidden, weight, targets, vocab, "none")
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    assert ours.shape == targets.shape and torch.all(ours[targets == -1] == 0)
+
+
 def test_bf16_autocast_matches_the_plain_autocast_path():
     hidden, weight, targets, vocab = make_inputs(n=40, width=32)
     h1, w1 = hidden.clone().requires_grad_(), weight.clone().requires_grad_()

@@ -136,3 +136,24 @@ def test_cli_prepare_then_noop_then_error(tmp_path, corpus, monkeypatch, capsys)
     code, _, err = _run_cli(monkeypatch, capsys, "data", "prepare", "--corpus", str(tmp_path / "empty"),
                             "--base-dir", str(tmp_path / "b2"))
     assert code == 1 and "Error:" in err and "Traceback" not in err
+
+
+def test_prepared_base_with_missing_outputs_is_not_called_prepared(tiny_base_dir, tmp_path):
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_base_dir, base)
+    redo = dict(corpus=[tiny_base_dir.parent / "corpus"], vocab_size=TINY_VOCAB_SIZE,
+                options=PrepareOptions(seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3,
+                                       shard_chars=60_000, row_groups=3))
+    assert prepare_data(base, **redo).skipped  # the same request: nothing to do
+    layout = BaseLayout(base)
+    shutil.rmtree(layout.long_docs_dir)
+    with pytest.raises(DataError, match="long_docs/ is missing") as missing:
+        prepare_data(base, **redo)
+    assert "rlab data long-docs" in missing.value.hint
+    (layout.tokenizer_dir / "token_bytes.pt").unlink()
+    with pytest.raises(DataError, match="tokenizer/token_bytes.pt") as missing:
+        prepare_data(base, **redo)
+    assert "--force" in missing.value.hint
+    assert not prepare_data(base, force=True, **redo).skipped and layout.long_docs_file.is_file()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlab.orchestrate.launch import Job, format_command, run_jobs, run_streaming
+from tests.conftest import default_sigint
 from rlab.orchestrate.watch import MetricsTail, progress_table, tail_lines
 
 PY = sys.executable
@@ -81,7 +82,7 @@ except KeyboardInterrupt:
 
 def test_ctrl_c_terminates_every_process_group(tmp_path):
     driver = subprocess.Popen([PY, "-c", DRIVER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).parents[2])
+                              cwd=Path(__file__).parents[2], preexec_fn=default_sigint)
     deadline = time.time() + 30
     while not all((tmp_path / f"pids{i}").exists() for i in range(2)) and time.time() < deadline:
         time.sleep(0.05)
