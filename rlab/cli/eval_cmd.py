@@ -78,8 +78,7 @@ def eval_tag(
     = None,
     tasks: Annotated[Optional[str], typer.Option(
         "--tasks", metavar="T,T,...", rich_help_panel=EVALS_PANEL,
-        help="CORE tasks only, lm-eval style: labels or globs, e.g. hellaswag,arc_*; turns --core on; "
-             "'list' lists them. A subset is reported as 'CORE (k of N tasks)'. (default: every task)")]
+        help="CORE tasks, lm-eval style: labels or globs (hellaswag,arc_*); turns --core on. (default: all)")]
     = None,
     list_tasks: Annotated[bool, switch("--list-tasks", help="List the CORE tasks of the bundle and exit.",
                                        panel=EVALS_PANEL)] = False,

@@ -18,7 +18,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("rlab eval --spec experiments/demo.yaml --all", "every variant of an experiment"),
         ("rlab eval --tag d20-yarn --no-core --lengths 2048,8192 --nproc 8", "BPB vs length only"),
         ("rlab eval --tag d20-pi --dry-run --json", "what it would run, as JSON"),
-        ("rlab eval --tag d20-pi --tasks hellaswag,arc_*", "CORE on some tasks; --list-tasks lists them"),
+        ("rlab eval --tag d20-pi --tasks hellaswag,arc_*", "CORE on some tasks"),
     ],
     "report": [
         ("rlab report -e demo", "results.csv, comparison.md, plots/"),

@@ -38,6 +38,16 @@ def _arch_text(architecture: dict | None) -> str:
     return name.removeprefix("nanochat-") + ("" if set(pattern) == {"L"} else f" {pattern}")
 
 
+def _metric_text(metrics: dict, key: str, fmt: str) -> str:
+    """One metric cell; a CORE on some of the bundle's tasks says how many: `0.123 (2/22)`."""
+    if key not in metrics:
+        return "-"
+    text = fmt.format(metrics[key])
+    if key == "core" and metrics.get("core_tasks") is not None:
+        text += f" ({metrics['core_tasks']}/{metrics.get('core_bundle_tasks') or '?'})"
+    return text
+
+
 def records_table(records: list[dict], width: int = 80):
     """The records as a compact table, one line per tag: numbers are never cut, and the RoPE column (the widest,
     also in --json) is left out when the rest would not fit `width` with it."""
@@ -51,7 +61,7 @@ def records_table(records: list[dict], width: int = 80):
         style = STATE_STYLE.get(r["state"], "")
         cells = [r["tag"], f"[{style}]{r['state']}[/]" if style else r["state"], step_text(r),
                  str(r["seq_len"] or "-"), _arch_text(r.get("architecture")), r["rope"]]
-        cells += [fmt.format(r["metrics"][key]) if key in r["metrics"] else "-" for key, _, fmt in metrics]
+        cells += [_metric_text(r["metrics"], key, fmt) for key, _, fmt in metrics]
         rows.append(cells)
     headers = ["tag", "state", "step", "seq", "arch", "rope", *(header for _, header, _ in metrics)]
 

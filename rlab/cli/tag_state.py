@@ -127,7 +127,8 @@ def _rope_text(meta: dict) -> str:
 
 
 def _headline(path: Path) -> dict[str, float]:
-    """val BPB, CORE and passkey accuracy from an eval.json, whichever it has."""
+    """val BPB, CORE and passkey accuracy from an eval.json, whichever it has (CORE on a subset of the bundle's
+    tasks: with core_tasks and core_bundle_tasks, the k and N of "k of N tasks")."""
     metrics = (_read_json(path) or {}).get("metrics") or {}
     found = {}
     for key, chain in (("val_bpb", ("bpb", "val", "bpb")), ("core", ("core", "core")),
@@ -137,6 +138,10 @@ def _headline(path: Path) -> dict[str, float]:
             value = value.get(part) if isinstance(value, dict) else None
         if isinstance(value, (int, float)):
             found[key] = float(value)
+    core = metrics.get("core")
+    if "core" in found and isinstance(core, dict) and isinstance(core.get("selection"), list):
+        found["core_tasks"] = len(core["selection"])  # a subset (rlab eval --tasks): never shown as the full CORE
+        found["core_bundle_tasks"] = core.get("bundle_tasks")
     return found
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from rlab.errors import EvalError
 from rlab.evals.generation import GenJob, run_jobs, stable_seed
+from rlab.evals.progress import ProgressFn
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,8 @@ class PasskeyResult:
 
 
 def evaluate_passkey(engine, tokenizer, lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int,
-                     device, batch_tokens: int = 8192, progress=None) -> PasskeyResult:
+                     device, batch_tokens: int = 8192,
+                     progress: ProgressFn | None = None) -> PasskeyResult:
     """Accuracy per (length, depth) over `trials` independent keys each (see the module docstring)."""
     usable: list[int] = []
     skipped: list[dict] = []

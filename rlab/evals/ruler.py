@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from rlab.errors import EvalError
 from rlab.evals.generation import GenJob, run_jobs, stable_seed
+from rlab.evals.progress import ProgressFn
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +308,8 @@ class RulerResult:
 
 
 def evaluate_ruler(engine, tokenizer, texts: Sequence[str], tasks: Sequence[str], lengths: Sequence[int],
-                   trials: int, seed: int, device, batch_tokens: int = 8192, progress=None) -> RulerResult:
+                   trials: int, seed: int, device, batch_tokens: int = 8192,
+                   progress: ProgressFn | None = None) -> RulerResult:
     """Scores of every (task, length, trial); examples the lengths cannot hold are skipped with a reason."""
     hay = Haystack(tokenizer, texts)
     examples: list[tuple[str, int, int, Example]] = []

@@ -27,7 +27,7 @@ RUN = ("n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss",
 """Run facts, then the provenance columns of `rlab.records.ResultsRow`."""
 _METRIC_RE = re.compile(
     r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$")
-_DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_partial", "_missing_tasks")
+_DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_tasks", "_partial", "_missing_tasks")
 _COMPARISON_KINDS = ("_diff_vs_", "_rel_vs_", "_p_holm_vs_", "_verdict_vs_")
 
 
@@ -94,6 +94,8 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
     for src in (data.sources.tags if data.sources else []):
         core = src.metric("core")
         if core is not None:
+            selection = core.get("selection")  # eval.core_tasks: CORE on a subset of the bundle's tasks
+            rows[src.tag]["core_tasks"] = ";".join(map(str, selection)) if isinstance(selection, list) else "all"
             rows[src.tag]["core_partial"] = bool(core.get("partial", False))
             missing = core.get("missing_tasks") or []
             rows[src.tag]["core_missing_tasks"] = ";".join(map(str, missing)) if isinstance(missing, list) else ""
@@ -118,7 +120,7 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
         if col in frame:
             frame[col] = frame[col].astype("Int64")
     for col in frame.columns:
-        if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_missing_tasks", "compared_with"):
+        if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_tasks", "core_missing_tasks", "compared_with"):
             frame[col] = frame[col].fillna("").astype(str)
         if col == "core_partial":
             frame[col] = frame[col].astype("boolean")

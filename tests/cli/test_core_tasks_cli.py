@@ -81,6 +81,9 @@ def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_
     assert a.metrics.core.selection == ["copa"] and a.metrics.core.bundle_tasks == 22
     assert list(a.metrics.core.tasks) == ["copa"] and not a.metrics.core.partial
     assert a.measured["core"].settings["core_tasks"] == ["copa"]
+    listed = rlab("ls", "--base-dir", str(base), "--results-dir", str(results))
+    row = next(line for line in listed.stdout.splitlines() if TAG in line)
+    assert f"{a.metrics.core.core:.3f} (1/22)" in row, listed.stdout  # rlab ls never shows it as the full CORE
     # the same tag with another task set (the worker itself, in this process, to keep the test short)
     cfg = read_config(layout.eval_run_config(TAG), EvalRunConfig)
     torch.set_num_threads(1)

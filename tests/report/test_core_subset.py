@@ -33,6 +33,9 @@ def test_a_subset_against_the_full_core_is_not_comparable(fx):
     pi = data.comparisons[data.comparisons["arm"] == "pi"].set_index("metric")
     assert pi.loc["core", "verdict"] == NOT_COMPARABLE and pi.loc["val_bpb", "verdict"] != NOT_COMPARABLE
     assert any("CORE on 2 of 22 tasks only" in note for note in data.footnotes.items)
+    tasks = dict(zip(data.results["tag"], data.results["core_tasks"]))
+    assert tasks == {"fx-pi": "hellaswag_zeroshot;lambada_openai", "fx-rope": "all", "fx-yarn": "all",
+                     "fx-ntk": ""}  # not evaluated
 
 
 def test_the_same_subset_everywhere_is_compared_and_labelled_k_of_n(fx, results_root):
@@ -46,3 +49,6 @@ def test_the_same_subset_everywhere_is_compared_and_labelled_k_of_n(fx, results_
     md = (results_root / "fx" / "comparison.md").read_text()
     assert "CORE (2 of 22 tasks; centered accuracy, higher is better)" in md
     assert "CORE (centered accuracy" not in md
+    results = (results_root / "fx" / "results.csv").read_text().splitlines()
+    assert "core_tasks" in results[0].split(",")
+    assert sum("hellaswag_zeroshot;lambada_openai" in r for r in results[1:]) == 3
