@@ -222,7 +222,8 @@ def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> t
     from rlab.cli.console import err, out
     from rlab.cli.eval_progress import EvalProgressView, keep_in_log
     from rlab.orchestrate.launch import run_streaming
-    from rlab.orchestrate.watch import tail_lines
+    from rlab.orchestrate.launcher_noise import LauncherNoiseFilter
+    from rlab.orchestrate.watch import tail_lines, worker_error
     from rlab.worker import ERROR_FILE_ENV, read_error_file
 
     log_path = layout.eval_log(cfg.tag)
@@ -232,9 +233,10 @@ def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> t
     out.print(f"[bold]{cfg.tag}[/]: evals {', '.join(cfg.eval.evals)} -> {cfg.out_dir}", highlight=False)
 
     view = EvalProgressView(err) if err.is_terminal else None  # else the worker logs every 10%
+    noise = LauncherNoiseFilter()  # torchrun's own lines stay in eval.log only
 
     def echo(line: str) -> None:
-        if view is None or not view.handle(line):
+        if (view is None or not view.handle(line)) and noise.keep(line):
             err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
     try:
@@ -249,7 +251,8 @@ def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> t
         error_file.unlink(missing_ok=True)
         if reported is None:
             err.print(f"[red]{cfg.tag}: eval exited with code {code}; log: {log_path}[/]", highlight=False)
-            for line in tail_lines(log_path, 10):
+            reason = worker_error(log_path)  # the worker's own line, not torchrun's box at the log's end
+            for line in [reason] if reason else tail_lines(log_path, 10):
                 err.print(f"  {line}", markup=False, highlight=False)
         return False, reported
     summary = _summary(layout.eval_json(cfg.tag))

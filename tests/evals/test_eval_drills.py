@@ -14,11 +14,11 @@ from rlab.paths import ExperimentLayout, meta_file, model_file
 from tests.evals.test_runner import TAG, make_base
 
 
-def _eval(base: Path, results: Path) -> subprocess.CompletedProcess:
+def _eval(base: Path, results: Path, nproc: int = 1) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("RLAB_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "rlab", "eval", "--tag", TAG, "--base-dir", str(base),
-                           "--base-tag", "d2", "-e", "drill", "--results-dir", str(results), "--nproc", "1",
+                           "--base-tag", "d2", "-e", "drill", "--results-dir", str(results), "--nproc", str(nproc),
                            "--no-bpb-length", "--no-core", "--no-passkey"],
                           env=env, capture_output=True, text=True, timeout=300)
 
@@ -49,6 +49,23 @@ def test_nan_checkpoint_fails_loudly_and_writes_nothing(drill):
     proc = _eval(base, results)
     _assert_one_line_error(proc, TAG)
     assert "done" not in proc.stdout.lower() and not layout.eval_json(TAG).exists()
+
+
+def test_failure_under_torchrun_shows_the_worker_s_reason_once_and_none_of_torchrun_s_output(drill):
+    """With 2 processes torchrun prints its own banner, a traceback and a ChildFailedError box, and each rank
+    its error line: the terminal gets the reason once; eval.log keeps everything."""
+    import torch
+
+    base, results, layout = drill
+    path = model_file(base / "base_checkpoints" / TAG, 5)
+    state = torch.load(path)
+    state["lm_head.weight"][3, 1] = float("nan")
+    torch.save(state, path)
+    proc = _eval(base, results, nproc=2)
+    _assert_one_line_error(proc, TAG, "non-finite")
+    assert proc.stderr.count("non-finite") == 1 and "OMP_NUM_THREADS" not in proc.stderr, proc.stderr
+    logged = layout.eval_log(TAG).read_text()
+    assert logged.count("error: ") == 2 and "ChildFailedError" in logged  # one per rank, and torchrun's box
 
 
 def test_garbage_meta_names_the_file(drill):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rlab.orchestrate.launch import Job, format_command, run_jobs, run_streaming
-from tests.conftest import default_sigint
 from rlab.orchestrate.watch import MetricsTail, progress_table, tail_lines
+from tests.conftest import default_sigint
 
 PY = sys.executable
 
