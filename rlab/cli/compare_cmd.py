@@ -35,7 +35,7 @@ def _layout(target: str, results_dir: Path | None):
 
 
 def compare(
-    experiments: list[str] = typer.Argument(..., metavar="EXPERIMENT...", show_default=False,
+    experiments: list[str] = typer.Argument(..., metavar="EXPERIMENT", show_default=False,
                                             help="Two or more experiment names (folders under the results dir) or "
                                             "spec files. The first is the reference."),
     baseline: str | None = typer.Option(
