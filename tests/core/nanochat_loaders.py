@@ -123,3 +123,11 @@ def evaluate_bpb(model, batches, steps: int, token_bytes: torch.Tensor) -> float
         total_nats += (loss * (nbytes > 0)).sum()
         total_bytes += nbytes.sum()
     return total_nats.item() / (math.log(2) * total_bytes.item())
+
+
+def relative_step_error(model, ref: Path) -> dict[str, float]:
+    """Per tensor: |our step - nanochat's step| / |nanochat's step| (Frobenius norms), for a model resumed from
+    `ref`'s d2 step 20 and compared with nanochat's own resumed step 21 (`ref/resumed`)."""
+    w20 = torch.load(ref / "base_checkpoints" / "d2" / "model_000020.pt", map_location="cpu", weights_only=True)
+    w21 = torch.load(ref / "resumed" / "model_000021.pt", map_location="cpu", weights_only=True)
+    return {n: float((p.detach() - w21[n]).norm() / (w21[n] - w20[n]).norm()) for n, p in model.named_parameters()}

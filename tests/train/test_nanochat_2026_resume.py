@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import SHARED_DIR
-from tests.core.nanochat_loaders import bestfit_batches, resumed_documents
+from tests.core.nanochat_loaders import bestfit_batches, relative_step_error, resumed_documents
 
 REF = SHARED_DIR / "nanochat_reference" / "head"
 CKPT = REF / "base_checkpoints" / "d2"
@@ -77,12 +77,6 @@ def _nanochat_step(rank_batches, lrm: float, import_state: bool):
     return model, losses, report
 
 
-def _relative_step_error(model) -> dict[str, float]:
-    w20 = torch.load(CKPT / "model_000020.pt", map_location="cpu", weights_only=True)
-    w21 = torch.load(REF / "resumed" / "model_000021.pt", map_location="cpu", weights_only=True)
-    return {n: float((p.detach() - w21[n]).norm() / (w21[n] - w20[n]).norm()) for n, p in model.named_parameters()}
-
-
 def test_rank0_batch_is_nanochat_s(rank_batches, expected):
     x = rank_batches[0][0]
     want = expected["rank0_first_batch"]
@@ -94,14 +88,14 @@ def test_adamw_tensors_land_on_nanochat_s_resumed_weights(rank_batches, expected
     model, losses, report = _nanochat_step(rank_batches, expected["lrm_exact"], import_state=True)
     assert report.restored and "MuonAdamW" in report.format
     assert losses[0] == pytest.approx(expected["raw_rank0_loss"], abs=1e-4)  # README tolerance
-    err = _relative_step_error(model)
+    err = relative_step_error(model, REF)
     adamw = {n: e for n, e in err.items() if not n.startswith("transformer.h.")}
     assert set(adamw) >= {"lm_head.weight", "transformer.wte.weight", "value_embeds.1.weight", "resid_lambdas",
                           "x0_lambdas", "smear_gate.weight", "smear_lambda", "backout_lambda"}
     # backout_lambda's gradient is rounding noise at depth 2 (README finding 5): only its size is checked
     assert max(e for n, e in adamw.items() if n != "backout_lambda") < 1e-4, adamw  # measured <= 1.1e-6
     fresh, _, _ = _nanochat_step(rank_batches, expected["lrm_exact"], import_state=False)
-    fresh_err = _relative_step_error(fresh)
+    fresh_err = relative_step_error(fresh, REF)
     for name in ("lm_head.weight", "transformer.wte.weight", "value_embeds.1.weight", "x0_lambdas"):
         assert fresh_err[name] > 10 * err[name], (name, err[name], fresh_err[name])  # the import is what matters
 
@@ -111,4 +105,4 @@ if __name__ == "__main__":  # print the per-tensor errors (the numbers in README
     batches = rank_batches.__wrapped__(exp)
     for label, state in (("imported", True), ("fresh", False)):
         m, _, _ = _nanochat_step(batches, exp["lrm_exact"], state)
-        print(label, {n: f"{e:.2g}" for n, e in _relative_step_error(m).items()})
+        print(label, {n: f"{e:.2g}" for n, e in relative_step_error(m, REF).items()})

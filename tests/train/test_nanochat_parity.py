@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.core.nanochat_loaders import relative_step_error
+
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_reference" / "d314e96"
 CKPT = REF / "base_checkpoints" / "d2"
 B, T, WORLD = 4, 256, 2
@@ -90,13 +92,6 @@ def _nanochat_step(rank_batches, lrm: float, import_state: bool):
     return model, losses, report
 
 
-def _relative_step_error(model) -> dict[str, float]:
-    """Per tensor: |our step - nanochat's step| / |nanochat's step| (Frobenius norms)."""
-    w20 = torch.load(CKPT / "model_000020.pt", map_location="cpu", weights_only=True)
-    w21 = torch.load(REF / "resumed" / "model_000021.pt", map_location="cpu", weights_only=True)
-    return {n: float((p.detach() - w21[n]).norm() / (w21[n] - w20[n]).norm()) for n, p in model.named_parameters()}
-
-
 def test_first_resumed_batch_is_nanochats(rank_batches, expected):
     x = rank_batches[0][0][0]
     want = expected["rank0_first_batch"]
@@ -109,7 +104,7 @@ def test_resumed_step_matches_nanochats_with_the_imported_state(rank_batches, ex
     assert report.restored and report.world_size == 2 and report.nanochat_step == 20
     # fp32 rotary tables here vs nanochat's bf16 ones: README tolerance 1e-4 (measured 3.3e-6)
     assert losses[0] == pytest.approx(expected["raw_rank0_loss"], abs=1e-4)
-    err = _relative_step_error(model)  # |our step - nanochat's| / |nanochat's step|, per tensor
+    err = relative_step_error(model, REF)  # |our step - nanochat's| / |nanochat's step|, per tensor
     assert err["lm_head.weight"] < 1e-3  # AdamW: measured 3.4e-5 (fresh optimizer: 2.1)
     # AdamW on wte, measured 4.0e-4 (fresh: 1.4); its largest element error (2.7e-3) sits in rows whose
     # sqrt(v) ~ eps = 1e-10, where torch's eps placement (after the bias correction) differs from DistAdamW's
@@ -118,7 +113,7 @@ def test_resumed_step_matches_nanochats_with_the_imported_state(rank_batches, ex
     assert max(muon.values()) < 0.2  # Newton-Schulz in bf16 amplifies input rounding: measured 0.024-0.10 (fresh 0.8-1.0)
 
     fresh, _, _ = _nanochat_step(rank_batches, expected["lrm_exact"], import_state=False)
-    fresh_err = _relative_step_error(fresh)
+    fresh_err = relative_step_error(fresh, REF)
     for name, e in err.items():  # without the state the step goes elsewhere, by far
         assert fresh_err[name] > 3 * e, (name, e, fresh_err[name])
 
