@@ -170,8 +170,10 @@ def _count_tokens(tokenizer: Any, texts: list[str], stage: str, progress: Progre
 
 def _missing_outputs(layout: BaseLayout, manifest: dict[str, Any]) -> list[str]:
     """What a finished prepare wrote that is gone now (a manifest alone does not make a base dir usable)."""
+    from rlab.core.tokenizer import PICKLE_NAME, TOKEN_BYTES_NAME
+
     missing = [f"base_data/{name}" for name in manifest.get("shards", []) if not (layout.data_dir / name).is_file()]
-    missing += [f"tokenizer/{name}" for name in ("tokenizer.pkl", "token_bytes.pt")
+    missing += [f"tokenizer/{name}" for name in (PICKLE_NAME, TOKEN_BYTES_NAME)
                 if not (layout.tokenizer_dir / name).is_file()]
     if manifest.get("long_docs") and not layout.long_docs_file.is_file():
         missing.append("long_docs/")

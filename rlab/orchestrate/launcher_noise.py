@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
+from rlab.orchestrate.watch import RANK_PREFIX
+
 _AGENT_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S*torch/distributed/")
 """A line of torchrun's own logger (glog style: level, MMDD, time, pid, source file)."""
 _AGENT_FAILED = "failed (exitcode"
-_RANK_PREFIX = re.compile(r"^\[[^\]]*\]:\s*")
 
 
 class LauncherNoiseFilter:
@@ -32,4 +33,4 @@ class LauncherNoiseFilter:
         if _AGENT_LINE.match(line):
             self._failed = _AGENT_FAILED in line
             return False
-        return not _RANK_PREFIX.sub("", line.strip()).startswith("error: ")
+        return not RANK_PREFIX.sub("", line.strip()).startswith("error: ")

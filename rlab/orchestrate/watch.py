@@ -106,7 +106,8 @@ def tail_lines(path: Path, n: int = 15) -> list[str]:
         return [line.rstrip("\n") for line in deque(fh, maxlen=n)]
 
 
-_RANK_PREFIX = re.compile(r"^\[[^\]]*\]:\s*")
+RANK_PREFIX = re.compile(r"^\[[^\]]*\]:\s*")
+"""The "[0]:"-style rank prefix torchrun can put in front of a worker's line."""
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ")
 
 
@@ -119,7 +120,7 @@ def worker_error(path: Path) -> str | None:
     own, exception = None, None
     with open(path, errors="replace") as fh:
         for raw in fh:
-            line = _RANK_PREFIX.sub("", raw.strip())
+            line = RANK_PREFIX.sub("", raw.strip())
             if line.startswith("error: "):
                 own = own or line[len("error: "):]
             elif _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
