@@ -32,6 +32,15 @@ def _assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> 
         assert needle in proc.stderr, (needle, proc.stderr[-2000:])
 
 
+def _put_nan_in_checkpoint(base: Path) -> None:
+    import torch
+
+    path = model_file(base / "base_checkpoints" / TAG, 5)
+    state = torch.load(path)
+    state["lm_head.weight"][3, 1] = float("nan")
+    torch.save(state, path)
+
+
 @pytest.fixture
 def drill(tiny_base_dir, tmp_path):
     base = make_base(tiny_base_dir, tmp_path)
@@ -39,13 +48,8 @@ def drill(tiny_base_dir, tmp_path):
 
 
 def test_nan_checkpoint_fails_loudly_and_writes_nothing(drill):
-    import torch
-
     base, results, layout = drill
-    path = model_file(base / "base_checkpoints" / TAG, 5)
-    state = torch.load(path)
-    state["lm_head.weight"][3, 1] = float("nan")
-    torch.save(state, path)
+    _put_nan_in_checkpoint(base)
     proc = _eval(base, results)
     _assert_one_line_error(proc, TAG)
     assert "done" not in proc.stdout.lower() and not layout.eval_json(TAG).exists()
@@ -54,13 +58,8 @@ def test_nan_checkpoint_fails_loudly_and_writes_nothing(drill):
 def test_failure_under_torchrun_shows_the_worker_s_reason_once_and_none_of_torchrun_s_output(drill):
     """With 2 processes torchrun prints its own banner, a traceback and a ChildFailedError box, and each rank
     its error line: the terminal gets the reason once; eval.log keeps everything."""
-    import torch
-
     base, results, layout = drill
-    path = model_file(base / "base_checkpoints" / TAG, 5)
-    state = torch.load(path)
-    state["lm_head.weight"][3, 1] = float("nan")
-    torch.save(state, path)
+    _put_nan_in_checkpoint(base)
     proc = _eval(base, results, nproc=2)
     _assert_one_line_error(proc, TAG, "non-finite")
     assert proc.stderr.count("non-finite") == 1 and "OMP_NUM_THREADS" not in proc.stderr, proc.stderr
