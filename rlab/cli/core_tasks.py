@@ -3,22 +3,9 @@
 from __future__ import annotations
 
 import json
-import logging
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-
-
-@contextmanager
-def _quiet_bundle_warnings():
-    """The worker warns about missing task files itself; here the listing shows them."""
-    logger = logging.getLogger("rlab.evals.core_bundle")
-    saved, logger.disabled = logger.disabled, True
-    try:
-        yield
-    finally:
-        logger.disabled = saved
 
 
 def bundle_dir(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Path | None,
@@ -39,9 +26,9 @@ def print_tasks(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: P
     from rich.table import Table
 
     from rlab.cli.console import out
-    from rlab.evals.core_bundle import load_bundle
+    from rlab.evals.core_bundle import load_bundle, quiet_bundle_warnings
 
-    with _quiet_bundle_warnings():
+    with quiet_bundle_warnings():
         bundle = load_bundle(bundle_dir(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir))
     by_label = {t.label: (t, t not in bundle.missing) for t in bundle.tasks + bundle.missing}
     rows = [{"task": label, "type": by_label[label][0].task_type, "fewshot": by_label[label][0].num_fewshot,
@@ -58,11 +45,3 @@ def print_tasks(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: P
     out.print(table)
     out.print("Pick some with --tasks, e.g. --tasks hellaswag,arc_* (globs work).", highlight=False)
 
-
-def check_selection(eval_spec, default_bundle: Path) -> list[str] | None:
-    """The labels eval.core_tasks picks in the bundle the worker will read; an unknown one is an EvalError."""
-    from rlab.evals.core_bundle import load_bundle, select_tasks
-
-    with _quiet_bundle_warnings():
-        bundle = load_bundle(eval_spec.core_bundle or default_bundle)
-    return select_tasks(bundle, eval_spec.core_tasks)

@@ -116,9 +116,9 @@ def eval_tag(
                              lengths=lengths, max_per_task=max_per_task, eval_bundle=eval_bundle, tasks=tasks)
     base = base_layout(spec)
     if "core" in spec.eval.evals and spec.eval.core_tasks is not None:  # a typo fails here, not in the worker
-        from rlab.cli.core_tasks import check_selection
+        from rlab.evals.core_bundle import check_task_selection
 
-        check_selection(spec.eval, base.eval_bundle_dir)
+        check_task_selection(spec.eval, base.eval_bundle_dir)
     if all_tags:
         spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
         tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]

@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -141,6 +142,25 @@ def select_tasks(bundle: CoreBundle, patterns: Sequence[str] | None) -> list[str
     if picked == set(labels):
         return None
     return [lbl for lbl in labels if lbl in picked]
+
+
+@contextmanager
+def quiet_bundle_warnings():
+    """Silence this module's missing-file warnings where the caller reports the bundle itself (the worker
+    warns when it runs)."""
+    saved, log.disabled = log.disabled, True
+    try:
+        yield
+    finally:
+        log.disabled = saved
+
+
+def check_task_selection(eval_spec, default_bundle: Path) -> list[str] | None:
+    """The labels `eval.core_tasks` picks in the bundle the worker will read; an unknown one is an EvalError
+    (so a typo fails before a launch, not in the worker)."""
+    with quiet_bundle_warnings():
+        bundle = load_bundle(eval_spec.core_bundle or default_bundle)
+    return select_tasks(bundle, eval_spec.core_tasks)
 
 
 def _read_yaml_tasks(root: Path) -> list[dict]:

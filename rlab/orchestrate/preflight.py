@@ -252,9 +252,17 @@ def _check_inputs(pf: Preflight) -> None:
         pf.warnings.append(f"No train data in {base.data_dir}: the workers will fail. Run `rlab data prepare`.")
     if not base.tokenizer_dir.is_dir():
         pf.warnings.append(f"No tokenizer in {base.tokenizer_dir}: the workers will fail.")
-    if "core" in pf.spec.eval.evals and not base.eval_bundle_dir.is_dir():
-        pf.warnings.append(f"No CORE eval bundle in {base.eval_bundle_dir}: `rlab eval` will need it "
-                           "(`rlab bundle`).")
+    core = pf.spec.eval
+    bundle = core.core_bundle or base.eval_bundle_dir
+    if "core" in core.evals and not bundle.is_dir():
+        pf.warnings.append(f"No CORE eval bundle in {bundle}: `rlab eval` will need it (`rlab bundle`).")
+    elif "core" in core.evals and core.core_tasks is not None:
+        from rlab.evals.core_bundle import check_task_selection
+
+        try:  # a typo in eval.core_tasks would otherwise surface only at `rlab eval`, after training
+            check_task_selection(core, base.eval_bundle_dir)
+        except RlabError as exc:
+            pf.problem(exc)
 
 
 def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:

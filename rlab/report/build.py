@@ -48,8 +48,14 @@ class ReportOutput:
     written: list[Path] = field(default_factory=list)
 
 
-def answer_lines(data: ReportData) -> list[str]:
-    return (headline.sentences(data) + [f"Warning: {w}" for w in headline.warnings(data)]
+def answer_lines(data: ReportData, copy: copy_distance.CopySection | None = None) -> list[str]:
+    """Verdicts, then what limits them: the report's warnings, and whether the models use context at all."""
+    limits = list(headline.warnings(data))
+    if copy is not None and copy.caveat:
+        limits.append(copy.caveat)
+    if (line := _passkey_line(data)) is not None:
+        limits.append(line)
+    return (headline.sentences(data) + [f"Warning: {w}" for w in limits]
             + [f"Note: {n}" for n in headline.disagreements(data)])
 
 
@@ -76,7 +82,7 @@ def render_markdown(data: ReportData, tables: list[Table], plots: dict[str, Path
                     n_boot: int, copy: copy_distance.CopySection | None = None) -> str:
     lines = [f"# Experiment `{data.experiment}`: RoPE variants vs `{data.baseline}`", ""]
     lines += [f"**Answer** (primary endpoint: {data.primary.description}):", ""]
-    lines += [f"- {s}" for s in answer_lines(data)] + [""]
+    lines += [f"- {s}" for s in answer_lines(data, copy)] + [""]
     if plots.get("bpb_length"):
         lines += [f"![{_PLOT_CAPTIONS['bpb_length']}](plots/{PLOT_FILES['bpb_length']})", ""]
     lines += [_method(data, seed, n_boot), ""]
@@ -90,8 +96,6 @@ def render_markdown(data: ReportData, tables: list[Table], plots: dict[str, Path
         if table.caption and not table.frame.empty:
             lines += ["", f"_{table.caption}_"]
         lines.append("")
-    if (line := _passkey_line(data)) is not None:
-        lines += ["## Passkey retrieval", "", line, ""]
     shown = [k for k in ("loss", "val_bpb", "passkey") if plots.get(k)]
     if shown:
         lines += ["## Plots", ""]
@@ -154,9 +158,8 @@ def _copy_html(copy: copy_distance.CopySection) -> list[str]:
 def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | None], seed: int,
                 n_boot: int, copy: copy_distance.CopySection | None = None) -> str:
     title = f"Experiment {data.experiment}: RoPE variants vs {data.baseline}"
-    items = [f"<li>{_inline(s)}</li>" for s in headline.sentences(data)]
-    items += [f'<li class="warn">{_inline("Warning: " + w)}</li>' for w in headline.warnings(data)]
-    items += [f"<li>{_inline('Note: ' + n)}</li>" for n in headline.disagreements(data)]
+    items = [f'<li class="warn">{_inline(s)}</li>' if s.startswith("Warning: ") else f"<li>{_inline(s)}</li>"
+             for s in answer_lines(data, copy)]
     parts = ["<!doctype html>\n<html><head><meta charset=\"utf-8\">",
              f"<title>rlab report: {html.escape(data.experiment)}</title>",
              f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
@@ -174,8 +177,6 @@ def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | N
         parts.append(to_html(table))
         if table.caption and not table.frame.empty:
             parts.append(f'<p class="caption">{html.escape(table.caption)}</p>')
-    if (line := _passkey_line(data)) is not None:
-        parts.append(f"<h2>Passkey retrieval</h2><p>{html.escape(line)}</p>")
     for key in ("loss", "val_bpb", "passkey"):
         if plots.get(key):
             parts.append(f"<h2>{_PLOT_CAPTIONS[key]}</h2>{_img(plots[key], _PLOT_CAPTIONS[key])}")
@@ -205,6 +206,7 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
     written = [layout.results_csv]
     write_results_csv(layout.results_csv, data.results)
     plots: dict[str, Path | None] = {}
+    copy = None
     if fmt in ("md", "html"):
         plots = write_plots(data, layout.plots_dir)
         for key, path in plots.items():
@@ -224,4 +226,4 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
                 html_path = layout.comparison_md.with_suffix(".html")
                 write_text_atomic(html_path, render_html(data, tables, plots, seed, n_boot, copy))
                 written.append(html_path)
-    return ReportOutput(data=data, tables=main_tables(data), answer=answer_lines(data), written=written)
+    return ReportOutput(data=data, tables=main_tables(data), answer=answer_lines(data, copy), written=written)

@@ -27,6 +27,8 @@ class CopySection:
     sentences: list[str]
     table_md: str
     plot: Path | None = None
+    caveat: str | None = None
+    """Set when the base does not use context within its training length (see `base_caveat`)."""
 
 
 def _records(data) -> pd.DataFrame:
@@ -126,6 +128,27 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
     return out
 
 
+def base_caveat(c: pd.DataFrame, base_len: int | None) -> str | None:
+    """What limits every verdict when the base does not use a passage seen within its training length.
+
+    A model that gains nothing from a repeat `d <= L0` tokens back makes no use of long context, so
+    no RoPE variant can be seen extending that use: differences between variants at long context
+    then come from how each one changes attention to nearby tokens, and stay small. The report says
+    so up front rather than leave the verdicts to be read as evidence about context extension.
+    """
+    base = c[(c["kind"] == "base") & (c["window"] <= (base_len or 0))]
+    if base.empty:
+        return None
+    r = base.loc[base["window"].idxmax()]
+    if r["gain_low"] > 0:
+        return None
+    return (f"The base does not use context within its training length ({base_len} tokens): a passage repeated "
+            f"{r['distance']} tokens back costs {r['copy']:.2f} nats/token vs {r['first']:.2f} the first time "
+            f"(gain {r['gain']:+.2f} [{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], n={r['n']} records). With no "
+            "long-range use to extend, the differences between variants below measure how each one perturbs "
+            "attention to nearby tokens, not context extension; expect them to be small.")
+
+
 def table_markdown(c: pd.DataFrame) -> str:
     """Rows: arms; columns: distance (window); cells: copy loss, gain ± half-width, copy accuracy."""
     windows = sorted(set(c["window"]))
@@ -197,7 +220,7 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     if base_len is None and "zero-shot" in lengths and pd.notna(lengths["zero-shot"]):
         base_len = int(lengths["zero-shot"])
     return CopySection(c, sentences(c, base_len, train_len), table_markdown(c),
-                       plot(c, plots_dir / COPY_PLOT, base_len, train_len))
+                       plot(c, plots_dir / COPY_PLOT, base_len, train_len), base_caveat(c, base_len))
 
 
 def markdown(section: CopySection) -> list[str]:

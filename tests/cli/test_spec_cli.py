@@ -49,3 +49,17 @@ def test_schema_is_json_schema(tmp_path):
     out = tmp_path / "schema.json"
     assert rlab("schema", "--output", str(out)).returncode == 0
     assert json.loads(out.read_text()) == schema
+
+
+def test_validate_checks_core_task_names_against_the_bundle(tmp_path):
+    from tests.conftest import EVAL_BUNDLE_DIR
+
+    base = d20_base(tmp_path / "d20")
+    text = (EXPERIMENTS / "rope_scaling_d20.yaml").read_text()
+    spec = tmp_path / "tasks.yaml"
+    spec.write_text(text.replace("eval:\n", f"eval:\n  core_bundle: {EVAL_BUNDLE_DIR}\n  core_tasks: [hellaswg]\n", 1))
+    # a typo in eval.core_tasks is found before any training, not at `rlab eval` hours later
+    assert_user_error(rlab("validate", str(spec), "--base-dir", str(base)),
+                      "Unknown CORE task 'hellaswg'. Did you mean 'hellaswag'?")
+    spec.write_text(text.replace("eval:\n", f"eval:\n  core_bundle: {EVAL_BUNDLE_DIR}\n  core_tasks: [hellaswag]\n", 1))
+    assert rlab("validate", str(spec), "--base-dir", str(base)).returncode == 0

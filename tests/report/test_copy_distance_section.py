@@ -36,3 +36,37 @@ def test_section_compares_arms_on_the_same_records(fx):
 def test_no_copy_results_no_section(fx):
     write_report(fx, n_boot=200)
     assert "copy loss by distance" not in fx.comparison_md.read_text()
+
+
+def _base_cells(gain: float, low: float, high: float):
+    import pandas as pd
+
+    row = dict(arm="base", kind="base", variant="rope", copy=5.0 - gain, first=5.0, gain=gain, gain_low=low,
+               gain_high=high, acc=0.1, n=32)
+    return pd.DataFrame([{**row, "window": 128, "distance": 88}, {**row, "window": 256, "distance": 216},
+                         {**row, "window": 1024, "distance": 984, "gain": 3.0, "gain_low": 2.0}])
+
+
+def test_caveat_when_the_base_gains_nothing_from_a_repeat_within_its_training_length():
+    from rlab.report.copy_distance import base_caveat
+
+    line = base_caveat(_base_cells(-0.01, -0.06, 0.03), base_len=256)
+    # judged at the longest distance within L0 (216), not beyond it where the fixture gains 3 nats
+    assert line is not None and "216 tokens back" in line and "gain -0.01 [-0.06, +0.03]" in line
+    assert "not context extension" in line
+    assert base_caveat(_base_cells(1.5, 1.2, 1.8), base_len=256) is None  # a base that copies: no caveat
+    assert base_caveat(_base_cells(-0.01, -0.06, 0.03), base_len=None) is None  # L0 unknown: nothing claimed
+
+
+def test_the_caveat_opens_the_report_among_the_warnings(fx):
+    from rlab.report import copy_distance
+    from rlab.report.build import answer_lines
+    from rlab.report.collect import collect
+
+    data = collect(fx, None, n_boot=200)
+    caveat = copy_distance.base_caveat(_base_cells(0.0, -0.05, 0.05), base_len=256)
+    section = copy_distance.CopySection(cells=_base_cells(0.0, -0.05, 0.05), sentences=[], table_md="",
+                                        caveat=caveat)
+    lines = answer_lines(data, section)
+    assert f"Warning: {caveat}" in lines
+    assert lines.index(f"Warning: {caveat}") > max(i for i, s in enumerate(lines) if not s.startswith(("Warning", "Note")))
