@@ -20,9 +20,20 @@ class ModelSpec(StrictModel):
     """Query heads; head_dim = n_embd / n_head must be even."""
     n_kv_head: PositiveInt | None = None
     """Key/value heads (GQA); null = n_head."""
+    architecture: Literal["nanochat-2025", "nanochat-2026"] = "nanochat-2025"
+    """Which nanochat generation's parts the model has (rlab.core.architecture), with its rotary base
+    (2025: 10000, 2026: 100000). nanochat-2026 adds value
+    embeddings, residual scalars, backout, sliding windows and smear: the previous token's embedding mixed
+    into each position, a shortcut that lets a small model learn to copy from context in fewer tokens."""
+    window_pattern: str = Field("L", pattern=r"^[SL]+$")
+    """nanochat-2026 only: per layer, S (a short sliding window) or L (full context), tiled over the
+    layers; the last layer is always L."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
+        if self.architecture == "nanochat-2025" and self.window_pattern != "L":
+            raise ValueError("window_pattern: sliding windows are a nanochat-2026 part (set architecture: "
+                             f"nanochat-2026, or window_pattern: L; got {self.window_pattern!r})")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd: must be divisible by n_head (got {self.n_embd} and {self.n_head})")
         if (self.n_embd // self.n_head) % 2:
