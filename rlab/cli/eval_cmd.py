@@ -115,10 +115,9 @@ def eval_tag(
     spec = _apply_eval_flags(spec, bpb=bpb, bpb_length=bpb_length, core=core, passkey=passkey, ruler=ruler,
                              lengths=lengths, max_per_task=max_per_task, eval_bundle=eval_bundle, tasks=tasks)
     base = base_layout(spec)
-    if "core" in spec.eval.evals and spec.eval.core_tasks is not None:  # a typo fails here, not in the worker
-        from rlab.evals.core_bundle import check_task_selection
+    from rlab.evals.core_bundle import check_task_selection
 
-        check_task_selection(spec.eval, base.eval_bundle_dir)
+    check_task_selection(spec.eval, base.eval_bundle_dir)  # a typo in the CORE tasks fails here, not in the worker
     if all_tags:
         spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
         tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]

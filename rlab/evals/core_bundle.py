@@ -157,7 +157,9 @@ def quiet_bundle_warnings():
 
 def check_task_selection(eval_spec, default_bundle: Path) -> list[str] | None:
     """The labels `eval.core_tasks` picks in the bundle the worker will read; an unknown one is an EvalError
-    (so a typo fails before a launch, not in the worker)."""
+    (so a typo fails before a launch, not in the worker). None when CORE is off or runs every task."""
+    if "core" not in eval_spec.evals or eval_spec.core_tasks is None:
+        return None
     with quiet_bundle_warnings():
         bundle = load_bundle(eval_spec.core_bundle or default_bundle)
     return select_tasks(bundle, eval_spec.core_tasks)

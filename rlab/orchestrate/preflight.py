@@ -256,7 +256,7 @@ def _check_inputs(pf: Preflight) -> None:
     bundle = core.core_bundle or base.eval_bundle_dir
     if "core" in core.evals and not bundle.is_dir():
         pf.warnings.append(f"No CORE eval bundle in {bundle}: `rlab eval` will need it (`rlab bundle`).")
-    elif "core" in core.evals and core.core_tasks is not None:
+    else:
         from rlab.evals.core_bundle import check_task_selection
 
         try:  # a typo in eval.core_tasks would otherwise surface only at `rlab eval`, after training

@@ -22,9 +22,9 @@ class ModelSpec(StrictModel):
     """Key/value heads (GQA); null = n_head."""
     architecture: Literal["nanochat-2025", "nanochat-2026"] = "nanochat-2025"
     """Which nanochat generation's parts the model has (rlab.core.architecture), with its rotary base
-    (2025: 10000, 2026: 100000). nanochat-2026 adds value
-    embeddings, residual scalars, backout, sliding windows and smear: the previous token's embedding mixed
-    into each position, a shortcut that lets a small model learn to copy from context in fewer tokens."""
+    (2025: 10000, 2026: 100000). nanochat-2026 adds value embeddings, residual scalars, backout, sliding
+    windows and smear: the previous token's embedding mixed into each position, a shortcut that lets a
+    small model learn to copy from context in fewer tokens."""
     window_pattern: str = Field("L", pattern=r"^[SL]+$")
     """nanochat-2026 only: per layer, S (a short sliding window) or L (full context), tiled over the
     layers; the last layer is always L."""
