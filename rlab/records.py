@@ -320,12 +320,12 @@ class CopyWindow(Record):
     window: int
     distance: int
     """Tokens from the passage's first occurrence to its repeat."""
-    first_nats: float
-    """Mean loss per token on the first occurrence (no useful context)."""
+    control_nats: float
+    """Mean loss per token on the repeat's tokens in the control window (another passage in place of the first)."""
     copy_nats: float
     """Mean loss per token on the repeat."""
     gain: float
-    """first_nats - copy_nats: nats per token the model saves by looking back `distance` tokens."""
+    """control_nats - copy_nats: nats per token the model saves by looking back `distance` tokens."""
     copy_acc: float
     """Greedy hit rate on the repeat."""
     n: int
@@ -497,12 +497,12 @@ class CoreExample(Record):
 class CopyRow(Record):
     """One copy-by-distance record at one window (rlab.evals.copy_distance): the report's resampling unit."""
 
-    columns: ClassVar[tuple[str, ...]] = ("window", "distance", "record", "first_nats", "copy_nats", "copy_acc",
+    columns: ClassVar[tuple[str, ...]] = ("window", "distance", "record", "control_nats", "copy_nats", "copy_acc",
                                           "tokens")
     window: int
     distance: int
     record: int
-    first_nats: float
+    control_nats: float
     copy_nats: float
     copy_acc: float
     tokens: int

@@ -30,8 +30,10 @@ def prepare(
     force: bool = typer.Option(False, "--force", help="Rebuild even if the base dir is already prepared."),
     copy_records: bool = typer.Option(
         False, "--copy-records",
-        help="Mix verbatim repeats at a distance (32-1024 tokens) into the train split: long-range structure a "
-             "tiny model learns quickly (the demo uses it). Val and long documents stay natural text."),
+        help="Mix verbatim repeats into the train split: passages repeated 16-1024 tokens later in the natural "
+             "documents, plus as many characters of copy documents (spans of 16-1024 tokens, each written twice, "
+             "half of them random words): long-range structure for a tiny model (the demo uses it). Val and long "
+             "documents stay natural text."),
 ) -> None:
     """Build shards (last = val), a long-document eval set and a BPE tokenizer; a no-op when already done."""
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn

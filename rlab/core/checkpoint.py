@@ -199,7 +199,8 @@ class CheckpointInfo:
     window_pattern: str  # "L" where the architecture has no windows
     rotary_base: float  # the base its rope spec uses (the architecture's unless rlab's meta says otherwise)
     sequence_len: int
-    model_config: dict[str, Any]  # GPTConfig.from_dict input: nanochat's model_config + window_pattern + architecture
+    model_config: dict[str, Any]  # GPTConfig.from_dict input: nanochat's model_config + window_pattern,
+    # architecture and rotary_base
 
     def describe(self) -> str:
         """e.g. ``nanochat-2026 (windows SSSL, base 100000)``."""
@@ -240,7 +241,8 @@ def _info(ckpt_dir: Path, step: int, meta: dict[str, Any], keys) -> tuple[Checkp
     config = dict(meta["model_config"])
     pattern = window_pattern(arch, config)
     rope = rope_from_meta(meta, arch)
-    model_config = {**{k: config[k] for k in NANOCHAT_CONFIG_KEYS}, "window_pattern": pattern, "architecture": arch.name}
+    model_config = {**{k: config[k] for k in NANOCHAT_CONFIG_KEYS}, "window_pattern": pattern,
+                    "architecture": arch.name, "rotary_base": float(rope.base)}
     info = CheckpointInfo(path=path, step=step, architecture=arch.name, window_pattern=pattern,
                           rotary_base=float(rope.base), sequence_len=int(config["sequence_len"]),
                           model_config=model_config)

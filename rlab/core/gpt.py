@@ -73,6 +73,7 @@ class GPTConfig:
     n_embd: int = 768  # residual width; head_dim = n_embd // n_head
     window_pattern: str = DEFAULT_WINDOW_PATTERN  # nanochat-2026: S/L per layer, tiled, the last layer L
     architecture: str = NANOCHAT_2025.name  # which optional parts exist (`rlab.core.architecture`)
+    rotary_base: float | None = None  # the model's own RoPE base (from its checkpoint); None = the architecture's
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
@@ -145,14 +146,19 @@ class GPT(nn.Module):
 
     # --- RoPE and windows ---
 
+    @property
+    def native_rotary_base(self) -> float:
+        """The base this model was trained with: a variant that leaves its base to the checkpoint gets it."""
+        return float(self.config.rotary_base or self.arch.rotary_base)
+
     def set_rope(self, rope: RopeSpec) -> None:
         """Swap the RoPE variant (weights untouched); tables are rebuilt lazily at the next forward.
 
-        Fills the spec's L0 (the config's sequence_len) and base (the architecture's) when left to the
-        checkpoint, and sets each layer's attention window (None = unlimited): windows follow
+        Fills the spec's L0 (the config's sequence_len) and base (the config's, else the architecture's)
+        when left to the checkpoint, and sets each layer's attention window (None = unlimited): windows follow
         `config.sequence_len` (rope.windows == "scale") or stay at the sizes for L0 ("fixed").
         """
-        self.rope = rope.with_original_len(self.config.sequence_len).with_base(self.arch.rotary_base)
+        self.rope = rope.with_original_len(self.config.sequence_len).with_base(self.native_rotary_base)
         self._rotary = rope_lib.RotaryTables(self.rope, self.config.head_dim)
         self._softmax_scale = rope_lib.softmax_scale(self.rope, self.config.head_dim)
         self.window_sizes: list[int | None] = [None] * self.config.n_layer

@@ -211,7 +211,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
     m = cfg.init.model
     model_config = {"sequence_len": seq_len, "vocab_size": vocab_size, "n_layer": m.n_layer,
                     "n_head": m.n_head, "n_kv_head": m.n_kv_head or m.n_head, "n_embd": m.n_embd,
-                    "window_pattern": m.window_pattern, "architecture": m.architecture}
+                    "window_pattern": m.window_pattern, "architecture": m.architecture, "rotary_base": m.rotary_base}
     logger.info("training %s from scratch: %s", cfg.tag, model_config)
     return StartPoint(step=0, run_start_step=0, model_state=None, model_config=model_config,
                       rope=cfg.rope.with_original_len(seq_len),

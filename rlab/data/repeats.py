@@ -9,7 +9,8 @@ context extension is about.
 `insert_repeats` walks a document and, every `gap` tokens or so, inserts a copy of a passage
 (16-128 tokens) that ended `d` tokens earlier in the output, with `d` log-uniform between
 `min_distance` and `max_distance`. The document stays natural text between repeats; the
-repeats are mixed into the very shards the trainer reads. Lengths are in tokens, converted to
+repeats are mixed into the very shards the trainer reads. `copy_document` adds documents made
+only of short spans written twice (`S S`), where copying is learned fastest. Lengths are in tokens, converted to
 characters with `chars_per_token` and cut at whitespace, so the text is tokenizer-independent
 (the eval, `rlab.evals.copy_distance`, builds its own documents with exact token distances).
 Everything is drawn from one `random.Random(seed)`: the same texts and seed give the same output.
@@ -38,11 +39,16 @@ class RepeatOptions:
     mean_gap: int = 256
     """Natural tokens between two repeats, on average (uniform in [gap/4, 7*gap/4])."""
     record_fraction: float = 1.0
-    """Copy documents added, in characters per character of natural text (0 = none; see `copy_documents`)."""
+    """Copy documents added, in characters per character of natural text (0 = none; see `copy_document`)."""
     record_tokens: int = 1024
     """Length of one copy document, in tokens (approx.)."""
+    min_span: int = 16
+    max_span: int = 1024
+    """Copy-document spans are log-uniform in [min_span, max_span] tokens (a span's copy is that far back)."""
     record_words: int = 2000
-    """Copied passages draw words uniformly from this many most frequent words of the corpus."""
+    """Random-word spans draw words uniformly from this many most frequent words of the corpus."""
+    natural_spans: float = 0.5
+    """Share of copy-document spans that are natural text instead of random words."""
     chars_per_token: float = 3.7
     seed: int = 0
 
@@ -51,8 +57,12 @@ class RepeatOptions:
             raise ValueError(f"passage lengths must satisfy 0 < min <= max (got {self.min_passage}, {self.max_passage})")
         if not 0 < self.min_distance <= self.max_distance:
             raise ValueError(f"distances must satisfy 0 < min <= max (got {self.min_distance}, {self.max_distance})")
+        if not 0 < self.min_span <= self.max_span:
+            raise ValueError(f"span lengths must satisfy 0 < min <= max (got {self.min_span}, {self.max_span})")
         if not 0 <= self.record_fraction or self.record_tokens < 1 or self.record_words < 1:
             raise ValueError("record_fraction must be >= 0, record_tokens and record_words >= 1")
+        if not 0 <= self.natural_spans <= 1:
+            raise ValueError(f"natural_spans must be in [0, 1] (got {self.natural_spans})")
         if self.mean_gap < 4 or self.chars_per_token <= 0:
             raise ValueError("mean_gap must be >= 4 and chars_per_token > 0")
 
@@ -127,17 +137,18 @@ def frequent_words(texts: Sequence[str], n: int) -> list[str]:
 def copy_document(rng: random.Random, words: Sequence[str], filler: str, opts: RepeatOptions) -> str:
     """One copy document: spans of text, each written twice in a row (`S S`), one span a line.
 
-    A span is `d` tokens long, d log-uniform in [min_distance, max_distance], so every token of the
-    second copy is predictable from the token `d` back, and half the document is such copies. Half
-    the spans are random words (predictable *only* by looking back: the clearest signal there is
-    for learning to copy), half natural text from `filler` (so copying carries over to prose).
+    A span is `d` tokens long, d log-uniform in [min_span, max_span], so every token of the second
+    copy is predictable from the token `d` back, and half the document is such copies. Spans are
+    random words (predictable *only* by looking back: the clearest signal there is for learning to
+    copy), a `natural_spans` share of them natural text from `filler`. Longer distances are in the
+    natural documents' repeats (`insert_repeats`, up to `max_distance`).
     """
     cpt = opts.chars_per_token
     lines: list[str] = []
     produced, limit = 0, int(opts.record_tokens * cpt)
     while produced < limit:
-        span_chars = int(_log_uniform(rng, opts.min_distance, opts.max_distance) * cpt)
-        if rng.random() < 0.5:
+        span_chars = int(_log_uniform(rng, opts.min_span, opts.max_span) * cpt)
+        if rng.random() < 1.0 - opts.natural_spans:
             n_words = max(2, int(span_chars / cpt / 1.5))  # ~1.5 tokens a word
             span = " ".join(rng.choice(words) for _ in range(n_words))
         else:

@@ -1,18 +1,24 @@
 """Copy-by-distance: does the model use a passage it saw `d` tokens back?
 
 Each record is one window of exactly `window` input tokens built from natural text (the
-long-document set, which no model trained on):
+long-document set, which no model trained on), and its control, identical but for the first
+passage:
 
-    BOS | prefix (8) | X (32) | filler ... | X again (ends the window)
+    record:   BOS | prefix (8) | X (32) | filler ... | X (ends the window)
+    control:  BOS | prefix (8) | Y (32) | filler ... | X
 
-X is a passage drawn from elsewhere in the set, so its first occurrence is as hard to predict as
-any natural text; its second occurrence is predictable only by looking back `distance =
-window - prefix - passage` tokens to the first. Both copies are scored on the same targets
-X[1:] (the first token of a copy cannot be known to start one):
+X and Y are passages drawn from elsewhere in the set. The final X is scored on the same targets
+X[1:] (the first token of a copy cannot be known to start one) in both windows, at the same
+position after the same filler, so the only difference is whether X appeared `distance = window
+- prefix - passage` tokens earlier:
 
-* `first_nats`: mean loss on X's first occurrence (no useful context: the baseline);
-* `copy_nats`: mean loss on X's second occurrence, and `copy_acc` its greedy hit rate;
-* `gain` = first_nats - copy_nats, nats per token the model saves by using context at that distance.
+* `control_nats`: mean loss on the final X in the control (everything but the copy: the baseline);
+* `copy_nats`: mean loss on the final X in the record, and `copy_acc` its greedy hit rate;
+* `gain` = control_nats - copy_nats, nats per token the model saves by looking back that far.
+
+(Comparing with X's *first* occurrence instead would credit the copy with everything the
+filler's context does for prediction: measured on a nanochat-2026 base whose attention could
+not reach the first X at all, that "gain" was +0.7 nats/token.)
 
 Windows run from below to beyond the training length, so the dependency distance grows with
 the window: at a window past what a RoPE variant handles, the copy stops helping. Every record
@@ -40,14 +46,16 @@ PREFIX = 8
 """Natural-text tokens before the first copy (so the passage does not start the window)."""
 PASSAGE = 32
 """Tokens of the repeated passage X."""
-COLUMNS = ("window", "distance", "record", "first_nats", "copy_nats", "copy_acc", "tokens")
+COLUMNS = ("window", "distance", "record", "control_nats", "copy_nats", "copy_acc", "tokens")
 
 
 @dataclass(frozen=True)
 class CopyRecord:
-    """One window of `len(tokens) - 1` inputs; X occupies [first, first + P) and [second, second + P)."""
+    """One window of `len(tokens) - 1` inputs; X occupies [first, first + P) and [second, second + P).
+    `control` is the same window with another passage at [first, first + P)."""
 
     tokens: list[int]
+    control: list[int]
     first: int
     second: int
 
@@ -81,9 +89,13 @@ def build_record(docs: Sequence[Sequence[int]], bos: int, window: int, seed: int
     rng = random.Random(f"copy:{seed}:{window}:{index}")
     x = _span(rng, docs, passage)
     filler = _span(rng, docs, prefix + gap)
+    y = _span(rng, docs, passage)
+    while y == x:  # only a degenerate set repeats a passage exactly
+        y = _span(rng, docs, passage)
     tokens = [bos, *filler[:prefix], *x, *filler[prefix:], *x]  # window + 1 tokens: inputs and shifted targets
+    control = [bos, *filler[:prefix], *y, *filler[prefix:], *x]
     first = 1 + prefix
-    return CopyRecord(tokens, first, first + distance_of(window, passage, prefix))
+    return CopyRecord(tokens, control, first, first + distance_of(window, passage, prefix))
 
 
 def _world() -> tuple[int, int]:
@@ -95,17 +107,18 @@ def _world() -> tuple[int, int]:
 
 
 def _score(model, records: Sequence[CopyRecord], passage: int, device) -> np.ndarray:
-    """(n, 3) per record: mean loss on the first copy, on the second, and the second's greedy hits."""
+    """(n, 3) per record: mean loss on the final X in the control, in the record, and the record's greedy hits."""
     from rlab.evals.scored_forward import head_stats, hidden_at
 
-    ids = torch.tensor([r.tokens[:-1] for r in records], dtype=torch.long, device=device)  # (b, W)
+    windows = [w for r in records for w in (r.control, r.tokens)]  # row 2i: control of record i, 2i + 1: record
+    ids = torch.tensor([w[:-1] for w in windows], dtype=torch.long, device=device)  # (2b, W)
     rows, cols, targets = [], [], []
     for row, rec in enumerate(records):
-        for start in (rec.first, rec.second):
+        for k in (2 * row, 2 * row + 1):
             for j in range(1, passage):  # predict X[j] from the token before it
-                rows.append(row)
-                cols.append(start + j - 1)
-                targets.append(rec.tokens[start + j])
+                rows.append(k)
+                cols.append(rec.second + j - 1)
+                targets.append(rec.tokens[rec.second + j])
     with torch.no_grad():
         hidden = hidden_at(model, ids, rows, cols)  # (N, C)
         nll, hit = head_stats(model, hidden, torch.tensor(targets, dtype=torch.long, device=device))
@@ -120,12 +133,12 @@ def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windo
     """Per-record rows (see COLUMNS) for every window; `docs` are token lists of natural text."""
     rank, world = _world()
     rows: list[dict] = []
-    parts = stages(progress, [records * w for w in windows])  # forward tokens
+    parts = stages(progress, [2 * records * w for w in windows])  # forward tokens (records and controls)
     for window, part in zip(windows, parts):
         recs = [build_record(docs, bos, window, seed, i, passage) for i in range(records)]
         per_rec = torch.zeros(records, 3, dtype=torch.float64)
         mine = list(range(rank, records, world))
-        per_batch = max(1, batch_tokens // window)
+        per_batch = max(1, batch_tokens // (2 * window))
         report(part, 0, len(mine))
         for i in range(0, len(mine), per_batch):
             idx = mine[i : i + per_batch]
@@ -138,27 +151,27 @@ def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windo
             dist.all_reduce(per_rec)
             per_rec = per_rec.cpu()
         d = distance_of(window, passage)
-        for i, (first, copy, acc) in enumerate(per_rec.tolist()):
-            rows.append({"window": window, "distance": d, "record": i, "first_nats": first, "copy_nats": copy,
+        for i, (control, copy, acc) in enumerate(per_rec.tolist()):
+            rows.append({"window": window, "distance": d, "record": i, "control_nats": control, "copy_nats": copy,
                          "copy_acc": acc, "tokens": passage - 1})
         mean = per_rec.mean(0).tolist()
-        log.info("copy at distance %d (window %d): copy %.3f vs first %.3f nats/token, copy acc %.2f",
+        log.info("copy at distance %d (window %d): copy %.3f vs control %.3f nats/token, copy acc %.2f",
                  d, window, mean[1], mean[0], mean[2])
     return rows
 
 
 def summarize(rows: Sequence[dict], resamples: int = 2000, seed: int = 0) -> list[dict]:
-    """Per window: means, and a 95% per-record bootstrap interval of the gain (first - copy nats)."""
+    """Per window: means, and a 95% per-record bootstrap interval of the gain (control - copy nats)."""
     out = []
     rng = np.random.default_rng(seed)
     for window in sorted({r["window"] for r in rows}):
         sel = [r for r in rows if r["window"] == window]
-        first = np.array([r["first_nats"] for r in sel])
+        control = np.array([r["control_nats"] for r in sel])
         copy = np.array([r["copy_nats"] for r in sel])
         acc = np.array([r["copy_acc"] for r in sel])
-        gain = first - copy
+        gain = control - copy
         boot = gain[rng.integers(0, len(gain), size=(resamples, len(gain)))].mean(1)
-        out.append({"window": window, "distance": sel[0]["distance"], "first_nats": float(first.mean()),
+        out.append({"window": window, "distance": sel[0]["distance"], "control_nats": float(control.mean()),
                     "copy_nats": float(copy.mean()), "gain": float(gain.mean()),
                     "gain_ci_low": float(np.quantile(boot, 0.025)), "gain_ci_high": float(np.quantile(boot, 0.975)),
                     "copy_acc": float(acc.mean()), "n": len(sel)})

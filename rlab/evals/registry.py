@@ -318,7 +318,7 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
 
 
 def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
-    """Loss on a passage repeated at a known distance vs its first occurrence, by window (rlab.evals.copy_distance)."""
+    """Loss on a passage repeated at a known distance vs the same passage unseen, by window (rlab.evals.copy_distance)."""
     from rlab.evals import copy_distance as cd
 
     docs = ctx.tokenizer.encode(long_docs(ctx).texts)

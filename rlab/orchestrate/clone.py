@@ -141,12 +141,19 @@ def clone_checkpoint(
 
 def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeSpec, variant: str,
                experiment: str | None = None) -> dict:
-    """The clone's meta: the source's, with the new tag, variant, RoPE config, lineage and owning experiment."""
+    """The clone's meta: the source's, with the new tag, variant, RoPE config, lineage and owning experiment.
+
+    What the variant leaves to the checkpoint (L0, the rotary base) is filled from the source, so a base
+    trained with its own rotary base keeps it in every clone; a nanochat source records no base, and its
+    clones take the architecture's, as it does."""
     model_config = meta.get("model_config") or {}
     parent_rope = meta.get("rope")
     original_len = (parent_rope or {}).get("original_len") or model_config.get("sequence_len")
     if rope.original_len is None and original_len:
         rope = rope.with_original_len(int(original_len))
+    parent_base = (parent_rope or {}).get("base")
+    if parent_base:
+        rope = rope.with_base(float(parent_base))
     new = dict(meta)
     new.update(
         tag=dst_tag,

@@ -40,13 +40,17 @@ def find_eval_bundle(base_dir: Path, explicit: Path | None = None) -> Path | Non
 
 
 def data_is_stale(base_dir: Path) -> bool:
-    """True when the demo's base dir holds a corpus prepared without copy records (an older demo's)."""
+    """True when the demo's base dir holds a corpus prepared without today's copy records (an older demo's)."""
+    from dataclasses import asdict
+
     from rlab.data.prepare import read_manifest
+    from rlab.data.repeats import RepeatOptions
 
     manifest = read_manifest(base_dir)
     if manifest is None:
         return False
-    return "copy_records" not in ((manifest.get("request") or {}).get("options") or {})
+    recorded = ((manifest.get("request") or {}).get("options") or {}).get("copy_records")
+    return recorded != asdict(RepeatOptions())
 
 
 def demo_stages(

@@ -1,7 +1,8 @@
 """The demo's go/no-go check after pretraining: has the base learned to use context within L0?
 
 The demo is only worth continuing if the base model predicts a passage it saw earlier in its
-window far better than the same passage the first time (rlab.evals.copy_distance). If it does not,
+window far better than the same passage in a window where it did not appear
+(rlab.evals.copy_distance). If it does not,
 every later comparison between RoPE variants measures nothing, so the demo stops and says why.
 """
 
@@ -13,9 +14,9 @@ from pathlib import Path
 
 from rlab.errors import RlabError
 
-MIN_GAIN = 1.0
-"""Nats per token the repeat must save over the first occurrence at the longest distance within L0
-(a base that copies reaches 3-5; one that does not, ~0)."""
+MIN_GAIN = 0.25
+"""Nats per token the repeat must save over the control (the same passage, not seen before) at the longest
+distance within L0, at the 95% lower bound (a base that does not copy: ~0)."""
 RECORDS = 32
 
 
@@ -71,8 +72,8 @@ def require_pass(result: CheckResult, tag: str) -> None:
     r = result.at_l0
     raise DemoCheckError(
         f"Go/no-go: the base '{tag}' does not use context within its training length {result.seq_len}: a passage "
-        f"repeated {r['distance']} tokens back costs {r['copy_nats']:.2f} nats/token vs {r['first_nats']:.2f} the "
-        f"first time (gain {r['gain']:+.2f}, 95% low {r['gain_ci_low']:+.2f}; need >= {MIN_GAIN}). Comparing RoPE "
+        f"repeated {r['distance']} tokens back costs {r['copy_nats']:.2f} nats/token vs {r['control_nats']:.2f} "
+        f"unseen (gain {r['gain']:+.2f}, 95% low {r['gain_ci_low']:+.2f}; need >= {MIN_GAIN}). Comparing RoPE "
         "variants on it would measure nothing, so the demo stops here.",
         "Pretrain longer (pretrain.train.steps in the demo spec) or check that the data was prepared with "
         "--copy-records.",

@@ -1,9 +1,10 @@
 """The copy-by-distance section of a report: does each arm still use a passage seen `d` tokens back?
 
 Reads every tag's ``copy_distance.csv`` (rlab.evals.copy_distance: one row per record and window)
-and gives, per arm and distance, the loss on the repeated passage (`copy`), on its first occurrence
-(`first`) and the gain between them, with 95% intervals from a bootstrap over records (the same
-records for every tag, so differences between arms are paired). Seeds of one arm are averaged per
+and gives, per arm and distance, the loss on the repeated passage (`copy`), on the same passage in
+the control window whose earlier passage is another one (`control`) and the gain between them, with
+95% intervals from a bootstrap over records (the same records for every tag, so differences of gain
+between arms are paired). Seeds of one arm are averaged per
 record. The intervals are per cell and not adjusted for multiplicity (the report's primary
 endpoint is BPB; this section is what makes long-range use visible on a tiny model).
 """
@@ -23,7 +24,7 @@ N_BOOT = 2000
 @dataclass
 class CopySection:
     cells: pd.DataFrame
-    """arm, kind, variant, window, distance, copy, first, gain(_low/_high), acc, diff(_low/_high), n."""
+    """arm, kind, variant, window, distance, copy, control, gain(_low/_high), acc, diff(_low/_high), n."""
     sentences: list[str]
     table_md: str
     plot: Path | None = None
@@ -44,7 +45,7 @@ def _records(data) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True)
     # seeds of one arm: mean per record
     return df.groupby(["arm", "kind", "variant", "window", "distance", "record"], as_index=False)[
-        ["first_nats", "copy_nats", "copy_acc"]].mean()
+        ["control_nats", "copy_nats", "copy_acc"]].mean()
 
 
 def _boot(values: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
@@ -70,17 +71,19 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
     for (arm, kind, variant, window, distance), g in recs.groupby(["arm", "kind", "variant", "window", "distance"],
                                                                   sort=False):
         g = g.sort_values("record")
-        gain = (g["first_nats"] - g["copy_nats"]).to_numpy()
+        gain = (g["control_nats"] - g["copy_nats"]).to_numpy()
         lo, hi = _boot(gain, rng)
         row = {"arm": arm, "kind": kind, "variant": variant, "window": int(window), "distance": int(distance),
-               "copy": g["copy_nats"].mean(), "first": g["first_nats"].mean(), "gain": gain.mean(),
+               "copy": g["copy_nats"].mean(), "control": g["control_nats"].mean(), "gain": gain.mean(),
                "gain_low": lo, "gain_high": hi, "acc": g["copy_acc"].mean(), "n": len(g),
                "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "ref": None}
         ref = _reference_arm(arms, kind, variant, data.baseline)
         if ref is not None:
-            r = recs[(recs["arm"] == ref) & (recs["window"] == window)].set_index("record")["copy_nats"]
-            paired = g.set_index("record")["copy_nats"].align(r, join="inner")
-            d = (paired[0] - paired[1]).to_numpy()
+            ref_recs = recs[(recs["arm"] == ref) & (recs["window"] == window)].set_index("record")
+            own = g.set_index("record")
+            paired = (own["control_nats"] - own["copy_nats"]).align(
+                ref_recs["control_nats"] - ref_recs["copy_nats"], join="inner")
+            d = (paired[0] - paired[1]).to_numpy()  # gain of the arm minus the reference's: + = uses it more
             if len(d):
                 row["diff"], (row["diff_low"], row["diff_high"]), row["ref"] = d.mean(), _boot(d, rng), ref
         rows.append(row)
@@ -90,9 +93,9 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
 def _verdict(row) -> str:
     if pd.isna(row["diff"]):
         return ""
-    if row["diff_high"] < 0:
-        return "better"
     if row["diff_low"] > 0:
+        return "better"
+    if row["diff_high"] < 0:
         return "worse"
     return "within noise"
 
@@ -107,7 +110,7 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
             r = inside.loc[inside["window"].idxmax()]
             out.append(
                 f"**base** (trained at {base_len}) at distance {r['distance']}: copy loss {r['copy']:.2f} vs "
-                f"{r['first']:.2f} nats/token on the first occurrence, gain {r['gain']:+.2f} "
+                f"{r['control']:.2f} nats/token in the control, gain {r['gain']:+.2f} "
                 f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}] (n={r['n']} records; copy accuracy {r['acc']:.0%})")
     for kind in ("zero-shot", "continued"):
         sub = c[c["kind"] == kind]
@@ -122,9 +125,10 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
             parts = []
             for _, r in at.iterrows():
                 v = _verdict(r)
-                cmp_ = f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{v}**" if v else ""
-                parts.append(f"{r['variant']} {r['copy']:.2f} (gain {r['gain']:+.2f}{cmp_})")
-            out.append(f"{kind} arms at distance {at['distance'].iloc[0]} (window {window}): copy loss " + "; ".join(parts))
+                cmp_ = (f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{v}**"
+                        if v else "")
+                parts.append(f"{r['variant']} {r['gain']:+.2f}{cmp_}")
+            out.append(f"{kind} arms at distance {at['distance'].iloc[0]} (window {window}): gain " + "; ".join(parts))
     return out
 
 
@@ -143,7 +147,7 @@ def base_caveat(c: pd.DataFrame, base_len: int | None) -> str | None:
     if r["gain_low"] > 0:
         return None
     return (f"The base does not use context within its training length ({base_len} tokens): a passage repeated "
-            f"{r['distance']} tokens back costs {r['copy']:.2f} nats/token vs {r['first']:.2f} the first time "
+            f"{r['distance']} tokens back costs {r['copy']:.2f} nats/token vs {r['control']:.2f} when it was not seen "
             f"(gain {r['gain']:+.2f} [{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], n={r['n']} records). With no "
             "long-range use to extend, the differences between variants below measure how each one perturbs "
             "attention to nearby tokens, not context extension; expect them to be small.")
@@ -165,8 +169,8 @@ def table_markdown(c: pd.DataFrame) -> str:
             h = (r["gain_high"] - r["gain_low"]) / 2
             cellsx.append(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%})")
         lines.append(f"| {arm} | " + " | ".join(cellsx) + " |")
-    first = c.groupby("window")["first"].mean()
-    lines.append("| _first occurrence (mean over arms)_ | " + " | ".join(f"{first[w]:.2f}" for w in windows) + " |")
+    control = c.groupby("window")["control"].mean()
+    lines.append("| _control (mean over arms)_ | " + " | ".join(f"{control[w]:.2f}" for w in windows) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -184,20 +188,20 @@ def plot(c: pd.DataFrame, path: Path, base_len: int | None, train_len: int | Non
     for ax, kind in zip(axes[0], kinds):
         for variant, g in c[c["kind"] == kind].groupby("variant", sort=False):
             g = g.sort_values("distance")
-            ax.plot(g["distance"], g["copy"], marker="o", label=variant)
+            ax.errorbar(g["distance"], g["gain"], yerr=[g["gain"] - g["gain_low"], g["gain_high"] - g["gain"]],
+                        marker="o", capsize=2, label=variant)
         if not base.empty:
             b = base.sort_values("distance")
-            ax.plot(b["distance"], b["copy"], color="black", ls=":", marker="x", label="base")
-        first = c.groupby("distance")["first"].mean().sort_index()
-        ax.plot(first.index, first.values, color="grey", ls="--", label="first occurrence")
+            ax.plot(b["distance"], b["gain"], color="black", ls=":", marker="x", label="base")
+        ax.axhline(0.0, color="grey", ls="--", lw=0.8, label="no use of the earlier copy")
         for length, name in ((base_len, "L0"), (train_len, "train len")):
             if length:
                 ax.axvline(length, color="grey", lw=0.8)
                 ax.text(length, ax.get_ylim()[1] if ax.lines else 0, f" {name}", va="top", fontsize=8)
         ax.set_xscale("log", base=2)
-        ax.set_title(f"{kind}: loss on a passage repeated d tokens back")
+        ax.set_title(f"{kind}: gain from a passage seen d tokens back")
         ax.set_xlabel("distance d to the first occurrence (tokens)")
-    axes[0][0].set_ylabel("copy loss (nats/token; lower = uses context)")
+    axes[0][0].set_ylabel("gain (nats/token vs control; higher = uses it)")
     handles, labels = axes[0][-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
@@ -226,10 +230,12 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
 def markdown(section: CopySection) -> list[str]:
     lines = ["## Long-range use: copy loss by distance", "",
              "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
-             "occurrence, at the end of a window of W tokens (rlab.evals.copy_distance). Cells: mean loss on "
-             "the repeat (nats/token), the gain over the first occurrence with its 95% interval (bootstrap over "
-             "records), and the greedy copy accuracy. Comparisons are paired (same records), vs the baseline "
-             "variant in the same condition, 95% intervals not adjusted for multiplicity.", ""]
+             "occurrence, at the end of a window of W tokens; its control is the same window with another passage "
+             "in place of the first occurrence (rlab.evals.copy_distance). Cells: mean loss on the repeat "
+             "(nats/token), the gain over the control (what seeing the passage earlier saves) with its 95% interval "
+             "(bootstrap over records), and the greedy copy accuracy. Comparisons are paired differences of gain "
+             "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
+             "condition, 95% intervals not adjusted for multiplicity.", ""]
     lines += [f"- {s}" for s in section.sentences] + [""]
     if section.plot is not None:
         lines += [f"![Copy loss by distance](plots/{COPY_PLOT})", ""]

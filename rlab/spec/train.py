@@ -25,6 +25,11 @@ class ModelSpec(StrictModel):
     (2025: 10000, 2026: 100000). nanochat-2026 adds value embeddings, residual scalars, backout, sliding
     windows and smear: the previous token's embedding mixed into each position, a shortcut that lets a
     small model learn to copy from context in fewer tokens."""
+    rotary_base: float | None = Field(None, gt=0)
+    """RoPE base theta; null = the architecture's. It is written into the checkpoint, and every variant
+    that leaves its base to the checkpoint (clones, zero-shot arms) gets it. A small base makes the
+    slowest frequencies turn within a few times the training length, as they do in large models at
+    long lengths."""
     window_pattern: str = Field("L", pattern=r"^[SL]+$")
     """nanochat-2026 only: per layer, S (a short sliding window) or L (full context), tiled over the
     layers; the last layer is always L."""

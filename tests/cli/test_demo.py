@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from rlab.orchestrate.demo import DEMO_SPEC, demo_stages
+from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
 from tests.conftest import EVAL_BUNDLE_DIR, make_english_docs
 
 TINY_DEMO = {
@@ -42,6 +42,21 @@ def test_demo_stages_are_the_users_commands(tmp_path):
     again = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None,
                         rebuild_data=True)
     assert again[0].argv[-1] == "--force"  # an older demo's corpus (no copy records) is rebuilt
+
+
+def test_a_corpus_prepared_with_other_copy_records_is_rebuilt(tmp_path):
+    import json
+    from dataclasses import asdict, replace
+
+    from rlab.data.repeats import RepeatOptions
+    from rlab.paths import BaseLayout
+
+    manifest = BaseLayout(tmp_path).corpus_manifest
+    assert not data_is_stale(tmp_path)  # nothing prepared yet: the data stage prepares it anyway
+    for options, stale in ({}, True), ({"copy_records": asdict(replace(RepeatOptions(), record_fraction=3.0))}, True), (
+            {"copy_records": asdict(RepeatOptions())}, False):
+        manifest.write_text(json.dumps({"request": {"options": options}}))
+        assert data_is_stale(tmp_path) is stale, options
 
 
 def test_demo_dry_run_touches_nothing(tmp_path):

@@ -197,3 +197,24 @@ def test_packed_prefix_with_branch_mask_matches_separate_rows():
         ref_b = model(torch.cat([prefix, b])[None])[0]
         torch.testing.assert_close(model.logits_at(h[:9]), ref_a, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(model.logits_at(torch.cat([h[:6], h[9:]])), ref_b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_variant_that_leaves_its_base_to_the_checkpoint_gets_the_models_own(tmp_path):
+    """A base trained with its own rotary base: every variant applied to it or to a clone of it (base
+    left null) rotates with that base, not the architecture's default; an explicit base still wins."""
+    from rlab.core.checkpoint import inspect_checkpoint, load_model, save_checkpoint
+
+    model = make_model(rotary_base=500.0)
+    assert model.rope.base == 500.0 and make_model().rope.base == 10000.0
+    model.set_rope(RopeSpec(variant="yarn", factor=4))
+    assert model.rope.base == 500.0
+    model.set_rope(RopeSpec(variant="ntk", factor=4, base=2000.0))
+    assert model.rope.base == 2000.0
+
+    model.set_rope(RopeSpec())
+    meta = {"step": 1, "model_config": model.config.nanochat_dict(), "rope": model.rope.model_dump(mode="json")}
+    save_checkpoint(tmp_path, 1, model.state_dict(), meta)
+    info = inspect_checkpoint(tmp_path, 1)
+    assert info.rotary_base == 500.0 and info.model_config["rotary_base"] == 500.0
+    loaded, _ = load_model(tmp_path, 1, rope=RopeSpec(variant="pi", factor=4))
+    assert loaded.rope.base == 500.0 and loaded.rope.original_len == TINY["sequence_len"]

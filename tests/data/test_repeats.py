@@ -50,3 +50,19 @@ def test_copy_documents_repeat_random_word_passages_and_are_interleaved():
             tokens = line.split()
             half = len(tokens) // 2
             assert len(tokens) == 2 * half and half >= 2 and tokens[:half] == tokens[half:], line
+
+
+def test_copy_document_spans_follow_the_span_options():
+    docs = make_english_docs(2, seed=7, min_sentences=80, max_sentences=80)
+    opts = RepeatOptions(record_fraction=1.0, record_tokens=256, min_span=4, max_span=8, record_words=16,
+                          natural_spans=0.0)
+    records = [o for o in with_repeats(docs, opts) if not any(o.startswith(d[:40]) for d in docs)]
+    assert len(records) >= 4
+    vocab = {w for line in "\n".join(records).split("\n") for w in line.split()}
+    assert len(vocab) <= 16  # random words only, from the 16 most frequent
+    halves = [len(line.split()) // 2 for doc in records for line in doc.split("\n")]
+    assert max(halves) <= 8 / 1.5 + 1  # ~1.5 tokens a word: spans of at most 8 tokens
+    with pytest.raises(ValueError, match="span"):
+        RepeatOptions(min_span=9, max_span=8)
+    with pytest.raises(ValueError, match="natural_spans"):
+        RepeatOptions(natural_spans=1.5)

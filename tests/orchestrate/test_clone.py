@@ -130,3 +130,17 @@ def test_refuse_force_resume_end_to_end(base, tmp_path):
     assert snapshot(base.checkpoint_dir("d20")) == before  # unlinking the old clone never touches the base
     with pytest.raises(CheckpointError, match="contradict"):
         tag_plans(spec, runs, resume=True, force=True)
+
+
+def test_a_clone_keeps_the_sources_own_rotary_base():
+    """A variant that leaves its base to the checkpoint gets the source's recorded base (a base pretrained
+    with `rotary_base`); an explicit base wins; a nanochat source (no rope in its meta) leaves it to the
+    architecture."""
+    from rlab.orchestrate.clone import clone_meta
+
+    meta = {"model_config": {"sequence_len": 256}, "rope": {"variant": "rope", "base": 600.0, "original_len": 256}}
+    kw = dict(src_tag="b", step=1, dst_tag="b-yarn", variant="yarn")
+    assert clone_meta(meta, rope=YARN, **kw)["rope"]["base"] == 600.0
+    assert clone_meta(meta, rope=YARN.model_copy(update={"base": 5e5}), **kw)["rope"]["base"] == 5e5
+    nanochat = clone_meta({"model_config": {"sequence_len": 256}}, rope=YARN, **kw)["rope"]
+    assert nanochat["base"] is None and nanochat["original_len"] == 256

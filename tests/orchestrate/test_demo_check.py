@@ -8,7 +8,7 @@ from rlab.orchestrate.demo_check import MIN_GAIN, CheckResult, DemoCheckError, r
 
 
 def _row(window: int, gain: float, low: float) -> dict:
-    return {"window": window, "distance": window - 40, "first_nats": 5.0, "copy_nats": 5.0 - gain, "gain": gain,
+    return {"window": window, "distance": window - 40, "control_nats": 5.0, "copy_nats": 5.0 - gain, "gain": gain,
             "gain_ci_low": low, "gain_ci_high": gain + 0.2, "copy_acc": 0.5, "n": 32}
 
 

@@ -15,7 +15,7 @@ def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
     for window, copy in ((64, 0.5), (256, copy_at_long)):
         for i in range(24):
             first = 5.0 + 0.3 * rng.standard_normal()
-            rows.append(rec.CopyRow(window=window, distance=window - 40, record=i, first_nats=first,
+            rows.append(rec.CopyRow(window=window, distance=window - 40, record=i, control_nats=first,
                                     copy_nats=copy + 0.1 * rng.standard_normal(), copy_acc=0.8, tokens=31))
     rec.write_rows(fx.eval_dir(tag) / COPY_DISTANCE_CSV, rows)
 
@@ -27,7 +27,8 @@ def test_section_compares_arms_on_the_same_records(fx):
     md = fx.comparison_md.read_text()
     assert "## Long-range use: copy loss by distance" in md
     line = next(s for s in md.splitlines() if "distance 216 (window 256)" in s)
-    assert "yarn 0.98" in line and "rope 4.52" in line and "**better**" in line
+    # gains over the control, and the paired difference of gains: yarn keeps the copy, rope loses it
+    assert "rope +0.54" in line and "yarn +4.04, vs rope +3.51" in line and "**better**" in line
     assert "| d=24 (W=64) | d=216 (W=256) |" in md
     assert (fx.plots_dir / "copy_distance.png").is_file() and fx.plots_dir / "copy_distance.png" in out.written
     assert "Long-range use" in fx.comparison_md.with_suffix(".html").read_text()
@@ -41,7 +42,7 @@ def test_no_copy_results_no_section(fx):
 def _base_cells(gain: float, low: float, high: float):
     import pandas as pd
 
-    row = dict(arm="base", kind="base", variant="rope", copy=5.0 - gain, first=5.0, gain=gain, gain_low=low,
+    row = dict(arm="base", kind="base", variant="rope", copy=5.0 - gain, control=5.0, gain=gain, gain_low=low,
                gain_high=high, acc=0.1, n=32)
     return pd.DataFrame([{**row, "window": 128, "distance": 88}, {**row, "window": 256, "distance": 216},
                          {**row, "window": 1024, "distance": 984, "gain": 3.0, "gain_low": 2.0}])

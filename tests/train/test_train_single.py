@@ -223,14 +223,17 @@ def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
 def test_a_nanochat_2026_base_trains_from_scratch_and_continues(train_base, tmp_path):
     from rlab.core.checkpoint import inspect_checkpoint
 
-    model = {"n_layer": 2, "n_embd": 32, "n_head": 2, "architecture": "nanochat-2026", "window_pattern": "SL"}
+    model = {"n_layer": 2, "n_embd": 32, "n_head": 2, "architecture": "nanochat-2026", "window_pattern": "SL",
+             "rotary_base": 600.0}
     train(make_run_config(train_base, tmp_path / "b", tag="b26", init={"kind": "scratch", "model": model}, steps=6))
     info = inspect_checkpoint(train_base / "base_checkpoints" / "b26", 6)
     # told apart by its own keys (smear, value embeddings, lambdas), as nanochat's 2026 checkpoints are
-    assert info.architecture == "nanochat-2026" and info.window_pattern == "SL" and info.rotary_base == 100000
+    assert info.architecture == "nanochat-2026" and info.window_pattern == "SL" and info.rotary_base == 600
     meta = read_meta(train_base / "base_checkpoints" / "b26", 6)
     assert meta["model_config"]["window_pattern"] == "SL" and "architecture" not in meta["model_config"]
     cfg = make_run_config(train_base, tmp_path / "c", tag="b26-yarn", init={"kind": "checkpoint", "tag": "b26", "step": 6},
                           rope={"variant": "yarn", "factor": 2.0}, seq_len=64, steps=2)
     assert train(cfg)["step"] == 8
-    assert inspect_checkpoint(train_base / "base_checkpoints" / "b26-yarn", 8).architecture == "nanochat-2026"
+    clone = inspect_checkpoint(train_base / "base_checkpoints" / "b26-yarn", 8)
+    # the variant left its base to the checkpoint: it rotates with the base's own 600, not 2026's 100000
+    assert clone.architecture == "nanochat-2026" and clone.rotary_base == 600
