@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from rlab.errors import EvalError
 from rlab.evals.progress import ProgressFn, report, stages
@@ -47,6 +46,10 @@ PREFIX = 8
 PASSAGE = 32
 """Tokens of the repeated passage X."""
 COLUMNS = ("window", "distance", "record", "control_nats", "copy_nats", "copy_acc", "tokens")
+USEFUL_GAIN = 0.25
+"""Nats per token a repeat must save over the control (95% lower bound) before a model counts as using a passage
+seen that far back: a model that copies saves nats (the passage is then nearly free); a few hundredths is a
+model that does not. The demo's go/no-go and the report's caveat both judge by it."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ def _world() -> tuple[int, int]:
 
 def _score(model, records: Sequence[CopyRecord], passage: int, device) -> np.ndarray:
     """(n, 3) per record: mean loss on the final X in the control, in the record, and the record's greedy hits."""
+    import torch
+
     from rlab.evals.scored_forward import head_stats, hidden_at
 
     windows = [w for r in records for w in (r.control, r.tokens)]  # row 2i: control of record i, 2i + 1: record
@@ -131,6 +136,8 @@ def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windo
                            seed: int, batch_tokens: int, device, passage: int = PASSAGE,
                            progress: ProgressFn | None = None) -> list[dict]:
     """Per-record rows (see COLUMNS) for every window; `docs` are token lists of natural text."""
+    import torch
+
     rank, world = _world()
     rows: list[dict] = []
     parts = stages(progress, [2 * records * w for w in windows])  # forward tokens (records and controls)

@@ -56,6 +56,8 @@ def test_caveat_when_the_base_gains_nothing_from_a_repeat_within_its_training_le
     assert line is not None and "216 tokens back" in line and "gain -0.01 [-0.06, +0.03]" in line
     assert "not context extension" in line
     assert base_caveat(_base_cells(1.5, 1.2, 1.8), base_len=256) is None  # a base that copies: no caveat
+    # a gain that is real but negligible (hundredths of a nat; the demo's base) is no use of context either
+    assert "little or no use" in base_caveat(_base_cells(0.02, 0.01, 0.03), base_len=256)
     assert base_caveat(_base_cells(-0.01, -0.06, 0.03), base_len=None) is None  # L0 unknown: nothing claimed
 
 
