@@ -240,11 +240,11 @@ def _info(ckpt_dir: Path, step: int, meta: dict[str, Any], keys) -> tuple[Checkp
     arch = detect_architecture(meta, keys, str(path))
     config = dict(meta["model_config"])
     pattern = window_pattern(arch, config)
-    rope = rope_from_meta(meta, arch)
+    base = float(rope_from_meta(meta, arch).base)
     model_config = {**{k: config[k] for k in NANOCHAT_CONFIG_KEYS}, "window_pattern": pattern,
-                    "architecture": arch.name, "rotary_base": float(rope.base)}
+                    "architecture": arch.name, "rotary_base": base}
     info = CheckpointInfo(path=path, step=step, architecture=arch.name, window_pattern=pattern,
-                          rotary_base=float(rope.base), sequence_len=int(config["sequence_len"]),
+                          rotary_base=base, sequence_len=int(config["sequence_len"]),
                           model_config=model_config)
     return info, arch
 

@@ -46,6 +46,8 @@ PREFIX = 8
 PASSAGE = 32
 """Tokens of the repeated passage X."""
 COLUMNS = ("window", "distance", "record", "control_nats", "copy_nats", "copy_acc", "tokens")
+CONTROL_DRAWS = 100
+"""Draws of the control's passage before a long-document set counts as too repetitive to give one."""
 USEFUL_GAIN = 0.25
 """Nats per token a repeat must save over the control (95% lower bound) before a model counts as using a passage
 seen that far back: a model that copies saves nats (the passage is then nearly free); a few hundredths is a
@@ -93,8 +95,14 @@ def build_record(docs: Sequence[Sequence[int]], bos: int, window: int, seed: int
     x = _span(rng, docs, passage)
     filler = _span(rng, docs, prefix + gap)
     y = _span(rng, docs, passage)
-    while y == x:  # only a degenerate set repeats a passage exactly
+    for _ in range(CONTROL_DRAWS):  # only a degenerate set repeats a passage exactly
+        if y != x:
+            break
         y = _span(rng, docs, passage)
+    else:
+        raise EvalError(f"Copy-by-distance: {CONTROL_DRAWS} draws from the long-document set gave no passage of "
+                        f"{passage} tokens other than the one repeated, so a record has no control.",
+                        "The set is too repetitive; add varied long documents (`rlab data long-docs --from ...`).")
     tokens = [bos, *filler[:prefix], *x, *filler[prefix:], *x]  # window + 1 tokens: inputs and shifted targets
     control = [bos, *filler[:prefix], *y, *filler[prefix:], *x]
     first = 1 + prefix

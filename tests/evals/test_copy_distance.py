@@ -38,6 +38,8 @@ def test_too_short_window_and_too_short_text_say_what_to_do():
         cd.build_record(DOCS, 1, 2 * cd.PASSAGE, seed=0, index=0)
     with pytest.raises(EvalError, match="long-document set"):
         cd.build_record([list(range(50))], 1, 128, seed=0, index=0)
+    with pytest.raises(EvalError, match="too repetitive"):  # every passage alike: no control, and no endless redraw
+        cd.build_record([[7] * 400], 1, 128, seed=0, index=0)
 
 
 def test_scores_per_record_and_summary():
