@@ -36,3 +36,9 @@ def test_the_probe_trains_and_prints_the_gain_by_window(capsys):
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["step"] == 2 and report["trained_at"] == 16
     assert set(report["copy_gain_by_window"]) == {"32", "64", "128", "256", "512"}
+
+
+def test_the_fixed_layout_repeats_half_a_window_back():
+    rows, first, repeat = _probe().copy_windows(32, 4, 64, torch.Generator().manual_seed(0), fixed=True)
+    assert (repeat.float().argmax(1) - first.float().argmax(1) == 16).all()
+    assert torch.equal(rows[:, 1:17], rows[:, 17:33])

@@ -11,6 +11,7 @@ uniform) because a fixed distance is solved by a positional head that copies not
 
     .venv/bin/python experiments/probes/induction.py --architecture nanochat-2026 --phases 32:1200
     .venv/bin/python experiments/probes/induction.py --phases 32:400,64:200,128:200,256:200
+    .venv/bin/python experiments/probes/induction.py --fixed-distance --phases 32:150
 """
 
 from __future__ import annotations
@@ -33,19 +34,26 @@ BOS = VOCAB - 1
 EVAL_LENGTHS = (32, 64, 128, 256, 512)
 
 
-def copy_windows(length: int, batch: int, alphabet: int, gen: torch.Generator):
-    """`batch` windows of length+1 tokens, BOS first, with one passage repeated; masks of both copies' targets."""
+def copy_windows(length: int, batch: int, alphabet: int, gen: torch.Generator, fixed: bool = False):
+    """`batch` windows of length+1 tokens, BOS first, with one passage repeated; masks of both copies' targets.
+
+    `fixed`: the passage fills half the window and repeats right after it (distance = length // 2),
+    the layout a positional head solves without copying."""
     rng = random.Random(int(torch.randint(1 << 30, (1,), generator=gen)))
     rows = torch.randint(alphabet, (batch, length + 1), generator=gen)
     rows[:, 0] = BOS
     first = torch.zeros(batch, length, dtype=torch.bool)
     repeat = torch.zeros(batch, length, dtype=torch.bool)
     for i in range(batch):
-        span = rng.randint(min(8, (length - 2) // 2), min(16, (length - 2) // 2))
-        top = length - span
-        dist = int(math.exp(rng.uniform(math.log(span + 1), math.log(top)))) if top > span + 1 else span
-        dist = max(span, min(dist, top))
-        start = rng.randint(1, length + 1 - span - dist)
+        if fixed:
+            span = dist = length // 2
+            start = 1
+        else:
+            span = rng.randint(min(8, (length - 2) // 2), min(16, (length - 2) // 2))
+            top = length - span
+            dist = int(math.exp(rng.uniform(math.log(span + 1), math.log(top)))) if top > span + 1 else span
+            dist = max(span, min(dist, top))
+            start = rng.randint(1, length + 1 - span - dist)
         rows[i, start + dist:start + dist + span] = rows[i, start:start + span]
         # targets t predict token t+1: the copy's tokens after its first
         first[i, start:start + span - 1] = True
@@ -54,12 +62,12 @@ def copy_windows(length: int, batch: int, alphabet: int, gen: torch.Generator):
 
 
 @torch.no_grad()
-def copy_gain(model: GPT, alphabet: int) -> dict[int, float]:
+def copy_gain(model: GPT, alphabet: int, fixed: bool = False) -> dict[int, float]:
     """Mean loss on first occurrences minus on repeats, per window length (fixed eval windows)."""
     model.eval()
     out = {}
     for length in EVAL_LENGTHS:
-        rows, first, repeat = copy_windows(length, 32, alphabet, torch.Generator().manual_seed(length))
+        rows, first, repeat = copy_windows(length, 32, alphabet, torch.Generator().manual_seed(length), fixed)
         loss = model(rows[:, :-1], rows[:, 1:], loss_reduction="none").view(rows.size(0), -1)
         out[length] = round((loss[first].mean() - loss[repeat].mean()).item(), 2)
     model.train()
@@ -76,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fixed-distance", action="store_true", help="train and score with the passage half a window back")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -91,14 +100,14 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(steps):
             step += 1
             set_lr_multiplier(optimizers, min(1.0, step / 20))  # 20 warmup steps, then constant
-            rows, _, _ = copy_windows(length, args.batch, args.alphabet, gen)
+            rows, _, _ = copy_windows(length, args.batch, args.alphabet, gen, args.fixed_distance)
             loss = model(rows[:, :-1], rows[:, 1:])
             loss.backward()
             for opt in optimizers:
                 opt.step()
             model.zero_grad(set_to_none=True)
         report = {"trained_at": length, "step": step, "seconds": round(time.time() - started),
-                  "train_loss": round(loss.item(), 2), "copy_gain_by_window": copy_gain(model, args.alphabet)}
+                  "train_loss": round(loss.item(), 2), "copy_gain_by_window": copy_gain(model, args.alphabet, args.fixed_distance)}
         sys.stdout.write(json.dumps(report) + "\n")
         sys.stdout.flush()
 
