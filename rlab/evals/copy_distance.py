@@ -175,7 +175,19 @@ def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windo
     return rows
 
 
-def summarize(rows: Sequence[dict], resamples: int = 2000, seed: int = 0) -> list[dict]:
+GAIN_RESAMPLES = 2000
+
+
+def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int = GAIN_RESAMPLES) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of a mean over records (records are the independent units).
+
+    Shared by the eval's summary, the demo's go/no-go and the report's copy section, so the three
+    draw the same interval from the same records and seed."""
+    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def summarize(rows: Sequence[dict], resamples: int = GAIN_RESAMPLES, seed: int = 0) -> list[dict]:
     """Per window: means, and a 95% per-record bootstrap interval of the gain (control - copy nats)."""
     out = []
     rng = np.random.default_rng(seed)
@@ -185,9 +197,9 @@ def summarize(rows: Sequence[dict], resamples: int = 2000, seed: int = 0) -> lis
         copy = np.array([r["copy_nats"] for r in sel])
         acc = np.array([r["copy_acc"] for r in sel])
         gain = control - copy
-        boot = gain[rng.integers(0, len(gain), size=(resamples, len(gain)))].mean(1)
+        low, high = mean_interval(gain, rng, resamples)
         out.append({"window": window, "distance": sel[0]["distance"], "control_nats": float(control.mean()),
                     "copy_nats": float(copy.mean()), "gain": float(gain.mean()),
-                    "gain_ci_low": float(np.quantile(boot, 0.025)), "gain_ci_high": float(np.quantile(boot, 0.975)),
+                    "gain_ci_low": low, "gain_ci_high": high,
                     "copy_acc": float(acc.mean()), "n": len(sel)})
     return out

@@ -17,10 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
+from rlab.evals.copy_distance import USEFUL_GAIN, mean_interval  # torch-free at import
 
 COPY_PLOT = "copy_distance.png"
-N_BOOT = 2000
 
 
 @dataclass
@@ -50,11 +49,6 @@ def _records(data) -> pd.DataFrame:
         ["control_nats", "copy_nats", "copy_acc"]].mean()
 
 
-def _boot(values: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    means = values[rng.integers(0, len(values), size=(N_BOOT, len(values)))].mean(1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
 def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> str | None:
     """The arm an arm is compared with: the baseline variant in the same condition."""
     if variant == baseline or kind == "base":
@@ -74,7 +68,7 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
                                                                   sort=False):
         g = g.sort_values("record")
         gain = (g["control_nats"] - g["copy_nats"]).to_numpy()
-        lo, hi = _boot(gain, rng)
+        lo, hi = mean_interval(gain, rng)
         row = {"arm": arm, "kind": kind, "variant": variant, "window": int(window), "distance": int(distance),
                "copy": g["copy_nats"].mean(), "control": g["control_nats"].mean(), "gain": gain.mean(),
                "gain_low": lo, "gain_high": hi, "acc": g["copy_acc"].mean(), "n": len(g),
@@ -87,7 +81,7 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
                 ref_recs["control_nats"] - ref_recs["copy_nats"], join="inner")
             d = (paired[0] - paired[1]).to_numpy()  # gain of the arm minus the reference's: + = uses it more
             if len(d):
-                row["diff"], (row["diff_low"], row["diff_high"]), row["ref"] = d.mean(), _boot(d, rng), ref
+                row["diff"], (row["diff_low"], row["diff_high"]), row["ref"] = d.mean(), mean_interval(d, rng), ref
         rows.append(row)
     return pd.DataFrame(rows)
 
