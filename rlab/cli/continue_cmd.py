@@ -191,8 +191,8 @@ def _prepare(spec: ExperimentSpec, plans: list[TagPlan]) -> list[RunConfig]:
     write_run_configs(spec, runs)
     for run in runs:
         if run.train.steps == 0:
-            out.print(f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base, nothing trained; "
-                      "no job)", highlight=False)
+            out.print(f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base at {run.train.seq_len} "
+                      "tokens, nothing trained; no job)", highlight=False)
     return [run for run in runs if run.train.steps > 0]
 
 

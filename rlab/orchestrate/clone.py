@@ -96,12 +96,14 @@ def clone_checkpoint(
     variant: str,
     method: CloneMethod = "auto",
     experiment: str | None = None,
+    sequence_len: int | None = None,
 ) -> CloneResult:
     """Clone `src_tag`'s `step` into the new tag `dst_tag` (which must not exist).
 
     The clone's meta is the source's plus ``tag``, ``variant``, ``rope`` (with original_len
     filled from the source), ``lineage`` = {parent_tag, parent_step} and ``experiment`` (the
-    experiment that owns the new tag).
+    experiment that owns the new tag); `sequence_len`, when given, is the clone's context length
+    (see `clone_meta`).
     """
     t0 = time.perf_counter()
     src_dir = require_checkpoint(base, src_tag, step)
@@ -121,7 +123,7 @@ def clone_checkpoint(
             used.add(_link_or_copy(src, tmp / src.name, method))
             total += src.stat().st_size
         new_meta = clone_meta(meta, src_tag=src_tag, step=step, dst_tag=dst_tag, rope=rope, variant=variant,
-                              experiment=experiment)
+                              experiment=experiment, sequence_len=sequence_len)
         meta_text = json.dumps(new_meta, indent=2) + "\n"
         with open(meta_file(tmp, step), "w") as fh:
             fh.write(meta_text)
@@ -140,12 +142,17 @@ def clone_checkpoint(
 
 
 def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeSpec, variant: str,
-               experiment: str | None = None) -> dict:
+               experiment: str | None = None, sequence_len: int | None = None) -> dict:
     """The clone's meta: the source's, with the new tag, variant, RoPE config, lineage and owning experiment.
 
     What the variant leaves to the checkpoint (L0, the rotary base) is filled from the source, so a base
     trained with its own rotary base keeps it in every clone; a nanochat source records no base, and its
-    clones take the architecture's, as it does."""
+    clones take the architecture's, as it does.
+
+    `sequence_len` sets model_config.sequence_len, after L0 has been taken from the source's. A
+    training-free arm is the variant *at the target length*: a nanochat-2026 model's attention windows
+    follow sequence_len, so an arm left at L0 would never attend further than L0 back, whatever its
+    RoPE, unlike the continued arm it is compared with."""
     model_config = meta.get("model_config") or {}
     parent_rope = meta.get("rope")
     original_len = (parent_rope or {}).get("original_len") or model_config.get("sequence_len")
@@ -155,6 +162,8 @@ def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeS
     if parent_base:
         rope = rope.with_base(float(parent_base))
     new = dict(meta)
+    if sequence_len is not None:
+        new["model_config"] = {**model_config, "sequence_len": int(sequence_len)}
     new.update(
         tag=dst_tag,
         variant=variant,

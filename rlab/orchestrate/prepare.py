@@ -70,8 +70,10 @@ def apply_tag_plans(spec: ExperimentSpec, plans: list[TagPlan], *, method: Clone
             out.append(run.model_copy(update={"resume": True}))
             continue
         if isinstance(run.init, CheckpointInit) and run.lineage is not None:
+            # a training-free arm takes the target length now; a trained one when its training starts
             clone_checkpoint(base, run.lineage.parent_tag, run.lineage.parent_step, run.tag, rope=run.rope,
-                             variant=run.variant, method=method, experiment=run.experiment)
+                             variant=run.variant, method=method, experiment=run.experiment,
+                             sequence_len=run.train.seq_len if run.train.steps == 0 else None)
         out.append(run)
     return out
 

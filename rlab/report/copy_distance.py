@@ -219,8 +219,9 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     lengths = data.meta.groupby("kind")["train_seq_len"].max() if "train_seq_len" in data.meta else pd.Series()
     base_len = int(lengths["base"]) if "base" in lengths and pd.notna(lengths["base"]) else None
     train_len = int(lengths["continued"]) if "continued" in lengths and pd.notna(lengths["continued"]) else None
-    if base_len is None and "zero-shot" in lengths and pd.notna(lengths["zero-shot"]):
-        base_len = int(lengths["zero-shot"])
+    if base_len is None and "rope_original_len" in data.meta:  # no base arm: L0 as every variant records it
+        original = data.meta["rope_original_len"].dropna()
+        base_len = int(original.max()) if len(original) else None
     return CopySection(c, sentences(c, base_len, train_len), table_markdown(c),
                        plot(c, plots_dir / COPY_PLOT, base_len, train_len), base_caveat(c, base_len))
 

@@ -247,6 +247,11 @@ def test_seeds_and_training_free_arm(base, tmp_path):
         assert (run["train"]["seed"], run["train"]["steps"]) == (seed, steps)
         meta = json.loads(meta_file(base.checkpoint_dir(tag), 20).read_text())
         assert meta["rope"]["variant"] == "yarn" and meta["lineage"] == {"parent_tag": "d20", "parent_step": 20}
+        l0 = json.loads(meta_file(base.checkpoint_dir("d20"), 20).read_text())["model_config"]["sequence_len"]
+        assert meta["rope"]["original_len"] == l0
+        # the training-free arm is the variant at the target length; trained ones get it when training starts
+        assert meta["model_config"]["sequence_len"] == (run["train"]["seq_len"] if steps == 0 else l0) != 0
+    assert run["train"]["seq_len"] > l0
     assert layout.train_log("d20-arms-yarn-seed1").is_file() and not layout.train_log("d20-arms-yarn-zeroshot").exists()
     # eval --all with the same spec file finds the tags the flags made (from the saved resolved spec)
     planned = rlab("eval", "--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--all",

@@ -144,3 +144,22 @@ def test_a_clone_keeps_the_sources_own_rotary_base():
     assert clone_meta(meta, rope=YARN.model_copy(update={"base": 5e5}), **kw)["rope"]["base"] == 5e5
     nanochat = clone_meta({"model_config": {"sequence_len": 256}}, rope=YARN, **kw)["rope"]
     assert nanochat["base"] is None and nanochat["original_len"] == 256
+
+
+def test_a_training_free_arm_is_the_variant_at_the_target_length():
+    """A zero-shot clone of a nanochat-2026 base takes the target length, so its attention windows reach as far
+    as the continued arm's; L0 stays the source's. Without the length the clone keeps the source's."""
+    from rlab.core.architecture import window_sizes
+    from rlab.core.gpt import GPTConfig
+    from rlab.orchestrate.clone import clone_meta
+
+    config = {"sequence_len": 256, "vocab_size": 512, "n_layer": 2, "n_head": 1, "n_kv_head": 1, "n_embd": 64,
+              "window_pattern": "SL", "architecture": "nanochat-2026"}
+    meta = {"model_config": config}
+    kw = dict(src_tag="b", step=1, dst_tag="b-yarn-zeroshot", rope=YARN, variant="yarn")
+    free = clone_meta(meta, sequence_len=1024, **kw)
+    model = GPTConfig.from_dict(free["model_config"])
+    assert window_sizes(model.window_pattern, model.n_layer, model.sequence_len) == [256, 1024]
+    assert free["rope"]["original_len"] == 256
+    assert meta["model_config"]["sequence_len"] == 256  # the source's meta is not touched
+    assert clone_meta(meta, **kw)["model_config"]["sequence_len"] == 256
