@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 SCALAR_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n_units", "n_seeds", "interval"]
 NOT_COMPARABLE = "not comparable"
+ESTIMATE_COLUMNS = ("diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high", "p_value")
 """The verdict where the compared tags were not evaluated or trained alike (`rlab.report.comparability`)."""
 
 
@@ -240,11 +241,15 @@ def arm_mismatches(arms: list[Arm], refs: dict[str, Arm], tags: list[TagSources]
 
 def block_verdicts(comparisons: pd.DataFrame, found: dict[str, list[cmp.Mismatch]],
                    unpaired: set[tuple[str, str]] | frozenset = frozenset()) -> pd.DataFrame:
-    """`NOT_COMPARABLE` in place of every verdict a mismatch concerns (and of the estimates left `unpaired`)."""
+    """`NOT_COMPARABLE` in place of every verdict a mismatch concerns (and of the estimates left `unpaired`).
+
+    Its estimate goes too: a difference between two things measured differently is not one to print."""
     frame = comparisons.copy()
+    estimate = [c for c in ESTIMATE_COLUMNS if c in frame.columns]
     for i, r in zip(frame.index, frame.itertuples(index=False), strict=True):
         if (r.verdict or (r.arm, r.metric) in unpaired) and cmp.blocks(found.get(r.arm, []), r.metric):
             frame.at[i, "verdict"] = NOT_COMPARABLE
+            frame.loc[i, estimate] = math.nan
     return frame
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 from typer.testing import CliRunner
 
 from rlab import records as rec
 from rlab.cli.app import app
+from rlab.report import tables
 from rlab.report.collect import NOT_COMPARABLE, collect
 from rlab.report.comparability import TRAINING, mismatches
 
@@ -54,6 +56,11 @@ def test_report_blocks_verdicts_across_other_eval_settings(fx):
     pi = data.comparisons[data.comparisons["arm"] == "pi"].set_index("metric")
     assert pi.loc["val_bpb", "verdict"] == NOT_COMPARABLE and pi.loc["train_bpb", "verdict"] == NOT_COMPARABLE
     assert pi.loc["core", "verdict"] != NOT_COMPARABLE  # other sections were measured alike
+    assert pi.loc[["val_bpb", "train_bpb"], ["diff", "diff_low", "rel_pct", "rel_high", "p_value"]].isna().all().all()
+    assert pd.notna(pi.loc["core", "diff"])  # no estimate across the mismatch, the others keep theirs
+    table = tables.bpb_table(data)
+    row = next(r for _, r in table.frame.iterrows() if r["arm"].split(" [")[0] == "pi")
+    assert row["verdict"] == NOT_COMPARABLE and row[next(c for c in table.frame.columns if "Δ" in c)] == tables.BLANK
     assert "val_bpb" not in data.best and "train_bpb" not in data.best  # no "best" across a mismatch
     yarn = data.comparisons[data.comparisons["arm"] == "yarn"].set_index("metric")
     assert yarn.loc["val_bpb", "verdict"] != NOT_COMPARABLE
