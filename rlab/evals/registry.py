@@ -274,7 +274,8 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
     log.info("%s %s %.4f%s", ctx.name, metric.label, metric.core, " (partial)" if metric.partial else "")
     return EvalOutcome(metric, tables, data_hash=rec.short_hash([[e.task, e.index] for e in examples]
                                                                 + [bundle_fingerprint(bundle)]),
-                       settings_extra={"core_tasks": labels} if labels is not None else {})
+                       settings_extra={"max_seq_len": ctx.train_seq_len,  # prompts longer are cropped to it
+                                       **({"core_tasks": labels} if labels is not None else {})})
 
 
 def run_passkey(ctx: EvalContext) -> EvalOutcome:
