@@ -132,6 +132,8 @@ class EncodedExample:
     tokens: list[list[int]]
     starts: list[int]
     ends: list[int]
+    cropped: bool = False
+    """Some prompt was longer than the model's context and lost its left end."""
 
 
 def token_spans(task_type: str, tokens: list[list[int]]) -> tuple[list[int], list[int]]:
@@ -215,7 +217,8 @@ def encoded_example(
     starts, ends = token_spans(task.task_type, tokens)
     if task.task_type == "language_modeling":
         tokens = [tokens[1]]
-    if max_seq_len is not None:
+    cropped = max_seq_len is not None and any(len(t) > max_seq_len for t in tokens)
+    if cropped:
         tokens, starts, ends = crop_left(tokens, starts, ends, max_seq_len)
     return EncodedExample(
         index=idx,
@@ -225,6 +228,7 @@ def encoded_example(
         tokens=tokens,
         starts=starts,
         ends=ends,
+        cropped=cropped,
     )
 
 
@@ -531,7 +535,19 @@ def _dist_info() -> tuple[int, int]:
     return 0, 1
 
 
-def evaluate_task(
+@dataclass
+class TaskScore:
+    correct: list[bool]
+    cropped: int
+    """Examples with a prompt cropped to the model's context (over all ranks)."""
+
+
+def evaluate_task(model, tokenizer, task: TaskSpec, rows: list[dict], device, **kwargs) -> list[bool]:
+    """Per-example correctness over `rows` (`score_task`'s, without the crop count)."""
+    return score_task(model, tokenizer, task, rows, device, **kwargs).correct
+
+
+def score_task(
     model,
     tokenizer,
     task: TaskSpec,
@@ -544,9 +560,9 @@ def evaluate_task(
     fewshot_seed: int = FEWSHOT_SEED,
     batched: bool = True,
     progress: ProgressFn | None = None,
-) -> list[bool]:
-    """Per-example correctness over `rows` (already subsampled). Under torch.distributed each
-    rank scores a strided slice and the results are summed across ranks."""
+) -> TaskScore:
+    """Per-example correctness over `rows` (already subsampled), and how many were cropped. Under
+    torch.distributed each rank scores a strided slice and the results are summed across ranks."""
     import torch
 
     rank, world = _dist_info()
@@ -563,14 +579,16 @@ def evaluate_task(
             report(progress, len(verdicts), len(examples))
             verdicts.append(evaluate_example(model, ex, pad_id, device))
         report(progress, len(verdicts), len(examples))
-    correct = torch.zeros(len(rows), dtype=torch.float32, device=device)
+    counts = torch.zeros(len(rows) + 1, dtype=torch.float32, device=device)  # per-example correct, then crops
     for i, ok in zip(mine, verdicts):
-        correct[i] = float(ok)
+        counts[i] = float(ok)
+    counts[-1] = float(sum(ex.cropped for ex in examples))
     if world > 1:
         import torch.distributed as dist
 
-        dist.all_reduce(correct, op=dist.ReduceOp.SUM)
-    return [bool(v) for v in correct.tolist()]
+        dist.all_reduce(counts, op=dist.ReduceOp.SUM)
+    values = counts.tolist()
+    return TaskScore(correct=[bool(v) for v in values[:-1]], cropped=int(values[-1]))
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -587,6 +605,7 @@ class TaskResult:
     task: TaskSpec
     correct: list[bool]
     source_indices: list[int]
+    cropped: int = 0
 
     @property
     def n(self) -> int:
@@ -611,6 +630,10 @@ class CoreResult:
 
     def core(self) -> float:
         return sum(t.centered for t in self.tasks) / len(self.tasks) if self.tasks else float("nan")
+
+    def cropped(self) -> int:
+        """Examples whose prompt was cropped to the model's context, over every task."""
+        return sum(t.cropped for t in self.tasks)
 
     def metrics(self) -> dict:
         """The `core` section of eval.json (`rlab.records.CoreMetric`; baselines as fractions)."""
@@ -656,7 +679,7 @@ def evaluate_core(
     data = [subsample(load_task_data(task), max_per_task) for task in runnable]
     results: list[TaskResult] = []
     for task, (rows, order), part in zip(runnable, data, stages(progress, [len(rows) for rows, _ in data])):
-        correct = evaluate_task(
+        score = score_task(
             model,
             tokenizer,
             task,
@@ -669,7 +692,7 @@ def evaluate_core(
             batched=batched,
             progress=part,
         )
-        result = TaskResult(task=task, correct=correct, source_indices=order)
+        result = TaskResult(task=task, correct=score.correct, source_indices=order, cropped=score.cropped)
         log.info("CORE %s: accuracy %.4f centered %.4f (n=%d)", task.label, result.accuracy, result.centered, result.n)
         results.append(result)
         if on_task is not None:

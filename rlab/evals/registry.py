@@ -258,6 +258,9 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
             batch_tokens=ctx.batch_tokens, fewshot_seed=ctx.spec.seed, labels=labels, progress=ctx.progress,
         )
     metric = rec.CoreMetric.model_validate(res.metrics())
+    # Arms at different context lengths measure CORE alike unless some prompt had to be cropped: the
+    # context it was cropped to (None: none was) goes into the settings the report compares.
+    cropped_to = ctx.train_seq_len if res.cropped() else None
     examples = [
         rec.CoreExample(task=t.task.label, index=idx, correct=int(ok))
         for t in res.tasks for idx, ok in zip(t.source_indices, t.correct)
@@ -274,7 +277,7 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
     log.info("%s %s %.4f%s", ctx.name, metric.label, metric.core, " (partial)" if metric.partial else "")
     return EvalOutcome(metric, tables, data_hash=rec.short_hash([[e.task, e.index] for e in examples]
                                                                 + [bundle_fingerprint(bundle)]),
-                       settings_extra={"max_seq_len": ctx.train_seq_len,  # prompts longer are cropped to it
+                       settings_extra={"cropped_to": cropped_to,
                                        **({"core_tasks": labels} if labels is not None else {})})
 
 

@@ -96,6 +96,20 @@ def test_long_prompts_are_cropped_to_the_context(bundle, tokenizer):
     assert max(len(t) for t in full.tokens) > 48 and max(len(t) for t in cropped.tokens) <= 48
     for ft, fs, ct, cs, ce in zip(full.tokens, full.starts, cropped.tokens, cropped.starts, cropped.ends):
         assert ct == ft[-48:] and ct[cs:ce] == ft[fs:]
+    assert cropped.cropped and not full.cropped
+    assert not prepare_example(tokenizer, task, rows, 0, max_seq_len=max(len(t) for t in full.tokens)).cropped
+
+
+def test_a_task_score_counts_the_examples_cropped_to_the_context(bundle, tokenizer, tiny_gpt):
+    """What CORE's eval settings compare across arms (`cropped_to`): none cropped at a long enough context."""
+    from rlab.evals.core_metric import score_task
+
+    task = bundle.task("copa")
+    rows, order = subsample(load_task_data(task), 8)
+    longest = max(len(t) for i in range(8) for t in prepare_example(tokenizer, task, rows, i).tokens)
+    short = score_task(tiny_gpt, tokenizer, task, rows, "cpu", source_indices=order, max_seq_len=longest - 1)
+    roomy = score_task(tiny_gpt, tokenizer, task, rows, "cpu", source_indices=order, max_seq_len=longest)
+    assert 1 <= short.cropped <= 8 and roomy.cropped == 0 and len(roomy.correct) == 8
 
 
 def test_centered_accuracy_formula():
