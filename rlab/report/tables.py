@@ -352,7 +352,12 @@ def main_tables(data: ReportData) -> list[Table]:
     tables += [bpb_table(data), core_table(data)]
     if len(data.passkey) and not passkey_all_zero(data):
         tables.append(passkey_table(data))
-    return [t for t in tables if not t.frame.empty]
+    return [t for t in tables if _has_values(t)]
+
+
+def _has_values(table: Table) -> bool:
+    """A table with a measured cell: an eval nobody ran gives rows of arm names and blanks, not a table."""
+    return not table.frame.empty and bool(table.frame.iloc[:, 1:].astype(str).ne(BLANK).to_numpy().any())
 
 
 def all_tables(data: ReportData) -> list[Table]:
@@ -361,7 +366,7 @@ def all_tables(data: ReportData) -> list[Table]:
     if len(data.passkey) and not passkey_all_zero(data):
         tables.append(passkey_table(data))
     tables.append(core_task_table(data))
-    return [t for t in tables if not t.frame.empty]
+    return [t for t in tables if _has_values(t)]
 
 
 # ---------------------------------------------------------------- renderers

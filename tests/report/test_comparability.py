@@ -98,3 +98,15 @@ def cmp_mismatch(section: str):
     from rlab.report.comparability import Mismatch
 
     return Mismatch("a", "b", section, "eval data", "x vs y")
+
+
+def test_an_eval_nobody_ran_draws_no_table(fx):
+    """Tags evaluated without CORE: the report has no CORE tables (rows of arm names and blanks), the rest stays."""
+    for tag in ("fx-pi", "fx-rope", "fx-yarn"):
+        def drop_core(doc):
+            del doc["metrics"]["core"], doc["measured"]["core"]
+        _edit_eval(fx, tag, drop_core)
+        (fx.eval_json(tag).parent / "core_examples.csv").unlink()
+    titles = [t.title for t in tables.all_tables(collect(fx, "rope", n_boot=200))]
+    assert titles and not [t for t in titles if "CORE" in t]
+    assert any("BPB" in t for t in titles)
