@@ -94,11 +94,10 @@ def build_record(docs: Sequence[Sequence[int]], bos: int, window: int, seed: int
     rng = random.Random(f"copy:{seed}:{window}:{index}")
     x = _span(rng, docs, passage)
     filler = _span(rng, docs, prefix + gap)
-    y = _span(rng, docs, passage)
     for _ in range(CONTROL_DRAWS):  # only a degenerate set repeats a passage exactly
+        y = _span(rng, docs, passage)
         if y != x:
             break
-        y = _span(rng, docs, passage)
     else:
         raise EvalError(f"Copy-by-distance: {CONTROL_DRAWS} draws from the long-document set gave no passage of "
                         f"{passage} tokens other than the one repeated, so a record has no control.",

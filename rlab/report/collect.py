@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 
 SCALAR_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n_units", "n_seeds", "interval"]
 NOT_COMPARABLE = "not comparable"
-ESTIMATE_COLUMNS = ("diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high", "p_value")
 """The verdict where the compared tags were not evaluated or trained alike (`rlab.report.comparability`)."""
+ESTIMATE_COLUMNS = ("diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high", "p_value")
+"""A comparison's estimate, cleared where its verdict is `NOT_COMPARABLE`."""
 
 
 class Footnotes:

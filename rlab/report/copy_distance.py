@@ -44,9 +44,10 @@ def _records(data) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
-    # seeds of one arm: mean per record
-    return df.groupby(["arm", "kind", "variant", "window", "distance", "record"], as_index=False)[
+    # seeds of one arm: mean per record; gain = what seeing the passage earlier saves
+    recs = df.groupby(["arm", "kind", "variant", "window", "distance", "record"], as_index=False)[
         ["control_nats", "copy_nats", "copy_acc"]].mean()
+    return recs.assign(gain=recs["control_nats"] - recs["copy_nats"])
 
 
 def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> str | None:
@@ -67,7 +68,7 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
     for (arm, kind, variant, window, distance), g in recs.groupby(["arm", "kind", "variant", "window", "distance"],
                                                                   sort=False):
         g = g.sort_values("record")
-        gain = (g["control_nats"] - g["copy_nats"]).to_numpy()
+        gain = g["gain"].to_numpy()
         lo, hi = mean_interval(gain, rng)
         row = {"arm": arm, "kind": kind, "variant": variant, "window": int(window), "distance": int(distance),
                "copy": g["copy_nats"].mean(), "control": g["control_nats"].mean(), "gain": gain.mean(),
@@ -75,10 +76,8 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
                "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "ref": None}
         ref = _reference_arm(arms, kind, variant, data.baseline)
         if ref is not None:
-            ref_recs = recs[(recs["arm"] == ref) & (recs["window"] == window)].set_index("record")
-            own = g.set_index("record")
-            paired = (own["control_nats"] - own["copy_nats"]).align(
-                ref_recs["control_nats"] - ref_recs["copy_nats"], join="inner")
+            ref_gain = recs[(recs["arm"] == ref) & (recs["window"] == window)].set_index("record")["gain"]
+            paired = g.set_index("record")["gain"].align(ref_gain, join="inner")
             d = (paired[0] - paired[1]).to_numpy()  # gain of the arm minus the reference's: + = uses it more
             if len(d):
                 row["diff"], (row["diff_low"], row["diff_high"]), row["ref"] = d.mean(), mean_interval(d, rng), ref
