@@ -325,6 +325,9 @@ class Trainer:
         mult = lr_multiplier(step - self.start.run_start_step, self.spec.steps, self.lr_spec)
         set_lr_multiplier(self.optimizers, mult)
         batches = [next(self.loader) for _ in range(self.plan.grad_accum_steps)]
+        length = self.spec.seq_len_at(step - self.start.run_start_step)
+        if length != self.plan.seq_len:  # sequence-length warmup: the same tokens in shorter rows
+            batches = [(x.reshape(-1, length), y.reshape(-1, length)) for x, y in batches]
         local_loss = self._step_losses(batches)
 
         params = [p for p in self.model.parameters() if p.grad is not None]

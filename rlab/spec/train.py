@@ -70,6 +70,13 @@ class LRSpec(StrictModel):
     """LR at the very end, as a fraction of the peak."""
 
 
+class SeqLenPhase(StrictModel):
+    """One phase of a sequence-length warmup: `steps` optimizer steps on rows of `seq_len` tokens."""
+
+    seq_len: PositiveInt
+    steps: PositiveInt
+
+
 class TrainSpec(StrictModel):
     """How one run trains. Steps count optimizer updates in *this* run (added to the start step)."""
 
@@ -78,6 +85,12 @@ class TrainSpec(StrictModel):
     steps: NonNegativeInt = 100
     """Optimizer steps to run. 0 = training-free: each variant's tag is the base with its RoPE applied (tag
     <tag>-zeroshot, a clone plus meta, no torchrun)."""
+    seq_len_warmup: list[SeqLenPhase] = []
+    """Sequence-length warmup (a curriculum): the run's first steps split each row of seq_len tokens into
+    rows of the phase's length, in order, then train at seq_len. Tokens per step stay the same; only the
+    attention span is shorter. A small model learns to copy from context (an induction head) within a few
+    hundred steps in short windows and hardly at all in long ones (experiments/probes/induction.py), and
+    the copy it learns short carries to longer windows. Each length must divide seq_len."""
     seeds: PositiveInt = 1
     """Training replicates per variant: replicate i (tag suffix -seed<i> for i >= 1) trains with seed + i, i.e. a
     different data order on the same token budget from the same data start. The report averages them."""
@@ -117,3 +130,19 @@ class TrainSpec(StrictModel):
     """Compute dtype; auto = bf16 autocast where the device supports it, fp32 otherwise. Master weights stay fp32."""
     peak_flops: float | None = Field(None, gt=0)
     """Device peak FLOP/s for MFU; null = a known GPU's bf16 peak, or report achieved FLOP/s only."""
+
+    @model_validator(mode="after")
+    def _check_warmup(self) -> TrainSpec:
+        for phase in self.seq_len_warmup:
+            if phase.seq_len >= self.seq_len or self.seq_len % phase.seq_len:
+                raise ValueError(f"seq_len_warmup: each length must be shorter than seq_len and divide it "
+                                 f"(got {phase.seq_len} for seq_len {self.seq_len})")
+        return self
+
+    def seq_len_at(self, i: int) -> int:
+        """Row length at the run's step `i` (0-based): the warmup phase's, then seq_len."""
+        for phase in self.seq_len_warmup:
+            if i < phase.steps:
+                return phase.seq_len
+            i -= phase.steps
+        return self.seq_len

@@ -69,3 +69,15 @@ def test_schedule_never_exceeds_one_or_goes_negative():
     for total in (1, 5, 13):
         for i in range(total):
             assert 0 < lr_multiplier(i, total, lr) <= 1
+
+
+def test_seq_len_warmup_runs_its_phases_in_order_then_seq_len():
+    spec = TrainSpec(seq_len=64, seq_len_warmup=[{"seq_len": 16, "steps": 2}, {"seq_len": 32, "steps": 3}])
+    assert [spec.seq_len_at(i) for i in range(7)] == [16, 16, 32, 32, 32, 64, 64]
+    assert TrainSpec(seq_len=64).seq_len_at(0) == 64
+
+
+@pytest.mark.parametrize("length", [24, 64, 128])
+def test_seq_len_warmup_lengths_must_divide_seq_len_and_be_shorter(length):
+    with pytest.raises(ValidationError, match="seq_len_warmup"):
+        TrainSpec(seq_len=64, seq_len_warmup=[{"seq_len": length, "steps": 1}])

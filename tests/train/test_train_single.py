@@ -43,6 +43,20 @@ def test_loss_decreases_and_run_is_recorded(train_base, tmp_path):
     assert meta["run_config"]["tag"] == "d2" and meta["tokens_trained"] == 30 * 128
 
 
+def test_seq_len_warmup_trains_the_same_tokens_in_shorter_rows_first(train_base, tmp_path):
+    shapes: list[tuple[int, int]] = []
+
+    def record(model):
+        model.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].shape)))
+
+    run_dir = tmp_path / "run"
+    cfg = make_run_config(train_base, run_dir, steps=5, seq_len_warmup=[{"seq_len": 8, "steps": 2},
+                                                                          {"seq_len": 16, "steps": 1}])
+    train(cfg, on_model=record)
+    assert shapes == [(16, 8), (16, 8), (8, 16), (4, 32), (4, 32)]
+    assert [r["tokens"] for r in train_records(run_dir)] == [4 * 32 * i for i in range(1, 6)]
+
+
 class _Crash(RuntimeError):
     pass
 
