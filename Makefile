@@ -58,10 +58,9 @@ gpu-check:
 	$(GPU_VENV)/bin/python -m pytest -m gpu -q -p no:cacheprovider $(PYTEST_ARGS)
 	$(GPU_VENV)/bin/python -m bench gpu
 
-# The whole mission always runs: until the demo's base learns to copy (issue 15) the go/no-go check
-# prints its table and a no-go warning instead of stopping (plain `rlab demo` stops on a no-go).
+# The whole mission; it stops after pretraining, saying why, if the base fails the go/no-go check.
 demo: install
-	$(BIN)/rlab demo --no-check
+	$(BIN)/rlab demo
 
 # Only the corpus + tokenizer of the demo (idempotent).
 data: install

@@ -38,13 +38,17 @@ class RepeatOptions:
     continuation at 4x L0 from the rest."""
     mean_gap: int = 256
     """Natural tokens between two repeats, on average (uniform in [gap/4, 7*gap/4])."""
-    record_fraction: float = 1.0
-    """Copy documents added, in characters per character of natural text (0 = none; see `copy_document`)."""
+    record_fraction: float = 2.0
+    """Copy documents added, in characters per character of natural text (0 = none; see `copy_document`):
+    2 makes about a third of the training tokens predictable only by copying."""
     record_tokens: int = 1024
     """Length of one copy document, in tokens (approx.)."""
-    min_span: int = 16
-    max_span: int = 1024
-    """Copy-document spans are log-uniform in [min_span, max_span] tokens (a span's copy is that far back)."""
+    min_span: int = 4
+    max_span: int = 16
+    """Copy-document spans are log-uniform in [min_span, max_span] tokens (a span's copy is that far back).
+    Short, so that both copies fit in the 32- and 64-token rows of a sequence-length warmup, where a small
+    model learns to copy fastest; longer distances are the natural documents' repeats. (Spans of 4-64 or
+    16-1024 tokens put almost no copies inside a 32-token row: the demo's base then did not learn to copy.)"""
     record_words: int = 2000
     """Random-word spans draw words uniformly from this many most frequent words of the corpus."""
     natural_spans: float = 0.5
