@@ -177,13 +177,14 @@ def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windo
 GAIN_RESAMPLES = 2000
 
 
-def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int = GAIN_RESAMPLES) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of a mean over records (records are the independent units).
+def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int = GAIN_RESAMPLES,
+                  alpha: float = 0.05) -> tuple[float, float]:
+    """(1 - alpha) percentile-bootstrap interval of a mean over records (records are the independent units).
 
     Shared by the eval's summary, the demo's go/no-go and the report's copy section, so the three
     draw the same interval from the same records and seed."""
     means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
 
 
 def summarize(rows: Sequence[dict], resamples: int = GAIN_RESAMPLES, seed: int = 0) -> list[dict]:

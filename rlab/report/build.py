@@ -55,7 +55,7 @@ def answer_lines(data: ReportData, copy: copy_distance.CopySection | None = None
         limits.append(copy.caveat)
     if (line := _passkey_line(data)) is not None:
         limits.append(line)
-    return (headline.sentences(data) + [f"Warning: {w}" for w in limits]
+    return (headline.sentences(data) + (copy.answer if copy is not None else []) + [f"Warning: {w}" for w in limits]
             + [f"Note: {n}" for n in headline.disagreements(data)])
 
 

@@ -5,21 +5,28 @@ and gives, per arm and distance, the loss on the repeated passage (`copy`), on t
 the control window whose earlier passage is another one (`control`) and the gain between them, with
 95% intervals from a bootstrap over records (the same records for every tag, so differences of gain
 between arms are paired). Seeds of one arm are averaged per
-record. The intervals are per cell and not adjusted for multiplicity (the report's primary
-endpoint is BPB; this section is what makes long-range use visible on a tiny model).
+record. A cell's gain interval is its own 95% interval; the paired differences that carry a verdict
+(better / worse / within noise) get Bonferroni-adjusted intervals over all of the section's paired
+comparisons, so its verdicts, which the report's opening repeats, hold at a familywise 5%. (The
+primary endpoint is BPB; this section is what makes long-range use visible on a tiny model.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from rlab.evals.copy_distance import USEFUL_GAIN, mean_interval  # torch-free at import
+from rlab.evals.copy_distance import GAIN_RESAMPLES, USEFUL_GAIN, mean_interval  # torch-free at import
 
 COPY_PLOT = "copy_distance.png"
+FAMILY_ALPHA = 0.05
+"""Familywise error of the section's verdicts (Bonferroni over its paired comparisons)."""
+TAIL_DRAWS = 20
+"""Bootstrap means expected beyond each end of an adjusted interval (sets the resample count)."""
 
 
 @dataclass
@@ -31,6 +38,8 @@ class CopySection:
     plot: Path | None = None
     caveat: str | None = None
     """Set when the base does not use context within its training length (see `base_caveat`)."""
+    answer: list[str] = field(default_factory=list)
+    """The verdicts at a glance, for the report's opening (see `answer_lines`)."""
 
 
 def _records(data) -> pd.DataFrame:
@@ -64,9 +73,12 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
         return recs
     rng = np.random.default_rng(seed)
     arms = set(recs["arm"])
+    groups = list(recs.groupby(["arm", "kind", "variant", "window", "distance"], sort=False))
+    m = sum(_reference_arm(arms, kind, variant, data.baseline) is not None for (_, kind, variant, _, _), _ in groups)
+    alpha = FAMILY_ALPHA / max(1, m)
+    resamples = max(GAIN_RESAMPLES, math.ceil(TAIL_DRAWS / (alpha / 2)))
     rows = []
-    for (arm, kind, variant, window, distance), g in recs.groupby(["arm", "kind", "variant", "window", "distance"],
-                                                                  sort=False):
+    for (arm, kind, variant, window, distance), g in groups:
         g = g.sort_values("record")
         gain = g["gain"].to_numpy()
         lo, hi = mean_interval(gain, rng)
@@ -80,9 +92,12 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
             paired = g.set_index("record")["gain"].align(ref_gain, join="inner")
             d = (paired[0] - paired[1]).to_numpy()  # gain of the arm minus the reference's: + = uses it more
             if len(d):
-                row["diff"], (row["diff_low"], row["diff_high"]), row["ref"] = d.mean(), mean_interval(d, rng), ref
+                row["diff"], row["ref"] = d.mean(), ref
+                row["diff_low"], row["diff_high"] = mean_interval(d, rng, resamples, alpha)
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["comparisons"] = m
+    return out
 
 
 def _verdict(row) -> str:
@@ -124,6 +139,34 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
                         if v else "")
                 parts.append(f"{r['variant']} {r['gain']:+.2f}{cmp_}")
             out.append(f"{kind} arms at distance {at['distance'].iloc[0]} (window {window}): gain " + "; ".join(parts))
+    return out
+
+
+def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> list[str]:
+    """The section's verdicts at a glance, for the report's opening: the base's gain within L0, then each
+    condition's paired differences at the first distance that tests it (zero-shot: the first window past
+    L0; continued: the training length), best first."""
+    out = []
+    base = c[(c["kind"] == "base") & (c["window"] <= (base_len or 0))]
+    if not base.empty:
+        r = base.loc[base["window"].idxmax()]
+        if r["gain_low"] >= USEFUL_GAIN:
+            out.append(f"Long-range use: the base predicts a passage it saw {r['distance']} tokens back (within its "
+                       f"training length {base_len}) {r['gain']:+.2f} nats/token better than an unseen one "
+                       f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], copy accuracy {r['acc']:.0%}.")
+    tests = (("zero-shot", lambda w: base_len is not None and w > base_len, "past L0"),
+             ("continued", lambda w: train_len is not None and w >= train_len, "at the training length"))
+    for kind, tests_it, where in tests:
+        sub = c[(c["kind"] == kind) & c["diff"].notna()]
+        windows = sorted(w for w in set(sub["window"]) if tests_it(w))
+        if not windows:
+            continue
+        at = sub[sub["window"] == windows[0]].sort_values("diff", ascending=False)
+        parts = [f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{_verdict(r)}**"
+                 for _, r in at.iterrows()]
+        out.append(f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
+                   f"gain in nats/token vs {at['ref'].iloc[0]}: " + "; ".join(parts)
+                   + f" (Bonferroni over the copy section's {c.attrs.get('comparisons', len(c))} comparisons).")
     return out
 
 
@@ -222,7 +265,8 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
         original = data.meta["rope_original_len"].dropna()
         base_len = int(original.max()) if len(original) else None
     return CopySection(c, sentences(c, base_len, train_len), table_markdown(c),
-                       plot(c, plots_dir / COPY_PLOT, base_len, train_len), base_caveat(c, base_len))
+                       plot(c, plots_dir / COPY_PLOT, base_len, train_len), base_caveat(c, base_len),
+                       answer_lines(c, base_len, train_len))
 
 
 def markdown(section: CopySection) -> list[str]:
@@ -233,7 +277,8 @@ def markdown(section: CopySection) -> list[str]:
              "(nats/token), the gain over the control (what seeing the passage earlier saves) with its 95% interval "
              "(bootstrap over records), and the greedy copy accuracy. Comparisons are paired differences of gain "
              "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
-             "condition, 95% intervals not adjusted for multiplicity.", ""]
+             "condition, with Bonferroni-adjusted intervals over the section's "
+             f"{section.cells.attrs.get('comparisons', 0)} paired comparisons (familywise 5%).", ""]
     lines += [f"- {s}" for s in section.sentences] + [""]
     if section.plot is not None:
         lines += [f"![Copy loss by distance](plots/{COPY_PLOT})", ""]

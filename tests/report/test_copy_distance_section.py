@@ -73,3 +73,35 @@ def test_the_caveat_opens_the_report_among_the_warnings(fx):
     lines = answer_lines(data, section)
     assert f"Warning: {caveat}" in lines
     assert lines.index(f"Warning: {caveat}") > max(i for i, s in enumerate(lines) if not s.startswith(("Warning", "Note")))
+
+
+def test_the_opening_repeats_the_sections_verdicts_at_a_familywise_5_percent(fx):
+    _write(fx, "fx-rope", copy_at_long=4.5, seed=0)
+    _write(fx, "fx-yarn", copy_at_long=1.0, seed=1)
+    write_report(fx, n_boot=200)
+    md = fx.comparison_md.read_text()
+    opening = md.split("\n## ")[0]
+    line = next(s for s in opening.splitlines() if s.startswith("- Long-range use, continued arms"))
+    assert "(distance 216, window 256)" in line and "yarn +3.51" in line and "**better**" in line
+    assert "Bonferroni over the copy section's 2 comparisons" in line
+    assert "Bonferroni-adjusted intervals over the section's 2 paired comparisons" in md
+
+
+def test_an_adjusted_interval_is_wider_than_a_single_one():
+    from rlab.evals.copy_distance import mean_interval
+
+    values = np.random.default_rng(0).normal(size=24)
+    low, high = mean_interval(values, np.random.default_rng(1))
+    adj_low, adj_high = mean_interval(values, np.random.default_rng(1), resamples=40_000, alpha=0.05 / 40)
+    assert adj_low < low < high < adj_high
+
+
+def test_the_opening_says_so_when_the_base_copies_within_its_training_length():
+    from rlab.report.copy_distance import answer_lines
+
+    def cells(gain, low, high):
+        return _base_cells(gain, low, high).assign(diff=np.nan, diff_low=np.nan, diff_high=np.nan, ref=None)
+
+    (line,) = answer_lines(cells(1.5, 1.2, 1.8), base_len=256, train_len=1024)
+    assert "216 tokens back (within its training length 256) +1.50 nats/token better" in line
+    assert answer_lines(cells(0.02, 0.01, 0.03), base_len=256, train_len=1024) == []  # the caveat says it instead
