@@ -1,6 +1,6 @@
 """Probe: how fast does a tiny rlab GPT learn to copy (an induction head), and does it carry to longer windows?
 
-Why this exists: the demo's base (issue 15) never learned to use a passage 88+ tokens back. This
+Why this exists: the demo's base (issue 15) long failed to use a passage 88+ tokens back. This
 probe strips the question to its core, with no corpus, tokenizer or torchrun: windows of random
 tokens from a small alphabet in which one passage (8-16 tokens) is repeated at a random distance,
 so only a content-based copy (find the earlier occurrence of the current token, predict what
@@ -8,7 +8,11 @@ followed it) lowers the loss. It trains in phases of growing window length and p
 phase, the copy gain by window length: loss on the first occurrence minus loss on the repeat,
 nats/token (0 = no copying; the maximum is ln(alphabet)). The distance is drawn at random (log-
 uniform) because a fixed distance is solved by a positional head that copies nothing else.
+What it found, and the demo now uses: a copy forms within a few hundred steps in 32-token windows and
+not in 64-token ones trained from scratch (400 steps), and with a large enough alphabet (1024) the copy learned
+short carries to long windows (hence the demo's `seq_len_warmup` and short copy spans).
 
+    .venv/bin/python experiments/probes/induction.py --architecture nanochat-2026 --alphabet 1024 --phases 32:400,64:200
     .venv/bin/python experiments/probes/induction.py --architecture nanochat-2026 --phases 32:1200
     .venv/bin/python experiments/probes/induction.py --phases 32:400,64:200,128:200,256:200
     .venv/bin/python experiments/probes/induction.py --fixed-distance --phases 32:150

@@ -17,9 +17,9 @@ TINY_DEMO = {
     "name": "tinydemo",
     "base": {"tag": "tiny"},
     "pretrain": {
-        "model": {"n_layer": 2, "n_embd": 32, "n_head": 2},
-        "train": {"seq_len": 128, "steps": 6, "device_batch_size": 2, "eval_every": 3, "eval_tokens": 512,
-                  "lr": {"warmup_steps": 1}},
+        "model": {"n_layer": 2, "n_embd": 32, "n_head": 2, "architecture": "nanochat-2026"},
+        "train": {"seq_len": 128, "steps": 6, "seq_len_warmup": [{"seq_len": 32, "steps": 2}, {"seq_len": 64, "steps": 2}],
+                  "device_batch_size": 2, "eval_every": 3, "eval_tokens": 512, "lr": {"warmup_steps": 1}},
     },
     "variants": {"rope": {"variant": "rope"}, "yarn": {"variant": "yarn", "factor": 2}},
     "train": {"seq_len": 256, "steps": 2, "zero_shot": True, "device_batch_size": 1, "eval_every": 2,
@@ -90,8 +90,9 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert "Traceback" not in stopped.stderr
     assert not (tmp_path / "base" / "base_checkpoints" / "tiny-tinydemo-rope").exists()  # nothing after the check ran
 
-    # --no-check runs every stage anyway: the pipeline smoke test, and what `make demo` runs while the demo's
-    # base does not learn to copy (issue 15); the report then says so up front.
+    # --no-check runs every stage anyway (the pipeline smoke test); the report then says up front that the base
+    # does not use context. (The demo's own base passes the check; on this synthetic corpus, whose passages are
+    # predictable without copying, a tiny base gains nothing from a repeat even after 300 steps.)
     result = subprocess.run([*argv, "--no-check"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "no-go" in result.stderr
