@@ -74,6 +74,9 @@ def resolve_lengths(spec: ExperimentSpec, base: BaseInfo) -> ExperimentSpec:
     if "seq_len" not in train.model_fields_set:
         train = train.model_copy(update={"seq_len": target})
         train.model_fields_set.add("seq_len")
+        if problem := train.warmup_problem():
+            raise SpecError(f"train.{problem}; train.seq_len is the target length {target} here.",
+                            "Give train.seq_len_warmup lengths that divide it, or set train.seq_len.")
     variants = {name: rope.with_original_len(l0) for name, rope in _with_factors(spec, target / l0).items()}
     return spec.model_copy(update={"target_len": target, "train": train, "variants": variants})
 

@@ -133,11 +133,18 @@ class TrainSpec(StrictModel):
 
     @model_validator(mode="after")
     def _check_warmup(self) -> TrainSpec:
+        # a continued run's seq_len left unset is the experiment's target_len, checked once it is known
+        if "seq_len" in self.model_fields_set and (problem := self.warmup_problem()):
+            raise ValueError(problem)
+        return self
+
+    def warmup_problem(self) -> str | None:
+        """Why seq_len_warmup does not fit seq_len, or None."""
         for phase in self.seq_len_warmup:
             if phase.seq_len >= self.seq_len or self.seq_len % phase.seq_len:
-                raise ValueError(f"seq_len_warmup: each length must be shorter than seq_len and divide it "
-                                 f"(got {phase.seq_len} for seq_len {self.seq_len})")
-        return self
+                return (f"seq_len_warmup: each length must be shorter than seq_len and divide it "
+                        f"(got {phase.seq_len} for seq_len {self.seq_len})")
+        return None
 
     def seq_len_at(self, i: int) -> int:
         """Row length at the run's step `i` (0-based): the warmup phase's, then seq_len."""

@@ -69,3 +69,19 @@ def test_the_real_nanochat_meta(tmp_path):
     info = read_base_info(base, "d2", 20)
     assert info.sequence_len == 256
     assert (info.data_start.pq_idx, info.data_start.rg_idx, info.data_start.epoch) == (0, 2, 6)
+
+
+def test_a_seq_len_warmup_is_checked_against_the_target_length_it_trains_at(tmp_path):
+    from rlab.errors import SpecError
+    from rlab.spec.train import TrainSpec
+
+    base = _base_with_meta(tmp_path, {"model_config": {"sequence_len": 768}})
+    info = read_base_info(base, "d20", 21400)
+    spec = load_spec(None, base_dir=base.root, results_dir=tmp_path / "r", from_step=21400, variants="pi")
+    # 768 does not divide the default 1024 but divides the target (4 x 768): fine until the target is known
+    fits = spec.model_copy(update={"train": TrainSpec(seq_len_warmup=[{"seq_len": 768, "steps": 2}])})
+    (run,) = plan_continue(fits, info)
+    assert run.train.seq_len == 3072 and run.train.seq_len_at(0) == 768
+    misfit = spec.model_copy(update={"train": TrainSpec(seq_len_warmup=[{"seq_len": 1000, "steps": 2}])})
+    with pytest.raises(SpecError, match="target length 3072"):
+        plan_continue(misfit, info)
