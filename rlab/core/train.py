@@ -231,6 +231,9 @@ class Trainer:
             "bf16 autocast (fp32 master)" if self.amp_dtype else "fp32", self.compiled,
             self.start.step, self.end_step,
         )
+        if self.spec.seq_len_warmup:
+            logger.info("sequence-length warmup: %s, then rows of %d", ", ".join(
+                f"{p.steps} steps in rows of {p.seq_len}" for p in self.spec.seq_len_warmup), self.plan.seq_len)
 
     # --- setup helpers ---
 

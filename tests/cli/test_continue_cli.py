@@ -516,3 +516,12 @@ def test_resume_refuses_another_experiments_tag_or_another_base_step(base, tmp_p
     meta_file(base.checkpoint_dir("d20-pi"), 10).write_text(json.dumps(meta))
     assert_user_error(rlab("continue", *common, "--from-step", "10", "--resume"),
                       "Tag 'd20-pi' belongs to experiment 'other', not 'd20'", "own `name:`")
+
+
+def test_pretrain_dry_run_shows_the_sequence_length_warmup(tmp_path):
+    spec = write_spec(tmp_path, "name: pt\npretrain: {train: {steps: 6, seq_len: 64, "
+                                "seq_len_warmup: [{seq_len: 16, steps: 2}, {seq_len: 32, steps: 2}]}}\n")
+    result = rlab("pretrain", "--spec", str(spec), "--base-dir", str(tmp_path / "b"), "--results-dir",
+                  str(tmp_path / "res"), "--dry-run")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "16→32→64" in result.stdout and not (tmp_path / "res").exists()
