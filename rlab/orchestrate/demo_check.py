@@ -76,6 +76,6 @@ def require_pass(result: CheckResult, tag: str) -> None:
         f"repeated {r['distance']} tokens back costs {r['copy_nats']:.2f} nats/token vs {r['control_nats']:.2f} "
         f"unseen (gain {r['gain']:+.2f}, 95% low {r['gain_ci_low']:+.2f}; need >= {MIN_GAIN}). Comparing RoPE "
         "variants on it would measure nothing, so the demo stops here.",
-        "Pretrain longer (pretrain.train.steps in the demo spec) or check that the data was prepared with "
-        "--copy-records.",
+        "Pretrain longer (pretrain.train.steps in the demo spec), keep its pretrain.train.seq_len_warmup (a "
+        "small model learns to copy in short rows), and check that the data was prepared with --copy-records.",
     )

@@ -73,8 +73,11 @@ def _crash_after(forwards: int):
     return lambda model: model.register_forward_pre_hook(hook)
 
 
-def test_resume_matches_uninterrupted_run(train_base, tmp_path):
-    common = {"steps": 12, "save_every": 6, "total_batch_size": 2 * 4 * 32, "lr": {"warmup_steps": 3}}
+@pytest.mark.parametrize("warmup", [[], [{"seq_len": 8, "steps": 4}, {"seq_len": 16, "steps": 4}]],
+                         ids=["plain", "resumed-inside-a-seq-len-warmup"])
+def test_resume_matches_uninterrupted_run(train_base, tmp_path, warmup):
+    common = {"steps": 12, "save_every": 6, "total_batch_size": 2 * 4 * 32, "lr": {"warmup_steps": 3},
+              "seq_len_warmup": warmup}
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
     train(make_run_config(train_base, full_dir, tag="full", **common))
 
