@@ -31,7 +31,7 @@ def prepare(
     copy_records: bool = typer.Option(
         False, "--copy-records",
         help="Mix verbatim repeats into the train split: passages repeated 16-1024 tokens later in the natural "
-             "documents, plus as many characters of copy documents (spans of 16-1024 tokens, each written twice, "
+             "documents, plus twice as many characters of copy documents (spans of 4-16 tokens, each written twice, "
              "half of them random words): long-range structure for a tiny model (the demo uses it). Val and long "
              "documents stay natural text."),
 ) -> None:
