@@ -104,11 +104,19 @@ def init_distributed() -> DistInfo:
     return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
 
 
-def shutdown_distributed() -> None:
-    """Leave the process group (safe to call when there is none)."""
+def shutdown_distributed(synchronize: bool = False) -> None:
+    """Leave the process group (safe to call when there is none).
+
+    `synchronize` (a run that finished on every rank): meet at a barrier first, so no rank tears its
+    connections down while another is still finishing its last collective. Once, in CI, a gloo rank
+    aborted at exit ("terminate called without an active exception") after its job had saved its last
+    checkpoint, while the other rank was already leaving. Never after a failure: a rank that died would
+    leave the others waiting at the barrier."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        if synchronize:
+            dist.barrier()
         dist.destroy_process_group()
 
 

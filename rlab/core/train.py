@@ -561,6 +561,7 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
 
     alloc_conf = configure_allocator()  # before anything initialises CUDA
     info = init_distributed()
+    finished = False
     try:
         alloc = verify_allocator(alloc_conf)
         if info.device.type == "cuda":
@@ -576,9 +577,11 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
                               type(exc).__name__})
                 writer.close()
             raise
-        return trainer.run()
+        result = trainer.run()
+        finished = True
+        return result
     finally:
-        shutdown_distributed()
+        shutdown_distributed(synchronize=finished)
 
 
 def _train(path: Path) -> None:

@@ -11,10 +11,12 @@ def _evaluate(path: Path) -> None:
     from rlab.evals.runner import run_evals
     from rlab.spec.run import EvalRunConfig, read_config
 
+    finished = False
     try:
         run_evals(read_config(path, EvalRunConfig))
+        finished = True
     finally:
-        shutdown_distributed()
+        shutdown_distributed(synchronize=finished)
 
 
 def main(argv: list[str]) -> int:
