@@ -317,8 +317,8 @@ def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], ti
         batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
         l0 = run.rope.original_len or (base.sequence_len if base else None)
         rope = run.rope.with_original_len(l0) if l0 else run.rope
-        seq = "→".join(str(p.seq_len) for p in run.train.seq_len_warmup) + ("→" if run.train.seq_len_warmup else "")
-        table.add_row(run.tag, rope.describe(), f"{seq}{run.train.seq_len}", str(run.train.steps), f"{batch:,}")
+        seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
+        table.add_row(run.tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}")
     out.print(table)
     layout = experiment_layout(spec)
     out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)

@@ -325,10 +325,11 @@ class Trainer:
         from rlab.core.schedule import lr_multiplier
 
         t0 = time.perf_counter()
-        mult = lr_multiplier(step - self.start.run_start_step, self.spec.steps, self.lr_spec)
+        i = step - self.start.run_start_step  # position inside this run: the LR and row-length schedules' clock
+        mult = lr_multiplier(i, self.spec.steps, self.lr_spec)
         set_lr_multiplier(self.optimizers, mult)
         batches = [next(self.loader) for _ in range(self.plan.grad_accum_steps)]
-        length = self.spec.seq_len_at(step - self.start.run_start_step)
+        length = self.spec.seq_len_at(i)
         if length != self.plan.seq_len:  # sequence-length warmup: the same tokens in shorter rows
             batches = [(x.reshape(-1, length), y.reshape(-1, length)) for x, y in batches]
         local_loss = self._step_losses(batches)

@@ -100,6 +100,11 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
     return out
 
 
+def comparisons(c: pd.DataFrame) -> int:
+    """How many paired comparisons the section's Bonferroni adjustment is over (set by `cells`)."""
+    return int(c.attrs.get("comparisons", 0))
+
+
 def _verdict(row) -> str:
     if pd.isna(row["diff"]):
         return ""
@@ -166,7 +171,7 @@ def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -
                  for _, r in at.iterrows()]
         out.append(f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
                    f"gain in nats/token vs {at['ref'].iloc[0]}: " + "; ".join(parts)
-                   + f" (Bonferroni over the copy section's {c.attrs.get('comparisons', len(c))} comparisons).")
+                   + f" (Bonferroni over the copy section's {comparisons(c)} comparisons).")
     return out
 
 
@@ -278,7 +283,7 @@ def markdown(section: CopySection) -> list[str]:
              "(bootstrap over records), and the greedy copy accuracy. Comparisons are paired differences of gain "
              "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
              "condition, with Bonferroni-adjusted intervals over the section's "
-             f"{section.cells.attrs.get('comparisons', 0)} paired comparisons (familywise 5%).", ""]
+             f"{comparisons(section.cells)} paired comparisons (familywise 5%).", ""]
     lines += [f"- {s}" for s in section.sentences] + [""]
     if section.plot is not None:
         lines += [f"![Copy loss by distance](plots/{COPY_PLOT})", ""]
