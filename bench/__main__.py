@@ -14,7 +14,9 @@ import importlib
 import sys
 
 BENCHMARKS = {
-    "train": "bench.train_bench", "data": "bench.data_bench", "eval": "bench.eval_bench",
+    "train": "bench.train_bench",
+    "data": "bench.data_bench",
+    "eval": "bench.eval_bench",
     "gpu": "bench.gpu_bench",  # says so and returns where there is no CUDA
 }
 

@@ -23,12 +23,16 @@ def _synthetic_base(root: Path) -> Path:
     from rlab.data.prepare import PrepareOptions, prepare_data
 
     rng = random.Random(0)
-    words = ("the of and to in a is that for it as was with be by on not he this are or his from at which but "
-             "have an they you were her she there been one all we their has would when if so no will more").split()
+    words = (
+        "the of and to in a is that for it as was with be by on not he this are or his from at which but "
+        "have an they you were her she there been one all we their has would when if so no will more"
+    ).split()
     corpus = root / "corpus"
     corpus.mkdir(parents=True)
     for i in range(400):
-        text = " ".join(rng.choice(words) + ("." if rng.random() < 0.08 else "") for _ in range(rng.randint(300, 3000)))
+        text = " ".join(
+            rng.choice(words) + ("." if rng.random() < 0.08 else "") for _ in range(rng.randint(300, 3000))
+        )
         (corpus / f"{i}.txt").write_text(text)
     prepare_data(root / "base", [corpus], vocab_size=1024, options=PrepareOptions(shard_chars=400_000))
     return root / "base"
@@ -59,7 +63,9 @@ def main(argv: list[str]) -> None:
         base = _synthetic_base(Path(tmp.name))
     layout = BaseLayout(base)
     tok = Tokenizer.from_directory(layout.tokenizer_dir)
-    print(f"base dir {base}  vocab {tok.vocab_size}  B={args.batch_size} T={args.seq_len}  threads={args.threads}")
+    print(
+        f"base dir {base}  vocab {tok.vocab_size}  B={args.batch_size} T={args.seq_len}  threads={args.threads}"
+    )
 
     texts = pq.read_table(split_shards(layout.data_dir, "train")[0]).column("text").to_pylist()
     t0 = time.perf_counter()
@@ -69,8 +75,17 @@ def main(argv: list[str]) -> None:
     print(f"tokenizer  {ref:12,.0f} tokens/s  ({chars / n_ref:.2f} chars/token over {n_ref:,} tokens)")
 
     def run_loader(rank: int = 0, world: int = 1) -> float:
-        loader = TokenLoader(layout.data_dir, tok, "train", args.batch_size, args.seq_len, rank=rank,
-                             world_size=world, seed=0, tokenizer_threads=args.threads)
+        loader = TokenLoader(
+            layout.data_dir,
+            tok,
+            "train",
+            args.batch_size,
+            args.seq_len,
+            rank=rank,
+            world_size=world,
+            seed=0,
+            tokenizer_threads=args.threads,
+        )
         next(loader)  # start-up (thread, first row group) is not throughput
         steps = max(1, args.tokens // (args.batch_size * args.seq_len))
         t = time.perf_counter()
@@ -97,8 +112,9 @@ def main(argv: list[str]) -> None:
     for _ in range(steps):
         compute()
     alone = time.perf_counter() - t
-    loader = TokenLoader(layout.data_dir, tok, "train", args.batch_size, args.seq_len, seed=0,
-                         tokenizer_threads=args.threads)
+    loader = TokenLoader(
+        layout.data_dir, tok, "train", args.batch_size, args.seq_len, seed=0, tokenizer_threads=args.threads
+    )
     next(loader)
     t = time.perf_counter()
     for _ in range(steps):
@@ -106,8 +122,10 @@ def main(argv: list[str]) -> None:
         compute()
     fed = time.perf_counter() - t
     loader.close()
-    print(f"overlap    compute alone {alone / steps * 1e3:.1f} ms/step, with loader {fed / steps * 1e3:.1f} ms/step "
-          f"(ratio {fed / alone:.2f})")
+    print(
+        f"overlap    compute alone {alone / steps * 1e3:.1f} ms/step, with loader {fed / steps * 1e3:.1f} ms/step "
+        f"(ratio {fed / alone:.2f})"
+    )
     if tmp is not None:
         tmp.cleanup()
 

@@ -40,7 +40,15 @@ import time
 from pathlib import Path
 
 BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "eval_bundle"
-TASKS = ("copa", "winograd", "arc_easy", "hellaswag_zeroshot", "hellaswag", "bigbench_operators", "lambada_openai")
+TASKS = (
+    "copa",
+    "winograd",
+    "arc_easy",
+    "hellaswag_zeroshot",
+    "hellaswag",
+    "bigbench_operators",
+    "lambada_openai",
+)
 CONFIGS = {
     "tiny": dict(layers=2, width=64, vocab=1024, seq_len=256),
     "realistic": dict(layers=4, width=256, vocab=8192, seq_len=512),
@@ -66,8 +74,9 @@ def _model(layers: int, width: int, vocab: int, seq_len: int, device):
 
     torch.manual_seed(0)
     heads = max(1, width // 64) if width >= 128 else 2
-    cfg = GPTConfig(sequence_len=seq_len, vocab_size=vocab, n_layer=layers, n_head=heads, n_kv_head=heads,
-                    n_embd=width)
+    cfg = GPTConfig(
+        sequence_len=seq_len, vocab_size=vocab, n_layer=layers, n_head=heads, n_kv_head=heads, n_embd=width
+    )
     model = GPT(cfg)
     model.init_weights()
     with torch.no_grad():  # init_weights zeroes the output layers; make every prediction input-dependent
@@ -91,9 +100,11 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
     t0 = time.perf_counter()
     tok = Tokenizer.train(texts, vocab_size=c["vocab"])
     model = _model(c["layers"], c["width"], tok.vocab_size, c["seq_len"], device)
-    print(f"\n[{name}] {c['layers']} layers, width {c['width']}, vocab {tok.vocab_size}, seq {c['seq_len']}, "
-          f"{model.num_params() / 1e6:.1f}M params, device {device}, torch threads {torch.get_num_threads()} "
-          f"(tokenizer trained in {time.perf_counter() - t0:.1f}s)")
+    print(
+        f"\n[{name}] {c['layers']} layers, width {c['width']}, vocab {tok.vocab_size}, seq {c['seq_len']}, "
+        f"{model.num_params() / 1e6:.1f}M params, device {device}, torch threads {torch.get_num_threads()} "
+        f"(tokenizer trained in {time.perf_counter() - t0:.1f}s)"
+    )
 
     bundle = load_bundle(args.bundle)
     data = {}
@@ -126,18 +137,31 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
         task, rows, order = data[label]
         in_early[0] = 0.0
         t0 = time.perf_counter()
-        verdicts = evaluate_task(model, tok, task, rows, device, source_indices=order, max_seq_len=c["seq_len"],
-                                 batch_tokens=args.batch_rows * c["seq_len"], batched=batched)
+        verdicts = evaluate_task(
+            model,
+            tok,
+            task,
+            rows,
+            device,
+            source_indices=order,
+            max_seq_len=c["seq_len"],
+            batch_tokens=args.batch_rows * c["seq_len"],
+            batched=batched,
+        )
         sync()
         return verdicts, time.perf_counter() - t0, in_early[0]
 
     run("copa", True)  # warm-up (allocator, kernels)
     run("copa", False)
     print(f"  CORE, {args.per_task} examples per task; one-at-a-time and batched interleaved per task")
-    print(f"  ceiling = one-at-a-time time / time the batched path spends in blocks 1..{len(early_blocks)} of "
-          f"{len(early_blocks) + 1} over its rows (shared prefixes once, padding included)")
-    print(f"  {'task':<20}{'type':<18}{'shots':>5}{'one-at-a-time ex/s':>20}{'batched ex/s':>14}{'speedup':>9}"
-          f"{'ceiling':>9}  identical verdicts")
+    print(
+        f"  ceiling = one-at-a-time time / time the batched path spends in blocks 1..{len(early_blocks)} of "
+        f"{len(early_blocks) + 1} over its rows (shared prefixes once, padding included)"
+    )
+    print(
+        f"  {'task':<20}{'type':<18}{'shots':>5}{'one-at-a-time ex/s':>20}{'batched ex/s':>14}{'speedup':>9}"
+        f"{'ceiling':>9}  identical verdicts"
+    )
     total_single = total_batched = total_floor = 0.0
     n_total, all_same = 0, True
     for label in TASKS:
@@ -146,19 +170,32 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
         same = single == batched
         n = len(single)
         n_total, all_same = n_total + n, all_same and same
-        total_single, total_batched, total_floor = total_single + t_single, total_batched + t_batched, total_floor + t_floor
+        total_single, total_batched, total_floor = (
+            total_single + t_single,
+            total_batched + t_batched,
+            total_floor + t_floor,
+        )
         task = data[label][0]
-        print(f"  {label:<20}{task.task_type:<18}{task.num_fewshot:>5}{n / t_single:>20.1f}{n / t_batched:>14.1f}"
-              f"{t_single / t_batched:>8.1f}x{t_single / t_floor:>8.1f}x  {'yes' if same else 'NO'}")
+        print(
+            f"  {label:<20}{task.task_type:<18}{task.num_fewshot:>5}{n / t_single:>20.1f}{n / t_batched:>14.1f}"
+            f"{t_single / t_batched:>8.1f}x{t_single / t_floor:>8.1f}x  {'yes' if same else 'NO'}"
+        )
     speedup = total_single / total_batched
-    print(f"  {'all':<20}{'':<18}{'':>5}{n_total / total_single:>20.1f}{n_total / total_batched:>14.1f}"
-          f"{speedup:>8.1f}x{total_single / total_floor:>8.1f}x  {'yes' if all_same else 'NO'}")
+    print(
+        f"  {'all':<20}{'':<18}{'':>5}{n_total / total_single:>20.1f}{n_total / total_batched:>14.1f}"
+        f"{speedup:>8.1f}x{total_single / total_floor:>8.1f}x  {'yes' if all_same else 'NO'}"
+    )
     print(f"  batched time in blocks 1..{len(early_blocks)}: {total_floor / total_batched:.0%}")
 
     B, T, steps = args.batch_rows, c["seq_len"], 4
     g = torch.Generator().manual_seed(0)
-    batches = [(torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device),
-                torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device)) for _ in range(steps)]
+    batches = [
+        (
+            torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device),
+            torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device),
+        )
+        for _ in range(steps)
+    ]
     token_bytes = tok.token_bytes().to(device=device, dtype=torch.long)
     evaluate_bpb(model, batches[:1], 1, token_bytes)
     sync()
@@ -176,11 +213,17 @@ def main(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="bench.eval_bench")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads; 0 = torch's default")
-    ap.add_argument("--configs", default="realistic,realistic-2048,tiny", help=f"comma-separated, from {sorted(CONFIGS)}")
+    ap.add_argument(
+        "--configs", default="realistic,realistic-2048,tiny", help=f"comma-separated, from {sorted(CONFIGS)}"
+    )
     ap.add_argument("--per-task", type=int, default=16)
     ap.add_argument("--batch-rows", type=int, default=8, help="rows of seq-len tokens per batched forward")
-    ap.add_argument("--seq-len", type=int, default=0,
-                    help="override the configs' context (prompts longer than it are cropped from the left); 0 = theirs")
+    ap.add_argument(
+        "--seq-len",
+        type=int,
+        default=0,
+        help="override the configs' context (prompts longer than it are cropped from the left); 0 = theirs",
+    )
     ap.add_argument("--bundle", type=Path, default=BUNDLE)
     args = ap.parse_args(argv)
     if args.threads > 0:

@@ -45,18 +45,45 @@ def _run_rlab(base: Path, root: Path, seq_len: int, steps: int) -> dict:
     tag = f"bench-{seq_len}"
     run_dir = root / "runs" / tag
     batch = BATCH_FOR_SEQ.get(seq_len, max(1, 32768 // seq_len))
-    cfg = RunConfig.model_validate({
-        "experiment": "gpu-bench", "tag": tag, "variant": "rope", "base_dir": str(base), "run_dir": str(run_dir),
-        "init": {"kind": "scratch", "model": {"n_layer": DEPTH, "n_embd": 64 * DEPTH, "n_head": DEPTH * 64 // 128}},
-        "rope": {}, "tracking": {"wandb": "disabled"},
-        "train": {"seq_len": seq_len, "steps": steps, "device_batch_size": batch, "dtype": "bfloat16",
-                  "compile": True, "eval_every": max(1, steps // 4), "sample_every": max(1, steps // 4),
-                  "eval_tokens": 4 * batch * seq_len, "save_every": None, "lr": {"warmup_steps": 2}},
-    })
+    cfg = RunConfig.model_validate(
+        {
+            "experiment": "gpu-bench",
+            "tag": tag,
+            "variant": "rope",
+            "base_dir": str(base),
+            "run_dir": str(run_dir),
+            "init": {
+                "kind": "scratch",
+                "model": {"n_layer": DEPTH, "n_embd": 64 * DEPTH, "n_head": DEPTH * 64 // 128},
+            },
+            "rope": {},
+            "tracking": {"wandb": "disabled"},
+            "train": {
+                "seq_len": seq_len,
+                "steps": steps,
+                "device_batch_size": batch,
+                "dtype": "bfloat16",
+                "compile": True,
+                "eval_every": max(1, steps // 4),
+                "sample_every": max(1, steps // 4),
+                "eval_tokens": 4 * batch * seq_len,
+                "save_every": None,
+                "lr": {"warmup_steps": 2},
+            },
+        }
+    )
     run_json = root / f"{tag}.json"
     run_json.write_text(cfg.model_dump_json())
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1",
-            "-m", "rlab.core.train", str(run_json)]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=1",
+        "-m",
+        "rlab.core.train",
+        str(run_json),
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
@@ -74,18 +101,35 @@ def _run_rlab(base: Path, root: Path, seq_len: int, steps: int) -> dict:
 def _run_nanochat(nanochat_dir: Path, base: Path, seq_len: int, steps: int) -> dict:
     """nanochat's own base_train on the same shape, batch and data (its tok/sec lines, median past warm-up)."""
     batch = BATCH_FOR_SEQ.get(seq_len, max(1, 32768 // seq_len))
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1",
-            "-m", "scripts.base_train", f"--depth={DEPTH}", f"--max_seq_len={seq_len}",
-            f"--device_batch_size={batch}", f"--total_batch_size={batch * seq_len}", f"--num_iterations={steps}",
-            "--eval_every=100000", f"--eval_tokens={batch * seq_len}", "--core_metric_every=-1",
-            "--sample_every=100000", f"--model_tag=bench{seq_len}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=1",
+        "-m",
+        "scripts.base_train",
+        f"--depth={DEPTH}",
+        f"--max_seq_len={seq_len}",
+        f"--device_batch_size={batch}",
+        f"--total_batch_size={batch * seq_len}",
+        f"--num_iterations={steps}",
+        "--eval_every=100000",
+        f"--eval_tokens={batch * seq_len}",
+        "--core_metric_every=-1",
+        "--sample_every=100000",
+        f"--model_tag=bench{seq_len}",
+    ]
     env = dict(os.environ, NANOCHAT_BASE_DIR=str(base), PYTHONPATH=str(nanochat_dir))
     proc = subprocess.run(argv, cwd=nanochat_dir, env=env, capture_output=True, text=True)
     rates = [float(m.replace(",", "")) for m in re.findall(r"tok/sec: ([\d,]+)", proc.stdout)][3:]
     mfus = [float(m) for m in re.findall(r"mfu: ([\d.]+)", proc.stdout)][3:]
     if proc.returncode != 0 or not rates:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
-    return {"tokens_per_s": statistics.median(rates), "mfu_percent": statistics.median(mfus) if mfus else None}
+    return {
+        "tokens_per_s": statistics.median(rates),
+        "mfu_percent": statistics.median(mfus) if mfus else None,
+    }
 
 
 def main(argv: list[str]) -> None:
@@ -98,26 +142,38 @@ def main(argv: list[str]) -> None:
     if not torch.cuda.is_available():
         print("no CUDA device: the GPU benchmark did not run (see `make gpu-check` on a GPU machine)")
         return
-    print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-          f"{torch.cuda.device_count()} GPU(s)", flush=True)
+    print(
+        f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
+        f"{torch.cuda.device_count()} GPU(s)",
+        flush=True,
+    )
     nanochat = os.environ.get("NANOCHAT_DIR")
     with tempfile.TemporaryDirectory(prefix="rlab-gpu-bench-") as tmp:
         root = Path(tmp)
         base = _prepare_base(root)
-        print(f"\n{'seq':>6} {'trainer':>9} {'tokens/s':>10} {'MFU':>7} {'vs nanochat':>12}  eval-interval peaks (MB)")
+        print(
+            f"\n{'seq':>6} {'trainer':>9} {'tokens/s':>10} {'MFU':>7} {'vs nanochat':>12}  eval-interval peaks (MB)"
+        )
         for seq_len in (int(s) for s in args.seq_lens.split(",")):
             ours = _run_rlab(base, root, seq_len, args.steps)
             anchor = _run_nanochat(Path(nanochat), base, seq_len, args.steps) if nanochat else None
             if "error" in ours:
                 print(f"{seq_len:>6} {'rlab':>9}  failed: {ours['error']}")
                 continue
-            ratio = (f"{ours['tokens_per_s'] / anchor['tokens_per_s']:.2f}x"
-                     if anchor and "error" not in anchor else "-")
+            ratio = (
+                f"{ours['tokens_per_s'] / anchor['tokens_per_s']:.2f}x"
+                if anchor and "error" not in anchor
+                else "-"
+            )
             mfu = f"{100 * ours['mfu']:.1f}%" if ours["mfu"] is not None else "-"
             peaks = ours["eval_peaks_mb"]
-            flat = f" (max/min past the first {max(peaks[1:]) / min(peaks[1:]):.3f})" if len(peaks) > 2 else ""
-            print(f"{seq_len:>6} {'rlab':>9} {ours['tokens_per_s']:>10,.0f} {mfu:>7} {ratio:>12}  {peaks}{flat}; "
-                  f"allocator verified: {ours['alloc_verified']}")
+            flat = (
+                f" (max/min past the first {max(peaks[1:]) / min(peaks[1:]):.3f})" if len(peaks) > 2 else ""
+            )
+            print(
+                f"{seq_len:>6} {'rlab':>9} {ours['tokens_per_s']:>10,.0f} {mfu:>7} {ratio:>12}  {peaks}{flat}; "
+                f"allocator verified: {ours['alloc_verified']}"
+            )
             if anchor is not None:
                 if "error" in anchor:
                     print(f"{seq_len:>6} {'nanochat':>9}  failed: {anchor['error']}")

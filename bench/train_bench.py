@@ -49,9 +49,13 @@ def _build(variant: str = "rope", factor: float = 4.0):
     from rlab.spec.train import LRSpec
 
     torch.manual_seed(0)
-    config = GPTConfig(sequence_len=SEQ, vocab_size=VOCAB, n_layer=DEPTH, n_head=HEADS, n_kv_head=HEADS, n_embd=WIDTH)
+    config = GPTConfig(
+        sequence_len=SEQ, vocab_size=VOCAB, n_layer=DEPTH, n_head=HEADS, n_kv_head=HEADS, n_embd=WIDTH
+    )
     # The variants extend an original context of SEQ / factor, so their scaling is active at SEQ.
-    rope = RopeSpec(variant=variant, factor=1.0 if variant == "rope" else factor, original_len=SEQ // int(factor))
+    rope = RopeSpec(
+        variant=variant, factor=1.0 if variant == "rope" else factor, original_len=SEQ // int(factor)
+    )
     model = GPT(config, rope=rope)
     model.init_weights()
     return model, build_optimizers(model, LRSpec(), WIDTH)
@@ -131,11 +135,15 @@ def _loss_curves(steps: int, amp_dtype) -> None:
     print(f"loss curve, {steps} steps on a fixed Markov-chain corpus (floor 1.39 nats), same init and data:")
     print("  step " + "".join(f"{i + 1:>7}" for i in range(0, steps, every)))
     print("  fp32 " + "".join(f"{ref[i]:>7.3f}" for i in range(0, steps, every)))
-    print(f"  {'bf16' if amp_dtype else 'fp32'} " + "".join(f"{ours[i]:>7.3f}" for i in range(0, steps, every)))
+    print(
+        f"  {'bf16' if amp_dtype else 'fp32'} " + "".join(f"{ours[i]:>7.3f}" for i in range(0, steps, every))
+    )
     tail = slice(-max(1, steps // 5), None)
     gap = statistics.mean(o - r for o, r in zip(ours[tail], ref[tail], strict=True))
-    print(f"  mean difference over the last {len(ref[tail])} steps: {gap:+.4f} nats "
-          f"({gap / statistics.mean(ref[tail]):+.2%} of the reference)")
+    print(
+        f"  mean difference over the last {len(ref[tail])} steps: {gap:+.4f} nats "
+        f"({gap / statistics.mean(ref[tail]):+.2%} of the reference)"
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -146,23 +154,37 @@ def main(argv: list[str]) -> None:
     from rlab.spec.rope import VARIANT_NAMES
 
     parser = argparse.ArgumentParser(prog="python -m bench.train_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=12,
-                        help=f"steps per dtype, in blocks of {BLOCK_STEPS} (the first of each block untimed)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=12,
+        help=f"steps per dtype, in blocks of {BLOCK_STEPS} (the first of each block untimed)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help=f"round-robin rounds ({BLOCK_STEPS} steps each) for the RoPE variants")
-    parser.add_argument("--loss-steps", type=int, default=40,
-                        help="steps of the loss-curve comparison (0 skips it)")
-    parser.add_argument("--no-compile", action="store_true",
-                        help="skip the bf16 + torch.compile row (compiling takes about a minute on 2 cores)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help=f"round-robin rounds ({BLOCK_STEPS} steps each) for the RoPE variants",
+    )
+    parser.add_argument(
+        "--loss-steps", type=int, default=40, help="steps of the loss-curve comparison (0 skips it)"
+    )
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="skip the bf16 + torch.compile row (compiling takes about a minute on 2 cores)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
 
     tokens_per_step = BATCH * SEQ
-    print(f"config: depth {DEPTH}, n_embd {WIDTH}, seq {SEQ}, vocab {VOCAB}, batch {BATCH}; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {cpu_has_fast_bf16()}")
+    print(
+        f"config: depth {DEPTH}, n_embd {WIDTH}, seq {SEQ}, vocab {VOCAB}, batch {BATCH}; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
+        f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {cpu_has_fast_bf16()}"
+    )
     print("note: the machine is shared; figures are noisy, ratios are against references from this run")
 
     # Interleaved rounds, best of each: a busy second on a shared machine cannot sink one dtype's peak alone.
@@ -170,17 +192,24 @@ def main(argv: list[str]) -> None:
     for _ in range(3):
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             peaks[name] = max(peaks[name], measure_matmul_peak(dtype, seconds=0.5))
-    print(f"matmul peak (1024^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s",
-          flush=True)
+    print(
+        f"matmul peak (1024^3): fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s",
+        flush=True,
+    )
 
     flops_per_token = _build()[0].estimate_flops()
     # nanochat's anchor was 71% of a 196 GFLOP/s fp32 peak; scaled by this run's peak, it is the anchor under this
     # run's load (the machine is shared, so a quieter or busier hour moves both alike).
     anchor_here = NANOCHAT_ANCHOR_TOKENS_PER_S * peaks["fp32"] / NANOCHAT_ANCHOR_FP32_PEAK
-    print(f"FLOPs per token (fwd+bwd): {flops_per_token / 1e6:.1f} M; nanochat anchor {NANOCHAT_ANCHOR_TOKENS_PER_S:,.0f} "
-          f"tokens/s, scaled to this run's fp32 peak: {anchor_here:,.0f}")
-    print(f"{'dtype':<13}{'step ms':>9}{'tokens/s':>10}{'GFLOP/s':>9}{'of peak':>9}{'vs nanochat':>13}"
-          f"{'vs scaled':>11}", flush=True)
+    print(
+        f"FLOPs per token (fwd+bwd): {flops_per_token / 1e6:.1f} M; nanochat anchor {NANOCHAT_ANCHOR_TOKENS_PER_S:,.0f} "
+        f"tokens/s, scaled to this run's fp32 peak: {anchor_here:,.0f}"
+    )
+    print(
+        f"{'dtype':<13}{'step ms':>9}{'tokens/s':>10}{'GFLOP/s':>9}{'of peak':>9}{'vs nanochat':>13}"
+        f"{'vs scaled':>11}",
+        flush=True,
+    )
     variants = [("fp32", None, False), ("bf16", torch.bfloat16, False)]
     if not args.no_compile:
         variants.append(("bf16+compile", torch.bfloat16, True))
@@ -198,12 +227,17 @@ def main(argv: list[str]) -> None:
         achieved = tps * flops_per_token
         ratio = achieved / peaks["fp32" if amp is None else "bf16"]
         rows.append((name, tps))
-        print(f"{name:<13}{dt * 1e3:>9.0f}{tps:>10,.0f}{achieved / 1e9:>9.0f}{ratio:>9.0%}"
-              f"{tps / NANOCHAT_ANCHOR_TOKENS_PER_S:>12.2f}x{tps / anchor_here:>10.2f}x", flush=True)
+        print(
+            f"{name:<13}{dt * 1e3:>9.0f}{tps:>10,.0f}{achieved / 1e9:>9.0f}{ratio:>9.0%}"
+            f"{tps / NANOCHAT_ANCHOR_TOKENS_PER_S:>12.2f}x{tps / anchor_here:>10.2f}x",
+            flush=True,
+        )
     best = max(rows, key=lambda r: r[1])
-    print(f"best: {best[0]} at {best[1]:,.0f} tokens/s = {best[1] / rows[0][1]:.2f}x this run's fp32, "
-          f"{best[1] / NANOCHAT_ANCHOR_TOKENS_PER_S:.2f}x nanochat's measured {NANOCHAT_ANCHOR_TOKENS_PER_S:,.0f} "
-          f"tokens/s, {best[1] / anchor_here:.2f}x that anchor scaled to this run's fp32 peak")
+    print(
+        f"best: {best[0]} at {best[1]:,.0f} tokens/s = {best[1] / rows[0][1]:.2f}x this run's fp32, "
+        f"{best[1] / NANOCHAT_ANCHOR_TOKENS_PER_S:.2f}x nanochat's measured {NANOCHAT_ANCHOR_TOKENS_PER_S:,.0f} "
+        f"tokens/s, {best[1] / anchor_here:.2f}x that anchor scaled to this run's fp32 peak"
+    )
 
     amp = torch.bfloat16 if cpu_has_fast_bf16() else None
     if args.loss_steps:
@@ -215,8 +249,10 @@ def main(argv: list[str]) -> None:
         steps[v]()  # warm-up (tables, kernels)
     rope_times = _timed_in_blocks(steps, rounds=args.rounds)
     base = statistics.median(rope_times["rope"])
-    print(f"RoPE variants ({'bf16' if amp else 'fp32'}, factor 4, L0 {SEQ // 4}, median of "
-          f"{args.rounds * (BLOCK_STEPS - 1)} steps in {args.rounds} interleaved rounds):")
+    print(
+        f"RoPE variants ({'bf16' if amp else 'fp32'}, factor 4, L0 {SEQ // 4}, median of "
+        f"{args.rounds * (BLOCK_STEPS - 1)} steps in {args.rounds} interleaved rounds):"
+    )
     for v in VARIANT_NAMES:
         med = statistics.median(rope_times[v])
         print(f"  {v:<12}{med * 1e3:>8.0f} ms  {med / base - 1:>+7.1%} vs rope")

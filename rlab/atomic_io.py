@@ -33,8 +33,9 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, write: Callable[[IO[Any]], object], *, binary: bool = True,
-                 size: int | None = None) -> None:
+def atomic_write(
+    path: Path, write: Callable[[IO[Any]], object], *, binary: bool = True, size: int | None = None
+) -> None:
     """Create/replace `path` with what `write(fh)` writes, atomically.
 
     An OSError (a full disk, a read-only folder) names `path` even where the OS names no file, and

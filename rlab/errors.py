@@ -47,7 +47,9 @@ class EvalError(RlabError):
     """An evaluation cannot run (missing bundle, malformed task file, ...)."""
 
 
-def unknown_name_error(kind: str, name: str, available: Iterable[str], cls: type[RlabError] = RlabError) -> RlabError:
+def unknown_name_error(
+    kind: str, name: str, available: Iterable[str], cls: type[RlabError] = RlabError
+) -> RlabError:
     """`Unknown RoPE variant 'yarm'. Did you mean 'yarn'? Available: ...` as an error object."""
     names = sorted(available)
     by_lower = {n.lower(): n for n in names}
@@ -78,12 +80,16 @@ def os_error(exc: OSError) -> RlabError:
         needed = getattr(exc, "bytes_needed", None)
         if needed:
             free = f" ({_size(needed)} to write{', ' + free.strip(' ()') if free else ''})"
-        return RlabError(f"No space left writing {path}{free}.",
-                         "Free some space on that filesystem (or point --results-dir/--base-dir elsewhere) "
-                         "and rerun; files already written are complete (writes are atomic).")
+        return RlabError(
+            f"No space left writing {path}{free}.",
+            "Free some space on that filesystem (or point --results-dir/--base-dir elsewhere) "
+            "and rerun; files already written are complete (writes are atomic).",
+        )
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return RlabError(f"Cannot write {path}: {reason}.",
-                         "Choose a writable folder (--results-dir, --base-dir, or $RLAB_RESULTS_DIR).")
+        return RlabError(
+            f"Cannot write {path}: {reason}.",
+            "Choose a writable folder (--results-dir, --base-dir, or $RLAB_RESULTS_DIR).",
+        )
     return RlabError(f"{reason}: {path}.", "Check the path and its permissions.")
 
 

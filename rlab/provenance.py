@@ -29,7 +29,9 @@ among them), so that a run's own outputs never change the code version of the ev
 def _local_changes_hash() -> str:
     """Hash of `git diff HEAD` plus the names and contents of untracked, not ignored files (code paths only)."""
     digest = hashlib.sha256(_git("diff", "HEAD", "--binary", *CODE_PATHS))
-    for name in sorted(_git("ls-files", "--others", "--exclude-standard", "-z", *CODE_PATHS).decode().split("\0")):
+    for name in sorted(
+        _git("ls-files", "--others", "--exclude-standard", "-z", *CODE_PATHS).decode().split("\0")
+    ):
         path = REPO_ROOT / name
         if name and path.is_file():
             digest.update(name.encode() + b"\0" + path.read_bytes())
@@ -43,7 +45,9 @@ def code_version() -> CodeVersion:
         return CodeVersion(package=__version__)
     try:
         sha = _git("rev-parse", "HEAD").decode().strip()
-        dirty = bool(_git("status", "--porcelain", *CODE_PATHS).strip())  # untracked (not ignored) files count
+        dirty = bool(
+            _git("status", "--porcelain", *CODE_PATHS).strip()
+        )  # untracked (not ignored) files count
         diff_hash = _local_changes_hash() if dirty else None
     except (OSError, subprocess.SubprocessError):
         return CodeVersion(package=__version__)

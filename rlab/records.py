@@ -183,6 +183,8 @@ class BpbLengthMetric(Record):
     lengths: list[LengthRow]
     skipped: list[Skipped] = Field(default_factory=list)
     long_docs: LongDocsSummary | None = None
+
+
 class CoreTask(Record):
     accuracy: float
     centered: float
@@ -406,22 +408,29 @@ def read_eval_doc(path: Path) -> EvalDoc:
     except FileNotFoundError:
         raise ContractError(f"No eval.json at {path}.", "Run `rlab eval --tag TAG` first.") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ContractError(f"{path} is not readable JSON ({type(exc).__name__}).",
-                            "Re-run `rlab eval` for this tag.") from None
+        raise ContractError(
+            f"{path} is not readable JSON ({type(exc).__name__}).", "Re-run `rlab eval` for this tag."
+        ) from None
     if isinstance(data, dict) and data.get("schema") != EVAL_SCHEMA:
-        raise ContractError(f"{path} has schema {data.get('schema')!r}, this rlab reads {EVAL_SCHEMA!r}.",
-                            "Re-run `rlab eval` for this tag with this version of rlab.")
+        raise ContractError(
+            f"{path} has schema {data.get('schema')!r}, this rlab reads {EVAL_SCHEMA!r}.",
+            "Re-run `rlab eval` for this tag with this version of rlab.",
+        )
     try:
         return EvalDoc.model_validate(data)
     except ValidationError as exc:
-        raise ContractError(f"{path} does not match the eval.json contract: {_first_error(exc)}.",
-                            "Re-run `rlab eval` for this tag.") from None
+        raise ContractError(
+            f"{path} does not match the eval.json contract: {_first_error(exc)}.",
+            "Re-run `rlab eval` for this tag.",
+        ) from None
 
 
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"])
-    return f"{where}: {err['msg']}" + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+    return f"{where}: {err['msg']}" + (
+        f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    )
 
 
 # ----------------------------------------------------------------------------- settings and hashes
@@ -431,7 +440,15 @@ _LENGTHS = ("lengths", "target_len", "extra_lengths")
 _ROPE_EVAL = ("dynamic_ntk", "dynamic_ntk_len")
 SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "bpb": ("bpb_tokens", "seed"),
-    "bpb_length": (*_LENGTHS, "length_tokens", "length_block", "ppl_protocol", "ppl_stride", "ppl_docs", *_ROPE_EVAL),
+    "bpb_length": (
+        *_LENGTHS,
+        "length_tokens",
+        "length_block",
+        "ppl_protocol",
+        "ppl_stride",
+        "ppl_docs",
+        *_ROPE_EVAL,
+    ),
     "core": ("core_bundle", "max_per_task", "seed"),
     "passkey": ("passkey_lengths", "passkey_depths", "passkey_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
     "ruler": ("ruler_tasks", "ruler_lengths", "ruler_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
@@ -448,11 +465,16 @@ def short_hash(data: Any) -> str:
     return hashlib.sha256(raw).hexdigest()[:12]
 
 
-def section_settings(section: str, settings: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def section_settings(
+    section: str, settings: dict[str, Any], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The settings `section` depends on, plus facts of the run that change what it measures (`extra`)."""
     keys = SECTION_SETTINGS.get(section)
-    picked = ({k: settings.get(k) for k in keys} if keys is not None
-              else {k: v for k, v in settings.items() if k not in _NEVER_RELEVANT})
+    picked = (
+        {k: settings.get(k) for k in keys}
+        if keys is not None
+        else {k: v for k, v in settings.items() if k not in _NEVER_RELEVANT}
+    )
     return {**picked, **(extra or {})}
 
 
@@ -497,8 +519,15 @@ class CoreExample(Record):
 class CopyRow(Record):
     """One copy-by-distance record at one window (rlab.evals.copy_distance): the report's resampling unit."""
 
-    columns: ClassVar[tuple[str, ...]] = ("window", "distance", "record", "control_nats", "copy_nats", "copy_acc",
-                                          "tokens")
+    columns: ClassVar[tuple[str, ...]] = (
+        "window",
+        "distance",
+        "record",
+        "control_nats",
+        "copy_nats",
+        "copy_acc",
+        "tokens",
+    )
     window: int
     distance: int
     record: int
@@ -554,14 +583,17 @@ def read_rows(path: Path, cls: type[R], columns: Sequence[str] | None = None) ->
         raise ContractError(f"Cannot read {path} ({type(exc).__name__}).") from None
     reader = csv.DictReader(io.StringIO(text))
     if tuple(reader.fieldnames or ()) != columns:
-        raise ContractError(f"{path} has columns {', '.join(reader.fieldnames or [])}; expected {', '.join(columns)}.",
-                            "Re-run `rlab eval` for this tag.")
+        raise ContractError(
+            f"{path} has columns {', '.join(reader.fieldnames or [])}; expected {', '.join(columns)}.",
+            "Re-run `rlab eval` for this tag.",
+        )
     records = [{k: (None if v == "" else v) for k, v in r.items() if k in cls.model_fields} for r in reader]
     try:
         return TypeAdapter(list[cls]).validate_python(records)
     except ValidationError as exc:
-        raise ContractError(f"{path} does not match its contract: {_first_error(exc)}.",
-                            "Re-run `rlab eval` for this tag.") from None
+        raise ContractError(
+            f"{path} does not match its contract: {_first_error(exc)}.", "Re-run `rlab eval` for this tag."
+        ) from None
 
 
 # ----------------------------------------------------------------------------- metrics.jsonl
@@ -681,7 +713,8 @@ class ResultsRow(Record):
 
 
 PROVENANCE_COLUMNS: tuple[str, ...] = tuple(
-    n for n in ResultsRow.model_fields if n not in ("experiment", "tag", "variant"))
+    n for n in ResultsRow.model_fields if n not in ("experiment", "tag", "variant")
+)
 
 
 def provenance(doc: EvalDoc) -> dict[str, Any]:
@@ -689,8 +722,12 @@ def provenance(doc: EvalDoc) -> dict[str, Any]:
     runs = [doc.measured[k] for k in sorted(doc.measured)]
     ck = doc.checkpoint
     return {
-        "step": ck.step, "train_seq_len": doc.train_seq_len, "tokens_trained": ck.tokens_trained,
-        "skipped_steps": ck.skipped_steps, "data_start": ck.data_start, "seed": ck.seed,
+        "step": ck.step,
+        "train_seq_len": doc.train_seq_len,
+        "tokens_trained": ck.tokens_trained,
+        "skipped_steps": ck.skipped_steps,
+        "data_start": ck.data_start,
+        "seed": ck.seed,
         "dtype": ";".join(sorted({r.dtype for r in runs})) or None,
         "world_size": ";".join(str(w) for w in sorted({r.world_size for r in runs})) or None,
         "code_version": ";".join(sorted({r.code_version.label for r in runs})) or None,

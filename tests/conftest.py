@@ -55,6 +55,7 @@ def _restore_torch_state():
 # `make_english_docs(n, seed)` is the generator, exposed for tests that need their own text.
 # ======================================================================================
 
+
 def default_sigint() -> None:
     """preexec_fn for a child a test will Ctrl-C: a shell's background job (`cmd &` without job control)
     starts with SIGINT ignored, and an ignored signal stays ignored across exec (Python then never installs
@@ -68,17 +69,19 @@ TINY_VOCAB_SIZE = 512
 
 _WORDS = {
     "adj": "old quiet bright narrow ancient silver heavy gentle distant green broken royal honest simple "
-           "strange early final golden public certain".split(),
+    "strange early final golden public certain".split(),
     "noun": "king river city letter garden soldier nation winter market harbour council kingdom forest "
-            "merchant bridge question people island evening treaty law congress tower ship friend".split(),
+    "merchant bridge question people island evening treaty law congress tower ship friend".split(),
     "verb": "found watched crossed defended remembered carried answered followed opened built praised "
-            "promised measured guarded visited".split(),
+    "promised measured guarded visited".split(),
     "prep": "across beyond beneath within near against toward behind".split(),
     "adv": "slowly plainly often never always gladly surely nearly".split(),
 }
 
 
-def make_english_docs(n_docs: int, seed: int = 0, min_sentences: int = 15, max_sentences: int = 40) -> list[str]:
+def make_english_docs(
+    n_docs: int, seed: int = 0, min_sentences: int = 15, max_sentences: int = 40
+) -> list[str]:
     """`n_docs` deterministic English-like documents (paragraphs of simple sentences, digits, punctuation)."""
     import random
 
@@ -95,11 +98,11 @@ def make_english_docs(n_docs: int, seed: int = 0, min_sentences: int = 15, max_s
             elif form == 1:
                 s = f"In {rng.randint(1600, 2025)}, a {w['noun']} {w['adv']} {w['verb']} {rng.randint(2, 99)} {n2}s."
             elif form == 2:
-                s = f"\"Who {w['verb']} my {w['noun']}?\" asked the {w['adj']} {n2}; nobody {w['adv']} answered."
+                s = f'"Who {w["verb"]} my {w["noun"]}?" asked the {w["adj"]} {n2}; nobody {w["adv"]} answered.'
             else:
                 s = f"Our {w['noun']}, {w['adj']} and {rng.choice(_WORDS['adj'])}, {w['verb']} {w['prep']} the {n2}."
             sentences.append(s)
-        paragraphs = [" ".join(sentences[i:i + 5]) for i in range(0, len(sentences), 5)]
+        paragraphs = [" ".join(sentences[i : i + 5]) for i in range(0, len(sentences), 5)]
         docs.append("\n\n".join(paragraphs))
     return docs
 
@@ -123,7 +126,8 @@ def tiny_base_dir(tmp_path_factory) -> Path:
     for i, text in enumerate(make_english_docs(3, seed=2, min_sentences=260, max_sentences=280)):
         (corpus / f"long_{i}.txt").write_text(text, encoding="utf-8")
     base = root / "base"
-    options = PrepareOptions(seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3, shard_chars=60_000,
-                             row_groups=3)
+    options = PrepareOptions(
+        seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3, shard_chars=60_000, row_groups=3
+    )
     prepare_data(base, corpus=[corpus], vocab_size=TINY_VOCAB_SIZE, options=options)
     return base

@@ -24,10 +24,14 @@ def test_the_shipped_specs_are_there():
 def test_spec_validates_and_plans(path, tmp_path):
     spec = load_spec(path, base_dir=tmp_path / "base", results_dir=tmp_path / "results")
     runs = plan_continue(spec)
-    assert [r.tag for r in runs if not r.tag.endswith("-zeroshot")] == [spec.tag_for(v) for v in spec.variants]
+    assert [r.tag for r in runs if not r.tag.endswith("-zeroshot")] == [
+        spec.tag_for(v) for v in spec.variants
+    ]
     assert all(r.tag.startswith(f"{spec.base.tag}-") for r in runs)
     zero_shot = [r.tag for r in runs if r.tag.endswith("-zeroshot")]
-    assert zero_shot == ([f"{spec.tag_for(v)}-zeroshot" for v in spec.variants] if spec.train.zero_shot else [])
+    assert zero_shot == (
+        [f"{spec.tag_for(v)}-zeroshot" for v in spec.variants] if spec.train.zero_shot else []
+    )
     if spec.pretrain is not None:
         assert plan_pretrain(spec).train.seq_len < spec.train.seq_len  # the variants extend the context
 
@@ -46,7 +50,9 @@ def test_demo_is_4x_on_two_cpu_processes(tmp_path):
     assert spec.pretrain is not None and spec.pretrain.train.seq_len == 256 and spec.train.seq_len == 1024
     assert spec.launch.nproc_per_node == 2 and spec.base_step == spec.pretrain.train.steps
     assert {"rope", "pi", "ntk", "dynamic-ntk", "yarn"} == set(spec.variants)
-    assert spec.train.zero_shot and "copy_distance" in spec.eval.evals  # the classic picture: zero-shot vs continued
+    assert (
+        spec.train.zero_shot and "copy_distance" in spec.eval.evals
+    )  # the classic picture: zero-shot vs continued
 
 
 def _leaf_paths(data, prefix=""):

@@ -10,6 +10,7 @@ from rlab import provenance
 def _repo(tmp_path):
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
     git("init", "-q")
     (tmp_path / "code.py").write_text("x = 1\n")
     (tmp_path / "results").mkdir()

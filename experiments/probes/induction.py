@@ -58,10 +58,10 @@ def copy_windows(length: int, batch: int, alphabet: int, gen: torch.Generator, f
             dist = int(math.exp(rng.uniform(math.log(span + 1), math.log(top)))) if top > span + 1 else span
             dist = max(span, min(dist, top))
             start = rng.randint(1, length + 1 - span - dist)
-        rows[i, start + dist:start + dist + span] = rows[i, start:start + span]
+        rows[i, start + dist : start + dist + span] = rows[i, start : start + span]
         # targets t predict token t+1: the copy's tokens after its first
-        first[i, start:start + span - 1] = True
-        repeat[i, start + dist:start + dist + span - 1] = True
+        first[i, start : start + span - 1] = True
+        repeat[i, start + dist : start + dist + span - 1] = True
     return rows, first, repeat
 
 
@@ -80,7 +80,9 @@ def copy_gain(model: GPT, alphabet: int, fixed: bool = False) -> dict[int, float
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phases", default="32:400,64:200,128:200,256:200", help="LENGTH:STEPS,... trained in order")
+    ap.add_argument(
+        "--phases", default="32:400,64:200,128:200,256:200", help="LENGTH:STEPS,... trained in order"
+    )
     ap.add_argument("--architecture", default="nanochat-2025", choices=["nanochat-2025", "nanochat-2026"])
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--width", type=int, default=128)
@@ -88,12 +90,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--fixed-distance", action="store_true", help="train and score with the passage half a window back")
+    ap.add_argument(
+        "--fixed-distance", action="store_true", help="train and score with the passage half a window back"
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    config = GPTConfig(sequence_len=256, vocab_size=VOCAB, n_layer=args.layers, n_head=1, n_kv_head=1,
-                       n_embd=args.width, architecture=args.architecture)
+    config = GPTConfig(
+        sequence_len=256,
+        vocab_size=VOCAB,
+        n_layer=args.layers,
+        n_head=1,
+        n_kv_head=1,
+        n_embd=args.width,
+        architecture=args.architecture,
+    )
     model = GPT(config)
     model.init_weights()
     optimizers = build_optimizers(model, LRSpec(), args.width)  # nanochat's LRs, as `rlab pretrain` uses
@@ -110,8 +121,13 @@ def main(argv: list[str] | None = None) -> None:
             for opt in optimizers:
                 opt.step()
             model.zero_grad(set_to_none=True)
-        report = {"trained_at": length, "step": step, "seconds": round(time.time() - started),
-                  "train_loss": round(loss.item(), 2), "copy_gain_by_window": copy_gain(model, args.alphabet, args.fixed_distance)}
+        report = {
+            "trained_at": length,
+            "step": step,
+            "seconds": round(time.time() - started),
+            "train_loss": round(loss.item(), 2),
+            "copy_gain_by_window": copy_gain(model, args.alphabet, args.fixed_distance),
+        }
         sys.stdout.write(json.dumps(report) + "\n")
         sys.stdout.flush()
 

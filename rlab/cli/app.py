@@ -68,7 +68,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     """Controlled context-extension (RoPE scaling) experiments on nanochat-style GPT models.
 
@@ -134,8 +136,11 @@ def _tidy_help(param) -> None:
     if (low is not None or high is not None) and param.metavar is None and not getattr(param, "count", False):
         bare = param.bare_type() if hasattr(param, "bare_type") else ""
         param.metavar = "N" if "int" in bare else "X"
-        bounds = " to ".join(str(b) for b in (low, high) if b is not None) if low is not None and high is not None \
+        bounds = (
+            " to ".join(str(b) for b in (low, high) if b is not None)
+            if low is not None and high is not None
             else (f">= {low}" if low is not None else f"<= {high}")
+        )
         param.help = f"{param.help or ''} (range: {bounds})".strip()
 
 
@@ -151,7 +156,9 @@ def main() -> None:
         code = click_command()(standalone_mode=False, prog_name="rlab")  # click's errors come back here
         sys.exit(code if isinstance(code, int) else 0)
     except typer.TyperException as exc:  # a usage error: bad flag, missing value, choice not in the list
-        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `rlab` / `rlab data`: the help, as click shows it
+        if (
+            type(exc).__name__ == "NoArgsIsHelpError"
+        ):  # bare `rlab` / `rlab data`: the help, as click shows it
             rich_help(exc)
         else:
             render_usage_error(exc)

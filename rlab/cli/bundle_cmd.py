@@ -41,7 +41,9 @@ def _render(directory: Path) -> None:
 
 @app.command("check")
 def check(
-    directory: Annotated[Optional[Path], typer.Argument(help="Bundle folder (default: <base>/eval_bundle).")] = None,
+    directory: Annotated[
+        Optional[Path], typer.Argument(help="Bundle folder (default: <base>/eval_bundle).")
+    ] = None,
     base_dir: BaseDirOpt = None,
 ) -> None:
     """Report which task files are present, missing, or differ from nanochat's bundle."""

@@ -35,25 +35,47 @@ def _layout(target: str, results_dir: Path | None):
 
 
 def compare(
-    experiments: list[str] = typer.Argument(..., metavar="EXPERIMENT", show_default=False,
-                                            help="Two or more experiment names (folders under the results dir) or "
-                                            "spec files. The first is the reference."),
+    experiments: list[str] = typer.Argument(
+        ...,
+        metavar="EXPERIMENT",
+        show_default=False,
+        help="Two or more experiment names (folders under the results dir) or "
+        "spec files. The first is the reference.",
+    ),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="Compare every arm with this one (EXPERIMENT/ARM, or an arm name: the first "
+        None,
+        "--baseline",
+        help="Compare every arm with this one (EXPERIMENT/ARM, or an arm name: the first "
         "experiment's that has it). Default: each arm with the same arm of the first experiment.",
-        show_default=False),
-    arms: str | None = typer.Option(None, "--arms", help="Only these arms, comma-separated (NAME or "
-                                    "EXPERIMENT/NAME), e.g. yarn.", show_default=False),
-    fmt: CompareFormat = typer.Option(CompareFormat.md, "--format", case_sensitive=False,
-                                      help="md: comparison.md + plot; html: also comparison.html."),
+        show_default=False,
+    ),
+    arms: str | None = typer.Option(
+        None,
+        "--arms",
+        help="Only these arms, comma-separated (NAME or EXPERIMENT/NAME), e.g. yarn.",
+        show_default=False,
+    ),
+    fmt: CompareFormat = typer.Option(
+        CompareFormat.md,
+        "--format",
+        case_sensitive=False,
+        help="md: comparison.md + plot; html: also comparison.html.",
+    ),
     results_dir: Path | None = typer.Option(
-        None, "--results-dir", help="Results root holding the named experiments (default: $RLAB_RESULTS_DIR or "
-        "./results); spec files use their own.", file_okay=False),
+        None,
+        "--results-dir",
+        help="Results root holding the named experiments (default: $RLAB_RESULTS_DIR or "
+        "./results); spec files use their own.",
+        file_okay=False,
+    ),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed.", rich_help_panel="Statistics"),
-    n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.",
-                               rich_help_panel="Statistics"),
+    n_boot: int = typer.Option(
+        4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.", rich_help_panel="Statistics"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
-    as_json: bool = typer.Option(False, "--json", help="Print what was written and every table as JSON (stdout)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print what was written and every table as JSON (stdout)."
+    ),
 ) -> None:
     """Compare two or more experiments: paired differences where they were evaluated alike, one report."""
     from rlab.cli.console import out
@@ -85,12 +107,28 @@ def _json(report) -> str:
     import json
 
     comp = report.comparison
-    tables = [{"title": t.title, "caption": t.caption or None,
-               "rows": json.loads(t.frame.to_json(orient="records", default_handler=str))} for t in report.tables]
+    tables = [
+        {
+            "title": t.title,
+            "caption": t.caption or None,
+            "rows": json.loads(t.frame.to_json(orient="records", default_handler=str)),
+        }
+        for t in report.tables
+    ]
     pairs = json.loads(comp.data.comparisons.to_json(orient="records", default_handler=str))
-    return json.dumps({"experiments": comp.experiments, "pairing": "by arm" if comp.by_arm else "baseline",
-                       "reference": comp.data.baseline, "primary": comp.data.primary.description,
-                       "answer": report.answer, "comparisons": pairs,
-                       "mismatches": [m.sentence() for m in comp.data.mismatches],
-                       "training_differences": comp.training_notes, "notes": list(comp.data.footnotes.items),
-                       "written": [str(p) for p in report.written], "tables": tables}, indent=2)
+    return json.dumps(
+        {
+            "experiments": comp.experiments,
+            "pairing": "by arm" if comp.by_arm else "baseline",
+            "reference": comp.data.baseline,
+            "primary": comp.data.primary.description,
+            "answer": report.answer,
+            "comparisons": pairs,
+            "mismatches": [m.sentence() for m in comp.data.mismatches],
+            "training_differences": comp.training_notes,
+            "notes": list(comp.data.footnotes.items),
+            "written": [str(p) for p in report.written],
+            "tables": tables,
+        },
+        indent=2,
+    )

@@ -53,29 +53,63 @@ LOG_TAIL_LINES = 15
 
 def continue_training(
     spec_path: SpecOpt = None,
-    from_step: Annotated[Optional[int], typer.Option("--from-step", metavar="N", callback=at_least(0),
-                                                     help="Base checkpoint step (spec: base.step).")] = None,
+    from_step: Annotated[
+        Optional[int],
+        typer.Option(
+            "--from-step", metavar="N", callback=at_least(0), help="Base checkpoint step (spec: base.step)."
+        ),
+    ] = None,
     variants: Annotated[
         Optional[str],
-        typer.Option("--variants", "-v", metavar="NAMES",
-                     help="Comma-separated variants, any case, e.g. pi,ntk,yarn (the spec's, or built-in)."),
+        typer.Option(
+            "--variants",
+            "-v",
+            metavar="NAMES",
+            help="Comma-separated variants, any case, e.g. pi,ntk,yarn (the spec's, or built-in).",
+        ),
     ] = None,
     experiment: ExperimentOpt = None,
     base_tag: BaseTagOpt = None,
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
     steps: StepsOpt = None,
-    seq_len: Annotated[Optional[int], typer.Option("--seq-len", metavar="N", callback=at_least(1),
-                                                   help="New training length (train.seq_len). (default: --target-len)")]
-    = None,
+    seq_len: Annotated[
+        Optional[int],
+        typer.Option(
+            "--seq-len",
+            metavar="N",
+            callback=at_least(1),
+            help="New training length (train.seq_len). (default: --target-len)",
+        ),
+    ] = None,
     target_len: Annotated[
         Optional[int],
-        typer.Option("--target-len", metavar="N", callback=at_least(1), help="Target context (spec: target_len; default 4 x the base's length)."),
+        typer.Option(
+            "--target-len",
+            metavar="N",
+            callback=at_least(1),
+            help="Target context (spec: target_len; default 4 x the base's length).",
+        ),
     ] = None,
-    seeds: Annotated[Optional[int], typer.Option(
-        "--seeds", metavar="N", callback=at_least(1), rich_help_panel="Arms", help="Training replicates per variant, each with its own data order (train.seeds).")] = None,
-    zero_shot: Annotated[Optional[bool], typer.Option(
-        "--zero-shot/--no-zero-shot", metavar="", rich_help_panel="Arms", help="Also make each variant's training-free arm (train.zero_shot).")] = None,
+    seeds: Annotated[
+        Optional[int],
+        typer.Option(
+            "--seeds",
+            metavar="N",
+            callback=at_least(1),
+            rich_help_panel="Arms",
+            help="Training replicates per variant, each with its own data order (train.seeds).",
+        ),
+    ] = None,
+    zero_shot: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--zero-shot/--no-zero-shot",
+            metavar="",
+            rich_help_panel="Arms",
+            help="Also make each variant's training-free arm (train.zero_shot).",
+        ),
+    ] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     gpus_per_variant: GpusPerVariantOpt = None,
@@ -84,8 +118,9 @@ def continue_training(
     rdzv_endpoint: RdzvEndpointOpt = None,
     launcher: LauncherOpt = None,
     dry_run: DryRunOpt = False,
-    json_out: Annotated[bool, typer.Option("--json", metavar="", help="With --dry-run: the resolved plan as JSON on stdout.")]
-    = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", metavar="", help="With --dry-run: the resolved plan as JSON on stdout.")
+    ] = False,
     resume: ResumeOpt = False,
     force: ForceOpt = False,
 ) -> None:
@@ -96,16 +131,34 @@ def continue_training(
     from rlab.orchestrate.prepare import build_jobs, tag_plans
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(spec_path, name=experiment, from_step=from_step, variants=variants, base_tag=base_tag, base_dir=base_dir,
-                     results_dir=results_dir, steps=steps, seeds=seeds, zero_shot=zero_shot, seq_len=seq_len,
-                     target_len=target_len, nproc=nproc, max_restarts=max_restarts,
-                     gpus_per_variant=gpus_per_variant, nnodes=nnodes, node_rank=node_rank,
-                     rdzv_endpoint=rdzv_endpoint, launcher=launcher)
+    spec = load_spec(
+        spec_path,
+        name=experiment,
+        from_step=from_step,
+        variants=variants,
+        base_tag=base_tag,
+        base_dir=base_dir,
+        results_dir=results_dir,
+        steps=steps,
+        seeds=seeds,
+        zero_shot=zero_shot,
+        seq_len=seq_len,
+        target_len=target_len,
+        nproc=nproc,
+        max_restarts=max_restarts,
+        gpus_per_variant=gpus_per_variant,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        rdzv_endpoint=rdzv_endpoint,
+        launcher=launcher,
+    )
     spec = with_default_nproc(spec, visible_gpus())
     pf = preflight_continue(spec, resume=resume, force=force)
     spec, runs = pf.spec, pf.runs
     if json_out and not dry_run:
-        raise typer.BadParameter("--json goes with --dry-run (the plan as JSON; nothing runs).", param_hint="--json")
+        raise typer.BadParameter(
+            "--json goes with --dry-run (the plan as JSON; nothing runs).", param_hint="--json"
+        )
     if dry_run:
         trained = [run for run in runs if run.train.steps > 0]  # training-free arms are a clone, not a job
         jobs = build_jobs(spec, trained)
@@ -125,8 +178,11 @@ def continue_training(
     if not pf.ok:
         raise pf.error()
     if pf.base is not None:
-        err.print(f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
-                  f"train data {_data_start_text(runs)}", highlight=False)
+        err.print(
+            f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
+            f"train data {_data_start_text(runs)}",
+            highlight=False,
+        )
     plans = tag_plans(spec, runs, resume=resume, force=force)
     execute(spec, plans, rerun=lambda names: rerun_command(spec, names))
 
@@ -181,18 +237,28 @@ def _prepare(spec: ExperimentSpec, plans: list[TagPlan]) -> list[RunConfig]:
     runs = apply_tag_plans(spec, plans)
     for plan, run in zip(plans, runs):
         verb = {"clone": "cloned from", "replace": "re-cloned from", "resume": "resuming"}[plan.action]
-        source = f" {run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage and verb != "resuming" else ""
+        source = (
+            f" {run.lineage.parent_tag}@{run.lineage.parent_step}"
+            if run.lineage and verb != "resuming"
+            else ""
+        )
         if run.lineage is None:  # a from-scratch run (`rlab pretrain`): nothing is cloned
-            verb, source = {"clone": "new", "replace": "replaced, training from scratch", "resume": "resuming"}[
-                plan.action
-            ], ""
+            verb, source = (
+                {"clone": "new", "replace": "replaced, training from scratch", "resume": "resuming"}[
+                    plan.action
+                ],
+                "",
+            )
         out.print(f"{run.tag}: {verb}{source}", highlight=False)
     save_resolved_specs(spec, runs)
     write_run_configs(spec, runs)
     for run in runs:
         if run.train.steps == 0:
-            out.print(f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base at {run.train.seq_len} "
-                      "tokens, nothing trained; no job)", highlight=False)
+            out.print(
+                f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base at {run.train.seq_len} "
+                "tokens, nothing trained; no job)",
+                highlight=False,
+            )
     return [run for run in runs if run.train.steps > 0]
 
 
@@ -206,9 +272,13 @@ def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun, keep_f
     from rlab.orchestrate.watch import MetricsTail, progress_table
 
     tails = {job.tag: MetricsTail(job.metrics) for job in jobs}
-    where = "concurrently on " + ", ".join(",".join(s) for s in slots if s) if len(slots) > 1 else "one at a time"
-    out.print(f"Launching {len(jobs)} job(s) {where}; logs in {experiment_layout(spec).root / 'runs'}/<tag>/train.log",
-              highlight=False)
+    where = (
+        "concurrently on " + ", ".join(",".join(s) for s in slots if s) if len(slots) > 1 else "one at a time"
+    )
+    out.print(
+        f"Launching {len(jobs)} job(s) {where}; logs in {experiment_layout(spec).root / 'runs'}/<tag>/train.log",
+        highlight=False,
+    )
     previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
     states: list[JobState] = []
     try:
@@ -231,8 +301,12 @@ def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun, keep_f
         signal.signal(signal.SIGTERM, previous)
     out.line()
     _summary(states, rerun)
-    out.print(f"next: rlab eval --spec {experiment_layout(spec).resolved_spec} --all", highlight=False, markup=False,
-              soft_wrap=True)
+    out.print(
+        f"next: rlab eval --spec {experiment_layout(spec).resolved_spec} --all",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
     return states
 
 
@@ -251,8 +325,14 @@ def _summary(states: list[JobState], rerun) -> None:
         table.add_column(column)
     for s in states:
         seconds = s.seconds
-        table.add_row(s.job.variant, s.job.tag, s.state, "-" if s.returncode is None else str(s.returncode),
-                      "-" if seconds is None else time.strftime("%H:%M:%S", time.gmtime(seconds)), str(s.job.log))
+        table.add_row(
+            s.job.variant,
+            s.job.tag,
+            s.state,
+            "-" if s.returncode is None else str(s.returncode),
+            "-" if seconds is None else time.strftime("%H:%M:%S", time.gmtime(seconds)),
+            str(s.job.log),
+        )
     out.print(table)
     failed = [s for s in states if s.state != "done"]
     for s in failed:
@@ -291,8 +371,9 @@ def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
     return f"rlab continue --spec {path} --variants {','.join(variants)} --resume{flags}"
 
 
-def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str,
-                base: BaseInfo | None = None) -> None:
+def render_plan(
+    spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str, base: BaseInfo | None = None
+) -> None:
     """The plan as a table (RoPE with its L0 and factor, seq_len, steps per tag), then each job's exact command.
 
     What every tag shares (source checkpoint, world size) is one line above the table, so the table fits
@@ -305,16 +386,23 @@ def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], ti
     from rlab.orchestrate.plan import experiment_layout
 
     launch = spec.launch
-    sources = sorted({f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs})
-    out.print(f"[bold]{title}[/]: from {', '.join(sources) or '-'}, world {launch.nnodes}x{launch.procs_per_job} "
-              f"per job", highlight=False)
+    sources = sorted(
+        {f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs}
+    )
+    out.print(
+        f"[bold]{title}[/]: from {', '.join(sources) or '-'}, world {launch.nnodes}x{launch.procs_per_job} "
+        f"per job",
+        highlight=False,
+    )
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("tag", no_wrap=True)
     table.add_column("rope", overflow="fold")
     for column in ("seq", "steps", "tok/step"):
         table.add_column(column, justify="right", no_wrap=True)
     for run in runs:
-        batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
+        batch = (
+            run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
+        )
         l0 = run.rope.original_len or (base.sequence_len if base else None)
         rope = run.rope.with_original_len(l0) if l0 else run.rope
         seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
@@ -324,8 +412,11 @@ def render_plan(spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], ti
     out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)
     if base is not None:
         start = runs[0].data_start if runs else None
-        out.print(f"base {base.tag}@{base.step}: L0={base.sequence_len}; target_len {spec.target_len}; train data "
-                  f"{start.describe() if start else 'from the beginning'}", highlight=False)
+        out.print(
+            f"base {base.tag}@{base.step}: L0={base.sequence_len}; target_len {spec.target_len}; train data "
+            f"{start.describe() if start else 'from the beginning'}",
+            highlight=False,
+        )
     if launch.launcher == "slurm":
         out.print("launcher: slurm (one sbatch script per variant; torchrun inside srun)", highlight=False)
     out.print("Commands:", highlight=False)
@@ -350,14 +441,23 @@ def submit_slurm(spec: ExperimentSpec, runs: list[RunConfig], *, submit: bool = 
         torchrun = spec.launch.torchrun  # resolved on the compute node
     scripts = []
     for index, run in enumerate(runs):
-        text = sbatch_script(tag=run.tag, config_path=layout.run_config(run.tag), log_path=layout.train_log(run.tag),
-                             launch=spec.launch, index=index, torchrun=torchrun, workdir=Path(os.getcwd()))
+        text = sbatch_script(
+            tag=run.tag,
+            config_path=layout.run_config(run.tag),
+            log_path=layout.train_log(run.tag),
+            launch=spec.launch,
+            index=index,
+            torchrun=torchrun,
+            workdir=Path(os.getcwd()),
+        )
         path = write_script(layout.sbatch_script(run.tag), text)
         scripts.append(path)
         if submit:
             job_id = sbatch(path)
-            out.print(f"{run.tag}: submitted SLURM job {job_id} ({path}); log: {layout.train_log(run.tag)}",
-                      highlight=False)
+            out.print(
+                f"{run.tag}: submitted SLURM job {job_id} ({path}); log: {layout.train_log(run.tag)}",
+                highlight=False,
+            )
         else:
             out.print(f"{run.tag}: wrote {path}", highlight=False)
     return scripts

@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 
 
-def bundle_dir(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Path | None,
-               results_dir: Path | None) -> Path:
+def bundle_dir(
+    spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Path | None, results_dir: Path | None
+) -> Path:
     """The bundle `rlab eval` would use: --eval-bundle, else the spec's eval.core_bundle, else <base_dir>/eval_bundle."""
     if eval_bundle is not None:
         return eval_bundle
@@ -20,8 +21,14 @@ def bundle_dir(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Pa
     return spec.eval.core_bundle or base_layout(spec).eval_bundle_dir
 
 
-def print_tasks(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Path | None, results_dir: Path | None,
-                as_json: bool) -> None:
+def print_tasks(
+    spec_path: Path | None,
+    eval_bundle: Path | None,
+    *,
+    base_dir: Path | None,
+    results_dir: Path | None,
+    as_json: bool,
+) -> None:
     """One row per task of the bundle's core.yaml: label, type, few-shot, random baseline, data file present."""
     from rich.table import Table
 
@@ -31,8 +38,16 @@ def print_tasks(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: P
     with quiet_bundle_warnings():
         bundle = load_bundle(bundle_dir(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir))
     by_label = {t.label: (t, t not in bundle.missing) for t in bundle.tasks + bundle.missing}
-    rows = [{"task": label, "type": by_label[label][0].task_type, "fewshot": by_label[label][0].num_fewshot,
-             "baseline_pct": by_label[label][0].baseline, "present": by_label[label][1]} for label in bundle.labels]
+    rows = [
+        {
+            "task": label,
+            "type": by_label[label][0].task_type,
+            "fewshot": by_label[label][0].num_fewshot,
+            "baseline_pct": by_label[label][0].baseline,
+            "present": by_label[label][1],
+        }
+        for label in bundle.labels
+    ]
     if as_json:
         typer.echo(json.dumps({"bundle": str(bundle.root), "tasks": rows}, indent=2))
         return
@@ -40,8 +55,12 @@ def print_tasks(spec_path: Path | None, eval_bundle: Path | None, *, base_dir: P
     for column in ("task", "type", "shots", "random %", "data"):
         table.add_column(column, no_wrap=column == "task")
     for r in rows:
-        table.add_row(r["task"], r["type"], str(r["fewshot"]), f"{r['baseline_pct']:g}",
-                      "ok" if r["present"] else "[red]missing[/]")
+        table.add_row(
+            r["task"],
+            r["type"],
+            str(r["fewshot"]),
+            f"{r['baseline_pct']:g}",
+            "ok" if r["present"] else "[red]missing[/]",
+        )
     out.print(table)
     out.print("Pick some with --tasks, e.g. --tasks hellaswag,arc_* (globs work).", highlight=False)
-

@@ -18,25 +18,42 @@ from rlab.errors import LaunchError, SpecError
 
 def run_demo(
     base_dir: Annotated[
-        Path, typer.Option("--base-dir", file_okay=False, help="The demo's own data/checkpoint dir (replaced tags live here).")
+        Path,
+        typer.Option(
+            "--base-dir",
+            file_okay=False,
+            help="The demo's own data/checkpoint dir (replaced tags live here).",
+        ),
     ] = Path(".cache/demo"),
-    results_dir: Annotated[Path, typer.Option("--results-dir", file_okay=False, help="Results root.")] = Path("results"),
+    results_dir: Annotated[Path, typer.Option("--results-dir", file_okay=False, help="Results root.")] = Path(
+        "results"
+    ),
     spec: Annotated[
-        Optional[Path], typer.Option("--spec", dir_okay=False, help="Demo spec; default experiments/demo.yaml.")
+        Optional[Path],
+        typer.Option("--spec", dir_okay=False, help="Demo spec; default experiments/demo.yaml."),
     ] = None,
     eval_bundle: Annotated[
         Optional[Path],
-        typer.Option("--eval-bundle", file_okay=False, help="CORE bundle; default <base-dir>/eval_bundle or ../shared."),
+        typer.Option(
+            "--eval-bundle", file_okay=False, help="CORE bundle; default <base-dir>/eval_bundle or ../shared."
+        ),
     ] = None,
     corpus: Annotated[
         Optional[list[str]],
-        typer.Option("--corpus", help="Text to train on instead of the embedded default (folders/files; repeatable)."),
+        typer.Option(
+            "--corpus", help="Text to train on instead of the embedded default (folders/files; repeatable)."
+        ),
     ] = None,
-    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=265, help="Tokenizer vocabulary.")] = None,
+    vocab_size: Annotated[
+        Optional[int], typer.Option("--vocab-size", min=265, help="Tokenizer vocabulary.")
+    ] = None,
     no_check: Annotated[
         bool,
-        typer.Option("--no-check", help="Continue past the go/no-go check even if the base does not use context "
-                                        "(a smoke test of the pipeline; its comparisons then show nothing)."),
+        typer.Option(
+            "--no-check",
+            help="Continue past the go/no-go check even if the base does not use context "
+            "(a smoke test of the pipeline; its comparisons then show nothing).",
+        ),
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the commands; run nothing.")] = False,
 ) -> None:
@@ -53,7 +70,9 @@ def run_demo(
         raise SpecError(f"Demo spec not found: {spec}", "Run from the repository root or pass --spec.")
     bundle = find_eval_bundle(base_dir, eval_bundle)
     if bundle is None:
-        err.print("[yellow]No CORE eval bundle found: CORE is skipped[/] (get one with `rlab bundle download`).")
+        err.print(
+            "[yellow]No CORE eval bundle found: CORE is skipped[/] (get one with `rlab bundle download`)."
+        )
     stages = demo_stages(
         spec=spec,
         base_dir=base_dir.resolve(),
@@ -65,7 +84,11 @@ def run_demo(
     )
     timings: list[tuple[str, float]] = []
     for stage in stages:
-        command = shlex.join(stage.argv) if stage.argv else "(in-process) copy loss of the base within its training length"
+        command = (
+            shlex.join(stage.argv)
+            if stage.argv
+            else "(in-process) copy loss of the base within its training length"
+        )
         out.print(f"\n[bold cyan]== {stage.name}[/]  [dim]{command}[/]", highlight=False, soft_wrap=True)
         if dry_run:
             continue
@@ -78,7 +101,9 @@ def run_demo(
         code = subprocess.call(stage.argv)
         timings.append((stage.name, time.perf_counter() - start))
         if code != 0:
-            raise LaunchError(f"Demo stage '{stage.name}' failed (exit {code}).", f"Rerun it alone: {command}")
+            raise LaunchError(
+                f"Demo stage '{stage.name}' failed (exit {code}).", f"Rerun it alone: {command}"
+            )
     if dry_run:
         return
     _report_timings(timings, results_dir / _experiment_name(spec))
@@ -98,16 +123,26 @@ def _go_no_go(base_dir: Path, spec: Path, enforce: bool = True) -> None:
     for col in ("distance", "window", "control", "repeat", "gain [95%]", "copy acc"):
         table.add_column(col, justify="right")
     for r in result.rows:
-        table.add_row(str(r["distance"]), str(r["window"]), f"{r['control_nats']:.2f}", f"{r['copy_nats']:.2f}",
-                      f"{r['gain']:+.2f} [{r['gain_ci_low']:+.2f}, {r['gain_ci_high']:+.2f}]", f"{r['copy_acc']:.0%}")
+        table.add_row(
+            str(r["distance"]),
+            str(r["window"]),
+            f"{r['control_nats']:.2f}",
+            f"{r['copy_nats']:.2f}",
+            f"{r['gain']:+.2f} [{r['gain_ci_low']:+.2f}, {r['gain_ci_high']:+.2f}]",
+            f"{r['copy_acc']:.0%}",
+        )
     out.print(table)
     if not enforce and not result.passed:
-        err.print("[yellow]no-go[/], going on anyway (--no-check): the base does not use context, so the "
-                  "comparisons that follow show nothing.")
+        err.print(
+            "[yellow]no-go[/], going on anyway (--no-check): the base does not use context, so the "
+            "comparisons that follow show nothing."
+        )
         return
     require_pass(result, tag)
-    out.print(f"[green]go[/]: the repeat is predicted {result.at_l0['gain']:.2f} nats/token better than in the "
-              f"control (the passage not seen before) at distance {result.at_l0['distance']} (threshold {MIN_GAIN}).")
+    out.print(
+        f"[green]go[/]: the repeat is predicted {result.at_l0['gain']:.2f} nats/token better than in the "
+        f"control (the passage not seen before) at distance {result.at_l0['distance']} (threshold {MIN_GAIN})."
+    )
 
 
 def _experiment_name(spec: Path) -> str:
@@ -131,7 +166,9 @@ def _report_timings(timings: list[tuple[str, float]], experiment_dir: Path) -> N
     table.add_row("total", f"{total:.1f}", "100%", style="bold")
     out.print(table)
     experiment_dir.mkdir(parents=True, exist_ok=True)
-    lines = ["stage,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings] + [f"total,{total:.1f}"]
+    lines = (
+        ["stage,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings] + [f"total,{total:.1f}"]
+    )
     tmp = experiment_dir / "demo_timings.csv.tmp"
     tmp.write_text("\n".join(lines) + "\n")
     tmp.replace(experiment_dir / "demo_timings.csv")

@@ -42,10 +42,10 @@ if TYPE_CHECKING:
     from rlab.spec.run import EvalRunConfig
 
 
-
 def eval_tag(
-    tag: Annotated[Optional[str], typer.Option("--tag", "-t", metavar="TAG", help="Tag to evaluate (e.g. d20-pi).")]
-    = None,
+    tag: Annotated[
+        Optional[str], typer.Option("--tag", "-t", metavar="TAG", help="Tag to evaluate (e.g. d20-pi).")
+    ] = None,
     all_tags: Annotated[bool, switch("--all", help="Evaluate every variant tag of the experiment.")] = False,
     as_json: JsonOpt = False,
     spec_path: SpecOpt = None,
@@ -53,42 +53,87 @@ def eval_tag(
     base_dir: BaseDirOpt = None,
     base_tag: BaseTagOpt = None,
     results_dir: ResultsDirOpt = None,
-    step: Annotated[Optional[int], typer.Option("--step", metavar="N", callback=at_least(0),
-                                                               help="Checkpoint step. (default: the newest)")]
-    = None,
-    bpb: Annotated[Optional[bool], typer.Option("--bpb/--no-bpb", metavar="", rich_help_panel=EVALS_PANEL,
-                                                           help="Train/val BPB.")] = None,
-    bpb_length: Annotated[Optional[bool], typer.Option(
-        "--bpb-length/--no-bpb-length", metavar="", rich_help_panel=EVALS_PANEL, help="BPB vs length.")]
-    = None,
-    core: Annotated[Optional[bool], typer.Option("--core/--no-core", metavar="", rich_help_panel=EVALS_PANEL,
-                                                            help="DCLM CORE.")] = None,
-    passkey: Annotated[Optional[bool], typer.Option(
-        "--passkey/--no-passkey", metavar="", rich_help_panel=EVALS_PANEL, help="Passkey retrieval.")] = None,
-    ruler: Annotated[Optional[bool], typer.Option(
-        "--ruler/--no-ruler", metavar="", rich_help_panel=EVALS_PANEL, help="RULER-style synthetic tasks.")] = None,
-    lengths: Annotated[
-        Optional[str], typer.Option("--lengths", metavar="N,N,...", rich_help_panel=EVALS_PANEL,
-                     help="Context lengths for BPB-vs-length, e.g. 1024,2048,4096. "
-                          "(default: the spec's eval.lengths, else 0.5x-8x the model's length)")
+    step: Annotated[
+        Optional[int],
+        typer.Option(
+            "--step", metavar="N", callback=at_least(0), help="Checkpoint step. (default: the newest)"
+        ),
     ] = None,
-    max_per_task: Annotated[Optional[int], typer.Option(
-        "--max-per-task", metavar="N", callback=at_least(1), rich_help_panel=EVALS_PANEL,
-        help="CORE examples per task. (default: all)")]
-    = None,
-    tasks: Annotated[Optional[str], typer.Option(
-        "--tasks", metavar="T,T,...", rich_help_panel=EVALS_PANEL,
-        help="CORE tasks, lm-eval style: labels or globs (hellaswag,arc_*); turns --core on. (default: all)")]
-    = None,
-    list_tasks: Annotated[bool, switch("--list-tasks", help="List the CORE tasks of the bundle and exit.",
-                                       panel=EVALS_PANEL)] = False,
+    bpb: Annotated[
+        Optional[bool],
+        typer.Option("--bpb/--no-bpb", metavar="", rich_help_panel=EVALS_PANEL, help="Train/val BPB."),
+    ] = None,
+    bpb_length: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--bpb-length/--no-bpb-length", metavar="", rich_help_panel=EVALS_PANEL, help="BPB vs length."
+        ),
+    ] = None,
+    core: Annotated[
+        Optional[bool],
+        typer.Option("--core/--no-core", metavar="", rich_help_panel=EVALS_PANEL, help="DCLM CORE."),
+    ] = None,
+    passkey: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--passkey/--no-passkey", metavar="", rich_help_panel=EVALS_PANEL, help="Passkey retrieval."
+        ),
+    ] = None,
+    ruler: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--ruler/--no-ruler", metavar="", rich_help_panel=EVALS_PANEL, help="RULER-style synthetic tasks."
+        ),
+    ] = None,
+    lengths: Annotated[
+        Optional[str],
+        typer.Option(
+            "--lengths",
+            metavar="N,N,...",
+            rich_help_panel=EVALS_PANEL,
+            help="Context lengths for BPB-vs-length, e.g. 1024,2048,4096. "
+            "(default: the spec's eval.lengths, else 0.5x-8x the model's length)",
+        ),
+    ] = None,
+    max_per_task: Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-per-task",
+            metavar="N",
+            callback=at_least(1),
+            rich_help_panel=EVALS_PANEL,
+            help="CORE examples per task. (default: all)",
+        ),
+    ] = None,
+    tasks: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tasks",
+            metavar="T,T,...",
+            rich_help_panel=EVALS_PANEL,
+            help="CORE tasks, lm-eval style: labels or globs (hellaswag,arc_*); turns --core on. (default: all)",
+        ),
+    ] = None,
+    list_tasks: Annotated[
+        bool, switch("--list-tasks", help="List the CORE tasks of the bundle and exit.", panel=EVALS_PANEL)
+    ] = False,
     eval_bundle: Annotated[
-        Optional[Path], typer.Option("--eval-bundle", metavar="DIR", rich_help_panel=PATHS_PANEL,
-                     help="DCLM CORE bundle dir. (default: <base_dir>/eval_bundle)")
+        Optional[Path],
+        typer.Option(
+            "--eval-bundle",
+            metavar="DIR",
+            rich_help_panel=PATHS_PANEL,
+            help="DCLM CORE bundle dir. (default: <base_dir>/eval_bundle)",
+        ),
     ] = None,
     nproc: NprocOpt = None,
-    force: Annotated[bool, switch(
-        "--force", help="Drop evals of an earlier checkpoint that this run does not redo (else it refuses).")] = False,
+    force: Annotated[
+        bool,
+        switch(
+            "--force",
+            help="Drop evals of an earlier checkpoint that this run does not redo (else it refuses).",
+        ),
+    ] = False,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Evaluate a tag (BPB, BPB vs length, CORE, passkey, RULER-style tasks) and write its per-tag outputs."""
@@ -106,24 +151,41 @@ def eval_tag(
         print_tasks(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir, as_json=as_json)
         return
     if tag is None and not all_tags:
-        raise SpecError("Which tag? rlab eval needs --tag TAG (or --all with --spec/--experiment).",
-                        "List the tags with `rlab ls`.")
+        raise SpecError(
+            "Which tag? rlab eval needs --tag TAG (or --all with --spec/--experiment).",
+            "List the tags with `rlab ls`.",
+        )
     if tag is not None and all_tags:
         raise SpecError("--tag and --all contradict each other.", "Give one of them.")
-    spec, meta = _resolve_spec(spec_path, tag, experiment=experiment, base_dir=base_dir, base_tag=base_tag,
-                               results_dir=results_dir)
-    spec = _apply_eval_flags(spec, bpb=bpb, bpb_length=bpb_length, core=core, passkey=passkey, ruler=ruler,
-                             lengths=lengths, max_per_task=max_per_task, eval_bundle=eval_bundle, tasks=tasks)
+    spec, meta = _resolve_spec(
+        spec_path, tag, experiment=experiment, base_dir=base_dir, base_tag=base_tag, results_dir=results_dir
+    )
+    spec = _apply_eval_flags(
+        spec,
+        bpb=bpb,
+        bpb_length=bpb_length,
+        core=core,
+        passkey=passkey,
+        ruler=ruler,
+        lengths=lengths,
+        max_per_task=max_per_task,
+        eval_bundle=eval_bundle,
+        tasks=tasks,
+    )
     base = base_layout(spec)
     from rlab.evals.core_bundle import check_task_selection
 
-    check_task_selection(spec.eval, base.eval_bundle_dir)  # a typo in the CORE tasks fails here, not in the worker
+    check_task_selection(
+        spec.eval, base.eval_bundle_dir
+    )  # a typo in the CORE tasks fails here, not in the worker
     if all_tags:
         spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
         tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]
         if not tags:
-            raise CheckpointError(f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
-                                  "Run `rlab continue` first, or name a tag with --tag.")
+            raise CheckpointError(
+                f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
+                "Run `rlab continue` first, or name a tag with --tag.",
+            )
     else:
         tags = [tag]  # type: ignore[list-item]
     configs = []
@@ -132,21 +194,32 @@ def eval_tag(
         if not ckpt_dir.is_dir():
             available = list_tags(base)
             if not available:
-                raise CheckpointError(f"Tag '{name}' not found: {base.checkpoints_root} has no checkpoints.",
-                                      "Check --base-dir, or run `rlab continue` first.")
+                raise CheckpointError(
+                    f"Tag '{name}' not found: {base.checkpoints_root} has no checkpoints.",
+                    "Check --base-dir, or run `rlab continue` first.",
+                )
             error = unknown_name_error("tag", name, available, CheckpointError)
             raise CheckpointError(f"{error.message} (in {base.checkpoints_root})", "See `rlab ls`.")
         steps = checkpoint_steps(ckpt_dir)
         if step is not None and step not in steps:
-            raise CheckpointError(f"No checkpoint for step {step} in {ckpt_dir} (found: "
-                                  f"{', '.join(map(str, steps)) or 'none'}).", "Choose one with --step.")
+            raise CheckpointError(
+                f"No checkpoint for step {step} in {ckpt_dir} (found: "
+                f"{', '.join(map(str, steps)) or 'none'}).",
+                "Choose one with --step.",
+            )
         tag_meta = meta if name == tag and meta else _newest_meta(ckpt_dir)
         if name == spec.base.tag:  # the base itself: a reference arm, at the step the variants started from
-            configs.append(plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step)
-                           .model_copy(update={"force": force}))
+            configs.append(
+                plan_eval(
+                    spec, name, variant="base", step=step if step is not None else spec.base.step
+                ).model_copy(update={"force": force})
+            )
             continue
-        configs.append(plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step)
-                       .model_copy(update={"force": force}))
+        configs.append(
+            plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step).model_copy(
+                update={"force": force}
+            )
+        )
     nproc = nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     layout = experiment_layout(spec)
     if not dry_run:
@@ -158,13 +231,23 @@ def eval_tag(
         for index, cfg in enumerate(configs):
             path = layout.eval_run_config(cfg.tag)
             argv = _eval_argv(spec, path, nproc, index, cfg.tag, resolve=not dry_run)
-            report.append({"tag": cfg.tag, "step": cfg.step, "evals": list(cfg.eval.evals), "out_dir": str(cfg.out_dir),
-                           "eval_json": str(layout.eval_json(cfg.tag)), "log": str(layout.eval_log(cfg.tag)),
-                           "command": argv})
+            report.append(
+                {
+                    "tag": cfg.tag,
+                    "step": cfg.step,
+                    "evals": list(cfg.eval.evals),
+                    "out_dir": str(cfg.out_dir),
+                    "eval_json": str(layout.eval_json(cfg.tag)),
+                    "log": str(layout.eval_log(cfg.tag)),
+                    "command": argv,
+                }
+            )
             if dry_run:
                 report[-1]["config"] = cfg.model_dump(mode="json")
                 if not as_json:
-                    out.print(f"{cfg.tag}: {cfg.model_dump_json()}", highlight=False, markup=False, soft_wrap=True)
+                    out.print(
+                        f"{cfg.tag}: {cfg.model_dump_json()}", highlight=False, markup=False, soft_wrap=True
+                    )
                     out.print(f"  {format_command(argv)}", highlight=False, markup=False, soft_wrap=True)
                 continue
             write_config(cfg, path)
@@ -179,11 +262,17 @@ def eval_tag(
         raise EvalError(f"{failed[0][0]}: {failed[0][1][0]}", failed[0][1][1])
     if failed:
         tags = [t for t, _ in failed]
-        raise EvalError(f"Eval failed for {', '.join(tags)}; log: {layout.eval_log(tags[0])}.",
-                        f"Rerun it with: {_rerun_command(tags[0])}")
+        raise EvalError(
+            f"Eval failed for {', '.join(tags)}; log: {layout.eval_log(tags[0])}.",
+            f"Rerun it with: {_rerun_command(tags[0])}",
+        )
     if not dry_run and not as_json:
-        out.print(f"next: rlab report -e {spec.experiment}" + (f" --results-dir {results_dir}" if results_dir else ""),
-                  highlight=False, markup=False)
+        out.print(
+            f"next: rlab report -e {spec.experiment}"
+            + (f" --results-dir {results_dir}" if results_dir else ""),
+            highlight=False,
+            markup=False,
+        )
 
 
 def _rerun_command(tag: str) -> str:
@@ -204,13 +293,23 @@ def _rerun_command(tag: str) -> str:
     return shlex.join(["rlab", kept[0], "--tag", tag, *kept[1:]])
 
 
-def _eval_argv(spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: str, *, resolve: bool) -> list[str]:
+def _eval_argv(
+    spec: ExperimentSpec, path: Path, nproc: int, index: int, tag: str, *, resolve: bool
+) -> list[str]:
     from rlab.orchestrate.launch import EVAL_MODULE, python_argv, resolve_program, torchrun_argv
 
     if nproc <= 1:
         return python_argv(path, EVAL_MODULE)
-    launch = spec.launch.model_copy(update={"nproc_per_node": nproc, "gpus_per_variant": None, "nnodes": 1,
-                                            "node_rank": 0, "rdzv_endpoint": None, "max_restarts": 0})
+    launch = spec.launch.model_copy(
+        update={
+            "nproc_per_node": nproc,
+            "gpus_per_variant": None,
+            "nnodes": 1,
+            "node_rank": 0,
+            "rdzv_endpoint": None,
+            "max_restarts": 0,
+        }
+    )
     if resolve:
         launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
     return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{tag}", module=EVAL_MODULE)
@@ -240,11 +339,18 @@ def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> t
 
     try:
         with view or contextlib.nullcontext():
-            code = run_streaming(argv, log_path, env={ERROR_FILE_ENV: str(error_file), **(view.env if view else {})},
-                                 on_line=echo, keep_in_log=keep_in_log)
+            code = run_streaming(
+                argv,
+                log_path,
+                env={ERROR_FILE_ENV: str(error_file), **(view.env if view else {})},
+                on_line=echo,
+                keep_in_log=keep_in_log,
+            )
     except KeyboardInterrupt:
-        raise EvalError(f"Interrupted: the eval of {cfg.tag} was stopped (no processes left).",
-                        f"Rerun it with: rlab eval --tag {cfg.tag}") from None
+        raise EvalError(
+            f"Interrupted: the eval of {cfg.tag} was stopped (no processes left).",
+            f"Rerun it with: rlab eval --tag {cfg.tag}",
+        ) from None
     if code != 0:
         reported = read_error_file(error_file)
         error_file.unlink(missing_ok=True)
@@ -290,11 +396,17 @@ def _ensure_long_docs(spec: ExperimentSpec, base_root: Path) -> None:
     if read_long_docs_manifest(base_root) is not None:
         return
     min_tokens = longest_bpb_length(spec.eval, experiment_target_len(spec))
-    out.print(f"No long-document set in {base_root}: building it from the default sources for this tokenizer "
-              f"(documents of >= {min_tokens:,} tokens; shards and tokenizer are not touched) ...", highlight=False)
+    out.print(
+        f"No long-document set in {base_root}: building it from the default sources for this tokenizer "
+        f"(documents of >= {min_tokens:,} tokens; shards and tokenizer are not touched) ...",
+        highlight=False,
+    )
     manifest, _ = ensure_long_docs(base_root, min_tokens)
-    out.print(f"long-document set: {len(manifest.docs)} documents, {manifest.total_tokens:,} tokens "
-              f"(sha256 {manifest.set_sha256[:12]}); `rlab data long-docs` rebuilds it.", highlight=False)
+    out.print(
+        f"long-document set: {len(manifest.docs)} documents, {manifest.total_tokens:,} tokens "
+        f"(sha256 {manifest.set_sha256[:12]}); `rlab data long-docs` rebuilds it.",
+        highlight=False,
+    )
 
 
 def _newest_meta(ckpt_dir: Path) -> dict | None:
@@ -323,13 +435,21 @@ def _all_tags(spec: ExperimentSpec) -> list[str]:
         except Exception:  # an unreadable saved spec adds nothing; the spec given still works
             train = None
         if train is not None:
-            update = {"seeds": max(train.seeds, spec.train.seeds), "zero_shot": train.zero_shot or spec.train.zero_shot,
-                      "steps": train.steps}
-            tags = experiment_tags(spec.model_copy(update={"train": spec.train.model_copy(update=update)})) + tags
+            update = {
+                "seeds": max(train.seeds, spec.train.seeds),
+                "zero_shot": train.zero_shot or spec.train.zero_shot,
+                "steps": train.steps,
+            }
+            tags = (
+                experiment_tags(spec.model_copy(update={"train": spec.train.model_copy(update=update)}))
+                + tags
+            )
     return list(dict.fromkeys(tags))
 
 
-def _resolve_spec(spec_path, tag, *, experiment, base_dir, base_tag, results_dir) -> tuple[ExperimentSpec, dict | None]:
+def _resolve_spec(
+    spec_path, tag, *, experiment, base_dir, base_tag, results_dir
+) -> tuple[ExperimentSpec, dict | None]:
     """The spec to evaluate with: --spec; else the experiment's saved resolved spec; else defaults.
 
     Without --spec, the tag's checkpoint meta says which experiment and base it belongs to.
@@ -375,7 +495,9 @@ def _apply_eval_flags(spec: ExperimentSpec, **flags) -> ExperimentSpec:
         try:
             data["lengths"] = [int(x) for x in parse_names(flags["lengths"])]
         except ValueError:
-            raise SpecError(f"--lengths: expected comma-separated integers (got {flags['lengths']!r}).") from None
+            raise SpecError(
+                f"--lengths: expected comma-separated integers (got {flags['lengths']!r})."
+            ) from None
     if flags["max_per_task"] is not None:
         data["max_per_task"] = flags["max_per_task"]
     if flags["eval_bundle"] is not None:
@@ -396,5 +518,7 @@ def _apply_eval_flags(spec: ExperimentSpec, **flags) -> ExperimentSpec:
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, "eval flags").replace("  ", "  eval.")) from None
     if not new_eval.evals:
-        raise SpecError("No evals left to run.", "Enable one with --bpb, --bpb-length, --core, --passkey or --ruler.")
+        raise SpecError(
+            "No evals left to run.", "Enable one with --bpb, --bpb-length, --core, --passkey or --ruler."
+        )
     return spec.model_copy(update={"eval": new_eval})

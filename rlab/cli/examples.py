@@ -30,13 +30,21 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("rlab compare experiments/a.yaml experiments/b.yaml --baseline a/rope", "every arm vs one arm"),
         ("rlab compare scale4 scale8 --arms yarn --json", "yarn of each, as JSON"),
     ],
-    "demo": [("rlab demo", "the whole mission on CPU, minutes"), ("rlab demo --dry-run", "the commands only")],
+    "demo": [
+        ("rlab demo", "the whole mission on CPU, minutes"),
+        ("rlab demo --dry-run", "the commands only"),
+    ],
     "pretrain": [("rlab pretrain --spec experiments/demo.yaml", "train the spec's base from scratch")],
     "ls": [("rlab ls", "every tag: state, seq_len, RoPE, metrics"), ("rlab ls --json", "the same as JSON")],
-    "status": [("rlab status", "runs and evals in progress or unfinished"), ("rlab status -e demo --json", "")],
+    "status": [
+        ("rlab status", "runs and evals in progress or unfinished"),
+        ("rlab status -e demo --json", ""),
+    ],
     "sample": [("rlab sample --tag d20-yarn --prompt 'The capital of France is'", "")],
-    "validate": [("rlab validate experiments/demo.yaml", "spec, base dir, tags, disk"),
-                 ("rlab validate --spec-only my.yaml", "the file alone")],
+    "validate": [
+        ("rlab validate experiments/demo.yaml", "spec, base dir, tags, disk"),
+        ("rlab validate --spec-only my.yaml", "the file alone"),
+    ],
     "schema": [("rlab schema -o rlab.schema.json", "for editor completion")],
 }
 

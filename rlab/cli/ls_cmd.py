@@ -13,8 +13,14 @@ import json
 from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt
 from rlab.paths import BaseLayout, default_base_dir, default_results_root
 
-STATE_STYLE = {"training": "bold cyan", "failed": "red", "stopped": "yellow", "done": "green",
-               "evaluated": "bold green", "base": "dim"}
+STATE_STYLE = {
+    "training": "bold cyan",
+    "failed": "red",
+    "stopped": "yellow",
+    "done": "green",
+    "evaluated": "bold green",
+    "base": "dim",
+}
 
 
 METRIC_COLUMNS = (("val_bpb", "bpb", "{:.3f}"), ("core", "CORE", "{:.3f}"), ("passkey", "pk", "{:.2f}"))
@@ -24,7 +30,11 @@ def step_text(record: dict) -> str:
     step, end = record.get("step"), record.get("end_step")
     if step is None:
         return "-"
-    return f"{step}/{end}" if end is not None and record["state"] in ("training", "stopped", "failed") else str(step)
+    return (
+        f"{step}/{end}"
+        if end is not None and record["state"] in ("training", "stopped", "failed")
+        else str(step)
+    )
 
 
 def _arch_text(architecture: dict | None) -> str:
@@ -59,8 +69,14 @@ def records_table(records: list[dict], width: int = 80):
     rows = []
     for r in records:
         style = STATE_STYLE.get(r["state"], "")
-        cells = [r["tag"], f"[{style}]{r['state']}[/]" if style else r["state"], step_text(r),
-                 str(r["seq_len"] or "-"), _arch_text(r.get("architecture")), r["rope"]]
+        cells = [
+            r["tag"],
+            f"[{style}]{r['state']}[/]" if style else r["state"],
+            step_text(r),
+            str(r["seq_len"] or "-"),
+            _arch_text(r.get("architecture")),
+            r["rope"],
+        ]
         cells += [_metric_text(r["metrics"], key, fmt) for key, _, fmt in metrics]
         rows.append(cells)
     headers = ["tag", "state", "step", "seq", "arch", "rope", *(header for _, header, _ in metrics)]
@@ -68,8 +84,11 @@ def records_table(records: list[dict], width: int = 80):
     def build(columns: list[int]) -> Table:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
         for i in columns:
-            table.add_column(headers[i], no_wrap=True,
-                             justify="left" if headers[i] in ("tag", "state", "arch", "rope") else "right")
+            table.add_column(
+                headers[i],
+                no_wrap=True,
+                justify="left" if headers[i] in ("tag", "state", "arch", "rope") else "right",
+            )
         for cells in rows:
             table.add_row(*(cells[i] for i in columns))
         return table
@@ -80,7 +99,9 @@ def records_table(records: list[dict], width: int = 80):
     return table
 
 
-def list_tags(base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None, as_json: JsonOpt = False) -> None:
+def list_tags(
+    base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None, as_json: JsonOpt = False
+) -> None:
     """List tags: state (training/stopped/failed/done/evaluated), step, seq_len, RoPE config, headline metrics."""
     import typer
 
@@ -91,13 +112,19 @@ def list_tags(base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None, as
     results_root = (results_dir or default_results_root()).expanduser()
     records = tag_records(base, results_root)
     if as_json:
-        typer.echo(json.dumps({"base_dir": str(base.root), "results_dir": str(results_root), "tags": records},
-                              indent=2))
+        typer.echo(
+            json.dumps(
+                {"base_dir": str(base.root), "results_dir": str(results_root), "tags": records}, indent=2
+            )
+        )
         return
     if not records:
         out.print(f"No checkpoints under {base.checkpoints_root}.", highlight=False)
         return
     out.print(f"Tags in {base.checkpoints_root}", highlight=False)
     out.print(records_table(records, out.width))
-    out.print("bpb: val BPB (eval.json, else the last in-training one); pk: passkey accuracy. All fields: --json",
-              style="dim", highlight=False)
+    out.print(
+        "bpb: val BPB (eval.json, else the last in-training one); pk: passkey accuracy. All fields: --json",
+        style="dim",
+        highlight=False,
+    )

@@ -44,61 +44,139 @@ def switch(*names: str, help: str, panel: str | None = None):  # noqa: A002 - ty
 
 SpecOpt = Annotated[
     Optional[Path],
-    typer.Option("--spec", "-s", metavar="FILE", dir_okay=False,
-                 help="Experiment spec (experiments/NAME.yaml). Flags override its fields."),
+    typer.Option(
+        "--spec",
+        "-s",
+        metavar="FILE",
+        dir_okay=False,
+        help="Experiment spec (experiments/NAME.yaml). Flags override its fields.",
+    ),
 ]
 BaseDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--base-dir", metavar="DIR", file_okay=False, rich_help_panel=PATHS_PANEL,
-                 help="nanochat base dir. (default: $RLAB_BASE_DIR, $NANOCHAT_BASE_DIR, ~/.cache/nanochat)"),
+    typer.Option(
+        "--base-dir",
+        metavar="DIR",
+        file_okay=False,
+        rich_help_panel=PATHS_PANEL,
+        help="nanochat base dir. (default: $RLAB_BASE_DIR, $NANOCHAT_BASE_DIR, ~/.cache/nanochat)",
+    ),
 ]
-BaseTagOpt = Annotated[Optional[str], typer.Option(
-    "--base-tag", metavar="TAG", rich_help_panel=PATHS_PANEL, help="Base model tag (spec: base.tag). (default: d20)")]
+BaseTagOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--base-tag",
+        metavar="TAG",
+        rich_help_panel=PATHS_PANEL,
+        help="Base model tag (spec: base.tag). (default: d20)",
+    ),
+]
 ResultsDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--results-dir", metavar="DIR", file_okay=False, rich_help_panel=PATHS_PANEL,
-                 help="Results root. (default: $RLAB_RESULTS_DIR, then ./results)"),
+    typer.Option(
+        "--results-dir",
+        metavar="DIR",
+        file_okay=False,
+        rich_help_panel=PATHS_PANEL,
+        help="Results root. (default: $RLAB_RESULTS_DIR, then ./results)",
+    ),
 ]
 ExperimentOpt = Annotated[
-    Optional[str], typer.Option("--experiment", "-e", metavar="NAME", rich_help_panel=PATHS_PANEL,
-                                help="Experiment name (spec: name). (default: the base tag)")
+    Optional[str],
+    typer.Option(
+        "--experiment",
+        "-e",
+        metavar="NAME",
+        rich_help_panel=PATHS_PANEL,
+        help="Experiment name (spec: name). (default: the base tag)",
+    ),
 ]
 NprocOpt = Annotated[
-    Optional[int], typer.Option("--nproc", metavar="N", callback=at_least(1),
-                                help="Processes per node per job. (default: every visible GPU, or 1 on CPU)")
+    Optional[int],
+    typer.Option(
+        "--nproc",
+        metavar="N",
+        callback=at_least(1),
+        help="Processes per node per job. (default: every visible GPU, or 1 on CPU)",
+    ),
 ]
-StepsOpt = Annotated[Optional[int], typer.Option(
-    "--steps", metavar="N", callback=at_least(0),
-    help="Optimizer steps of the run, in total: with --resume, a run stopped at 60 of 100 does the last 40 "
-         "(spec: train.steps; 0 = training-free arms only). (default: 100)")]
+StepsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--steps",
+        metavar="N",
+        callback=at_least(0),
+        help="Optimizer steps of the run, in total: with --resume, a run stopped at 60 of 100 does the last 40 "
+        "(spec: train.steps; 0 = training-free arms only). (default: 100)",
+    ),
+]
 DryRunOpt = Annotated[bool, switch("--dry-run", help="Print the plan and the exact commands; touch nothing.")]
 ForceOpt = Annotated[bool, switch("--force", help="Replace existing tags (says what it deletes first).")]
-ResumeOpt = Annotated[bool, switch(
-    "--resume", help="Continue existing tags from their newest checkpoint up to --steps in total (not --steps more).")]
+ResumeOpt = Annotated[
+    bool,
+    switch(
+        "--resume",
+        help="Continue existing tags from their newest checkpoint up to --steps in total (not --steps more).",
+    ),
+]
 JsonOpt = Annotated[bool, switch("--json", help="Print the result as JSON on stdout (for scripts).")]
 LauncherOpt = Annotated[
     Optional[Launcher],
-    typer.Option("--launcher", rich_help_panel=MULTI_NODE_PANEL, show_default=False, case_sensitive=False,
-                 help="local: torchrun here; slurm: one sbatch job per variant (spec: launch.launcher). "
-                      "(default: local)"),
+    typer.Option(
+        "--launcher",
+        rich_help_panel=MULTI_NODE_PANEL,
+        show_default=False,
+        case_sensitive=False,
+        help="local: torchrun here; slurm: one sbatch job per variant (spec: launch.launcher). "
+        "(default: local)",
+    ),
 ]
 MaxRestartsOpt = Annotated[
-    Optional[int], typer.Option("--max-restarts", metavar="N", callback=at_least(0), rich_help_panel=MULTI_NODE_PANEL,
-                                help="torchrun --max-restarts (spec: launch.max_restarts). (default: 0)")
+    Optional[int],
+    typer.Option(
+        "--max-restarts",
+        metavar="N",
+        callback=at_least(0),
+        rich_help_panel=MULTI_NODE_PANEL,
+        help="torchrun --max-restarts (spec: launch.max_restarts). (default: 0)",
+    ),
 ]
-NnodesOpt = Annotated[Optional[int], typer.Option(
-    "--nnodes", metavar="N", callback=at_least(1), rich_help_panel=MULTI_NODE_PANEL,
-    help="Nodes per job (spec: launch.nnodes). (default: 1)")]
+NnodesOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--nnodes",
+        metavar="N",
+        callback=at_least(1),
+        rich_help_panel=MULTI_NODE_PANEL,
+        help="Nodes per job (spec: launch.nnodes). (default: 1)",
+    ),
+]
 NodeRankOpt = Annotated[
-    Optional[int], typer.Option("--node-rank", metavar="N", callback=at_least(0), rich_help_panel=MULTI_NODE_PANEL,
-                                help="This node's rank; run the same command on every node. (default: 0)")
+    Optional[int],
+    typer.Option(
+        "--node-rank",
+        metavar="N",
+        callback=at_least(0),
+        rich_help_panel=MULTI_NODE_PANEL,
+        help="This node's rank; run the same command on every node. (default: 0)",
+    ),
 ]
 RdzvEndpointOpt = Annotated[
-    Optional[str], typer.Option("--rdzv-endpoint", metavar="HOST[:PORT]", rich_help_panel=MULTI_NODE_PANEL,
-                                help="Rendezvous of the first node (multi-node).")
+    Optional[str],
+    typer.Option(
+        "--rdzv-endpoint",
+        metavar="HOST[:PORT]",
+        rich_help_panel=MULTI_NODE_PANEL,
+        help="Rendezvous of the first node (multi-node).",
+    ),
 ]
 GpusPerVariantOpt = Annotated[
     Optional[int],
-    typer.Option("--gpus-per-variant", metavar="N", callback=at_least(1), rich_help_panel=MULTI_NODE_PANEL,
-                 help="GPUs per job; fewer than visible runs variants concurrently. (default: --nproc)"),
+    typer.Option(
+        "--gpus-per-variant",
+        metavar="N",
+        callback=at_least(1),
+        rich_help_panel=MULTI_NODE_PANEL,
+        help="GPUs per job; fewer than visible runs variants concurrently. (default: --nproc)",
+    ),
 ]

@@ -34,8 +34,9 @@ def pretrain(
     base_tag: BaseTagOpt = None,
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Steps (spec: pretrain.train.steps).")]
-    = None,
+    steps: Annotated[
+        Optional[int], typer.Option("--steps", min=1, help="Steps (spec: pretrain.train.steps).")
+    ] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     dry_run: DryRunOpt = False,
@@ -48,8 +49,16 @@ def pretrain(
     from rlab.orchestrate.prepare import build_jobs, tag_plans
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(spec_path, base_tag=base_tag, base_dir=base_dir, results_dir=results_dir,
-                     pretrain_steps=steps, nproc=nproc, max_restarts=max_restarts, launcher="local")
+    spec = load_spec(
+        spec_path,
+        base_tag=base_tag,
+        base_dir=base_dir,
+        results_dir=results_dir,
+        pretrain_steps=steps,
+        nproc=nproc,
+        max_restarts=max_restarts,
+        launcher="local",
+    )
     spec = with_default_nproc(spec, visible_gpus())
     run = plan_pretrain(spec)
     if dry_run:

@@ -30,11 +30,14 @@ def _spec_target(spec_file: Path) -> tuple[str, Path | None]:
 def _experiments_under(root: Path) -> list[str]:
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir()
-                  if p.is_dir() and ((p / "evals").is_dir() or (p / "runs").is_dir()))
+    return sorted(
+        p.name for p in root.iterdir() if p.is_dir() and ((p / "evals").is_dir() or (p / "runs").is_dir())
+    )
 
 
-def resolve_target(experiment: str | None, spec_file: Path | None, results_dir: Path | None) -> tuple[str, Path]:
+def resolve_target(
+    experiment: str | None, spec_file: Path | None, results_dir: Path | None
+) -> tuple[str, Path]:
     """(experiment, results root): flags first, then the spec, then the only experiment under the root."""
     from rlab.paths import default_results_root
 
@@ -46,17 +49,22 @@ def resolve_target(experiment: str | None, spec_file: Path | None, results_dir: 
     if len(found) == 1:
         return found[0], root
     if not found:
-        raise RlabError(f"No experiments under {root}.",
-                        "Run `rlab continue` and `rlab eval` first, or point --results-dir at your results.")
-    raise RlabError(f"Several experiments under {root}: {', '.join(found)}.",
-                    "Choose one with --experiment NAME (or --spec FILE).")
+        raise RlabError(
+            f"No experiments under {root}.",
+            "Run `rlab continue` and `rlab eval` first, or point --results-dir at your results.",
+        )
+    raise RlabError(
+        f"Several experiments under {root}: {', '.join(found)}.",
+        "Choose one with --experiment NAME (or --spec FILE).",
+    )
 
 
 def _rich_table(table):
     from rich.table import Table as RichTable
 
-    out = RichTable(title=table.title, title_justify="left", caption=table.caption or None,
-                    caption_justify="left")
+    out = RichTable(
+        title=table.title, title_justify="left", caption=table.caption or None, caption_justify="left"
+    )
     for i, col in enumerate(table.frame.columns):
         out.add_column(str(col), justify="left" if i == 0 else "right", no_wrap=i == 0)
     for r, row in enumerate(table.frame.itertuples(index=False)):
@@ -78,8 +86,15 @@ def _markdown_bold(text: str) -> str:
 
     def style(m: re.Match) -> str:
         inner = m.group(1)
-        colour = "green" if "better" in inner else "red" if "worse" in inner else "yellow" if "no verdict" in inner \
+        colour = (
+            "green"
+            if "better" in inner
+            else "red"
+            if "worse" in inner
+            else "yellow"
+            if "no verdict" in inner
             else ""
+        )
         return f"[bold {colour}]{inner}[/]" if colour else f"[bold]{inner}[/]"
 
     return re.sub(r"\*\*([^*]+)\*\*", style, text)
@@ -110,28 +125,54 @@ REPORT_EPILOG = """Examples:
 
 
 def build_report(
-    spec: Path | None = typer.Option(None, "--spec", "-s", help="Experiment spec YAML; its `name` picks the "
-                                     "experiment.", dir_okay=False),
+    spec: Path | None = typer.Option(
+        None, "--spec", "-s", help="Experiment spec YAML; its `name` picks the experiment.", dir_okay=False
+    ),
     experiment: str | None = typer.Option(
-        None, "--experiment", "-e", help="Experiment name (folder under the results dir). Default: the spec's name, "
-        "or the only experiment there.", show_default=False),
+        None,
+        "--experiment",
+        "-e",
+        help="Experiment name (folder under the results dir). Default: the spec's name, "
+        "or the only experiment there.",
+        show_default=False,
+    ),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="Variant every other is compared with (any case). (default: the spec's, else rope)",
-        show_default=False),
-    fmt: ReportFormat = typer.Option(ReportFormat.md, "--format", case_sensitive=False, help="md: results.csv + comparison.md + plots; "
-                                     "html: also comparison.html; csv: results.csv only."),
+        None,
+        "--baseline",
+        help="Variant every other is compared with (any case). (default: the spec's, else rope)",
+        show_default=False,
+    ),
+    fmt: ReportFormat = typer.Option(
+        ReportFormat.md,
+        "--format",
+        case_sensitive=False,
+        help="md: results.csv + comparison.md + plots; html: also comparison.html; csv: results.csv only.",
+    ),
     results_dir: Path | None = typer.Option(
-        None, "--results-dir", help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results).",
-        file_okay=False),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed (the report is deterministic for a given seed).",
-                             rich_help_panel="Statistics"),
-    n_boot: int = typer.Option(4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.",
-                               rich_help_panel="Statistics"),
+        None,
+        "--results-dir",
+        help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results).",
+        file_okay=False,
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Bootstrap seed (the report is deterministic for a given seed).",
+        rich_help_panel="Statistics",
+    ),
+    n_boot: int = typer.Option(
+        4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.", rich_help_panel="Statistics"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
     allow_mismatch: bool = typer.Option(
-        False, "--allow-mismatch", help="Give better/worse verdicts even between tags evaluated or trained "
-        "differently (recorded in the report)."),
-    as_json: bool = typer.Option(False, "--json", help="Print what was written and every table as JSON (stdout)."),
+        False,
+        "--allow-mismatch",
+        help="Give better/worse verdicts even between tags evaluated or trained "
+        "differently (recorded in the report).",
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print what was written and every table as JSON (stdout)."
+    ),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
     from rlab.cli.console import out
@@ -141,16 +182,21 @@ def build_report(
     name, root = resolve_target(experiment, spec, results_dir)
     layout = ExperimentLayout(root, name)
     if layout.root.is_dir() and not any(layout.root.glob("evals/*/eval.json")):
-        raise RlabError(f"Experiment '{name}' has no evals yet (no eval.json under {layout.root / 'evals'}).",
-                        f"Evaluate its tags first: rlab eval --all -e {name}" +
-                        (f" --results-dir {results_dir}" if results_dir else ""))
-    report = write_report(layout, baseline=baseline, fmt=fmt.value, seed=seed, n_boot=n_boot,
-                          allow_mismatch=allow_mismatch)
+        raise RlabError(
+            f"Experiment '{name}' has no evals yet (no eval.json under {layout.root / 'evals'}).",
+            f"Evaluate its tags first: rlab eval --all -e {name}"
+            + (f" --results-dir {results_dir}" if results_dir else ""),
+        )
+    report = write_report(
+        layout, baseline=baseline, fmt=fmt.value, seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch
+    )
     if (quiet or as_json) and report.data.mismatches:  # otherwise the opening lines below say it
         from rlab.cli.console import err
         from rlab.report.headline import mismatch_line
 
-        err.print(f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True
+        )
     if as_json:
         typer.echo(_report_json(name, report))
         return
@@ -177,11 +223,24 @@ def _report_json(name: str, report) -> str:
     """The report as one JSON document: the answer, the baseline, what was written, every table's rows."""
     import json
 
-    tables = [{"title": t.title, "caption": t.caption or None,
-               "rows": json.loads(t.frame.to_json(orient="records", default_handler=str))}
-              for t in report.tables]
-    return json.dumps({"experiment": name, "baseline": report.data.baseline, "answer": list(report.answer),
-                       "notes": list(report.data.footnotes.items), "written": [str(p) for p in report.written],
-                       "mismatches": [m.sentence() for m in report.data.mismatches],
-                       "allow_mismatch": report.data.allow_mismatch,
-                       "tables": tables}, indent=2)
+    tables = [
+        {
+            "title": t.title,
+            "caption": t.caption or None,
+            "rows": json.loads(t.frame.to_json(orient="records", default_handler=str)),
+        }
+        for t in report.tables
+    ]
+    return json.dumps(
+        {
+            "experiment": name,
+            "baseline": report.data.baseline,
+            "answer": list(report.answer),
+            "notes": list(report.data.footnotes.items),
+            "written": [str(p) for p in report.written],
+            "mismatches": [m.sentence() for m in report.data.mismatches],
+            "allow_mismatch": report.data.allow_mismatch,
+            "tables": tables,
+        },
+        indent=2,
+    )

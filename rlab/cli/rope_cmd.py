@@ -41,36 +41,63 @@ FLAGS = {
 
 @app.command("inspect")
 def inspect(
-    variant: str = typer.Option("rope", "--variant", "-v", metavar="NAME",  # a str: a typo gets "did you mean"
-                                help=f"RoPE variant, any case: {', '.join(VARIANT_NAMES)}."),
+    variant: str = typer.Option(
+        "rope",
+        "--variant",
+        "-v",
+        metavar="NAME",  # a str: a typo gets "did you mean"
+        help=f"RoPE variant, any case: {', '.join(VARIANT_NAMES)}.",
+    ),
     head_dim: int = typer.Option(128, "--head-dim", help="Attention head dimension d (even)."),
     base: float = typer.Option(10000.0, "--base", help="Rotary base theta."),
     scale: float = typer.Option(1.0, "--scale", "-s", help="Scale factor s = target / original context."),
-    original_len: int = typer.Option(2048, "--original-len", help="Original (pretraining) context length L0."),
-    seq_len: int | None = typer.Option(
-        None, "--seq-len", help="Sequence length L the frequencies are evaluated at (dynamic-ntk only; default L0)."
+    original_len: int = typer.Option(
+        2048, "--original-len", help="Original (pretraining) context length L0."
     ),
-    beta_fast: float = typer.Option(32.0, "--beta-fast", help="YaRN: turns per L0 above which a dim is kept."),
-    beta_slow: float = typer.Option(1.0, "--beta-slow", help="YaRN: turns per L0 below which a dim is interpolated."),
+    seq_len: int | None = typer.Option(
+        None,
+        "--seq-len",
+        help="Sequence length L the frequencies are evaluated at (dynamic-ntk only; default L0).",
+    ),
+    beta_fast: float = typer.Option(
+        32.0, "--beta-fast", help="YaRN: turns per L0 above which a dim is kept."
+    ),
+    beta_slow: float = typer.Option(
+        1.0, "--beta-slow", help="YaRN: turns per L0 below which a dim is interpolated."
+    ),
     attention_factor: float | None = typer.Option(
         None, "--attention-factor", help="YaRN: attention temperature mscale (default 0.1*ln(s)+1)."
     ),
     low_freq_factor: float = typer.Option(1.0, "--low-freq-factor", help="llama3: low-frequency factor."),
     high_freq_factor: float = typer.Option(4.0, "--high-freq-factor", help="llama3: high-frequency factor."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON: inv_freq (all of them), attention_factor, ..."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print JSON: inv_freq (all of them), attention_factor, ..."
+    ),
 ) -> None:
     """Print a variant's inverse frequencies and attention factor."""
     from rlab.errors import SpecError
 
     try:
-        _inspect(variant, head_dim, base, scale, original_len, seq_len, beta_fast, beta_slow, attention_factor,
-                 low_freq_factor, high_freq_factor, as_json)
+        _inspect(
+            variant,
+            head_dim,
+            base,
+            scale,
+            original_len,
+            seq_len,
+            beta_fast,
+            beta_slow,
+            attention_factor,
+            low_freq_factor,
+            high_freq_factor,
+            as_json,
+        )
     except SpecError as exc:
         raise SpecError(_with_flag_names(exc.message), exc.hint) from None
 
 
 def _with_flag_names(message: str) -> str:
-    """"factor: must be > 0" -> "--scale: must be > 0" (spec field names become the flags that set them)."""
+    """ "factor: must be > 0" -> "--scale: must be > 0" (spec field names become the flags that set them)."""
     field, sep, rest = message.partition(": ")
     return f"{FLAGS[field]}: {rest}" if sep and field in FLAGS else message
 
@@ -138,7 +165,11 @@ def _print_table(report: dict, plain: list[float]) -> None:
 
     freqs: list[float] = report["inv_freq"]
     n = len(freqs)
-    rows = sorted({round(i * (n - 1) / (TABLE_ROWS - 1)) for i in range(TABLE_ROWS)}) if n > TABLE_ROWS else range(n)
+    rows = (
+        sorted({round(i * (n - 1) / (TABLE_ROWS - 1)) for i in range(TABLE_ROWS)})
+        if n > TABLE_ROWS
+        else range(n)
+    )
     shown = "" if n <= TABLE_ROWS else f", showing {len(rows)} of {n} (--json for all)"
     table = Table(title=escape(f"{report['variant']}: {report['formula']}{shown}"), title_justify="left")
     for column in ("i", "inv_freq", "wavelength (tokens)", "ratio to rope", "turns in L0"):

@@ -11,15 +11,30 @@ from rlab.cli.options import BaseDirOpt
 
 
 def sample(
-    tag: Annotated[str, typer.Option("--tag", "-t", help="Model tag under <base>/base_checkpoints/ (e.g. d20-pi).")],
+    tag: Annotated[
+        str, typer.Option("--tag", "-t", help="Model tag under <base>/base_checkpoints/ (e.g. d20-pi).")
+    ],
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="Text to continue (BOS is prepended).")] = "",
-    step: Annotated[Optional[int], typer.Option("--step", min=0, help="Checkpoint step (default: newest complete).")] = None,
-    num_samples: Annotated[int, typer.Option("--num-samples", "-n", min=1, help="Independent samples (batched rows).")] = 1,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0 = greedy; 1 = the model's distribution.")] = 1.0,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", min=1, help="Sample among the k most likely tokens (default: all).")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens to generate per sample.")] = 64,
+    step: Annotated[
+        Optional[int], typer.Option("--step", min=0, help="Checkpoint step (default: newest complete).")
+    ] = None,
+    num_samples: Annotated[
+        int, typer.Option("--num-samples", "-n", min=1, help="Independent samples (batched rows).")
+    ] = 1,
+    temperature: Annotated[
+        float, typer.Option("--temperature", min=0.0, help="0 = greedy; 1 = the model's distribution.")
+    ] = 1.0,
+    top_k: Annotated[
+        Optional[int],
+        typer.Option("--top-k", min=1, help="Sample among the k most likely tokens (default: all)."),
+    ] = None,
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", min=1, help="Tokens to generate per sample.")
+    ] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same samples).")] = 42,
-    device: Annotated[Optional[str], typer.Option("--device", help="cpu, cuda, cuda:1 ... (default: cuda if present).")] = None,
+    device: Annotated[
+        Optional[str], typer.Option("--device", help="cpu, cuda, cuda:1 ... (default: cuda if present).")
+    ] = None,
     base_dir: BaseDirOpt = None,
 ) -> None:
     """Generate continuations of --prompt from a tag's checkpoint and print them."""
@@ -29,10 +44,20 @@ def sample(
 
     root = Path(base_dir) if base_dir is not None else default_base_dir()
     texts, meta = sample_checkpoint(
-        root, tag, prompt, step=step, num_samples=num_samples, max_tokens=max_tokens,
-        temperature=temperature, top_k=top_k, seed=seed, device=device,
+        root,
+        tag,
+        prompt,
+        step=step,
+        num_samples=num_samples,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        device=device,
     )
-    err.print(f"[dim]{tag} step {meta['step']} · temperature {temperature:g} · top-k {top_k or 'all'} · seed {seed}[/]")
+    err.print(
+        f"[dim]{tag} step {meta['step']} · temperature {temperature:g} · top-k {top_k or 'all'} · seed {seed}[/]"
+    )
     for i, text in enumerate(texts):
         if num_samples > 1:
             out.rule(f"sample {i + 1}/{num_samples}")

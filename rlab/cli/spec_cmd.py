@@ -14,11 +14,15 @@ from rlab.cli.options import BaseDirOpt, ResultsDirOpt
 
 
 def validate(
-    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Experiment spec to check.", dir_okay=False)],
+    spec_path: Annotated[
+        Path, typer.Argument(metavar="SPEC", help="Experiment spec to check.", dir_okay=False)
+    ],
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
-    spec_only: Annotated[bool, typer.Option(
-        "--spec-only", help="Check the file alone, not the base dir, tags, disk and launcher.")] = False,
+    spec_only: Annotated[
+        bool,
+        typer.Option("--spec-only", help="Check the file alone, not the base dir, tags, disk and launcher."),
+    ] = False,
 ) -> None:
     """Check an experiment spec and run `rlab continue`'s preflight on it; print every problem, or a summary."""
     from rlab.cli.console import err, out
@@ -34,20 +38,25 @@ def validate(
         if not pf.ok:
             raise pf.error()
         spec = pf.spec
-    parts = [f"experiment {spec.experiment}", f"base {spec.base.tag}"
-             + (f"@{spec.base_step}" if spec.base_step is not None else "")]
+    parts = [
+        f"experiment {spec.experiment}",
+        f"base {spec.base.tag}" + (f"@{spec.base_step}" if spec.base_step is not None else ""),
+    ]
     if spec.variants:
         parts.append(f"{len(spec.variants)} variant(s): {', '.join(spec.variants)}")
-    parts.append(f"seq_len {spec.train.seq_len}, {spec.train.steps} steps, {spec.launch.nnodes}x"
-                 f"{spec.launch.procs_per_job} procs")
+    parts.append(
+        f"seq_len {spec.train.seq_len}, {spec.train.steps} steps, {spec.launch.nnodes}x"
+        f"{spec.launch.procs_per_job} procs"
+    )
     if spec.pretrain is not None:
         parts.append(f"pretrain {spec.pretrain.train.steps} steps at {spec.pretrain.train.seq_len}")
     out.print(f"[green]OK[/] {spec_path}: " + "; ".join(parts), highlight=False)
 
 
 def schema(
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
-    = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
 ) -> None:
     """Print the experiment spec's JSON Schema (for editor completion and validation)."""
     from rlab.cli.console import out

@@ -19,8 +19,10 @@ from rlab.paths import BaseLayout, default_base_dir, default_results_root
 
 
 def status(
-    experiment: Annotated[Optional[str], typer.Option("--experiment", "-e", metavar="NAME",
-                                                      help="Only this experiment. (default: all)")] = None,
+    experiment: Annotated[
+        Optional[str],
+        typer.Option("--experiment", "-e", metavar="NAME", help="Only this experiment. (default: all)"),
+    ] = None,
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
     as_json: JsonOpt = False,
@@ -32,15 +34,22 @@ def status(
 
     base = BaseLayout((base_dir or default_base_dir()).expanduser())
     results_root = (results_dir or default_results_root()).expanduser()
-    runs = [r for r in tag_records(base, results_root)
-            if r["state"] in LIVE_STATES and (experiment is None or r["experiment"] == experiment)]
+    runs = [
+        r
+        for r in tag_records(base, results_root)
+        if r["state"] in LIVE_STATES and (experiment is None or r["experiment"] == experiment)
+    ]
     evals = [r for r in eval_records(results_root) if experiment is None or r["experiment"] == experiment]
     if as_json:
         typer.echo(json.dumps({"runs": runs, "evals": evals}, indent=2))
         return
     if not runs and not evals:
-        out.print("Nothing running or unfinished" + (f" in experiment {experiment}" if experiment else "")
-                  + f" (base dir {base.root}, results {results_root}). Finished tags: rlab ls", highlight=False)
+        out.print(
+            "Nothing running or unfinished"
+            + (f" in experiment {experiment}" if experiment else "")
+            + f" (base dir {base.root}, results {results_root}). Finished tags: rlab ls",
+            highlight=False,
+        )
         return
     if runs:
         out.print("Training runs", highlight=False)
@@ -49,11 +58,22 @@ def status(
             if r["state"] == "training":
                 out.print(f"{r['tag']}: {r['holder']}; log {r['log']}", highlight=False, soft_wrap=True)
             else:
-                hint = f"rlab continue --spec {results_root / r['experiment'] / 'spec.resolved.yaml'} " \
-                       f"--variants {r['variant'] or '<variant>'} --resume" if r["experiment"] else "rlab continue ... --resume"
+                hint = (
+                    f"rlab continue --spec {results_root / r['experiment'] / 'spec.resolved.yaml'} "
+                    f"--variants {r['variant'] or '<variant>'} --resume"
+                    if r["experiment"]
+                    else "rlab continue ... --resume"
+                )
                 reason = f" ({r['error']})" if r.get("error") else ""
-                out.print(f"{r['tag']}: {r['state']}{reason}; log {r['log']}; finish it with: {hint}",
-                          highlight=False, soft_wrap=True)
+                out.print(
+                    f"{r['tag']}: {r['state']}{reason}; log {r['log']}; finish it with: {hint}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     for r in evals:
-        out.print(f"{r['tag']} ({r['experiment']}): {r['state']}; log {r['log']}; "
-                  f"rerun: rlab eval --tag {r['tag']} -e {r['experiment']}", highlight=False, soft_wrap=True)
+        out.print(
+            f"{r['tag']} ({r['experiment']}): {r['state']}; log {r['log']}; "
+            f"rerun: rlab eval --tag {r['tag']} -e {r['experiment']}",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -33,7 +33,9 @@ def tag_records(base: BaseLayout, results_root: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _record(base: BaseLayout, tag: str, steps: list[int], meta: dict, experiments: list[ExperimentLayout]) -> dict:
+def _record(
+    base: BaseLayout, tag: str, steps: list[int], meta: dict, experiments: list[ExperimentLayout]
+) -> dict:
     from rlab.orchestrate.watch import MetricsTail
 
     lineage = meta.get("lineage") or {}
@@ -59,14 +61,23 @@ def _record(base: BaseLayout, tag: str, steps: list[int], meta: dict, experiment
     if "val_bpb" not in metrics and progress is not None and progress.val_bpb is not None:
         metrics["val_bpb"] = progress.val_bpb
     return {
-        "tag": tag, "variant": meta.get("variant") or run_config.get("variant"), "state": state, "steps": steps,
-        "step": progress.step if progress is not None and progress.step is not None else (steps[-1] if steps else None),
+        "tag": tag,
+        "variant": meta.get("variant") or run_config.get("variant"),
+        "state": state,
+        "steps": steps,
+        "step": progress.step
+        if progress is not None and progress.step is not None
+        else (steps[-1] if steps else None),
         "end_step": progress.end_step if progress is not None else None,
         "seq_len": (run_config.get("train") or {}).get("seq_len") or model.get("sequence_len"),
         "from": f"{lineage['parent_tag']}@{lineage['parent_step']}" if lineage.get("parent_tag") else None,
-        "rope": _rope_text(meta), "architecture": _architecture(base, tag, steps), "experiment": run.experiment if run else (next(iter(evals), None)),
-        "metrics": metrics, "evals": {name: str(path) for name, path in evals.items()},
-        "log": str(run.train_log(tag)) if run else None, "holder": holder,
+        "rope": _rope_text(meta),
+        "architecture": _architecture(base, tag, steps),
+        "experiment": run.experiment if run else (next(iter(evals), None)),
+        "metrics": metrics,
+        "evals": {name: str(path) for name, path in evals.items()},
+        "log": str(run.train_log(tag)) if run else None,
+        "holder": holder,
         "error": progress.error if progress is not None else None,
     }
 
@@ -79,8 +90,14 @@ def eval_records(results_root: Path) -> list[dict[str, Any]]:
         for folder in sorted(evals_dir.iterdir()) if evals_dir.is_dir() else []:
             config, result = exp.eval_run_config(folder.name), exp.eval_json(folder.name)
             if config.exists() and (not result.exists() or result.stat().st_mtime < config.stat().st_mtime):
-                records.append({"experiment": exp.experiment, "tag": folder.name, "state": "eval unfinished",
-                                "log": str(exp.eval_log(folder.name))})
+                records.append(
+                    {
+                        "experiment": exp.experiment,
+                        "tag": folder.name,
+                        "state": "eval unfinished",
+                        "log": str(exp.eval_log(folder.name)),
+                    }
+                )
     return records
 
 
@@ -101,8 +118,12 @@ def _architecture(base: BaseLayout, tag: str, steps: list[int]) -> dict[str, Any
         info = inspect_checkpoint(base.checkpoint_dir(tag), steps[-1])
     except RlabError as exc:
         return {"name": "unreadable", "describe": f"unreadable: {exc.message}"}
-    return {"name": info.architecture, "describe": info.describe(), "window_pattern": info.window_pattern,
-            "rotary_base": info.rotary_base}
+    return {
+        "name": info.architecture,
+        "describe": info.describe(),
+        "window_pattern": info.window_pattern,
+        "rotary_base": info.rotary_base,
+    }
 
 
 def _lock_holder(base: BaseLayout, tag: str) -> str | None:
@@ -131,8 +152,11 @@ def _headline(path: Path) -> dict[str, float]:
     tasks: with core_tasks and core_bundle_tasks, the k and N of "k of N tasks")."""
     metrics = (_read_json(path) or {}).get("metrics") or {}
     found = {}
-    for key, chain in (("val_bpb", ("bpb", "val", "bpb")), ("core", ("core", "core")),
-                       ("passkey", ("passkey", "overall"))):
+    for key, chain in (
+        ("val_bpb", ("bpb", "val", "bpb")),
+        ("core", ("core", "core")),
+        ("passkey", ("passkey", "overall")),
+    ):
         value: Any = metrics
         for part in chain:
             value = value.get(part) if isinstance(value, dict) else None
@@ -140,7 +164,9 @@ def _headline(path: Path) -> dict[str, float]:
             found[key] = float(value)
     core = metrics.get("core")
     if "core" in found and isinstance(core, dict) and isinstance(core.get("selection"), list):
-        found["core_tasks"] = len(core["selection"])  # a subset (rlab eval --tasks): never shown as the full CORE
+        found["core_tasks"] = len(
+            core["selection"]
+        )  # a subset (rlab eval --tasks): never shown as the full CORE
         found["core_bundle_tasks"] = core.get("bundle_tasks")
     return found
 

@@ -51,12 +51,26 @@ class Architecture:
 
 
 NANOCHAT_2025 = Architecture(
-    name="nanochat-2025", nanochat_commits="d314e96 (2025-12-09)", rotary_base=10000.0, qk_scale=1.0,
-    value_embeds=False, residual_scalars=False, smear=False, backout=False, sliding_windows=False,
+    name="nanochat-2025",
+    nanochat_commits="d314e96 (2025-12-09)",
+    rotary_base=10000.0,
+    qk_scale=1.0,
+    value_embeds=False,
+    residual_scalars=False,
+    smear=False,
+    backout=False,
+    sliding_windows=False,
 )
 NANOCHAT_2026 = Architecture(
-    name="nanochat-2026", nanochat_commits="a825e63 (2026-03-14) .. 92d63d4 (2026-07-03)", rotary_base=100000.0,
-    qk_scale=1.2, value_embeds=True, residual_scalars=True, smear=True, backout=True, sliding_windows=True,
+    name="nanochat-2026",
+    nanochat_commits="a825e63 (2026-03-14) .. 92d63d4 (2026-07-03)",
+    rotary_base=100000.0,
+    qk_scale=1.2,
+    value_embeds=True,
+    residual_scalars=True,
+    smear=True,
+    backout=True,
+    sliding_windows=True,
 )
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (NANOCHAT_2025, NANOCHAT_2026)}
 
@@ -115,7 +129,9 @@ def detect_architecture(meta: dict[str, Any], keys: Iterable[str], source: str) 
     if candidates:
         arch = candidates[0]
         if named is not None and named != arch.name:
-            raise CheckpointError(f"{source}: meta says architecture '{named}' but the weights are {arch.name}.")
+            raise CheckpointError(
+                f"{source}: meta says architecture '{named}' but the weights are {arch.name}."
+            )
         pattern = str(model_config.get("window_pattern") or "L").upper()
         if set(pattern) != {"L"} and not arch.sliding_windows:  # all-"L" means no windows: same model
             raise CheckpointError(
@@ -127,7 +143,11 @@ def detect_architecture(meta: dict[str, Any], keys: Iterable[str], source: str) 
     known = set().union(*(state_dict_keys(a, n_layer) for a in ARCHITECTURES.values()))
     unknown = sorted(found - known)
     nearest = min(ARCHITECTURES.values(), key=lambda a: len(found ^ state_dict_keys(a, n_layer)))
-    missing = sorted(state_dict_keys(nearest, n_layer) - found - (set(PATCHABLE_KEYS) if nearest.residual_scalars else set()))
+    missing = sorted(
+        state_dict_keys(nearest, n_layer)
+        - found
+        - (set(PATCHABLE_KEYS) if nearest.residual_scalars else set())
+    )
     parts = []
     if unknown:
         parts.append(f"unknown keys: {key_list(unknown)}")

@@ -42,7 +42,9 @@ def blocked_causal_attention(
     outputs = []
     for start in range(0, T, BLOCK):
         stop = start + BLOCK
-        scores = torch.matmul(q[:, :, start:stop], k[:, :, :stop].transpose(-2, -1)).float()  # (B, H, BLOCK, stop)
+        scores = torch.matmul(
+            q[:, :, start:stop], k[:, :, :stop].transpose(-2, -1)
+        ).float()  # (B, H, BLOCK, stop)
         scores.mul_(scale)
         scores[..., start:stop].masked_fill_(diagonal_mask, float("-inf"))
         probs = scores.softmax(dim=-1).to(dtype)

@@ -20,7 +20,9 @@ from rlab.core import rope as rope_lib
 from rlab.core.architecture import Architecture, has_value_embed
 from rlab.core.attention import causal_attention
 
-VE_GATE_CHANNELS = 12  # nanochat-2026: the value-embedding gate reads the first 12 channels of the block input
+VE_GATE_CHANNELS = (
+    12  # nanochat-2026: the value-embedding gate reads the first 12 channels of the block input
+)
 
 
 def norm(x: torch.Tensor) -> torch.Tensor:
@@ -157,7 +159,9 @@ class CausalSelfAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, T, C) -> rotated, QK-normed keys and values (value embedding mixed in), (B, H_kv, T, d) each."""
         B, T, _ = x.shape
-        k = self._rotate_norm(self.c_k(x).view(B, T, self.n_kv_head, self.head_dim), cos, sin)  # (B, T, H_kv, d)
+        k = self._rotate_norm(
+            self.c_k(x).view(B, T, self.n_kv_head, self.head_dim), cos, sin
+        )  # (B, T, H_kv, d)
         v = self.c_v(x).view(B, T, self.n_kv_head, self.head_dim)  # (B, T, H_kv, d)
         if self.ve_gate is not None and ve is not None:
             # Value residual (ResFormer): an input-dependent gate in (0, 3) per kv head
@@ -196,7 +200,9 @@ class CausalSelfAttention(nn.Module):
         q = self._queries(x[rows, cols].view(N, 1, C), cos_q, sin_q).view(N, H, d)  # (N, H, d)
 
         per_row = torch.bincount(rows, minlength=B)  # (B,)
-        slots = torch.arange(N, device=x.device) - (per_row.cumsum(0) - per_row)[rows]  # (N,) index within its row
+        slots = (
+            torch.arange(N, device=x.device) - (per_row.cumsum(0) - per_row)[rows]
+        )  # (N,) index within its row
         n_slots = max(1, int(per_row.max())) if N else 1
         grid_q = q.new_zeros(B, n_slots, H, d)  # (B, S, H, d)
         grid_q[rows, slots] = q

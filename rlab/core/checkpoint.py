@@ -36,7 +36,6 @@ from rlab.paths import meta_file, model_file, optim_file
 logger = logging.getLogger(__name__)
 
 
-
 def find_last_step(ckpt_dir: Path) -> int | None:
     """Newest complete checkpoint step, or None when there is none."""
     steps = list_steps(ckpt_dir)
@@ -60,7 +59,9 @@ def read_meta(ckpt_dir: Path, step: int) -> dict[str, Any]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CheckpointError(f"{path}: meta is not UTF-8 text (byte {exc.start}: {exc.reason}).", corrupt) from None
+        raise CheckpointError(
+            f"{path}: meta is not UTF-8 text (byte {exc.start}: {exc.reason}).", corrupt
+        ) from None
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -91,10 +92,16 @@ def _check_model_config(config: Any, path: Path, hint: str) -> None:
     for key in NANOCHAT_CONFIG_KEYS:
         value = config.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise CheckpointError(f"{path}: model_config.{key} must be a positive integer (got {value!r}).", hint)
+            raise CheckpointError(
+                f"{path}: model_config.{key} must be a positive integer (got {value!r}).", hint
+            )
     pattern = config.get("window_pattern")
-    if pattern is not None and (not isinstance(pattern, str) or not pattern or set(pattern.upper()) - {"S", "L"}):
-        raise CheckpointError(f"{path}: model_config.window_pattern must be letters S and L (got {pattern!r}).", hint)
+    if pattern is not None and (
+        not isinstance(pattern, str) or not pattern or set(pattern.upper()) - {"S", "L"}
+    ):
+        raise CheckpointError(
+            f"{path}: model_config.window_pattern must be letters S and L (got {pattern!r}).", hint
+        )
 
 
 def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
@@ -204,7 +211,9 @@ class CheckpointInfo:
 
     def describe(self) -> str:
         """e.g. ``nanochat-2026 (windows SSSL, base 100000)``."""
-        windows = f"windows {self.window_pattern}, " if get_architecture(self.architecture).sliding_windows else ""
+        windows = (
+            f"windows {self.window_pattern}, " if get_architecture(self.architecture).sliding_windows else ""
+        )
         return f"{self.architecture} ({windows}base {self.rotary_base:g})"
 
 
@@ -229,8 +238,9 @@ def _read_state_dict(path: Path, device: Any = "cpu", mmap: bool = False) -> dic
             f"{path}: cannot read the model file ({reason}).",
             "The file is truncated or corrupt (an interrupted copy?); restore it or choose another step.",
         ) from None
-    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                              for k, v in state.items()):
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
         raise UnreadableModelFile(f"{path}: not a state dict (a mapping of names to tensors).")
     return state
 
@@ -241,11 +251,21 @@ def _info(ckpt_dir: Path, step: int, meta: dict[str, Any], keys) -> tuple[Checkp
     config = dict(meta["model_config"])
     pattern = window_pattern(arch, config)
     base = float(rope_from_meta(meta, arch).base)
-    model_config = {**{k: config[k] for k in NANOCHAT_CONFIG_KEYS}, "window_pattern": pattern,
-                    "architecture": arch.name, "rotary_base": base}
-    info = CheckpointInfo(path=path, step=step, architecture=arch.name, window_pattern=pattern,
-                          rotary_base=base, sequence_len=int(config["sequence_len"]),
-                          model_config=model_config)
+    model_config = {
+        **{k: config[k] for k in NANOCHAT_CONFIG_KEYS},
+        "window_pattern": pattern,
+        "architecture": arch.name,
+        "rotary_base": base,
+    }
+    info = CheckpointInfo(
+        path=path,
+        step=step,
+        architecture=arch.name,
+        window_pattern=pattern,
+        rotary_base=base,
+        sequence_len=int(config["sequence_len"]),
+        model_config=model_config,
+    )
     return info, arch
 
 
@@ -301,7 +321,9 @@ def load_model(ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rop
     if step is None:
         step = find_last_step(ckpt_dir)
         if step is None:
-            raise CheckpointError(f"No complete checkpoint in {ckpt_dir}.", hint="Check the base dir and --tag.")
+            raise CheckpointError(
+                f"No complete checkpoint in {ckpt_dir}.", hint="Check the base dir and --tag."
+            )
     state, meta, info = load_checkpoint_state(ckpt_dir, step, device)
     config = GPTConfig.from_dict(info.model_config)
     spec = rope if rope is not None else rope_from_meta(meta)

@@ -179,12 +179,20 @@ class TokenLoader:
         if self.parts > 1:
             log.info(
                 "%s split has %d row groups for %d ranks: each row group is split into %d parts",
-                split, len(self.row_groups), world_size, self.parts,
+                split,
+                len(self.row_groups),
+                world_size,
+                self.parts,
             )
         self._position = self._resume_position(state)
         if self.after is not None and state is None:
-            log.info("%s split starts after %s: epoch 0 is the %d of %d row groups it had not read",
-                     split, self.after.describe(), len(self._first_epoch), len(self.row_groups))
+            log.info(
+                "%s split starts after %s: epoch 0 is the %d of %d row groups it had not read",
+                split,
+                self.after.describe(),
+                len(self._first_epoch),
+                len(self.row_groups),
+            )
 
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
@@ -213,26 +221,35 @@ class TokenLoader:
     def _resume_position(self, state: dict[str, Any] | None) -> Position:
         self._set_after(self.after)
         if state is None:
-            epoch = 0 if self.rank < self._num_slots(0) else 1  # a first epoch with nothing left for this rank
+            epoch = (
+                0 if self.rank < self._num_slots(0) else 1
+            )  # a first epoch with nothing left for this rank
             return Position(epoch, slot=self.rank, doc=self._first_doc(self.rank))
         ranks = state.get("ranks")
         if ranks is None:  # one rank's own state, as returned by state_dict()
             old_world = int(state.get("world_size", 1))
             if old_world == self.world_size and int(state.get("rank", 0)) != self.rank:
-                raise DataError(f"Loader state of rank {state.get('rank')} given to rank {self.rank}.",
-                                "Pass the gathered {'world_size': W, 'ranks': [...]} state instead.")
+                raise DataError(
+                    f"Loader state of rank {state.get('rank')} given to rank {self.rank}.",
+                    "Pass the gathered {'world_size': W, 'ranks': [...]} state instead.",
+                )
             ranks = [state] * old_world if old_world == self.world_size else [state]
         else:
             old_world = int(state.get("world_size", len(ranks)))
             if old_world != len(ranks):
-                raise DataError(f"Loader state says world_size {old_world} but holds {len(ranks)} rank states.")
+                raise DataError(
+                    f"Loader state says world_size {old_world} but holds {len(ranks)} rank states."
+                )
         for rs in ranks:
             if rs.get("split", self.split) != self.split:
                 raise DataError(f"Loader state is for the {rs.get('split')} split, not {self.split}.")
         saved_seed = int(ranks[0].get("seed", self.seed))
         if saved_seed != self.seed:
-            log.info("loader state was saved under seed %d; keeping its data order (this run's seed is %d)",
-                     saved_seed, self.seed)
+            log.info(
+                "loader state was saved under seed %d; keeping its data order (this run's seed is %d)",
+                saved_seed,
+                self.seed,
+            )
             self.seed = saved_seed
         saved_after = ranks[0].get("after")
         if saved_after is not None or "after" in ranks[0]:
@@ -240,15 +257,21 @@ class TokenLoader:
 
             restored = NanochatPosition.from_dict(saved_after) if saved_after else None
             if self.after is not None and restored != self.after:
-                log.warning("loader state starts after %s, not %s; keeping the saved one",
-                            restored.describe() if restored else "the beginning", self.after.describe())
+                log.warning(
+                    "loader state starts after %s, not %s; keeping the saved one",
+                    restored.describe() if restored else "the beginning",
+                    self.after.describe(),
+                )
             self._set_after(restored)
         if old_world == self.world_size and ranks[0].get("parts", self.parts) == self.parts:
             rs = ranks[self.rank]
             pos = Position(int(rs["epoch"]), int(rs["slot"]), int(rs["doc"]), int(rs["tok"]))
             if pos.slot >= self._num_slots(pos.epoch):
-                log.warning("saved loader slot %d is past this data's %d slots; starting the next epoch",
-                            pos.slot, self._num_slots(pos.epoch))
+                log.warning(
+                    "saved loader slot %d is past this data's %d slots; starting the next epoch",
+                    pos.slot,
+                    self._num_slots(pos.epoch),
+                )
                 return Position(pos.epoch + 1, self.rank, self._first_doc(self.rank))
             return pos
         # Different world size: continue after the furthest row group any old rank reached.
@@ -259,7 +282,12 @@ class TokenLoader:
         log.info(
             "loader resumed at a different world size (%s -> %d): %s split continues at epoch %d, row group %d "
             "of %d; the unread rest of the row groups the old ranks were in is skipped, nothing is repeated",
-            old_world, self.world_size, self.split, epoch, next_rg, len(self.row_groups),
+            old_world,
+            self.world_size,
+            self.split,
+            epoch,
+            next_rg,
+            len(self.row_groups),
         )
         if start >= self._num_slots(epoch):
             return Position(epoch + 1, self.rank, self._first_doc(self.rank))
@@ -291,8 +319,12 @@ class TokenLoader:
     def _start(self) -> None:
         self._queue = queue.Queue(maxsize=self.prefetch)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._produce, args=(self._position,), daemon=True,
-                                        name=f"TokenLoader-{self.split}-rank{self.rank}")
+        self._thread = threading.Thread(
+            target=self._produce,
+            args=(self._position,),
+            daemon=True,
+            name=f"TokenLoader-{self.split}-rank{self.rank}",
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -349,7 +381,7 @@ class TokenLoader:
                 if cur is None or off >= len(cur):
                     cur_pos, cur, off = next(docs)
                 take = min(need - filled, len(cur) - off)
-                buf[filled:filled + take] = cur[off:off + take]
+                buf[filled : filled + take] = cur[off : off + take]
                 filled += take
                 off += take
             rows = torch.from_numpy(buf).view(self.batch_size, row)  # (B, T+1)
@@ -399,8 +431,9 @@ class TokenLoader:
                     files[shard] = pq.ParquetFile(self.shards[shard])
                 texts = files[shard].read_row_group(rg, columns=["text"]).column("text").to_pylist()
                 for chunk in _chunks(texts, range(doc, len(texts), self.parts)):
-                    encoded = self.tokenizer.encode([texts[j] or "" for j in chunk], prepend=self.bos,
-                                                    num_threads=self.tokenizer_threads)
+                    encoded = self.tokenizer.encode(
+                        [texts[j] or "" for j in chunk], prepend=self.bos, num_threads=self.tokenizer_threads
+                    )
                     for j, ids in zip(chunk, encoded):
                         pos = Position(epoch, slot, j, 0)
                         skip = start.tok if (epoch, slot, j) == (start.epoch, start.slot, start.doc) else 0

@@ -54,7 +54,9 @@ class NanochatPosition:
         for shard, _ in row_groups:
             per_shard[shard] = per_shard.get(shard, 0) + 1
         first = self.first_unread(per_shard.get(self.pq_idx, 0))
-        return [(s, rg) for s, rg in sorted(row_groups) if s > self.pq_idx or (s == self.pq_idx and rg >= first)]
+        return [
+            (s, rg) for s, rg in sorted(row_groups) if s > self.pq_idx or (s == self.pq_idx and rg >= first)
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": "nanochat", **asdict(self)}
@@ -82,7 +84,8 @@ def nanochat_world_size(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> tupl
     try:
         total = int(user.get("total_batch_size") or 0)
         per_rank = int(meta.get("device_batch_size") or user["device_batch_size"]) * int(
-            meta.get("max_seq_len") or user["max_seq_len"])
+            meta.get("max_seq_len") or user["max_seq_len"]
+        )
     except (KeyError, TypeError, ValueError):
         return None, "no optimizer shards and no batch arithmetic in the meta"
     if total > 0 and per_rank > 0 and total % per_rank == 0:
@@ -96,6 +99,11 @@ def nanochat_position(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> Nanoch
     if not isinstance(state, dict) or "pq_idx" not in state or "rg_idx" not in state:
         return None
     world, how = nanochat_world_size(ckpt_dir, step, meta)
-    log.info("nanochat loader position pq_idx=%s rg_idx=%s; world size %s from %s",
-             state["pq_idx"], state["rg_idx"], world, how)
+    log.info(
+        "nanochat loader position pq_idx=%s rg_idx=%s; world size %s from %s",
+        state["pq_idx"],
+        state["rg_idx"],
+        world,
+        how,
+    )
     return NanochatPosition(int(state["pq_idx"]), int(state["rg_idx"]), world, int(state.get("epoch") or 1))

@@ -108,7 +108,9 @@ class Engine:
         if not prompt:
             raise EvalError("Cannot generate from an empty prompt.", "Prepend BOS at least.")
         if num_samples < 1 or max_tokens < 0:
-            raise EvalError(f"num_samples must be >= 1 and max_tokens >= 0 (got {num_samples}, {max_tokens}).")
+            raise EvalError(
+                f"num_samples must be >= 1 and max_tokens >= 0 (got {num_samples}, {max_tokens})."
+            )
         device = self._device()
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
@@ -193,8 +195,13 @@ def sample_checkpoint(
     engine = Engine(model, name=f"{tag} step {meta['step']}")
     bos = tokenizer.bos_token_id
     rows = engine.generate(
-        tokenizer.encode(prompt, prepend=bos), num_samples=num_samples, max_tokens=max_tokens,
-        temperature=temperature, top_k=top_k, seed=seed, stop_tokens=[bos],
+        tokenizer.encode(prompt, prepend=bos),
+        num_samples=num_samples,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        stop_tokens=[bos],
     )
     texts = [tokenizer.decode([t for t in row if t != bos]) for row in rows]
     return texts, meta

@@ -73,7 +73,9 @@ class GPTConfig:
     n_embd: int = 768  # residual width; head_dim = n_embd // n_head
     window_pattern: str = DEFAULT_WINDOW_PATTERN  # nanochat-2026: S/L per layer, tiled, the last layer L
     architecture: str = NANOCHAT_2025.name  # which optional parts exist (`rlab.core.architecture`)
-    rotary_base: float | None = None  # the model's own RoPE base (from its checkpoint); None = the architecture's
+    rotary_base: float | None = (
+        None  # the model's own RoPE base (from its checkpoint); None = the architecture's
+    )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
@@ -105,7 +107,9 @@ class GPTConfig:
             if getattr(self, name) <= 0:
                 raise SpecError(f"model_config.{name}: must be > 0 (got {getattr(self, name)})")
         if self.n_embd % self.n_head:
-            raise SpecError(f"model_config.n_embd: must be divisible by n_head={self.n_head} (got {self.n_embd})")
+            raise SpecError(
+                f"model_config.n_embd: must be divisible by n_head={self.n_head} (got {self.n_embd})"
+            )
         if self.n_head % self.n_kv_head:
             raise SpecError(
                 f"model_config.n_kv_head: must divide n_head={self.n_head} (got {self.n_kv_head})"
@@ -139,9 +143,13 @@ class GPT(nn.Module):
         self.backout_lambda = nn.Parameter(torch.full((1,), 0.2)) if arch.backout else None
         self.backout_layer = n_layer // 2 if arch.backout else None
         kv_dim = config.n_kv_head * config.head_dim
-        self.value_embeds = nn.ModuleDict(
-            {str(i): nn.Embedding(vocab, kv_dim) for i in range(n_layer) if has_value_embed(i, n_layer)}
-        ) if arch.value_embeds else None
+        self.value_embeds = (
+            nn.ModuleDict(
+                {str(i): nn.Embedding(vocab, kv_dim) for i in range(n_layer) if has_value_embed(i, n_layer)}
+            )
+            if arch.value_embeds
+            else None
+        )
         self.set_rope(rope if rope is not None else RopeSpec())
 
     # --- RoPE and windows ---
@@ -169,7 +177,12 @@ class GPT(nn.Module):
             log.info("RoPE variant %s", self.rope.describe())
 
     def _layer_masks(
-        self, T: int, start: int, device, attn_mask: torch.Tensor | None = None, positions: torch.Tensor | None = None
+        self,
+        T: int,
+        start: int,
+        device,
+        attn_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
     ) -> list[torch.Tensor | None]:
         """Per layer, the attention mask (bool, (B or 1, 1, T, start+T), True = may attend), or None for
         the plain causal rule. A window w lets query position p see key positions p-w .. p (nanochat's
@@ -179,8 +192,11 @@ class GPT(nn.Module):
         for w in self.window_sizes:
             if w not in banded:
                 if attn_mask is not None:  # packed rows: distances are between rotary positions
-                    pos = positions if positions is not None else torch.arange(T, device=device)[None].expand(
-                        attn_mask.size(0), -1)
+                    pos = (
+                        positions
+                        if positions is not None
+                        else torch.arange(T, device=device)[None].expand(attn_mask.size(0), -1)
+                    )
                     near = (pos[:, :, None] - pos[:, None, :]) <= w  # (B, T, T)
                     banded[w] = attn_mask & near[:, None]
                 elif start + T - 1 <= w:
@@ -188,7 +204,11 @@ class GPT(nn.Module):
                 else:
                     # query p = start + i sees keys j with p - w <= j <= p: a band, cut straight out of ones
                     # (4x faster than comparing position grids, which dominated long CPU evals)
-                    band = torch.ones(T, start + T, dtype=torch.bool, device=device).tril_(start).triu_(start - w)
+                    band = (
+                        torch.ones(T, start + T, dtype=torch.bool, device=device)
+                        .tril_(start)
+                        .triu_(start - w)
+                    )
                     banded[w] = band[None, None]  # (1, 1, T, Tk)
             masks.append(banded[w])
         return masks
@@ -258,11 +278,21 @@ class GPT(nn.Module):
         if (loss_reduction == "none" and torch.is_grad_enabled()) or torch.compiler.is_compiling():
             # Per-token losses to differentiate, or torch.compile (which fuses this chain itself): the plain path.
             logits = self.logits_at(x)
-            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1,
-                                   reduction=loss_reduction)
+            return F.cross_entropy(
+                logits.view(-1, logits.size(-1)),
+                targets.reshape(-1),
+                ignore_index=-1,
+                reduction=loss_reduction,
+            )
         # The same loss, chunked, with the head's gradients formed in one pass (see rlab.core.head_loss).
-        return softcap_cross_entropy(x.reshape(B * T, -1), self.lm_head.weight, targets.reshape(-1),
-                                     self.config.vocab_size, LOGIT_SOFTCAP, loss_reduction)
+        return softcap_cross_entropy(
+            x.reshape(B * T, -1),
+            self.lm_head.weight,
+            targets.reshape(-1),
+            self.config.vocab_size,
+            LOGIT_SOFTCAP,
+            loss_reduction,
+        )
 
     def _embed(
         self, idx: torch.Tensor, kv_cache: KVCache | None = None, prev_index: torch.Tensor | None = None
@@ -308,7 +338,11 @@ class GPT(nn.Module):
         for i, block in enumerate(self.transformer.h):
             if self.resid_lambdas is not None:
                 x = self.resid_lambdas[i] * x + self.x0_lambdas[i] * x0
-            ve = self.value_embeds[str(i)](idx).to(x.dtype) if self.value_embeds and str(i) in self.value_embeds else None
+            ve = (
+                self.value_embeds[str(i)](idx).to(x.dtype)
+                if self.value_embeds and str(i) in self.value_embeds
+                else None
+            )
             if at is not None and i == last:
                 x = block.forward_at(x, ve, cos_sin, self._softmax_scale, masks[i], at)  # (N, C)
             else:
@@ -349,9 +383,13 @@ class GPT(nn.Module):
         else:
             cos, sin = self._rotary.get(0, int(positions.max()) + 1, idx.device, freq_len)  # (1, P, 1, d/2)
             cos_sin = (cos[0, positions], sin[0, positions])  # (B, T, 1, d/2) each
-        prev_index = _previous_visible(attn_mask) if attn_mask is not None and self.smear_gate is not None else None
+        prev_index = (
+            _previous_visible(attn_mask) if attn_mask is not None and self.smear_gate is not None else None
+        )
         x = self._embed(idx, prev_index=prev_index)  # (B, T, C)
-        return self._trunk(x, idx, cos_sin, None, self._layer_masks(T, 0, idx.device, attn_mask, positions), at)
+        return self._trunk(
+            x, idx, cos_sin, None, self._layer_masks(T, 0, idx.device, attn_mask, positions), at
+        )
 
     def logits_at(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (..., C) from `hidden_states` -> soft-capped fp32 logits (..., vocab_size), as `forward`
@@ -361,7 +399,9 @@ class GPT(nn.Module):
 
     # --- checkpoints ---
 
-    def load_nanochat_state_dict(self, state_dict: dict[str, torch.Tensor], source: str = "state dict") -> None:
+    def load_nanochat_state_dict(
+        self, state_dict: dict[str, torch.Tensor], source: str = "state dict"
+    ) -> None:
         """Load a nanochat state dict (an optional `_orig_mod.` prefix is stripped; bf16 tensors are
         upcast to the parameters' dtype); CheckpointError naming `source` and the bad keys on mismatch."""
         cleaned = {k.removeprefix(COMPILE_PREFIX): v for k, v in state_dict.items()}
@@ -401,12 +441,19 @@ class GPT(nn.Module):
         usual convention for MFU (PaLM, arXiv 2204.02311, appendix B).
         """
         c = self.config
-        lookups = [self.transformer.wte.weight, *(self.value_embeds.parameters() if self.value_embeds else [])]
-        scalars = [p for p in (self.resid_lambdas, self.x0_lambdas, self.smear_lambda, self.backout_lambda)
-                   if p is not None]
+        lookups = [
+            self.transformer.wte.weight,
+            *(self.value_embeds.parameters() if self.value_embeds else []),
+        ]
+        scalars = [
+            p
+            for p in (self.resid_lambdas, self.x0_lambdas, self.smear_lambda, self.backout_lambda)
+            if p is not None
+        ]
         n_matmul = self.num_params() - sum(p.numel() for p in lookups + scalars)
-        attention = sum(12 * c.n_head * c.head_dim * min(w or c.sequence_len, c.sequence_len)
-                        for w in self.window_sizes)
+        attention = sum(
+            12 * c.n_head * c.head_dim * min(w or c.sequence_len, c.sequence_len) for w in self.window_sizes
+        )
         return float(6 * n_matmul + attention)
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
@@ -424,11 +471,20 @@ class GPT(nn.Module):
         if self.resid_lambdas is not None:
             groups["resid"] = [self.resid_lambdas]
             groups["x0"] = [self.x0_lambdas]
-        smear = [p for p in (self.smear_gate.weight if self.smear_gate is not None else None, self.smear_lambda,
-                             self.backout_lambda) if p is not None]
+        smear = [
+            p
+            for p in (
+                self.smear_gate.weight if self.smear_gate is not None else None,
+                self.smear_lambda,
+                self.backout_lambda,
+            )
+            if p is not None
+        ]
         if smear:
             groups["smear"] = smear
-        assert sum(len(g) for g in groups.values()) == len(list(self.parameters())), "a parameter has no group"
+        assert sum(len(g) for g in groups.values()) == len(list(self.parameters())), (
+            "a parameter has no group"
+        )
         return groups
 
     def num_params(self) -> int:

@@ -87,7 +87,9 @@ def _chunk_loss(
 
 class _SoftcapCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, targets, vocab_size: int, softcap: float, reduction: str, need_grad: bool):  # noqa: D102
+    def forward(
+        ctx, hidden, weight, targets, vocab_size: int, softcap: float, reduction: str, need_grad: bool
+    ):  # noqa: D102
         dtype = _compute_dtype(hidden)
         device = hidden.device
         n_rows = hidden.size(0)
@@ -116,7 +118,13 @@ class _SoftcapCrossEntropy(torch.autograd.Function):
                 logits = torch.mm(h[start:stop], w.t(), out=logits_buf[:n])  # (n, V)
                 grad_out = grad_logits_buf[start - g_start : stop - g_start] if need_grad else None
                 losses[start:stop] = _chunk_loss(
-                    logits, safe_targets[start:stop], valid[start:stop], softcap, sig_buf[:n], probs_buf[:n], grad_out
+                    logits,
+                    safe_targets[start:stop],
+                    valid[start:stop],
+                    softcap,
+                    sig_buf[:n],
+                    probs_buf[:n],
+                    grad_out,
                 )
             if need_grad:
                 grad_logits = grad_logits_buf[: g_stop - g_start]  # (g, V)
@@ -148,7 +156,15 @@ class _SoftcapCrossEntropy(torch.autograd.Function):
         ctx.consumed = True
         grad_h, grad_w = ctx.saved_tensors
         # In place: the (vocab x width) gradient is handed to the parameter without another allocation.
-        return grad_h.mul_(grad_loss).to(ctx.hidden_dtype), grad_w.mul_(grad_loss), None, None, None, None, None
+        return (
+            grad_h.mul_(grad_loss).to(ctx.hidden_dtype),
+            grad_w.mul_(grad_loss),
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def softcap_cross_entropy(
@@ -169,7 +185,9 @@ def softcap_cross_entropy(
     # Decided here: inside forward() grad mode is always off, and needs_input_grad ignores torch.no_grad().
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     if need_grad and reduction == "none":
-        raise ValueError("per-token losses with gradients are not supported; compute them under torch.no_grad()")
+        raise ValueError(
+            "per-token losses with gradients are not supported; compute them under torch.no_grad()"
+        )
     if reduction == "none":
         # Evals score few of the positions they run (BPB vs length: the last B of L; passkey, RULER and CORE:
         # the answer), so the head runs only on the scored rows: the same losses, a fraction of the work.

@@ -73,14 +73,22 @@ class ImportReport:
     def describe(self) -> str:
         if not self.restored:
             return f"not imported: {self.reason}"
-        return (f"restored from nanochat's {self.world_size} per-rank shard(s) ({self.format}, step "
-                f"{self.nanochat_step}, {self.tensors} tensors, Muon momentum {self.muon_momentum:.4g})"
-                + "".join(f"; {n}" for n in self.notes))
+        return (
+            f"restored from nanochat's {self.world_size} per-rank shard(s) ({self.format}, step "
+            f"{self.nanochat_step}, {self.tensors} tensors, Muon momentum {self.muon_momentum:.4g})"
+            + "".join(f"; {n}" for n in self.notes)
+        )
 
     def to_meta(self) -> dict[str, Any]:
-        return {"restored": self.restored, "reason": self.reason, "format": self.format,
-                "world_size": self.world_size, "nanochat_step": self.nanochat_step,
-                "muon_momentum": self.muon_momentum, "notes": self.notes}
+        return {
+            "restored": self.restored,
+            "reason": self.reason,
+            "format": self.format,
+            "world_size": self.world_size,
+            "nanochat_step": self.nanochat_step,
+            "muon_momentum": self.muon_momentum,
+            "notes": self.notes,
+        }
 
 
 # name and shape of every parameter in nanochat's model order (the model file's key order)
@@ -96,9 +104,12 @@ def nanochat_muon_momentum(step: int) -> float:
 
 def read_dist_adamw_muon(shards: list[Any], params: ParamList) -> FullState | None:
     """d314e96: `[AdamW state, Muon state]` per rank (DistAdamW/DistMuon, or torch AdamW/Muon at 1 rank)."""
-    if not all(isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(o, dict) and "state" in o
-                                                                     and "param_groups" in o for o in s)
-               for s in shards):
+    if not all(
+        isinstance(s, (list, tuple))
+        and len(s) == 2
+        and all(isinstance(o, dict) and "state" in o and "param_groups" in o for o in s)
+        for s in shards
+    ):
         return None
     world = len(shards)
     shapes = dict(params)
@@ -106,19 +117,28 @@ def read_dist_adamw_muon(shards: list[Any], params: ParamList) -> FullState | No
     matrix = [(n, s) for n, s in params if n.startswith("transformer.h.")]
     missing = [n for n in adam_names if n not in shapes]
     if missing or not matrix:
-        raise ShardMismatch(f"the checkpoint's model has no {', '.join(missing) or 'transformer.h.* matrices'}")
+        raise ShardMismatch(
+            f"the checkpoint's model has no {', '.join(missing) or 'transformer.h.* matrices'}"
+        )
 
     adam_groups = shards[0][0]["param_groups"]
     if [len(g["params"]) for g in adam_groups] != [1] * len(adam_names):
-        raise ShardMismatch(f"AdamW groups hold {[len(g['params']) for g in adam_groups]} parameters, "
-                            f"expected one each for {', '.join(adam_names)}")
-    full = FullState("nanochat DistAdamW+DistMuon (d314e96)" if world > 1 else "nanochat AdamW+Muon (1 process)",
-                     world, step=-1)
+        raise ShardMismatch(
+            f"AdamW groups hold {[len(g['params']) for g in adam_groups]} parameters, "
+            f"expected one each for {', '.join(adam_names)}"
+        )
+    full = FullState(
+        "nanochat DistAdamW+DistMuon (d314e96)" if world > 1 else "nanochat AdamW+Muon (1 process)",
+        world,
+        step=-1,
+    )
     for gi, name in enumerate(adam_names):
         idx = adam_groups[gi]["params"][0]
         parts = [s[0]["state"].get(idx) for s in shards]
         if any(p is None for p in parts):
-            raise ShardMismatch(f"AdamW state for {name} missing on rank {[p is None for p in parts].index(True)}")
+            raise ShardMismatch(
+                f"AdamW state for {name} missing on rank {[p is None for p in parts].index(True)}"
+            )
         steps = {int(p["step"]) for p in parts}
         if len(steps) != 1:
             raise ShardMismatch(f"ranks disagree on the AdamW step count of {name}: {sorted(steps)}")
@@ -130,7 +150,8 @@ def read_dist_adamw_muon(shards: list[Any], params: ParamList) -> FullState | No
         if tuple(moments["exp_avg"].shape) != tuple(shapes[name]):
             raise ShardMismatch(
                 f"the AdamW slices of {world} shard(s) make {tuple(moments['exp_avg'].shape)} for {name}, "
-                f"the model has {tuple(shapes[name])} (a shard missing, or another world size's files mixed in?)")
+                f"the model has {tuple(shapes[name])} (a shard missing, or another world size's files mixed in?)"
+            )
         full.adam[name] = moments
 
     muon_groups = shards[0][1]["param_groups"]
@@ -144,17 +165,22 @@ def read_dist_adamw_muon(shards: list[Any], params: ParamList) -> FullState | No
         key = _group_key(group, shards, offset, n)
         names = [name for name, shape in matrix if _matches(shape, key)]
         if len(names) != n:
-            raise ShardMismatch(f"a Muon group of {n} parameters ({_key_text(key)}) meets {len(names)} in the model")
+            raise ShardMismatch(
+                f"a Muon group of {n} parameters ({_key_text(key)}) meets {len(names)} in the model"
+            )
         for j, name in enumerate(names):
             idx = group["params"][j]
             holders = owned.get(int(idx), [])
             if len(holders) != 1:
-                raise ShardMismatch(f"Muon momentum of {name} is on ranks {holders}, expected exactly one "
-                                    f"(owner rank {j % world})")
+                raise ShardMismatch(
+                    f"Muon momentum of {name} is on ranks {holders}, expected exactly one "
+                    f"(owner rank {j % world})"
+                )
             buf = shards[holders[0]][1]["state"][idx]["momentum_buffer"]
             if tuple(buf.shape) != tuple(shapes[name]):
-                raise ShardMismatch(f"Muon momentum of {name} has shape {tuple(buf.shape)}, the model "
-                                    f"{tuple(shapes[name])}")
+                raise ShardMismatch(
+                    f"Muon momentum of {name} has shape {tuple(buf.shape)}, the model {tuple(shapes[name])}"
+                )
             full.muon[name] = buf
         offset += n
     unmatched = [name for name, _ in matrix if name not in full.muon]
@@ -198,14 +224,19 @@ READERS: list[Reader] = [read_dist_adamw_muon, _read_2026]
 def load_shards(ckpt_dir: Path, step: int) -> list[Any]:
     """Every rank's shard, rank 0 first; ShardMismatch when none, a gap, or an unreadable file."""
     ckpt_dir = Path(ckpt_dir)
-    found = sorted(int(p.stem.rsplit("rank", 1)[1]) for p in ckpt_dir.glob(f"optim_{step:06d}_rank*.pt")
-                   if p.stem.rsplit("rank", 1)[1].isdigit())
+    found = sorted(
+        int(p.stem.rsplit("rank", 1)[1])
+        for p in ckpt_dir.glob(f"optim_{step:06d}_rank*.pt")
+        if p.stem.rsplit("rank", 1)[1].isdigit()
+    )
     if not found:
         raise ShardMismatch(f"no optimizer shards optim_{step:06d}_rank*.pt in {ckpt_dir}")
     if found != list(range(len(found))):
         gaps = sorted(set(range(max(found) + 1)) - set(found))
-        raise ShardMismatch(f"optimizer shard(s) of rank {', '.join(map(str, gaps))} missing "
-                            f"(found ranks {', '.join(map(str, found))})")
+        raise ShardMismatch(
+            f"optimizer shard(s) of rank {', '.join(map(str, gaps))} missing "
+            f"(found ranks {', '.join(map(str, found))})"
+        )
     shards = []
     for r in found:
         path = optim_file(ckpt_dir, step, r)
@@ -242,12 +273,16 @@ def apply_full_state(full: FullState, model: nn.Module, optimizers: list[torch.o
                 else:
                     if name not in full.adam:
                         raise ShardMismatch(f"no AdamW moments for {name} in the shards")
-                    sd["state"][index] = {"step": torch.tensor(float(full.step), dtype=torch.float32),
-                                          **{k: full.adam[name][k].clone() for k in ADAM_KEYS}}
+                    sd["state"][index] = {
+                        "step": torch.tensor(float(full.step), dtype=torch.float32),
+                        **{k: full.adam[name][k].clone() for k in ADAM_KEYS},
+                    }
                     count += 2
                 got = sd["state"][index]["momentum_buffer" if is_muon else "exp_avg"].shape
                 if tuple(got) != tuple(p.shape):
-                    raise ShardMismatch(f"{name}: state of shape {tuple(got)} for a parameter of {tuple(p.shape)}")
+                    raise ShardMismatch(
+                        f"{name}: state of shape {tuple(got)} for a parameter of {tuple(p.shape)}"
+                    )
                 index += 1
         staged.append((opt, sd, is_muon))
     for opt, sd, is_muon in staged:  # only once everything fitted: never a half-loaded optimizer
@@ -260,8 +295,9 @@ def apply_full_state(full: FullState, model: nn.Module, optimizers: list[torch.o
     return count
 
 
-def import_nanochat_optimizer(ckpt_dir: Path, step: int, model: nn.Module,
-                              optimizers: list[torch.optim.Optimizer]) -> ImportReport:
+def import_nanochat_optimizer(
+    ckpt_dir: Path, step: int, model: nn.Module, optimizers: list[torch.optim.Optimizer]
+) -> ImportReport:
     """Rebuild the optimizer state of nanochat's checkpoint `step` in `ckpt_dir` into `optimizers`.
 
     Never raises for bad or missing shards: the report says why nothing was loaded (the optimizers
@@ -280,7 +316,8 @@ def import_nanochat_optimizer(ckpt_dir: Path, step: int, model: nn.Module,
     except ShardMismatch as exc:
         logger.warning("nanochat optimizer state not imported from %s step %d: %s", ckpt_dir, step, exc)
         return ImportReport(False, str(exc))
-    report = ImportReport(True, "imported", full.format, full.world_size, full.step, full.muon_momentum, count,
-                          full.notes)
+    report = ImportReport(
+        True, "imported", full.format, full.world_size, full.step, full.muon_momentum, count, full.notes
+    )
     logger.info("optimizer %s", report.describe())
     return report

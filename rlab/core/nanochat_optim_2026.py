@@ -40,16 +40,28 @@ def nanochat_2026_muon_momentum(step: int) -> float:
 def adamw_names(params: ParamList) -> list[list[str]]:
     """The AdamW groups of nanochat-2026's `setup_optimizer`, as parameter names."""
     names = [n for n, _ in params]
-    value_embeds = sorted((n for n in names if n.startswith("value_embeds.")), key=lambda n: int(n.split(".")[1]))
-    return [["lm_head.weight"], ["transformer.wte.weight"], value_embeds, ["resid_lambdas"], ["x0_lambdas"],
-            ["smear_gate.weight", "smear_lambda", "backout_lambda"]]
+    value_embeds = sorted(
+        (n for n in names if n.startswith("value_embeds.")), key=lambda n: int(n.split(".")[1])
+    )
+    return [
+        ["lm_head.weight"],
+        ["transformer.wte.weight"],
+        value_embeds,
+        ["resid_lambdas"],
+        ["x0_lambdas"],
+        ["smear_gate.weight", "smear_lambda", "backout_lambda"],
+    ]
 
 
 def read_muon_adamw(shards: list[Any], params: ParamList) -> FullState | None:
     """nanochat 92d63d4: one `MuonAdamW.state_dict()` per rank; None for any other format."""
-    if not all(isinstance(s, dict) and isinstance(s.get("param_groups"), list) and s["param_groups"]
-               and all(isinstance(g, dict) and g.get("kind") in ("adamw", "muon") for g in s["param_groups"])
-               for s in shards):
+    if not all(
+        isinstance(s, dict)
+        and isinstance(s.get("param_groups"), list)
+        and s["param_groups"]
+        and all(isinstance(g, dict) and g.get("kind") in ("adamw", "muon") for g in s["param_groups"])
+        for s in shards
+    ):
         return None
     world = len(shards)
     shapes = dict(params)
@@ -60,8 +72,10 @@ def read_muon_adamw(shards: list[Any], params: ParamList) -> FullState | None:
     muon_groups = [g for g in groups if g["kind"] == "muon"]
     expected = adamw_names(params)
     if [len(g["params"]) for g in adam_groups] != [len(names) for names in expected]:
-        raise ShardMismatch(f"AdamW groups hold {[len(g['params']) for g in adam_groups]} parameters; a "
-                            f"nanochat-2026 model of these keys has {[len(n) for n in expected]}")
+        raise ShardMismatch(
+            f"AdamW groups hold {[len(g['params']) for g in adam_groups]} parameters; a "
+            f"nanochat-2026 model of these keys has {[len(n) for n in expected]}"
+        )
     full = FullState("nanochat MuonAdamW (92d63d4)", world, step=-1)
     for group, names in zip(adam_groups, expected, strict=True):
         for idx, name in zip(group["params"], names, strict=True):
@@ -72,8 +86,10 @@ def read_muon_adamw(shards: list[Any], params: ParamList) -> FullState | None:
     matrix = [(n, s) for n, s in params if n.startswith("transformer.h.")]
     by_shape = {shape: [n for n, s in matrix if s == shape] for shape in sorted({s for _, s in matrix})}
     if [len(g["params"]) for g in muon_groups] != [len(v) for v in by_shape.values()]:
-        raise ShardMismatch(f"Muon groups hold {[len(g['params']) for g in muon_groups]} parameters; the "
-                            f"model's matrices by shape make {[len(v) for v in by_shape.values()]}")
+        raise ShardMismatch(
+            f"Muon groups hold {[len(g['params']) for g in muon_groups]} parameters; the "
+            f"model's matrices by shape make {[len(v) for v in by_shape.values()]}"
+        )
     dropped = 0
     for group, (shape, names) in zip(muon_groups, by_shape.items(), strict=True):
         idx = group["params"][0]
@@ -82,8 +98,10 @@ def read_muon_adamw(shards: list[Any], params: ParamList) -> FullState | None:
             raise ShardMismatch(f"Muon momentum for the {shape} group missing on a rank")
         stacked = torch.cat([st["momentum_buffer"] for st in states], dim=0)
         if tuple(stacked.shape[1:]) != tuple(shape) or stacked.shape[0] < len(names):
-            raise ShardMismatch(f"Muon momentum of the {shape} group has shape {tuple(stacked.shape)} over "
-                                f"{world} rank(s), expected at least {len(names)} x {shape}")
+            raise ShardMismatch(
+                f"Muon momentum of the {shape} group has shape {tuple(stacked.shape)} over "
+                f"{world} rank(s), expected at least {len(names)} x {shape}"
+            )
         for j, name in enumerate(names):
             full.muon[name] = stacked[j].clone()
         dropped += sum(1 for st in states if "second_momentum_buffer" in st)
@@ -96,7 +114,9 @@ def read_muon_adamw(shards: list[Any], params: ParamList) -> FullState | None:
 def _adam_moments(shards: list[Any], idx: int, name: str, shape: tuple[int, ...], full: FullState) -> dict:
     parts = [s["state"].get(idx) for s in shards]
     if any(p is None for p in parts):
-        raise ShardMismatch(f"AdamW state for {name} missing on rank {[p is None for p in parts].index(True)}")
+        raise ShardMismatch(
+            f"AdamW state for {name} missing on rank {[p is None for p in parts].index(True)}"
+        )
     steps = {int(p["step"]) for p in parts}
     if len(steps) != 1 or full.step not in (-1, *steps):
         raise ShardMismatch(f"AdamW step counts disagree ({name}: {sorted(steps)}, others: {full.step})")
@@ -107,6 +127,8 @@ def _adam_moments(shards: list[Any], idx: int, name: str, shape: tuple[int, ...]
     else:
         moments = {k: torch.cat([p[k] for p in parts], dim=0) for k in ADAM_KEYS}
     if tuple(moments["exp_avg"].shape) != tuple(shape):
-        raise ShardMismatch(f"the AdamW state of {len(parts)} shard(s) makes {tuple(moments['exp_avg'].shape)} "
-                            f"for {name}, the model has {tuple(shape)} (a shard missing or from another run?)")
+        raise ShardMismatch(
+            f"the AdamW state of {len(parts)} shard(s) makes {tuple(moments['exp_avg'].shape)} "
+            f"for {name}, the model has {tuple(shape)} (a shard missing or from another run?)"
+        )
     return moments

@@ -79,8 +79,16 @@ def build_optimizers(model: nn.Module, lr: LRSpec, n_embd: int) -> list[torch.op
         lr_name, mult, scaled, betas, wd = settings[name]
         base = SMEAR_LR if lr_name == "smear_lr" else getattr(lr, lr_name)
         group_lr = base * mult * (width_scale if scaled else 1.0)
-        adam_groups.append({"params": params, "lr": group_lr, "initial_lr": group_lr, "name": name,
-                            "betas": betas, "weight_decay": wd})
+        adam_groups.append(
+            {
+                "params": params,
+                "lr": group_lr,
+                "initial_lr": group_lr,
+                "name": name,
+                "betas": betas,
+                "weight_decay": wd,
+            }
+        )
     adam_params = [p for g in adam_groups for p in g["params"]]
     optimizers: list[torch.optim.Optimizer] = []
     matrix = groups.get("matrix", [])

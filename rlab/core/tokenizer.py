@@ -51,9 +51,7 @@ SPECIAL_TOKENS: tuple[str, ...] = (
 # of 3: with the small vocabularies rlab trains (thousands, not 100k) 3-digit number tokens
 # waste vocabulary on rare numbers. Contractions, letter runs, punctuation runs, newlines
 # and whitespace are split exactly as GPT-4 does.
-SPLIT_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
-)
+SPLIT_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 
 PICKLE_NAME = "tokenizer.pkl"
 TOKEN_BYTES_NAME = "token_bytes.pt"
@@ -83,13 +81,16 @@ class Tokenizer:
         path = Path(directory) / PICKLE_NAME
         if not path.is_file():
             raise DataError(
-                f"No tokenizer at {path}.", "Build one with `rlab data prepare` (or point --base-dir at nanochat's dir)."
+                f"No tokenizer at {path}.",
+                "Build one with `rlab data prepare` (or point --base-dir at nanochat's dir).",
             )
         try:
             with open(path, "rb") as f:
                 enc = pickle.load(f)
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
-            raise DataError(f"Cannot read tokenizer {path}: {exc}", "Rebuild it with `rlab data prepare --force`.") from exc
+            raise DataError(
+                f"Cannot read tokenizer {path}: {exc}", "Rebuild it with `rlab data prepare --force`."
+            ) from exc
         import tiktoken
 
         if not isinstance(enc, tiktoken.Encoding):
@@ -120,7 +121,9 @@ class Tokenizer:
         if len(ranks) < n_plain:
             log.warning("corpus supports only %d of the %d requested plain tokens", len(ranks), n_plain)
         specials = {tok: len(ranks) + i for i, tok in enumerate(SPECIAL_TOKENS)}
-        enc = tiktoken.Encoding(name=name, pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+        enc = tiktoken.Encoding(
+            name=name, pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=specials
+        )
         return cls(enc)
 
     def save(self, directory: str | Path) -> None:
@@ -157,7 +160,9 @@ class Tokenizer:
         try:
             return self.enc.encode_single_token(name)
         except KeyError as exc:
-            raise DataError(f"Unknown special token {name!r}; this tokenizer has {sorted(self.special_tokens)}.") from exc
+            raise DataError(
+                f"Unknown special token {name!r}; this tokenizer has {sorted(self.special_tokens)}."
+            ) from exc
 
     def token_bytes(self) -> torch.Tensor:
         """int32 [vocab]: UTF-8 byte length of each token's bytes, 0 for special tokens."""
@@ -165,7 +170,8 @@ class Tokenizer:
 
         special_ids = {self.enc.encode_single_token(s) for s in self.enc.special_tokens_set}
         lengths = [
-            0 if i in special_ids else len(self.enc.decode_single_token_bytes(i)) for i in range(self.vocab_size)
+            0 if i in special_ids else len(self.enc.decode_single_token_bytes(i))
+            for i in range(self.vocab_size)
         ]
         return torch.tensor(lengths, dtype=torch.int32)
 

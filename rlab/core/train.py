@@ -148,7 +148,9 @@ def training_val_bpb(model, batches: Iterator, num_batches: int, token_bytes, in
     return float(totals[0] / (math.log(2) * totals[1])) if totals[1] > 0 else float("nan")
 
 
-def sample_text(model, tokenizer, device, amp, prompt: str = SAMPLE_PROMPT, max_tokens: int = SAMPLE_TOKENS) -> str:
+def sample_text(
+    model, tokenizer, device, amp, prompt: str = SAMPLE_PROMPT, max_tokens: int = SAMPLE_TOKENS
+) -> str:
     """Greedy continuation of `prompt` (a quick look at what the model says; no KV cache needed at this size)."""
     import torch
 
@@ -157,7 +159,7 @@ def sample_text(model, tokenizer, device, amp, prompt: str = SAMPLE_PROMPT, max_
     with torch.no_grad():
         for _ in range(max_tokens):
             with amp():
-                logits = model(x[:, -model.config.sequence_len:])  # (1, T, V)
+                logits = model(x[:, -model.config.sequence_len :])  # (1, T, V)
             nxt = logits[:, -1].float().argmax(dim=-1, keepdim=True)  # (1, 1)
             x = torch.cat([x, nxt], dim=1)
     return tokenizer.decode(x[0, 1:].tolist())
@@ -201,8 +203,9 @@ class Trainer:
         if on_model is not None:
             on_model(self.model)
 
-        self.optimizers, self.lr_policy = start_optimizers(self.start, self.model, self.spec, config.n_embd,
-                                                           self._restore_rng)
+        self.optimizers, self.lr_policy = start_optimizers(
+            self.start, self.model, self.spec, config.n_embd, self._restore_rng
+        )
         self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": int(self.lr_policy["warmup_steps"])})
 
         self.amp_dtype = resolve_dtype(self.spec.dtype, self.device)
@@ -212,10 +215,18 @@ class Trainer:
         self.flops_per_token = self.model.estimate_flops()
         self.peak_flops = device_peak_flops(self.device, self.spec.peak_flops)
         self.memory = MemoryMeter(self.device)
-        self.metrics = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl" if info.is_main else None,
-                                     resumed_from=self.start.resumed_from)
-        self.tracker = make_tracker(cfg.tracking, cfg.experiment, cfg.tag, Path(cfg.run_dir),
-                                    cfg.model_dump(mode="json"), info.is_main)
+        self.metrics = MetricsWriter(
+            Path(cfg.run_dir) / "metrics.jsonl" if info.is_main else None,
+            resumed_from=self.start.resumed_from,
+        )
+        self.tracker = make_tracker(
+            cfg.tracking,
+            cfg.experiment,
+            cfg.tag,
+            Path(cfg.run_dir),
+            cfg.model_dump(mode="json"),
+            info.is_main,
+        )
         self.loader = self._make_loader("train", self.start.loader_state, after=self.start.loader_after)
         # cumulative counters, carried on from the checkpoint (never recomputed from step counts)
         self.skipped_total = self.start.skipped_total
@@ -225,15 +236,26 @@ class Trainer:
         self.written_steps: list[int] = []
         logger.info(
             "%s: %d params, world_size %d, batch %d x %d x %d ranks x %d accum = %d tokens/step, dtype %s, "
-            "compile %s, steps %d -> %d", cfg.tag, sum(p.numel() for p in self.model.parameters()),
-            info.world_size, self.plan.device_batch_size, self.plan.seq_len, info.world_size,
-            self.plan.grad_accum_steps, self.plan.tokens_per_step,
-            "bf16 autocast (fp32 master)" if self.amp_dtype else "fp32", self.compiled,
-            self.start.step, self.end_step,
+            "compile %s, steps %d -> %d",
+            cfg.tag,
+            sum(p.numel() for p in self.model.parameters()),
+            info.world_size,
+            self.plan.device_batch_size,
+            self.plan.seq_len,
+            info.world_size,
+            self.plan.grad_accum_steps,
+            self.plan.tokens_per_step,
+            "bf16 autocast (fp32 master)" if self.amp_dtype else "fp32",
+            self.compiled,
+            self.start.step,
+            self.end_step,
         )
         if self.spec.seq_len_warmup:
-            logger.info("sequence-length warmup: %s, then rows of %d", ", ".join(
-                f"{p.steps} steps in rows of {p.seq_len}" for p in self.spec.seq_len_warmup), self.plan.seq_len)
+            logger.info(
+                "sequence-length warmup: %s, then rows of %d",
+                ", ".join(f"{p.steps} steps in rows of {p.seq_len}" for p in self.spec.seq_len_warmup),
+                self.plan.seq_len,
+            )
 
     # --- setup helpers ---
 
@@ -259,9 +281,17 @@ class Trainer:
         from rlab.core.data import TokenLoader
 
         return TokenLoader(
-            self.layout.data_dir, self.tokenizer, split, self.plan.device_batch_size, self.plan.seq_len,
-            rank=self.info.rank, world_size=self.info.world_size, device=self.device, seed=self.spec.seed,
-            state=state, after=after,
+            self.layout.data_dir,
+            self.tokenizer,
+            split,
+            self.plan.device_batch_size,
+            self.plan.seq_len,
+            rank=self.info.rank,
+            world_size=self.info.world_size,
+            device=self.device,
+            seed=self.spec.seed,
+            state=state,
+            after=after,
         )
 
     def amp(self):
@@ -325,7 +355,9 @@ class Trainer:
         from rlab.core.schedule import lr_multiplier
 
         t0 = time.perf_counter()
-        i = step - self.start.run_start_step  # position inside this run: the LR and row-length schedules' clock
+        i = (
+            step - self.start.run_start_step
+        )  # position inside this run: the LR and row-length schedules' clock
         mult = lr_multiplier(i, self.spec.steps, self.lr_spec)
         set_lr_multiplier(self.optimizers, mult)
         batches = [next(self.loader) for _ in range(self.plan.grad_accum_steps)]
@@ -357,8 +389,14 @@ class Trainer:
         else:
             self.skipped_total += 1
             self.consecutive_skips += 1
-            logger.warning("step %d skipped: %s (loss %.4g); %d in a row, %d in total",
-                           step + 1, reason, loss, self.consecutive_skips, self.skipped_total)
+            logger.warning(
+                "step %d skipped: %s (loss %.4g); %d in a row, %d in total",
+                step + 1,
+                reason,
+                loss,
+                self.consecutive_skips,
+                self.skipped_total,
+            )
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=True)
         if self.device.type == "cuda":
@@ -369,12 +407,19 @@ class Trainer:
         tokens_per_s = self.plan.tokens_per_step / dt
         flops_per_s = tokens_per_s * self.flops_per_token
         record = {
-            "type": "train", "step": step + 1, "start_step": self.start.run_start_step, "end_step": self.end_step,
-            "loss": loss, "lr_mult": mult, "grad_norm": norm,
+            "type": "train",
+            "step": step + 1,
+            "start_step": self.start.run_start_step,
+            "end_step": self.end_step,
+            "loss": loss,
+            "lr_mult": mult,
+            "grad_norm": norm,
             "tokens": self.run_tokens,
-            "tokens_per_s": tokens_per_s, "flops_per_s": flops_per_s,
+            "tokens_per_s": tokens_per_s,
+            "flops_per_s": flops_per_s,
             "mfu": flops_per_s / (self.peak_flops * self.info.world_size) if self.peak_flops else None,
-            "skipped": self.skipped_total, "peak_mem_mb": self.memory.peak_mb(),
+            "skipped": self.skipped_total,
+            "peak_mem_mb": self.memory.peak_mb(),
         }
         if self.info.is_distributed:
             record["rank_losses"] = rank_losses
@@ -440,7 +485,10 @@ class Trainer:
         from rlab.core.distributed import barrier, gather_objects
         from rlab.core.optim import optimizer_state
 
-        loader_state = {"world_size": self.info.world_size, "ranks": gather_objects(self.loader.state_dict(), self.info)}
+        loader_state = {
+            "world_size": self.info.world_size,
+            "ranks": gather_objects(self.loader.state_dict(), self.info),
+        }
         model_state = self.model.state_dict()
         bad = nonfinite_tensors(model_state)  # replicas are identical, so every rank decides alike
         if bad:
@@ -448,7 +496,9 @@ class Trainer:
                 f"Refusing to save step {step} of {self.cfg.tag}: non-finite parameters ({', '.join(bad[:5])}).",
                 hint="The previous checkpoint is untouched; lower the LR and resume from it.",
             )
-        checksums = self._gather_scalar(torch.stack([p.detach().double().sum() for p in self.model.parameters()]).sum())
+        checksums = self._gather_scalar(
+            torch.stack([p.detach().double().sum() for p in self.model.parameters()]).sum()
+        )
         if len(set(checksums)) > 1:
             logger.error("replicas diverged at step %d: parameter checksums %s", step, checksums)
         if self.info.is_main:
@@ -479,9 +529,13 @@ class Trainer:
             "loader_state": loader_state,
             "data_start": self.start.data_start,
             "run_config": cfg.model_dump(mode="json"),
-            "optimizer": {"format": "rlab.optim/1", "file": f"optim_{step:06d}_rank0.pt",
-                          "world_size_independent": True, "at_start": self.start.optimizer_note,
-                          "import": self.start.optimizer_import},
+            "optimizer": {
+                "format": "rlab.optim/1",
+                "file": f"optim_{step:06d}_rank0.pt",
+                "world_size_independent": True,
+                "at_start": self.start.optimizer_note,
+                "import": self.start.optimizer_import,
+            },
             "world_size": self.info.world_size,
             "rlab_version": RLAB_VERSION,
             "code_version": code_version().model_dump(mode="json"),
@@ -520,11 +574,24 @@ class Trainer:
                 record = self.train_step(step)
                 done = step + 1
                 self.metrics.write(record)
-                self.tracker.log({f"train/{k}": v for k, v in record.items()
-                                  if isinstance(v, (int, float)) and k != "type"}, step=done)
-                progress.update(done - start, f"loss {record['loss']:.4f} | {record['tokens_per_s']:,.0f} tok/s")
-                logger.debug("step %d loss %.4f lr_mult %.3f grad_norm %.3f", done, record["loss"],
-                             record["lr_mult"], record["grad_norm"])
+                self.tracker.log(
+                    {
+                        f"train/{k}": v
+                        for k, v in record.items()
+                        if isinstance(v, (int, float)) and k != "type"
+                    },
+                    step=done,
+                )
+                progress.update(
+                    done - start, f"loss {record['loss']:.4f} | {record['tokens_per_s']:,.0f} tok/s"
+                )
+                logger.debug(
+                    "step %d loss %.4f lr_mult %.3f grad_norm %.3f",
+                    done,
+                    record["loss"],
+                    record["lr_mult"],
+                    record["grad_norm"],
+                )
                 last = done == end
                 if spec.eval_every is not None and (done % spec.eval_every == 0 or last):
                     self.evaluate(done)
@@ -533,13 +600,19 @@ class Trainer:
                 if last or (spec.save_every is not None and done % spec.save_every == 0):
                     self.save(done)
             step = end
-            self.metrics.write({"type": "done", "step": end, "skipped": self.skipped_total,
-                                "val_bpb": self.last_val_bpb})
+            self.metrics.write(
+                {"type": "done", "step": end, "skipped": self.skipped_total, "val_bpb": self.last_val_bpb}
+            )
             self.tracker.finish(0)
             return {"step": end, "val_bpb": self.last_val_bpb, "skipped": self.skipped_total}
         except BaseException as exc:
-            self.metrics.write({"type": "failed", "step": step, "error": str(exc).splitlines()[0] if str(exc) else
-                                type(exc).__name__})
+            self.metrics.write(
+                {
+                    "type": "failed",
+                    "step": step,
+                    "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                }
+            )
             self.tracker.finish(1)
             raise
         finally:
@@ -574,8 +647,13 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
                 from rlab.core.metrics import MetricsWriter
 
                 writer = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl", append=True)
-                writer.write({"type": "failed", "step": None, "error": str(exc).splitlines()[0] if str(exc) else
-                              type(exc).__name__})
+                writer.write(
+                    {
+                        "type": "failed",
+                        "step": None,
+                        "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    }
+                )
                 writer.close()
             raise
         result = trainer.run()

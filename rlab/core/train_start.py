@@ -80,8 +80,12 @@ def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> tuple[int, dict[str, Any]
         meta = read_meta(ckpt_dir, step)
         if (meta.get("train_state") or {}).get("run_key") == key:
             if step != steps[-1]:
-                logger.warning("newest checkpoint %d of %s was not written by this run; resuming at %d",
-                               steps[-1], cfg.tag, step)
+                logger.warning(
+                    "newest checkpoint %d of %s was not written by this run; resuming at %d",
+                    steps[-1],
+                    cfg.tag,
+                    step,
+                )
             return step, meta
     return None
 
@@ -115,11 +119,22 @@ def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> tu
         meta = read_meta(init_dir, ds.step) if (init_dir / f"meta_{ds.step:06d}.json").exists() else {}
     world, how = nanochat_world_size(base_dir, ds.step, meta)
     after = NanochatPosition(int(ds.pq_idx or 0), int(ds.rg_idx or 0), world, int(ds.epoch or 1))
-    record.update(world_size=world, world_size_from=how, approximate=(
-        "nanochat's own resume rule: starts at the next whole round of row groups, so the unread rest of the "
-        "round the base was in is skipped" + ("" if world else "; world size unknown, rest of the shard skipped")))
-    logger.info("train data starts %s: %s (world size %s from %s); approximate like nanochat's resume",
-                ds.describe(), after.describe(), world, how)
+    record.update(
+        world_size=world,
+        world_size_from=how,
+        approximate=(
+            "nanochat's own resume rule: starts at the next whole round of row groups, so the unread rest of the "
+            "round the base was in is skipped"
+            + ("" if world else "; world size unknown, rest of the shard skipped")
+        ),
+    )
+    logger.info(
+        "train data starts %s: %s (world size %s from %s); approximate like nanochat's resume",
+        ds.describe(),
+        after.describe(),
+        world,
+        how,
+    )
     if after.epoch > 1:
         logger.info("the base had already passed over all train data %d time(s)", after.epoch - 1)
     return None, after, record
@@ -147,7 +162,9 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             model_state, meta, info = load_checkpoint_state(target_dir, step)
             payload = load_optim_payload(target_dir, step)
             own = is_own_format(payload)
-            logger.info("resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh")
+            logger.info(
+                "resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh"
+            )
             return StartPoint(
                 step=step,
                 run_start_step=int(state["run_start_step"]),
@@ -183,13 +200,28 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         own = is_own_format(payload)
         shards = any(src_dir.glob(f"optim_{cfg.init.step:06d}_rank*.pt"))
         nanochat = None if own or not shards else (src_dir, cfg.init.step)
-        note = ("restored from the source checkpoint" if own else
-                "fresh: the source has no optimizer state" if not shards else "pending nanochat import")
-        lineage = (cfg.lineage.model_dump() if cfg.lineage
-                   else {"parent_tag": cfg.init.tag, "parent_step": cfg.init.step})
-        logger.info("starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
-                    cfg.tag, cfg.init.tag, cfg.init.step, src_len, seq_len, rope.describe(),
-                    "from nanochat's per-rank shards" if nanochat else note)
+        note = (
+            "restored from the source checkpoint"
+            if own
+            else "fresh: the source has no optimizer state"
+            if not shards
+            else "pending nanochat import"
+        )
+        lineage = (
+            cfg.lineage.model_dump()
+            if cfg.lineage
+            else {"parent_tag": cfg.init.tag, "parent_step": cfg.init.step}
+        )
+        logger.info(
+            "starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
+            cfg.tag,
+            cfg.init.tag,
+            cfg.init.step,
+            src_len,
+            seq_len,
+            rope.describe(),
+            "from nanochat's per-rank shards" if nanochat else note,
+        )
         return StartPoint(
             step=cfg.init.step,
             run_start_step=cfg.init.step,
@@ -209,14 +241,29 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         )
 
     m = cfg.init.model
-    model_config = {"sequence_len": seq_len, "vocab_size": vocab_size, "n_layer": m.n_layer,
-                    "n_head": m.n_head, "n_kv_head": m.n_kv_head or m.n_head, "n_embd": m.n_embd,
-                    "window_pattern": m.window_pattern, "architecture": m.architecture, "rotary_base": m.rotary_base}
+    model_config = {
+        "sequence_len": seq_len,
+        "vocab_size": vocab_size,
+        "n_layer": m.n_layer,
+        "n_head": m.n_head,
+        "n_kv_head": m.n_kv_head or m.n_head,
+        "n_embd": m.n_embd,
+        "window_pattern": m.window_pattern,
+        "architecture": m.architecture,
+        "rotary_base": m.rotary_base,
+    }
     logger.info("training %s from scratch: %s", cfg.tag, model_config)
-    return StartPoint(step=0, run_start_step=0, model_state=None, model_config=model_config,
-                      rope=cfg.rope.with_original_len(seq_len),
-                      lineage=cfg.lineage.model_dump() if cfg.lineage else None,
-                      loader_state=loader_state, loader_after=after, data_start=data_record)
+    return StartPoint(
+        step=0,
+        run_start_step=0,
+        model_state=None,
+        model_config=model_config,
+        rope=cfg.rope.with_original_len(seq_len),
+        lineage=cfg.lineage.model_dump() if cfg.lineage else None,
+        loader_state=loader_state,
+        loader_after=after,
+        data_start=data_record,
+    )
 
 
 def fresh_lr_policy(steps: int, warmup_steps: int) -> dict[str, Any]:
@@ -251,15 +298,18 @@ def start_optimizers(start: StartPoint, model, spec, n_embd: int, restore_rng) -
             start.optimizer_note = report.describe()
             start.fresh_continuation = False
         else:
-            start.optimizer_note = f"fresh: the source's optimizer files are foreign and were not imported " \
-                                   f"({report.reason})"
+            start.optimizer_note = (
+                f"fresh: the source's optimizer files are foreign and were not imported ({report.reason})"
+            )
     policy = start.lr_policy or {"peak_lr_scale": 1.0, "warmup_steps": spec.lr.warmup_steps}
     if start.resumed_from is None and start.fresh_continuation:
         policy = fresh_lr_policy(spec.steps, spec.lr.warmup_steps)
-        start.optimizer_note += (f"; peak LRs x{policy['peak_lr_scale']:g} with {policy['warmup_steps']} "
-                                 "warmup step(s)")
-        logger.warning("continuing %s with a fresh optimizer: %s", "from a trained checkpoint",
-                       start.optimizer_note)
+        start.optimizer_note += (
+            f"; peak LRs x{policy['peak_lr_scale']:g} with {policy['warmup_steps']} warmup step(s)"
+        )
+        logger.warning(
+            "continuing %s with a fresh optimizer: %s", "from a trained checkpoint", start.optimizer_note
+        )
     scale = float(policy["peak_lr_scale"])
     if scale != 1.0:
         for opt in optimizers:

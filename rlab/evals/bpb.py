@@ -113,15 +113,19 @@ def window_nats(model, inputs: torch.Tensor, targets: torch.Tensor, token_bytes:
         rows, cols = counted.nonzero(as_tuple=True)  # (N,) each
         losses = torch.empty(rows.numel(), dtype=torch.float32, device=targets.device)
         for i in range(0, rows.numel(), _HEAD_ROWS):
-            r, c = rows[i:i + _HEAD_ROWS], cols[i:i + _HEAD_ROWS]
+            r, c = rows[i : i + _HEAD_ROWS], cols[i : i + _HEAD_ROWS]
             logits = model.logits_at(hidden[r, c])  # (n, V) fp32
-            losses[i:i + r.numel()] = F.cross_entropy(logits.float(), targets[r, c], reduction="none")
+            losses[i : i + r.numel()] = F.cross_entropy(logits.float(), targets[r, c], reduction="none")
         nats = torch.zeros(R, dtype=torch.float64, device=targets.device).index_add_(0, rows, losses.double())
     return nats, nbytes.double().sum(dim=1), counted.double().sum(dim=1)
 
 
 def score_documents(
-    model, docs: Sequence[Sequence[int]], window: int, token_bytes: torch.Tensor, batch_tokens: int,
+    model,
+    docs: Sequence[Sequence[int]],
+    window: int,
+    token_bytes: torch.Tensor,
+    batch_tokens: int,
     progress: ProgressFn | None = None,
 ) -> BpbResult:
     """BPB over whole documents (token lists with BOS first); one unit per document, in `docs` order.
@@ -138,17 +142,21 @@ def score_documents(
     report(progress, 0, len(rows))
     while i < len(rows):
         width = rows[i][2] - rows[i][1] - 1  # inputs of the longest row of this batch
-        take = rows[i:i + max(1, batch_tokens // width)]
+        take = rows[i : i + max(1, batch_tokens // width)]
         x = torch.zeros((len(take), width), dtype=torch.long)  # (b, width); padding id 0 is never scored
         y = torch.full((len(take), width), -1, dtype=torch.long)  # (b, width)
         for j, (d, s, e) in enumerate(take):
             toks = torch.as_tensor(docs[d][s:e], dtype=torch.long)
             x[j, : e - s - 1], y[j, : e - s - 1] = toks[:-1], toks[1:]
         nats, nbytes, ntok = window_nats(model, x.to(device), y.to(device), token_bytes, freq_len=window)
-        row_sums[i:i + len(take)] = torch.stack([nats, nbytes, ntok], dim=1).cpu().numpy()
+        row_sums[i : i + len(take)] = torch.stack([nats, nbytes, ntok], dim=1).cpu().numpy()
         i += len(take)
         report(progress, i, len(rows))
     per_doc = np.zeros((len(docs), 3), dtype=np.float64)
-    for k in sorted(range(len(rows)), key=lambda k: (rows[k][0], rows[k][1])):  # a document's windows in order
+    for k in sorted(
+        range(len(rows)), key=lambda k: (rows[k][0], rows[k][1])
+    ):  # a document's windows in order
         per_doc[rows[k][0]] += row_sums[k]
-    return _reduce_units(torch.from_numpy(per_doc).to(device), docs=len(docs), unit_docs=list(range(len(docs))))
+    return _reduce_units(
+        torch.from_numpy(per_doc).to(device), docs=len(docs), unit_docs=list(range(len(docs)))
+    )

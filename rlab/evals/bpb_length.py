@@ -135,8 +135,12 @@ def plan_blocks(
     longest_doc = max(doc_lengths, default=0)
     feasible = [L for L in lengths if L + 1 <= longest_doc]
     skipped = [
-        {"length": L, "reason": f"no document has the {L + 1} tokens a full window needs (longest has {longest_doc})"}
-        for L in lengths if L + 1 > longest_doc
+        {
+            "length": L,
+            "reason": f"no document has the {L + 1} tokens a full window needs (longest has {longest_doc})",
+        }
+        for L in lengths
+        if L + 1 > longest_doc
     ]
     if not feasible:
         return BlockPlan([], skipped, B, [], 0, list(range(len(doc_lengths))), False)
@@ -183,9 +187,13 @@ def evaluate_bpb_blocks(
             bl = blocks[b_i]
             toks = docs[bl.doc]
             if bl.end - length < 0 or bl.end + 1 > len(toks):
-                raise ValueError(f"block {b_i} (doc {bl.doc}, end {bl.end}) does not fit a window of {length}")
+                raise ValueError(
+                    f"block {b_i} (doc {bl.doc}, end {bl.end}) does not fit a window of {length}"
+                )
             x[row] = torch.as_tensor(toks[bl.end - length : bl.end], dtype=torch.long)
-            y[row, length - block :] = torch.as_tensor(toks[bl.end - block + 1 : bl.end + 1], dtype=torch.long)
+            y[row, length - block :] = torch.as_tensor(
+                toks[bl.end - block + 1 : bl.end + 1], dtype=torch.long
+            )
         nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
         for row, b_i in enumerate(idxs):
             units[b_i, 0], units[b_i, 1], units[b_i, 2] = nats[row], nbytes[row], ntok[row]
@@ -208,28 +216,53 @@ def score_plan(
     if plan.lengths:
         log.info(
             "BPB vs length: %d blocks of %d targets from %d docs, placed for L_k = %d (%d documents too short)",
-            len(plan.blocks), B, plan.docs, plan.longest, len(plan.short_docs),
+            len(plan.blocks),
+            B,
+            plan.docs,
+            plan.longest,
+            len(plan.short_docs),
         )
         if not plan.budget_met:
             log.warning(
                 "BPB vs length: the long documents allow only %d scored targets at length %d",
-                plan.scored_positions, plan.longest,
+                plan.scored_positions,
+                plan.longest,
             )
     rows, raw = [], {}
     parts = stages(progress, [length * len(plan.blocks) for length in plan.lengths])  # forward tokens
     for length, part in zip(plan.lengths, parts):
         res = evaluate_bpb_blocks(model, docs, plan.blocks, length, B, token_bytes, batch_tokens, part)
         raw[length] = res
-        rows.append({
-            "length": length, "bpb": res.bpb, "tokens": res.tokens, "docs": res.docs,
-            "block": B, "blocks": len(plan.blocks), "context_min": length - B, "context_max": length - 1,
-            "short_docs": len(plan.short_docs),
-        })
-        log.info("BPB at length %d: %.4f over %d tokens, %d blocks, %d docs",
-                 length, res.bpb, res.tokens, len(plan.blocks), res.docs)
+        rows.append(
+            {
+                "length": length,
+                "bpb": res.bpb,
+                "tokens": res.tokens,
+                "docs": res.docs,
+                "block": B,
+                "blocks": len(plan.blocks),
+                "context_min": length - B,
+                "context_max": length - 1,
+                "short_docs": len(plan.short_docs),
+            }
+        )
+        log.info(
+            "BPB at length %d: %.4f over %d tokens, %d blocks, %d docs",
+            length,
+            res.bpb,
+            res.tokens,
+            len(plan.blocks),
+            res.docs,
+        )
     metric = {
-        "protocol": "same_targets", "convention": convention(B, plan.longest), "block": B, "longest": plan.longest,
-        "units": len(plan.blocks), "docs": plan.docs, "lengths": rows, "skipped": plan.skipped,
+        "protocol": "same_targets",
+        "convention": convention(B, plan.longest),
+        "block": B,
+        "longest": plan.longest,
+        "units": len(plan.blocks),
+        "docs": plan.docs,
+        "lengths": rows,
+        "skipped": plan.skipped,
     }
     return metric, raw
 

@@ -46,7 +46,9 @@ def install_from_zip(zip_path: Path, target: Path, force: bool = False) -> Path:
     """Extract `zip_path`, check it, and move its bundle folder to `target` (atomically)."""
     target = Path(target)
     if target.exists() and not force:
-        raise EvalError(f"{target} already exists.", "Check it with `rlab bundle check`, or pass --force to replace it.")
+        raise EvalError(
+            f"{target} already exists.", "Check it with `rlab bundle check`, or pass --force to replace it."
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".eval_bundle.") as tmp:
         try:
@@ -67,13 +69,17 @@ def download_bundle(target: Path, url: str = BUNDLE_URL, force: bool = False, ti
     """Download the zip from `url` and install it at `target`."""
     target = Path(target)
     if target.exists() and not force:
-        raise EvalError(f"{target} already exists.", "Check it with `rlab bundle check`, or pass --force to replace it.")
+        raise EvalError(
+            f"{target} already exists.", "Check it with `rlab bundle check`, or pass --force to replace it."
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".eval_bundle.", suffix=".zip") as tmp:
         try:
             with urllib.request.urlopen(url, timeout=timeout) as resp:
                 shutil.copyfileobj(resp, tmp)
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            raise EvalError(f"Could not download {url}: {exc}", "Check the network, or copy a bundle by hand.") from None
+            raise EvalError(
+                f"Could not download {url}: {exc}", "Check the network, or copy a bundle by hand."
+            ) from None
         tmp.flush()
         return install_from_zip(Path(tmp.name), target, force=force)

@@ -84,13 +84,23 @@ def _span(rng: random.Random, docs: Sequence[Sequence[int]], n: int) -> list[int
     return list(doc[start : start + n])
 
 
-def build_record(docs: Sequence[Sequence[int]], bos: int, window: int, seed: int, index: int,
-                 passage: int = PASSAGE, prefix: int = PREFIX) -> CopyRecord:
+def build_record(
+    docs: Sequence[Sequence[int]],
+    bos: int,
+    window: int,
+    seed: int,
+    index: int,
+    passage: int = PASSAGE,
+    prefix: int = PREFIX,
+) -> CopyRecord:
     """The `index`-th record at `window` (deterministic from seed, window and index)."""
     gap = window - prefix - 2 * passage
     if gap < 0:
-        raise EvalError(f"Copy-by-distance window {window} is too short: a record needs at least "
-                        f"{prefix + 2 * passage} tokens.", "Use longer eval lengths.")
+        raise EvalError(
+            f"Copy-by-distance window {window} is too short: a record needs at least "
+            f"{prefix + 2 * passage} tokens.",
+            "Use longer eval lengths.",
+        )
     rng = random.Random(f"copy:{seed}:{window}:{index}")
     x = _span(rng, docs, passage)
     filler = _span(rng, docs, prefix + gap)
@@ -99,10 +109,18 @@ def build_record(docs: Sequence[Sequence[int]], bos: int, window: int, seed: int
         if y != x:
             break
     else:
-        raise EvalError(f"Copy-by-distance: {CONTROL_DRAWS} draws from the long-document set gave no passage of "
-                        f"{passage} tokens other than the one repeated, so a record has no control.",
-                        "The set is too repetitive; add varied long documents (`rlab data long-docs --from ...`).")
-    tokens = [bos, *filler[:prefix], *x, *filler[prefix:], *x]  # window + 1 tokens: inputs and shifted targets
+        raise EvalError(
+            f"Copy-by-distance: {CONTROL_DRAWS} draws from the long-document set gave no passage of "
+            f"{passage} tokens other than the one repeated, so a record has no control.",
+            "The set is too repetitive; add varied long documents (`rlab data long-docs --from ...`).",
+        )
+    tokens = [
+        bos,
+        *filler[:prefix],
+        *x,
+        *filler[prefix:],
+        *x,
+    ]  # window + 1 tokens: inputs and shifted targets
     control = [bos, *filler[:prefix], *y, *filler[prefix:], *x]
     first = 1 + prefix
     return CopyRecord(tokens, control, first, first + distance_of(window, passage, prefix))
@@ -122,7 +140,9 @@ def _score(model, records: Sequence[CopyRecord], passage: int, device) -> np.nda
 
     from rlab.evals.scored_forward import head_stats, hidden_at
 
-    windows = [w for r in records for w in (r.control, r.tokens)]  # row 2i: control of record i, 2i + 1: record
+    windows = [
+        w for r in records for w in (r.control, r.tokens)
+    ]  # row 2i: control of record i, 2i + 1: record
     ids = torch.tensor([w[:-1] for w in windows], dtype=torch.long, device=device)  # (2b, W)
     rows, cols, targets = [], [], []
     for row, rec in enumerate(records):
@@ -139,9 +159,18 @@ def _score(model, records: Sequence[CopyRecord], passage: int, device) -> np.nda
     return torch.stack([nll[:, 0].mean(1), nll[:, 1].mean(1), hit[:, 1].mean(1)], dim=1).numpy()
 
 
-def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windows: Sequence[int], records: int,
-                           seed: int, batch_tokens: int, device, passage: int = PASSAGE,
-                           progress: ProgressFn | None = None) -> list[dict]:
+def evaluate_copy_distance(
+    model,
+    docs: Sequence[Sequence[int]],
+    bos: int,
+    windows: Sequence[int],
+    records: int,
+    seed: int,
+    batch_tokens: int,
+    device,
+    passage: int = PASSAGE,
+    progress: ProgressFn | None = None,
+) -> list[dict]:
     """Per-record rows (see COLUMNS) for every window; `docs` are token lists of natural text."""
     import torch
 
@@ -166,19 +195,35 @@ def evaluate_copy_distance(model, docs: Sequence[Sequence[int]], bos: int, windo
             per_rec = per_rec.cpu()
         d = distance_of(window, passage)
         for i, (control, copy, acc) in enumerate(per_rec.tolist()):
-            rows.append({"window": window, "distance": d, "record": i, "control_nats": control, "copy_nats": copy,
-                         "copy_acc": acc, "tokens": passage - 1})
+            rows.append(
+                {
+                    "window": window,
+                    "distance": d,
+                    "record": i,
+                    "control_nats": control,
+                    "copy_nats": copy,
+                    "copy_acc": acc,
+                    "tokens": passage - 1,
+                }
+            )
         mean = per_rec.mean(0).tolist()
-        log.info("copy at distance %d (window %d): copy %.3f vs control %.3f nats/token, copy acc %.2f",
-                 d, window, mean[1], mean[0], mean[2])
+        log.info(
+            "copy at distance %d (window %d): copy %.3f vs control %.3f nats/token, copy acc %.2f",
+            d,
+            window,
+            mean[1],
+            mean[0],
+            mean[2],
+        )
     return rows
 
 
 GAIN_RESAMPLES = 2000
 
 
-def mean_interval(values: np.ndarray, rng: np.random.Generator, resamples: int = GAIN_RESAMPLES,
-                  alpha: float = 0.05) -> tuple[float, float]:
+def mean_interval(
+    values: np.ndarray, rng: np.random.Generator, resamples: int = GAIN_RESAMPLES, alpha: float = 0.05
+) -> tuple[float, float]:
     """(1 - alpha) percentile-bootstrap interval of a mean over records (records are the independent units).
 
     Shared by the eval's summary, the demo's go/no-go and the report's copy section, so the three
@@ -198,8 +243,17 @@ def summarize(rows: Sequence[dict], resamples: int = GAIN_RESAMPLES, seed: int =
         acc = np.array([r["copy_acc"] for r in sel])
         gain = control - copy
         low, high = mean_interval(gain, rng, resamples)
-        out.append({"window": window, "distance": sel[0]["distance"], "control_nats": float(control.mean()),
-                    "copy_nats": float(copy.mean()), "gain": float(gain.mean()),
-                    "gain_ci_low": low, "gain_ci_high": high,
-                    "copy_acc": float(acc.mean()), "n": len(sel)})
+        out.append(
+            {
+                "window": window,
+                "distance": sel[0]["distance"],
+                "control_nats": float(control.mean()),
+                "copy_nats": float(copy.mean()),
+                "gain": float(gain.mean()),
+                "gain_ci_low": low,
+                "gain_ci_high": high,
+                "copy_acc": float(acc.mean()),
+                "n": len(sel),
+            }
+        )
     return out

@@ -221,11 +221,15 @@ def load_bundle(root: Path) -> CoreBundle:
         except (KeyError, TypeError) as exc:
             raise EvalError(f"{where}: missing key {exc}.") from None
         if task_type not in TASK_TYPES:
-            raise EvalError(f"{where} ({label}): unsupported icl_task_type '{task_type}' (known: {', '.join(TASK_TYPES)}).")
+            raise EvalError(
+                f"{where} ({label}): unsupported icl_task_type '{task_type}' (known: {', '.join(TASK_TYPES)})."
+            )
         # nanochat uses the first entry of the num_fewshot list.
         num_fewshot = int(shots[0] if isinstance(shots, list) else shots)
         if label not in baselines:
-            raise EvalError(f"{where}: task '{label}' has no row in eval_meta_data.csv, so no random baseline.")
+            raise EvalError(
+                f"{where}: task '{label}' has no row in eval_meta_data.csv, so no random baseline."
+            )
         spec = TaskSpec(
             label=label,
             dataset_uri=uri,
@@ -243,8 +247,12 @@ def load_bundle(root: Path) -> CoreBundle:
             len(missing),
             ", ".join(f"{t.label} ({t.dataset_uri})" for t in missing),
         )
-    return CoreBundle(root=root, tasks=tuple(present), missing=tuple(missing),
-                      order=tuple(str(raw["label"]) for raw in raw_tasks))
+    return CoreBundle(
+        root=root,
+        tasks=tuple(present),
+        missing=tuple(missing),
+        order=tuple(str(raw["label"]) for raw in raw_tasks),
+    )
 
 
 def load_task_data(task: TaskSpec) -> list[dict]:
@@ -261,19 +269,23 @@ def load_task_data(task: TaskSpec) -> list[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise EvalError(
-                    f"{task.path}:{lineno}: malformed JSON line ({exc.msg} at column {exc.colno}).", BUNDLE_HINT
+                    f"{task.path}:{lineno}: malformed JSON line ({exc.msg} at column {exc.colno}).",
+                    BUNDLE_HINT,
                 ) from None
             if not isinstance(row, dict):
                 raise EvalError(f"{task.path}:{lineno}: expected a JSON object, got {type(row).__name__}.")
             absent = [k for k in required if k not in row]
             if absent:
                 raise EvalError(
-                    f"{task.path}:{lineno}: {task.task_type} row lacks field(s) {', '.join(absent)}.", BUNDLE_HINT
+                    f"{task.path}:{lineno}: {task.task_type} row lacks field(s) {', '.join(absent)}.",
+                    BUNDLE_HINT,
                 )
             if "gold" in required:
                 options = row["choices"] if task.task_type == "multiple_choice" else row["context_options"]
                 if not isinstance(row["gold"], int) or not 0 <= row["gold"] < len(options):
-                    raise EvalError(f"{task.path}:{lineno}: gold {row['gold']!r} is not an index into {len(options)} options.")
+                    raise EvalError(
+                        f"{task.path}:{lineno}: gold {row['gold']!r} is not an index into {len(options)} options."
+                    )
             rows.append(row)
     if not rows:
         raise EvalError(f"{task.path}: no rows.", BUNDLE_HINT)

@@ -94,7 +94,9 @@ RENDERERS: dict[str, Callable[[dict, str, Sequence[dict]], list[str]]] = {
 }
 
 
-def render_prompts(task: TaskSpec, data: Sequence[dict], idx: int, fewshot_seed: int = FEWSHOT_SEED) -> list[str]:
+def render_prompts(
+    task: TaskSpec, data: Sequence[dict], idx: int, fewshot_seed: int = FEWSHOT_SEED
+) -> list[str]:
     """Prompts of example `idx` of `data` (the shuffled/subsampled rows) for its task type."""
     shots = [data[i] for i in fewshot_indices(len(data), idx, task.num_fewshot, fewshot_seed)]
     return RENDERERS[task.task_type](data[idx], task.continuation_delimiter, shots)
@@ -147,7 +149,9 @@ def token_spans(task_type: str, tokens: list[list[int]]) -> tuple[list[int], lis
         return [e - suffix for e in ends], ends
     without, with_ = tokens
     if len(without) >= len(with_) or with_[: len(without)] != without:
-        raise EvalError("language_modeling prompt without the continuation does not tokenize as a prefix of the full prompt.")
+        raise EvalError(
+            "language_modeling prompt without the continuation does not tokenize as a prefix of the full prompt."
+        )
     return [len(without)], [len(with_)]
 
 
@@ -271,7 +275,9 @@ def _sum_per_seq(nll, hit, seq_idx, n_seqs: int) -> list[list[float]]:
     """Per-position nll and argmax hits (N,) summed per sequence (fp64) -> [loss sums, hit sums]."""
     import torch
 
-    loss_sum = torch.zeros(n_seqs, dtype=torch.float64, device=nll.device).index_add_(0, seq_idx, nll.double())
+    loss_sum = torch.zeros(n_seqs, dtype=torch.float64, device=nll.device).index_add_(
+        0, seq_idx, nll.double()
+    )
     hit_sum = torch.zeros(n_seqs, dtype=torch.float64, device=nll.device).index_add_(0, seq_idx, hit.double())
     return torch.stack([loss_sum, hit_sum]).tolist()  # one device-to-host transfer
 
@@ -370,13 +376,29 @@ def plan_rows(ex: EncodedExample, n_embd: int) -> list[PackedExample]:
         return [packed]
     rows = []
     for ids in _prefix_groups(ex.tokens):
-        sub = EncodedExample(ex.index, ex.source_index, ex.task_type, ex.gold, [ex.tokens[j] for j in ids],
-                             [ex.starts[j] for j in ids], [ex.ends[j] for j in ids])
+        sub = EncodedExample(
+            ex.index,
+            ex.source_index,
+            ex.task_type,
+            ex.gold,
+            [ex.tokens[j] for j in ids],
+            [ex.starts[j] for j in ids],
+            [ex.ends[j] for j in ids],
+        )
         together = pack_example(sub)
-        parts = [(together, ids)] if len(ids) > 1 and cost([together.tokens]) < cost(sub.tokens) else [
-            (pack_example(EncodedExample(ex.index, ex.source_index, ex.task_type, ex.gold, [t], [s], [e])), [j])
-            for j, t, s, e in zip(ids, sub.tokens, sub.starts, sub.ends)
-        ]
+        parts = (
+            [(together, ids)]
+            if len(ids) > 1 and cost([together.tokens]) < cost(sub.tokens)
+            else [
+                (
+                    pack_example(
+                        EncodedExample(ex.index, ex.source_index, ex.task_type, ex.gold, [t], [s], [e])
+                    ),
+                    [j],
+                )
+                for j, t, s, e in zip(ids, sub.tokens, sub.starts, sub.ends)
+            ]
+        )
         for row, row_ids in parts:
             row.freq_len = packed.freq_len  # the reference pads every sequence to the example's longest
             row.seq_ids = row_ids
@@ -415,7 +437,9 @@ def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, 
             causal = torch.ones(W, W, dtype=torch.bool).tril()  # (T, T)
             # a token sees earlier tokens of the prefix and of its own segment (padding: prefix + padding)
             mask = ((seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None])) & causal  # (B, T, T)
-            hidden = hidden_at(model, ids, row_idx, col_idx, pos.to(device), mask[:, None].to(device), freq_len)
+            hidden = hidden_at(
+                model, ids, row_idx, col_idx, pos.to(device), mask[:, None].to(device), freq_len
+            )
         else:  # every pack is one plain sequence: the ordinary causal forward
             hidden = hidden_at(model, ids, row_idx, col_idx, freq_len=freq_len)  # (N, C)
         targets = torch.tensor(tgt, dtype=torch.long, device=device)  # (N,)
@@ -463,7 +487,11 @@ def split_batches(widths: Sequence[int], budget: int, n_embd: int) -> list[int]:
 
 
 def score_examples_batched(
-    model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int,
+    model,
+    examples: Sequence[EncodedExample],
+    pad_id: int,
+    device,
+    batch_tokens: int,
     progress: ProgressFn | None = None,
 ) -> list[list[tuple[float, bool]]]:
     """Per example, its sequences' (mean span loss, span fully argmax-correct), many examples per
@@ -496,7 +524,9 @@ def score_examples_batched(
         freq_len = keys[group[0]][0] or None
         for size in split_batches([len(packs[k].tokens) for k in group], batch_tokens, n_embd):
             chunk, group = group[:size], group[size:]
-            for k, sc in zip(chunk, _forward_packed(model, [packs[k] for k in chunk], pad_id, device, freq_len)):
+            for k, sc in zip(
+                chunk, _forward_packed(model, [packs[k] for k in chunk], pad_id, device, freq_len)
+            ):
                 row_scores[k] = sc
             done += len(chunk)
             report(progress, done, len(packs))
@@ -509,7 +539,11 @@ def score_examples_batched(
 
 
 def evaluate_examples_batched(
-    model, examples: Sequence[EncodedExample], pad_id: int, device, batch_tokens: int,
+    model,
+    examples: Sequence[EncodedExample],
+    pad_id: int,
+    device,
+    batch_tokens: int,
     progress: ProgressFn | None = None,
 ) -> list[bool]:
     """Correctness of every example, scored by `score_examples_batched`."""
@@ -517,7 +551,9 @@ def evaluate_examples_batched(
     return [judge(ex, sc) for ex, sc in zip(examples, scores)]
 
 
-def subsample(rows: list[dict], max_per_task: int | None, seed: int = SHUFFLE_SEED) -> tuple[list[dict], list[int]]:
+def subsample(
+    rows: list[dict], max_per_task: int | None, seed: int = SHUFFLE_SEED
+) -> tuple[list[dict], list[int]]:
     """nanochat's deterministic subsample: shuffle with `seed`, keep the first N.
     Returns the rows and their original line indices."""
     order = list(range(len(rows)))
@@ -568,7 +604,13 @@ def score_task(
     rank, world = _dist_info()
     mine = list(range(rank, len(rows), world))
     examples = prepare_examples(
-        tokenizer, task, rows, mine, source_indices=source_indices, max_seq_len=max_seq_len, fewshot_seed=fewshot_seed
+        tokenizer,
+        task,
+        rows,
+        mine,
+        source_indices=source_indices,
+        max_seq_len=max_seq_len,
+        fewshot_seed=fewshot_seed,
     )
     pad_id = tokenizer.bos_token_id
     if batched:
@@ -693,9 +735,19 @@ def evaluate_core(
             progress=part,
         )
         result = TaskResult(task=task, correct=score.correct, source_indices=order, cropped=score.cropped)
-        log.info("CORE %s: accuracy %.4f centered %.4f (n=%d)", task.label, result.accuracy, result.centered, result.n)
+        log.info(
+            "CORE %s: accuracy %.4f centered %.4f (n=%d)",
+            task.label,
+            result.accuracy,
+            result.centered,
+            result.n,
+        )
         results.append(result)
         if on_task is not None:
             on_task(result)
-    return CoreResult(tasks=results, missing=missing, selection=None if labels is None else list(labels),
-                      bundle_tasks=len(bundle.labels))
+    return CoreResult(
+        tasks=results,
+        missing=missing,
+        selection=None if labels is None else list(labels),
+        bundle_tasks=len(bundle.labels),
+    )

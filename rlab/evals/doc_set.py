@@ -83,19 +83,23 @@ def _read_texts(shards: list[Path]) -> list[tuple[str, str]]:
     return out
 
 
-def select_documents(data_dir: Path, tokenizer: Tokenizer, split: str, token_budget: int, seed: int) -> DocSet:
+def select_documents(
+    data_dir: Path, tokenizer: Tokenizer, split: str, token_budget: int, seed: int
+) -> DocSet:
     """The documents `split` BPB scores: a seeded order of the pool, taken whole until the budget."""
     shards = pool_shards(Path(data_dir), split)
     pool = _read_texts(shards)
     if not pool:
-        raise DataError(f"The {split} split ({', '.join(p.name for p in shards)}) has no non-empty documents.",
-                        "Rebuild the data with `rlab data prepare --force`.")
+        raise DataError(
+            f"The {split} split ({', '.join(p.name for p in shards)}) has no non-empty documents.",
+            "Rebuild the data with `rlab data prepare --force`.",
+        )
     order = list(range(len(pool)))
     random.Random(f"{seed}:{split}").shuffle(order)
     docs: list[Document] = []
     targets = 0
     for start in range(0, len(order), _ENCODE_CHUNK):
-        chunk = [pool[i] for i in order[start:start + _ENCODE_CHUNK]]
+        chunk = [pool[i] for i in order[start : start + _ENCODE_CHUNK]]
         encoded = tokenizer.encode([text for _, text in chunk], prepend=tokenizer.bos_token_id)
         for (doc_id, text), ids in zip(chunk, encoded, strict=True):
             if len(ids) < 2:

@@ -30,8 +30,14 @@ class GenJob:
     max_new: int
 
 
-def run_jobs(engine, jobs: Sequence[GenJob], score: Callable[[int, list[int]], float], batch_tokens: int,
-             device, progress: ProgressFn | None = None) -> list[float]:
+def run_jobs(
+    engine,
+    jobs: Sequence[GenJob],
+    score: Callable[[int, list[int]], float],
+    batch_tokens: int,
+    device,
+    progress: ProgressFn | None = None,
+) -> list[float]:
     """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks;
     `progress` gets (len(jobs) * tokens done / tokens of this rank's jobs, len(jobs)), prompt and answer counted."""
     import torch
@@ -50,7 +56,7 @@ def run_jobs(engine, jobs: Sequence[GenJob], score: Callable[[int, list[int]], f
     for (length, max_new), idxs in sorted(groups.items()):
         rows = max(1, batch_tokens // (length + max_new))
         for k in range(0, len(idxs), rows):
-            chunk = idxs[k:k + rows]
+            chunk = idxs[k : k + rows]
             outs = engine.greedy([jobs[i].prompt for i in chunk], max_new)
             for i, out in zip(chunk, outs):
                 scores[i] = float(score(i, out))

@@ -32,14 +32,18 @@ from rlab.evals.progress import ProgressFn
 
 log = logging.getLogger(__name__)
 
-INSTRUCTION = ("A secret number is hidden somewhere in the long text below. Find it and remember it: "
-               "you will be asked for it at the end.\n")
+INSTRUCTION = (
+    "A secret number is hidden somewhere in the long text below. Find it and remember it: "
+    "you will be asked for it at the end.\n"
+)
 FILLER = "The river runs to the sea. The hills stay where they are. Birds cross the sky and the day goes on. "
 NEEDLE = "The secret number is {key}. Remember it: {key} is the secret number. "
 QUESTION = "\nWhat is the secret number? The secret number is"
 KEY_MIN, KEY_MAX = 1, 50000
 MAX_NEW_TOKENS = 10
-SOURCE = "github.com/jquesnelle/yarn eval/passkey.py (key range, key stated twice, greedy, first number scored)"
+SOURCE = (
+    "github.com/jquesnelle/yarn eval/passkey.py (key range, key stated twice, greedy, first number scored)"
+)
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def build_prompt(tokenizer, length: int, depth: float, key: str) -> PasskeyPromp
         )
     n_units, extra = divmod(room, len(unit))
     before = int(round(depth * n_units))
-    tokens = head + (unit[len(unit) - extra:] if extra else []) + unit * before
+    tokens = head + (unit[len(unit) - extra :] if extra else []) + unit * before
     needle_start = len(tokens)
     tokens += needle + unit * (n_units - before)
     filler_end = len(tokens)
@@ -115,28 +119,52 @@ class PasskeyResult:
         return {"accuracy": k / n if n else float("nan"), "correct": k, "n": n}
 
     def cells(self) -> list[dict]:
-        return [{"length": L, "depth": d, **self._summary([r for r in self.records if r.length == L and r.depth == d])}
-                for L in self.lengths for d in self.depths]
+        return [
+            {
+                "length": L,
+                "depth": d,
+                **self._summary([r for r in self.records if r.length == L and r.depth == d]),
+            }
+            for L in self.lengths
+            for d in self.depths
+        ]
 
     def by_length(self) -> list[dict]:
-        return [{"length": L, **self._summary([r for r in self.records if r.length == L])} for L in self.lengths]
+        return [
+            {"length": L, **self._summary([r for r in self.records if r.length == L])} for L in self.lengths
+        ]
 
     def metrics(self) -> dict:
         overall = self._summary(self.records)
         return {
-            "protocol": (f"{SOURCE}; keys {KEY_MIN}-{KEY_MAX}, one per (length, depth, trial); prompt of exactly "
-                         f"`length` tokens; depth = fraction of the filler before the needle; {MAX_NEW_TOKENS} "
-                         "greedy tokens; correct = first number equals the key; intervals: the report's, from the "
-                         "independent keys (passkey_trials.csv)"),
-            "lengths": self.lengths, "depths": self.depths, "trials": self.trials, "units": len(self.records),
+            "protocol": (
+                f"{SOURCE}; keys {KEY_MIN}-{KEY_MAX}, one per (length, depth, trial); prompt of exactly "
+                f"`length` tokens; depth = fraction of the filler before the needle; {MAX_NEW_TOKENS} "
+                "greedy tokens; correct = first number equals the key; intervals: the report's, from the "
+                "independent keys (passkey_trials.csv)"
+            ),
+            "lengths": self.lengths,
+            "depths": self.depths,
+            "trials": self.trials,
+            "units": len(self.records),
             "overall": overall["accuracy"],
-            "by_length": self.by_length(), "cells": self.cells(), "skipped": self.skipped,
+            "by_length": self.by_length(),
+            "cells": self.cells(),
+            "skipped": self.skipped,
         }
 
 
-def evaluate_passkey(engine, tokenizer, lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int,
-                     device, batch_tokens: int = 8192,
-                     progress: ProgressFn | None = None) -> PasskeyResult:
+def evaluate_passkey(
+    engine,
+    tokenizer,
+    lengths: Sequence[int],
+    depths: Sequence[float],
+    trials: int,
+    seed: int,
+    device,
+    batch_tokens: int = 8192,
+    progress: ProgressFn | None = None,
+) -> PasskeyResult:
     """Accuracy per (length, depth) over `trials` independent keys each (see the module docstring)."""
     usable: list[int] = []
     skipped: list[dict] = []
@@ -148,8 +176,10 @@ def evaluate_passkey(engine, tokenizer, lengths: Sequence[int], depths: Sequence
             log.warning("passkey length %d skipped: %s", L, exc.message)
             skipped.append({"length": L, "reason": exc.message})
     if not usable:
-        raise EvalError(f"No passkey length fits a prompt: {skipped[-1]['reason'] if skipped else 'no lengths given'}",
-                        "Set eval.passkey_lengths (or eval.lengths) to longer lengths.")
+        raise EvalError(
+            f"No passkey length fits a prompt: {skipped[-1]['reason'] if skipped else 'no lengths given'}",
+            "Set eval.passkey_lengths (or eval.lengths) to longer lengths.",
+        )
     cells = [(L, float(d), t) for L in usable for d in depths for t in range(trials)]
     prompts = [build_prompt(tokenizer, L, d, draw_key(seed, L, d, t)) for L, d, t in cells]
     jobs = [GenJob(p.tokens, MAX_NEW_TOKENS) for p in prompts]

@@ -55,6 +55,7 @@ def stages(progress: ProgressFn | None, sizes: Sequence[int]) -> list[ProgressFn
     out: list[ProgressFn | None] = []
     offset = 0
     for size in sizes:
+
         def stage(done: int, total: int, offset: int = offset, size: int = int(size)) -> None:
             part = size if total <= 0 else (size * done) // total
             progress(offset + min(part, size), grand)
@@ -69,7 +70,7 @@ def parse_event(line: str) -> tuple[str, int, int] | None:
     if not line.startswith(EVENT_PREFIX):
         return None
     try:
-        data = json.loads(line[len(EVENT_PREFIX):])
+        data = json.loads(line[len(EVENT_PREFIX) :])
         return str(data["eval"]), int(data["done"]), int(data["total"])
     except (ValueError, KeyError, TypeError):
         return None
@@ -94,9 +95,17 @@ def new_bar(console: Any) -> Any:
         TimeRemainingColumn,
     )
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console, redirect_stderr=True,
-                    redirect_stdout=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        redirect_stderr=True,
+        redirect_stdout=True,
+    )
 
 
 class EvalProgress:
@@ -124,7 +133,9 @@ class EvalProgress:
             now = self.display.clock()
             if done >= total or done == 0 or now - self._last_event >= EVENT_INTERVAL_S:
                 self._last_event = now
-                sys.stderr.write(EVENT_PREFIX + json.dumps({"eval": self.name, "done": done, "total": total}) + "\n")
+                sys.stderr.write(
+                    EVENT_PREFIX + json.dumps({"eval": self.name, "done": done, "total": total}) + "\n"
+                )
                 sys.stderr.flush()
         elif mode == "log" and total > 0:
             decile = min(10, (10 * done) // total)
@@ -132,15 +143,28 @@ class EvalProgress:
                 self._decile = decile
                 elapsed = self.display.clock() - self._started
                 eta = elapsed * (total - done) / done if done else 0.0
-                log.info("%s: %d/%d (%d%%), %s elapsed, ETA %s", self.name, done, total, 100 * done // total,
-                         format_seconds(elapsed), format_seconds(eta))
+                log.info(
+                    "%s: %d/%d (%d%%), %s elapsed, ETA %s",
+                    self.name,
+                    done,
+                    total,
+                    100 * done // total,
+                    format_seconds(elapsed),
+                    format_seconds(eta),
+                )
 
 
 class ProgressDisplay(AbstractContextManager):
     """Where the evals of one worker show their progress (see the module docstring for the modes)."""
 
-    def __init__(self, rank: int = 0, *, mode: str | None = None, console: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        rank: int = 0,
+        *,
+        mode: str | None = None,
+        console: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.mode = mode or default_mode(rank)
         self.clock = clock
         self.bar: Any = None

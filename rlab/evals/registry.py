@@ -105,31 +105,61 @@ def run_bpb(ctx: EvalContext) -> EvalOutcome:
     units: list[rec.BpbUnit] = []
     docs_rows: list[rec.BpbDoc] = []
     hashes = {}
-    doc_sets = {split: select_documents(BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, ctx.spec.bpb_tokens,
-                                        ctx.spec.seed) for split in ("train", "val")}
+    doc_sets = {
+        split: select_documents(
+            BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, ctx.spec.bpb_tokens, ctx.spec.seed
+        )
+        for split in ("train", "val")
+    }
     parts = stages(ctx.progress, [d.targets for d in doc_sets.values()])  # target tokens
     for (split, doc_set), part in zip(doc_sets.items(), parts):
         if doc_set.whole_split:
-            log.warning("%s split: the budget of %d tokens exceeds its %d documents (%d targets): every document "
-                        "is scored once", split, ctx.spec.bpb_tokens, doc_set.pool_docs, doc_set.targets)
+            log.warning(
+                "%s split: the budget of %d tokens exceeds its %d documents (%d targets): every document "
+                "is scored once",
+                split,
+                ctx.spec.bpb_tokens,
+                doc_set.pool_docs,
+                doc_set.targets,
+            )
         with ctx.autocast():
-            res = score_documents(ctx.model, [d.tokens for d in doc_set.docs], T, ctx.token_bytes, ctx.batch_tokens,
-                                  part)
+            res = score_documents(
+                ctx.model, [d.tokens for d in doc_set.docs], T, ctx.token_bytes, ctx.batch_tokens, part
+            )
         splits[split] = rec.BpbSplit(
-            bpb=res.bpb, nats=res.nats, bytes=int(res.bytes), tokens=res.tokens, docs=len(doc_set.docs),
-            docs_available=doc_set.pool_docs, token_budget=ctx.spec.bpb_tokens, whole_split=doc_set.whole_split,
+            bpb=res.bpb,
+            nats=res.nats,
+            bytes=int(res.bytes),
+            tokens=res.tokens,
+            docs=len(doc_set.docs),
+            docs_available=doc_set.pool_docs,
+            token_budget=ctx.spec.bpb_tokens,
+            whole_split=doc_set.whole_split,
             window=T,
         )
-        units += [rec.BpbUnit(section="bpb", metric=split, unit=d.id, doc=d.id, nats=n, bytes=int(b), tokens=t)
-                  for d, (n, b, t) in zip(doc_set.docs, res.units, strict=True)]
-        docs_rows += [rec.BpbDoc(split=split, doc=d.id, sha256=d.sha256, tokens=len(d.tokens)) for d in doc_set.docs]
+        units += [
+            rec.BpbUnit(section="bpb", metric=split, unit=d.id, doc=d.id, nats=n, bytes=int(b), tokens=t)
+            for d, (n, b, t) in zip(doc_set.docs, res.units, strict=True)
+        ]
+        docs_rows += [
+            rec.BpbDoc(split=split, doc=d.id, sha256=d.sha256, tokens=len(d.tokens)) for d in doc_set.docs
+        ]
         hashes[split] = doc_set.data_hash
-        log.info("%s BPB %s: %.4f over %d tokens of %d whole documents%s", ctx.name, split, res.bpb, res.tokens,
-                 len(doc_set.docs), " (the whole split)" if doc_set.whole_split else "")
+        log.info(
+            "%s BPB %s: %.4f over %d tokens of %d whole documents%s",
+            ctx.name,
+            split,
+            res.bpb,
+            res.tokens,
+            len(doc_set.docs),
+            " (the whole split)" if doc_set.whole_split else "",
+        )
     return EvalOutcome(
         rec.BpbMetric(convention=BPB_CONVENTION, **splits),
         tables={ctx.out_dir / outputs.BPB_DOCS_CSV: (rec.BpbDoc, docs_rows)},
-        units=units, data_hash=rec.short_hash(hashes), settings_extra={"window": T},
+        units=units,
+        data_hash=rec.short_hash(hashes),
+        settings_extra={"window": T},
     )
 
 
@@ -155,8 +185,12 @@ def long_docs(ctx: EvalContext):
             try:
                 manifest, built = ensure_long_docs(ctx.base_dir, longest_bpb_length(ctx.spec, ctx.target_len))
                 if built:
-                    log.warning("built the long-document set of %s: %d documents, %d tokens", ctx.base_dir,
-                                len(manifest.docs), manifest.total_tokens)
+                    log.warning(
+                        "built the long-document set of %s: %d documents, %d tokens",
+                        ctx.base_dir,
+                        len(manifest.docs),
+                        manifest.total_tokens,
+                    )
             except RlabError as exc:
                 failure = [(type(exc), exc.message, exc.hint)]
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -171,13 +205,20 @@ def long_docs(ctx: EvalContext):
 def _encode_docs(ctx: EvalContext, docs, indices, bos: bool) -> dict[int, list[int]]:
     """Tokens of the chosen documents of the set (BOS first when `bos`), checked against the manifest."""
     texts = [docs.texts[i] for i in indices]
-    encoded = ctx.tokenizer.encode(texts, prepend=ctx.tokenizer.bos_token_id) if bos else ctx.tokenizer.encode(texts)
+    encoded = (
+        ctx.tokenizer.encode(texts, prepend=ctx.tokenizer.bos_token_id)
+        if bos
+        else ctx.tokenizer.encode(texts)
+    )
     out = {}
     for i, ids in zip(indices, encoded):
         expected = docs.manifest.docs[i].tokens + (1 if bos else 0)
         if len(ids) != expected:
-            raise EvalError(f"Long document {docs.manifest.docs[i].doc_id} has {len(ids)} tokens, its manifest says "
-                            f"{expected}.", "Rebuild the set with `rlab data long-docs --force`.")
+            raise EvalError(
+                f"Long document {docs.manifest.docs[i].doc_id} has {len(ids)} tokens, its manifest says "
+                f"{expected}.",
+                "Rebuild the set with `rlab data long-docs --force`.",
+            )
         out[i] = ids
     return out
 
@@ -196,17 +237,27 @@ def run_bpb_length(ctx: EvalContext) -> EvalOutcome:
     from rlab.evals.bpb_length import plan_blocks, score_plan
 
     ids = docs.doc_ids
-    plan = plan_blocks([d.tokens + 1 for d in docs.manifest.docs], lengths, ctx.spec.length_tokens,
-                       ctx.spec.length_block)
+    plan = plan_blocks(
+        [d.tokens + 1 for d in docs.manifest.docs], lengths, ctx.spec.length_tokens, ctx.spec.length_block
+    )
     tokens = _encode_docs(ctx, docs, plan.used_docs, bos=True)
     with ctx.autocast():
         metric, raw = score_plan(ctx.model, plan, tokens, ctx.token_bytes, ctx.batch_tokens, ctx.progress)
     section = rec.BpbLengthMetric.model_validate({**metric, "long_docs": _long_docs_summary(docs)})
-    units = [rec.BpbUnit(section="bpb_length", metric=f"len_{L}", unit=str(i), doc=ids[d], nats=n, bytes=int(b),
-                         tokens=t)
-             for L, res in raw.items() for i, ((n, b, t), d) in enumerate(zip(res.units, res.unit_docs, strict=True))]
-    return EvalOutcome(section, {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (rec.LengthRow, section.lengths)}, units,
-                       data_hash=docs.manifest.set_sha256[:12], settings_extra={"lengths_used": lengths})
+    units = [
+        rec.BpbUnit(
+            section="bpb_length", metric=f"len_{L}", unit=str(i), doc=ids[d], nats=n, bytes=int(b), tokens=t
+        )
+        for L, res in raw.items()
+        for i, ((n, b, t), d) in enumerate(zip(res.units, res.unit_docs, strict=True))
+    ]
+    return EvalOutcome(
+        section,
+        {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (rec.LengthRow, section.lengths)},
+        units,
+        data_hash=docs.manifest.set_sha256[:12],
+        settings_extra={"lengths_used": lengths},
+    )
 
 
 def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
@@ -216,31 +267,69 @@ def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
     need = max(lengths)
     chosen = [i for i, d in enumerate(docs.manifest.docs) if d.tokens >= need][: ctx.spec.ppl_docs]
     if not chosen:
-        raise EvalError(f"No long document has the {need} tokens the {ctx.spec.ppl_protocol} protocol needs at "
-                        f"length {need}.", f"Rebuild the set with `rlab data long-docs --min-tokens {need} --force` "
-                        "and longer sources (--from), or use shorter lengths.")
+        raise EvalError(
+            f"No long document has the {need} tokens the {ctx.spec.ppl_protocol} protocol needs at "
+            f"length {need}.",
+            f"Rebuild the set with `rlab data long-docs --min-tokens {need} --force` "
+            "and longer sources (--from), or use shorter lengths.",
+        )
     if len(chosen) < ctx.spec.ppl_docs:
-        log.warning("%s perplexity: only %d documents have %d tokens (asked for %d)", ctx.spec.ppl_protocol,
-                    len(chosen), need, ctx.spec.ppl_docs)
+        log.warning(
+            "%s perplexity: only %d documents have %d tokens (asked for %d)",
+            ctx.spec.ppl_protocol,
+            len(chosen),
+            need,
+            ctx.spec.ppl_docs,
+        )
     tokens = _encode_docs(ctx, docs, chosen, bos=False)
     with ctx.autocast():
-        results = evaluate_sliding(ctx.model, tokens, chosen, lengths, ctx.spec.ppl_stride,
-                                   ctx.tokenizer.bos_token_id, ctx.token_bytes, ctx.batch_tokens, truncate=truncate,
-                                   progress=ctx.progress)
+        results = evaluate_sliding(
+            ctx.model,
+            tokens,
+            chosen,
+            lengths,
+            ctx.spec.ppl_stride,
+            ctx.tokenizer.bos_token_id,
+            ctx.token_bytes,
+            ctx.batch_tokens,
+            truncate=truncate,
+            progress=ctx.progress,
+        )
     ids = docs.doc_ids
-    rows = [rec.LengthRow(length=r.length, bpb=r.bpb, tokens=r.tokens, docs=r.docs, ppl=r.ppl, windows=r.windows)
-            for r in results]
+    rows = [
+        rec.LengthRow(length=r.length, bpb=r.bpb, tokens=r.tokens, docs=r.docs, ppl=r.ppl, windows=r.windows)
+        for r in results
+    ]
     section = rec.BpbLengthMetric(
-        convention=convention(truncate, ctx.spec.ppl_stride, len(chosen), need), protocol=ctx.spec.ppl_protocol,
-        longest=need, units=len(chosen), docs=len(chosen), stride=None if truncate else ctx.spec.ppl_stride,
-        lengths=rows, long_docs=_long_docs_summary(docs),
+        convention=convention(truncate, ctx.spec.ppl_stride, len(chosen), need),
+        protocol=ctx.spec.ppl_protocol,
+        longest=need,
+        units=len(chosen),
+        docs=len(chosen),
+        stride=None if truncate else ctx.spec.ppl_stride,
+        lengths=rows,
+        long_docs=_long_docs_summary(docs),
     )
-    units = [rec.BpbUnit(section="bpb_length", metric=f"len_{r.length}", unit=ids[d], doc=ids[d], nats=nats,
-                         bytes=int(nbytes), tokens=ntok)
-             for r in results for d, nats, nbytes, _, _, ntok in r.units]
-    return EvalOutcome(section, {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (rec.LengthRow, rows)}, units,
-                       data_hash=rec.short_hash([ids[i] for i in chosen] + [docs.manifest.set_sha256]),
-                       settings_extra={"lengths_used": lengths})
+    units = [
+        rec.BpbUnit(
+            section="bpb_length",
+            metric=f"len_{r.length}",
+            unit=ids[d],
+            doc=ids[d],
+            nats=nats,
+            bytes=int(nbytes),
+            tokens=ntok,
+        )
+        for r in results
+        for d, nats, nbytes, _, _, ntok in r.units
+    ]
+    return EvalOutcome(
+        section,
+        {ctx.out_dir / outputs.BPB_BY_LENGTH_CSV: (rec.LengthRow, rows)},
+        units,
+        data_hash=rec.short_hash([ids[i] for i in chosen] + [docs.manifest.set_sha256]),
+        settings_extra={"lengths_used": lengths},
+    )
 
 
 def run_core(ctx: EvalContext) -> EvalOutcome:
@@ -253,9 +342,16 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
     labels = select_tasks(bundle, ctx.spec.core_tasks)
     with ctx.autocast():
         res = evaluate_core(
-            ctx.model, ctx.tokenizer, bundle, ctx.device,
-            max_per_task=ctx.spec.max_per_task, max_seq_len=ctx.train_seq_len,
-            batch_tokens=ctx.batch_tokens, fewshot_seed=ctx.spec.seed, labels=labels, progress=ctx.progress,
+            ctx.model,
+            ctx.tokenizer,
+            bundle,
+            ctx.device,
+            max_per_task=ctx.spec.max_per_task,
+            max_seq_len=ctx.train_seq_len,
+            batch_tokens=ctx.batch_tokens,
+            fewshot_seed=ctx.spec.seed,
+            labels=labels,
+            progress=ctx.progress,
         )
     metric = rec.CoreMetric.model_validate(res.metrics())
     # Arms at different context lengths measure CORE alike unless some prompt had to be cropped: the
@@ -263,11 +359,18 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
     cropped_to = ctx.train_seq_len if res.cropped() else None
     examples = [
         rec.CoreExample(task=t.task.label, index=idx, correct=int(ok))
-        for t in res.tasks for idx, ok in zip(t.source_indices, t.correct)
+        for t in res.tasks
+        for idx, ok in zip(t.source_indices, t.correct)
     ]
     per_task = [
-        rec.CoreTaskRow(task=t.task.label, type=t.task.task_type, accuracy=t.accuracy, centered=t.centered,
-                        baseline=0.01 * t.task.baseline, n=t.n)
+        rec.CoreTaskRow(
+            task=t.task.label,
+            type=t.task.task_type,
+            accuracy=t.accuracy,
+            centered=t.centered,
+            baseline=0.01 * t.task.baseline,
+            n=t.n,
+        )
         for t in res.tasks
     ]
     tables = {
@@ -275,10 +378,12 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
         ctx.core_csv: (rec.CoreTaskRow, per_task),
     }
     log.info("%s %s %.4f%s", ctx.name, metric.label, metric.core, " (partial)" if metric.partial else "")
-    return EvalOutcome(metric, tables, data_hash=rec.short_hash([[e.task, e.index] for e in examples]
-                                                                + [bundle_fingerprint(bundle)]),
-                       settings_extra={"cropped_to": cropped_to,
-                                       **({"core_tasks": labels} if labels is not None else {})})
+    return EvalOutcome(
+        metric,
+        tables,
+        data_hash=rec.short_hash([[e.task, e.index] for e in examples] + [bundle_fingerprint(bundle)]),
+        settings_extra={"cropped_to": cropped_to, **({"core_tasks": labels} if labels is not None else {})},
+    )
 
 
 def run_passkey(ctx: EvalContext) -> EvalOutcome:
@@ -289,16 +394,29 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
     lengths = list(ctx.spec.passkey_lengths or eval_lengths(ctx))
     with ctx.autocast():
         res = evaluate_passkey(
-            Engine(ctx.model, name=ctx.name), ctx.tokenizer, lengths, ctx.spec.passkey_depths,
-            ctx.spec.passkey_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens, ctx.progress,
+            Engine(ctx.model, name=ctx.name),
+            ctx.tokenizer,
+            lengths,
+            ctx.spec.passkey_depths,
+            ctx.spec.passkey_trials,
+            ctx.spec.seed,
+            ctx.device,
+            ctx.batch_tokens,
+            ctx.progress,
         )
     metric = rec.PasskeyMetric.model_validate(res.metrics())
-    trials = [rec.PasskeyTrial(length=r.length, depth=r.depth, trial=r.trial, key=r.key, correct=int(r.correct))
-              for r in res.records]
-    return EvalOutcome(metric, {
-        ctx.out_dir / outputs.PASSKEY_CSV: (rec.PasskeyCell, metric.cells),
-        ctx.out_dir / outputs.PASSKEY_TRIALS_CSV: (rec.PasskeyTrial, trials),
-    }, settings_extra={"lengths_used": lengths})
+    trials = [
+        rec.PasskeyTrial(length=r.length, depth=r.depth, trial=r.trial, key=r.key, correct=int(r.correct))
+        for r in res.records
+    ]
+    return EvalOutcome(
+        metric,
+        {
+            ctx.out_dir / outputs.PASSKEY_CSV: (rec.PasskeyCell, metric.cells),
+            ctx.out_dir / outputs.PASSKEY_TRIALS_CSV: (rec.PasskeyTrial, trials),
+        },
+        settings_extra={"lengths_used": lengths},
+    )
 
 
 def run_ruler(ctx: EvalContext) -> EvalOutcome:
@@ -310,15 +428,28 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
     lengths = list(ctx.spec.ruler_lengths or eval_lengths(ctx))
     with ctx.autocast():
         res = evaluate_ruler(
-            Engine(ctx.model, name=ctx.name), ctx.tokenizer, docs.texts, ctx.spec.ruler_tasks, lengths,
-            ctx.spec.ruler_trials, ctx.spec.seed, ctx.device, ctx.batch_tokens, ctx.progress,
+            Engine(ctx.model, name=ctx.name),
+            ctx.tokenizer,
+            docs.texts,
+            ctx.spec.ruler_tasks,
+            lengths,
+            ctx.spec.ruler_trials,
+            ctx.spec.seed,
+            ctx.device,
+            ctx.batch_tokens,
+            ctx.progress,
         )
     metric = rec.RulerMetric.model_validate({**res.metrics(), "long_docs": _long_docs_summary(docs)})
     trials = [rec.RulerTrial(task=r.task, length=r.length, trial=r.trial, score=r.score) for r in res.records]
-    return EvalOutcome(metric, {
-        ctx.out_dir / outputs.RULER_CSV: (rec.RulerCell, metric.by_task),
-        ctx.out_dir / outputs.RULER_TRIALS_CSV: (rec.RulerTrial, trials),
-    }, data_hash=docs.manifest.set_sha256[:12], settings_extra={"lengths_used": lengths})
+    return EvalOutcome(
+        metric,
+        {
+            ctx.out_dir / outputs.RULER_CSV: (rec.RulerCell, metric.by_task),
+            ctx.out_dir / outputs.RULER_TRIALS_CSV: (rec.RulerTrial, trials),
+        },
+        data_hash=docs.manifest.set_sha256[:12],
+        settings_extra={"lengths_used": lengths},
+    )
 
 
 def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
@@ -328,13 +459,27 @@ def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
     docs = ctx.tokenizer.encode(long_docs(ctx).texts)
     windows = list(ctx.spec.copy_lengths or eval_lengths(ctx))
     with ctx.autocast():
-        rows = cd.evaluate_copy_distance(ctx.model, docs, ctx.tokenizer.bos_token_id, windows, ctx.spec.copy_trials,
-                                         ctx.spec.seed, ctx.batch_tokens, ctx.device, progress=ctx.progress)
-    windows_summary = [rec.CopyWindow(**{k: w[k] for k in rec.CopyWindow.model_fields}) for w in cd.summarize(rows)]
+        rows = cd.evaluate_copy_distance(
+            ctx.model,
+            docs,
+            ctx.tokenizer.bos_token_id,
+            windows,
+            ctx.spec.copy_trials,
+            ctx.spec.seed,
+            ctx.batch_tokens,
+            ctx.device,
+            progress=ctx.progress,
+        )
+    windows_summary = [
+        rec.CopyWindow(**{k: w[k] for k in rec.CopyWindow.model_fields}) for w in cd.summarize(rows)
+    ]
     metric = rec.CopyDistanceMetric(passage=cd.PASSAGE, prefix=cd.PREFIX, windows=windows_summary)
     table = [rec.CopyRow(**r) for r in rows]
-    return EvalOutcome(metric, {ctx.out_dir / outputs.COPY_DISTANCE_CSV: (rec.CopyRow, table)},
-                       settings_extra={"windows_used": windows})
+    return EvalOutcome(
+        metric,
+        {ctx.out_dir / outputs.COPY_DISTANCE_CSV: (rec.CopyRow, table)},
+        settings_extra={"windows_used": windows},
+    )
 
 
 EVALS: dict[str, Callable[[EvalContext], EvalOutcome]] = {
@@ -351,11 +496,20 @@ def bundle_fingerprint(bundle) -> str:
     """Hash of the CORE tasks scored: their configuration and the bytes of their data files."""
     import hashlib
 
-    return rec.short_hash([
-        [t.label, t.dataset_uri, t.task_type, t.num_fewshot, t.continuation_delimiter, t.baseline,
-         hashlib.sha256(t.path.read_bytes()).hexdigest()]
-        for t in bundle.tasks
-    ])
+    return rec.short_hash(
+        [
+            [
+                t.label,
+                t.dataset_uri,
+                t.task_type,
+                t.num_fewshot,
+                t.continuation_delimiter,
+                t.baseline,
+                hashlib.sha256(t.path.read_bytes()).hexdigest(),
+            ]
+            for t in bundle.tasks
+        ]
+    )
 
 
 def get_eval(name: str) -> Callable[[EvalContext], EvalOutcome]:

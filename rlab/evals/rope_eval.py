@@ -17,9 +17,11 @@ from typing import Any
 
 from rlab.spec.eval import EvalSpec
 
-PER_WINDOW_RULE = ("dynamic-ntk, per window (Hugging Face's behaviour): for a forward over T tokens (KV-cache "
-                   "decoding: the planned total length) base' = b*((s*T/L0)-(s-1))^(d/(d-2)) when T > L0, plain rope "
-                   "otherwise; effective scale s*T/L0-(s-1), so s^2-s+1 at T = s*L0")
+PER_WINDOW_RULE = (
+    "dynamic-ntk, per window (Hugging Face's behaviour): for a forward over T tokens (KV-cache "
+    "decoding: the planned total length) base' = b*((s*T/L0)-(s-1))^(d/(d-2)) when T > L0, plain rope "
+    "otherwise; effective scale s*T/L0-(s-1), so s^2-s+1 at T = s*L0"
+)
 
 
 def fixed_scale(factor: float, original_len: int, freq_len: int) -> float:
@@ -35,12 +37,29 @@ def apply_eval_rope(model, spec: EvalSpec, target_len: int) -> dict[str, Any]:
     if rope.variant != RopeVariant.dynamic_ntk:
         return {"variant": rope.variant.value, "frequencies": "fixed by the RoPE config at every length"}
     if spec.dynamic_ntk == "per_window":
-        return {"variant": rope.variant.value, "dynamic_ntk": "per_window", "rule": PER_WINDOW_RULE,
-                "scale_at_target_len": fixed_scale(rope.factor, rope.original_len, target_len)}
+        return {
+            "variant": rope.variant.value,
+            "dynamic_ntk": "per_window",
+            "rule": PER_WINDOW_RULE,
+            "scale_at_target_len": fixed_scale(rope.factor, rope.original_len, target_len),
+        }
     freq_len = int(spec.dynamic_ntk_len or target_len)
     scale = fixed_scale(rope.factor, rope.original_len, freq_len)
-    model.set_rope(RopeSpec(variant="ntk" if scale > 1.0 else "rope", base=rope.base, factor=scale,
-                            original_len=rope.original_len))
-    return {"variant": rope.variant.value, "dynamic_ntk": "fixed", "freq_len": freq_len, "effective_scale": scale,
-            "rule": (f"dynamic-ntk's frequencies evaluated once at {freq_len} tokens for every window: static ntk "
-                     f"with scale s*{freq_len}/L0-(s-1) = {scale:g}")}
+    model.set_rope(
+        RopeSpec(
+            variant="ntk" if scale > 1.0 else "rope",
+            base=rope.base,
+            factor=scale,
+            original_len=rope.original_len,
+        )
+    )
+    return {
+        "variant": rope.variant.value,
+        "dynamic_ntk": "fixed",
+        "freq_len": freq_len,
+        "effective_scale": scale,
+        "rule": (
+            f"dynamic-ntk's frequencies evaluated once at {freq_len} tokens for every window: static ntk "
+            f"with scale s*{freq_len}/L0-(s-1) = {scale:g}"
+        ),
+    }

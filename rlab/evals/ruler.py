@@ -82,16 +82,21 @@ class Haystack:
 
     def __init__(self, tokenizer, texts: Sequence[str]) -> None:
         if not texts:
-            raise EvalError("The RULER-style tasks need long documents for their haystack; the set is empty.",
-                            "Build it with `rlab data long-docs`.")
+            raise EvalError(
+                "The RULER-style tasks need long documents for their haystack; the set is empty.",
+                "Build it with `rlab data long-docs`.",
+            )
         self.tokenizer = tokenizer
         self.docs = [split_sentences(t) for t in texts[:FILLER_DOCS]]
         self.docs = [d for d in self.docs if d]
         self._cache: dict[str, list[int]] = {}
         self.words = sorted({w for d in self.docs for s in d for w in _WORD.findall(s)})
         if len(self.words) < MIN_WORDS:
-            raise EvalError(f"The long documents give only {len(self.words)} distinct words; the RULER-style "
-                            f"tasks need at least {MIN_WORDS}.", "Add longer texts with `rlab data long-docs --from PATH`.")
+            raise EvalError(
+                f"The long documents give only {len(self.words)} distinct words; the RULER-style "
+                f"tasks need at least {MIN_WORDS}.",
+                "Add longer texts with `rlab data long-docs --from PATH`.",
+            )
 
     def encode(self, sentence: str) -> list[int]:
         ids = self._cache.get(sentence)
@@ -146,8 +151,16 @@ def _insert(sentences: list[list[int]], needles: list[list[int]], depths: list[f
     return out
 
 
-def _with_haystack(hay: Haystack, rng: random.Random, length: int, max_new: int, head: str,
-                   needles: list[str], tail: str, ordered: bool = False) -> list[int]:
+def _with_haystack(
+    hay: Haystack,
+    rng: random.Random,
+    length: int,
+    max_new: int,
+    head: str,
+    needles: list[str],
+    tail: str,
+    ordered: bool = False,
+) -> list[int]:
     tok = hay.tokenizer
     head_ids = [tok.bos_token_id, *tok.encode(head)]
     tail_ids = tok.encode(tail)
@@ -179,8 +192,10 @@ def niah_multikey(hay: Haystack, rng: random.Random, length: int) -> Example:
     q = rng.randrange(len(keys))
     needles = [f"The special magic number for {k} is {v}." for k, v in zip(keys, values)]
     head = "Some special magic numbers are hidden in the text below. Memorize them: you will be asked about one.\n"
-    tail = (f"\nWhat is the special magic number for {keys[q]} mentioned in the text above? "
-            f"The special magic number for {keys[q]} is")
+    tail = (
+        f"\nWhat is the special magic number for {keys[q]} mentioned in the text above? "
+        f"The special magic number for {keys[q]} is"
+    )
     refs = [values[q]]
     budget = answer_budget(hay.tokenizer, "niah_multikey", refs)
     return Example(_with_haystack(hay, rng, length, budget, head, needles, tail), refs, budget)
@@ -195,8 +210,10 @@ def niah_multivalue(hay: Haystack, rng: random.Random, length: int) -> Example:
             values.append(v)
     needles = [f"The special magic number for {key} is {v}." for v in values]
     head = "Some special magic numbers are hidden in the text below. Memorize them: you will be asked about them.\n"
-    tail = (f"\nWhat are all the special magic numbers for {key} mentioned in the text above? "
-            f"The special magic numbers for {key} are")
+    tail = (
+        f"\nWhat are all the special magic numbers for {key} mentioned in the text above? "
+        f"The special magic numbers for {key} are"
+    )
     budget = answer_budget(hay.tokenizer, "niah_multivalue", values)
     return Example(_with_haystack(hay, rng, length, budget, head, needles, tail), values, budget)
 
@@ -210,15 +227,19 @@ def vt(hay: Haystack, rng: random.Random, length: int) -> Example:
     value = str(rng.randint(10000, 99999))
     needles = [f"VAR {names[0]} = {value}."] + [f"VAR {names[j + 1]} = VAR {names[j]}." for j in range(4)]
     head = "Memorize and track the chain of variable assignments hidden in the text below.\n"
-    tail = (f"\nQuestion: Which variables are assigned the value {value} in the text above? "
-            f"Answer: the variables assigned the value {value} are:")
+    tail = (
+        f"\nQuestion: Which variables are assigned the value {value} in the text above? "
+        f"Answer: the variables assigned the value {value} are:"
+    )
     budget = answer_budget(hay.tokenizer, "vt", names)
     return Example(_with_haystack(hay, rng, length, budget, head, needles, tail, ordered=True), names, budget)
 
 
 def cwe(hay: Haystack, rng: random.Random, length: int) -> Example:
     tok = hay.tokenizer
-    head = "\nBelow is a numbered list of words. Some of them appear more often than others: remember which.\n"
+    head = (
+        "\nBelow is a numbered list of words. Some of them appear more often than others: remember which.\n"
+    )
     tail = "\nQuestion: What are the 10 most common words in the list above? Answer: the 10 most common words are:"
     head_ids, tail_ids = tok.encode(head), tok.encode(tail)
     pool = rng.sample(hay.words, min(len(hay.words), 2000))
@@ -230,7 +251,7 @@ def cwe(hay: Haystack, rng: random.Random, length: int) -> Example:
         return [tok.encode(f" {i + 1}. {w}") for i, w in enumerate(words)]
 
     uncommon = 1 if length < 4096 else 3
-    for repeats in ([6, 5, 4, 3] if length < 4096 else [30]):
+    for repeats in [6, 5, 4, 3] if length < 4096 else [30]:
         words = common * repeats
         used = sum(map(len, entries(words)))
         others = 0
@@ -252,7 +273,10 @@ def cwe(hay: Haystack, rng: random.Random, length: int) -> Example:
 
 
 TASKS: dict[str, Callable[[Haystack, random.Random, int], Example]] = {
-    "niah_multikey": niah_multikey, "niah_multivalue": niah_multivalue, "vt": vt, "cwe": cwe,
+    "niah_multikey": niah_multikey,
+    "niah_multivalue": niah_multivalue,
+    "vt": vt,
+    "cwe": cwe,
 }
 
 
@@ -284,7 +308,9 @@ class RulerResult:
             for L in self.lengths:
                 scores = [r.score for r in self.records if r.task == task and r.length == L]
                 if scores:
-                    rows.append({"task": task, "length": L, "score": sum(scores) / len(scores), "n": len(scores)})
+                    rows.append(
+                        {"task": task, "length": L, "score": sum(scores) / len(scores), "n": len(scores)}
+                    )
         return rows
 
     def metrics(self) -> dict:
@@ -293,23 +319,46 @@ class RulerResult:
         for L in self.lengths:
             at = [r for r in rows if r["length"] == L]
             if at:
-                by_length.append({"length": L, "score": sum(r["score"] for r in at) / len(at), "tasks": len(at),
-                                  "n": sum(r["n"] for r in at)})
+                by_length.append(
+                    {
+                        "length": L,
+                        "score": sum(r["score"] for r in at) / len(at),
+                        "tasks": len(at),
+                        "n": sum(r["n"] for r in at),
+                    }
+                )
         return {
-            "name": "RULER-style subset", "citation": CITATION,
-            "scoring": ("string_match_all: fraction of the references found in the greedy output (case-insensitive); "
-                        "prompt + answer = length tokens; mean per (task, length) over independently generated examples "
-                        "(ruler_trials.csv, the units); by_length = mean over the tasks run at that length"),
-            "tasks": self.tasks, "lengths": self.lengths, "trials": self.trials, "units": len(self.records),
+            "name": "RULER-style subset",
+            "citation": CITATION,
+            "scoring": (
+                "string_match_all: fraction of the references found in the greedy output (case-insensitive); "
+                "prompt + answer = length tokens; mean per (task, length) over independently generated examples "
+                "(ruler_trials.csv, the units); by_length = mean over the tasks run at that length"
+            ),
+            "tasks": self.tasks,
+            "lengths": self.lengths,
+            "trials": self.trials,
+            "units": len(self.records),
             "max_new_tokens": {t: MAX_NEW[t] for t in self.tasks},
             "max_new_tokens_rule": f"at least max_new_tokens, or the references as a comma-separated list + {ANSWER_SLACK}",
-            "by_task": rows, "by_length": by_length, "skipped": self.skipped,
+            "by_task": rows,
+            "by_length": by_length,
+            "skipped": self.skipped,
         }
 
 
-def evaluate_ruler(engine, tokenizer, texts: Sequence[str], tasks: Sequence[str], lengths: Sequence[int],
-                   trials: int, seed: int, device, batch_tokens: int = 8192,
-                   progress: ProgressFn | None = None) -> RulerResult:
+def evaluate_ruler(
+    engine,
+    tokenizer,
+    texts: Sequence[str],
+    tasks: Sequence[str],
+    lengths: Sequence[int],
+    trials: int,
+    seed: int,
+    device,
+    batch_tokens: int = 8192,
+    progress: ProgressFn | None = None,
+) -> RulerResult:
     """Scores of every (task, length, trial); examples the lengths cannot hold are skipped with a reason."""
     hay = Haystack(tokenizer, texts)
     examples: list[tuple[str, int, int, Example]] = []
@@ -318,7 +367,9 @@ def evaluate_ruler(engine, tokenizer, texts: Sequence[str], tasks: Sequence[str]
         make = TASKS[task]
         for L in sorted(set(int(n) for n in lengths)):
             try:
-                made = [make(hay, random.Random(stable_seed("ruler", task, seed, L, t)), L) for t in range(trials)]
+                made = [
+                    make(hay, random.Random(stable_seed("ruler", task, seed, L, t)), L) for t in range(trials)
+                ]
             except EvalError as exc:
                 log.warning("RULER-style %s at length %d skipped: %s", task, L, exc.message)
                 skipped.append({"task": task, "length": L, "reason": exc.message})
@@ -337,5 +388,7 @@ def evaluate_ruler(engine, tokenizer, texts: Sequence[str], tasks: Sequence[str]
     used_lengths = sorted({r.length for r in records})
     result = RulerResult(list(tasks), used_lengths, trials, records, skipped)
     for row in result.metrics()["by_length"]:
-        log.info("RULER-style mean score at %d: %.3f over %d tasks", row["length"], row["score"], row["tasks"])
+        log.info(
+            "RULER-style mean score at %d: %.3f over %d tasks", row["length"], row["score"], row["tasks"]
+        )
     return result

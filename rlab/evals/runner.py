@@ -74,7 +74,9 @@ def _data_start_label(data_start: Any) -> str | None:
     return rec.short_hash(data_start)
 
 
-def kept_sections(out_dir: Path, facts: rec.CheckpointFacts, requested: list[str], force: bool) -> rec.EvalDoc | None:
+def kept_sections(
+    out_dir: Path, facts: rec.CheckpointFacts, requested: list[str], force: bool
+) -> rec.EvalDoc | None:
     """The previous eval.json when its sections not re-run may be kept; None when it is to be replaced.
 
     Raises EvalError when keeping them is impossible (another checkpoint) and dropping them was not asked.
@@ -85,11 +87,16 @@ def kept_sections(out_dir: Path, facts: rec.CheckpointFacts, requested: list[str
     try:
         previous = rec.read_eval_doc(path)
     except rec.ContractError as exc:
-        previous, sections, why = None, _raw_sections(path), f"it is not readable by this rlab ({exc.message})"
+        previous, sections, why = (
+            None,
+            _raw_sections(path),
+            f"it is not readable by this rlab ({exc.message})",
+        )
     else:
         sections = previous.metrics.present()
-        why = (f"it describes step {previous.step}" + (" (another checkpoint written at this step)"
-                                                        if previous.step == facts.step else ""))
+        why = f"it describes step {previous.step}" + (
+            " (another checkpoint written at this step)" if previous.step == facts.step else ""
+        )
         if previous.checkpoint.step == facts.step and previous.checkpoint.meta_sha256 == facts.meta_sha256:
             return previous
     others = [s for s in sections if s not in requested]
@@ -158,18 +165,31 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     model, meta = load_model(ckpt_dir, step, info.device)
     model.eval()
     rope = model.rope.model_dump(mode="json")  # the tag's own config, before any eval-time switch
-    rope_eval = apply_eval_rope(model, cfg.eval, int(cfg.eval.target_len or meta["model_config"]["sequence_len"]))
+    rope_eval = apply_eval_rope(
+        model, cfg.eval, int(cfg.eval.target_len or meta["model_config"]["sequence_len"])
+    )
     name = f"{cfg.tag} step {step}"
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
     cuda = info.device_type == "cuda"
     autocast = partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16) if cuda else nullcontext
     ctx = EvalContext(
-        model=model, tokenizer=tokenizer, meta=meta, spec=cfg.eval, device=info.device,
-        base_dir=Path(cfg.base_dir), out_dir=out_dir, core_csv=Path(cfg.core_csv),
-        token_bytes=load_token_bytes(layout.tokenizer_dir, info.device), name=name,
-        rank=info.rank, world_size=info.world_size, autocast=autocast,
+        model=model,
+        tokenizer=tokenizer,
+        meta=meta,
+        spec=cfg.eval,
+        device=info.device,
+        base_dir=Path(cfg.base_dir),
+        out_dir=out_dir,
+        core_csv=Path(cfg.core_csv),
+        token_bytes=load_token_bytes(layout.tokenizer_dir, info.device),
+        name=name,
+        rank=info.rank,
+        world_size=info.world_size,
+        autocast=autocast,
     )
-    log.info("evaluating %s (%s) on %d rank(s): %s", name, model.rope.describe(), info.world_size, ", ".join(fns))
+    log.info(
+        "evaluating %s (%s) on %d rank(s): %s", name, model.rope.describe(), info.world_size, ", ".join(fns)
+    )
     settings = cfg.eval.model_dump(mode="json")
     outcomes: dict[str, EvalOutcome] = {}
     runs: dict[str, rec.SectionRun] = {}
@@ -180,15 +200,18 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
             outcome = fn(ctx)
             ctx.progress = None
             outcomes[eval_name] = outcome
-            runs[eval_name] = _section_run(eval_name, settings, outcome, round(time.perf_counter() - t0, 3),
-                                           info.world_size, cuda)
+            runs[eval_name] = _section_run(
+                eval_name, settings, outcome, round(time.perf_counter() - t0, 3), info.world_size, cuda
+            )
             release_memory()
             log.info("%s: %s done in %.1fs", name, eval_name, runs[eval_name].seconds)
     bad = [p for n, o in outcomes.items() for p in nonfinite_headlines(n, o.metric)]
     if bad:
-        raise EvalError(f"{name}: could not compute {', '.join(bad[:6])}{' ...' if len(bad) > 6 else ''} "
-                        "(not finite); nothing was written.",
-                        "Check the checkpoint (a non-finite weight gives NaN everywhere).")
+        raise EvalError(
+            f"{name}: could not compute {', '.join(bad[:6])}{' ...' if len(bad) > 6 else ''} "
+            "(not finite); nothing was written.",
+            "Check the checkpoint (a non-finite weight gives NaN everywhere).",
+        )
     doc = merge_doc(previous, cfg, facts, rope, ctx.train_seq_len, outcomes, runs, rope_eval)
     if info.is_main:
         write_outputs(out_dir, Path(cfg.core_csv), doc, outcomes)
@@ -197,22 +220,35 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     return doc
 
 
-def _section_run(eval_name: str, settings: dict, outcome: EvalOutcome, seconds: float, world_size: int,
-                 cuda: bool) -> rec.SectionRun:
+def _section_run(
+    eval_name: str, settings: dict, outcome: EvalOutcome, seconds: float, world_size: int, cuda: bool
+) -> rec.SectionRun:
     """How one section was measured: the settings it depends on (and their hash), its data, code and time."""
     from rlab.provenance import code_version
 
     picked = rec.section_settings(eval_name, settings, outcome.settings_extra)
     return rec.SectionRun(
-        code_version=code_version(), world_size=world_size, dtype="bfloat16" if cuda else "float32",
-        settings=picked, settings_hash=rec.short_hash(picked), data_hash=outcome.data_hash, seconds=seconds,
+        code_version=code_version(),
+        world_size=world_size,
+        dtype="bfloat16" if cuda else "float32",
+        settings=picked,
+        settings_hash=rec.short_hash(picked),
+        data_hash=outcome.data_hash,
+        seconds=seconds,
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
 
 
-def merge_doc(previous: rec.EvalDoc | None, cfg: EvalRunConfig, facts: rec.CheckpointFacts, rope: dict,
-              train_seq_len: int, outcomes: dict[str, EvalOutcome], runs: dict[str, rec.SectionRun],
-              rope_eval: dict | None = None) -> rec.EvalDoc:
+def merge_doc(
+    previous: rec.EvalDoc | None,
+    cfg: EvalRunConfig,
+    facts: rec.CheckpointFacts,
+    rope: dict,
+    train_seq_len: int,
+    outcomes: dict[str, EvalOutcome],
+    runs: dict[str, rec.SectionRun],
+    rope_eval: dict | None = None,
+) -> rec.EvalDoc:
     """The new eval.json: the previous one's sections not re-run (when kept), plus this run's."""
     sections = previous.metrics.model_dump(exclude_none=True) if previous is not None else {}
     measured = dict(previous.measured) if previous is not None else {}
@@ -220,9 +256,15 @@ def merge_doc(previous: rec.EvalDoc | None, cfg: EvalRunConfig, facts: rec.Check
         sections[eval_name] = outcome.metric.model_dump()
         measured[eval_name] = runs[eval_name]
     return rec.EvalDoc(
-        experiment=cfg.experiment, tag=cfg.tag, variant=cfg.variant, rope=rope, rope_eval=rope_eval,
+        experiment=cfg.experiment,
+        tag=cfg.tag,
+        variant=cfg.variant,
+        rope=rope,
+        rope_eval=rope_eval,
         train_seq_len=train_seq_len,
-        checkpoint=facts, metrics=rec.EvalMetrics.model_validate(sections), measured=measured,
+        checkpoint=facts,
+        metrics=rec.EvalMetrics.model_validate(sections),
+        measured=measured,
     )
 
 

@@ -62,7 +62,9 @@ def sliding_windows(doc: int, n_tokens: int, length: int, stride: int) -> list[W
     windows, prev_end = [], 0
     for begin in range(0, n_tokens, stride):
         end = min(begin + room, n_tokens)
-        windows.append(Window(doc, begin, end, min(end - prev_end, end - begin)))  # a stride > L-1 skips tokens
+        windows.append(
+            Window(doc, begin, end, min(end - prev_end, end - begin))
+        )  # a stride > L-1 skips tokens
         prev_end = end
         if end == n_tokens:
             break
@@ -87,8 +89,15 @@ class LengthResult:
     """(doc, nats, bytes, sum of window-mean NLLs, windows, scored tokens) per document."""
 
 
-def score_windows(model, docs: Mapping[int, Sequence[int]], windows: Sequence[Window], bos: int,
-                  token_bytes: torch.Tensor, batch_tokens: int, progress: ProgressFn | None = None) -> torch.Tensor:
+def score_windows(
+    model,
+    docs: Mapping[int, Sequence[int]],
+    windows: Sequence[Window],
+    bos: int,
+    token_bytes: torch.Tensor,
+    batch_tokens: int,
+    progress: ProgressFn | None = None,
+) -> torch.Tensor:
     """(n_windows, [nats, bytes, tokens]) float64, summed over ranks (rank r scores windows i = r mod world)."""
     rank, world = _world()
     device = token_bytes.device
@@ -102,15 +111,17 @@ def score_windows(model, docs: Mapping[int, Sequence[int]], windows: Sequence[Wi
     for size, idxs in sorted(by_size.items()):
         per_batch = max(1, batch_tokens // size)
         for k in range(0, len(idxs), per_batch):
-            chunk = idxs[k:k + per_batch]
+            chunk = idxs[k : k + per_batch]
             x = torch.empty((len(chunk), size), dtype=torch.long)  # (b, W): BOS + document tokens
             y = torch.full((len(chunk), size), -1, dtype=torch.long)  # (b, W): y[t] = x[t+1] where scored
             for row, i in enumerate(chunk):
                 w = windows[i]
-                toks = torch.as_tensor([bos, *docs[w.doc][w.begin:w.end]], dtype=torch.long)
+                toks = torch.as_tensor([bos, *docs[w.doc][w.begin : w.end]], dtype=torch.long)
                 x[row] = toks
-                first = size - 1 - w.targets  # predictions at positions first..size-2 target the last `targets`
-                y[row, first:size - 1] = toks[first + 1:]
+                first = (
+                    size - 1 - w.targets
+                )  # predictions at positions first..size-2 target the last `targets`
+                y[row, first : size - 1] = toks[first + 1 :]
             nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
             for row, i in enumerate(chunk):
                 out[i, 0], out[i, 1], out[i, 2] = nats[row], nbytes[row], ntok[row]
@@ -119,9 +130,18 @@ def score_windows(model, docs: Mapping[int, Sequence[int]], windows: Sequence[Wi
     return _all_reduce_sum(out)
 
 
-def evaluate_sliding(model, docs: Mapping[int, Sequence[int]], doc_order: Sequence[int], lengths: Sequence[int],
-                     stride: int, bos: int, token_bytes: torch.Tensor, batch_tokens: int,
-                     truncate: bool = False, progress: ProgressFn | None = None) -> list[LengthResult]:
+def evaluate_sliding(
+    model,
+    docs: Mapping[int, Sequence[int]],
+    doc_order: Sequence[int],
+    lengths: Sequence[int],
+    stride: int,
+    bos: int,
+    token_bytes: torch.Tensor,
+    batch_tokens: int,
+    truncate: bool = False,
+    progress: ProgressFn | None = None,
+) -> list[LengthResult]:
     """YaRN's perplexity (and BPB) at each length over the documents `doc_order` (document tokens, no BOS)."""
     results = []
     by_length = []
@@ -133,8 +153,13 @@ def evaluate_sliding(model, docs: Mapping[int, Sequence[int]], doc_order: Sequen
         by_length.append(windows)
     parts = stages(progress, [sum(w.end - w.begin + 1 for w in ws) for ws in by_length])  # forward tokens
     for length, windows, part in zip(lengths, by_length, parts):
-        log.info("sliding ppl at %d: %d windows (%d forward tokens) over %d documents", length, len(windows),
-                 sum(w.end - w.begin + 1 for w in windows), len(doc_order))
+        log.info(
+            "sliding ppl at %d: %d windows (%d forward tokens) over %d documents",
+            length,
+            len(windows),
+            sum(w.end - w.begin + 1 for w in windows),
+            len(doc_order),
+        )
         sums = score_windows(model, docs, windows, bos, token_bytes, batch_tokens, part).tolist()
         per_doc: dict[int, list[float]] = {d: [0.0, 0.0, 0.0, 0, 0] for d in doc_order}
         for w, (nats, nbytes, ntok) in zip(windows, sums):
@@ -148,13 +173,24 @@ def evaluate_sliding(model, docs: Mapping[int, Sequence[int]], doc_order: Sequen
         n_windows = sum(u[4] for u in units)
         mean_nll = math.fsum(u[3] for u in units) / n_windows if n_windows else float("nan")
         nbytes = math.fsum(u[2] for u in units)
-        results.append(LengthResult(
-            length=length, ppl=math.exp(mean_nll), bpb=math.fsum(u[1] for u in units) / (LN2 * nbytes) if nbytes
-            else float("nan"), tokens=int(sum(s[2] for s in sums)), windows=len(windows), docs=len(doc_order),
-            units=units,
-        ))
-        log.info("sliding ppl at %d: %.4f (BPB %.4f) over %d windows", length, results[-1].ppl, results[-1].bpb,
-                 len(windows))
+        results.append(
+            LengthResult(
+                length=length,
+                ppl=math.exp(mean_nll),
+                bpb=math.fsum(u[1] for u in units) / (LN2 * nbytes) if nbytes else float("nan"),
+                tokens=int(sum(s[2] for s in sums)),
+                windows=len(windows),
+                docs=len(doc_order),
+                units=units,
+            )
+        )
+        log.info(
+            "sliding ppl at %d: %.4f (BPB %.4f) over %d windows",
+            length,
+            results[-1].ppl,
+            results[-1].bpb,
+            len(windows),
+        )
     return results
 
 
@@ -162,8 +198,12 @@ def convention(truncate: bool, stride: int, docs: int, min_tokens: int) -> str:
     if truncate:
         how = "each document cut to its first L-1 tokens, BOS + those in one window, every token scored"
     else:
-        how = (f"windows of BOS + up to L-1 document tokens starting every {stride} tokens; the first window scores "
-               "all its tokens, later ones only the tokens not scored before; last window reaches the end")
-    return (f"YaRN sliding-window perplexity ({SOURCE}): {how}; ppl = exp(mean over all windows of each window's "
-            f"mean NLL); first {docs} long documents with >= {min_tokens} tokens; bpb = token-weighted over the "
-            "same targets; one unit per document")
+        how = (
+            f"windows of BOS + up to L-1 document tokens starting every {stride} tokens; the first window scores "
+            "all its tokens, later ones only the tokens not scored before; last window reaches the end"
+        )
+    return (
+        f"YaRN sliding-window perplexity ({SOURCE}): {how}; ppl = exp(mean over all windows of each window's "
+        f"mean NLL); first {docs} long documents with >= {min_tokens} tokens; bpb = token-weighted over the "
+        "same targets; one unit per document"
+    )

@@ -34,8 +34,10 @@ def read_base_info(base: BaseLayout, tag: str, step: int) -> BaseInfo:
     try:
         meta = json.loads(path.read_text())
     except FileNotFoundError:
-        raise CheckpointError(f"No meta for {tag}@{step}: {path} does not exist.",
-                              "Check --base-dir, --base-tag and --from-step (`rlab ls` lists checkpoints).") from None
+        raise CheckpointError(
+            f"No meta for {tag}@{step}: {path} does not exist.",
+            "Check --base-dir, --base-tag and --from-step (`rlab ls` lists checkpoints).",
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{path}: unreadable meta JSON ({exc}).") from None
     if not isinstance(meta, dict):
@@ -43,10 +45,17 @@ def read_base_info(base: BaseLayout, tag: str, step: int) -> BaseInfo:
     config = meta.get("model_config") or {}
     seq_len = config.get("sequence_len") if isinstance(config, dict) else None
     if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
-        raise CheckpointError(f"{path}: model_config.sequence_len is missing or invalid ({seq_len!r}).",
-                              "Set target_len (--target-len) and each variant's original_len explicitly.")
-    return BaseInfo(tag=tag, step=step, sequence_len=seq_len, data_start=loader_position(meta, tag, step),
-                    experiment=_experiment_of(meta))
+        raise CheckpointError(
+            f"{path}: model_config.sequence_len is missing or invalid ({seq_len!r}).",
+            "Set target_len (--target-len) and each variant's original_len explicitly.",
+        )
+    return BaseInfo(
+        tag=tag,
+        step=step,
+        sequence_len=seq_len,
+        data_start=loader_position(meta, tag, step),
+        experiment=_experiment_of(meta),
+    )
 
 
 def loader_position(meta: dict[str, Any], tag: str, step: int) -> DataStart | None:
@@ -56,9 +65,14 @@ def loader_position(meta: dict[str, Any], tag: str, step: int) -> DataStart | No
         return DataStart(source="rlab", tag=tag, step=step, loader_state=own)
     nano = meta.get("dataloader_state_dict")
     if isinstance(nano, dict) and "pq_idx" in nano:
-        return DataStart(source="nanochat", tag=tag, step=step, pq_idx=int(nano["pq_idx"]),
-                         rg_idx=int(nano.get("rg_idx") or 0),
-                         epoch=None if nano.get("epoch") is None else int(nano["epoch"]))
+        return DataStart(
+            source="nanochat",
+            tag=tag,
+            step=step,
+            pq_idx=int(nano["pq_idx"]),
+            rg_idx=int(nano.get("rg_idx") or 0),
+            epoch=None if nano.get("epoch") is None else int(nano["epoch"]),
+        )
     return None
 
 

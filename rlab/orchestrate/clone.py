@@ -122,8 +122,16 @@ def clone_checkpoint(
                 continue
             used.add(_link_or_copy(src, tmp / src.name, method))
             total += src.stat().st_size
-        new_meta = clone_meta(meta, src_tag=src_tag, step=step, dst_tag=dst_tag, rope=rope, variant=variant,
-                              experiment=experiment, sequence_len=sequence_len)
+        new_meta = clone_meta(
+            meta,
+            src_tag=src_tag,
+            step=step,
+            dst_tag=dst_tag,
+            rope=rope,
+            variant=variant,
+            experiment=experiment,
+            sequence_len=sequence_len,
+        )
         meta_text = json.dumps(new_meta, indent=2) + "\n"
         with open(meta_file(tmp, step), "w") as fh:
             fh.write(meta_text)
@@ -136,13 +144,30 @@ def clone_checkpoint(
         raise
     how = "/".join(sorted(used)) or "copy"
     seconds = time.perf_counter() - t0
-    log.info("cloned %s step %d -> %s (%s, %d files, %.1f MB, %.3fs)", src_tag, step, dst_tag, how, len(files),
-             total / 1e6, seconds)
+    log.info(
+        "cloned %s step %d -> %s (%s, %d files, %.1f MB, %.3fs)",
+        src_tag,
+        step,
+        dst_tag,
+        how,
+        len(files),
+        total / 1e6,
+        seconds,
+    )
     return CloneResult(dst_tag, dst_dir, how, len(files), total, seconds)
 
 
-def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeSpec, variant: str,
-               experiment: str | None = None, sequence_len: int | None = None) -> dict:
+def clone_meta(
+    meta: dict,
+    *,
+    src_tag: str,
+    step: int,
+    dst_tag: str,
+    rope: RopeSpec,
+    variant: str,
+    experiment: str | None = None,
+    sequence_len: int | None = None,
+) -> dict:
     """The clone's meta: the source's, with the new tag, variant, RoPE config, lineage and owning experiment.
 
     What the variant leaves to the checkpoint (L0, the rotary base) is filled from the source, so a base
@@ -178,7 +203,11 @@ def clone_meta(meta: dict, *, src_tag: str, step: int, dst_tag: str, rope: RopeS
 def tag_owner(meta: dict, tag: str) -> str | None:
     """The experiment that owns `tag`, from one of its metas: the run that trained it, else the clone's record."""
     run_config = meta.get("run_config")
-    if isinstance(run_config, dict) and run_config.get("tag") == tag and isinstance(run_config.get("experiment"), str):
+    if (
+        isinstance(run_config, dict)
+        and run_config.get("tag") == tag
+        and isinstance(run_config.get("experiment"), str)
+    ):
         return run_config["experiment"]
     owner = meta.get("experiment")
     return owner if isinstance(owner, str) else None

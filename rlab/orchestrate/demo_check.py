@@ -60,10 +60,21 @@ def check_base(base_dir: Path, tag: str, seed: int = 1234) -> CheckResult:
     shortest = cd.PREFIX + 2 * cd.PASSAGE + 8
     windows = [w for w in (seq_len // 2, seq_len) if w >= shortest]
     if not windows:
-        raise DemoCheckError(f"Go/no-go: the base '{tag}' trains at {seq_len} tokens, too short for a copy record "
-                             f"({shortest} tokens).", "Pretrain at a longer pretrain.train.seq_len.")
-    rows = cd.evaluate_copy_distance(model, docs, tokenizer.bos_token_id, windows, RECORDS, seed,
-                                     batch_tokens=8 * seq_len, device=torch.device("cpu"))
+        raise DemoCheckError(
+            f"Go/no-go: the base '{tag}' trains at {seq_len} tokens, too short for a copy record "
+            f"({shortest} tokens).",
+            "Pretrain at a longer pretrain.train.seq_len.",
+        )
+    rows = cd.evaluate_copy_distance(
+        model,
+        docs,
+        tokenizer.bos_token_id,
+        windows,
+        RECORDS,
+        seed,
+        batch_tokens=8 * seq_len,
+        device=torch.device("cpu"),
+    )
     return CheckResult(seq_len, cd.summarize(rows, seed=seed))
 
 

@@ -65,7 +65,11 @@ def torchrun_argv(
     if launch.nnodes > 1:
         argv.append(f"--node-rank={launch.node_rank}")
     if not standalone:
-        argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint(launch, index)}", f"--rdzv-id={rdzv_id}"]
+        argv += [
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={rdzv_endpoint(launch, index)}",
+            f"--rdzv-id={rdzv_id}",
+        ]
     argv += [f"--max-restarts={launch.max_restarts}", "-m", module, str(config_path)]
     return argv
 
@@ -131,7 +135,7 @@ def device_slots(launch: LaunchSpec, gpus: Sequence[str]) -> list[tuple[str, ...
             f"({', '.join(gpus)}).",
             f"Set gpus_per_variant to {len(gpus)} or fewer.",
         )
-    return [tuple(gpus[i * need:(i + 1) * need]) for i in range(len(gpus) // need)]
+    return [tuple(gpus[i * need : (i + 1) * need]) for i in range(len(gpus) // need)]
 
 
 def resolve_program(name: str) -> str:
@@ -221,7 +225,12 @@ def run_jobs(
                 state = pending.popleft()
                 devices = free.pop(0)
                 proc, fh = _start(state.job, devices, (keep_fds or {}).get(state.job.tag))
-                state.state, state.devices, state.started, state.pid = "running", devices, time.time(), proc.pid
+                state.state, state.devices, state.started, state.pid = (
+                    "running",
+                    devices,
+                    time.time(),
+                    proc.pid,
+                )
                 running[proc.pid] = (state, proc, devices, fh)
             for pid, (state, proc, devices, fh) in list(running.items()):
                 code = proc.poll()
@@ -249,7 +258,9 @@ def run_jobs(
     return states
 
 
-def _start(job: Job, devices: tuple[str, ...] | None, keep_fd: int | None = None) -> tuple[subprocess.Popen, object]:
+def _start(
+    job: Job, devices: tuple[str, ...] | None, keep_fd: int | None = None
+) -> tuple[subprocess.Popen, object]:
     from rlab.orchestrate.lifeline import lifeline_argv
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
@@ -259,7 +270,11 @@ def _start(job: Job, devices: tuple[str, ...] | None, keep_fd: int | None = None
     fh.flush()
     try:
         proc = subprocess.Popen(
-            lifeline_argv(job.argv), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            lifeline_argv(job.argv),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
             start_new_session=True,  # own process group: Ctrl-C reaches us only, and we stop the whole group
             pass_fds=() if keep_fd is None else (keep_fd,),  # the tag's lock lives as long as the job
         )
@@ -296,9 +311,14 @@ def terminate_all(procs: Sequence[subprocess.Popen], grace_s: float = TERMINATE_
             log.warning("process %d did not exit after SIGKILL", proc.pid)
 
 
-def run_streaming(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str] | None = None,
-                  on_line: Callable[[str], None] | None = None,
-                  keep_in_log: Callable[[str], bool] | None = None) -> int:
+def run_streaming(
+    argv: Sequence[str],
+    log_path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    on_line: Callable[[str], None] | None = None,
+    keep_in_log: Callable[[str], bool] | None = None,
+) -> int:
     """Run one command in its own process group, teeing its output to `log_path` (and `on_line`);
     lines for which `keep_in_log` is false (progress events) go to `on_line` only.
 
@@ -311,8 +331,14 @@ def run_streaming(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str]
     with open(log_path, "ab") as fh:
         fh.write(f"# rlab: {format_command(argv, env)}\n".encode())
         try:
-            proc = subprocess.Popen(lifeline_argv(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=full_env, start_new_session=True)
+            proc = subprocess.Popen(
+                lifeline_argv(argv),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise LaunchError(f"Cannot start {argv[0]}: {exc.strerror}.") from None
         try:

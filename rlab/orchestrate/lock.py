@@ -74,9 +74,11 @@ class TagLocks:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise LaunchError(f"Tag '{tag}' is being trained by another rlab ({_holder_text(path)}).",
-                              "Wait for it to finish or stop that process; two runs on one tag would write the "
-                              "same checkpoints.") from None
+            raise LaunchError(
+                f"Tag '{tag}' is being trained by another rlab ({_holder_text(path)}).",
+                "Wait for it to finish or stop that process; two runs on one tag would write the "
+                "same checkpoints.",
+            ) from None
         os.ftruncate(fd, 0)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
         os.write(fd, f"PID {os.getpid()} on {socket.gethostname()} since {stamp} UTC\n".encode())

@@ -75,8 +75,10 @@ def resolve_lengths(spec: ExperimentSpec, base: BaseInfo) -> ExperimentSpec:
         train = train.model_copy(update={"seq_len": target})
         train.model_fields_set.add("seq_len")
         if problem := train.warmup_problem():
-            raise SpecError(f"train.{problem}; train.seq_len is the target length {target} here.",
-                            "Give train.seq_len_warmup lengths that divide it, or set train.seq_len.")
+            raise SpecError(
+                f"train.{problem}; train.seq_len is the target length {target} here.",
+                "Give train.seq_len_warmup lengths that divide it, or set train.seq_len.",
+            )
     variants = {name: rope.with_original_len(l0) for name, rope in _with_factors(spec, target / l0).items()}
     return spec.model_copy(update={"target_len": target, "train": train, "variants": variants})
 
@@ -86,7 +88,9 @@ def _with_factors(spec: ExperimentSpec, factor: float) -> dict[str, RopeSpec]:
     variants = {}
     for name, rope in spec.variants.items():
         if rope.variant.value in EXTENSION_VARIANTS and "factor" not in rope.model_fields_set:
-            rope = RopeSpec.model_validate({**rope.model_dump(exclude_unset=True), "factor": max(1.0, factor)})
+            rope = RopeSpec.model_validate(
+                {**rope.model_dump(exclude_unset=True), "factor": max(1.0, factor)}
+            )
         variants[name] = rope
     return variants
 
@@ -100,15 +104,21 @@ def length_warnings(spec: ExperimentSpec, base: BaseInfo) -> list[str]:
         if rope.variant.value not in EXTENSION_VARIANTS:
             continue
         if seq_len <= l0:
-            warnings.append(f"{name}: train.seq_len {seq_len} is not above the base's context L0={l0}; "
-                            f"an extension variant trained there does not extend anything.")
+            warnings.append(
+                f"{name}: train.seq_len {seq_len} is not above the base's context L0={l0}; "
+                f"an extension variant trained there does not extend anything."
+            )
         if target and abs(rope.factor - target / l0) > 1e-9:
-            warnings.append(f"{name}: factor {rope.factor:g} disagrees with target_len / L0 = {target} / {l0} = "
-                            f"{target / l0:g}.")
+            warnings.append(
+                f"{name}: factor {rope.factor:g} disagrees with target_len / L0 = {target} / {l0} = "
+                f"{target / l0:g}."
+            )
     return warnings
 
 
-def plan_continue(spec: ExperimentSpec, base: BaseInfo | None = None, *, check: bool = True) -> list[RunConfig]:
+def plan_continue(
+    spec: ExperimentSpec, base: BaseInfo | None = None, *, check: bool = True
+) -> list[RunConfig]:
     """One continued-pretraining run per variant, in the spec's order.
 
     With `base` (the base step's facts), lengths and factors are resolved from it and every run
@@ -122,9 +132,13 @@ def plan_continue(spec: ExperimentSpec, base: BaseInfo | None = None, *, check: 
     data_start = base.data_start if base is not None and spec.train.data_start == "after_base" else None
     step = spec.base_step
     if step is None:
-        raise SpecError("No base step to continue from.", "Pass --from-step N (or set base.step in the spec).")
+        raise SpecError(
+            "No base step to continue from.", "Pass --from-step N (or set base.step in the spec)."
+        )
     if not spec.variants:
-        raise SpecError("No variants to run.", "Pass --variants pi,ntk,yarn or list them under `variants:` in the spec.")
+        raise SpecError(
+            "No variants to run.", "Pass --variants pi,ntk,yarn or list them under `variants:` in the spec."
+        )
     if check:
         check_batch(spec.train, spec.launch.world_size)
     layout = experiment_layout(spec)
@@ -165,8 +179,10 @@ def arm_runs(spec: ExperimentSpec, variant: str) -> list[tuple[str, TrainSpec]]:
     tag, train = spec.tag_for(variant), spec.train
     out = []
     if train.steps > 0:
-        out += [(tag + replicate_suffix(i), train.model_copy(update={"seed": train.seed + i}))
-                for i in range(train.seeds)]
+        out += [
+            (tag + replicate_suffix(i), train.model_copy(update={"seed": train.seed + i}))
+            for i in range(train.seeds)
+        ]
     if train.steps == 0 or train.zero_shot:
         out.append((tag + ZERO_SHOT_SUFFIX, train.model_copy(update={"steps": 0, "seeds": 1})))
     return out
@@ -181,11 +197,16 @@ def experiment_tags(spec: ExperimentSpec) -> list[str]:
 def plan_pretrain(spec: ExperimentSpec) -> RunConfig:
     """The from-scratch run that trains the base model into base.tag (plain RoPE)."""
     if spec.pretrain is None:
-        raise SpecError("The spec has no `pretrain:` section.", "Add one (see experiments/demo.yaml), or start "
-                        "from an existing checkpoint with `rlab continue --from-step N`.")
+        raise SpecError(
+            "The spec has no `pretrain:` section.",
+            "Add one (see experiments/demo.yaml), or start "
+            "from an existing checkpoint with `rlab continue --from-step N`.",
+        )
     if spec.pretrain.train.steps == 0:
-        raise SpecError("pretrain.train.steps: a base model needs at least one step (got 0).",
-                        "Set pretrain.train.steps (or --steps) to a positive number.")
+        raise SpecError(
+            "pretrain.train.steps: a base model needs at least one step (got 0).",
+            "Set pretrain.train.steps (or --steps) to a positive number.",
+        )
     check_batch(spec.pretrain.train, spec.launch.world_size, where="pretrain.train")
     tag = spec.base.tag
     return RunConfig(
@@ -206,7 +227,7 @@ def arm_label(spec: ExperimentSpec, tag: str) -> str:
     prefix = spec.tag_prefix
     if tag == spec.base.tag:
         return "base"
-    return tag[len(prefix):] if tag.startswith(prefix) and len(tag) > len(prefix) else tag
+    return tag[len(prefix) :] if tag.startswith(prefix) and len(tag) > len(prefix) else tag
 
 
 def variant_of_tag(spec: ExperimentSpec, tag: str) -> str:
@@ -216,7 +237,9 @@ def variant_of_tag(spec: ExperimentSpec, tag: str) -> str:
     return _SEED_SUFFIX.sub("", label.removesuffix(ZERO_SHOT_SUFFIX)) or label
 
 
-def plan_eval(spec: ExperimentSpec, tag: str, variant: str | None = None, step: int | None = None) -> EvalRunConfig:
+def plan_eval(
+    spec: ExperimentSpec, tag: str, variant: str | None = None, step: int | None = None
+) -> EvalRunConfig:
     """The eval job of one tag (`variant` defaults to the one its name says)."""
     from rlab.evals.lengths import experiment_target_len
 

@@ -74,12 +74,15 @@ class Preflight:
         if len(self.errors) == 1:
             return self.errors[0]
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        return RlabError(f"{len(self.problems)} problems stop this run:\n{lines}",
-                         "Fix them; `--dry-run` (or `rlab validate SPEC`) checks again without starting anything.")
+        return RlabError(
+            f"{len(self.problems)} problems stop this run:\n{lines}",
+            "Fix them; `--dry-run` (or `rlab validate SPEC`) checks again without starting anything.",
+        )
 
 
-def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: bool = False,
-                       base_made_by_pretrain: bool = False) -> Preflight:
+def preflight_continue(
+    spec: ExperimentSpec, *, resume: bool = False, force: bool = False, base_made_by_pretrain: bool = False
+) -> Preflight:
     """Plan `spec` against the base dir and collect every problem; `spec` is resolved (load_spec).
 
     With `base_made_by_pretrain` (rlab validate of a spec whose `pretrain:` makes the base), a
@@ -111,8 +114,10 @@ def preflight_continue(spec: ExperimentSpec, *, resume: bool = False, force: boo
     if pf.base is not None:
         pf.warnings += length_warnings(spec, pf.base)
         if spec.train.data_start == "after_base" and pf.base.data_start is None:
-            pf.warnings.append(f"{spec.base.tag}@{step} records no data loader position: every variant reads the "
-                               "train data from its beginning (text the base may have trained on).")
+            pf.warnings.append(
+                f"{spec.base.tag}@{step} records no data loader position: every variant reads the "
+                "train data from its beginning (text the base may have trained on)."
+            )
     _check_tags(pf, resume=resume, force=force)
     _check_results_dir(pf, layout.root)
     if pf.base is not None:
@@ -152,8 +157,10 @@ def _check_tags(pf: Preflight, *, resume: bool, force: bool) -> None:
                 pf.problem(mismatch)
         holder = lock_holder(base, run.tag)
         if holder is not None:
-            pf.problem(f"Tag '{run.tag}' is being trained by another rlab ({holder}). Wait for it to "
-                               "finish or stop it; two runs on one tag would write the same checkpoints.")
+            pf.problem(
+                f"Tag '{run.tag}' is being trained by another rlab ({holder}). Wait for it to "
+                "finish or stop it; two runs on one tag would write the same checkpoints."
+            )
 
 
 def resume_mismatch(base: BaseLayout, run: RunConfig) -> RlabError | None:
@@ -173,16 +180,21 @@ def resume_mismatch(base: BaseLayout, run: RunConfig) -> RlabError | None:
             f"Tag '{run.tag}' belongs to experiment '{owner}', not '{run.experiment}': resuming it here would mix "
             "two experiments.",
             "Give this experiment its own `name:` (its tags are then <base>-<name>-<variant>), or replace the tag "
-            "with --force.")
+            "with --force.",
+        )
     lineage = meta.get("lineage") or {}
     want = run.lineage
-    if want is not None and lineage and (lineage.get("parent_tag"), lineage.get("parent_step")) != (
-            want.parent_tag, want.parent_step):
+    if (
+        want is not None
+        and lineage
+        and (lineage.get("parent_tag"), lineage.get("parent_step")) != (want.parent_tag, want.parent_step)
+    ):
         were = f"{lineage.get('parent_tag')}@{lineage.get('parent_step')}"
         return CheckpointError(
             f"Tag '{run.tag}' was cloned from {were}, but this plan starts from {want.parent_tag}@{want.parent_step}.",
             f"Resume it with --base-tag {lineage.get('parent_tag')} --from-step {lineage.get('parent_step')}, or "
-            f"re-clone it from {want.parent_tag}@{want.parent_step} with --force.")
+            f"re-clone it from {want.parent_tag}@{want.parent_step} with --force.",
+        )
     return None
 
 
@@ -193,8 +205,10 @@ def results_dir_error(root: Path) -> RlabError | None:
         probe = probe.parent
     if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
         return None
-    return LaunchError(f"Results dir {root} cannot be written ({probe} is not a writable folder).",
-                       "Pass --results-dir (or set $RLAB_RESULTS_DIR) to a folder you can write.")
+    return LaunchError(
+        f"Results dir {root} cannot be written ({probe} is not a writable folder).",
+        "Pass --results-dir (or set $RLAB_RESULTS_DIR) to a folder you can write.",
+    )
 
 
 def require_writable_results(root: Path) -> None:
@@ -227,9 +241,11 @@ def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None) -> None:
     need = estimated_bytes(pf.spec, ckpt_dir, step, len(pf.runs))
     free = shutil.disk_usage(ckpt_dir).free
     if need * DISK_MARGIN > free:
-        pf.problem(f"Not enough disk for {len(pf.runs)} tag(s): about {need / 1e9:.1f} GB needed (clones + "
-                           f"saved checkpoints), {free / 1e9:.1f} GB free under {ckpt_dir.parent}. Free space, "
-                           "raise train.save_every / set train.keep_last, or run fewer variants.")
+        pf.problem(
+            f"Not enough disk for {len(pf.runs)} tag(s): about {need / 1e9:.1f} GB needed (clones + "
+            f"saved checkpoints), {free / 1e9:.1f} GB free under {ckpt_dir.parent}. Free space, "
+            "raise train.save_every / set train.keep_last, or run fewer variants."
+        )
 
 
 def _check_launcher(pf: Preflight) -> None:
@@ -249,7 +265,9 @@ def _check_inputs(pf: Preflight) -> None:
     """Data the workers and the later evals read: warnings (a base dir may get its data later)."""
     base = base_layout(pf.spec)
     if not any(base.data_dir.glob("*.parquet")):
-        pf.warnings.append(f"No train data in {base.data_dir}: the workers will fail. Run `rlab data prepare`.")
+        pf.warnings.append(
+            f"No train data in {base.data_dir}: the workers will fail. Run `rlab data prepare`."
+        )
     if not base.tokenizer_dir.is_dir():
         pf.warnings.append(f"No tokenizer in {base.tokenizer_dir}: the workers will fail.")
     core = pf.spec.eval
@@ -274,26 +292,33 @@ def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
         rope = run.rope
         train = run.train
         batch = train.total_batch_size or train.device_batch_size * train.seq_len * launch.world_size
-        tags.append({
-            "tag": run.tag,
-            "variant": run.variant,
-            "from": f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else None,
-            "rope": rope.model_dump(mode="json"),
-            "L0": rope.original_len,
-            "factor": rope.factor,
-            "seq_len": train.seq_len,
-            "steps": train.steps,
-            "tokens": batch * train.steps,
-            "data_start": None if run.data_start is None else {
-                **run.data_start.model_dump(mode="json"), "describe": run.data_start.describe()},
-            "nproc": launch.procs_per_job,
-            "nnodes": launch.nnodes,
-            "command": commands.get(run.tag),
-        })
+        tags.append(
+            {
+                "tag": run.tag,
+                "variant": run.variant,
+                "from": f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else None,
+                "rope": rope.model_dump(mode="json"),
+                "L0": rope.original_len,
+                "factor": rope.factor,
+                "seq_len": train.seq_len,
+                "steps": train.steps,
+                "tokens": batch * train.steps,
+                "data_start": None
+                if run.data_start is None
+                else {**run.data_start.model_dump(mode="json"), "describe": run.data_start.describe()},
+                "nproc": launch.procs_per_job,
+                "nnodes": launch.nnodes,
+                "command": commands.get(run.tag),
+            }
+        )
     return {
         "experiment": pf.spec.experiment,
-        "base": {"tag": pf.spec.base.tag, "step": pf.spec.base_step, "dir": str(base_layout(pf.spec).root),
-                 "L0": pf.base.sequence_len if pf.base else None},
+        "base": {
+            "tag": pf.spec.base.tag,
+            "step": pf.spec.base_step,
+            "dir": str(base_layout(pf.spec).root),
+            "L0": pf.base.sequence_len if pf.base else None,
+        },
         "target_len": pf.spec.target_len,
         "results": str(experiment_layout(pf.spec).root),
         "tags": tags,

@@ -54,7 +54,9 @@ def tag_plans(spec: ExperimentSpec, runs: list[RunConfig], *, resume: bool, forc
     return plans
 
 
-def apply_tag_plans(spec: ExperimentSpec, plans: list[TagPlan], *, method: CloneMethod = "auto") -> list[RunConfig]:
+def apply_tag_plans(
+    spec: ExperimentSpec, plans: list[TagPlan], *, method: CloneMethod = "auto"
+) -> list[RunConfig]:
     """Carry the plans out; returns the runs to launch (resumed ones with ``resume: true``).
 
     A run that starts from a checkpoint gets that checkpoint cloned into its tag first; a
@@ -71,9 +73,17 @@ def apply_tag_plans(spec: ExperimentSpec, plans: list[TagPlan], *, method: Clone
             continue
         if isinstance(run.init, CheckpointInit) and run.lineage is not None:
             # a training-free arm takes the target length now; a trained one when its training starts
-            clone_checkpoint(base, run.lineage.parent_tag, run.lineage.parent_step, run.tag, rope=run.rope,
-                             variant=run.variant, method=method, experiment=run.experiment,
-                             sequence_len=run.train.seq_len if run.train.steps == 0 else None)
+            clone_checkpoint(
+                base,
+                run.lineage.parent_tag,
+                run.lineage.parent_step,
+                run.tag,
+                rope=run.rope,
+                variant=run.variant,
+                method=method,
+                experiment=run.experiment,
+                sequence_len=run.train.seq_len if run.train.steps == 0 else None,
+            )
         out.append(run)
     return out
 
@@ -99,7 +109,9 @@ def save_resolved_specs(spec: ExperimentSpec, runs: list[RunConfig]) -> Path:
             merged = spec.model_copy(update={"variants": {**previous.variants, **spec.variants}})
     write_text_atomic(path, spec_yaml(merged))
     for run in runs:
-        own = spec.model_copy(update={"variants": {run.variant: spec.variants.get(run.variant, run.rope)}})  # pretrain: rope
+        own = spec.model_copy(
+            update={"variants": {run.variant: spec.variants.get(run.variant, run.rope)}}
+        )  # pretrain: rope
         write_text_atomic(layout.tag_spec(run.tag), spec_yaml(own))
     return path
 
@@ -137,6 +149,14 @@ def build_jobs(spec: ExperimentSpec, runs: list[RunConfig], *, torchrun: str | N
     jobs = []
     for index, run in enumerate(runs):
         argv = torchrun_argv(layout.run_config(run.tag), launch, index=index, rdzv_id=run.tag)
-        jobs.append(Job(tag=run.tag, variant=run.variant, argv=tuple(argv), log=layout.train_log(run.tag),
-                        metrics=layout.metrics_file(run.tag), env=dict(spec.launch.env)))
+        jobs.append(
+            Job(
+                tag=run.tag,
+                variant=run.variant,
+                argv=tuple(argv),
+                log=layout.train_log(run.tag),
+                metrics=layout.metrics_file(run.tag),
+                env=dict(spec.launch.env),
+            )
+        )
     return jobs

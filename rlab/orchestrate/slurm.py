@@ -93,9 +93,17 @@ def submit(script: Path, *, sbatch: str = "sbatch", env: dict[str, str] | None =
 
     program = shutil.which(sbatch)
     if program is None:
-        raise LaunchError(f"{sbatch} not found on PATH.", "Run on a SLURM login node, or use --launcher local.")
-    result = subprocess.run([program, "--parsable", str(script)], capture_output=True, text=True,
-                            env={**os.environ, **(env or {})}, check=False, timeout=60)
+        raise LaunchError(
+            f"{sbatch} not found on PATH.", "Run on a SLURM login node, or use --launcher local."
+        )
+    result = subprocess.run(
+        [program, "--parsable", str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+        timeout=60,
+    )
     if result.returncode != 0:
         raise LaunchError(f"sbatch failed for {script} (exit {result.returncode}): {result.stderr.strip()}")
     match = re.match(r"\s*(\d+)", result.stdout)

@@ -122,7 +122,7 @@ def worker_error(path: Path) -> str | None:
         for raw in fh:
             line = RANK_PREFIX.sub("", raw.strip())
             if line.startswith("error: "):
-                own = own or line[len("error: "):]
+                own = own or line[len("error: ") :]
             elif _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
                 exception = line
     return own or exception
@@ -137,8 +137,14 @@ def format_eta(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-_STATE_STYLE = {"pending": "dim", "running": "cyan", "done": "green", "failed": "red", "interrupted": "yellow",
-                "submitted": "cyan"}
+_STATE_STYLE = {
+    "pending": "dim",
+    "running": "cyan",
+    "done": "green",
+    "failed": "red",
+    "interrupted": "yellow",
+    "submitted": "cyan",
+}
 
 
 def progress_table(states: list[JobState], progress: dict[str, Progress], title: str | None = None) -> Table:
@@ -148,7 +154,9 @@ def progress_table(states: list[JobState], progress: dict[str, Progress], title:
         table.add_column(column, justify="right" if column not in ("variant", "tag", "state") else "left")
     for state in states:
         p = progress.get(state.job.tag, Progress())
-        step = "-" if p.step is None else (f"{p.step}/{p.end_step}" if p.end_step is not None else str(p.step))
+        step = (
+            "-" if p.step is None else (f"{p.step}/{p.end_step}" if p.end_step is not None else str(p.step))
+        )
         style = _STATE_STYLE.get(state.state, "")
         label = state.state if state.returncode in (None, 0) else f"{state.state} ({state.returncode})"
         table.add_row(

@@ -75,11 +75,15 @@ def group_arms(tags: list[TagSources]) -> list[Arm]:
     for src in tags:
         kind = kind_of(src)
         key = qualify(src.group, arm_key(src.variant, kind))
-        arm = arms.setdefault(key, Arm(key=key, variant=qualify(src.group, src.variant), kind=kind, group=src.group))
+        arm = arms.setdefault(
+            key, Arm(key=key, variant=qualify(src.group, src.variant), kind=kind, group=src.group)
+        )
         arm.tags.append(src.tag)
         arm.seeds.append(seed_of(src))
     for arm in arms.values():
-        order = sorted(range(len(arm.tags)), key=lambda i: (arm.seeds[i] is None, arm.seeds[i] or 0, arm.tags[i]))
+        order = sorted(
+            range(len(arm.tags)), key=lambda i: (arm.seeds[i] is None, arm.seeds[i] or 0, arm.tags[i])
+        )
         arm.tags = [arm.tags[i] for i in order]
         arm.seeds = [arm.seeds[i] for i in order]
     return list(arms.values())
@@ -90,7 +94,9 @@ def reference_arm(arm: Arm, arms: list[Arm], base: Arm) -> Arm:
     model), so that its difference is the RoPE change alone, not training; every other arm with `base`."""
     if arm.kind == "zero-shot":
         for kind in ("zero-shot", "base"):
-            hit = next((a for a in arms if a.kind == kind and (kind == "base" or a.variant == base.variant)), None)
+            hit = next(
+                (a for a in arms if a.kind == kind and (kind == "base" or a.variant == base.variant)), None
+            )
             if hit is not None:
                 return hit
     return base

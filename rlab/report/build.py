@@ -55,18 +55,27 @@ def answer_lines(data: ReportData, copy: copy_distance.CopySection | None = None
         limits.append(copy.caveat)
     if (line := _passkey_line(data)) is not None:
         limits.append(line)
-    return (headline.sentences(data) + (copy.answer if copy is not None else []) + [f"Warning: {w}" for w in limits]
-            + [f"Note: {n}" for n in headline.disagreements(data)])
+    return (
+        headline.sentences(data)
+        + (copy.answer if copy is not None else [])
+        + [f"Warning: {w}" for w in limits]
+        + [f"Note: {n}" for n in headline.disagreements(data)]
+    )
 
 
 def _method(data: ReportData, seed: int, n_boot: int) -> str:
-    bpb = ("BPB by documents (blocks of one document resampled together)" if data.clustered else
-           "BPB by eval units (each resampled as if independent: they do not name their documents)")
-    return (f"`x ± h`: estimate and half-width of its 95% interval. Bootstrap with {n_boot} resamples (seed {seed}) "
-            f"over independent units: {bpb}, CORE by "
-            f"examples stratified by task, passkey by keys (Wilson/Newcombe). With several training seeds, "
-            f"estimates are seed means and intervals come from a two-level bootstrap (seeds, then units). "
-            + headline.multiplicity_note(data))
+    bpb = (
+        "BPB by documents (blocks of one document resampled together)"
+        if data.clustered
+        else "BPB by eval units (each resampled as if independent: they do not name their documents)"
+    )
+    return (
+        f"`x ± h`: estimate and half-width of its 95% interval. Bootstrap with {n_boot} resamples (seed {seed}) "
+        f"over independent units: {bpb}, CORE by "
+        f"examples stratified by task, passkey by keys (Wilson/Newcombe). With several training seeds, "
+        f"estimates are seed means and intervals come from a two-level bootstrap (seeds, then units). "
+        + headline.multiplicity_note(data)
+    )
 
 
 def _passkey_line(data: ReportData) -> str | None:
@@ -74,12 +83,20 @@ def _passkey_line(data: ReportData) -> str | None:
         return None
     n = int(data.passkey["n"].sum() / max(1, data.passkey["tag"].nunique()))
     lengths = ", ".join(str(L) for L in sorted(set(data.passkey["length"].astype(int))))
-    return (f"Passkey retrieval: accuracy 0 for every arm at every length ({lengths}) and depth "
-            f"({n} keys per tag): no model here retrieves; no table or plot is drawn.")
+    return (
+        f"Passkey retrieval: accuracy 0 for every arm at every length ({lengths}) and depth "
+        f"({n} keys per tag): no model here retrieves; no table or plot is drawn."
+    )
 
 
-def render_markdown(data: ReportData, tables: list[Table], plots: dict[str, Path | None], seed: int,
-                    n_boot: int, copy: copy_distance.CopySection | None = None) -> str:
+def render_markdown(
+    data: ReportData,
+    tables: list[Table],
+    plots: dict[str, Path | None],
+    seed: int,
+    n_boot: int,
+    copy: copy_distance.CopySection | None = None,
+) -> str:
     lines = [f"# Experiment `{data.experiment}`: RoPE variants vs `{data.baseline}`", ""]
     lines += [f"**Answer** (primary endpoint: {data.primary.description}):", ""]
     lines += [f"- {s}" for s in answer_lines(data, copy)] + [""]
@@ -115,8 +132,19 @@ def _inline(text: str) -> str:
 
     def bold(m: re.Match) -> str:
         inner = m.group(1)
-        cls = next((c for w, c in (("better", "better"), ("worse", "worse"), ("no verdict", "few"),
-                                   ("within noise", "noise")) if w in inner), "")
+        cls = next(
+            (
+                c
+                for w, c in (
+                    ("better", "better"),
+                    ("worse", "worse"),
+                    ("no verdict", "few"),
+                    ("within noise", "noise"),
+                )
+                if w in inner
+            ),
+            "",
+        )
         return f'<strong class="{cls}">{inner}</strong>' if cls else f"<strong>{inner}</strong>"
 
     return re.sub(r"\*\*([^*]+)\*\*", bold, out)
@@ -128,13 +156,15 @@ def _img(path: Path, alt: str) -> str:
     return f'<img src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}">'
 
 
-_CSS = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:1.5em auto;padding:0 1em;line-height:1.4}"
-        "table{border-collapse:collapse;margin:.5em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;"
-        "text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
-        ".best{font-weight:bold}.better{color:#17692a;background:#e3f4e6}.worse{color:#9b1c1c;background:#fbe4e4}"
-        ".noise{color:#555}.few{color:#8a5a00;background:#fff4d6}strong.better,strong.worse,strong.few{padding:0 3px}"
-        "img{max-width:100%}.answer li{margin:.3em 0}.about{color:#333;margin:.2em 0 .4em}"
-        ".caption{color:#555;font-style:italic}.warn{color:#8a5a00}")
+_CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:1400px;margin:1.5em auto;padding:0 1em;line-height:1.4}"
+    "table{border-collapse:collapse;margin:.5em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;"
+    "text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
+    ".best{font-weight:bold}.better{color:#17692a;background:#e3f4e6}.worse{color:#9b1c1c;background:#fbe4e4}"
+    ".noise{color:#555}.few{color:#8a5a00;background:#fff4d6}strong.better,strong.worse,strong.few{padding:0 3px}"
+    "img{max-width:100%}.answer li{margin:.3em 0}.about{color:#333;margin:.2em 0 .4em}"
+    ".caption{color:#555;font-style:italic}.warn{color:#8a5a00}"
+)
 
 
 def _copy_html(copy: copy_distance.CopySection) -> list[str]:
@@ -148,23 +178,43 @@ def _copy_html(copy: copy_distance.CopySection) -> list[str]:
             parts.append(f'<p class="about">{_inline(line)}</p>')
     if copy.plot is not None:
         parts.append(_img(copy.plot, "Copy loss by distance"))
-    cells = [[html.escape(c.strip()) for c in r.strip().strip("|").split("|")] for r in "".join(rows).split("\n") if r]
+    cells = [
+        [html.escape(c.strip()) for c in r.strip().strip("|").split("|")]
+        for r in "".join(rows).split("\n")
+        if r
+    ]
     if cells:
-        parts.append("<table><tr>" + "".join(f"<th>{c}</th>" for c in cells[0]) + "</tr>"
-                     + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in cells[1:]) + "</table>")
+        parts.append(
+            "<table><tr>"
+            + "".join(f"<th>{c}</th>" for c in cells[0])
+            + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in cells[1:])
+            + "</table>"
+        )
     return parts
 
 
-def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | None], seed: int,
-                n_boot: int, copy: copy_distance.CopySection | None = None) -> str:
+def render_html(
+    data: ReportData,
+    tables: list[Table],
+    plots: dict[str, Path | None],
+    seed: int,
+    n_boot: int,
+    copy: copy_distance.CopySection | None = None,
+) -> str:
     title = f"Experiment {data.experiment}: RoPE variants vs {data.baseline}"
-    items = [f'<li class="warn">{_inline(s)}</li>' if s.startswith("Warning: ") else f"<li>{_inline(s)}</li>"
-             for s in answer_lines(data, copy)]
-    parts = ["<!doctype html>\n<html><head><meta charset=\"utf-8\">",
-             f"<title>rlab report: {html.escape(data.experiment)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{html.escape(title)}</h1>",
-             f"<p><strong>Answer</strong> (primary endpoint: {html.escape(data.primary.description)}):</p>",
-             '<ul class="answer">' + "".join(items) + "</ul>"]
+    items = [
+        f'<li class="warn">{_inline(s)}</li>' if s.startswith("Warning: ") else f"<li>{_inline(s)}</li>"
+        for s in answer_lines(data, copy)
+    ]
+    parts = [
+        '<!doctype html>\n<html><head><meta charset="utf-8">',
+        f"<title>rlab report: {html.escape(data.experiment)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p><strong>Answer</strong> (primary endpoint: {html.escape(data.primary.description)}):</p>",
+        '<ul class="answer">' + "".join(items) + "</ul>",
+    ]
     if plots.get("bpb_length"):
         parts.append(_img(plots["bpb_length"], _PLOT_CAPTIONS["bpb_length"]))
     parts.append(f"<p>{_inline(_method(data, seed, n_boot))}</p>")
@@ -181,14 +231,24 @@ def render_html(data: ReportData, tables: list[Table], plots: dict[str, Path | N
         if plots.get(key):
             parts.append(f"<h2>{_PLOT_CAPTIONS[key]}</h2>{_img(plots[key], _PLOT_CAPTIONS[key])}")
     if data.footnotes.items:
-        parts.append("<h2>Notes</h2><ol>" + "".join(f"<li>{html.escape(t)}</li>" for t in data.footnotes.items)
-                     + "</ol>")
+        parts.append(
+            "<h2>Notes</h2><ol>"
+            + "".join(f"<li>{html.escape(t)}</li>" for t in data.footnotes.items)
+            + "</ol>"
+        )
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
 
-def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: str = "md", seed: int = 0,
-                 n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportOutput:
+def write_report(
+    layout: ExperimentLayout,
+    *,
+    baseline: str | None = None,
+    fmt: str = "md",
+    seed: int = 0,
+    n_boot: int = unc.DEFAULT_BOOT,
+    allow_mismatch: bool = False,
+) -> ReportOutput:
     """Build the report of one experiment into its results folder.
 
     Always writes results.csv; ``md`` adds comparison.md and the plots; ``html`` adds comparison.html
@@ -197,12 +257,16 @@ def write_report(layout: ExperimentLayout, *, baseline: str | None = None, fmt: 
     if fmt not in FORMATS:
         raise RlabError(f"Unknown report format '{fmt}'.", f"Use one of: {', '.join(FORMATS)}.")
     if not layout.root.is_dir():
-        raise RlabError(f"No results for experiment '{layout.experiment}' under {layout.results_root}.",
-                        "Run `rlab continue` / `rlab eval` first, or pass --results-dir / --experiment.")
+        raise RlabError(
+            f"No results for experiment '{layout.experiment}' under {layout.results_root}.",
+            "Run `rlab continue` / `rlab eval` first, or pass --results-dir / --experiment.",
+        )
     data = collect(layout, baseline, seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch)
     if data.meta.empty:
-        raise RlabError(f"Experiment '{layout.experiment}' has no runs or evals yet ({layout.root}).",
-                        "Run `rlab eval --tag TAG` first.")
+        raise RlabError(
+            f"Experiment '{layout.experiment}' has no runs or evals yet ({layout.root}).",
+            "Run `rlab eval --tag TAG` first.",
+        )
     written = [layout.results_csv]
     write_results_csv(layout.results_csv, data.results)
     plots: dict[str, Path | None] = {}

@@ -113,7 +113,9 @@ class ReportData:
 # ---------------------------------------------------------------- per-tag inputs to the statistics
 
 
-def _tag_data(src: TagSources, bpb_len: pd.DataFrame, passkey: pd.DataFrame, primary: list[int]) -> est.TagData:
+def _tag_data(
+    src: TagSources, bpb_len: pd.DataFrame, passkey: pd.DataFrame, primary: list[int]
+) -> est.TagData:
     units, clustered = est.units_by_metric(src.csvs.get("bpb_units"))
     data = est.TagData(tag=src.tag, units=units, clustered=clustered)
     bpb = src.metric("bpb") or {}
@@ -142,15 +144,23 @@ def _primary(meta: pd.DataFrame, bpb_length: pd.DataFrame) -> Primary:
         lengths = [L for L in (train_len, 2 * train_len) if L in measured]
         if lengths:
             what = " and ".join(str(L) for L in lengths)
-            return Primary(est.PRIMARY, lengths, f"BPB at {what} tokens of context (mean over the same targets"
-                           f"{' at both lengths' if len(lengths) > 1 else ''}; training length {train_len})")
+            return Primary(
+                est.PRIMARY,
+                lengths,
+                f"BPB at {what} tokens of context (mean over the same targets"
+                f"{' at both lengths' if len(lengths) > 1 else ''}; training length {train_len})",
+            )
     return Primary("val_bpb", [], "validation BPB")
 
 
 def _metrics_of(datas: list[est.TagData], has_core: bool, has_passkey: bool, primary: Primary) -> list[str]:
     names = {m for d in datas for m, v in d.points.items() if not math.isnan(v)}
     lengths = sorted(int(m[8:]) for m in names if m.startswith("bpb_len_"))
-    out = [m for m in (est.PRIMARY, "train_bpb", "val_bpb") if m in names and (m != est.PRIMARY or primary.lengths)]
+    out = [
+        m
+        for m in (est.PRIMARY, "train_bpb", "val_bpb")
+        if m in names and (m != est.PRIMARY or primary.lengths)
+    ]
     out += [f"bpb_len_{L}" for L in lengths]
     if has_core:
         out.append("core")
@@ -159,8 +169,15 @@ def _metrics_of(datas: list[est.TagData], has_core: bool, has_passkey: bool, pri
     return out
 
 
-def _scalars(groups: dict[str, list[str]], data: dict[str, est.TagData], metrics: list[str],
-             baselines: dict[str, float], seed: int, n_boot: int, id_col: str) -> pd.DataFrame:
+def _scalars(
+    groups: dict[str, list[str]],
+    data: dict[str, est.TagData],
+    metrics: list[str],
+    baselines: dict[str, float],
+    seed: int,
+    n_boot: int,
+    id_col: str,
+) -> pd.DataFrame:
     rows = []
     for key, tags in groups.items():
         for r in est.group_scalars([data[t] for t in tags], metrics, baselines, key, seed, n_boot):
@@ -176,8 +193,10 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
     if requested:
         return requested
     spec = spec or {}
-    for candidate in ((spec.get("report") or {}).get("baseline") if isinstance(spec.get("report"), dict) else None,
-                      spec.get("baseline")):
+    for candidate in (
+        (spec.get("report") or {}).get("baseline") if isinstance(spec.get("report"), dict) else None,
+        spec.get("baseline"),
+    ):
         if isinstance(candidate, str) and candidate:
             return candidate
     return "rope"
@@ -205,19 +224,24 @@ def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
         missing = core.get("missing_tasks") or []
         extra.append("partial CORE" + (f" (missing: {', '.join(map(str, missing))})" if missing else ""))
     if core is not None and core.get("selection") is not None:
-        extra.append(f"CORE on {len(core['selection'])} of {core.get('bundle_tasks') or '?'} tasks only "
-                     f"(eval.core_tasks: {', '.join(core['selection'])}), not the full CORE")
+        extra.append(
+            f"CORE on {len(core['selection'])} of {core.get('bundle_tasks') or '?'} tasks only "
+            f"(eval.core_tasks: {', '.join(core['selection'])}), not the full CORE"
+        )
     for name, what in (("bpb_length", "BPB"), ("passkey", "passkey")):
         skipped = (src.metric(name) or {}).get("skipped") or []
         lengths = [str(s.get("length")) for s in skipped if isinstance(s, dict)]
         if lengths:
-            extra.append(f"{what} not measured at length(s) {', '.join(lengths)} (skipped by the eval: "
-                         f"{skipped[0].get('reason', 'no reason given')})")
+            extra.append(
+                f"{what} not measured at length(s) {', '.join(lengths)} (skipped by the eval: "
+                f"{skipped[0].get('reason', 'no reason given')})"
+            )
     return [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
 
 
-def arm_mismatches(arms: list[Arm], refs: dict[str, Arm], tags: list[TagSources],
-                   separate: frozenset[str] = frozenset()) -> dict[str, list[cmp.Mismatch]]:
+def arm_mismatches(
+    arms: list[Arm], refs: dict[str, Arm], tags: list[TagSources], separate: frozenset[str] = frozenset()
+) -> dict[str, list[cmp.Mismatch]]:
     """Per arm: how its tags differ from its reference arm's first tag (evals; training too when both arms are the
     same condition, e.g. continued vs continued, and from one experiment: an arm in `separate` is compared with
     another experiment's arm, whose training may differ by design) and from their own arm's first tag (seeds)."""
@@ -232,16 +256,20 @@ def arm_mismatches(arms: list[Arm], refs: dict[str, Arm], tags: list[TagSources]
             if doc is None:
                 continue
             if ref is not None and tag != reference.tags[0]:
-                found += cmp.mismatches(doc, ref, check_training=arm.kind == reference.kind
-                                        and arm.key not in separate)
+                found += cmp.mismatches(
+                    doc, ref, check_training=arm.kind == reference.kind and arm.key not in separate
+                )
             if own is not None and tag != arm.tags[0]:
                 found += cmp.mismatches(doc, own)
         out[arm.key] = list(dict.fromkeys(found))
     return out
 
 
-def block_verdicts(comparisons: pd.DataFrame, found: dict[str, list[cmp.Mismatch]],
-                   unpaired: set[tuple[str, str]] | frozenset = frozenset()) -> pd.DataFrame:
+def block_verdicts(
+    comparisons: pd.DataFrame,
+    found: dict[str, list[cmp.Mismatch]],
+    unpaired: set[tuple[str, str]] | frozenset = frozenset(),
+) -> pd.DataFrame:
     """`NOT_COMPARABLE` in place of every verdict a mismatch concerns (and of the estimates left `unpaired`).
 
     Its estimate goes too: a difference between two things measured differently is not one to print."""
@@ -254,8 +282,14 @@ def block_verdicts(comparisons: pd.DataFrame, found: dict[str, list[cmp.Mismatch
     return frame
 
 
-def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int = 0,
-            n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportData:
+def collect(
+    layout: ExperimentLayout,
+    baseline: str | None = None,
+    *,
+    seed: int = 0,
+    n_boot: int = unc.DEFAULT_BOOT,
+    allow_mismatch: bool = False,
+) -> ReportData:
     """Read an experiment's outputs and assemble every frame of the report."""
     sources = read_experiment(layout)
     arms = group_arms(sources.tags)
@@ -265,8 +299,9 @@ def collect(layout: ExperimentLayout, baseline: str | None = None, *, seed: int 
     baseline = resolve_baseline(baseline, sources.spec)
     base = baseline_arm(arms, baseline)
     refs = {a.key: r for a in arms if base is not None and (r := reference_arm(a, arms, base)).key != a.key}
-    return assemble(sources, arms, Pairing(baseline, base, refs), seed=seed, n_boot=n_boot,
-                    allow_mismatch=allow_mismatch)
+    return assemble(
+        sources, arms, Pairing(baseline, base, refs), seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch
+    )
 
 
 @dataclass
@@ -289,8 +324,15 @@ class Pairing:
     """Mark the arm that beats every other beyond noise ("best"), as one experiment's tables do."""
 
 
-def assemble(sources: ExperimentSources, arms: list[Arm], pairing: Pairing, *, seed: int = 0,
-             n_boot: int = unc.DEFAULT_BOOT, allow_mismatch: bool = False) -> ReportData:
+def assemble(
+    sources: ExperimentSources,
+    arms: list[Arm],
+    pairing: Pairing,
+    *,
+    seed: int = 0,
+    n_boot: int = unc.DEFAULT_BOOT,
+    allow_mismatch: bool = False,
+) -> ReportData:
     """Every frame of the report from tags already read and grouped into arms."""
     notes = Footnotes()
     tags = sources.tags
@@ -301,10 +343,23 @@ def assemble(sources: ExperimentSources, arms: list[Arm], pairing: Pairing, *, s
         arm = next(a for a in arms if src.tag in a.tags)
         row.update(arm=arm.key, kind=kind_of(src), seed=seed_of(src), n_seeds=arm.n_seeds, label=arm.key)
         meta_rows.append(row)
-    meta_cols = ["experiment", "tag", "variant", "arm", "kind", "seed", *(f"rope_{f}" for f in fr.ROPE_FIELDS),
-                 "n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss",
-                 *(c for c in fr.PROVENANCE if c not in ("step", "train_seq_len", "tokens_trained", "seed")),
-                 "evaluated", "label"]
+    meta_cols = [
+        "experiment",
+        "tag",
+        "variant",
+        "arm",
+        "kind",
+        "seed",
+        *(f"rope_{f}" for f in fr.ROPE_FIELDS),
+        "n_seeds",
+        "step",
+        "train_seq_len",
+        "tokens_trained",
+        "last_train_loss",
+        *(c for c in fr.PROVENANCE if c not in ("step", "train_seq_len", "tokens_trained", "seed")),
+        "evaluated",
+        "label",
+    ]
     meta = pd.DataFrame.from_records(meta_rows, columns=meta_cols)
     for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained", "skipped_steps"):
         meta[col] = meta[col].astype("Int64")
@@ -318,22 +373,39 @@ def assemble(sources: ExperimentSources, arms: list[Arm], pairing: Pairing, *, s
     core_tasks = fr.stack(core_parts, keys, ["task", "type", "accuracy", "centered", "baseline", "n"])
     curves = fr.stack([fr.curves_frame(t) for t in tags], keys, ["type", "step", "loss", "val_bpb"])
 
-    primary = _primary(meta if pairing.primary_from is None else meta[meta["experiment"] == pairing.primary_from],
-                       bpb_length)
-    data = {t.tag: _tag_data(t, bl, pk, primary.lengths) for t, bl, pk in zip(tags, bpb_parts, pk_parts, strict=True)}
+    primary = _primary(
+        meta if pairing.primary_from is None else meta[meta["experiment"] == pairing.primary_from], bpb_length
+    )
+    data = {
+        t.tag: _tag_data(t, bl, pk, primary.lengths)
+        for t, bl, pk in zip(tags, bpb_parts, pk_parts, strict=True)
+    }
     if base is not None and base.kind != "continued":
         notes.add(f"baseline variant '{baseline}' has no continued arm; compared against {base.key}")
-    with_core = [p for p in ([core_parts[[t.tag for t in tags].index(base.tags[0])]] if base else []) + core_parts
-                 if len(p)]
-    baselines = fr.task_baselines(with_core[0]) if with_core else {}  # random-guess accuracy: a task's property
-    metrics = _metrics_of(list(data.values()), any(d.core_examples is not None or "core" in d.points
-                                                   for d in data.values()), len(passkey) > 0, primary)
+    with_core = [
+        p
+        for p in ([core_parts[[t.tag for t in tags].index(base.tags[0])]] if base else []) + core_parts
+        if len(p)
+    ]
+    baselines = (
+        fr.task_baselines(with_core[0]) if with_core else {}
+    )  # random-guess accuracy: a task's property
+    metrics = _metrics_of(
+        list(data.values()),
+        any(d.core_examples is not None or "core" in d.points for d in data.values()),
+        len(passkey) > 0,
+        primary,
+    )
     scalars = _scalars({a.key: a.tags for a in arms}, data, metrics, baselines, seed, n_boot, "arm")
     single = {a.key: a.tags[0] for a in arms if a.n_seeds == 1}
-    reused = scalars[scalars["arm"].isin(single)].assign(tag=lambda f: f["arm"].map(single)).drop(columns="arm")
+    reused = (
+        scalars[scalars["arm"].isin(single)].assign(tag=lambda f: f["arm"].map(single)).drop(columns="arm")
+    )
     others = {t: [t] for a in arms if a.n_seeds > 1 for t in a.tags}
-    tag_scalars = pd.concat([reused[["tag", *SCALAR_COLUMNS]],
-                             _scalars(others, data, metrics, baselines, seed, n_boot, "tag")], ignore_index=True)
+    tag_scalars = pd.concat(
+        [reused[["tag", *SCALAR_COLUMNS]], _scalars(others, data, metrics, baselines, seed, n_boot, "tag")],
+        ignore_index=True,
+    )
     kinds = {a.key: (a.variant, a.kind) for a in arms}
     scalars.insert(1, "variant", scalars["arm"].map(lambda k: kinds[k][0]))
     scalars.insert(2, "kind", scalars["arm"].map(lambda k: kinds[k][1]))
@@ -347,27 +419,59 @@ def assemble(sources: ExperimentSources, arms: list[Arm], pairing: Pairing, *, s
     blocking = {a: found[a] for a in pairing.separate if a in found} if allow_mismatch else found
     comparisons = block_verdicts(comparisons, blocking, unpaired)
 
-    best = {m: k for m in metrics if pairing.rank_arms and m != "passkey_overall"
-            and (allow_mismatch or not any(cmp.blocks(ms, m) for ms in found.values()))  # no "best" across a mismatch
-            and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None}
+    best = {
+        m: k
+        for m in metrics
+        if pairing.rank_arms
+        and m != "passkey_overall"
+        and (
+            allow_mismatch or not any(cmp.blocks(ms, m) for ms in found.values())
+        )  # no "best" across a mismatch
+        and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None
+    }
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
     if any(d.units for d in data.values()) and not clustered:
-        notes.add("BPB units do not name their documents (bpb_units.csv has no `doc` column): each unit is "
-                  "resampled as if independent, so intervals may be too narrow; re-run `rlab eval` with this "
-                  "version to get per-document units")
+        notes.add(
+            "BPB units do not name their documents (bpb_units.csv has no `doc` column): each unit is "
+            "resampled as if independent, so intervals may be too narrow; re-run `rlab eval` with this "
+            "version to get per-document units"
+        )
     for msg in sources.notes:
         notes.add(msg)
     tag_notes = {src.tag: marks for src in tags if (marks := _tag_footnotes(src, notes))}
 
-    out = ReportData(experiment=sources.experiment, baseline=baseline, baseline_tag=base.tags[0] if base else None,
-                     meta=meta, arms=arms, baseline_arm=base.key if base else None, primary=primary,
-                     scalars=scalars, tag_scalars=tag_scalars, comparisons=comparisons, bpb_length=bpb_length,
-                     passkey=passkey, core_tasks=core_tasks, curves=curves, results=pd.DataFrame(),
-                     footnotes=notes, clustered=clustered, tag_notes=tag_notes, sources=sources, best=best,
-                     mismatches=[m for ms in found.values() for m in ms], allow_mismatch=allow_mismatch)
+    out = ReportData(
+        experiment=sources.experiment,
+        baseline=baseline,
+        baseline_tag=base.tags[0] if base else None,
+        meta=meta,
+        arms=arms,
+        baseline_arm=base.key if base else None,
+        primary=primary,
+        scalars=scalars,
+        tag_scalars=tag_scalars,
+        comparisons=comparisons,
+        bpb_length=bpb_length,
+        passkey=passkey,
+        core_tasks=core_tasks,
+        curves=curves,
+        results=pd.DataFrame(),
+        footnotes=notes,
+        clustered=clustered,
+        tag_notes=tag_notes,
+        sources=sources,
+        best=best,
+        mismatches=[m for ms in found.values() for m in ms],
+        allow_mismatch=allow_mismatch,
+    )
     from rlab.report.wide import ID, wide_frame
 
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
-    log.info("collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)", len(tags), len(arms),
-             sources.experiment, baseline)
+    log.info(
+        "collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)",
+        len(tags),
+        len(arms),
+        sources.experiment,
+        baseline,
+    )
     return out

@@ -55,7 +55,10 @@ def mismatches(a: EvalDoc, b: EvalDoc, *, check_training: bool = True) -> list[M
             add(section, "code version", f"{ra.code_version.label} vs {rb.code_version.label}")
     if check_training:
         ca, cb = a.checkpoint, b.checkpoint
-        budget = [(name, getattr(ca, name), getattr(cb, name)) for name in ("step", "tokens_trained", "skipped_steps")]
+        budget = [
+            (name, getattr(ca, name), getattr(cb, name))
+            for name in ("step", "tokens_trained", "skipped_steps")
+        ]
         diff = [f"{name} {x} vs {y}" for name, x, y in budget if x != y]
         if diff:
             add(TRAINING, "training budget", ", ".join(diff))

@@ -32,8 +32,13 @@ from rlab.report.collect import NOT_COMPARABLE, Pairing, ReportData, assemble
 from rlab.report.sources import ExperimentSources, read_experiment, spec_variant_names
 from rlab.report.tables import Table
 
-METRIC_NAMES = {"primary_bpb": "primary BPB", "train_bpb": "train BPB", "val_bpb": "val BPB", "core": "CORE",
-                "passkey_overall": "passkey"}
+METRIC_NAMES = {
+    "primary_bpb": "primary BPB",
+    "train_bpb": "train BPB",
+    "val_bpb": "val BPB",
+    "core": "CORE",
+    "passkey_overall": "passkey",
+}
 
 
 @dataclass
@@ -61,14 +66,22 @@ def check_experiment(layout: ExperimentLayout) -> None:
     """An error (one line and a hint) unless `layout` is an experiment with at least one eval."""
     if not layout.root.is_dir():
         root = layout.results_root
-        found = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))) \
-            if root.is_dir() else []
+        found = (
+            sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+            if root.is_dir()
+            else []
+        )
         error = unknown_name_error(f"experiment (under {root})", layout.experiment, found) if found else None
-        raise RlabError(error.message if error else f"No experiment '{layout.experiment}' under {root}.",
-                        "Name experiments by their folder under the results dir (--results-dir), or pass spec files.")
+        raise RlabError(
+            error.message if error else f"No experiment '{layout.experiment}' under {root}.",
+            "Name experiments by their folder under the results dir (--results-dir), or pass spec files.",
+        )
     if not any(layout.root.glob("evals/*/eval.json")):
-        raise RlabError(f"Experiment '{layout.experiment}' has no evals yet (no eval.json under "
-                        f"{layout.root / 'evals'}).", f"Evaluate its tags first: rlab eval --all -e {layout.experiment}")
+        raise RlabError(
+            f"Experiment '{layout.experiment}' has no evals yet (no eval.json under "
+            f"{layout.root / 'evals'}).",
+            f"Evaluate its tags first: rlab eval --all -e {layout.experiment}",
+        )
 
 
 def combined_sources(layouts: list[ExperimentLayout]) -> ExperimentSources:
@@ -78,8 +91,10 @@ def combined_sources(layouts: list[ExperimentLayout]) -> ExperimentSources:
         raise RlabError("Compare needs at least two experiments.", "Name two or more: rlab compare A B.")
     if len(set(names)) < len(names):
         twice = next(n for n in names if names.count(n) > 1)
-        raise RlabError(f"Experiment '{twice}' is named twice; its arms would be indistinguishable.",
-                        "Name each experiment once (rename a copy's folder to compare two results dirs).")
+        raise RlabError(
+            f"Experiment '{twice}' is named twice; its arms would be indistinguishable.",
+            "Name each experiment once (rename a copy's folder to compare two results dirs).",
+        )
     tags, notes, variants = [], [], []
     for lay in layouts:
         check_experiment(lay)
@@ -88,11 +103,15 @@ def combined_sources(layouts: list[ExperimentLayout]) -> ExperimentSources:
         evaluated = [t for t in src.tags if t.evaluated]  # a comparison is of measured arms only
         for t in evaluated:
             name = f"{lay.experiment}/{t.tag}"  # also in eval.json's copy, so that mismatches name it so
-            tags.append(dataclasses.replace(t, tag=name, group=lay.experiment,
-                                            eval=t.eval.model_copy(update={"tag": name})))
+            tags.append(
+                dataclasses.replace(
+                    t, tag=name, group=lay.experiment, eval=t.eval.model_copy(update={"tag": name})
+                )
+            )
         variants += [f"{lay.experiment}/{v}" for v in spec_variant_names(src.spec)]
-    return ExperimentSources(experiment=" vs ".join(names), layout=layouts[0], tags=tags,
-                             spec={"variants": variants}, notes=notes)
+    return ExperimentSources(
+        experiment=" vs ".join(names), layout=layouts[0], tags=tags, spec={"variants": variants}, notes=notes
+    )
 
 
 def _pick_baseline(arms: list[Arm], name: str, order: list[str]) -> Arm:
@@ -105,9 +124,11 @@ def _pick_baseline(arms: list[Arm], name: str, order: list[str]) -> Arm:
             if arm.group == group and _local_key(arm).lower() == name.lower():
                 return arm
     error = unknown_name_error("baseline arm", name, [a.key for a in arms])
-    raise RlabError(f"{error.message.rstrip('.')} (in none of {', '.join(order)}).",
-                    "Pass EXPERIMENT/ARM or an arm one of them has to --baseline, or leave it out to compare each "
-                    "arm with the same arm of the first experiment.")
+    raise RlabError(
+        f"{error.message.rstrip('.')} (in none of {', '.join(order)}).",
+        "Pass EXPERIMENT/ARM or an arm one of them has to --baseline, or leave it out to compare each "
+        "arm with the same arm of the first experiment.",
+    )
 
 
 def _select(arms: list[Arm], wanted: list[str] | None) -> list[Arm]:
@@ -115,15 +136,22 @@ def _select(arms: list[Arm], wanted: list[str] | None) -> list[Arm]:
         return arms
     keys = {w.lower() for w in wanted}
     picked = [a for a in arms if a.key.lower() in keys or _local_key(a).lower() in keys]
-    missing = [w for w in wanted if not any(w.lower() in (a.key.lower(), _local_key(a).lower()) for a in arms)]
+    missing = [
+        w for w in wanted if not any(w.lower() in (a.key.lower(), _local_key(a).lower()) for a in arms)
+    ]
     if missing:
-        error = unknown_name_error("arm", missing[0], sorted({_local_key(a) for a in arms} | {a.key for a in arms}))
-        raise RlabError(error.message, "Pass arms as NAME (in every experiment) or EXPERIMENT/NAME to --arms.")
+        error = unknown_name_error(
+            "arm", missing[0], sorted({_local_key(a) for a in arms} | {a.key for a in arms})
+        )
+        raise RlabError(
+            error.message, "Pass arms as NAME (in every experiment) or EXPERIMENT/NAME to --arms."
+        )
     return picked
 
 
-def _training_notes(arms: list[Arm], refs: dict[str, Arm], separate: frozenset[str],
-                    sources: ExperimentSources) -> list[str]:
+def _training_notes(
+    arms: list[Arm], refs: dict[str, Arm], separate: frozenset[str], sources: ExperimentSources
+) -> list[str]:
     docs = {t.tag: t.eval for t in sources.tags}
     out = []
     for arm in arms:
@@ -135,17 +163,33 @@ def _training_notes(arms: list[Arm], refs: dict[str, Arm], separate: frozenset[s
             continue
         found = [m for m in cmp.mismatches(a, b) if m.section == cmp.TRAINING]
         if a.train_seq_len != b.train_seq_len:
-            found.insert(0, cmp.Mismatch(a.tag, b.tag, cmp.TRAINING, "training length",
-                                         f"{a.train_seq_len} vs {b.train_seq_len} tokens"))
+            found.insert(
+                0,
+                cmp.Mismatch(
+                    a.tag,
+                    b.tag,
+                    cmp.TRAINING,
+                    "training length",
+                    f"{a.train_seq_len} vs {b.train_seq_len} tokens",
+                ),
+            )
         if found:
-            out.append(f"{arm.key} and {ref.key} were trained differently ("
-                       + "; ".join(f"{m.what}: {m.detail}" for m in found)
-                       + "): their difference includes that, not only the RoPE setting.")
+            out.append(
+                f"{arm.key} and {ref.key} were trained differently ("
+                + "; ".join(f"{m.what}: {m.detail}" for m in found)
+                + "): their difference includes that, not only the RoPE setting."
+            )
     return out
 
 
-def collect_comparison(layouts: list[ExperimentLayout], *, baseline: str | None = None,
-                       arms: list[str] | None = None, seed: int = 0, n_boot: int = unc.DEFAULT_BOOT) -> Comparison:
+def collect_comparison(
+    layouts: list[ExperimentLayout],
+    *,
+    baseline: str | None = None,
+    arms: list[str] | None = None,
+    seed: int = 0,
+    n_boot: int = unc.DEFAULT_BOOT,
+) -> Comparison:
     """Read the experiments, pair their arms, and compute every estimate and verdict."""
     sources = combined_sources(layouts)
     order = [lay.experiment for lay in layouts]
@@ -164,15 +208,24 @@ def collect_comparison(layouts: list[ExperimentLayout], *, baseline: str | None 
         refs = {a.key: first[_local_key(a)] for a in chosen if a.group != order[0] and _local_key(a) in first}
         label = order[0]
     if not refs:
-        raise RlabError(f"No arm of {', '.join(order[1:])} has a counterpart in {order[0]} to compare with "
-                        f"({', '.join(a.key for a in chosen)}).",
-                        "Pick one arm to compare everything with: --baseline EXPERIMENT/ARM.")
+        raise RlabError(
+            f"No arm of {', '.join(order[1:])} has a counterpart in {order[0]} to compare with "
+            f"({', '.join(a.key for a in chosen)}).",
+            "Pick one arm to compare everything with: --baseline EXPERIMENT/ARM.",
+        )
     separate = frozenset(k for k, r in refs.items() if r.group != k.split("/", 1)[0])
-    pairing = Pairing(label, base, refs, separate, primary_from=(base.group if base else order[0]), rank_arms=False)
+    pairing = Pairing(
+        label, base, refs, separate, primary_from=(base.group if base else order[0]), rank_arms=False
+    )
     data = assemble(sources, chosen, pairing, seed=seed, n_boot=n_boot)
     _refuse_if_nothing_comparable(data, separate)
-    return Comparison(order, data, by_arm=base is None, primary_from=pairing.primary_from or order[0],
-                      training_notes=_training_notes(chosen, refs, separate, sources))
+    return Comparison(
+        order,
+        data,
+        by_arm=base is None,
+        primary_from=pairing.primary_from or order[0],
+        training_notes=_training_notes(chosen, refs, separate, sources),
+    )
 
 
 def _refuse_if_nothing_comparable(data: ReportData, separate: frozenset[str]) -> None:
@@ -184,16 +237,23 @@ def _refuse_if_nothing_comparable(data: ReportData, separate: frozenset[str]) ->
     if not what:
         return  # nothing was measured by both sides: the tables say so, there is no verdict to refuse
     more = f" (and {len(what) - 2} more)" if len(what) > 2 else ""
-    raise RlabError(f"Nothing comparable across the experiments: {'; '.join(what[:2])}{more}.",
-                    "Evaluate them with the same eval settings and code (e.g. the same --lengths), then compare again.")
+    raise RlabError(
+        f"Nothing comparable across the experiments: {'; '.join(what[:2])}{more}.",
+        "Evaluate them with the same eval settings and code (e.g. the same --lengths), then compare again.",
+    )
 
 
 # ---------------------------------------------------------------- presentation
 
 
 def _unit_word(data: ReportData, metric: str) -> str:
-    return "examples" if metric == "core" else "keys" if metric.startswith("passkey") else (
-        "documents" if data.clustered else "eval units")
+    return (
+        "examples"
+        if metric == "core"
+        else "keys"
+        if metric.startswith("passkey")
+        else ("documents" if data.clustered else "eval units")
+    )
 
 
 def sentence(data: ReportData, row: pd.Series) -> str:
@@ -204,17 +264,28 @@ def sentence(data: ReportData, row: pd.Series) -> str:
     if math.isnan(row["diff"]):
         return f"**{arm}** vs {ref}: no paired comparison on the primary endpoint (missing eval outputs)."
     values = data.scalars.set_index(["arm", "metric"])["value"]
-    rel = (f"{row['rel_pct']:+.2f}% [{row['rel_low']:+.2f}, {row['rel_high']:+.2f}] = "
-           if not math.isnan(row["rel_pct"]) and not math.isnan(row["rel_low"]) else "")
-    absolute = f"{row['diff']:+.4f} BPB" + (f" [{row['diff_low']:+.4f}, {row['diff_high']:+.4f}]"
-                                            if not math.isnan(row["diff_low"]) else "")
+    rel = (
+        f"{row['rel_pct']:+.2f}% [{row['rel_low']:+.2f}, {row['rel_high']:+.2f}] = "
+        if not math.isnan(row["rel_pct"]) and not math.isnan(row["rel_low"])
+        else ""
+    )
+    absolute = f"{row['diff']:+.4f} BPB" + (
+        f" [{row['diff_low']:+.4f}, {row['diff_high']:+.4f}]" if not math.isnan(row["diff_low"]) else ""
+    )
     word = row["verdict"]
-    call = (f"**no verdict: {word}**" if word.startswith("too few units") else
-            "**within noise** (not significant)" if word == "≈ within noise" else f"**{word}** than {ref}")
+    call = (
+        f"**no verdict: {word}**"
+        if word.startswith("too few units")
+        else "**within noise** (not significant)"
+        if word == "≈ within noise"
+        else f"**{word}** than {ref}"
+    )
     n = "?" if pd.isna(row["n_units"]) else int(row["n_units"])
     seeds = data.arm(arm).n_seeds
-    return (f"**{arm}** vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; "
-            f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}).")
+    return (
+        f"**{arm}** vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; "
+        f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''})."
+    )
 
 
 def answer_lines(comp: Comparison) -> list[str]:
@@ -225,12 +296,17 @@ def answer_lines(comp: Comparison) -> list[str]:
     if not lines:
         lines = [f"No compared pair has the primary endpoint ({data.primary.description}) on both sides."]
     if data.mismatches:
-        lines.append("Warning: not comparable, so no estimate or verdict where these apply: "
-                     + "; ".join(dict.fromkeys(m.sentence() for m in data.mismatches)) + ".")
+        lines.append(
+            "Warning: not comparable, so no estimate or verdict where these apply: "
+            + "; ".join(dict.fromkeys(m.sentence() for m in data.mismatches))
+            + "."
+        )
     single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
     if single:
-        lines.append("Warning: one training seed per arm: the intervals cover evaluation noise only, not "
-                     "seed-to-seed training noise.")
+        lines.append(
+            "Warning: one training seed per arm: the intervals cover evaluation noise only, not "
+            "seed-to-seed training noise."
+        )
     lines += [f"Note: {n}" for n in comp.training_notes]
     return lines
 
@@ -241,8 +317,9 @@ def _cell(metric: str, r: pd.Series) -> str:
     if math.isnan(r["diff"]):
         return ""
     if metric == "core" or metric.startswith("passkey"):
-        text = f"{r['diff']:+.4f}" + (f" [{r['diff_low']:+.4f}, {r['diff_high']:+.4f}]"
-                                      if not math.isnan(r["diff_low"]) else "")
+        text = f"{r['diff']:+.4f}" + (
+            f" [{r['diff_low']:+.4f}, {r['diff_high']:+.4f}]" if not math.isnan(r["diff_low"]) else ""
+        )
     elif not math.isnan(r["rel_pct"]) and not math.isnan(r["rel_low"]):
         text = f"{r['rel_pct']:+.2f}% [{r['rel_low']:+.2f}, {r['rel_high']:+.2f}]"
     else:
@@ -269,13 +346,21 @@ def differences_table(comp: Comparison) -> Table:
             row[heads[p]] = _cell(m, hit.iloc[0]) if len(hit) else ""
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["metric", *heads.values()])
-    return Table("Paired differences (arm minus reference)", frame, caption=(
-        "BPB: relative change in % (neg=better); CORE and passkey: absolute difference (pos=better). 95% intervals "
-        "paired on the same documents / examples; verdicts Holm-adjusted (primary endpoint: one family; the rest: "
-        "another). 'not comparable': the two were evaluated differently, so no paired estimate exists."),
-        about="Each column compares two arms on the units both scored. " + (
-            f"Each arm is compared with the same arm of `{comp.experiments[0]}`." if comp.by_arm
-            else f"Every arm is compared with `{comp.data.baseline}`."))
+    return Table(
+        "Paired differences (arm minus reference)",
+        frame,
+        caption=(
+            "BPB: relative change in % (neg=better); CORE and passkey: absolute difference (pos=better). 95% intervals "
+            "paired on the same documents / examples; verdicts Holm-adjusted (primary endpoint: one family; the rest: "
+            "another). 'not comparable': the two were evaluated differently, so no paired estimate exists."
+        ),
+        about="Each column compares two arms on the units both scored. "
+        + (
+            f"Each arm is compared with the same arm of `{comp.experiments[0]}`."
+            if comp.by_arm
+            else f"Every arm is compared with `{comp.data.baseline}`."
+        ),
+    )
 
 
 def estimates_table(comp: Comparison) -> Table:
@@ -296,11 +381,16 @@ def estimates_table(comp: Comparison) -> Table:
             row[arm] = f"{r['value']:.4f}{half}{n}"
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["metric", *arms])
-    return Table("Estimates per arm (unpaired)", frame, caption=(
-        "estimate ± half-width of its own 95% interval (n = independent units). Unpaired: two arms' intervals "
-        "overlapping or not is not a test; the paired differences above are."),
+    return Table(
+        "Estimates per arm (unpaired)",
+        frame,
+        caption=(
+            "estimate ± half-width of its own 95% interval (n = independent units). Unpaired: two arms' intervals "
+            "overlapping or not is not a test; the paired differences above are."
+        ),
         about="Each arm on its own eval data; arms of different experiments may have been scored on different "
-        "documents or settings (see the warnings).")
+        "documents or settings (see the warnings).",
+    )
 
 
 def experiments_table(comp: Comparison) -> Table:
@@ -311,20 +401,33 @@ def experiments_table(comp: Comparison) -> Table:
         seqs = sorted(set(part["train_seq_len"].dropna().astype(int)))
         steps = sorted(set(part[part["kind"] == "continued"]["step"].dropna().astype(int)))
         local = [k.removeprefix(f"{name}/") for k in part["arm"]]
-        rows.append({"experiment": name, "arms": ", ".join(dict.fromkeys(local)), "tags evaluated": str(len(part)),
-            "training length": ", ".join(map(str, seqs)), "steps": ", ".join(map(str, steps))})
+        rows.append(
+            {
+                "experiment": name,
+                "arms": ", ".join(dict.fromkeys(local)),
+                "tags evaluated": str(len(part)),
+                "training length": ", ".join(map(str, seqs)),
+                "steps": ", ".join(map(str, steps)),
+            }
+        )
     return Table("Experiments compared", pd.DataFrame(rows), about="Arms are labelled `<experiment>/<arm>`.")
 
 
 def tables(comp: Comparison) -> list[Table]:
-    return [t for t in (experiments_table(comp), differences_table(comp), estimates_table(comp)) if not t.frame.empty]
+    return [
+        t
+        for t in (experiments_table(comp), differences_table(comp), estimates_table(comp))
+        if not t.frame.empty
+    ]
 
 
 def method(comp: Comparison, seed: int, n_boot: int) -> str:
-    return (f"Bootstrap with {n_boot} resamples (seed {seed}) over independent units: BPB by documents, CORE by "
-            f"examples stratified by task, passkey by keys (Newcombe). Primary endpoint: "
-            f"{comp.data.primary.description} (the training length of `{comp.primary_from}`). "
-            f"Fewer than {unc.MIN_UNITS} independent units give no verdict.")
+    return (
+        f"Bootstrap with {n_boot} resamples (seed {seed}) over independent units: BPB by documents, CORE by "
+        f"examples stratified by task, passkey by keys (Newcombe). Primary endpoint: "
+        f"{comp.data.primary.description} (the training length of `{comp.primary_from}`). "
+        f"Fewer than {unc.MIN_UNITS} independent units give no verdict."
+    )
 
 
 def plot_differences(comp: Comparison, path: Path) -> Path | None:
@@ -341,10 +444,17 @@ def plot_differences(comp: Comparison, path: Path) -> Path | None:
     ax.axhline(0.0, color="black", linewidth=1.3)
     for (arm, ref), part in rows.groupby(["arm", "reference"], sort=False):
         part = part.sort_values("length")
-        line, = ax.plot(part["length"], part["diff"], marker="o", markersize=4, linewidth=1.5,
-                        label=f"{arm} − {ref}")
-        ax.fill_between(part["length"], part["diff_low"], part["diff_high"], color=line.get_color(), alpha=0.18,
-                        linewidth=0)
+        (line,) = ax.plot(
+            part["length"], part["diff"], marker="o", markersize=4, linewidth=1.5, label=f"{arm} − {ref}"
+        )
+        ax.fill_between(
+            part["length"],
+            part["diff_low"],
+            part["diff_high"],
+            color=line.get_color(),
+            alpha=0.18,
+            linewidth=0,
+        )
     lengths = sorted(set(rows["length"]))
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(L) for L in lengths], fontsize=8)
@@ -362,10 +472,17 @@ def render_markdown(comp: Comparison, tabs: list[Table], plot: Path | None, seed
     from rlab.report.tables import to_markdown
 
     data = comp.data
-    pairing = (f"each arm vs the same arm of `{comp.experiments[0]}`" if comp.by_arm
-               else f"every arm vs `{data.baseline}`")
-    lines = [f"# Comparison: {' vs '.join(f'`{e}`' for e in comp.experiments)}", "",
-             f"**Answer** (primary endpoint: {data.primary.description}; {pairing}):", ""]
+    pairing = (
+        f"each arm vs the same arm of `{comp.experiments[0]}`"
+        if comp.by_arm
+        else f"every arm vs `{data.baseline}`"
+    )
+    lines = [
+        f"# Comparison: {' vs '.join(f'`{e}`' for e in comp.experiments)}",
+        "",
+        f"**Answer** (primary endpoint: {data.primary.description}; {pairing}):",
+        "",
+    ]
     lines += [f"- {s}" for s in answer_lines(comp)] + [""]
     if plot is not None:
         lines += [f"![Paired BPB difference by context length](plots/{plot.name})", ""]
@@ -385,18 +502,29 @@ def render_html(comp: Comparison, tabs: list[Table], plot: Path | None, seed: in
     from rlab.report.tables import to_html
 
     title = f"Comparison: {' vs '.join(comp.experiments)}"
-    parts = ["<!doctype html>\n<html><head><meta charset=\"utf-8\">", f"<title>rlab compare: {h.escape(title)}</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{h.escape(title)}</h1>",
-             '<ul class="answer">' + "".join(f"<li>{_inline(s)}</li>" for s in answer_lines(comp)) + "</ul>"]
+    parts = [
+        '<!doctype html>\n<html><head><meta charset="utf-8">',
+        f"<title>rlab compare: {h.escape(title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{h.escape(title)}</h1>",
+        '<ul class="answer">' + "".join(f"<li>{_inline(s)}</li>" for s in answer_lines(comp)) + "</ul>",
+    ]
     if plot is not None:
         parts.append(_img(plot, "Paired BPB difference by context length"))
     parts.append(f"<p>{_inline(method(comp, seed, n_boot))}</p>")
     for t in tabs:
-        parts += [f"<h2>{h.escape(t.title)}</h2>", f'<p class="about">{_inline(t.about)}</p>' if t.about else "",
-                  to_html(t), f'<p class="caption">{h.escape(t.caption)}</p>' if t.caption else ""]
+        parts += [
+            f"<h2>{h.escape(t.title)}</h2>",
+            f'<p class="about">{_inline(t.about)}</p>' if t.about else "",
+            to_html(t),
+            f'<p class="caption">{h.escape(t.caption)}</p>' if t.caption else "",
+        ]
     if comp.data.footnotes.items:
-        parts.append("<h2>Notes</h2><ol>" + "".join(f"<li>{h.escape(n)}</li>" for n in comp.data.footnotes.items)
-                     + "</ol>")
+        parts.append(
+            "<h2>Notes</h2><ol>"
+            + "".join(f"<li>{h.escape(n)}</li>" for n in comp.data.footnotes.items)
+            + "</ol>"
+        )
     parts.append("</body></html>\n")
     return "\n".join(p for p in parts if p)
 
@@ -409,8 +537,14 @@ class ComparisonOutput:
     written: list[Path]
 
 
-def write_comparison(layout: ComparisonLayout, comp: Comparison, *, fmt: str = "md", seed: int = 0,
-                     n_boot: int = unc.DEFAULT_BOOT) -> ComparisonOutput:
+def write_comparison(
+    layout: ComparisonLayout,
+    comp: Comparison,
+    *,
+    fmt: str = "md",
+    seed: int = 0,
+    n_boot: int = unc.DEFAULT_BOOT,
+) -> ComparisonOutput:
     """comparison.md (and .html with fmt 'html') and the difference plot into the comparison's own folder."""
     from rlab.atomic_io import write_text_atomic
     from rlab.report.results_csv import lock_for
@@ -428,4 +562,3 @@ def write_comparison(layout: ComparisonLayout, comp: Comparison, *, fmt: str = "
             write_text_atomic(layout.comparison_html, render_html(comp, tabs, plot, seed, n_boot))
             written.append(layout.comparison_html)
     return ComparisonOutput(comp, tabs, answer_lines(comp), written)
-

@@ -44,7 +44,7 @@ class CopySection:
 
 def _records(data) -> pd.DataFrame:
     frames = []
-    for src in (data.sources.tags if data.sources else []):
+    for src in data.sources.tags if data.sources else []:
         df = src.csvs.get("copy_distance")
         if df is None or df.empty or src.tag not in set(data.meta["tag"]):
             continue
@@ -55,7 +55,8 @@ def _records(data) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True)
     # seeds of one arm: mean per record; gain = what seeing the passage earlier saves
     recs = df.groupby(["arm", "kind", "variant", "window", "distance", "record"], as_index=False)[
-        ["control_nats", "copy_nats", "copy_acc"]].mean()
+        ["control_nats", "copy_nats", "copy_acc"]
+    ].mean()
     return recs.assign(gain=recs["control_nats"] - recs["copy_nats"])
 
 
@@ -74,7 +75,10 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     arms = set(recs["arm"])
     groups = list(recs.groupby(["arm", "kind", "variant", "window", "distance"], sort=False))
-    m = sum(_reference_arm(arms, kind, variant, data.baseline) is not None for (_, kind, variant, _, _), _ in groups)
+    m = sum(
+        _reference_arm(arms, kind, variant, data.baseline) is not None
+        for (_, kind, variant, _, _), _ in groups
+    )
     alpha = FAMILY_ALPHA / max(1, m)
     resamples = max(GAIN_RESAMPLES, math.ceil(TAIL_DRAWS / (alpha / 2)))
     rows = []
@@ -82,10 +86,24 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
         g = g.sort_values("record")
         gain = g["gain"].to_numpy()
         lo, hi = mean_interval(gain, rng)
-        row = {"arm": arm, "kind": kind, "variant": variant, "window": int(window), "distance": int(distance),
-               "copy": g["copy_nats"].mean(), "control": g["control_nats"].mean(), "gain": gain.mean(),
-               "gain_low": lo, "gain_high": hi, "acc": g["copy_acc"].mean(), "n": len(g),
-               "diff": np.nan, "diff_low": np.nan, "diff_high": np.nan, "ref": None}
+        row = {
+            "arm": arm,
+            "kind": kind,
+            "variant": variant,
+            "window": int(window),
+            "distance": int(distance),
+            "copy": g["copy_nats"].mean(),
+            "control": g["control_nats"].mean(),
+            "gain": gain.mean(),
+            "gain_low": lo,
+            "gain_high": hi,
+            "acc": g["copy_acc"].mean(),
+            "n": len(g),
+            "diff": np.nan,
+            "diff_low": np.nan,
+            "diff_high": np.nan,
+            "ref": None,
+        }
         ref = _reference_arm(arms, kind, variant, data.baseline)
         if ref is not None:
             ref_gain = recs[(recs["arm"] == ref) & (recs["window"] == window)].set_index("record")["gain"]
@@ -126,7 +144,8 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
             out.append(
                 f"**base** (trained at {base_len}) at distance {r['distance']}: copy loss {r['copy']:.2f} vs "
                 f"{r['control']:.2f} nats/token in the control, gain {r['gain']:+.2f} "
-                f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}] (n={r['n']} records; copy accuracy {r['acc']:.0%})")
+                f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}] (n={r['n']} records; copy accuracy {r['acc']:.0%})"
+            )
     for kind in ("zero-shot", "continued"):
         sub = c[c["kind"] == kind]
         if sub.empty:
@@ -140,10 +159,16 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
             parts = []
             for _, r in at.iterrows():
                 v = _verdict(r)
-                cmp_ = (f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{v}**"
-                        if v else "")
+                cmp_ = (
+                    f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{v}**"
+                    if v
+                    else ""
+                )
                 parts.append(f"{r['variant']} {r['gain']:+.2f}{cmp_}")
-            out.append(f"{kind} arms at distance {at['distance'].iloc[0]} (window {window}): gain " + "; ".join(parts))
+            out.append(
+                f"{kind} arms at distance {at['distance'].iloc[0]} (window {window}): gain "
+                + "; ".join(parts)
+            )
     return out
 
 
@@ -156,22 +181,31 @@ def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -
     if not base.empty:
         r = base.loc[base["window"].idxmax()]
         if r["gain_low"] >= USEFUL_GAIN:
-            out.append(f"Long-range use: the base predicts a passage it saw {r['distance']} tokens back (within its "
-                       f"training length {base_len}) {r['gain']:+.2f} nats/token better than an unseen one "
-                       f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], copy accuracy {r['acc']:.0%}.")
-    tests = (("zero-shot", lambda w: base_len is not None and w > base_len, "past L0"),
-             ("continued", lambda w: train_len is not None and w >= train_len, "at the training length"))
+            out.append(
+                f"Long-range use: the base predicts a passage it saw {r['distance']} tokens back (within its "
+                f"training length {base_len}) {r['gain']:+.2f} nats/token better than an unseen one "
+                f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], copy accuracy {r['acc']:.0%}."
+            )
+    tests = (
+        ("zero-shot", lambda w: base_len is not None and w > base_len, "past L0"),
+        ("continued", lambda w: train_len is not None and w >= train_len, "at the training length"),
+    )
     for kind, tests_it, where in tests:
         sub = c[(c["kind"] == kind) & c["diff"].notna()]
         windows = sorted(w for w in set(sub["window"]) if tests_it(w))
         if not windows:
             continue
         at = sub[sub["window"] == windows[0]].sort_values("diff", ascending=False)
-        parts = [f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{_verdict(r)}**"
-                 for _, r in at.iterrows()]
-        out.append(f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
-                   f"gain in nats/token vs {at['ref'].iloc[0]}: " + "; ".join(parts)
-                   + f" (Bonferroni over the copy section's {comparisons(c)} comparisons).")
+        parts = [
+            f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{_verdict(r)}**"
+            for _, r in at.iterrows()
+        ]
+        out.append(
+            f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
+            f"gain in nats/token vs {at['ref'].iloc[0]}: "
+            + "; ".join(parts)
+            + f" (Bonferroni over the copy section's {comparisons(c)} comparisons)."
+        )
     return out
 
 
@@ -190,18 +224,24 @@ def base_caveat(c: pd.DataFrame, base_len: int | None) -> str | None:
     r = base.loc[base["window"].idxmax()]
     if r["gain_low"] >= USEFUL_GAIN:
         return None
-    return (f"The base makes little or no use of context within its training length ({base_len} tokens): a "
-            f"passage repeated {r['distance']} tokens back costs {r['copy']:.2f} nats/token vs {r['control']:.2f} "
-            f"when it was not seen (gain {r['gain']:+.2f} [{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], n={r['n']} "
-            f"records; a model that copies saves at least {USEFUL_GAIN:g}). With no long-range use to extend, the "
-            "differences between variants below measure how each one perturbs attention to nearby tokens, not "
-            "context extension; expect them to be small.")
+    return (
+        f"The base makes little or no use of context within its training length ({base_len} tokens): a "
+        f"passage repeated {r['distance']} tokens back costs {r['copy']:.2f} nats/token vs {r['control']:.2f} "
+        f"when it was not seen (gain {r['gain']:+.2f} [{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], n={r['n']} "
+        f"records; a model that copies saves at least {USEFUL_GAIN:g}). With no long-range use to extend, the "
+        "differences between variants below measure how each one perturbs attention to nearby tokens, not "
+        "context extension; expect them to be small."
+    )
 
 
 def table_markdown(c: pd.DataFrame) -> str:
     """Rows: arms; columns: distance (window); cells: copy loss, gain ± half-width, copy accuracy."""
     windows = sorted(set(c["window"]))
-    header = "| arm | " + " | ".join(f"d={c[c['window'] == w]['distance'].iloc[0]} (W={w})" for w in windows) + " |"
+    header = (
+        "| arm | "
+        + " | ".join(f"d={c[c['window'] == w]['distance'].iloc[0]} (W={w})" for w in windows)
+        + " |"
+    )
     lines = [header, "|" + "---|" * (len(windows) + 1)]
     for arm in dict.fromkeys(c["arm"]):
         cellsx = []
@@ -233,8 +273,14 @@ def plot(c: pd.DataFrame, path: Path, base_len: int | None, train_len: int | Non
     for ax, kind in zip(axes[0], kinds):
         for variant, g in c[c["kind"] == kind].groupby("variant", sort=False):
             g = g.sort_values("distance")
-            ax.errorbar(g["distance"], g["gain"], yerr=[g["gain"] - g["gain_low"], g["gain_high"] - g["gain"]],
-                        marker="o", capsize=2, label=variant)
+            ax.errorbar(
+                g["distance"],
+                g["gain"],
+                yerr=[g["gain"] - g["gain_low"], g["gain_high"] - g["gain"]],
+                marker="o",
+                capsize=2,
+                label=variant,
+            )
         if not base.empty:
             b = base.sort_values("distance")
             ax.plot(b["distance"], b["gain"], color="black", ls=":", marker="x", label="base")
@@ -263,27 +309,40 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     c = cells(data, seed)
     if c.empty:
         return None
-    lengths = data.meta.groupby("kind")["train_seq_len"].max() if "train_seq_len" in data.meta else pd.Series()
+    lengths = (
+        data.meta.groupby("kind")["train_seq_len"].max() if "train_seq_len" in data.meta else pd.Series()
+    )
     base_len = int(lengths["base"]) if "base" in lengths and pd.notna(lengths["base"]) else None
-    train_len = int(lengths["continued"]) if "continued" in lengths and pd.notna(lengths["continued"]) else None
+    train_len = (
+        int(lengths["continued"]) if "continued" in lengths and pd.notna(lengths["continued"]) else None
+    )
     if base_len is None and "rope_original_len" in data.meta:  # no base arm: L0 as every variant records it
         original = data.meta["rope_original_len"].dropna()
         base_len = int(original.max()) if len(original) else None
-    return CopySection(c, sentences(c, base_len, train_len), table_markdown(c),
-                       plot(c, plots_dir / COPY_PLOT, base_len, train_len), base_caveat(c, base_len),
-                       answer_lines(c, base_len, train_len))
+    return CopySection(
+        c,
+        sentences(c, base_len, train_len),
+        table_markdown(c),
+        plot(c, plots_dir / COPY_PLOT, base_len, train_len),
+        base_caveat(c, base_len),
+        answer_lines(c, base_len, train_len),
+    )
 
 
 def markdown(section: CopySection) -> list[str]:
-    lines = ["## Long-range use: copy loss by distance", "",
-             "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
-             "occurrence, at the end of a window of W tokens; its control is the same window with another passage "
-             "in place of the first occurrence (rlab.evals.copy_distance). Cells: mean loss on the repeat "
-             "(nats/token), the gain over the control (what seeing the passage earlier saves) with its 95% interval "
-             "(bootstrap over records), and the greedy copy accuracy. Comparisons are paired differences of gain "
-             "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
-             "condition, with Bonferroni-adjusted intervals over the section's "
-             f"{comparisons(section.cells)} paired comparisons (familywise 5%).", ""]
+    lines = [
+        "## Long-range use: copy loss by distance",
+        "",
+        "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
+        "occurrence, at the end of a window of W tokens; its control is the same window with another passage "
+        "in place of the first occurrence (rlab.evals.copy_distance). Cells: mean loss on the repeat "
+        "(nats/token), the gain over the control (what seeing the passage earlier saves) with its 95% interval "
+        "(bootstrap over records), and the greedy copy accuracy. Comparisons are paired differences of gain "
+        "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
+        "condition, with Bonferroni-adjusted intervals over the section's "
+        f"{comparisons(section.cells)} paired comparisons (familywise 5%).",
+        "",
+    ]
     lines += [f"- {s}" for s in section.sentences] + [""]
     if section.plot is not None:
         lines += [f"![Copy loss by distance](plots/{COPY_PLOT})", ""]

@@ -65,8 +65,13 @@ def units_by_metric(frame: pd.DataFrame | None) -> tuple[dict[str, pd.DataFrame]
     frame["unit"] = frame["unit"].astype(str)
     clustered = "doc" in frame.columns
     frame["cluster"] = frame["doc"].astype(str) if clustered else frame["unit"]
-    return ({m: g[["unit", "nats", "bytes", "cluster"]].reset_index(drop=True) for m, g in frame.groupby("metric")},
-            clustered)
+    return (
+        {
+            m: g[["unit", "nats", "bytes", "cluster"]].reset_index(drop=True)
+            for m, g in frame.groupby("metric")
+        },
+        clustered,
+    )
 
 
 def add_primary_units(data: TagData, lengths: list[int]) -> None:
@@ -94,8 +99,9 @@ def _stack_units(datas: list[TagData], metric: str) -> tuple[np.ndarray, np.ndar
         return None
     joined = frames[0][["unit", "cluster", "nats", "bytes"]].rename(columns={"nats": "n0", "bytes": "b0"})
     for i, f in enumerate(frames[1:], start=1):
-        joined = joined.merge(f[["unit", "nats", "bytes"]].rename(columns={"nats": f"n{i}", "bytes": f"b{i}"}),
-                              on="unit")
+        joined = joined.merge(
+            f[["unit", "nats", "bytes"]].rename(columns={"nats": f"n{i}", "bytes": f"b{i}"}), on="unit"
+        )
     s = len(frames)
     nats = joined[[f"n{i}" for i in range(s)]].to_numpy(dtype=float).T
     nbytes = joined[[f"b{i}" for i in range(s)]].to_numpy(dtype=float).T
@@ -109,14 +115,15 @@ def _stack_core(datas: list[TagData]) -> pd.DataFrame | None:
         return None
     joined = frames[0][["task", "index", "correct"]].rename(columns={"correct": "c0"})
     for i, f in enumerate(frames[1:], start=1):
-        joined = joined.merge(f[["task", "index", "correct"]].rename(columns={"correct": f"c{i}"}),
-                              on=["task", "index"])
+        joined = joined.merge(
+            f[["task", "index", "correct"]].rename(columns={"correct": f"c{i}"}), on=["task", "index"]
+        )
     joined["task"] = joined["task"].astype(str)
     return joined.sort_values(["task", "index"]).reset_index(drop=True)
 
 
 def _core_arrays(joined: pd.DataFrame, prefix: str = "c") -> dict[str, np.ndarray]:
-    cols = [c for c in joined.columns if c.startswith(prefix) and c[len(prefix):].isdigit()]
+    cols = [c for c in joined.columns if c.startswith(prefix) and c[len(prefix) :].isdigit()]
     return {str(t): g[cols].to_numpy(dtype=float).T for t, g in joined.groupby("task")}
 
 
@@ -126,8 +133,11 @@ def _passkey_cells(datas: list[TagData]) -> pd.DataFrame | None:
     if any(f is None or f.empty for f in frames):
         return None
     stacked = pd.concat(frames, ignore_index=True)
-    cells = stacked.groupby(["length", "depth"]).agg(accuracy=("accuracy", "mean"), n=("n", "min"),
-                                                      seeds=("accuracy", "size")).reset_index()
+    cells = (
+        stacked.groupby(["length", "depth"])
+        .agg(accuracy=("accuracy", "mean"), n=("n", "min"), seeds=("accuracy", "size"))
+        .reset_index()
+    )
     return cells[cells["seeds"] == len(frames)].drop(columns="seeds")
 
 
@@ -143,11 +153,25 @@ def passkey_summary(cells: pd.DataFrame, length: int | None = None) -> unc.Inter
 
 def _row(metric: str, iv: unc.Interval | None, value: float = math.nan, how: str = "") -> dict[str, Any]:
     if iv is None:
-        return {"metric": metric, "value": value, "ci_low": math.nan, "ci_high": math.nan, "n_units": pd.NA,
-                "n_seeds": pd.NA, "interval": how}
+        return {
+            "metric": metric,
+            "value": value,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "n_units": pd.NA,
+            "n_seeds": pd.NA,
+            "interval": how,
+        }
     low, high = (math.nan, math.nan) if _degenerate(iv.n_units, iv.n_seeds) else (iv.low, iv.high)
-    return {"metric": metric, "value": iv.estimate, "ci_low": low, "ci_high": high, "n_units": iv.n_units,
-            "n_seeds": iv.n_seeds, "interval": how or "bootstrap"}
+    return {
+        "metric": metric,
+        "value": iv.estimate,
+        "ci_low": low,
+        "ci_high": high,
+        "n_units": iv.n_units,
+        "n_seeds": iv.n_seeds,
+        "interval": how or "bootstrap",
+    }
 
 
 def _degenerate(n_units: int | None, n_seeds: int | None) -> bool:
@@ -155,8 +179,14 @@ def _degenerate(n_units: int | None, n_seeds: int | None) -> bool:
     return (n_units or 0) < 2 and (n_seeds or 1) < 2
 
 
-def group_scalars(datas: list[TagData], metrics: list[str], core_baselines: dict[str, float], key: str, seed: int,
-                  n_boot: int) -> list[dict[str, Any]]:
+def group_scalars(
+    datas: list[TagData],
+    metrics: list[str],
+    core_baselines: dict[str, float],
+    key: str,
+    seed: int,
+    n_boot: int,
+) -> list[dict[str, Any]]:
     """Every scalar of one group of seed replicates: mean over seeds with a two-level bootstrap interval."""
     rows = []
     for metric in metrics:
@@ -164,8 +194,14 @@ def group_scalars(datas: list[TagData], metrics: list[str], core_baselines: dict
             stacked = _stack_units(datas, metric)
             if stacked is not None and stacked[0].shape[1]:
                 nats, nbytes, ids = stacked
-                iv = unc.bpb_interval(nats, nbytes, clusters=ids["cluster"].to_numpy(), key=f"{key}/{metric}",
-                                      seed=seed, n_boot=n_boot)
+                iv = unc.bpb_interval(
+                    nats,
+                    nbytes,
+                    clusters=ids["cluster"].to_numpy(),
+                    key=f"{key}/{metric}",
+                    seed=seed,
+                    n_boot=n_boot,
+                )
                 rows.append(_row(metric, iv))
             else:
                 vals = [d.points.get(metric, math.nan) for d in datas]
@@ -174,8 +210,9 @@ def group_scalars(datas: list[TagData], metrics: list[str], core_baselines: dict
         elif metric == "core":
             joined = _stack_core(datas)
             if joined is not None:
-                iv = unc.core_interval(_core_arrays(joined), core_baselines, key=f"{key}/core", seed=seed,
-                                       n_boot=n_boot)
+                iv = unc.core_interval(
+                    _core_arrays(joined), core_baselines, key=f"{key}/core", seed=seed, n_boot=n_boot
+                )
                 rows.append(_row(metric, iv))
             else:
                 vals = [d.points.get("core", math.nan) for d in datas]
@@ -193,19 +230,36 @@ def group_scalars(datas: list[TagData], metrics: list[str], core_baselines: dict
 # ---------------------------------------------------------------- comparisons
 
 
-def _paired(a: list[TagData], b: list[TagData], metric: str, baselines: dict[str, float], key: str, seed: int,
-            n_boot: int) -> unc.PairedDiff | unc.Interval | None:
+def _paired(
+    a: list[TagData],
+    b: list[TagData],
+    metric: str,
+    baselines: dict[str, float],
+    key: str,
+    seed: int,
+    n_boot: int,
+) -> unc.PairedDiff | unc.Interval | None:
     if bpb_metric(metric):
         sa, sb = _stack_units(a, metric), _stack_units(b, metric)
         if sa is None or sb is None:
             return None
         ids_b = sb[2].reset_index().rename(columns={"index": "pos_b"})
-        ids = sa[2].reset_index().rename(columns={"index": "pos_a"}).merge(ids_b[["unit", "pos_b"]], on="unit")
+        ids = (
+            sa[2].reset_index().rename(columns={"index": "pos_a"}).merge(ids_b[["unit", "pos_b"]], on="unit")
+        )
         if ids.empty:
             return None
         pa, pb = ids["pos_a"].to_numpy(), ids["pos_b"].to_numpy()
-        return unc.bpb_paired_diff(sa[0][:, pa], sa[1][:, pa], sb[0][:, pb], sb[1][:, pb], key=key,
-                                   clusters=ids["cluster"].to_numpy(), seed=seed, n_boot=n_boot)
+        return unc.bpb_paired_diff(
+            sa[0][:, pa],
+            sa[1][:, pa],
+            sb[0][:, pb],
+            sb[1][:, pb],
+            key=key,
+            clusters=ids["cluster"].to_numpy(),
+            seed=seed,
+            n_boot=n_boot,
+        )
     if metric == "core":
         ja, jb = _stack_core(a), _stack_core(b)
         if ja is None or jb is None:
@@ -215,20 +269,32 @@ def _paired(a: list[TagData], b: list[TagData], metric: str, baselines: dict[str
         if joined.empty:
             return None
         ca, cb = _core_arrays(joined, "c"), _core_arrays(joined, "d")
-        return unc.core_paired_diff({t: (ca[t], cb[t]) for t in ca}, baselines, key=key, seed=seed, n_boot=n_boot)
+        return unc.core_paired_diff(
+            {t: (ca[t], cb[t]) for t in ca}, baselines, key=key, seed=seed, n_boot=n_boot
+        )
     if metric == "passkey_overall":
         ca, cb = _passkey_cells(a), _passkey_cells(b)
         if ca is None or cb is None:
             return None
         cells = ca.merge(cb, on=["length", "depth"], suffixes=("_a", "_b"))
-        ka, kb = float((cells["accuracy_a"] * cells["n_a"]).sum()), float((cells["accuracy_b"] * cells["n_b"]).sum())
+        ka, kb = (
+            float((cells["accuracy_a"] * cells["n_a"]).sum()),
+            float((cells["accuracy_b"] * cells["n_b"]).sum()),
+        )
         return unc.proportion_diff(ka, int(cells["n_a"].sum()), kb, int(cells["n_b"].sum()))
     return None
 
 
-def compare_arms(arms: list[Arm], refs: dict[str, Arm], data: dict[str, TagData], scalars: pd.DataFrame,
-                 baselines: dict[str, float], seed: int, n_boot: int,
-                 skip: set[tuple[str, str]] | frozenset = frozenset()) -> pd.DataFrame:
+def compare_arms(
+    arms: list[Arm],
+    refs: dict[str, Arm],
+    data: dict[str, TagData],
+    scalars: pd.DataFrame,
+    baselines: dict[str, float],
+    seed: int,
+    n_boot: int,
+    skip: set[tuple[str, str]] | frozenset = frozenset(),
+) -> pd.DataFrame:
     """One row per (arm, metric) both the arm and its reference have (`refs`: in one experiment the baseline arm;
     for a zero-shot arm the baseline's zero-shot arm or the base, see `reference_arm`): the paired difference, its
     p-value, its family (primary: continued arms on the primary endpoint; secondary: the rest), the
@@ -246,20 +312,49 @@ def compare_arms(arms: list[Arm], refs: dict[str, Arm], data: dict[str, TagData]
                 continue
             key = f"{arm.key}-vs-{ref.key}/{metric}"
             unpaired = (arm.key, metric) in skip
-            got = None if unpaired else _paired([data[t] for t in arm.tags], [data[t] for t in ref.tags], metric,
-                                                baselines, key, seed, n_boot)
+            got = (
+                None
+                if unpaired
+                else _paired(
+                    [data[t] for t in arm.tags],
+                    [data[t] for t in ref.tags],
+                    metric,
+                    baselines,
+                    key,
+                    seed,
+                    n_boot,
+                )
+            )
             a, b = float(mine.loc[metric, "value"]), float(theirs.loc[metric, "value"])
-            row = {"arm": arm.key, "reference": ref.key, "variant": arm.variant, "kind": arm.kind, "metric": metric,
-                   "diff": math.nan if unpaired else a - b,
-                   "diff_low": math.nan, "diff_high": math.nan, "rel_pct": math.nan, "rel_low": math.nan,
-                   "rel_high": math.nan, "p_value": math.nan, "n_units": pd.NA, "n_seeds": arm.n_seeds,
-                   "interval": "", "family": "primary" if metric == PRIMARY and arm.kind == "continued"
-                   else "secondary"}
+            row = {
+                "arm": arm.key,
+                "reference": ref.key,
+                "variant": arm.variant,
+                "kind": arm.kind,
+                "metric": metric,
+                "diff": math.nan if unpaired else a - b,
+                "diff_low": math.nan,
+                "diff_high": math.nan,
+                "rel_pct": math.nan,
+                "rel_low": math.nan,
+                "rel_high": math.nan,
+                "p_value": math.nan,
+                "n_units": pd.NA,
+                "n_seeds": arm.n_seeds,
+                "interval": "",
+                "family": "primary" if metric == PRIMARY and arm.kind == "continued" else "secondary",
+            }
             diff = got.diff if isinstance(got, unc.PairedDiff) else got
             if diff is not None:
-                row.update(diff=diff.estimate, diff_low=diff.low, diff_high=diff.high, p_value=diff.p_value,
-                           n_units=diff.n_units, n_seeds=min(arm.n_seeds, ref.n_seeds),
-                           interval="paired" if isinstance(got, unc.PairedDiff) else "newcombe")
+                row.update(
+                    diff=diff.estimate,
+                    diff_low=diff.low,
+                    diff_high=diff.high,
+                    p_value=diff.p_value,
+                    n_units=diff.n_units,
+                    n_seeds=min(arm.n_seeds, ref.n_seeds),
+                    interval="paired" if isinstance(got, unc.PairedDiff) else "newcombe",
+                )
                 if isinstance(got, unc.PairedDiff) and _degenerate(diff.n_units, row["n_seeds"]):
                     row.update(diff_low=math.nan, diff_high=math.nan)
             rel = got.rel_pct if isinstance(got, unc.PairedDiff) else None
@@ -270,14 +365,39 @@ def compare_arms(arms: list[Arm], refs: dict[str, Arm], data: dict[str, TagData]
             elif b > 0 and not isinstance(got, unc.PairedDiff) and diff is not None:
                 row.update(rel_pct=(a / b - 1) * 100)
             rows.append(row)
-    frame = pd.DataFrame.from_records(rows, columns=[
-        "arm", "reference", "variant", "kind", "metric", "diff", "diff_low", "diff_high", "rel_pct", "rel_low",
-        "rel_high", "p_value", "n_units", "n_seeds", "interval", "family"])
+    frame = pd.DataFrame.from_records(
+        rows,
+        columns=[
+            "arm",
+            "reference",
+            "variant",
+            "kind",
+            "metric",
+            "diff",
+            "diff_low",
+            "diff_high",
+            "rel_pct",
+            "rel_low",
+            "rel_high",
+            "p_value",
+            "n_units",
+            "n_seeds",
+            "interval",
+            "family",
+        ],
+    )
     return adjust(frame)
 
 
-def best_arm(arms: list[Arm], data: dict[str, TagData], scalars: pd.DataFrame, metric: str,
-             baselines: dict[str, float], seed: int, n_boot: int) -> str | None:
+def best_arm(
+    arms: list[Arm],
+    data: dict[str, TagData],
+    scalars: pd.DataFrame,
+    metric: str,
+    baselines: dict[str, float],
+    seed: int,
+    n_boot: int,
+) -> str | None:
     """The arm with the best value of `metric` when it beats every other arm beyond noise, else None.
 
     "Beats every other" is an intersection-union test: each paired difference of the best arm with
@@ -295,8 +415,15 @@ def best_arm(arms: list[Arm], data: dict[str, TagData], scalars: pd.DataFrame, m
         return None
     tags = {a.key: a.tags for a in arms}
     for other in ranked[1:]:
-        got = _paired([data[t] for t in tags[best]], [data[t] for t in tags[other]], metric, baselines,
-                      f"best:{best}-vs-{other}/{metric}", seed, n_boot)
+        got = _paired(
+            [data[t] for t in tags[best]],
+            [data[t] for t in tags[other]],
+            metric,
+            baselines,
+            f"best:{best}-vs-{other}/{metric}",
+            seed,
+            n_boot,
+        )
         diff = got.diff if isinstance(got, unc.PairedDiff) else got
         if diff is None or unc.too_few(diff.n_units) or not (diff.high < 0 if lower else diff.low > 0):
             return None

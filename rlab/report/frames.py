@@ -15,8 +15,17 @@ import pandas as pd
 from rlab import records as rec
 from rlab.report.sources import TagSources
 
-ROPE_FIELDS = ("base", "factor", "original_len", "beta_fast", "beta_slow", "attention_factor",
-               "low_freq_factor", "high_freq_factor", "windows")
+ROPE_FIELDS = (
+    "base",
+    "factor",
+    "original_len",
+    "beta_fast",
+    "beta_slow",
+    "attention_factor",
+    "low_freq_factor",
+    "high_freq_factor",
+    "windows",
+)
 """RopeSpec's parameters, in results.csv's column order (as `rope_<field>`)."""
 TEXT_ROPE_FIELDS = ("windows",)
 """Of those, the ones whose value is a word (windows: scale | fixed, for sliding-window models), not a number."""
@@ -53,8 +62,10 @@ def _rope_of(src: TagSources) -> dict[str, Any]:
 def _train_seq_len(src: TagSources, spec: dict[str, Any] | None) -> int | None:
     if src.eval is not None:
         return src.eval.train_seq_len
-    for candidate in (((src.run_config or {}).get("train") or {}).get("seq_len"),
-                      ((spec or {}).get("train") or {}).get("seq_len")):
+    for candidate in (
+        ((src.run_config or {}).get("train") or {}).get("seq_len"),
+        ((spec or {}).get("train") or {}).get("seq_len"),
+    ):
         if int_or_none(candidate) is not None:
             return int_or_none(candidate)
     return None
@@ -65,7 +76,9 @@ def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str
     row: dict[str, Any] = {"experiment": exp, "tag": src.tag, "variant": src.variant}
     for name in ROPE_FIELDS:
         value = rope.get(name)
-        row[f"rope_{name}"] = (value if isinstance(value, str) else None) if name in TEXT_ROPE_FIELDS else num(value)
+        row[f"rope_{name}"] = (
+            (value if isinstance(value, str) else None) if name in TEXT_ROPE_FIELDS else num(value)
+        )
     ev = src.eval
     step = ev.step if ev is not None else None
     last_loss = float("nan")
@@ -102,8 +115,9 @@ def _records_frame(src: TagSources, metric: str, key: str, cols: list[str], sort
 
 def bpb_length_frame(src: TagSources) -> pd.DataFrame:
     """length, bpb, ci_low, ci_high, tokens, docs — points from eval.json; intervals are the report's, added later."""
-    return _records_frame(src, "bpb_length", "lengths", ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"],
-                          ["length"])
+    return _records_frame(
+        src, "bpb_length", "lengths", ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"], ["length"]
+    )
 
 
 def passkey_frame(src: TagSources) -> pd.DataFrame:
@@ -161,5 +175,3 @@ def stack(parts: list[pd.DataFrame], keys: list[tuple[str, str]], cols: list[str
     if not frames:
         return pd.DataFrame(columns=["tag", "variant", *cols])
     return pd.concat(frames, ignore_index=True)
-
-

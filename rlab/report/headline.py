@@ -14,7 +14,7 @@ from rlab.report.tables import arm_order, comparison, scalar
 
 MORE_UNITS_HINT = {
     "bpb": "score more documents: raise eval.bpb_tokens (val/train BPB) or eval.length_tokens (BPB vs length), "
-           "or add long documents with `rlab data long-docs`",
+    "or add long documents with `rlab data long-docs`",
     "core": "raise eval.max_per_task (more CORE examples)",
     "passkey": "raise eval.passkey_trials (more independent keys per cell)",
 }
@@ -44,14 +44,23 @@ def sentence(data: ReportData, arm: str) -> str:
     base_value, _, _, _ = scalar(data, data.baseline_arm, metric) if data.baseline_arm else (math.nan,) * 4
     if comp is None or math.isnan(comp["diff"]):
         return f"**{arm}**: no paired comparison with {b} on the primary endpoint (missing eval outputs)."
-    n = "?" if comp["n_units"] is None or (isinstance(comp["n_units"], float) and math.isnan(comp["n_units"])) \
+    n = (
+        "?"
+        if comp["n_units"] is None or (isinstance(comp["n_units"], float) and math.isnan(comp["n_units"]))
         else int(comp["n_units"])
+    )
     seeds, base_seeds = data.arm(arm).n_seeds, data.arm(data.baseline_arm).n_seeds
-    seed_text = f"{seeds} seed{'s' if seeds != 1 else ''}" + (f" vs {base_seeds}" if base_seeds != seeds else "")
-    rel = (f"{comp['rel_pct']:+.2f}% [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]"
-           if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"]) else "")
-    absolute = f"{comp['diff']:+.4f} BPB" + (f" [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]"
-                                             if not math.isnan(comp["diff_low"]) else "")
+    seed_text = f"{seeds} seed{'s' if seeds != 1 else ''}" + (
+        f" vs {base_seeds}" if base_seeds != seeds else ""
+    )
+    rel = (
+        f"{comp['rel_pct']:+.2f}% [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]"
+        if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"])
+        else ""
+    )
+    absolute = f"{comp['diff']:+.4f} BPB" + (
+        f" [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]" if not math.isnan(comp["diff_low"]) else ""
+    )
     word = comp["verdict"]
     if word == NOT_COMPARABLE:
         call = "**no verdict: not comparable** (evaluated or trained differently; see above)"
@@ -61,8 +70,10 @@ def sentence(data: ReportData, arm: str) -> str:
         call = "**within noise** (not significant)"
     else:
         call = f"**{word}** than {b}"
-    return (f"**{arm}** vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; "
-            f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text}).")
+    return (
+        f"**{arm}** vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; "
+        f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text})."
+    )
 
 
 def sentences(data: ReportData) -> list[str]:
@@ -72,9 +83,12 @@ def sentences(data: ReportData) -> list[str]:
 
 def mismatch_line(data: ReportData) -> str:
     """The tags compared that were not evaluated or trained alike, and what follows for the verdicts."""
-    head = ("Verdicts were given across these differences anyway (--allow-mismatch): " if data.allow_mismatch
-            else "Not comparable, so no better/worse verdict where these apply (re-evaluate with the same "
-            "settings and code, or pass --allow-mismatch): ")
+    head = (
+        "Verdicts were given across these differences anyway (--allow-mismatch): "
+        if data.allow_mismatch
+        else "Not comparable, so no better/worse verdict where these apply (re-evaluate with the same "
+        "settings and code, or pass --allow-mismatch): "
+    )
     return head + "; ".join(m.sentence() for m in data.mismatches) + "."
 
 
@@ -86,16 +100,22 @@ def warnings(data: ReportData) -> list[str]:
     primary = data.comparisons[data.comparisons["family"] == "primary"]
     few = [r for r in primary.itertuples(index=False) if r.verdict.startswith("too few units")]
     if few:
-        out.append(f"Fewer than {unc.MIN_UNITS} independent units on the primary endpoint: "
-                   f"{_hint(data.primary.metric)}.")
+        out.append(
+            f"Fewer than {unc.MIN_UNITS} independent units on the primary endpoint: "
+            f"{_hint(data.primary.metric)}."
+        )
     single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
     if single:
         who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
-        out.append(f"One training seed per {who}: the intervals cover evaluation noise only, not "
-                   "seed-to-seed training noise (set `train.seeds: 3` or `rlab continue --seeds 3`).")
+        out.append(
+            f"One training seed per {who}: the intervals cover evaluation noise only, not "
+            "seed-to-seed training noise (set `train.seeds: 3` or `rlab continue --seeds 3`)."
+        )
     if not data.clustered and any(data.comparisons["interval"] == "paired"):
-        out.append("BPB units do not name their documents: blocks of one document were resampled as if "
-                   "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units).")
+        out.append(
+            "BPB units do not name their documents: blocks of one document were resampled as if "
+            "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units)."
+        )
     return out
 
 
@@ -119,12 +139,14 @@ def disagreements(data: ReportData) -> list[str]:
             names.append(f"{arm} (val BPB {val['diff']:+.4f}, BPB at length {prim['diff']:+.4f})")
     if not names:
         return []
-    return [f"val BPB and BPB at length point different ways for {', '.join(names)}. They measure different "
-            f"things: val BPB scores the val split's documents in windows of the eval's sequence length, so "
-            f"most targets see short context (general text prediction); BPB at length scores the same targets "
-            f"of long documents, each predicted from about L tokens of context (what longer context buys). A "
-            f"RoPE change can cost a little at short context while using long context better; the primary "
-            f"endpoint is the second."]
+    return [
+        f"val BPB and BPB at length point different ways for {', '.join(names)}. They measure different "
+        f"things: val BPB scores the val split's documents in windows of the eval's sequence length, so "
+        f"most targets see short context (general text prediction); BPB at length scores the same targets "
+        f"of long documents, each predicted from about L tokens of context (what longer context buys). A "
+        f"RoPE change can cost a little at short context while using long context better; the primary "
+        f"endpoint is the second."
+    ]
 
 
 def sentences_arms(data: ReportData) -> list[str]:
@@ -136,7 +158,9 @@ def multiplicity_note(data: ReportData) -> str:
     comp = data.comparisons
     k = int((comp["family"] == "primary").sum())
     m = int(((comp["family"] == "secondary") & comp["p_value"].notna()).sum())
-    return (f"Primary endpoint: {data.primary.description}, each variant vs `{data.baseline}`; its {k} verdict(s) "
-            f"are Holm-Bonferroni adjusted over the variants. Every other comparison below is secondary: "
-            f"{m} verdicts Holm-Bonferroni adjusted as one family (familywise error 5%); intervals shown are "
-            f"unadjusted 95% intervals. Fewer than {unc.MIN_UNITS} independent units give no verdict.")
+    return (
+        f"Primary endpoint: {data.primary.description}, each variant vs `{data.baseline}`; its {k} verdict(s) "
+        f"are Holm-Bonferroni adjusted over the variants. Every other comparison below is secondary: "
+        f"{m} verdicts Holm-Bonferroni adjusted as one family (familywise error 5%); intervals shown are "
+        f"unadjusted 95% intervals. Fewer than {unc.MIN_UNITS} independent units give no verdict."
+    )

@@ -95,8 +95,16 @@ def _length_diffs(data: ReportData) -> pd.DataFrame:
 def _draw_diff(ax, rows: pd.DataFrame, color, style: str, label: str, marker: str = "o") -> None:
     rows = rows.sort_values("length")
     ax.fill_between(rows["length"], rows["diff_low"], rows["diff_high"], color=color, alpha=0.18, linewidth=0)
-    ax.plot(rows["length"], rows["diff"], marker=marker, markersize=4, color=color, linewidth=1.6, linestyle=style,
-            label=label)
+    ax.plot(
+        rows["length"],
+        rows["diff"],
+        marker=marker,
+        markersize=4,
+        color=color,
+        linewidth=1.6,
+        linestyle=style,
+        label=label,
+    )
 
 
 def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
@@ -109,15 +117,21 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     from matplotlib.patches import Patch
 
     colors = _colors(data)
-    variants = list(dict.fromkeys(data.arm(a).variant for a in arm_order(data)
-                                  if data.arm(a).kind != "base" and (diffs["arm"] == a).any()))
+    variants = list(
+        dict.fromkeys(
+            data.arm(a).variant
+            for a in arm_order(data)
+            if data.arm(a).kind != "base" and (diffs["arm"] == a).any()
+        )
+    )
     zero_refs = sorted(set(diffs[diffs["kind"] == "zero-shot"]["reference"]))
     # the base is the zero-shot arms' own zero when they are compared with it: no separate line then
     base_rows = diffs[diffs["kind"] == "base"] if not zero_refs else diffs.iloc[:0]
     ncols = min(len(variants), 3)
     nrows = math.ceil(len(variants) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols + 2.6, 3.3 * nrows + 0.6), sharex=True,
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(4.3 * ncols + 2.6, 3.3 * nrows + 0.6), sharex=True, sharey=True, squeeze=False
+    )
     lengths = sorted(set(diffs["length"]) | {m[0] for m in _marks(data)})
     band = _zero_band(diffs)
     for i, variant in enumerate(variants):
@@ -128,8 +142,15 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
             ax.axvline(v, color="0.35", linestyle=style, linewidth=1.0)
         if len(base_rows):
             rows = base_rows.sort_values("length")
-            ax.plot(rows["length"], rows["diff"], marker="s", markersize=3, color="0.5", linewidth=1.0,
-                    linestyle="-.")
+            ax.plot(
+                rows["length"],
+                rows["diff"],
+                marker="s",
+                markersize=3,
+                color="0.5",
+                linewidth=1.0,
+                linestyle="-.",
+            )
         for kind, style in (("continued", "-"), ("zero-shot", "--")):
             rows = diffs[(diffs["variant"] == variant) & (diffs["kind"] == kind)]
             if len(rows):
@@ -147,13 +168,21 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
             ax.tick_params(labelbottom=True)
     for j in range(len(variants), nrows * ncols):
         axes[j // ncols][j % ncols].axis("off")
-    handles = [Line2D([], [], color="0.2", linewidth=1.6, marker="o", markersize=4),
-               Line2D([], [], color="0.2", linewidth=1.6, linestyle="--", marker="o", markersize=4),
-               Patch(color="0.2", alpha=0.18), Line2D([], [], color="black", linewidth=1.3),
-               Patch(color="0.85")]
+    handles = [
+        Line2D([], [], color="0.2", linewidth=1.6, marker="o", markersize=4),
+        Line2D([], [], color="0.2", linewidth=1.6, linestyle="--", marker="o", markersize=4),
+        Patch(color="0.2", alpha=0.18),
+        Line2D([], [], color="black", linewidth=1.3),
+        Patch(color="0.85"),
+    ]
     zero = f"{data.baseline_arm} = 0" + (f" (zero-shot: {' / '.join(zero_refs)} = 0)" if zero_refs else "")
-    labels = ["continued training", "zero-shot (RoPE applied, no training)", "95% paired interval",
-              zero.replace(" (zero-shot", "\n(zero-shot"), "|Δ| below every interval's\nhalf-width (never significant)"]
+    labels = [
+        "continued training",
+        "zero-shot (RoPE applied, no training)",
+        "95% paired interval",
+        zero.replace(" (zero-shot", "\n(zero-shot"),
+        "|Δ| below every interval's\nhalf-width (never significant)",
+    ]
     if not (diffs["kind"] == "zero-shot").any():
         del handles[1], labels[1]
     if len(base_rows):
@@ -163,8 +192,11 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
         handles.append(Line2D([], [], color="0.35", linestyle=style))
         labels.append(text)
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8.5, frameon=False)
-    fig.suptitle(f"BPB difference vs {data.baseline} by context length, paired on the same targets "
-                 f"— '{data.experiment}'", fontsize=11)
+    fig.suptitle(
+        f"BPB difference vs {data.baseline} by context length, paired on the same targets "
+        f"— '{data.experiment}'",
+        fontsize=11,
+    )
     fig.tight_layout()
     return _save(fig, path)
 
@@ -199,8 +231,9 @@ def _relative_curves(data: ReportData, kind: str, column: str) -> pd.DataFrame |
     return pd.concat(parts).dropna(subset=["delta"]) if parts else None
 
 
-def _plot_relative(data: ReportData, path: Path, kind: str, column: str, ylabel: str, title: str,
-                   smooth: bool) -> Path | None:
+def _plot_relative(
+    data: ReportData, path: Path, kind: str, column: str, ylabel: str, title: str, smooth: bool
+) -> Path | None:
     rel = _relative_curves(data, kind, column)
     if rel is None or rel.empty:
         return None
@@ -220,9 +253,17 @@ def _plot_relative(data: ReportData, path: Path, kind: str, column: str, ylabel:
                 window = max(3, len(y) // 20)
                 y = pd.Series(y).rolling(window, min_periods=1, center=True).mean().to_numpy()
             style = "-" if data.arm(arm).kind == "continued" else "--"
-            ax.plot(part["step"], y, color=colors[data.arm(arm).variant], linestyle=style,
-                    linewidth=1.3 if len(tags) == 1 else 0.9, alpha=1.0 if len(tags) == 1 else 0.8,
-                    label=data.label(arm) if i == 0 else None, marker=None if smooth else "o", markersize=3)
+            ax.plot(
+                part["step"],
+                y,
+                color=colors[data.arm(arm).variant],
+                linestyle=style,
+                linewidth=1.3 if len(tags) == 1 else 0.9,
+                alpha=1.0 if len(tags) == 1 else 0.8,
+                label=data.label(arm) if i == 0 else None,
+                marker=None if smooth else "o",
+                markersize=3,
+            )
     ax.axhline(0.0, color="black", linewidth=1.3, label=f"{data.baseline} (baseline)")
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
@@ -234,14 +275,27 @@ def _plot_relative(data: ReportData, path: Path, kind: str, column: str, ylabel:
 
 
 def plot_loss(data: ReportData, path: Path) -> Path | None:
-    return _plot_relative(data, path, "train", "loss", f"training loss − {data.baseline}'s (nats/token)",
-                          f"Training loss minus {data.baseline}'s at the same step (smoothed; one line per run)",
-                          smooth=True)
+    return _plot_relative(
+        data,
+        path,
+        "train",
+        "loss",
+        f"training loss − {data.baseline}'s (nats/token)",
+        f"Training loss minus {data.baseline}'s at the same step (smoothed; one line per run)",
+        smooth=True,
+    )
 
 
 def plot_val_bpb(data: ReportData, path: Path) -> Path | None:
-    return _plot_relative(data, path, "eval", "val_bpb", f"val BPB − {data.baseline}'s",
-                          f"In-training val BPB minus {data.baseline}'s", smooth=False)
+    return _plot_relative(
+        data,
+        path,
+        "eval",
+        "val_bpb",
+        f"val BPB − {data.baseline}'s",
+        f"In-training val BPB minus {data.baseline}'s",
+        smooth=False,
+    )
 
 
 def plot_passkey(data: ReportData, path: Path) -> Path | None:
@@ -259,12 +313,23 @@ def plot_passkey(data: ReportData, path: Path) -> Path | None:
     for i, arm in enumerate(arms):
         ax = axes[i // ncols][i % ncols]
         part = pk[pk["tag"].isin(data.arm(arm).tags)]
-        grid = (part.pivot_table(index="depth", columns="length", values="accuracy", aggfunc="mean")
-                .reindex(index=depths, columns=lengths)).to_numpy(dtype=float)
+        grid = (
+            part.pivot_table(index="depth", columns="length", values="accuracy", aggfunc="mean").reindex(
+                index=depths, columns=lengths
+            )
+        ).to_numpy(dtype=float)
         image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", origin="lower")
         for (r, c), v in np.ndenumerate(grid):
             if not math.isnan(v):
-                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7.5, color="white" if v < 0.6 else "black")
+                ax.text(
+                    c,
+                    r,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7.5,
+                    color="white" if v < 0.6 else "black",
+                )
         ax.set_xticks(range(len(lengths)), [str(L) for L in lengths], fontsize=8, rotation=30)
         ax.set_yticks(range(len(depths)), [f"{d:g}" for d in depths], fontsize=8)
         ax.set_title(data.label(arm), fontsize=10)
@@ -283,7 +348,12 @@ def plot_passkey(data: ReportData, path: Path) -> Path | None:
 
 def write_plots(data: ReportData, plots_dir: Path) -> dict[str, Path | None]:
     """Every figure; a value is None when its data is missing or uninformative (a stale file is removed)."""
-    makers = {"bpb_length": plot_bpb_length, "loss": plot_loss, "val_bpb": plot_val_bpb, "passkey": plot_passkey}
+    makers = {
+        "bpb_length": plot_bpb_length,
+        "loss": plot_loss,
+        "val_bpb": plot_val_bpb,
+        "passkey": plot_passkey,
+    }
     out = {}
     for key, make in makers.items():
         out[key] = make(data, plots_dir / PLOT_FILES[key])

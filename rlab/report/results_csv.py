@@ -44,10 +44,11 @@ def format_cell(value: object) -> str:
 
 def to_text(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with every cell formatted by `format_cell`."""
-    return pd.DataFrame({c: [format_cell(v) for v in frame[c].tolist()] for c in frame.columns},
-                        columns=list(frame.columns), dtype=object)
-
-
+    return pd.DataFrame(
+        {c: [format_cell(v) for v in frame[c].tolist()] for c in frame.columns},
+        columns=list(frame.columns),
+        dtype=object,
+    )
 
 
 def lock_for(path: Path):
@@ -86,8 +87,10 @@ def check_rows(frame: pd.DataFrame) -> None:
             ResultsRow.model_validate(row)
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise RlabError(f"results.csv row of {row.get('tag')!r} breaks its contract: {err['msg']} "
-                            f"({'.'.join(map(str, err['loc']))}).") from None
+            raise RlabError(
+                f"results.csv row of {row.get('tag')!r} breaks its contract: {err['msg']} "
+                f"({'.'.join(map(str, err['loc']))})."
+            ) from None
 
 
 def write_results_csv(path: Path, results: pd.DataFrame) -> pd.DataFrame:

@@ -150,12 +150,18 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
         except rec.ContractError as exc:
             notes.append(f"eval.json ignored: {exc.message} {exc.hint or ''}".strip())
     run = read_json(layout.run_config(tag), notes, "run.json")
-    variant = ev.variant if ev is not None else str((run or {}).get("variant") or _variant_from_tag(tag, known_variants))
+    variant = (
+        ev.variant
+        if ev is not None
+        else str((run or {}).get("variant") or _variant_from_tag(tag, known_variants))
+    )
     src = TagSources(tag=tag, variant=variant, eval=ev, run_config=run, notes=notes)
     if ev is None and not any(n.startswith("eval.json") for n in notes):
         notes.append("not evaluated yet (no eval.json)")
     src.metrics = read_metrics(layout.metrics_file(tag), notes)
-    trains = variant != "base" and ((run or {}).get("train") or {}).get("steps") != 0  # not a training-free arm
+    trains = (
+        variant != "base" and ((run or {}).get("train") or {}).get("steps") != 0
+    )  # not a training-free arm
     if src.metrics is None and not layout.metrics_file(tag).is_file() and trains:
         notes.append("no training metrics (metrics.jsonl)")
     if ev is not None:  # eval.json is written last: without it the side files may be from a run in progress
@@ -189,7 +195,9 @@ def read_experiment(layout: ExperimentLayout) -> ExperimentSources:
     for tag in discover_tags(layout):
         src = read_tag(layout, tag, known)
         init = (src.run_config or {}).get("init")
-        if (tag == base_tag or (isinstance(init, dict) and init.get("kind") == "scratch")) and src.eval is None:
+        if (
+            tag == base_tag or (isinstance(init, dict) and init.get("kind") == "scratch")
+        ) and src.eval is None:
             # The from-scratch base run (`rlab pretrain`) is where variants start, not one of them; once
             # evaluated (`rlab eval --tag <base>`, variant "base") it is the report's reference arm.
             notes.append(f"{tag}: the base model's own run, not a variant; left out of the comparison")

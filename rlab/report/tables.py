@@ -40,7 +40,9 @@ class Table:
 
 
 def _fmt(value: float, digits: int = 4) -> str:
-    return BLANK if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    return (
+        BLANK if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    )
 
 
 def _pm(value: float, low: float, high: float, digits: int = 4) -> str:
@@ -74,8 +76,12 @@ def arm_order(data: ReportData) -> list[str]:
 
     def key(arm) -> tuple:
         v = arm.variant
-        return (arm.key != data.baseline_arm, KIND_ORDER.index(arm.kind),
-                spec_variants.index(v) if v in spec_variants else len(spec_variants), arm.key)
+        return (
+            arm.key != data.baseline_arm,
+            KIND_ORDER.index(arm.kind),
+            spec_variants.index(v) if v in spec_variants else len(spec_variants),
+            arm.key,
+        )
 
     return [a.key for a in sorted(data.arms, key=key)]
 
@@ -120,13 +126,19 @@ def references_note(data: ReportData) -> str:
     refs = [r for r in refs if r != data.baseline_arm]
     if not refs:
         return ""
-    return (f" Zero-shot arms are compared with {' / '.join(f'`{r}`' for r in refs)} (the RoPE change alone, "
-            f"nothing trained); every other arm with `{data.baseline_arm}`.")
+    return (
+        f" Zero-shot arms are compared with {' / '.join(f'`{r}`' for r in refs)} (the RoPE change alone, "
+        f"nothing trained); every other arm with `{data.baseline_arm}`."
+    )
 
 
 def _units_phrase(data: ReportData, metric: str) -> str:
     ns = data.scalars[data.scalars["metric"] == metric]["n_units"].dropna()
-    return f"n = {int(ns.min())}" + (f"–{int(ns.max())}" if len(ns) and ns.max() != ns.min() else "") if len(ns) else ""
+    return (
+        f"n = {int(ns.min())}" + (f"–{int(ns.max())}" if len(ns) and ns.max() != ns.min() else "")
+        if len(ns)
+        else ""
+    )
 
 
 def bpb_table(data: ReportData) -> Table:
@@ -139,27 +151,38 @@ def bpb_table(data: ReportData) -> Table:
             v, lo, hi, _ = scalar(data, arm, metric)
             row[col] = _pm(v, lo, hi)
         comp = comparison(data, arm, "val_bpb")
-        row[f"val Δ vs {b} (neg=better)"] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
-                                             if comp is not None else BLANK)
+        row[f"val Δ vs {b} (neg=better)"] = (
+            _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"]) if comp is not None else BLANK
+        )
         row["verdict"] = comp["verdict"] if comp is not None else BLANK
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"])
-    best = (_significant_best(data, "train_bpb", "train BPB", order)
-            | _significant_best(data, "val_bpb", "val BPB", order))
+    frame = pd.DataFrame(
+        rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"]
+    )
+    best = _significant_best(data, "train_bpb", "train BPB", order) | _significant_best(
+        data, "val_bpb", "val BPB", order
+    )
     units = "documents" if data.clustered else "eval units"
-    return Table("BPB on the train and val splits (bits per byte, lower is better)", frame, best,
-                 f"Δ: relative change of val BPB vs {b} in %, 95% paired-bootstrap interval.",
-                 about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
-                 f"splits (val: {_units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
-                 "modelling, not the use of long context." + references_note(data))
+    return Table(
+        "BPB on the train and val splits (bits per byte, lower is better)",
+        frame,
+        best,
+        f"Δ: relative change of val BPB vs {b} in %, 95% paired-bootstrap interval.",
+        about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
+        f"splits (val: {_units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
+        "modelling, not the use of long context." + references_note(data),
+    )
 
 
 def core_name(data: ReportData) -> str:
     """`CORE`, or `CORE (k of N tasks)` when the tags' CORE ran on a subset of the bundle (`eval.core_tasks`)."""
     import rlab.records as rec
 
-    labels = {rec.CoreMetric.model_validate(core).label
-              for src in (data.sources.tags if data.sources is not None else []) if (core := src.metric("core"))}
+    labels = {
+        rec.CoreMetric.model_validate(core).label
+        for src in (data.sources.tags if data.sources is not None else [])
+        if (core := src.metric("core"))
+    }
     if labels in (set(), {"CORE"}):
         return "CORE"
     return labels.pop() if len(labels) == 1 else "CORE (task sets differ between tags)"
@@ -172,20 +195,28 @@ def core_table(data: ReportData) -> Table:
     for arm in order:
         v, lo, hi, n = scalar(data, arm, "core")
         comp = comparison(data, arm, "core")
-        rows.append({
-            "arm": data.label(arm), "CORE": _pm(v, lo, hi), "n examples": _n(n),
-            f"Δ vs {b} (pos=better)": _change(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
-            if comp is not None else BLANK,
-            "verdict": comp["verdict"] if comp is not None else BLANK,
-        })
+        rows.append(
+            {
+                "arm": data.label(arm),
+                "CORE": _pm(v, lo, hi),
+                "n examples": _n(n),
+                f"Δ vs {b} (pos=better)": _change(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
+                if comp is not None
+                else BLANK,
+                "verdict": comp["verdict"] if comp is not None else BLANK,
+            }
+        )
     frame = pd.DataFrame(rows, columns=["arm", "CORE", "n examples", f"Δ vs {b} (pos=better)", "verdict"])
     name = core_name(data)
-    return Table(f"{name} (centered accuracy, higher is better)".replace(" tasks) (", " tasks; "), frame,
-                 _significant_best(data, "core", "CORE", order),
-                 f"Δ: CORE difference vs {b}, 95% bootstrap interval over examples stratified by task, paired on "
-                 "shared examples. No relative change: a baseline at or below 0 makes it meaningless.",
-                 about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
-                 "centered on random guessing." + references_note(data))
+    return Table(
+        f"{name} (centered accuracy, higher is better)".replace(" tasks) (", " tasks; "),
+        frame,
+        _significant_best(data, "core", "CORE", order),
+        f"Δ: CORE difference vs {b}, 95% bootstrap interval over examples stratified by task, paired on "
+        "shared examples. No relative change: a baseline at or below 0 makes it meaningless.",
+        about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
+        "centered on random guessing." + references_note(data),
+    )
 
 
 def _length_header(data: ReportData, length: int) -> str:
@@ -202,8 +233,10 @@ def _lengths(data: ReportData) -> list[int]:
 def _length_about(data: ReportData) -> str:
     n = _units_phrase(data, f"bpb_len_{_lengths(data)[0]}") if _lengths(data) else ""
     unit = "documents" if data.clustered else "blocks"
-    return (f"The same target tokens scored at every context length, each predicted from about L tokens of "
-            f"context ({n} {unit}); (train) = continued-training length, (L0) = the base's original length.")
+    return (
+        f"The same target tokens scored at every context length, each predicted from about L tokens of "
+        f"context ({n} {unit}); (train) = continued-training length, (L0) = the base's original length."
+    )
 
 
 def length_table(data: ReportData) -> Table:
@@ -221,10 +254,14 @@ def length_table(data: ReportData) -> Table:
     for L in lengths:
         best |= _significant_best(data, f"bpb_len_{L}", headers[L], order)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
-    return Table("BPB vs context length (tokens)", frame, best,
-                 "Bold: the lowest BPB at that length, only where it beats every other arm beyond noise (paired "
-                 "95% intervals of its difference with each excluding 0).",
-                 about=_length_about(data))
+    return Table(
+        "BPB vs context length (tokens)",
+        frame,
+        best,
+        "Bold: the lowest BPB at that length, only where it beats every other arm beyond noise (paired "
+        "95% intervals of its difference with each excluding 0).",
+        about=_length_about(data),
+    )
 
 
 def length_change_table(data: ReportData) -> Table:
@@ -242,22 +279,30 @@ def length_change_table(data: ReportData) -> Table:
                 row[headers[L]] = BLANK
                 continue
             word = VERDICT_SHORT.get(comp["verdict"], comp["verdict"])
-            row[headers[L]] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2)
-                               + (f" ({word})" if word else ""))
+            row[headers[L]] = _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2) + (
+                f" ({word})" if word else ""
+            )
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
-    return Table(f"BPB change vs {data.baseline} by context length (neg=better)", frame, set(),
-                 "≈: not significant after the Holm correction over all secondary comparisons.",
-                 about=_length_about(data) + " Paired difference of each arm minus the baseline in %, 95% interval."
-                 + references_note(data))
+    return Table(
+        f"BPB change vs {data.baseline} by context length (neg=better)",
+        frame,
+        set(),
+        "≈: not significant after the Holm correction over all secondary comparisons.",
+        about=_length_about(data)
+        + " Paired difference of each arm minus the baseline in %, 95% interval."
+        + references_note(data),
+    )
 
 
 def zero_shot_table(data: ReportData) -> Table:
     """Per variant: the primary endpoint zero-shot (RoPE applied, no training) and after continued training,
     each compared with the baseline variant in the same condition."""
     metric = data.primary.metric
-    refs = {kind: next((c["reference"] for _, c in data.comparisons.iterrows() if c["kind"] == kind), None)
-            for kind in ("zero-shot", "continued")}
+    refs = {
+        kind: next((c["reference"] for _, c in data.comparisons.iterrows() if c["kind"] == kind), None)
+        for kind in ("zero-shot", "continued")
+    }
     heads = {kind: f"{kind} Δ vs {refs[kind] or data.baseline_arm or data.baseline}" for kind in refs}
     rows = []
     variants = [data.arm(k).variant for k in arm_order(data) if data.arm(k).kind != "base"]
@@ -268,22 +313,30 @@ def zero_shot_table(data: ReportData) -> Table:
             v, lo, hi, _ = scalar(data, key, metric) if key else (math.nan,) * 3 + (pd.NA,)
             comp = comparison(data, key, metric) if key else None
             row[kind] = _pm(v, lo, hi, 4)
-            row[heads[kind]] = (_change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
-                                + f" ({VERDICT_SHORT.get(comp['verdict'], comp['verdict'])})"
-                                if comp is not None else BLANK)
+            row[heads[kind]] = (
+                _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
+                + f" ({VERDICT_SHORT.get(comp['verdict'], comp['verdict'])})"
+                if comp is not None
+                else BLANK
+            )
         rows.append(row)
     base_key = next((a.key for a in data.arms if a.kind == "base"), None)
     if base_key:
         v, lo, hi, _ = scalar(data, base_key, metric)
         rows.append({"variant": "base (reference)", "zero-shot": _pm(v, lo, hi, 4)})
-    frame = pd.DataFrame(rows, columns=["variant", "zero-shot", heads["zero-shot"], "continued",
-                                        heads["continued"]]).fillna(BLANK)
-    return Table(f"Zero-shot vs continued: {data.primary.description}", frame, set(),
-                 "Δ: relative change in %, 95% paired interval; verdicts Holm-adjusted. Each column compares "
-                 "arms in the same condition, so the zero-shot Δ is the RoPE change alone and the continued Δ "
-                 "the variant after the same training.",
-                 about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
-                 "continued = after continued pretraining at the training length.")
+    frame = pd.DataFrame(
+        rows, columns=["variant", "zero-shot", heads["zero-shot"], "continued", heads["continued"]]
+    ).fillna(BLANK)
+    return Table(
+        f"Zero-shot vs continued: {data.primary.description}",
+        frame,
+        set(),
+        "Δ: relative change in %, 95% paired interval; verdicts Holm-adjusted. Each column compares "
+        "arms in the same condition, so the zero-shot Δ is the RoPE change alone and the continued Δ "
+        "the variant after the same training.",
+        about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
+        "continued = after continued pretraining at the training length.",
+    )
 
 
 def _passkey_cell(cells: pd.DataFrame, length: int) -> str:
@@ -306,7 +359,9 @@ def passkey_table(data: ReportData) -> Table:
         part = pk[pk["tag"].isin(tags)]
         if part.empty:
             continue
-        cells = part.groupby(["length", "depth"]).agg(accuracy=("accuracy", "mean"), n=("n", "min")).reset_index()
+        cells = (
+            part.groupby(["length", "depth"]).agg(accuracy=("accuracy", "mean"), n=("n", "min")).reset_index()
+        )
         row = {"arm": data.label(arm)}
         for L in lengths:
             row[headers[L]] = _passkey_cell(cells, L)
@@ -314,11 +369,15 @@ def passkey_table(data: ReportData) -> Table:
         row["verdict"] = comp["verdict"] if comp is not None else BLANK
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values(), "verdict"])
-    return Table("Passkey retrieval accuracy", frame, set(),
-                 "accuracy [95% Wilson interval] n = independent keys, over all depths; verdict on all lengths "
-                 "pooled (Newcombe interval, Holm-adjusted).",
-                 about="A random key hidden at several depths of filler text of each length; the model must "
-                 "repeat it.")
+    return Table(
+        "Passkey retrieval accuracy",
+        frame,
+        set(),
+        "accuracy [95% Wilson interval] n = independent keys, over all depths; verdict on all lengths "
+        "pooled (Newcombe interval, Holm-adjusted).",
+        about="A random key hidden at several depths of filler text of each length; the model must "
+        "repeat it.",
+    )
 
 
 def core_task_table(data: ReportData) -> Table:
@@ -337,9 +396,13 @@ def core_task_table(data: ReportData) -> Table:
                 row["n"] = _n(hit["n"].iloc[0])
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["task", "n", *labels.values()]).fillna(BLANK)
-    return Table("CORE per task (centered accuracy)", frame, set(),
-                 "Point estimates only: per-task samples are too small for per-task verdicts.",
-                 about="Each CORE task's accuracy centered on random guessing; n = examples of the task.")
+    return Table(
+        "CORE per task (centered accuracy)",
+        frame,
+        set(),
+        "Point estimates only: per-task samples are too small for per-task verdicts.",
+        about="Each CORE task's accuracy centered on random guessing; n = examples of the task.",
+    )
 
 
 def _has_other_conditions(data: ReportData) -> bool:
@@ -382,8 +445,10 @@ def to_markdown(table: Table) -> str:
     if frame.empty:
         return "_(no data yet)_\n"
     cols = list(frame.columns)
-    lines = ["| " + " | ".join(_md_cell(c) for c in cols) + " |",
-             "|" + "|".join([":---"] + ["---:"] * (len(cols) - 1)) + "|"]
+    lines = [
+        "| " + " | ".join(_md_cell(c) for c in cols) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(cols) - 1)) + "|",
+    ]
     for i, row in enumerate(frame.itertuples(index=False)):
         cells = []
         for col, val in zip(cols, row, strict=True):
@@ -421,4 +486,3 @@ def to_html(table: Table) -> str:
             cells.append(f"<td{cls}>{html.escape(str(val))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>\n"
-

@@ -133,7 +133,9 @@ def cluster_sums(values: np.ndarray, clusters: Sequence | np.ndarray | None) -> 
     return out
 
 
-def _seed_draws(rng: np.random.Generator, n_seeds: Sequence[int], n_boot: int, share: bool) -> list[np.ndarray]:
+def _seed_draws(
+    rng: np.random.Generator, n_seeds: Sequence[int], n_boot: int, share: bool
+) -> list[np.ndarray]:
     """Per arm, (n_boot, S) indices of the seeds drawn (with replacement); shared when `share`."""
     if share and len(set(n_seeds)) == 1:
         idx = rng.integers(0, n_seeds[0], size=(n_boot, n_seeds[0]))
@@ -146,8 +148,9 @@ def _mean_over_drawn_seeds(per_seed: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.take_along_axis(per_seed, idx, axis=1).mean(axis=1)
 
 
-def ratio_draws(arms: list[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator, n_boot: int,
-                share_seeds: bool = True) -> list[np.ndarray]:
+def ratio_draws(
+    arms: list[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator, n_boot: int, share_seeds: bool = True
+) -> list[np.ndarray]:
     """Two-level bootstrap of BPB for arms on the same C clusters: one (n_boot,) sample array per arm.
 
     Each arm is (nats, bytes) per cluster, shape (S, C). All arms share the cluster draw (pairing).
@@ -159,7 +162,7 @@ def ratio_draws(arms: list[tuple[np.ndarray, np.ndarray]], rng: np.random.Genera
         k = len(counts)
         for out, (nats, nbytes) in zip(per_seed, arms, strict=True):
             with np.errstate(divide="ignore", invalid="ignore"):
-                out[row:row + k] = (counts @ nats.T) / (LN2 * (counts @ nbytes.T))
+                out[row : row + k] = (counts @ nats.T) / (LN2 * (counts @ nbytes.T))
         row += k
     idx = _seed_draws(rng, [a[0].shape[0] for a in arms], n_boot, share_seeds)
     return [_mean_over_drawn_seeds(p, i) for p, i in zip(per_seed, idx, strict=True)]
@@ -175,8 +178,14 @@ def bpb_ratio(nats: np.ndarray, nbytes: np.ndarray) -> float:
 
 
 def bpb_interval(
-    nats: np.ndarray, nbytes: np.ndarray, *, key: str, clusters: Sequence | np.ndarray | None = None, seed: int = 0,
-    n_boot: int = DEFAULT_BOOT, level: float = DEFAULT_LEVEL,
+    nats: np.ndarray,
+    nbytes: np.ndarray,
+    *,
+    key: str,
+    clusters: Sequence | np.ndarray | None = None,
+    seed: int = 0,
+    n_boot: int = DEFAULT_BOOT,
+    level: float = DEFAULT_LEVEL,
 ) -> Interval | None:
     """BPB with a (two-level) cluster bootstrap interval; None when there are no units.
 
@@ -191,19 +200,32 @@ def bpb_interval(
     return Interval(bpb_ratio(nats, nbytes), low, high, n_units=cn.shape[1], n_seeds=cn.shape[0])
 
 
-def _relative(a: np.ndarray, b: np.ndarray, point_a: float, point_b: float, n_units: int, n_seeds: int,
-              level: float) -> Interval | None:
+def _relative(
+    a: np.ndarray, b: np.ndarray, point_a: float, point_b: float, n_units: int, n_seeds: int, level: float
+) -> Interval | None:
     """(a / b - 1) in percent, only when the baseline is positive in the estimate and in every draw."""
     if not point_b > 0 or not np.all(b > 0):
         return None
     rel = (a / b - 1.0) * 100.0
-    return Interval((point_a / point_b - 1.0) * 100.0, *_percentiles(rel, level), n_units=n_units,
-                    n_seeds=n_seeds, p_value=boot_p_value(rel, (point_a / point_b - 1.0) * 100.0))
+    return Interval(
+        (point_a / point_b - 1.0) * 100.0,
+        *_percentiles(rel, level),
+        n_units=n_units,
+        n_seeds=n_seeds,
+        p_value=boot_p_value(rel, (point_a / point_b - 1.0) * 100.0),
+    )
 
 
 def bpb_paired_diff(
-    nats_a: np.ndarray, bytes_a: np.ndarray, nats_b: np.ndarray, bytes_b: np.ndarray, *, key: str,
-    clusters: Sequence | np.ndarray | None = None, seed: int = 0, n_boot: int = DEFAULT_BOOT,
+    nats_a: np.ndarray,
+    bytes_a: np.ndarray,
+    nats_b: np.ndarray,
+    bytes_b: np.ndarray,
+    *,
+    key: str,
+    clusters: Sequence | np.ndarray | None = None,
+    seed: int = 0,
+    n_boot: int = DEFAULT_BOOT,
     level: float = DEFAULT_LEVEL,
 ) -> PairedDiff | None:
     """BPB(a) - BPB(b) over units aligned by position (the caller joins on unit id); None if empty.
@@ -213,15 +235,22 @@ def bpb_paired_diff(
     na, ba, nb, bb = (_as_seeds(c) for c in (nats_a, bytes_a, nats_b, bytes_b))
     if na.shape[1] == 0:
         return None
-    arms = [(cluster_sums(na, clusters), cluster_sums(ba, clusters)),
-            (cluster_sums(nb, clusters), cluster_sums(bb, clusters))]
+    arms = [
+        (cluster_sums(na, clusters), cluster_sums(ba, clusters)),
+        (cluster_sums(nb, clusters), cluster_sums(bb, clusters)),
+    ]
     sa, sb = ratio_draws(arms, rng_for(seed, key), n_boot)
     point_a, point_b = bpb_ratio(na, ba), bpb_ratio(nb, bb)
     n_units, n_seeds = arms[0][0].shape[1], min(na.shape[0], nb.shape[0])
     diff = sa - sb
     return PairedDiff(
-        diff=Interval(point_a - point_b, *_percentiles(diff, level), n_units=n_units, n_seeds=n_seeds,
-                      p_value=boot_p_value(diff, point_a - point_b)),
+        diff=Interval(
+            point_a - point_b,
+            *_percentiles(diff, level),
+            n_units=n_units,
+            n_seeds=n_seeds,
+            p_value=boot_p_value(diff, point_a - point_b),
+        ),
         rel_pct=_relative(sa, sb, point_a, point_b, n_units, n_seeds, level),
         n_units=n_units,
     )
@@ -231,8 +260,9 @@ def _centered(acc: np.ndarray | float, baseline: float) -> np.ndarray | float:
     return (acc - baseline) / (1.0 - baseline)
 
 
-def _core_draws(sides: list[dict[str, np.ndarray]], baselines: dict[str, float], rng: np.random.Generator,
-                n_boot: int) -> tuple[list[np.ndarray], list[float], int]:
+def _core_draws(
+    sides: list[dict[str, np.ndarray]], baselines: dict[str, float], rng: np.random.Generator, n_boot: int
+) -> tuple[list[np.ndarray], list[float], int]:
     """Stratified two-level bootstrap of CORE for sides scored on the same examples.
 
     Each side maps task -> 0/1 outcomes (S, n_task). Returns per side (n_boot,) draws and the point
@@ -250,7 +280,7 @@ def _core_draws(sides: list[dict[str, np.ndarray]], baselines: dict[str, float],
         for counts in _count_chunks(rng, n, n_boot):
             k = len(counts)
             for tot, side in zip(totals, sides, strict=True):
-                tot[row:row + k] += _centered((counts @ side[label].T) / n, b)
+                tot[row : row + k] += _centered((counts @ side[label].T) / n, b)
             row += k
         for pt, side in zip(points, sides, strict=True):
             pt += _centered(side[label].mean(axis=1), b)
@@ -260,8 +290,13 @@ def _core_draws(sides: list[dict[str, np.ndarray]], baselines: dict[str, float],
 
 
 def core_interval(
-    tasks: dict[str, np.ndarray], baselines: dict[str, float], *, key: str, seed: int = 0,
-    n_boot: int = DEFAULT_BOOT, level: float = DEFAULT_LEVEL,
+    tasks: dict[str, np.ndarray],
+    baselines: dict[str, float],
+    *,
+    key: str,
+    seed: int = 0,
+    n_boot: int = DEFAULT_BOOT,
+    level: float = DEFAULT_LEVEL,
 ) -> Interval | None:
     """CORE (mean centered accuracy over tasks) with a stratified bootstrap over examples.
 
@@ -276,8 +311,13 @@ def core_interval(
 
 
 def core_paired_diff(
-    pairs: dict[str, tuple[np.ndarray, np.ndarray]], baselines: dict[str, float], *, key: str,
-    seed: int = 0, n_boot: int = DEFAULT_BOOT, level: float = DEFAULT_LEVEL,
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
+    baselines: dict[str, float],
+    *,
+    key: str,
+    seed: int = 0,
+    n_boot: int = DEFAULT_BOOT,
+    level: float = DEFAULT_LEVEL,
 ) -> PairedDiff | None:
     """CORE(a) - CORE(b) over examples both scored: `pairs` maps task -> (correct_a, correct_b) aligned.
 
@@ -292,8 +332,13 @@ def core_paired_diff(
     n_seeds = min(next(iter(s.values())).shape[0] for s in sides)
     diff = da - db
     return PairedDiff(
-        diff=Interval(pa - pb, *_percentiles(diff, level), n_units=n, n_seeds=n_seeds,
-                      p_value=boot_p_value(diff, pa - pb)),
+        diff=Interval(
+            pa - pb,
+            *_percentiles(diff, level),
+            n_units=n,
+            n_seeds=n_seeds,
+            p_value=boot_p_value(diff, pa - pb),
+        ),
         rel_pct=_relative(da, db, pa, pb, n, n_seeds, level),
         n_units=n,
     )

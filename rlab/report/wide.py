@@ -22,11 +22,18 @@ if TYPE_CHECKING:
     from rlab.report.collect import ReportData
 
 ID = ("experiment", "tag", "variant", "arm", "kind", "seed", "compared_with")
-RUN = ("n_seeds", "step", "train_seq_len", "tokens_trained", "last_train_loss",
-       *(c for c in PROVENANCE_COLUMNS if c not in ("step", "train_seq_len", "tokens_trained", "seed")))
+RUN = (
+    "n_seeds",
+    "step",
+    "train_seq_len",
+    "tokens_trained",
+    "last_train_loss",
+    *(c for c in PROVENANCE_COLUMNS if c not in ("step", "train_seq_len", "tokens_trained", "seed")),
+)
 """Run facts, then the provenance columns of `rlab.records.ResultsRow`."""
 _METRIC_RE = re.compile(
-    r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$")
+    r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$"
+)
 _DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_tasks", "_partial", "_missing_tasks")
 _COMPARISON_KINDS = ("_diff_vs_", "_rel_vs_", "_p_holm_vs_", "_verdict_vs_")
 
@@ -41,8 +48,13 @@ def _metric_rank(col: str) -> tuple[int, int, str] | None:
     if not m:
         return None
     name, len_bpb, len_pk, rest = m.groups()
-    rank = {"primary_bpb": (0, 0), "train_bpb": (1, 0), "val_bpb": (2, 0), "core": (4, 0),
-            "passkey_overall": (5, 0)}.get(name)
+    rank = {
+        "primary_bpb": (0, 0),
+        "train_bpb": (1, 0),
+        "val_bpb": (2, 0),
+        "core": (4, 0),
+        "passkey_overall": (5, 0),
+    }.get(name)
     if rank is None:
         rank = (3, int(len_bpb)) if len_bpb else (6, int(len_pk))
     return rank[0], rank[1], rest
@@ -60,7 +72,9 @@ def column_key(col: str) -> tuple:
     if ranked is not None:
         group, sub, rest = ranked
         if "_vs_" in rest:  # comparison columns come after every value column
-            kind = next((i for i, k in enumerate(_COMPARISON_KINDS) if rest.startswith(k)), len(_COMPARISON_KINDS))
+            kind = next(
+                (i for i, k in enumerate(_COMPARISON_KINDS) if rest.startswith(k)), len(_COMPARISON_KINDS)
+            )
             tail = 2 if rest.endswith("_ci_high") else 1 if rest.endswith("_ci_low") else 0
             return (4, group, sub, kind, tail, col)
         detail = _DETAIL_ORDER.index(rest) if rest in _DETAIL_ORDER else len(_DETAIL_ORDER)
@@ -78,9 +92,16 @@ def comparison_columns(metric: str, baseline: str) -> dict[str, str]:
     """Names of the comparison columns of one metric vs `baseline` (sign convention in the name)."""
     sign = better_word(metric)
     rel, diff = f"{metric}_rel_vs_{baseline}_pct", f"{metric}_diff_vs_{baseline}"
-    return {"diff": f"{diff} ({sign})", "diff_low": f"{diff}_ci_low", "diff_high": f"{diff}_ci_high",
-            "rel": f"{rel} ({sign})", "rel_low": f"{rel}_ci_low", "rel_high": f"{rel}_ci_high",
-            "p_holm": f"{metric}_p_holm_vs_{baseline}", "verdict": f"{metric}_verdict_vs_{baseline}"}
+    return {
+        "diff": f"{diff} ({sign})",
+        "diff_low": f"{diff}_ci_low",
+        "diff_high": f"{diff}_ci_high",
+        "rel": f"{rel} ({sign})",
+        "rel_low": f"{rel}_ci_low",
+        "rel_high": f"{rel}_ci_high",
+        "p_holm": f"{metric}_p_holm_vs_{baseline}",
+        "verdict": f"{metric}_verdict_vs_{baseline}",
+    }
 
 
 def wide_frame(data: ReportData) -> pd.DataFrame:
@@ -91,14 +112,18 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
         row[r.metric] = r.value
         row[f"{r.metric}_ci_low"], row[f"{r.metric}_ci_high"] = r.ci_low, r.ci_high
         row[f"{r.metric}_n_units"] = r.n_units
-    for src in (data.sources.tags if data.sources else []):
+    for src in data.sources.tags if data.sources else []:
         core = src.metric("core")
         if core is not None:
             selection = core.get("selection")  # eval.core_tasks: CORE on a subset of the bundle's tasks
-            rows[src.tag]["core_tasks"] = ";".join(map(str, selection)) if isinstance(selection, list) else "all"
+            rows[src.tag]["core_tasks"] = (
+                ";".join(map(str, selection)) if isinstance(selection, list) else "all"
+            )
             rows[src.tag]["core_partial"] = bool(core.get("partial", False))
             missing = core.get("missing_tasks") or []
-            rows[src.tag]["core_missing_tasks"] = ";".join(map(str, missing)) if isinstance(missing, list) else ""
+            rows[src.tag]["core_missing_tasks"] = (
+                ";".join(map(str, missing)) if isinstance(missing, list) else ""
+            )
     if len(data.passkey):
         by_len = data.passkey.groupby(["tag", "length"])["accuracy"].mean()
         for (tag, length), acc in by_len.items():
@@ -116,11 +141,17 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(list(rows.values()))
     frame = frame[order_columns(list(frame.columns))]
     for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained", "skipped_steps") + tuple(
-            c for c in frame.columns if c.endswith("_n_units")):
+        c for c in frame.columns if c.endswith("_n_units")
+    ):
         if col in frame:
             frame[col] = frame[col].astype("Int64")
     for col in frame.columns:
-        if col.endswith("_verdict_vs_" + data.baseline) or col in ("notes", "core_tasks", "core_missing_tasks", "compared_with"):
+        if col.endswith("_verdict_vs_" + data.baseline) or col in (
+            "notes",
+            "core_tasks",
+            "core_missing_tasks",
+            "compared_with",
+        ):
             frame[col] = frame[col].fillna("").astype(str)
         if col == "core_partial":
             frame[col] = frame[col].astype("boolean")

@@ -12,8 +12,12 @@ from rlab.spec.base import StrictModel
 EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
 PplProtocol = Literal["same_targets", "sliding", "truncated"]
-CoreTaskPattern = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200,
-                                                  pattern=r"^[A-Za-z0-9_.*?!\[\]-]+$")]
+CoreTaskPattern = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.*?!\[\]-]+$"
+    ),
+]
 """A CORE task label of the bundle's core.yaml, or a shell glob over them (`arc_*`)."""
 PASSKEY_MAX_DEPTH = 0.9
 """The needle is placed after at most this fraction of the filler, so filler always separates it from the question."""
@@ -98,8 +102,10 @@ class EvalSpec(StrictModel):
     def _depths(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         for d in value:
             if not 0.0 <= d <= PASSKEY_MAX_DEPTH:
-                raise ValueError(f"each depth must be within [0, {PASSKEY_MAX_DEPTH}] (got {d}): deeper puts the "
-                                 "key next to the question")
+                raise ValueError(
+                    f"each depth must be within [0, {PASSKEY_MAX_DEPTH}] (got {d}): deeper puts the "
+                    "key next to the question"
+                )
         if not value:
             raise ValueError("at least one depth")
         return value

@@ -122,12 +122,19 @@ class LaunchSpec(StrictModel):
         if self.node_rank >= self.nnodes:
             raise ValueError(f"node_rank: must be < nnodes (got {self.node_rank} with nnodes={self.nnodes})")
         if self.nnodes > 1 and self.launcher == "local" and not self.rdzv_endpoint:
-            raise ValueError(f"rdzv_endpoint: required when nnodes > 1 (got nnodes={self.nnodes}); "
-                             "set it to the first node's host[:port]")
-        if self.gpus_per_variant is not None and self.nproc_per_node is not None \
-                and self.gpus_per_variant > self.nproc_per_node:
-            raise ValueError(f"gpus_per_variant: must be <= nproc_per_node (got {self.gpus_per_variant} > "
-                             f"{self.nproc_per_node})")
+            raise ValueError(
+                f"rdzv_endpoint: required when nnodes > 1 (got nnodes={self.nnodes}); "
+                "set it to the first node's host[:port]"
+            )
+        if (
+            self.gpus_per_variant is not None
+            and self.nproc_per_node is not None
+            and self.gpus_per_variant > self.nproc_per_node
+        ):
+            raise ValueError(
+                f"gpus_per_variant: must be <= nproc_per_node (got {self.gpus_per_variant} > "
+                f"{self.nproc_per_node})"
+            )
         return self
 
     @property

@@ -87,7 +87,9 @@ def _reroot_recorded(raw: dict[str, Any], path: Path) -> None:
     if env_base is not None and isinstance(base, dict):
         base["base_dir"] = str(env_base)
     experiment = raw.get("name") or (base.get("tag") if isinstance(base, dict) else None)
-    results = env_results_root() or (recorded_results_root(path, experiment) if isinstance(experiment, str) else None)
+    results = env_results_root() or (
+        recorded_results_root(path, experiment) if isinstance(experiment, str) else None
+    )
     if results is not None:
         raw["results_dir"] = str(results)
 
@@ -138,12 +140,19 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise SpecError(f"Spec file not found: {path}", "Check the spec path (a YAML file, e.g. experiments/demo.yaml).") from None
+        raise SpecError(
+            f"Spec file not found: {path}", "Check the spec path (a YAML file, e.g. experiments/demo.yaml)."
+        ) from None
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}).",
-                        "A spec is a YAML text file; save it as UTF-8.") from None
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}).",
+            "A spec is a YAML text file; save it as UTF-8.",
+        ) from None
     except OSError as exc:
-        raise SpecError(f"Cannot read spec {path}: {exc.strerror or exc}.", "Check the spec path (a YAML file, e.g. experiments/demo.yaml).") from None
+        raise SpecError(
+            f"Cannot read spec {path}: {exc.strerror or exc}.",
+            "Check the spec path (a YAML file, e.g. experiments/demo.yaml).",
+        ) from None
     try:
         data = yaml.safe_load(text)
     except RecursionError:
@@ -201,10 +210,15 @@ def _check_variant_names(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     problems: list[str] = []
     fixed: dict[str, Any] = {}
     for name, value in variants.items():
-        if isinstance(value, dict) and isinstance(value.get("variant"), str) \
-                and value["variant"].strip().lower() not in VARIANT_NAMES:
-            problems.append(f"variants.{name}.variant: "
-                            f"{unknown_name_error('RoPE variant', value['variant'], VARIANT_NAMES).message}")
+        if (
+            isinstance(value, dict)
+            and isinstance(value.get("variant"), str)
+            and value["variant"].strip().lower() not in VARIANT_NAMES
+        ):
+            problems.append(
+                f"variants.{name}.variant: "
+                f"{unknown_name_error('RoPE variant', value['variant'], VARIANT_NAMES).message}"
+            )
             value = {**value, "variant": "rope"}
         fixed[name] = value
     return ({**raw, "variants": fixed} if problems else raw), problems
@@ -234,7 +248,7 @@ def _error_line(error: dict[str, Any]) -> str:
     message = str(error.get("msg", ""))
     for prefix in ("Value error, ", "Assertion failed, "):
         if message.startswith(prefix):
-            message = message[len(prefix):]
+            message = message[len(prefix) :]
     # Our model validators name the field first ("factor: must be ..."); fold it into the path.
     head, sep, rest = message.partition(": ")
     if sep and head.isidentifier() and error.get("type") == "value_error":
@@ -244,6 +258,8 @@ def _error_line(error: dict[str, Any]) -> str:
         message = "unknown key (misspelled?)"
     path = ".".join(loc) if loc else "<root>"
     got = error.get("input")
-    if error.get("type") not in ("extra_forbidden", "missing", "value_error") and not isinstance(got, (dict, list)):
+    if error.get("type") not in ("extra_forbidden", "missing", "value_error") and not isinstance(
+        got, (dict, list)
+    ):
         message = f"{message} (got {got!r})"
     return f"{path}: {message}"

@@ -66,7 +66,9 @@ class RopeSpec(StrictModel):
 
     def with_original_len(self, original_len: int) -> RopeSpec:
         """This spec with L0 filled in (when the user left it to the checkpoint)."""
-        return self if self.original_len is not None else self.model_copy(update={"original_len": original_len})
+        return (
+            self if self.original_len is not None else self.model_copy(update={"original_len": original_len})
+        )
 
     def with_base(self, base: float) -> RopeSpec:
         """This spec with the rotary base filled in (when the user left it to the checkpoint)."""

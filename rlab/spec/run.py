@@ -68,7 +68,9 @@ class DataStart(StrictModel):
     def describe(self) -> str:
         """Short label for plans and logs, e.g. ``after d20@21400 (pq 3, rg 17)``."""
         if self.source == "nanochat":
-            where = f"pq {self.pq_idx}, rg {self.rg_idx}" + (f", epoch {self.epoch}" if self.epoch is not None else "")
+            where = f"pq {self.pq_idx}, rg {self.rg_idx}" + (
+                f", epoch {self.epoch}" if self.epoch is not None else ""
+            )
         else:
             ranks = (self.loader_state or {}).get("ranks") or [{}]
             first = ranks[0] if isinstance(ranks[0], dict) else {}

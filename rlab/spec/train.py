@@ -37,12 +37,16 @@ class ModelSpec(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.architecture == "nanochat-2025" and self.window_pattern != "L":
-            raise ValueError("window_pattern: sliding windows are a nanochat-2026 part (set architecture: "
-                             f"nanochat-2026, or window_pattern: L; got {self.window_pattern!r})")
+            raise ValueError(
+                "window_pattern: sliding windows are a nanochat-2026 part (set architecture: "
+                f"nanochat-2026, or window_pattern: L; got {self.window_pattern!r})"
+            )
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd: must be divisible by n_head (got {self.n_embd} and {self.n_head})")
         if (self.n_embd // self.n_head) % 2:
-            raise ValueError(f"n_head: head_dim = n_embd/n_head must be even (got {self.n_embd // self.n_head})")
+            raise ValueError(
+                f"n_head: head_dim = n_embd/n_head must be even (got {self.n_embd // self.n_head})"
+            )
         kv = self.n_kv_head or self.n_head
         if self.n_head % kv:
             raise ValueError(f"n_kv_head: must divide n_head (got {kv} and {self.n_head})")
@@ -142,8 +146,10 @@ class TrainSpec(StrictModel):
         """Why seq_len_warmup does not fit seq_len, or None."""
         for phase in self.seq_len_warmup:
             if phase.seq_len >= self.seq_len or self.seq_len % phase.seq_len:
-                return (f"seq_len_warmup: each length must be shorter than seq_len and divide it "
-                        f"(got {phase.seq_len} for seq_len {self.seq_len})")
+                return (
+                    f"seq_len_warmup: each length must be shorter than seq_len and divide it "
+                    f"(got {phase.seq_len} for seq_len {self.seq_len})"
+                )
         return None
 
     def seq_len_at(self, i: int) -> int:

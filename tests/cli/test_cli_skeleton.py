@@ -14,7 +14,9 @@ HEAVY_MODULES = ("torch", "pydantic", "pandas", "numpy", "pyarrow", "matplotlib"
 
 def _loaded_heavy_modules(code: str) -> list[str]:
     """Run `code` in a fresh interpreter; return which HEAVY_MODULES it left in sys.modules."""
-    probe = f"{code}\nimport sys\nprint('loaded:' + ','.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
+    probe = (
+        f"{code}\nimport sys\nprint('loaded:' + ','.join(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
     last = result.stdout.splitlines()[-1]
     assert last.startswith("loaded:"), result.stdout
@@ -33,8 +35,9 @@ def test_importing_the_cli_loads_nothing_heavy():
 
 
 def test_root_help_loads_nothing_heavy():
-    code = ("from rlab.cli.app import app\n"
-            "assert app(['--help'], prog_name='rlab', standalone_mode=False) == 0")
+    code = (
+        "from rlab.cli.app import app\nassert app(['--help'], prog_name='rlab', standalone_mode=False) == 0"
+    )
     assert _loaded_heavy_modules(code) == []
 
 

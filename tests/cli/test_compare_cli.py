@@ -41,7 +41,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_compare_pairs_each_arm_with_the_same_arm_of_the_first(root):
-    single = (root / "fx" / "comparison.md")
+    single = root / "fx" / "comparison.md"
     outcome = run_main("compare", "fx", "fy", "--results-dir", str(root), "--format", "html", *BOOT)
     assert outcome.code == 0 and outcome.exception is None, outcome.text
     text = " ".join(outcome.out.split())
@@ -64,7 +64,9 @@ def test_compare_json_arms_and_baseline(root):
     assert pairs == {("fy/yarn", "fx/yarn")} and doc["pairing"] == "by arm"
     primary = next(c for c in doc["comparisons"] if c["metric"] == "primary_bpb")
     assert primary["verdict"] == "better" and primary["diff_high"] < 0 and primary["n_units"] == 24
-    outcome = run_main("compare", "fx", "fy", "--results-dir", str(root), "--baseline", "FX/Rope", "--json", *BOOT)
+    outcome = run_main(
+        "compare", "fx", "fy", "--results-dir", str(root), "--baseline", "FX/Rope", "--json", *BOOT
+    )
     doc = json.loads(outcome.out)
     assert doc["pairing"] == "baseline" and {c["reference"] for c in doc["comparisons"]} == {"fx/rope"}
     assert {c["arm"] for c in doc["comparisons"]} == {"fx/pi", "fx/yarn", "fy/pi", "fy/rope", "fy/yarn"}
@@ -72,6 +74,7 @@ def test_compare_json_arms_and_baseline(root):
 
 def test_cross_experiment_eval_differences_are_not_paired(root):
     """fy's val/train BPB scored with other settings: no paired estimate there, a named warning; CORE still paired."""
+
     def other_bpb(doc):
         doc["measured"]["bpb"]["settings"]["bpb_tokens"] = 999
         doc["measured"]["bpb"]["settings_hash"] = "000000000000"
@@ -111,14 +114,17 @@ def test_training_differences_are_reported_not_blocking(root):
     assert next(c for c in doc["comparisons"] if c["metric"] == "primary_bpb")["verdict"] == "better"
 
 
-@pytest.mark.parametrize("args, fragments", [
-    (("fx", "nope"), ("Unknown experiment", "'nope'")),
-    (("fx",), ("at least two experiments",)),
-    (("fx", "fx"), ("named twice",)),
-    (("fx", "fy", "--baseline", "llama3"), ("Unknown baseline arm 'llama3'", "in none of fx, fy")),
-    (("fx", "fy", "--arms", "yarm"), ("Unknown arm 'yarm'", "Did you mean 'yarn'")),
-    (("fx", "empty"), ("'empty' has no evals yet", "rlab eval --all -e empty")),
-])
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (("fx", "nope"), ("Unknown experiment", "'nope'")),
+        (("fx",), ("at least two experiments",)),
+        (("fx", "fx"), ("named twice",)),
+        (("fx", "fy", "--baseline", "llama3"), ("Unknown baseline arm 'llama3'", "in none of fx, fy")),
+        (("fx", "fy", "--arms", "yarm"), ("Unknown arm 'yarm'", "Did you mean 'yarn'")),
+        (("fx", "empty"), ("'empty' has no evals yet", "rlab eval --all -e empty")),
+    ],
+)
 def test_bad_input_is_one_clear_error(root, args, fragments):
     (root / "empty" / "runs" / "empty-rope").mkdir(parents=True)
     outcome = run_main("compare", *args, "--results-dir", str(root), *BOOT)

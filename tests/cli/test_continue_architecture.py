@@ -28,10 +28,28 @@ def test_unknown_architecture_is_refused_before_any_clone(tmp_path):
     base = _base_with_keys(tmp_path / "base", ["transformer.h.0.attn.new_gate.weight", "mystery_lambdas"])
     before = snapshot(base.checkpoint_dir("d2"))
     spec = write_spec(tmp_path, f"name: arch\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    result = rlab("continue", "--spec", str(spec), "--base-dir", str(base.root), "--base-tag", "d2",
-                  "--results-dir", str(tmp_path / "res"), "--from-step", "20", "--variants", "pi,yarn")
-    assert_user_error(result, "unknown architecture", "unknown keys: mystery_lambdas, transformer.h.0.attn.new_gate.weight",
-                      "nanochat-2025", "nanochat-2026")
+    result = rlab(
+        "continue",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--base-tag",
+        "d2",
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--from-step",
+        "20",
+        "--variants",
+        "pi,yarn",
+    )
+    assert_user_error(
+        result,
+        "unknown architecture",
+        "unknown keys: mystery_lambdas, transformer.h.0.attn.new_gate.weight",
+        "nanochat-2025",
+        "nanochat-2026",
+    )
     assert "launched" not in result.stdout
     assert sorted(p.name for p in base.checkpoints_root.iterdir()) == ["d2"]  # no clone left behind
     assert snapshot(base.checkpoint_dir("d2")) == before

@@ -27,8 +27,14 @@ EXPERIMENTS = REPO / "experiments"
 
 def rlab(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "rlab", *args], capture_output=True, text=True, env=full_env,
-                          timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "rlab", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -54,9 +60,13 @@ def write_spec(tmp_path: Path, text: str) -> Path:
 def fake_torchrun(tmp_path: Path, fail_on: str | None = None) -> Path:
     """A stand-in launcher: records its argv; exits 1 when its run.json path mentions `fail_on`."""
     script = tmp_path / "fake-torchrun"
-    fail = (f'case "$*" in *{fail_on}*) echo "worker crashed: CUDA error"; echo "error: Refusing to save step 3: '
-            f'non-finite parameters"; echo "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: '
-            f'boilerplate"; exit 1;; esac\n' if fail_on else "")
+    fail = (
+        f'case "$*" in *{fail_on}*) echo "worker crashed: CUDA error"; echo "error: Refusing to save step 3: '
+        f'non-finite parameters"; echo "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: '
+        f'boilerplate"; exit 1;; esac\n'
+        if fail_on
+        else ""
+    )
     script.write_text(f'#!/bin/sh\necho "launched $*"\n{fail}exit 0\n')
     script.chmod(0o755)
     return script
@@ -65,9 +75,18 @@ def fake_torchrun(tmp_path: Path, fail_on: str | None = None) -> Path:
 def d20_base(root: Path, seq_len: int = 2048, step: int = 21400) -> Path:
     """A base dir whose d20 checkpoint at `step` has a nanochat meta (sequence_len, loader position)."""
     make_checkpoint(root, "d20", steps=(step,), size=64)
-    meta = {"step": step, "model_config": {"sequence_len": seq_len, "vocab_size": 65536, "n_layer": 20,
-                                             "n_head": 10, "n_kv_head": 10, "n_embd": 1280},
-            "dataloader_state_dict": {"pq_idx": 3, "rg_idx": 17}}
+    meta = {
+        "step": step,
+        "model_config": {
+            "sequence_len": seq_len,
+            "vocab_size": 65536,
+            "n_layer": 20,
+            "n_head": 10,
+            "n_kv_head": 10,
+            "n_embd": 1280,
+        },
+        "dataloader_state_dict": {"pq_idx": 3, "rg_idx": 17},
+    }
     meta_file(BaseLayout(root).checkpoint_dir("d20"), step).write_text(json.dumps(meta))
     return root
 
@@ -75,16 +94,26 @@ def d20_base(root: Path, seq_len: int = 2048, step: int = 21400) -> Path:
 def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
     base = d20_base(tmp_path / "base")
     before = snapshot(BaseLayout(base).checkpoint_dir("d20"))
-    result = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--dry-run", "--base-dir", str(base))
+    result = rlab(
+        "continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--dry-run", "--base-dir", str(base)
+    )
     assert result.returncode == 0, result.stderr
     commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("torchrun")]
     assert len(commands) == 4
     results = Path(os.environ["RLAB_RESULTS_DIR"])
     assert commands[0] == (
         "torchrun --standalone --nnodes=1 --nproc-per-node=8 --max-restarts=0 -m rlab.core.train "
-        f"{results}/d20/runs/d20-rope/run.json")
-    assert [c.split("/runs/")[1].split("/")[0] for c in commands] == ["d20-rope", "d20-pi", "d20-ntk", "d20-yarn"]
-    assert "L0=2048; target_len 8192; train data after d20@21400 (pq 3, rg 17)" in " ".join(result.stdout.split())
+        f"{results}/d20/runs/d20-rope/run.json"
+    )
+    assert [c.split("/runs/")[1].split("/")[0] for c in commands] == [
+        "d20-rope",
+        "d20-pi",
+        "d20-ntk",
+        "d20-yarn",
+    ]
+    assert "L0=2048; target_len 8192; train data after d20@21400 (pq 3, rg 17)" in " ".join(
+        result.stdout.split()
+    )
     assert "No train data in" in result.stderr  # a warning, not an error
     assert not results.exists() and snapshot(BaseLayout(base).checkpoint_dir("d20")) == before
     assert sorted(p.name for p in BaseLayout(base).checkpoints_root.iterdir()) == ["d20"]
@@ -106,7 +135,9 @@ def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
         assert tag["command"].startswith("torchrun --standalone") and tag["nproc"] >= 1
         assert tag["tokens"] == tag["steps"] * 8 * 8192 * tag["nproc"]
     # --target-len overrides; a training length at L0 warns with both numbers
-    short = json.loads(rlab(*args, "--base-dir", str(base), "--target-len", "4096", "--seq-len", "2048").stdout)
+    short = json.loads(
+        rlab(*args, "--base-dir", str(base), "--target-len", "4096", "--seq-len", "2048").stdout
+    )
     assert {t["factor"] for t in short["tags"]} == {2.0} and {t["seq_len"] for t in short["tags"]} == {2048}
     assert any("train.seq_len 2048 is not above the base's context L0=2048" in w for w in short["warnings"])
     # no d20 checkpoint: non-zero, the JSON says what is missing, and so does stderr
@@ -119,26 +150,35 @@ def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
 
 def test_dry_run_lists_every_problem_at_once_and_validate_agrees(base, tmp_path):
     (base.checkpoint_dir("d20-pi")).mkdir()
-    spec = write_spec(tmp_path, "train: {seq_len: 1024, device_batch_size: 4, total_batch_size: 10000}\n"
-                                "launch: {nproc_per_node: 2}\nbase: {step: 20}\nvariants: {pi: {variant: pi}}\n")
+    spec = write_spec(
+        tmp_path,
+        "train: {seq_len: 1024, device_batch_size: 4, total_batch_size: 10000}\n"
+        "launch: {nproc_per_node: 2}\nbase: {step: 20}\nvariants: {pi: {variant: pi}}\n",
+    )
     for command in (["continue", "--spec", str(spec), "--dry-run"], ["validate", str(spec)]):
         result = rlab(*command, "--base-dir", str(base.root))
-        assert_user_error(result, "2 problems stop this run", "4 x 1024 x 2 = 8192",
-                          "Tag 'd20-pi' already exists")
+        assert_user_error(
+            result, "2 problems stop this run", "4 x 1024 x 2 = 8192", "Tag 'd20-pi' already exists"
+        )
     bad = rlab("continue", "--spec", str(spec), "--dry-run", "--rdzv-endpoint", "127.0.0.1:abc")
     assert_user_error(bad, "launch.rdzv_endpoint: port must be a number from 1 to 65535 (got 'abc'")
-    assert_user_error(rlab("validate", str(spec), "--base-dir", str(tmp_path / "nothing")),
-                      "Base tag 'd20' not found")
+    assert_user_error(
+        rlab("validate", str(spec), "--base-dir", str(tmp_path / "nothing")), "Base tag 'd20' not found"
+    )
     assert rlab("validate", str(spec), "--spec-only").returncode == 0
 
 
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["--from-step", "15", "--variants", "pi"],
-         ["No checkpoint for step 15 in", "(found: 10, 20).", "Choose one with --from-step."]),
-        (["--from-step", "10", "--variants", "pi", "--base-tag", "d21"],
-         ["Unknown base tag 'd21'. Did you mean 'd20'?", "--base-tag"]),
+        (
+            ["--from-step", "15", "--variants", "pi"],
+            ["No checkpoint for step 15 in", "(found: 10, 20).", "Choose one with --from-step."],
+        ),
+        (
+            ["--from-step", "10", "--variants", "pi", "--base-tag", "d21"],
+            ["Unknown base tag 'd21'. Did you mean 'd20'?", "--base-tag"],
+        ),
         (["--from-step", "10", "--variants", "pi,yarm"], ["Unknown variant 'yarm'. Did you mean 'yarn'?"]),
         (["--variants", "pi"], ["No base step to continue from.", "--from-step"]),
     ],
@@ -150,78 +190,141 @@ def test_user_errors(base, args, fragments):
 
 
 def test_debug_env_shows_the_traceback(base):
-    result = rlab("continue", "--base-dir", str(base.root), "--from-step", "15", "--variants", "pi",
-                  env={"RLAB_DEBUG": "1"})
+    result = rlab(
+        "continue",
+        "--base-dir",
+        str(base.root),
+        "--from-step",
+        "15",
+        "--variants",
+        "pi",
+        env={"RLAB_DEBUG": "1"},
+    )
     assert result.returncode != 0 and "Traceback" in result.stderr and "CheckpointError" in result.stderr
 
 
 def test_spec_errors_all_at_once(tmp_path):
-    spec = write_spec(tmp_path, "base: {step: -1, tagg: x}\ntrain: {steps: -1}\nvariants:\n  pi: {variant: pi, "
-                                "factor: 0.5}\n")
+    spec = write_spec(
+        tmp_path,
+        "base: {step: -1, tagg: x}\ntrain: {steps: -1}\nvariants:\n  pi: {variant: pi, factor: 0.5}\n",
+    )
     result = rlab("continue", "--spec", str(spec), "--variants", "pi")
-    assert_user_error(result, "4 problem(s)", "base.step:", "base.tagg: unknown key", "train.steps:",
-                      "variants.pi.factor: must be >= 1 for variant 'pi' (got 0.5)")
+    assert_user_error(
+        result,
+        "4 problem(s)",
+        "base.step:",
+        "base.tagg: unknown key",
+        "train.steps:",
+        "variants.pi.factor: must be >= 1 for variant 'pi' (got 0.5)",
+    )
 
 
 def test_batch_arithmetic_error(base, tmp_path):
-    spec = write_spec(tmp_path, "train: {seq_len: 1024, device_batch_size: 4, total_batch_size: 10000}\n"
-                                "launch: {nproc_per_node: 2}\n")
-    result = rlab("continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10",
-                  "--variants", "pi")
-    assert_user_error(result, "train.total_batch_size: 10000 tokens is not a multiple of",
-                      "4 x 1024 x 2 = 8192")
+    spec = write_spec(
+        tmp_path,
+        "train: {seq_len: 1024, device_batch_size: 4, total_batch_size: 10000}\n"
+        "launch: {nproc_per_node: 2}\n",
+    )
+    result = rlab(
+        "continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10", "--variants", "pi"
+    )
+    assert_user_error(
+        result, "train.total_batch_size: 10000 tokens is not a multiple of", "4 x 1024 x 2 = 8192"
+    )
 
 
 def test_torchrun_missing(base, tmp_path):
     spec = write_spec(tmp_path, "launch: {torchrun: no-such-torchrun}\n")
-    result = rlab("continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10",
-                  "--variants", "pi")
+    result = rlab(
+        "continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10", "--variants", "pi"
+    )
     assert_user_error(result, "no-such-torchrun not found", "Install PyTorch")
     assert not base.checkpoint_dir("d20-pi").exists()  # checked before anything is cloned
 
 
 def test_not_enough_devices(base, tmp_path):
-    spec = write_spec(tmp_path, f"launch: {{nproc_per_node: 4, gpus_per_variant: 4, torchrun: "
-                                f"{fake_torchrun(tmp_path)}}}\n")
-    result = rlab("continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10",
-                  "--variants", "pi", env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    spec = write_spec(
+        tmp_path, f"launch: {{nproc_per_node: 4, gpus_per_variant: 4, torchrun: {fake_torchrun(tmp_path)}}}\n"
+    )
+    result = rlab(
+        "continue",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--from-step",
+        "10",
+        "--variants",
+        "pi",
+        env={"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
     assert_user_error(result, "Not enough devices: launch.gpus_per_variant=4 but only 2 GPU(s) are visible")
     assert not base.checkpoint_dir("d20-pi").exists()
 
 
 def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     results = tmp_path / "res"
-    spec = write_spec(tmp_path, f"name: iso\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-iso-ntk')}}}\n")
-    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--from-step", "20"]
+    spec = write_spec(
+        tmp_path, f"name: iso\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-iso-ntk')}}}\n"
+    )
+    common = [
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--results-dir",
+        str(results),
+        "--from-step",
+        "20",
+    ]
     result = rlab("continue", *common, "--variants", "pi,ntk,yarn")
     layout = ExperimentLayout(results, "iso")
     # ntk failed, yet pi (before it) and yarn (after it) ran
-    assert_user_error(result, "1 of 3 job(s) failed: d20-iso-ntk", "d20-iso-ntk: Refusing to save step 3: non-finite",
-                      f"Rerun just these with: rlab continue --spec {layout.tag_spec('d20-iso-ntk')} --variants ntk "
-                      f"--resume --results-dir {results}")  # $RLAB_RESULTS_DIR (set by conftest) would win
+    assert_user_error(
+        result,
+        "1 of 3 job(s) failed: d20-iso-ntk",
+        "d20-iso-ntk: Refusing to save step 3: non-finite",
+        f"Rerun just these with: rlab continue --spec {layout.tag_spec('d20-iso-ntk')} --variants ntk "
+        f"--resume --results-dir {results}",
+    )  # $RLAB_RESULTS_DIR (set by conftest) would win
     assert "worker crashed: CUDA error" in result.stderr  # the failing job's last log lines
     # the worker's own error line comes first, before the log tail
     assert result.stderr.index("Refusing to save") < result.stderr.index("worker crashed")
     for tag in ("d20-iso-pi", "d20-iso-ntk", "d20-iso-yarn"):
         assert checkpoint_steps(base.checkpoint_dir(tag)) == [20]
         log = layout.train_log(tag).read_text()
-        assert "launched --standalone --nnodes=1 --nproc-per-node=1" in log and str(layout.run_config(tag)) in log
+        assert (
+            "launched --standalone --nnodes=1 --nproc-per-node=1" in log
+            and str(layout.run_config(tag)) in log
+        )
         run = json.loads(layout.run_config(tag).read_text())
         assert run["lineage"] == {"parent_tag": "d20", "parent_step": 20} and run["resume"] is False
     saved = yaml.safe_load(layout.resolved_spec.read_text())
     assert list(saved["variants"]) == ["pi", "ntk", "yarn"] and saved["base"]["step"] == 20
     assert saved["base"]["base_dir"] == str(base.root)
     # the tag now exists: refused without --resume/--force
-    assert_user_error(rlab("continue", *common, "--variants", "ntk"), "Tag 'd20-iso-ntk' already exists",
-                      "--resume", "--force")
+    assert_user_error(
+        rlab("continue", *common, "--variants", "ntk"),
+        "Tag 'd20-iso-ntk' already exists",
+        "--resume",
+        "--force",
+    )
     # an unrelated run of pi with other settings overwrites the experiment's spec, not ntk's own
     other = rlab("continue", *common, "--variants", "pi", "--resume", "--steps", "5")
     assert other.returncode == 0, other.stderr
     assert yaml.safe_load(layout.resolved_spec.read_text())["train"]["steps"] == 5
     assert yaml.safe_load(layout.tag_spec("d20-iso-ntk").read_text())["train"]["steps"] == 100
     # the printed rerun command works as printed (the stand-in fails on ntk again, but as a resumed run)
-    rerun = rlab("continue", "--spec", str(layout.tag_spec("d20-iso-ntk")), "--variants", "ntk", "--resume",
-                 "--results-dir", str(results))
+    rerun = rlab(
+        "continue",
+        "--spec",
+        str(layout.tag_spec("d20-iso-ntk")),
+        "--variants",
+        "ntk",
+        "--resume",
+        "--results-dir",
+        str(results),
+    )
     assert rerun.returncode == 1 and "d20-iso-ntk: resuming" in rerun.stdout
     assert json.loads(layout.run_config("d20-iso-ntk").read_text())["resume"] is True
     # --force says what it deletes, then re-clones
@@ -229,7 +332,10 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     (base.checkpoint_dir("d20-iso-pi") / "meta_000021.json").write_text("{}")
     forced = rlab("continue", *common, "--variants", "pi", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert "--force: deleting d20-iso-pi" in forced.stderr and str(base.checkpoint_dir("d20-iso-pi")) in forced.stderr
+    assert (
+        "--force: deleting d20-iso-pi" in forced.stderr
+        and str(base.checkpoint_dir("d20-iso-pi")) in forced.stderr
+    )
     assert checkpoint_steps(base.checkpoint_dir("d20-iso-pi")) == [20]
 
 
@@ -237,25 +343,58 @@ def test_seeds_and_training_free_arm(base, tmp_path):
     """--seeds 2 --zero-shot: two trained tags per variant and a zero-shot clone that launches nothing."""
     results = tmp_path / "res"
     spec = write_spec(tmp_path, f"name: arms\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    result = rlab("continue", "--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results),
-                  "--from-step", "20", "--variants", "yarn", "--seeds", "2", "--zero-shot")
+    result = rlab(
+        "continue",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--results-dir",
+        str(results),
+        "--from-step",
+        "20",
+        "--variants",
+        "yarn",
+        "--seeds",
+        "2",
+        "--zero-shot",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     layout = ExperimentLayout(results, "arms")
     assert "d20-arms-yarn-zeroshot: training-free arm" in result.stdout
-    for tag, seed, steps in (("d20-arms-yarn", 42, 100), ("d20-arms-yarn-seed1", 43, 100), ("d20-arms-yarn-zeroshot", 42, 0)):
+    for tag, seed, steps in (
+        ("d20-arms-yarn", 42, 100),
+        ("d20-arms-yarn-seed1", 43, 100),
+        ("d20-arms-yarn-zeroshot", 42, 0),
+    ):
         run = json.loads(layout.run_config(tag).read_text())
         assert (run["train"]["seed"], run["train"]["steps"]) == (seed, steps)
         meta = json.loads(meta_file(base.checkpoint_dir(tag), 20).read_text())
-        assert meta["rope"]["variant"] == "yarn" and meta["lineage"] == {"parent_tag": "d20", "parent_step": 20}
+        assert meta["rope"]["variant"] == "yarn" and meta["lineage"] == {
+            "parent_tag": "d20",
+            "parent_step": 20,
+        }
         l0 = json.loads(meta_file(base.checkpoint_dir("d20"), 20).read_text())["model_config"]["sequence_len"]
         assert meta["rope"]["original_len"] == l0
         # the training-free arm is the variant at the target length; trained ones get it when training starts
         assert meta["model_config"]["sequence_len"] == (run["train"]["seq_len"] if steps == 0 else l0) != 0
     assert run["train"]["seq_len"] > l0
-    assert layout.train_log("d20-arms-yarn-seed1").is_file() and not layout.train_log("d20-arms-yarn-zeroshot").exists()
+    assert (
+        layout.train_log("d20-arms-yarn-seed1").is_file()
+        and not layout.train_log("d20-arms-yarn-zeroshot").exists()
+    )
     # eval --all with the same spec file finds the tags the flags made (from the saved resolved spec)
-    planned = rlab("eval", "--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--all",
-                   "--dry-run")
+    planned = rlab(
+        "eval",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--results-dir",
+        str(results),
+        "--all",
+        "--dry-run",
+    )
     assert planned.returncode == 0, planned.stderr
     tags = [line.split(":", 1)[0] for line in planned.stdout.splitlines() if line.startswith("d20")]
     assert tags == ["d20", "d20-arms-yarn", "d20-arms-yarn-seed1", "d20-arms-yarn-zeroshot"]
@@ -263,9 +402,20 @@ def test_seeds_and_training_free_arm(base, tmp_path):
 
 def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
     results = tmp_path / "res"
-    result = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--launcher", "slurm",
-                  "--dry-run", "--results-dir", str(results), "--variants", "yarn",
-                  "--base-dir", str(d20_base(tmp_path / "d20base")))
+    result = rlab(
+        "continue",
+        "--spec",
+        str(EXPERIMENTS / "rope_scaling_d20.yaml"),
+        "--launcher",
+        "slurm",
+        "--dry-run",
+        "--results-dir",
+        str(results),
+        "--variants",
+        "yarn",
+        "--base-dir",
+        str(d20_base(tmp_path / "d20base")),
+    )
     assert result.returncode == 0, result.stderr
     script = ExperimentLayout(results, "d20").sbatch_script("d20-yarn")
     text = script.read_text()
@@ -281,8 +431,18 @@ def pretrained_smoke_base(tiny_base_dir: Path, tmp_path: Path) -> tuple[Path, Pa
     base = tmp_path / "base"
     shutil.copytree(tiny_base_dir, base)
     results = tmp_path / "results"
-    result = rlab("pretrain", "--spec", str(EXPERIMENTS / "smoke.yaml"), "--base-dir", str(base), "--results-dir",
-                  str(results), "--nproc", "1", timeout=300)
+    result = rlab(
+        "pretrain",
+        "--spec",
+        str(EXPERIMENTS / "smoke.yaml"),
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(results),
+        "--nproc",
+        "1",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert checkpoint_steps(BaseLayout(base).checkpoint_dir("smoke")) == [4]
     return base, results
@@ -292,7 +452,14 @@ def pretrained_smoke_base(tiny_base_dir: Path, tmp_path: Path) -> tuple[Path, Pa
 def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     base = BaseLayout(base_dir)
-    common = ["--spec", str(EXPERIMENTS / "smoke.yaml"), "--base-dir", str(base_dir), "--results-dir", str(results)]
+    common = [
+        "--spec",
+        str(EXPERIMENTS / "smoke.yaml"),
+        "--base-dir",
+        str(base_dir),
+        "--results-dir",
+        str(results),
+    ]
     # A broken yarn tag resumed with --resume fails; pi (a fresh clone) must still train.
     broken = base.checkpoint_dir("smoke-yarn")
     broken.mkdir()
@@ -311,8 +478,9 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     meta = json.loads(meta_file(base.checkpoint_dir("smoke-yarn"), 6).read_text())
     assert meta["lineage"] == {"parent_tag": "smoke", "parent_step": 4} and meta["rope"]["variant"] == "yarn"
     # Evaluate one tag without --spec: the experiment and settings come from the checkpoint and saved spec.
-    evaluated = rlab("eval", "--tag", "smoke-pi", "--base-dir", str(base_dir), "--results-dir", str(results),
-                     timeout=300)
+    evaluated = rlab(
+        "eval", "--tag", "smoke-pi", "--base-dir", str(base_dir), "--results-dir", str(results), timeout=300
+    )
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     report = json.loads(layout.eval_json("smoke-pi").read_text())
     assert (report["tag"], report["variant"], report["checkpoint"]["step"]) == ("smoke-pi", "pi", 6)
@@ -320,7 +488,9 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     assert layout.eval_run_config("smoke-pi").exists() and layout.eval_log("smoke-pi").exists()
     listing = rlab("ls", "--base-dir", str(base_dir), "--results-dir", str(results))
     assert listing.returncode == 0 and "smoke-pi" in listing.stdout
-    listed = json.loads(rlab("ls", "--json", "--base-dir", str(base_dir), "--results-dir", str(results)).stdout)
+    listed = json.loads(
+        rlab("ls", "--json", "--base-dir", str(base_dir), "--results-dir", str(results)).stdout
+    )
     tags = {t["tag"]: t for t in listed["tags"]}
     assert {"smoke", "smoke-pi", "smoke-yarn"} <= set(tags) and "evaluated" in json.dumps(tags["smoke-pi"])
 
@@ -330,14 +500,36 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
     import time
 
     script = tmp_path / "slow-torchrun"
-    script.write_text(f'#!/bin/sh\nsleep 120 &\necho $$ $! > {tmp_path}/pids-$(basename $(dirname "$@" | tail -c 30))'
-                      '\nwait\n')
+    script.write_text(
+        f'#!/bin/sh\nsleep 120 &\necho $$ $! > {tmp_path}/pids-$(basename $(dirname "$@" | tail -c 30))'
+        "\nwait\n"
+    )
     script.chmod(0o755)
     spec = write_spec(tmp_path, f"name: cc\nlaunch: {{torchrun: {script}}}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "rlab", "continue", "--spec", str(spec), "--base-dir",
-                             str(base.root), "--results-dir", str(tmp_path / "res"), "--from-step", "10",
-                             "--variants", "pi,yarn"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "COLUMNS": "200"}, cwd=REPO, preexec_fn=default_sigint)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlab",
+            "continue",
+            "--spec",
+            str(spec),
+            "--base-dir",
+            str(base.root),
+            "--results-dir",
+            str(tmp_path / "res"),
+            "--from-step",
+            "10",
+            "--variants",
+            "pi,yarn",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        cwd=REPO,
+        preexec_fn=default_sigint,
+    )
     deadline = time.time() + 60
     while not list(tmp_path.glob("pids-*")) and time.time() < deadline:
         time.sleep(0.1)
@@ -349,36 +541,77 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
     assert proc.returncode == 1 and "Traceback" not in stderr
     text = " ".join(stderr.split())
     assert "Interrupted: stopped every job" in text and "Unfinished: pi, yarn" in text
-    assert f"Resume with: rlab continue --spec {tmp_path / 'res' / 'cc' / 'spec.resolved.yaml'} --variants pi,yarn " \
-           "--resume" in text
+    assert (
+        f"Resume with: rlab continue --spec {tmp_path / 'res' / 'cc' / 'spec.resolved.yaml'} --variants pi,yarn "
+        "--resume" in text
+    )
     time.sleep(0.2)
-    alive = [p for p in pids if Path(f"/proc/{p}").exists()
-             and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")]
+    alive = [
+        p
+        for p in pids
+        if Path(f"/proc/{p}").exists()
+        and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    ]
     assert alive == []
 
 
 def test_nproc_defaults_to_every_visible_gpu(tmp_path):
     d20_base(tmp_path / "base")  # $RLAB_BASE_DIR
-    result = rlab("continue", "--from-step", "21400", "--variants", "pi", "--dry-run",
-                  env={"CUDA_VISIBLE_DEVICES": "0,1,2"})
+    result = rlab(
+        "continue",
+        "--from-step",
+        "21400",
+        "--variants",
+        "pi",
+        "--dry-run",
+        env={"CUDA_VISIBLE_DEVICES": "0,1,2"},
+    )
     assert result.returncode == 0, result.stderr
     assert "--nproc-per-node=3 " in result.stdout
-    cpu = rlab("continue", "--from-step", "21400", "--variants", "pi", "--dry-run", env={"CUDA_VISIBLE_DEVICES": ""})
+    cpu = rlab(
+        "continue", "--from-step", "21400", "--variants", "pi", "--dry-run", env={"CUDA_VISIBLE_DEVICES": ""}
+    )
     assert "--nproc-per-node=1 " in cpu.stdout
 
 
 def test_multi_node_flags_pass_through(tmp_path):
     d20_base(tmp_path / "base")  # $RLAB_BASE_DIR
-    result = rlab("continue", "--from-step", "21400", "--nproc", "8", "--variants", "pi,yarn", "--nnodes", "2",
-                  "--node-rank", "1", "--rdzv-endpoint", "node0:29400", "--max-restarts", "2", "--dry-run")
+    result = rlab(
+        "continue",
+        "--from-step",
+        "21400",
+        "--nproc",
+        "8",
+        "--variants",
+        "pi,yarn",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--rdzv-endpoint",
+        "node0:29400",
+        "--max-restarts",
+        "2",
+        "--dry-run",
+    )
     assert result.returncode == 0, result.stderr
     commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("torchrun")]
-    assert commands[1].startswith("torchrun --nnodes=2 --nproc-per-node=8 --node-rank=1 --rdzv-backend=c10d "
-                                  "--rdzv-endpoint=node0:29401 --rdzv-id=d20-yarn --max-restarts=2 -m rlab.core.train")
+    assert commands[1].startswith(
+        "torchrun --nnodes=2 --nproc-per-node=8 --node-rank=1 --rdzv-backend=c10d "
+        "--rdzv-endpoint=node0:29401 --rdzv-id=d20-yarn --max-restarts=2 -m rlab.core.train"
+    )
     assert "2x8" in result.stdout  # world = nodes x procs in the plan table
     # the d20 spec's batch (524288 tokens = 8 x 8192 x 8 GPUs) does not divide over 16 GPUs: said up front
-    doubled = rlab("continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--nnodes", "2",
-                   "--rdzv-endpoint", "node0", "--dry-run")
+    doubled = rlab(
+        "continue",
+        "--spec",
+        str(EXPERIMENTS / "rope_scaling_d20.yaml"),
+        "--nnodes",
+        "2",
+        "--rdzv-endpoint",
+        "node0",
+        "--dry-run",
+    )
     assert_user_error(doubled, "8 x 8192 x 16 = 1048576")
 
 
@@ -396,14 +629,29 @@ def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_pat
     import time
 
     script = tmp_path / "sleepy-torchrun"
-    script.write_text(f'#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 300\n')
+    script.write_text(f"#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 300\n")
     script.chmod(0o755)
     spec = write_spec(tmp_path, f"name: kk\nlaunch: {{torchrun: {script}}}\n")
-    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(tmp_path / "res"),
-              "--from-step", "10", "--variants", "pi"]
-    proc = subprocess.Popen([sys.executable, "-m", "rlab", "continue", *common], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200"}, cwd=REPO,
-                            start_new_session=True)
+    common = [
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--from-step",
+        "10",
+        "--variants",
+        "pi",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlab", "continue", *common],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "200"},
+        cwd=REPO,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 60
         while not (tmp_path / "pids").exists() and time.time() < deadline:
@@ -445,7 +693,9 @@ def test_disk_estimate_counts_clones_and_saved_checkpoints(base, tmp_path):
     spec = load_spec(None, base_dir=base.root, from_step=20, variants="pi,yarn", steps=100)
     assert estimated_bytes(spec, base.checkpoint_dir("d20"), 20, 2) == 2 * one * 2  # clone + the final save
     saving = load_spec(None, base_dir=base.root, from_step=20, variants="pi", steps=100)
-    saving = saving.model_copy(update={"train": saving.train.model_copy(update={"save_every": 25, "keep_last": 2})})
+    saving = saving.model_copy(
+        update={"train": saving.train.model_copy(update={"save_every": 25, "keep_last": 2})}
+    )
     assert estimated_bytes(saving, base.checkpoint_dir("d20"), 20, 1) == one * 3  # clone + 2 kept
 
 
@@ -454,7 +704,9 @@ def _processes_mentioning(text: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and _alive(int(entry.name)):
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and _alive(
+                    int(entry.name)
+                ):
                     found.append(int(entry.name))
             except OSError:
                 pass
@@ -468,14 +720,35 @@ def test_sigkill_of_a_real_continue_leaves_no_torchrun_or_worker(tiny_base_dir, 
 
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     layout = ExperimentLayout(results, "smoke")
-    proc = subprocess.Popen([sys.executable, "-m", "rlab", "continue", "--spec", str(EXPERIMENTS / "smoke.yaml"),
-                             "--base-dir", str(base_dir), "--results-dir", str(results), "--variants", "pi",
-                             "--steps", "100000", "--nproc", "2"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, cwd=REPO, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlab",
+            "continue",
+            "--spec",
+            str(EXPERIMENTS / "smoke.yaml"),
+            "--base-dir",
+            str(base_dir),
+            "--results-dir",
+            str(results),
+            "--variants",
+            "pi",
+            "--steps",
+            "100000",
+            "--nproc",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 240
-        while time.time() < deadline and '"train"' not in (layout.metrics_file("smoke-pi").read_text()
-                                                           if layout.metrics_file("smoke-pi").exists() else ""):
+        while time.time() < deadline and '"train"' not in (
+            layout.metrics_file("smoke-pi").read_text() if layout.metrics_file("smoke-pi").exists() else ""
+        ):
             time.sleep(0.5)
         job = _processes_mentioning(str(layout.run_config("smoke-pi")))
         assert len(job) >= 3  # torchrun and its two workers, training
@@ -490,9 +763,14 @@ def test_sigkill_of_a_real_continue_leaves_no_torchrun_or_worker(tiny_base_dir, 
 
 def test_pretrain_goes_through_the_shared_launch_path(tmp_path):
     results = tmp_path / "res"
-    spec = write_spec(tmp_path, f"name: pt\npretrain: {{train: {{steps: 2, seq_len: 64}}}}\n"
-                                f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    result = rlab("pretrain", "--spec", str(spec), "--base-dir", str(tmp_path / "b"), "--results-dir", str(results))
+    spec = write_spec(
+        tmp_path,
+        f"name: pt\npretrain: {{train: {{steps: 2, seq_len: 64}}}}\n"
+        f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n",
+    )
+    result = rlab(
+        "pretrain", "--spec", str(spec), "--base-dir", str(tmp_path / "b"), "--results-dir", str(results)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     layout = ExperimentLayout(results, "pt")
     assert "launched --standalone" in layout.train_log("d20").read_text()
@@ -502,26 +780,52 @@ def test_pretrain_goes_through_the_shared_launch_path(tmp_path):
 def test_resume_refuses_another_experiments_tag_or_another_base_step(base, tmp_path):
     results = tmp_path / "res"
     spec = write_spec(tmp_path, f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results), "--variants", "pi"]
+    common = [
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--results-dir",
+        str(results),
+        "--variants",
+        "pi",
+    ]
     assert rlab("continue", *common, "--from-step", "10").returncode == 0
     meta = json.loads(meta_file(base.checkpoint_dir("d20-pi"), 10).read_text())
     assert (meta["experiment"], meta["lineage"]) == ("d20", {"parent_tag": "d20", "parent_step": 10})
     # the tag was cloned from step 10: resuming it as a continuation of step 20 is refused, with the fix
-    assert_user_error(rlab("continue", *common, "--from-step", "20", "--resume"),
-                      "Tag 'd20-pi' was cloned from d20@10, but this plan starts from d20@20",
-                      "--base-tag d20 --from-step 10", "--force")
+    assert_user_error(
+        rlab("continue", *common, "--from-step", "20", "--resume"),
+        "Tag 'd20-pi' was cloned from d20@10, but this plan starts from d20@20",
+        "--base-tag d20 --from-step 10",
+        "--force",
+    )
     assert rlab("continue", *common, "--from-step", "10", "--resume").returncode == 0
     # a tag another experiment trained is never resumed here
     meta["run_config"] = {"tag": "d20-pi", "experiment": "other"}
     meta_file(base.checkpoint_dir("d20-pi"), 10).write_text(json.dumps(meta))
-    assert_user_error(rlab("continue", *common, "--from-step", "10", "--resume"),
-                      "Tag 'd20-pi' belongs to experiment 'other', not 'd20'", "own `name:`")
+    assert_user_error(
+        rlab("continue", *common, "--from-step", "10", "--resume"),
+        "Tag 'd20-pi' belongs to experiment 'other', not 'd20'",
+        "own `name:`",
+    )
 
 
 def test_pretrain_dry_run_shows_the_sequence_length_warmup(tmp_path):
-    spec = write_spec(tmp_path, "name: pt\npretrain: {train: {steps: 6, seq_len: 64, "
-                                "seq_len_warmup: [{seq_len: 16, steps: 2}, {seq_len: 32, steps: 2}]}}\n")
-    result = rlab("pretrain", "--spec", str(spec), "--base-dir", str(tmp_path / "b"), "--results-dir",
-                  str(tmp_path / "res"), "--dry-run")
+    spec = write_spec(
+        tmp_path,
+        "name: pt\npretrain: {train: {steps: 6, seq_len: 64, "
+        "seq_len_warmup: [{seq_len: 16, steps: 2}, {seq_len: 32, steps: 2}]}}\n",
+    )
+    result = rlab(
+        "pretrain",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(tmp_path / "b"),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--dry-run",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "16→32→64" in result.stdout and not (tmp_path / "res").exists()

@@ -25,38 +25,83 @@ def test_list_tasks_prints_the_bundle_labels():
     assert "Traceback" not in result.stderr and "missing, CORE will be partial" not in result.stderr
     listed = json.loads(rlab("eval", "--tasks", "list", "--json", "--eval-bundle", BUNDLE).stdout)
     assert len(listed["tasks"]) == 22 and listed["tasks"][0] == {
-        "task": "hellaswag_zeroshot", "type": "multiple_choice", "fewshot": 0, "baseline_pct": 25.0, "present": True}
+        "task": "hellaswag_zeroshot",
+        "type": "multiple_choice",
+        "fewshot": 0,
+        "baseline_pct": 25.0,
+        "present": True,
+    }
 
 
 def test_list_tasks_without_a_bundle_is_one_clear_error(tmp_path):
-    assert_user_error(rlab("eval", "--list-tasks", "--base-dir", str(tmp_path / "nowhere")),
-                      f"CORE eval bundle not found: {tmp_path / 'nowhere' / 'eval_bundle'}", "--eval-bundle")
+    assert_user_error(
+        rlab("eval", "--list-tasks", "--base-dir", str(tmp_path / "nowhere")),
+        f"CORE eval bundle not found: {tmp_path / 'nowhere' / 'eval_bundle'}",
+        "--eval-bundle",
+    )
 
 
 def test_unknown_task_says_did_you_mean_before_anything_runs(tmp_path):
     base = tmp_path / "base"
     make_checkpoint(base, "demo-yarn")
-    common = ["--tag", "demo-yarn", "--spec", str(EXPERIMENTS / "demo.yaml"), "--base-dir", str(base),
-              "--results-dir", str(tmp_path / "res"), "--eval-bundle", BUNDLE]
+    common = [
+        "--tag",
+        "demo-yarn",
+        "--spec",
+        str(EXPERIMENTS / "demo.yaml"),
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--eval-bundle",
+        BUNDLE,
+    ]
     result = rlab("eval", *common, "--tasks", "hellaswg,arc_easy")
-    assert_user_error(result, "Unknown CORE task 'hellaswg'. Did you mean 'hellaswag'?", "rlab eval --list-tasks")
+    assert_user_error(
+        result, "Unknown CORE task 'hellaswg'. Did you mean 'hellaswag'?", "rlab eval --list-tasks"
+    )
     assert len(result.stderr.strip().splitlines()) == 2
-    assert_user_error(rlab("eval", *common, "--tasks", "arc_*,winogrnde*"), "No CORE task matches 'winogrnde*'.")
-    assert_user_error(rlab("eval", *common, "--tasks", "arc_easy", "--no-core"),
-                      "--tasks picks CORE tasks, --no-core turns CORE off.")
-    assert_user_error(rlab("eval", *common, "--tasks", "arc easy"), "eval.core_tasks.0", "should match pattern")
+    assert_user_error(
+        rlab("eval", *common, "--tasks", "arc_*,winogrnde*"), "No CORE task matches 'winogrnde*'."
+    )
+    assert_user_error(
+        rlab("eval", *common, "--tasks", "arc_easy", "--no-core"),
+        "--tasks picks CORE tasks, --no-core turns CORE off.",
+    )
+    assert_user_error(
+        rlab("eval", *common, "--tasks", "arc easy"), "eval.core_tasks.0", "should match pattern"
+    )
     assert not (tmp_path / "res").exists()
 
 
 def test_tasks_turn_core_on_and_reach_the_worker_config(tmp_path):
     base = tmp_path / "base"
     make_checkpoint(base, "demo-yarn")
-    result = rlab("eval", "--tag", "demo-yarn", "--spec", str(EXPERIMENTS / "demo.yaml"), "--base-dir", str(base),
-                  "--results-dir", str(tmp_path / "res"), "--eval-bundle", BUNDLE, "--tasks", "hellaswag,arc_*",
-                  "--dry-run", "--json", "--nproc", "1")
+    result = rlab(
+        "eval",
+        "--tag",
+        "demo-yarn",
+        "--spec",
+        str(EXPERIMENTS / "demo.yaml"),
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--eval-bundle",
+        BUNDLE,
+        "--tasks",
+        "hellaswag,arc_*",
+        "--dry-run",
+        "--json",
+        "--nproc",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     cfg = json.loads(result.stdout)["tags"][0]["config"]["eval"]
-    assert "core" in cfg["evals"] and cfg["core_tasks"] == ["hellaswag", "arc_*"]  # demo.yaml runs no CORE itself
+    assert "core" in cfg["evals"] and cfg["core_tasks"] == [
+        "hellaswag",
+        "arc_*",
+    ]  # demo.yaml runs no CORE itself
 
 
 def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_set(tiny_base_dir, tmp_path):
@@ -68,9 +113,30 @@ def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_
 
     base = make_base(tiny_base_dir, tmp_path)
     results = tmp_path / "res"
-    result = rlab("eval", "--tag", TAG, "--tasks", "copa", "--base-dir", str(base), "--results-dir", str(results),
-                  "--eval-bundle", BUNDLE, "--experiment", "x", "--no-bpb", "--no-bpb-length", "--no-passkey",
-                  "--no-ruler", "--max-per-task", "3", "--nproc", "1", timeout=240)
+    result = rlab(
+        "eval",
+        "--tag",
+        TAG,
+        "--tasks",
+        "copa",
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(results),
+        "--eval-bundle",
+        BUNDLE,
+        "--experiment",
+        "x",
+        "--no-bpb",
+        "--no-bpb-length",
+        "--no-passkey",
+        "--no-ruler",
+        "--max-per-task",
+        "3",
+        "--nproc",
+        "1",
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr
     assert "CORE (1 of 22 tasks)" in result.stdout
     assert "core: 3/3 (100%)" in result.stderr  # not a terminal: the worker logs its progress every 10%
@@ -84,13 +150,26 @@ def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_
     assert "cropped_to" in a.measured["core"].settings  # the context prompts were cropped to (None: none was)
     listed = rlab("ls", "--base-dir", str(base), "--results-dir", str(results))
     row = next(line for line in listed.stdout.splitlines() if TAG in line)
-    assert f"{a.metrics.core.core:.3f} (1/22)" in row, listed.stdout  # rlab ls never shows it as the full CORE
+    assert f"{a.metrics.core.core:.3f} (1/22)" in row, (
+        listed.stdout
+    )  # rlab ls never shows it as the full CORE
     # the same tag with another task set (the worker itself, in this process, to keep the test short)
     cfg = read_config(layout.eval_run_config(TAG), EvalRunConfig)
     torch.set_num_threads(1)
-    b = run_evals(cfg.model_copy(update={"tag": TAG, "out_dir": tmp_path / "other", "core_csv": tmp_path / "o.csv",
-                                         "eval": cfg.eval.model_copy(update={"core_tasks": ("cop*", "winograd")})}))
+    b = run_evals(
+        cfg.model_copy(
+            update={
+                "tag": TAG,
+                "out_dir": tmp_path / "other",
+                "core_csv": tmp_path / "o.csv",
+                "eval": cfg.eval.model_copy(update={"core_tasks": ("cop*", "winograd")}),
+            }
+        )
+    )
     assert b.metrics.core.selection == ["copa", "winograd"] and b.metrics.core.label == "CORE (2 of 22 tasks)"
     found = [m for m in mismatches(a, b) if m.section == "core"]
     assert {m.what for m in found} == {"eval settings", "eval data"}
-    assert "core_tasks: ['copa'] vs ['copa', 'winograd']" in next(m for m in found if m.what == "eval settings").detail
+    assert (
+        "core_tasks: ['copa'] vs ['copa', 'winograd']"
+        in next(m for m in found if m.what == "eval settings").detail
+    )

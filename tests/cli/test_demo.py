@@ -18,29 +18,59 @@ TINY_DEMO = {
     "base": {"tag": "tiny"},
     "pretrain": {
         "model": {"n_layer": 2, "n_embd": 32, "n_head": 2, "architecture": "nanochat-2026"},
-        "train": {"seq_len": 128, "steps": 6, "seq_len_warmup": [{"seq_len": 32, "steps": 2}, {"seq_len": 64, "steps": 2}],
-                  "device_batch_size": 2, "eval_every": 3, "eval_tokens": 512, "lr": {"warmup_steps": 1}},
+        "train": {
+            "seq_len": 128,
+            "steps": 6,
+            "seq_len_warmup": [{"seq_len": 32, "steps": 2}, {"seq_len": 64, "steps": 2}],
+            "device_batch_size": 2,
+            "eval_every": 3,
+            "eval_tokens": 512,
+            "lr": {"warmup_steps": 1},
+        },
     },
     "variants": {"rope": {"variant": "rope"}, "yarn": {"variant": "yarn", "factor": 2}},
-    "train": {"seq_len": 256, "steps": 2, "zero_shot": True, "device_batch_size": 1, "eval_every": 2,
-              "eval_tokens": 512, "lr": {"warmup_steps": 1}},
-    "eval": {"evals": ["bpb", "bpb_length", "core", "passkey", "copy_distance"], "bpb_tokens": 512,
-             "lengths": [128, 256, 512], "length_tokens": 512, "max_per_task": 11, "passkey_lengths": [256],
-             "passkey_trials": 1, "passkey_depths": [0.5], "copy_trials": 4, "device_batch_size": 2},
+    "train": {
+        "seq_len": 256,
+        "steps": 2,
+        "zero_shot": True,
+        "device_batch_size": 1,
+        "eval_every": 2,
+        "eval_tokens": 512,
+        "lr": {"warmup_steps": 1},
+    },
+    "eval": {
+        "evals": ["bpb", "bpb_length", "core", "passkey", "copy_distance"],
+        "bpb_tokens": 512,
+        "lengths": [128, 256, 512],
+        "length_tokens": 512,
+        "max_per_task": 11,
+        "passkey_lengths": [256],
+        "passkey_trials": 1,
+        "passkey_depths": [0.5],
+        "copy_trials": 4,
+        "device_batch_size": 2,
+    },
     "launch": {"nproc_per_node": 2},
     "tracking": {"wandb": "disabled"},
 }
 
 
 def test_demo_stages_are_the_users_commands(tmp_path):
-    stages = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None)
+    stages = demo_stages(
+        spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None
+    )
     assert [s.name for s in stages] == ["data", "pretrain", "check", "continue", "eval", "report"]
     assert stages[0].argv[-3:] == ["--base-dir", str(tmp_path / "b"), "--copy-records"]
     assert "--no-core" in stages[4].argv  # no bundle: CORE skipped, said so, not silently dropped
     assert stages[2].argv is None  # the go/no-go check runs in the demo's own process
     assert all(s.argv[1:3] == ["-m", "rlab"] for s in stages if s.argv is not None)
-    again = demo_stages(spec=DEMO_SPEC, base_dir=tmp_path / "b", results_dir=tmp_path / "r", eval_bundle=None,
-                        rebuild_data=True)
+    again = demo_stages(
+        spec=DEMO_SPEC,
+        base_dir=tmp_path / "b",
+        results_dir=tmp_path / "r",
+        eval_bundle=None,
+        rebuild_data=True,
+    )
     assert again[0].argv[-1] == "--force"  # an older demo's corpus (no copy records) is rebuilt
 
 
@@ -53,17 +83,31 @@ def test_a_corpus_prepared_with_other_copy_records_is_rebuilt(tmp_path):
 
     manifest = BaseLayout(tmp_path).corpus_manifest
     assert not data_is_stale(tmp_path)  # nothing prepared yet: the data stage prepares it anyway
-    for options, stale in ({}, True), ({"copy_records": asdict(replace(RepeatOptions(), record_fraction=3.0))}, True), (
-            {"copy_records": asdict(RepeatOptions())}, False):
+    for options, stale in (
+        ({}, True),
+        ({"copy_records": asdict(replace(RepeatOptions(), record_fraction=3.0))}, True),
+        ({"copy_records": asdict(RepeatOptions())}, False),
+    ):
         manifest.write_text(json.dumps({"request": {"options": options}}))
         assert data_is_stale(tmp_path) is stale, options
 
 
 def test_demo_dry_run_touches_nothing(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "rlab", "demo", "--dry-run", "--base-dir", str(tmp_path / "b"),
-         "--results-dir", str(tmp_path / "r")],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "rlab",
+            "demo",
+            "--dry-run",
+            "--base-dir",
+            str(tmp_path / "b"),
+            "--results-dir",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "rlab pretrain" in result.stdout.replace("-m rlab pretrain", "rlab pretrain")
     assert not (tmp_path / "b").exists() and not (tmp_path / "r").exists()
@@ -79,8 +123,22 @@ def test_tiny_demo_end_to_end(tmp_path):
         (corpus / f"long_{i}.txt").write_text(text)
     spec = tmp_path / "tinydemo.yaml"
     spec.write_text(yaml.safe_dump(TINY_DEMO))
-    argv = [sys.executable, "-m", "rlab", "demo", "--spec", str(spec), "--base-dir", str(tmp_path / "base"),
-            "--results-dir", str(tmp_path / "results"), "--corpus", str(corpus), "--vocab-size", "512"]
+    argv = [
+        sys.executable,
+        "-m",
+        "rlab",
+        "demo",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(tmp_path / "base"),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--corpus",
+        str(corpus),
+        "--vocab-size",
+        "512",
+    ]
     if EVAL_BUNDLE_DIR.is_dir():
         argv += ["--eval-bundle", str(EVAL_BUNDLE_DIR)]
     # Six steps teach a tiny model nothing: the go/no-go check stops the demo after pretraining, saying why.
@@ -88,7 +146,9 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert stopped.returncode == 1, stopped.stdout[-3000:] + stopped.stderr[-3000:]
     assert "Go/no-go: the base 'tiny' does not use context" in stopped.stdout + stopped.stderr
     assert "Traceback" not in stopped.stderr
-    assert not (tmp_path / "base" / "base_checkpoints" / "tiny-tinydemo-rope").exists()  # nothing after the check ran
+    assert not (
+        tmp_path / "base" / "base_checkpoints" / "tiny-tinydemo-rope"
+    ).exists()  # nothing after the check ran
 
     # --no-check runs every stage anyway (the pipeline smoke test); the report then says up front that the base
     # does not use context. (The demo's own base passes the check; on this synthetic corpus, whose passages are
@@ -98,7 +158,13 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert "no-go" in result.stderr
     out = tmp_path / "results" / "tinydemo"
     frame = pd.read_csv(out / "results.csv")
-    assert sorted(frame["variant"]) == ["base", "rope", "rope", "yarn", "yarn"]  # continued + zero-shot arms, base
+    assert sorted(frame["variant"]) == [
+        "base",
+        "rope",
+        "rope",
+        "yarn",
+        "yarn",
+    ]  # continued + zero-shot arms, base
     assert frame["val_bpb"].notna().all()
     for name in ("comparison.md", "demo_timings.csv", "plots/bpb_vs_length.png", "plots/copy_distance.png"):
         assert (out / name).is_file(), name

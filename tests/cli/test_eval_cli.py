@@ -16,29 +16,60 @@ def test_eval_needs_a_tag():
 
 def test_eval_unknown_tag_suggests(tmp_path):
     make_checkpoint(tmp_path / "base", "d20-yarn")
-    assert_user_error(rlab("eval", "--tag", "d20-yarm", "--base-dir", str(tmp_path / "base")),
-                      "Unknown tag 'd20-yarm'. Did you mean 'd20-yarn'?")
-    assert_user_error(rlab("eval", "--tag", "d20-yarn", "--step", "3", "--base-dir", str(tmp_path / "base")),
-                      "No checkpoint for step 3", "(found: 10)")
+    assert_user_error(
+        rlab("eval", "--tag", "d20-yarm", "--base-dir", str(tmp_path / "base")),
+        "Unknown tag 'd20-yarm'. Did you mean 'd20-yarn'?",
+    )
+    assert_user_error(
+        rlab("eval", "--tag", "d20-yarn", "--step", "3", "--base-dir", str(tmp_path / "base")),
+        "No checkpoint for step 3",
+        "(found: 10)",
+    )
 
 
 def test_eval_dry_run_plans_with_flags(tmp_path):
     base = tmp_path / "base"
     make_checkpoint(base, "demo-yarn")
     results = tmp_path / "res"
-    common = ["--spec", str(EXPERIMENTS / "demo.yaml"), "--base-dir", str(base), "--results-dir", str(results),
-              "--dry-run"]
-    result = rlab("eval", "--tag", "demo-yarn", *common, "--no-core", "--lengths", "256,1024", "--max-per-task", "3",
-                  "--nproc", "1")
+    common = [
+        "--spec",
+        str(EXPERIMENTS / "demo.yaml"),
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(results),
+        "--dry-run",
+    ]
+    result = rlab(
+        "eval",
+        "--tag",
+        "demo-yarn",
+        *common,
+        "--no-core",
+        "--lengths",
+        "256,1024",
+        "--max-per-task",
+        "3",
+        "--nproc",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     first, command = [line for line in result.stdout.splitlines() if line.strip()][:2]
     cfg = json.loads(first.split(": ", 1)[1])
     layout = ExperimentLayout(results, "demo")
-    assert (cfg["tag"], cfg["variant"], cfg["out_dir"]) == ("demo-yarn", "yarn", str(layout.eval_dir("demo-yarn")))
-    assert cfg["eval"]["evals"] == ["bpb", "bpb_length", "passkey", "copy_distance"] and cfg["eval"]["lengths"] == [256, 1024]
+    assert (cfg["tag"], cfg["variant"], cfg["out_dir"]) == (
+        "demo-yarn",
+        "yarn",
+        str(layout.eval_dir("demo-yarn")),
+    )
+    assert cfg["eval"]["evals"] == ["bpb", "bpb_length", "passkey", "copy_distance"] and cfg["eval"][
+        "lengths"
+    ] == [256, 1024]
     assert cfg["eval"]["max_per_task"] == 3
     assert command.strip() == f"{sys.executable} -m rlab.evals {layout.eval_run_config('demo-yarn')}"
-    multi = rlab("eval", "--all", *common)  # demo.yaml: 2 processes -> torchrun; --all finds the one trained tag
+    multi = rlab(
+        "eval", "--all", *common
+    )  # demo.yaml: 2 processes -> torchrun; --all finds the one trained tag
     lines = [line.strip() for line in multi.stdout.splitlines() if "rlab.evals" in line]
     assert len(lines) == 1 and "--nproc-per-node=2" in lines[0] and "--standalone" in lines[0]
     assert not results.exists()
@@ -49,8 +80,10 @@ def test_ls_shows_steps_lineage_rope_and_evals(tmp_path):
     make_checkpoint(base, "d20", steps=(21400,))
     ckpt = make_checkpoint(base, "d20-yarn", steps=(21400, 21500, 21600, 21700, 21800))
     meta = json.loads(meta_file(ckpt, 21800).read_text())
-    meta.update(lineage={"parent_tag": "d20", "parent_step": 21400},
-                rope={"variant": "yarn", "factor": 4, "original_len": 2048})
+    meta.update(
+        lineage={"parent_tag": "d20", "parent_step": 21400},
+        rope={"variant": "yarn", "factor": 4, "original_len": 2048},
+    )
     meta_file(ckpt, 21800).write_text(json.dumps(meta))
     layout = ExperimentLayout(tmp_path / "res", "rope")
     layout.eval_json("d20-yarn").parent.mkdir(parents=True)
@@ -60,8 +93,13 @@ def test_ls_shows_steps_lineage_rope_and_evals(tmp_path):
     row = next(line for line in result.stdout.splitlines() if "d20-yarn" in line)
     for fragment in ("evaluated", "21800", "yarn(s=4, L0=2048, beta=32/1)"):
         assert fragment in row, row
-    record = next(r for r in json.loads(rlab("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"),
-                                             "--json").stdout)["tags"] if r["tag"] == "d20-yarn")
+    record = next(
+        r
+        for r in json.loads(
+            rlab("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"), "--json").stdout
+        )["tags"]
+        if r["tag"] == "d20-yarn"
+    )
     assert record["steps"] == [21400, 21500, 21600, 21700, 21800] and record["from"] == "d20@21400"
     assert record["state"] == "evaluated" and list(record["evals"]) == ["rope"]
     assert BaseLayout(base).checkpoint_dir("d20").exists()

@@ -22,11 +22,35 @@ def test_eval_in_a_terminal_draws_a_bar_per_eval(tiny_base_dir, tmp_path):
     base = make_base(tiny_base_dir, tmp_path)
     results = tmp_path / "res"
     leader, follower = pty.openpty()
-    argv = [sys.executable, "-m", "rlab", "eval", "--tag", TAG, "--tasks", "copa,winograd", "--base-dir", str(base),
-            "--results-dir", str(results), "--eval-bundle", str(EVAL_BUNDLE_DIR), "--experiment", "x",
-            "--no-bpb-length", "--no-passkey", "--no-ruler", "--max-per-task", "8", "--nproc", "1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "rlab",
+        "eval",
+        "--tag",
+        TAG,
+        "--tasks",
+        "copa,winograd",
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(results),
+        "--eval-bundle",
+        str(EVAL_BUNDLE_DIR),
+        "--experiment",
+        "x",
+        "--no-bpb-length",
+        "--no-passkey",
+        "--no-ruler",
+        "--max-per-task",
+        "8",
+        "--nproc",
+        "1",
+    ]
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=REPO, env=env)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=REPO, env=env
+    )
     os.close(follower)
     chunks = []
     while True:

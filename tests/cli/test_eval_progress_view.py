@@ -25,11 +25,14 @@ def test_view_takes_event_lines_and_leaves_the_rest():
 
 
 def test_event_lines_reach_the_view_but_not_the_log(tmp_path):
-    program = (f"import sys; sys.stderr.write({EVENT_PREFIX!r} + '{{\"eval\": \"bpb\", \"done\": 1, \"total\": 2}}\\n');"
-               " print('a log line')")
+    program = (
+        f'import sys; sys.stderr.write({EVENT_PREFIX!r} + \'{{"eval": "bpb", "done": 1, "total": 2}}\\n\');'
+        " print('a log line')"
+    )
     seen: list[str] = []
-    code = run_streaming([sys.executable, "-c", program], tmp_path / "eval.log", on_line=seen.append,
-                         keep_in_log=keep_in_log)
+    code = run_streaming(
+        [sys.executable, "-c", program], tmp_path / "eval.log", on_line=seen.append, keep_in_log=keep_in_log
+    )
     assert code == 0
     assert seen == [EVENT_PREFIX + '{"eval": "bpb", "done": 1, "total": 2}', "a log line"]
     log = (tmp_path / "eval.log").read_text()

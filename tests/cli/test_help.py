@@ -12,8 +12,22 @@ from rlab.spec.experiment import LaunchSpec
 from rlab.spec.train import TrainSpec
 from tests.cli.inproc import run_main
 
-COMMANDS = [["continue"], ["eval"], ["report"], ["compare"], ["demo"], ["pretrain"], ["ls"], ["status"], ["sample"],
-            ["validate"], ["schema"], ["rope", "inspect"], ["data", "prepare"], ["bundle", "check"]]
+COMMANDS = [
+    ["continue"],
+    ["eval"],
+    ["report"],
+    ["compare"],
+    ["demo"],
+    ["pretrain"],
+    ["ls"],
+    ["status"],
+    ["sample"],
+    ["validate"],
+    ["schema"],
+    ["rope", "inspect"],
+    ["data", "prepare"],
+    ["bundle", "check"],
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
@@ -50,9 +64,14 @@ def test_every_example_parses(name):
 def test_defaults_in_help_match_the_spec():
     text = " ".join(run_main("continue", "--help", columns=200).out.split())
     train, launch = TrainSpec(), LaunchSpec()
-    for flag, value in (("--steps", train.steps), ("--nnodes", launch.nnodes), ("--node-rank", launch.node_rank),
-                        ("--max-restarts", launch.max_restarts), ("--launcher", launch.launcher)):
-        after = text[text.index(flag):]
+    for flag, value in (
+        ("--steps", train.steps),
+        ("--nnodes", launch.nnodes),
+        ("--node-rank", launch.node_rank),
+        ("--max-restarts", launch.max_restarts),
+        ("--launcher", launch.launcher),
+    ):
+        after = text[text.index(flag) :]
         assert f"(default: {value})" in after[:400], (flag, after[:400])
 
 

@@ -27,7 +27,9 @@ def _tree(tmp_path: Path) -> tuple[Path, Path]:
         make_checkpoint(base, tag, steps=(10,))
     make_checkpoint(base, "fx-base", steps=(20,))
     metrics = results / "fx" / "runs" / "fx-yarn" / "metrics.jsonl"
-    metrics.write_text(metrics.read_text().replace('"type": "done"', '"type": "failed", "error": "loss is NaN"'))
+    metrics.write_text(
+        metrics.read_text().replace('"type": "done"', '"type": "failed", "error": "loss is NaN"')
+    )
     return base, results
 
 
@@ -56,7 +58,9 @@ def test_status_shows_live_and_unfinished_runs(tmp_path):
     assert runs == {"fx-pi": "training", "fx-ntk": "stopped", "fx-yarn": "failed"}
     text = run_main("status", "--base-dir", str(base), "--results-dir", str(results), columns=80)
     assert "fx-ntk: stopped" in text.out and "--resume" in text.out and "loss is NaN" in text.out
-    quiet = run_main("status", "--base-dir", str(tmp_path / "nobase"), "--results-dir", str(tmp_path / "none"))
+    quiet = run_main(
+        "status", "--base-dir", str(tmp_path / "nobase"), "--results-dir", str(tmp_path / "none")
+    )
     assert quiet.code == 0 and "Nothing running" in quiet.out
 
 
@@ -65,13 +69,21 @@ def test_ls_at_80_columns_never_cuts_a_number(tmp_path):
     base, results = _tree(tmp_path)
     for tag in ("fx-rope", "fx-pi", "fx-ntk", "fx-yarn"):
         make_checkpoint(base, f"{tag}-dynamic-zeroshot-seed2", steps=(10,))
-    narrow = subprocess.run([sys.executable, "-m", "rlab", "ls", "--base-dir", str(base), "--results-dir",
-                             str(results)], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    narrow = subprocess.run(
+        [sys.executable, "-m", "rlab", "ls", "--base-dir", str(base), "--results-dir", str(results)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert narrow.returncode == 0, narrow.stderr
     assert "rope" not in next(line for line in narrow.stdout.splitlines() if line.startswith("tag "))
-    listed = json.loads(run_main("ls", "--base-dir", str(base), "--results-dir", str(results), "--json").out)["tags"]
+    listed = json.loads(run_main("ls", "--base-dir", str(base), "--results-dir", str(results), "--json").out)[
+        "tags"
+    ]
     wide = Console(width=200, record=True)
     wide.print(records_table(listed, 200))
     assert "rope" in wide.export_text().splitlines()[0]
     rows = [line for line in narrow.stdout.splitlines() if line.strip().startswith("fx-")]
-    assert len(rows) == 9 and all(len(line) <= 80 for line in rows) and "…" not in narrow.stdout, narrow.stdout
+    assert len(rows) == 9 and all(len(line) <= 80 for line in rows) and "…" not in narrow.stdout, (
+        narrow.stdout
+    )

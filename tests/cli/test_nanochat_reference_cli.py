@@ -24,8 +24,10 @@ eval: {{evals: [bpb, passkey], bpb_tokens: 2048, core_bundle: {EVAL_BUNDLE_DIR},
         passkey_depths: [0.5], passkey_trials: 1, device_batch_size: 2}}
 launch: {{nproc_per_node: 1}}
 """
-CASES = {"d314e96": ("nanochat-2025 (base 10000)", "DistAdamW+DistMuon"),
-         "head": ("nanochat-2026 (windows SSSL, base 100000)", "MuonAdamW")}
+CASES = {
+    "d314e96": ("nanochat-2025 (base 10000)", "DistAdamW+DistMuon"),
+    "head": ("nanochat-2026 (windows SSSL, base 100000)", "MuonAdamW"),
+}
 
 
 @pytest.mark.slow
@@ -41,7 +43,9 @@ def test_ls_continue_eval_on_nanochat_s_own_base_dir(version, tmp_path):
     common = ["--spec", str(spec), "--base-dir", str(base), "--results-dir", str(results)]
 
     listed = rlab("ls", "--base-dir", str(base))
-    assert listed.returncode == 0 and shown.split()[0].removeprefix("nanochat-") in listed.stdout, listed.stdout
+    assert listed.returncode == 0 and shown.split()[0].removeprefix("nanochat-") in listed.stdout, (
+        listed.stdout
+    )
     as_json = json.loads(rlab("ls", "--json", "--base-dir", str(base)).stdout)
     assert [t["architecture"]["describe"] for t in as_json["tags"]] == [shown]
 
@@ -59,7 +63,9 @@ def test_ls_continue_eval_on_nanochat_s_own_base_dir(version, tmp_path):
         assert meta["model_config"] == {**source, "sequence_len": 512}
         ours = torch.load(model_file(ckpts.checkpoint_dir(tag), 21), weights_only=True)
         theirs = torch.load(model_file(ckpts.checkpoint_dir("d2"), 20), weights_only=True)
-        assert [(k, v.dtype, v.shape) for k, v in ours.items()] == [(k, v.dtype, v.shape) for k, v in theirs.items()]
+        assert [(k, v.dtype, v.shape) for k, v in ours.items()] == [
+            (k, v.dtype, v.shape) for k, v in theirs.items()
+        ]
 
     evaluated = rlab("eval", *common, "--tag", "d2-ref-yarn", timeout=600)
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr

@@ -34,8 +34,18 @@ def test_default_evals_on_nanochat_s_base_dir_without_preparation(tmp_path):
     (spec := tmp_path / "ref.yaml").write_text(SPEC)
     results = tmp_path / "results"
 
-    done = rlab("eval", "--spec", str(spec), "--base-dir", str(base), "--results-dir", str(results),
-                "--tag", "d2", timeout=600)
+    done = rlab(
+        "eval",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(results),
+        "--tag",
+        "d2",
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
     doc = read_eval_doc(ExperimentLayout(results, "ref").eval_json("d2"))
@@ -49,5 +59,6 @@ def test_default_evals_on_nanochat_s_base_dir_without_preparation(tmp_path):
     assert {(c.length, c.n) for c in passkey.cells} == {(128, 3), (256, 3)}
     ruler = doc.section("ruler")
     assert {(t.task, t.length) for t in ruler.by_task} | {(s.task, s.length) for s in ruler.skipped} == {
-        (task, n) for task in EvalSpec().ruler_tasks for n in (128, 256)}
+        (task, n) for task in EvalSpec().ruler_tasks for n in (128, 256)
+    }
     assert ruler.by_task and all(t.n == 2 for t in ruler.by_task)

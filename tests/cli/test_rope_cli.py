@@ -22,7 +22,9 @@ def inspect_json(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def hf_inv_freq(rope_type: str, head_dim: int, seq_len: int | None = None, **params) -> tuple[list[float], float]:
+def hf_inv_freq(
+    rope_type: str, head_dim: int, seq_len: int | None = None, **params
+) -> tuple[list[float], float]:
     from transformers import PreTrainedConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -53,10 +55,34 @@ def test_yarn_json_equals_reference():
     ("args", "rope_type", "seq_len", "params"),
     [
         (["--variant", "pi", "--head-dim", "64", "--scale", "2"], "linear", None, {"factor": 2.0}),
-        (["--variant", "dynamic-ntk", "--head-dim", "64", "--scale", "4", "--original-len", "1024", "--seq-len", "3000"],
-         "dynamic", 3000, {"factor": 4.0, "original_max_position_embeddings": 1024}),
-        (["--variant", "llama3", "--head-dim", "128", "--scale", "8", "--original-len", "8192"], "llama3", None,
-         {"factor": 8.0, "original_max_position_embeddings": 8192, "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+        (
+            [
+                "--variant",
+                "dynamic-ntk",
+                "--head-dim",
+                "64",
+                "--scale",
+                "4",
+                "--original-len",
+                "1024",
+                "--seq-len",
+                "3000",
+            ],
+            "dynamic",
+            3000,
+            {"factor": 4.0, "original_max_position_embeddings": 1024},
+        ),
+        (
+            ["--variant", "llama3", "--head-dim", "128", "--scale", "8", "--original-len", "8192"],
+            "llama3",
+            None,
+            {
+                "factor": 8.0,
+                "original_max_position_embeddings": 8192,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+            },
+        ),
     ],
 )
 def test_other_variants_json_equal_reference(args, rope_type, seq_len, params):
@@ -89,18 +115,29 @@ def test_bad_input_raises_spec_error_in_process():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--variant", "yarm"], "Error: Unknown RoPE variant 'yarm'. Did you mean 'yarn'? Available: dynamic-ntk, llama3, ntk, pi, rope, yarn."),
+        (
+            ["--variant", "yarm"],
+            "Error: Unknown RoPE variant 'yarm'. Did you mean 'yarn'? Available: dynamic-ntk, llama3, ntk, pi, rope, yarn.",
+        ),
         (["--variant", "pi", "--scale", "0"], "Error: --scale: must be > 0 (got 0.0)"),
-        (["--variant", "yarn", "--scale", "0.5"], "Error: --scale: must be >= 1 for variant 'yarn' (got 0.5)"),
-        (["--variant", "yarn", "--scale", "2", "--beta-fast", "1", "--beta-slow", "2"],
-         "Error: --beta-fast: must be > beta_slow (got 1.0 <= 2.0)"),
+        (
+            ["--variant", "yarn", "--scale", "0.5"],
+            "Error: --scale: must be >= 1 for variant 'yarn' (got 0.5)",
+        ),
+        (
+            ["--variant", "yarn", "--scale", "2", "--beta-fast", "1", "--beta-slow", "2"],
+            "Error: --beta-fast: must be > beta_slow (got 1.0 <= 2.0)",
+        ),
         (["--head-dim", "7"], "Error: --head-dim: must be a positive even number (got 7)"),
     ],
 )
 def test_bad_input_one_line_exit_1_no_traceback(args, message):
     proc = subprocess.run(
         [sys.executable, "-m", "rlab", "rope", "inspect", *args],
-        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=60,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=60,
     )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and proc.stdout == ""

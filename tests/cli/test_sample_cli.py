@@ -16,16 +16,43 @@ def base(tiny_base_dir, tmp_path):
 
 def test_sample_prints_each_sample(base):
     result = CliRunner().invoke(
-        app, ["sample", "--tag", TAG, "--prompt", "The king", "--num-samples", "3", "--max-tokens", "8",
-              "--temperature", "1.0", "--top-k", "50", "--base-dir", str(base)],
+        app,
+        [
+            "sample",
+            "--tag",
+            TAG,
+            "--prompt",
+            "The king",
+            "--num-samples",
+            "3",
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "1.0",
+            "--top-k",
+            "50",
+            "--base-dir",
+            str(base),
+        ],
     )
     assert result.exit_code == 0, result.output
     assert result.output.count("The king") == 3 and "sample 3/3" in result.output
 
 
 def test_greedy_sample_is_deterministic(base):
-    args = ["sample", "--tag", TAG, "--prompt", "In 1900", "--temperature", "0", "--max-tokens", "6",
-            "--base-dir", str(base)]
+    args = [
+        "sample",
+        "--tag",
+        TAG,
+        "--prompt",
+        "In 1900",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "6",
+        "--base-dir",
+        str(base),
+    ]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
     assert first.output == CliRunner().invoke(app, args).output

@@ -13,7 +13,9 @@ def test_validate_ok(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "OK" in result.stdout and "4 variant(s): rope, pi, ntk, yarn" in result.stdout
     # the same spec against a base dir without d20: what `rlab continue` would refuse, said now
-    assert_user_error(rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml")), "Base tag 'd20' not found")
+    assert_user_error(
+        rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml")), "Base tag 'd20' not found"
+    )
     assert rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--spec-only").returncode == 0
 
 
@@ -27,9 +29,16 @@ def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
         "tracking: {wandb: maybe}\n"
     )
     result = rlab("validate", str(spec))
-    assert_user_error(result, f"{spec}:", "base.tag:", "variants.yarn.beta_fast: must be > beta_slow",
-                      "train.steps: Input should be greater than or equal to 0 (got -5)", "train.lr.warmdown_frac:",
-                      "launch.rdzv_endpoint: required when nnodes > 1", "tracking.wandb:")
+    assert_user_error(
+        result,
+        f"{spec}:",
+        "base.tag:",
+        "variants.yarn.beta_fast: must be > beta_slow",
+        "train.steps: Input should be greater than or equal to 0 (got -5)",
+        "train.lr.warmdown_frac:",
+        "launch.rdzv_endpoint: required when nnodes > 1",
+        "tracking.wandb:",
+    )
     problems = [line for line in result.stderr.splitlines() if line.startswith("  ")]
     assert len(problems) >= 6  # all at once, one line each
 
@@ -45,7 +54,15 @@ def test_schema_is_json_schema(tmp_path):
     result = rlab("schema")
     assert result.returncode == 0
     schema = json.loads(result.stdout)
-    assert set(schema["properties"]) >= {"base", "variants", "train", "eval", "launch", "tracking", "pretrain"}
+    assert set(schema["properties"]) >= {
+        "base",
+        "variants",
+        "train",
+        "eval",
+        "launch",
+        "tracking",
+        "pretrain",
+    }
     out = tmp_path / "schema.json"
     assert rlab("schema", "--output", str(out)).returncode == 0
     assert json.loads(out.read_text()) == schema
@@ -57,9 +74,15 @@ def test_validate_checks_core_task_names_against_the_bundle(tmp_path):
     base = d20_base(tmp_path / "d20")
     text = (EXPERIMENTS / "rope_scaling_d20.yaml").read_text()
     spec = tmp_path / "tasks.yaml"
-    spec.write_text(text.replace("eval:\n", f"eval:\n  core_bundle: {EVAL_BUNDLE_DIR}\n  core_tasks: [hellaswg]\n", 1))
+    spec.write_text(
+        text.replace("eval:\n", f"eval:\n  core_bundle: {EVAL_BUNDLE_DIR}\n  core_tasks: [hellaswg]\n", 1)
+    )
     # a typo in eval.core_tasks is found before any training, not at `rlab eval` hours later
-    assert_user_error(rlab("validate", str(spec), "--base-dir", str(base)),
-                      "Unknown CORE task 'hellaswg'. Did you mean 'hellaswag'?")
-    spec.write_text(text.replace("eval:\n", f"eval:\n  core_bundle: {EVAL_BUNDLE_DIR}\n  core_tasks: [hellaswag]\n", 1))
+    assert_user_error(
+        rlab("validate", str(spec), "--base-dir", str(base)),
+        "Unknown CORE task 'hellaswg'. Did you mean 'hellaswag'?",
+    )
+    spec.write_text(
+        text.replace("eval:\n", f"eval:\n  core_bundle: {EVAL_BUNDLE_DIR}\n  core_tasks: [hellaswag]\n", 1)
+    )
     assert rlab("validate", str(spec), "--base-dir", str(base)).returncode == 0

@@ -39,7 +39,9 @@ def _documents(tokenizer, data_dir: Path, split: str) -> Iterator[list[list[int]
                 yield [list(ids) for ids in encoded[(path, rg)]]
 
 
-def stream_batches(tokenizer, data_dir: Path, split: str, B: int, T: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def stream_batches(
+    tokenizer, data_dir: Path, split: str, B: int, T: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """d314e96's loader at world size 1."""
     buffer: list[int] = []
     docs = _documents(tokenizer, data_dir, split)
@@ -52,8 +54,9 @@ def stream_batches(tokenizer, data_dir: Path, split: str, B: int, T: int) -> Ite
         yield t[:-1].view(B, T), t[1:].view(B, T)
 
 
-def resumed_documents(tokenizer, data_dir: Path, split: str, state: dict, rank: int, world: int
-                      ) -> Iterator[list[list[int]]]:
+def resumed_documents(
+    tokenizer, data_dir: Path, split: str, state: dict, rank: int, world: int
+) -> Iterator[list[list[int]]]:
     """92d63d4's `_document_batches` for one rank resumed from `state` ({pq_idx, rg_idx, epoch}): in the
     resume file, the first row group is the next whole round after rg_idx (rank's share of it); then every
     file from the start, row groups rank, rank + world, ... (row groups of <= 128 documents here)."""
@@ -128,6 +131,10 @@ def evaluate_bpb(model, batches, steps: int, token_bytes: torch.Tensor) -> float
 def relative_step_error(model, ref: Path) -> dict[str, float]:
     """Per tensor: |our step - nanochat's step| / |nanochat's step| (Frobenius norms), for a model resumed from
     `ref`'s d2 step 20 and compared with nanochat's own resumed step 21 (`ref/resumed`)."""
-    w20 = torch.load(ref / "base_checkpoints" / "d2" / "model_000020.pt", map_location="cpu", weights_only=True)
+    w20 = torch.load(
+        ref / "base_checkpoints" / "d2" / "model_000020.pt", map_location="cpu", weights_only=True
+    )
     w21 = torch.load(ref / "resumed" / "model_000021.pt", map_location="cpu", weights_only=True)
-    return {n: float((p.detach() - w21[n]).norm() / (w21[n] - w20[n]).norm()) for n, p in model.named_parameters()}
+    return {
+        n: float((p.detach() - w21[n]).norm() / (w21[n] - w20[n]).norm()) for n, p in model.named_parameters()
+    }

@@ -53,7 +53,9 @@ def test_dispatch_window():
 def test_causal_attention_routes_through_the_blocked_kernel(monkeypatch):
     calls = []
     real = attention.blocked_causal_attention
-    monkeypatch.setattr(attention, "blocked_causal_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(
+        attention, "blocked_causal_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    )
     q, k, v = qkv(512)
     causal_attention(q, k, v, scale=0.3)
     q, k, v = qkv(64)

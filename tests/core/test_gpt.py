@@ -25,8 +25,15 @@ def make_model(rope: RopeSpec | None = None, seed: int = 0, **overrides) -> GPT:
 
 
 def test_config_from_dict_ignores_unknown_keys():
-    meta = {"sequence_len": 2048, "vocab_size": 65536, "n_layer": 20, "n_head": 10, "n_kv_head": 10,
-            "n_embd": 1280, "window_pattern": "L"}
+    meta = {
+        "sequence_len": 2048,
+        "vocab_size": 65536,
+        "n_layer": 20,
+        "n_head": 10,
+        "n_kv_head": 10,
+        "n_embd": 1280,
+        "window_pattern": "L",
+    }
     cfg = GPTConfig.from_dict(meta)
     assert cfg.n_layer == 20 and cfg.head_dim == 128 and cfg.padded_vocab_size == 65536
     assert GPTConfig(vocab_size=100).padded_vocab_size == 128
@@ -96,7 +103,10 @@ def _nanochat_state_dict(model: GPT, prefix: str = "") -> dict[str, torch.Tensor
     cfg = model.config
     d, hd, vocab = cfg.n_embd, cfg.head_dim, cfg.padded_vocab_size
     g = torch.Generator().manual_seed(1)
-    sd = {"transformer.wte.weight": torch.randn(vocab, d, generator=g), "lm_head.weight": torch.randn(vocab, d, generator=g)}
+    sd = {
+        "transformer.wte.weight": torch.randn(vocab, d, generator=g),
+        "lm_head.weight": torch.randn(vocab, d, generator=g),
+    }
     for i in range(cfg.n_layer):
         sd[f"transformer.h.{i}.attn.c_q.weight"] = torch.randn(cfg.n_head * hd, d, generator=g)
         sd[f"transformer.h.{i}.attn.c_k.weight"] = torch.randn(cfg.n_kv_head * hd, d, generator=g)
@@ -112,7 +122,9 @@ def test_loads_nanochat_state_dict(prefix):
     model = make_model()
     sd = _nanochat_state_dict(model, prefix)
     model.load_nanochat_state_dict(sd)
-    torch.testing.assert_close(model.transformer.h[1].mlp.c_fc.weight, sd[prefix + "transformer.h.1.mlp.c_fc.weight"])
+    torch.testing.assert_close(
+        model.transformer.h[1].mlp.c_fc.weight, sd[prefix + "transformer.h.1.mlp.c_fc.weight"]
+    )
     assert not any("cos" in k or "sin" in k or "rotary" in k for k in model.state_dict())
     # bf16 weights (as nanochat saves its embedding on GPU) load too
     sd[prefix + "transformer.wte.weight"] = sd[prefix + "transformer.wte.weight"].bfloat16()
@@ -140,7 +152,9 @@ def test_estimate_flops_and_parameter_groups():
     cfg = model.config
     groups = model.parameter_groups()
     assert set(groups) == {"matrix", "embedding", "lm_head"}
-    assert groups["embedding"] == [model.transformer.wte.weight] and groups["lm_head"] == [model.lm_head.weight]
+    assert groups["embedding"] == [model.transformer.wte.weight] and groups["lm_head"] == [
+        model.lm_head.weight
+    ]
     non_embedding = model.num_params() - model.transformer.wte.weight.numel()
     expected = 6 * non_embedding + 12 * cfg.n_layer * cfg.n_head * cfg.head_dim * cfg.sequence_len
     assert model.estimate_flops() == expected
@@ -150,7 +164,9 @@ def test_kv_cache_grows_past_planned_length():
     model = make_model()
     idx = torch.randint(0, 100, (1, 150))
     cache = KVCache(1, 2, model.config.head_dim, 2, "cpu", torch.float32)  # no planned length: grows
-    outs = [model(idx[:, :70], kv_cache=cache)] + [model(idx[:, i : i + 1], kv_cache=cache) for i in range(70, 150)]
+    outs = [model(idx[:, :70], kv_cache=cache)] + [
+        model(idx[:, i : i + 1], kv_cache=cache) for i in range(70, 150)
+    ]
     assert cache.pos == 150
     torch.testing.assert_close(torch.cat(outs, 1), model(idx), atol=1e-4, rtol=1e-4)
 
@@ -165,7 +181,9 @@ def test_cuda_bf16_autocast_forward_and_cached_decoding(variant):
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
         full = model(idx)
         cache = KVCache(2, 2, model.config.head_dim, 2, "cuda", torch.bfloat16, seq_len=96)
-        pieces = [model(idx[:, :40], kv_cache=cache)] + [model(idx[:, t : t + 1], kv_cache=cache) for t in range(40, 96)]
+        pieces = [model(idx[:, :40], kv_cache=cache)] + [
+            model(idx[:, t : t + 1], kv_cache=cache) for t in range(40, 96)
+        ]
     assert full.dtype == torch.float32 and torch.isfinite(full).all()
     torch.testing.assert_close(torch.cat(pieces, 1), full, atol=0.15, rtol=0.05)  # bf16 rounding only
 
@@ -212,7 +230,11 @@ def test_a_variant_that_leaves_its_base_to_the_checkpoint_gets_the_models_own(tm
     assert model.rope.base == 2000.0
 
     model.set_rope(RopeSpec())
-    meta = {"step": 1, "model_config": model.config.nanochat_dict(), "rope": model.rope.model_dump(mode="json")}
+    meta = {
+        "step": 1,
+        "model_config": model.config.nanochat_dict(),
+        "rope": model.rope.model_dump(mode="json"),
+    }
     save_checkpoint(tmp_path, 1, model.state_dict(), meta)
     info = inspect_checkpoint(tmp_path, 1)
     assert info.rotary_base == 500.0 and info.model_config["rotary_base"] == 500.0

@@ -97,7 +97,9 @@ def test_reused_cpu_scratch_gives_fresh_results_for_other_sizes():
         hidden, weight, targets, vocab = make_inputs(n=n, seed=n)
         with torch.no_grad():
             ours = softcap_cross_entropy(hidden, weight, targets, vocab, CAP, "sum")
-        torch.testing.assert_close(ours, plain_loss(hidden, weight, targets, vocab, "sum"), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(
+            ours, plain_loss(hidden, weight, targets, vocab, "sum"), rtol=1e-5, atol=1e-4
+        )
 
 
 def test_all_targets_ignored_gives_zero_loss_and_gradient():

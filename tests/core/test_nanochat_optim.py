@@ -13,7 +13,9 @@ from rlab.core.nanochat_optim import import_nanochat_optimizer, nanochat_muon_mo
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_reference" / "d314e96"
 CKPT = REF / "base_checkpoints" / "d2"
 
-pytestmark = pytest.mark.skipif(not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}")
+pytestmark = pytest.mark.skipif(
+    not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}"
+)
 
 
 def _model_and_optimizers(ckpt_dir: Path = CKPT):
@@ -27,7 +29,11 @@ def _model_and_optimizers(ckpt_dir: Path = CKPT):
 
 def _full_state(model, optimizers) -> dict[str, dict[str, torch.Tensor]]:
     names = {id(p): n for n, p in model.named_parameters()}
-    return {names[id(p)]: {k: v.clone() for k, v in st.items()} for opt in optimizers for p, st in opt.state.items()}
+    return {
+        names[id(p)]: {k: v.clone() for k, v in st.items()}
+        for opt in optimizers
+        for p, st in opt.state.items()
+    }
 
 
 def _nanochat_layout(full: dict, params: list[tuple[str, torch.Tensor]], world: int) -> list[list[dict]]:
@@ -39,20 +45,34 @@ def _nanochat_layout(full: dict, params: list[tuple[str, torch.Tensor]], world: 
         a_state = {}
         for i, n in enumerate(adam):
             rows = full[n]["exp_avg"].shape[0] // world
-            a_state[i] = {"step": torch.tensor(int(full[n]["step"]), dtype=torch.int64),
-                          **{k: full[n][k][r * rows:(r + 1) * rows].clone() for k in ("exp_avg", "exp_avg_sq")}}
-        a_groups = [{"lr": 0.1, "betas": (0.8, 0.95), "eps": 1e-10, "weight_decay": 0.0, "params": [i]}
-                    for i in range(len(adam))]
+            a_state[i] = {
+                "step": torch.tensor(int(full[n]["step"]), dtype=torch.int64),
+                **{k: full[n][k][r * rows : (r + 1) * rows].clone() for k in ("exp_avg", "exp_avg_sq")},
+            }
+        a_groups = [
+            {"lr": 0.1, "betas": (0.8, 0.95), "eps": 1e-10, "weight_decay": 0.0, "params": [i]}
+            for i in range(len(adam))
+        ]
         m_groups, m_state, idx = [], {}, 0
         for shape in sorted({tuple(p.shape) for _, p in matrix}):
             names = [n for n, p in matrix if tuple(p.shape) == shape]
-            m_groups.append({"zero_buffer": torch.zeros(shape), "lr": 0.02, "momentum": 0.9, "nesterov": True,
-                             "ns_steps": 5, "params": list(range(idx, idx + len(names)))})
+            m_groups.append(
+                {
+                    "zero_buffer": torch.zeros(shape),
+                    "lr": 0.02,
+                    "momentum": 0.9,
+                    "nesterov": True,
+                    "ns_steps": 5,
+                    "params": list(range(idx, idx + len(names))),
+                }
+            )
             for j, n in enumerate(names):
                 if j % world == r:
                     m_state[idx + j] = {"momentum_buffer": full[n]["momentum_buffer"].clone()}
             idx += len(names)
-        shards.append([{"state": a_state, "param_groups": a_groups}, {"state": m_state, "param_groups": m_groups}])
+        shards.append(
+            [{"state": a_state, "param_groups": a_groups}, {"state": m_state, "param_groups": m_groups}]
+        )
     return shards
 
 
@@ -60,17 +80,26 @@ def test_reference_shards_rebuild_the_full_state():
     model, optimizers = _model_and_optimizers()
     report = import_nanochat_optimizer(CKPT, 20, model, optimizers)
     assert report.restored and report.world_size == 2 and report.nanochat_step == 20 and report.tensors == 16
-    assert report.muon_momentum == pytest.approx(nanochat_muon_momentum(20)) == pytest.approx(0.85 + 0.1 * 20 / 300)
+    assert (
+        report.muon_momentum
+        == pytest.approx(nanochat_muon_momentum(20))
+        == pytest.approx(0.85 + 0.1 * 20 / 300)
+    )
     full = _full_state(model, optimizers)
     shards = [torch.load(CKPT / f"optim_000020_rank{r}.pt", weights_only=True) for r in range(2)]
     # lm_head is AdamW group 0, index 0: rows 0..2047 on rank 0, 2048..4095 on rank 1
-    torch.testing.assert_close(full["lm_head.weight"]["exp_avg"][2048:], shards[1][0]["state"][0]["exp_avg"],
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        full["lm_head.weight"]["exp_avg"][2048:], shards[1][0]["state"][0]["exp_avg"], rtol=0, atol=0
+    )
     assert float(full["lm_head.weight"]["step"]) == 20
     # DistMuon groups by sorted shape: (128, 128) holds c_q, c_k, c_v, c_proj of layer 0 then of layer 1;
     # c_k of layer 0 is its 2nd parameter (index 1), owned by rank 1
-    torch.testing.assert_close(full["transformer.h.0.attn.c_k.weight"]["momentum_buffer"],
-                               shards[1][1]["state"][1]["momentum_buffer"], rtol=0, atol=0)
+    torch.testing.assert_close(
+        full["transformer.h.0.attn.c_k.weight"]["momentum_buffer"],
+        shards[1][1]["state"][1]["momentum_buffer"],
+        rtol=0,
+        atol=0,
+    )
     assert optimizers[0].param_groups[0]["momentum"] == pytest.approx(report.muon_momentum)
     assert optimizers[1].param_groups[0]["initial_lr"] > 0  # the run's own peaks are kept
 
@@ -108,8 +137,14 @@ def _copy(tmp_path: Path) -> Path:
         (lambda d: (d / "optim_000020_rank1.pt").unlink(), "shard missing"),
         (lambda d: (d / "optim_000020_rank0.pt").unlink(), "rank 0 missing"),
         (lambda d: [p.unlink() for p in d.glob("optim_*")], "no optimizer shards"),
-        (lambda d: (d / "optim_000020_rank1.pt").write_bytes(b"\x80\x02truncated"), "cannot read optim_000020_rank1"),
-        (lambda d: torch.save({"format": "something else"}, d / "optim_000020_rank0.pt"), "no optimizer format"),
+        (
+            lambda d: (d / "optim_000020_rank1.pt").write_bytes(b"\x80\x02truncated"),
+            "cannot read optim_000020_rank1",
+        ),
+        (
+            lambda d: torch.save({"format": "something else"}, d / "optim_000020_rank0.pt"),
+            "no optimizer format",
+        ),
     ],
 )
 def test_bad_shards_leave_a_fresh_optimizer_and_say_why(tmp_path, damage, reason):

@@ -14,7 +14,9 @@ from rlab.core.nanochat_optim_2026 import nanochat_2026_muon_momentum
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_reference" / "head"
 CKPT = REF / "base_checkpoints" / "d2"
 
-pytestmark = pytest.mark.skipif(not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}")
+pytestmark = pytest.mark.skipif(
+    not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}"
+)
 
 
 def _model_and_optimizers(ckpt_dir: Path = CKPT):
@@ -40,7 +42,11 @@ def test_every_parameter_gets_nanochat_state():
     report = import_nanochat_optimizer(CKPT, 20, model, optimizers)
     assert report.restored, report.reason
     assert (report.world_size, report.nanochat_step) == (2, 20) and "MuonAdamW" in report.format
-    assert report.muon_momentum == pytest.approx(nanochat_2026_muon_momentum(20)) == pytest.approx(0.85 + 0.12 * 20 / 400)
+    assert (
+        report.muon_momentum
+        == pytest.approx(nanochat_2026_muon_momentum(20))
+        == pytest.approx(0.85 + 0.12 * 20 / 400)
+    )
     assert any("second-moment" in n for n in report.notes) and "dropped" in report.describe()
     state = _state(model, optimizers)
     assert set(state) == {n for n, _ in model.named_parameters()}  # nothing left fresh
@@ -48,14 +54,24 @@ def test_every_parameter_gets_nanochat_state():
     # AdamW index 2 = value_embeds.1 (4096 x 128, sharded by rows); index 4 = x0_lambdas (small: full per rank)
     ve = state["value_embeds.1.weight"]
     torch.testing.assert_close(ve["exp_avg_sq"][2048:], shards[1]["state"][2]["exp_avg_sq"], rtol=0, atol=0)
-    torch.testing.assert_close(state["x0_lambdas"]["exp_avg"], shards[0]["state"][4]["exp_avg"], rtol=0, atol=0)
+    torch.testing.assert_close(
+        state["x0_lambdas"]["exp_avg"], shards[0]["state"][4]["exp_avg"], rtol=0, atol=0
+    )
     assert float(state["smear_lambda"]["step"]) == 20
     # Muon (128, 128) group: c_q, c_k, c_v, c_proj of layer 0, then layer 1; chunk of 4 per rank, so
     # layer 1's c_k (5th) is rank 1's stacked buffer [1]; the (2, 12) value gate is its own group
-    torch.testing.assert_close(state["transformer.h.1.attn.c_k.weight"]["momentum_buffer"],
-                               shards[1]["state"][9]["momentum_buffer"][1], rtol=0, atol=0)
-    torch.testing.assert_close(state["transformer.h.1.attn.ve_gate.weight"]["momentum_buffer"],
-                               shards[0]["state"][8]["momentum_buffer"][0], rtol=0, atol=0)
+    torch.testing.assert_close(
+        state["transformer.h.1.attn.c_k.weight"]["momentum_buffer"],
+        shards[1]["state"][9]["momentum_buffer"][1],
+        rtol=0,
+        atol=0,
+    )
+    torch.testing.assert_close(
+        state["transformer.h.1.attn.ve_gate.weight"]["momentum_buffer"],
+        shards[0]["state"][8]["momentum_buffer"][0],
+        rtol=0,
+        atol=0,
+    )
 
 
 def test_imported_adamw_step_is_nanochat_s_update_rule():

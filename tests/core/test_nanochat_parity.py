@@ -67,7 +67,9 @@ def test_per_token_losses_logits_argmax(reference):
     assert (losses - ref).abs().max().item() <= tol_tok
     assert abs(loss_mean - expected["loss_mean"]) <= tol_mean
     assert (logits[0, :4, :16] - torch.tensor(expected["logits_sample"])).abs().max().item() <= tol_tok
-    assert (logits[0, :4, 256:272] - torch.tensor(expected["logits_sample_ids_256_to_271"])).abs().max() <= tol_tok
+    assert (
+        logits[0, :4, 256:272] - torch.tensor(expected["logits_sample_ids_256_to_271"])
+    ).abs().max() <= tol_tok
     assert torch.equal(logits.argmax(-1), torch.tensor(expected["argmax"]))
     if version == "d314e96":
         fp32 = expected["rotary_fp32_variant"]
@@ -87,7 +89,7 @@ def test_greedy_continuation_with_kv_cache(reference):
     with torch.no_grad():
         for _ in range(24):
             ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
-    assert ids[len(greedy["prompt_ids"]):] == greedy["naive_generate_ids"]
+    assert ids[len(greedy["prompt_ids"]) :] == greedy["naive_generate_ids"]
 
 
 @pytest.mark.parametrize("split", ["val", "train"])
@@ -137,7 +139,9 @@ def test_what_rlab_saves_is_what_nanochat_s_loader_reads(reference):
     in the same order, shapes and dtypes as nanochat's file, and exactly the GPTConfig fields nanochat's
     `build_model` passes to `GPTConfig(**model_config)` before its strict `load_state_dict`."""
     version, root, expected, model = reference
-    theirs = torch.load(root / "base_checkpoints" / "d2" / "model_000020.pt", map_location="cpu", weights_only=True)
+    theirs = torch.load(
+        root / "base_checkpoints" / "d2" / "model_000020.pt", map_location="cpu", weights_only=True
+    )
     ours = model.state_dict()
     assert list(ours) == list(theirs)
     assert [(v.shape, v.dtype) for v in ours.values()] == [(v.shape, v.dtype) for v in theirs.values()]

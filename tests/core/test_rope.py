@@ -85,7 +85,9 @@ def spec_grid(variant: str):
                 if variant == "llama3":
                     extra = [{}, {"low_freq_factor": 2.0, "high_freq_factor": 8.0}]
                 for more in extra:
-                    yield RopeSpec(variant=variant, base=base, factor=scale, original_len=original_len, **more)
+                    yield RopeSpec(
+                        variant=variant, base=base, factor=scale, original_len=original_len, **more
+                    )
 
 
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
@@ -140,8 +142,14 @@ def test_ntk_and_dynamic_ntk_are_different_formulas():
     beta_slow=st.floats(0.5, 4.0),
 )
 def test_matches_transformers_random(variant, half_dim, base, scale, original_len, beta_fast, beta_slow):
-    spec = RopeSpec(variant=variant, base=base, factor=scale, original_len=original_len,
-                    beta_fast=beta_fast, beta_slow=beta_slow)
+    spec = RopeSpec(
+        variant=variant,
+        base=base,
+        factor=scale,
+        original_len=original_len,
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
+    )
     seq_len = 3 * original_len if variant == "dynamic-ntk" else None
     ref_freq, ref_factor = hf_reference(spec, 2 * half_dim, seq_len)
     assert_rel_close(R.inv_freq(spec, 2 * half_dim, seq_len), ref_freq, spec.describe())
@@ -339,7 +347,10 @@ def test_long_forward_far_past_training_length():
         ({"variant": "rope", "factor": -1.0}, "factor"),
         ({"variant": "yarn", "factor": 0.5}, "factor"),
         ({"variant": "yarn", "factor": 2.0, "beta_fast": 1.0, "beta_slow": 1.0}, "beta_fast"),
-        ({"variant": "llama3", "factor": 2.0, "low_freq_factor": 4.0, "high_freq_factor": 2.0}, "high_freq_factor"),
+        (
+            {"variant": "llama3", "factor": 2.0, "low_freq_factor": 4.0, "high_freq_factor": 2.0},
+            "high_freq_factor",
+        ),
     ],
 )
 def test_bad_spec_names_the_parameter(fields, name):

@@ -22,8 +22,10 @@ from rlab.errors import DataError
 
 # ----- fixture archives ---------------------------------------------------------------------
 
-SOTU_OLD = "Fellow-Citizens of the Senate:\n\nWe are at peace. [Applause] The harvest was good [laughter] and [see APP Note] " \
-           "the mails are swift. [See APP Note.]\n" * 40
+SOTU_OLD = (
+    "Fellow-Citizens of the Senate:\n\nWe are at peace. [Applause] The harvest was good [laughter] and [see APP Note] "
+    "the mails are swift. [See APP Note.]\n" * 40
+)
 SOTU_NEW = "Mr. Speaker, the state of our Union is strong. [APPLAUSE]\n\nThank you. [Laughter]\n" * 60
 HAMLET = "\ufeffTHE TRAGEDY OF HAMLET\r\n\r\nTo be, or not to be, that is the question.\r\n" * 30
 FOLIO = "THE TRAGEDIE OF HAMLET (Folio)\n"
@@ -78,7 +80,11 @@ def _r_value(v) -> bytes:
     if isinstance(v, tuple):  # integer vector
         return _r_int(13) + _r_int(len(v)) + b"".join(_r_int(x) for x in v)
     if isinstance(v, list):  # character vector
-        return _r_int(16) + _r_int(len(v)) + b"".join(_r_int(9) + _r_int(-1) if s is None else _r_char(s) for s in v)
+        return (
+            _r_int(16)
+            + _r_int(len(v))
+            + b"".join(_r_int(9) + _r_int(-1) if s is None else _r_char(s) for s in v)
+        )
     raise TypeError(v)
 
 
@@ -86,8 +92,10 @@ def r_serialize(v) -> bytes:
     return b"X\n" + _r_int(3) + _r_int(0x040201) + _r_int(0x030500) + _r_int(5) + b"UTF-8" + _r_value(v)
 
 
-AUSTEN = {"emma": ["EMMA", "", "By Jane Austen", "", "Emma Woodhouse, handsome, clever, and rich,"] * 50,
-          "persuasion": ["Persuasion", "", "Sir Walter Elliot, of Kellynch Hall,", None]}
+AUSTEN = {
+    "emma": ["EMMA", "", "By Jane Austen", "", "Emma Woodhouse, handsome, clever, and rich,"] * 50,
+    "persuasion": ["Persuasion", "", "Sir Walter Elliot, of Kellynch Hall,", None],
+}
 
 
 def make_austen_deb(path: Path) -> Path:
@@ -122,7 +130,9 @@ def test_sotu_markers_stripped_and_eras(tmp_path):
     for d in docs.values():
         assert "[" not in d.text and "applause" not in d.text.lower() and "APP Note" not in d.text
     assert docs["sotu/1850-Fillmore-1"].era == "early" and docs["sotu/1990-Bush-1"].era == "modern"
-    assert "We are at peace. The harvest was good and the mails are swift." in docs["sotu/1850-Fillmore-1"].text
+    assert (
+        "We are at peace. The harvest was good and the mails are swift." in docs["sotu/1850-Fillmore-1"].text
+    )
     assert strip_sotu_markers("Thanks. [Applause] Yes [laughter].") == "Thanks. Yes."
 
 
@@ -200,7 +210,9 @@ def test_default_corpus_prepare_on_fixture_archives(tmp_path, monkeypatch):
     }
     for attr, path in built.items():  # pin the fixtures' own hashes in place of the real ones
         pinned = getattr(sources, attr)
-        monkeypatch.setattr(sources, attr, replace(pinned, sha256=hashlib.sha256(path.read_bytes()).hexdigest()))
+        monkeypatch.setattr(
+            sources, attr, replace(pinned, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+        )
     options = PrepareOptions(long_min_chars=3_000, long_per_era=1, shard_chars=2_000, row_groups=2)
     result = prepare_data(tmp_path / "base", corpus="default", vocab_size=300, options=options)
     m = result.manifest

@@ -43,7 +43,9 @@ def _ids(tok, inputs: torch.Tensor) -> set[int]:
 
 def _loader(data, tok, **kw):
     kw.setdefault("split", "train")
-    kw.setdefault("batch_size", 4)  # 260 tokens a step: an epoch of the tagged train split is ~84 steps at 2 ranks
+    kw.setdefault(
+        "batch_size", 4
+    )  # 260 tokens a step: an epoch of the tagged train split is ~84 steps at 2 ranks
     kw.setdefault("seq_len", 64)
     kw.setdefault("seed", 7)
     split = kw.pop("split")
@@ -89,7 +91,9 @@ def _epoch_ids(loader, tok, max_steps=400) -> set[int]:
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_ranks_read_disjoint_documents(tagged_dir, tok, world_size):
-    per_rank = [_epoch_ids(_loader(tagged_dir, tok, rank=r, world_size=world_size), tok) for r in range(world_size)]
+    per_rank = [
+        _epoch_ids(_loader(tagged_dir, tok, rank=r, world_size=world_size), tok) for r in range(world_size)
+    ]
     for i in range(world_size):
         assert per_rank[i], f"rank {i} read nothing"
         for j in range(i + 1, world_size):
@@ -163,7 +167,9 @@ def test_state_before_iterating_resumes_at_start(tagged_dir, tok):
 
 
 @pytest.mark.parametrize("old_world,new_world", [(2, 3), (3, 1)])
-def test_resume_at_another_world_size_continues_without_repeats(tagged_dir, tok, old_world, new_world, caplog):
+def test_resume_at_another_world_size_continues_without_repeats(
+    tagged_dir, tok, old_world, new_world, caplog
+):
     old = [_loader(tagged_dir, tok, rank=r, world_size=old_world) for r in range(old_world)]
     seen: set[int] = set()
     for ld in old:
@@ -198,7 +204,12 @@ def test_wrong_rank_state_and_split_are_refused(tagged_dir, tok):
     with pytest.raises(DataError, match="rank 0 given to rank 1"):
         _loader(tagged_dir, tok, rank=1, world_size=2, state=ld.state_dict())
     with pytest.raises(DataError, match="train split, not val"):
-        _loader(tagged_dir, tok, split="val", state={"world_size": 1, "ranks": [_loader(tagged_dir, tok).state_dict()]})
+        _loader(
+            tagged_dir,
+            tok,
+            split="val",
+            state={"world_size": 1, "ranks": [_loader(tagged_dir, tok).state_dict()]},
+        )
 
 
 def test_bad_layouts(tmp_path, tok):
@@ -222,5 +233,3 @@ def test_bad_layouts(tmp_path, tok):
         _loader(bad, tok)
     with pytest.raises(DataError, match="outside world size"):
         _loader(bad, tok, rank=2, world_size=2)
-
-

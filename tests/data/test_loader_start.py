@@ -96,8 +96,12 @@ def test_state_keeps_the_seed_it_was_saved_with(tagged_dir, tok):  # noqa: F811
 
 
 def test_world_size_from_shards_or_batch_arithmetic(tmp_path):
-    meta = {"dataloader_state_dict": {"pq_idx": 2, "rg_idx": 5}, "device_batch_size": 4, "max_seq_len": 256,
-            "user_config": {"total_batch_size": 8192}}
+    meta = {
+        "dataloader_state_dict": {"pq_idx": 2, "rg_idx": 5},
+        "device_batch_size": 4,
+        "max_seq_len": 256,
+        "user_config": {"total_batch_size": 8192},
+    }
     assert nanochat_world_size(tmp_path, 20, meta)[0] == 8  # 8192 / (4 x 256): world size x grad accum
     for r in range(2):
         (tmp_path / f"optim_000020_rank{r}.pt").write_bytes(b"")

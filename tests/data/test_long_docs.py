@@ -68,7 +68,9 @@ def test_builds_from_user_files_for_a_foreign_base(foreign_base, sources):
 
 
 def test_training_documents_are_left_out(foreign_base, sources):
-    train_text = pq.read_table(sorted((foreign_base / "base_data").glob("*.parquet"))[0]).column("text")[0].as_py()
+    train_text = (
+        pq.read_table(sorted((foreign_base / "base_data").glob("*.parquet"))[0]).column("text")[0].as_py()
+    )
     (sources / "leak.txt").write_text(train_text, encoding="utf-8")
     m = build_long_docs(foreign_base, [sources], min_tokens=1)
     assert m.excluded.get("in_training_shards") == 1
@@ -88,11 +90,15 @@ def test_load_detects_an_edited_set_and_another_tokenizer(foreign_base, sources,
     table = pq.read_table(layout.long_docs_file)
     texts = table.column("text").to_pylist()
     texts[0] = texts[0] + " edited"
-    pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", [texts]), layout.long_docs_file)
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("text"), "text", [texts]), layout.long_docs_file
+    )
     with pytest.raises(DataError, match="does not match its manifest"):
         load_long_docs(foreign_base)
     build_long_docs(foreign_base, [sources], min_tokens=500)
-    (layout.tokenizer_dir / "tokenizer.pkl").write_bytes(b"other" + (layout.tokenizer_dir / "tokenizer.pkl").read_bytes())
+    (layout.tokenizer_dir / "tokenizer.pkl").write_bytes(
+        b"other" + (layout.tokenizer_dir / "tokenizer.pkl").read_bytes()
+    )
     with pytest.raises(DataError, match="another tokenizer"):
         load_long_docs(foreign_base)
 
@@ -119,13 +125,24 @@ def test_prepare_writes_a_set_with_a_manifest_and_no_training_text(tiny_base_dir
 def test_cli_long_docs(foreign_base, sources):
     from tests.cli.test_continue_cli import assert_user_error, rlab
 
-    args = ["data", "long-docs", "--base-dir", str(foreign_base), "--from", str(sources), "--min-tokens", "500"]
+    args = [
+        "data",
+        "long-docs",
+        "--base-dir",
+        str(foreign_base),
+        "--from",
+        str(sources),
+        "--min-tokens",
+        "500",
+    ]
     res = rlab(*args)
     assert res.returncode == 0, res.stderr
     assert "3 documents" in res.stdout
     again = rlab(*args)
     assert again.returncode == 0 and "already has a long-document set" in " ".join(again.stdout.split())
-    assert_user_error(rlab("data", "long-docs", "--base-dir", str(foreign_base / "nope")), "has no tokenizer/ folder")
+    assert_user_error(
+        rlab("data", "long-docs", "--base-dir", str(foreign_base / "nope")), "has no tokenizer/ folder"
+    )
 
 
 def test_unwritable_long_docs_folder_is_a_clear_error(foreign_base, sources):

@@ -24,7 +24,9 @@ def corpus(tmp_path):
     docs = make_english_docs(12, seed=5, min_sentences=8, max_sentences=12)
     for i, text in enumerate(docs[:6]):
         (folder / f"{i}.txt").write_text(text, encoding="utf-8")
-    (folder / "nested" / "rows.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in docs[6:9]) + "\n")
+    (folder / "nested" / "rows.jsonl").write_text(
+        "\n".join(json.dumps({"text": t}) for t in docs[6:9]) + "\n"
+    )
     pq.write_table(pa.table({"text": docs[9:], "year": [1, 2, 3]}), folder / "nested" / "rows.parquet")
     (folder / "ignored.md").write_text("not corpus text")
     return folder
@@ -85,13 +87,16 @@ def _bad(tmp_path, name: str, payload: bytes) -> object:
     return folder
 
 
-@pytest.mark.parametrize("name,payload,match", [
-    ("x.txt", b"\xff\xfe\x00 bad bytes \x81", "not UTF-8"),
-    ("x.jsonl", b'{"text": "ok"}\n{oops\n', r"x.jsonl:2 is not valid JSON"),
-    ("x.jsonl", b'{"body": "no text field"}\n', "no string 'text' field"),
-    ("x.parquet", b"PAR1 not really parquet", "Cannot read parquet"),
-    ("x.txt", b"   \n\n  ", "contains no text"),
-])
+@pytest.mark.parametrize(
+    "name,payload,match",
+    [
+        ("x.txt", b"\xff\xfe\x00 bad bytes \x81", "not UTF-8"),
+        ("x.jsonl", b'{"text": "ok"}\n{oops\n', r"x.jsonl:2 is not valid JSON"),
+        ("x.jsonl", b'{"body": "no text field"}\n', "no string 'text' field"),
+        ("x.parquet", b"PAR1 not really parquet", "Cannot read parquet"),
+        ("x.txt", b"   \n\n  ", "contains no text"),
+    ],
+)
 def test_bad_files_give_one_line_errors(tmp_path, name, payload, match):
     with pytest.raises(DataError, match=match) as info:
         prepare_data(tmp_path / "base", [_bad(tmp_path, name, payload)], vocab_size=300)
@@ -133,8 +138,16 @@ def test_cli_prepare_then_noop_then_error(tmp_path, corpus, monkeypatch, capsys)
     code, out, _ = _run_cli(monkeypatch, capsys, *args)
     assert code == 0 and "already prepared" in out and "nothing to do" in out
     (tmp_path / "empty").mkdir()
-    code, _, err = _run_cli(monkeypatch, capsys, "data", "prepare", "--corpus", str(tmp_path / "empty"),
-                            "--base-dir", str(tmp_path / "b2"))
+    code, _, err = _run_cli(
+        monkeypatch,
+        capsys,
+        "data",
+        "prepare",
+        "--corpus",
+        str(tmp_path / "empty"),
+        "--base-dir",
+        str(tmp_path / "b2"),
+    )
     assert code == 1 and "Error:" in err and "Traceback" not in err
 
 
@@ -143,9 +156,13 @@ def test_prepared_base_with_missing_outputs_is_not_called_prepared(tiny_base_dir
 
     base = tmp_path / "base"
     shutil.copytree(tiny_base_dir, base)
-    redo = dict(corpus=[tiny_base_dir.parent / "corpus"], vocab_size=TINY_VOCAB_SIZE,
-                options=PrepareOptions(seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3,
-                                       shard_chars=60_000, row_groups=3))
+    redo = dict(
+        corpus=[tiny_base_dir.parent / "corpus"],
+        vocab_size=TINY_VOCAB_SIZE,
+        options=PrepareOptions(
+            seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3, shard_chars=60_000, row_groups=3
+        ),
+    )
     assert prepare_data(base, **redo).skipped  # the same request: nothing to do
     layout = BaseLayout(base)
     shutil.rmtree(layout.long_docs_dir)

@@ -12,7 +12,9 @@ from tests.conftest import make_english_docs
 
 def test_repeats_are_verbatim_earlier_text_and_the_original_survives():
     words = [f"w{i}" for i in range(3000)]  # unique words: an insertion is easy to tell from the original
-    out = insert_repeats(" ".join(words), random.Random(0), RepeatOptions(mean_gap=64, max_distance=256)).split()
+    out = insert_repeats(
+        " ".join(words), random.Random(0), RepeatOptions(mean_gap=64, max_distance=256)
+    ).split()
     i, j, inserted = 0, 0, []
     while j < len(out):
         if i < len(words) and out[j] == words[i]:
@@ -54,8 +56,9 @@ def test_copy_documents_repeat_random_word_passages_and_are_interleaved():
 
 def test_copy_document_spans_follow_the_span_options():
     docs = make_english_docs(2, seed=7, min_sentences=80, max_sentences=80)
-    opts = RepeatOptions(record_fraction=1.0, record_tokens=256, min_span=4, max_span=8, record_words=16,
-                          natural_spans=0.0)
+    opts = RepeatOptions(
+        record_fraction=1.0, record_tokens=256, min_span=4, max_span=8, record_words=16, natural_spans=0.0
+    )
     records = [o for o in with_repeats(docs, opts) if not any(o.startswith(d[:40]) for d in docs)]
     assert len(records) >= 4
     vocab = {w for line in "\n".join(records).split("\n") for w in line.split()}

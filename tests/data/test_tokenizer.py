@@ -104,7 +104,9 @@ def test_loads_a_tokenizer_dir_written_the_nanochat_way(tmp_path):
     ranks = {bytes([i]): i for i in range(256)}
     ranks[b"th"] = 256
     specials = {s: 257 + i for i, s in enumerate(SPECIAL_TOKENS)}
-    enc = tiktoken.Encoding(name="rustbpe", pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
+    enc = tiktoken.Encoding(
+        name="rustbpe", pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=specials
+    )
     (tmp_path / "tokenizer.pkl").write_bytes(pickle.dumps(enc))
     tok = Tokenizer.from_directory(tmp_path)
     assert tok.bos_token_id == 257 and tok.vocab_size == 266

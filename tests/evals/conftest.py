@@ -29,8 +29,17 @@ def tokenizer():
     return Tokenizer.train(bundle_texts(), vocab_size=512)
 
 
-def random_gpt(vocab_size: int, sequence_len: int = 64, seed: int = 0, n_embd: int = 32, rope=None,
-               n_layer: int = 2, n_head: int = 2, n_kv_head: int = 2, architecture: str = "nanochat-2025"):
+def random_gpt(
+    vocab_size: int,
+    sequence_len: int = 64,
+    seed: int = 0,
+    n_embd: int = 32,
+    rope=None,
+    n_layer: int = 2,
+    n_head: int = 2,
+    n_kv_head: int = 2,
+    architecture: str = "nanochat-2025",
+):
     """A small GPT (2 layers by default) whose outputs depend on the input (init_weights zeroes the output layers,
     which would make every prediction uniform, so those are drawn at random here)."""
     import torch
@@ -38,8 +47,15 @@ def random_gpt(vocab_size: int, sequence_len: int = 64, seed: int = 0, n_embd: i
     from rlab.core.gpt import GPT, GPTConfig
 
     torch.manual_seed(seed)
-    cfg = GPTConfig(sequence_len=sequence_len, vocab_size=vocab_size, n_layer=n_layer, n_head=n_head,
-                    n_kv_head=n_kv_head, n_embd=n_embd, architecture=architecture)
+    cfg = GPTConfig(
+        sequence_len=sequence_len,
+        vocab_size=vocab_size,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_kv_head=n_kv_head,
+        n_embd=n_embd,
+        architecture=architecture,
+    )
     model = GPT(cfg, rope=rope)
     model.init_weights()
     with torch.no_grad():

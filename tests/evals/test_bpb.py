@@ -23,7 +23,9 @@ class UniformModel(torch.nn.Module):
 
     def forward(self, idx, targets=None, kv_cache=None, loss_reduction="mean"):
         logits = torch.zeros(*idx.shape, self.vocab)
-        return F.cross_entropy(logits.view(-1, self.vocab), targets.reshape(-1), ignore_index=-1, reduction=loss_reduction)
+        return F.cross_entropy(
+            logits.view(-1, self.vocab), targets.reshape(-1), ignore_index=-1, reduction=loss_reduction
+        )
 
 
 def _docs(lengths, seed=0, vocab=256, bos=256):
@@ -51,7 +53,7 @@ def test_documents_match_manual_cross_entropy_and_exclude_specials():
     for doc, (un, ub, ut) in zip(docs, res.units):
         nats = nbytes = count = 0.0
         for s, e in doc_windows(len(doc), 16):
-            x, y = torch.tensor([doc[s:e - 1]]), torch.tensor(doc[s + 1:e])
+            x, y = torch.tensor([doc[s : e - 1]]), torch.tensor(doc[s + 1 : e])
             with torch.no_grad():
                 logits = model(x)[0]
             keep = token_bytes[y] > 0
@@ -86,8 +88,10 @@ def test_documents_are_invariant_to_batch_size_and_rank_split(monkeypatch, varia
             part = score_documents(model, docs, 32, token_bytes, batch_tokens=96)
             for i, (n, b, t) in enumerate(part.units):
                 per_doc[i] = [per_doc[i][0] + n, per_doc[i][1] + b, per_doc[i][2] + t]
-        assert all(math.isclose(a[0], b[0], rel_tol=1e-6) and a[1] == b[1] and a[2] == b[2]
-                   for a, b in zip(per_doc, ref.units))
+        assert all(
+            math.isclose(a[0], b[0], rel_tol=1e-6) and a[1] == b[1] and a[2] == b[2]
+            for a, b in zip(per_doc, ref.units)
+        )
         assert math.isclose(math.fsum(u[0] for u in per_doc), ref.nats, rel_tol=1e-6)
 
 
@@ -110,7 +114,9 @@ def scored_targets(model: RecordingUniformModel, docs) -> list[tuple[int, int, i
     for x, y in model.calls:
         L = x.shape[1]
         for xr, yr in zip(x.tolist(), y.tolist()):
-            starts = [(d, s) for d, doc in enumerate(docs) for s in range(len(doc) - L) if doc[s : s + L] == xr]
+            starts = [
+                (d, s) for d, doc in enumerate(docs) for s in range(len(doc) - L) if doc[s : s + L] == xr
+            ]
             assert len(starts) == 1, "test documents must make every window unique"
             d, s = starts[0]
             for p, t in enumerate(yr):
@@ -134,11 +140,15 @@ class RecordingUnitLoss(RecordingUniformModel):
         return (targets >= 0).float().reshape(-1)
 
 
-@pytest.mark.parametrize("lengths,block", [((8, 16, 32), None), ((8, 12, 32), 3), ((4, 5, 9), 1), ((6, 30), 6)])
+@pytest.mark.parametrize(
+    "lengths,block", [((8, 16, 32), None), ((8, 12, 32), 3), ((4, 5, 9), 1), ((6, 30), 6)]
+)
 def test_every_length_scores_the_same_targets_once_with_full_context(lengths, block):
     docs = distinct_docs([40, 90, 33, 7, 61])
     model = RecordingUnitLoss(10**6)
-    metric, raw = evaluate_bpb_by_length(model, docs, lengths, 150, torch.ones(10**6, dtype=torch.long), 64, block)
+    metric, raw = evaluate_bpb_by_length(
+        model, docs, lengths, 150, torch.ones(10**6, dtype=torch.long), 64, block
+    )
     seen = scored_targets(model, docs)
     B = block or min(lengths) // 2
     ref = sorted(t for t, _, L in seen if L == lengths[0])
@@ -173,7 +183,10 @@ def test_hand_computed_tiny_case():
     # the forwards: L = 4 then L = 6; 12 // 4 = 3 windows fit a batch at L = 4, 12 // 6 = 2 at L = 6
     (x4, y4), (x6, y6) = model.calls
     assert x4.tolist() == [docs[0][2:6], docs[0][4:8]] and y4.tolist() == [[-1, -1, 5, 6], [-1, -1, 7, 1]]
-    assert x6.tolist() == [docs[0][0:6], docs[0][2:8]] and y6.tolist() == [[-1] * 4 + [5, 6], [-1] * 4 + [7, 1]]
+    assert x6.tolist() == [docs[0][0:6], docs[0][2:8]] and y6.tolist() == [
+        [-1] * 4 + [5, 6],
+        [-1] * 4 + [7, 1],
+    ]
     assert "stride" in metric["convention"] and "same targets" in metric["convention"]
 
 
@@ -181,7 +194,15 @@ def test_plan_round_robin_budget_and_short_docs():
     plan = plan_blocks([5, 40, 8, 100, 30], [4, 8], token_budget=13)
     # B = 2, L_k = 8: docs 0 and 2 are too short (< 9 tokens); ends 8, 10, ... per usable doc
     assert plan.block == 2 and plan.longest == 8 and plan.short_docs == [0, 2] and plan.usable_docs == 3
-    assert plan.blocks == [Block(1, 8), Block(3, 8), Block(4, 8), Block(1, 10), Block(3, 10), Block(4, 10), Block(1, 12)]
+    assert plan.blocks == [
+        Block(1, 8),
+        Block(3, 8),
+        Block(4, 8),
+        Block(1, 10),
+        Block(3, 10),
+        Block(4, 10),
+        Block(1, 12),
+    ]
     assert plan.budget_met and plan.scored_positions == 14 and plan.docs == 3
     full = plan_blocks([5, 40, 8, 100, 30], [4, 8], token_budget=10**9)
     assert not full.budget_met
@@ -197,7 +218,9 @@ def test_infeasible_lengths_skipped_and_the_longest_feasible_places_blocks():
     assert plan.longest == 16 and plan.short_docs == [] and plan.blocks[0] == Block(0, 16)
     none = plan_blocks([5, 8], [8], 100)
     assert none.lengths == [] and none.blocks == [] and none.skipped[0]["length"] == 8
-    metric, raw = evaluate_bpb_by_length(UniformModel(8), [[1] * 8], [8], 100, torch.ones(8, dtype=torch.long), 64)
+    metric, raw = evaluate_bpb_by_length(
+        UniformModel(8), [[1] * 8], [8], 100, torch.ones(8, dtype=torch.long), 64
+    )
     assert metric["lengths"] == [] and raw == {} and metric["skipped"][0]["length"] == 8
     with pytest.raises(EvalError, match="does not fit the shortest length"):
         plan_blocks([100], [8, 16], 100, block=9)
@@ -227,7 +250,9 @@ def test_blocks_equal_per_window_recompute_on_a_real_model():
         assert res.tokens == res.bytes == 52 and res.docs == 2
         assert math.isclose(res.nats, nats, rel_tol=1e-5)
         assert all(math.isclose(a, b, rel_tol=1e-4) for (a, *_), b in zip(res.units, units))
-        direct = evaluate_bpb_blocks(model, docs, plan.blocks, L, 4, token_bytes, batch_tokens=L)  # one per forward
+        direct = evaluate_bpb_blocks(
+            model, docs, plan.blocks, L, 4, token_bytes, batch_tokens=L
+        )  # one per forward
         assert math.isclose(direct.nats, res.nats, rel_tol=1e-5)
 
 

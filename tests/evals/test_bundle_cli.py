@@ -32,7 +32,9 @@ def test_install_from_zip_checks_and_places_bundle(bundle_copy, tmp_path):
     zpath = _zip_bundle(bundle_copy, tmp_path / "eval_bundle.zip")
     target = tmp_path / "base" / "eval_bundle"
     install_from_zip(zpath, target)
-    assert (target / "core.yaml").is_file() and (target / "eval_data" / "commonsense_reasoning" / "copa.jsonl").is_file()
+    assert (target / "core.yaml").is_file() and (
+        target / "eval_data" / "commonsense_reasoning" / "copa.jsonl"
+    ).is_file()
     with pytest.raises(EvalError, match="already exists"):
         install_from_zip(zpath, target)
     result = CliRunner().invoke(app, ["bundle", "check", "--base-dir", str(tmp_path / "base")])

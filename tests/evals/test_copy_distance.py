@@ -24,7 +24,11 @@ def test_record_repeats_the_passage_at_the_stated_distance(window):
     assert rec.second + cd.PASSAGE == len(rec.tokens)  # the copy ends the window
     # the control: the same window with another passage where X first appeared, nothing else changed
     differs = [i for i, (a, b) in enumerate(zip(rec.tokens, rec.control)) if a != b]
-    assert len(rec.control) == len(rec.tokens) and differs and rec.first <= min(differs) <= max(differs) < rec.first + cd.PASSAGE
+    assert (
+        len(rec.control) == len(rec.tokens)
+        and differs
+        and rec.first <= min(differs) <= max(differs) < rec.first + cd.PASSAGE
+    )
 
 
 def test_records_are_deterministic_and_differ_by_index():
@@ -38,18 +42,26 @@ def test_too_short_window_and_too_short_text_say_what_to_do():
         cd.build_record(DOCS, 1, 2 * cd.PASSAGE, seed=0, index=0)
     with pytest.raises(EvalError, match="long-document set"):
         cd.build_record([list(range(50))], 1, 128, seed=0, index=0)
-    with pytest.raises(EvalError, match="too repetitive"):  # every passage alike: no control, and no endless redraw
+    with pytest.raises(
+        EvalError, match="too repetitive"
+    ):  # every passage alike: no control, and no endless redraw
         cd.build_record([[7] * 400], 1, 128, seed=0, index=0)
 
 
 def test_scores_per_record_and_summary():
     torch.set_num_threads(1)
     model = random_gpt(1024, sequence_len=128)
-    rows = cd.evaluate_copy_distance(model, DOCS, 1, [96, 128], records=6, seed=0, batch_tokens=256, device="cpu")
+    rows = cd.evaluate_copy_distance(
+        model, DOCS, 1, [96, 128], records=6, seed=0, batch_tokens=256, device="cpu"
+    )
     assert [(r["window"], r["record"]) for r in rows] == [(w, i) for w in (96, 128) for i in range(6)]
-    assert all(math.isfinite(r["control_nats"]) and math.isfinite(r["copy_nats"]) and 0 <= r["copy_acc"] <= 1
-               for r in rows)
-    again = cd.evaluate_copy_distance(model, DOCS, 1, [96, 128], records=6, seed=0, batch_tokens=10_000, device="cpu")
+    assert all(
+        math.isfinite(r["control_nats"]) and math.isfinite(r["copy_nats"]) and 0 <= r["copy_acc"] <= 1
+        for r in rows
+    )
+    again = cd.evaluate_copy_distance(
+        model, DOCS, 1, [96, 128], records=6, seed=0, batch_tokens=10_000, device="cpu"
+    )
     for r, s in zip(rows, again):  # batching does not change the numbers
         assert r["copy_nats"] == pytest.approx(s["copy_nats"], abs=1e-5)
     summary = cd.summarize(rows)
@@ -66,8 +78,18 @@ def test_a_model_that_cannot_see_the_first_copy_gains_exactly_nothing():
     alike in both."""
     torch.set_num_threads(1)
     model = random_gpt(1024, sequence_len=16, architecture="nanochat-2026")
-    rows = cd.evaluate_copy_distance(model, DOCS, 1, [128], records=4, seed=0, batch_tokens=1024, device="cpu")
+    rows = cd.evaluate_copy_distance(
+        model, DOCS, 1, [128], records=4, seed=0, batch_tokens=1024, device="cpu"
+    )
     assert all(r["control_nats"] == pytest.approx(r["copy_nats"], abs=1e-5) for r in rows)
-    near = cd.evaluate_copy_distance(random_gpt(1024, sequence_len=128, architecture="nanochat-2026"), DOCS, 1,
-                                     [128], records=4, seed=0, batch_tokens=1024, device="cpu")
+    near = cd.evaluate_copy_distance(
+        random_gpt(1024, sequence_len=128, architecture="nanochat-2026"),
+        DOCS,
+        1,
+        [128],
+        records=4,
+        seed=0,
+        batch_tokens=1024,
+        device="cpu",
+    )
     assert any(abs(r["control_nats"] - r["copy_nats"]) > 1e-3 for r in near)  # within reach, the copy matters

@@ -14,7 +14,9 @@ def test_shared_bundle_tasks_and_missing(bundle):
     assert len(labels) == 20
     assert [t.label for t in bundle.missing] == ["squad", "coqa"]
     assert bundle.partial
-    copa, arc, lsat, langid = (bundle.task(x) for x in ("copa", "arc_easy", "agi_eval_lsat_ar", "bigbench_language_identification"))
+    copa, arc, lsat, langid = (
+        bundle.task(x) for x in ("copa", "arc_easy", "agi_eval_lsat_ar", "bigbench_language_identification")
+    )
     assert (copa.baseline, lsat.baseline, langid.baseline) == (50.0, 20.0, 9.1)
     assert copa.continuation_delimiter == " " and arc.continuation_delimiter == "\nAnswer: "
     assert arc.num_fewshot == 10 and arc.task_type == "multiple_choice"

@@ -39,7 +39,10 @@ def test_multiple_choice_zero_shot_copa(bundle, tokenizer):
         assert e == len(toks)
         # the span is what follows the common prefix: delimiter + choice (the space merges into a token)
         assert tokenizer.decode(toks[s:e]) == " " + choice
-        assert tokenizer.decode(toks[1:s]) + tokenizer.decode(toks[s:e]) == prompts[rows[0]["choices"].index(choice)]
+        assert (
+            tokenizer.decode(toks[1:s]) + tokenizer.decode(toks[s:e])
+            == prompts[rows[0]["choices"].index(choice)]
+        )
     assert ex.starts[0] == ex.starts[1]
 
 
@@ -129,7 +132,8 @@ def test_subsample_is_deterministic():
 
 
 @pytest.mark.parametrize(
-    "label", ["copa", "winogrande", "arc_challenge", "hellaswag", "piqa", "bigbench_operators", "lambada_openai"]
+    "label",
+    ["copa", "winogrande", "arc_challenge", "hellaswag", "piqa", "bigbench_operators", "lambada_openai"],
 )
 def test_batched_equals_one_at_a_time(bundle, tokenizer, tiny_gpt, label):
     task = bundle.task(label)
@@ -146,10 +150,16 @@ def test_pack_example_shares_the_prefix(bundle, tokenizer):
     ex = prepare_example(tokenizer, task, load_task_data(task), 2)
     pack = pack_example(ex)
     shared = ex.starts[0]
-    assert len(pack.tokens) == shared + sum(len(t) - shared for t in ex.tokens) < sum(len(t) for t in ex.tokens) / 2
+    assert (
+        len(pack.tokens)
+        == shared + sum(len(t) - shared for t in ex.tokens)
+        < sum(len(t) for t in ex.tokens) / 2
+    )
     for j, (row, s, e) in enumerate(zip(ex.tokens, ex.starts, ex.ends)):
         idx = [i for i, g in enumerate(pack.segments) if g in (0, j + 1)]
-        assert [pack.tokens[i] for i in idx] == row and [pack.positions[i] for i in idx] == list(range(len(row)))
+        assert [pack.tokens[i] for i in idx] == row and [pack.positions[i] for i in idx] == list(
+            range(len(row))
+        )
         assert pack.targets[j] == row[s:e] and pack.score_at[j] == idx[s - 1 : e - 1]
 
 
@@ -167,8 +177,13 @@ def _assert_scores_match_reference(model, tokenizer, examples, batch_tokens):
 
 @pytest.mark.parametrize(
     "label, max_seq_len, packed",
-    [("arc_easy", 2048, True), ("hellaswag_zeroshot", 2048, True), ("hellaswag", 128, False), ("winograd", 256, True),
-     ("bigbench_operators", 256, True)],
+    [
+        ("arc_easy", 2048, True),
+        ("hellaswag_zeroshot", 2048, True),
+        ("hellaswag", 128, False),
+        ("winograd", 256, True),
+        ("bigbench_operators", 256, True),
+    ],
 )
 def test_packed_span_losses_match_the_reference(bundle, tokenizer, tiny_gpt, label, max_seq_len, packed):
     """Uncropped few-shot prompts share their prefix (one packed row per example); prompts cropped
@@ -195,7 +210,8 @@ def test_prompts_cropped_at_the_same_token_share_a_row(bundle, tokenizer, tiny_g
     _assert_scores_match_reference(tiny_gpt, tokenizer, examples, batch_tokens=512)
     kwargs = dict(source_indices=order, max_seq_len=64)
     assert evaluate_task(tiny_gpt, tokenizer, task, rows, "cpu", batch_tokens=512, **kwargs) == evaluate_task(
-        tiny_gpt, tokenizer, task, rows, "cpu", batched=False, **kwargs)
+        tiny_gpt, tokenizer, task, rows, "cpu", batched=False, **kwargs
+    )
 
 
 def test_dynamic_ntk_beyond_l0_scores_each_example_at_its_own_length(bundle, tokenizer):
@@ -205,7 +221,9 @@ def test_dynamic_ntk_beyond_l0_scores_each_example_at_its_own_length(bundle, tok
 
     from .conftest import random_gpt
 
-    model = random_gpt(tokenizer.vocab_size, sequence_len=32, rope=RopeSpec(variant="dynamic-ntk", factor=4.0))
+    model = random_gpt(
+        tokenizer.vocab_size, sequence_len=32, rope=RopeSpec(variant="dynamic-ntk", factor=4.0)
+    )
     task = bundle.task("hellaswag_zeroshot")
     rows, _ = subsample(load_task_data(task), 12)
     examples = [prepare_example(tokenizer, task, rows, i, max_seq_len=128) for i in range(12)]
@@ -227,7 +245,9 @@ def test_core_partial_result(bundle_copy, tokenizer, tiny_gpt, caplog):
 
 def test_core_mean_by_hand(bundle):
     copa, lsat = bundle.task("copa"), bundle.task("agi_eval_lsat_ar")
-    res = CoreResult([TaskResult(copa, [True] * 3 + [False], [0, 1, 2, 3]), TaskResult(lsat, [True, False], [0, 1])])
+    res = CoreResult(
+        [TaskResult(copa, [True] * 3 + [False], [0, 1, 2, 3]), TaskResult(lsat, [True, False], [0, 1])]
+    )
     c1, c2 = (0.75 - 0.5) / 0.5, (0.5 - 0.2) / 0.8
     assert math.isclose(res.core(), (c1 + c2) / 2)
 

@@ -17,10 +17,33 @@ from tests.evals.test_runner import TAG, make_base
 def _eval(base: Path, results: Path, nproc: int = 1) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("RLAB_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "rlab", "eval", "--tag", TAG, "--base-dir", str(base),
-                           "--base-tag", "d2", "-e", "drill", "--results-dir", str(results), "--nproc", str(nproc),
-                           "--no-bpb-length", "--no-core", "--no-passkey"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlab",
+            "eval",
+            "--tag",
+            TAG,
+            "--base-dir",
+            str(base),
+            "--base-tag",
+            "d2",
+            "-e",
+            "drill",
+            "--results-dir",
+            str(results),
+            "--nproc",
+            str(nproc),
+            "--no-bpb-length",
+            "--no-core",
+            "--no-passkey",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:

@@ -27,7 +27,9 @@ def test_default_grid_from_half_l0_to_twice_the_target():
 def test_dynamic_ntk_fixed_scale_is_its_frequencies_at_one_length():
     assert fixed_scale(4.0, 256, 1024) == 13.0  # s^2 - s + 1 at T = s * L0
     assert fixed_scale(4.0, 256, 100) == 1.0
-    model = random_gpt(300, sequence_len=16, rope=RopeSpec(variant="dynamic-ntk", factor=4.0, original_len=16))
+    model = random_gpt(
+        300, sequence_len=16, rope=RopeSpec(variant="dynamic-ntk", factor=4.0, original_len=16)
+    )
     per_window = apply_eval_rope(model, EvalSpec(), 64)
     assert per_window["dynamic_ntk"] == "per_window" and per_window["scale_at_target_len"] == 13.0
     assert model.rope.variant.value == "dynamic-ntk"  # untouched

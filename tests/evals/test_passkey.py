@@ -95,8 +95,16 @@ def test_depth_beyond_0_9_is_rejected_by_the_spec():
 
 
 def test_echo_model_scores_100_percent(tokenizer):
-    res = evaluate_passkey(Engine(EchoKeyModel(tokenizer)), tokenizer, [200, 400, 20], [0.0, 0.5, 0.9], 3, 99, "cpu",
-                           batch_tokens=1000)
+    res = evaluate_passkey(
+        Engine(EchoKeyModel(tokenizer)),
+        tokenizer,
+        [200, 400, 20],
+        [0.0, 0.5, 0.9],
+        3,
+        99,
+        "cpu",
+        batch_tokens=1000,
+    )
     m = res.metrics()
     assert m["overall"] == 1.0 and m["lengths"] == [200, 400] and m["units"] == 18
     assert m["skipped"][0]["length"] == 20

@@ -35,8 +35,10 @@ def test_stages_map_each_loop_onto_one_scale():
 
 def test_log_mode_writes_a_line_per_tenth_with_eta(caplog):
     clock = FakeClock()
-    with caplog.at_level(logging.INFO, logger="rlab.evals.progress"), \
-            ProgressDisplay(mode="log", clock=clock) as display:
+    with (
+        caplog.at_level(logging.INFO, logger="rlab.evals.progress"),
+        ProgressDisplay(mode="log", clock=clock) as display,
+    ):
         progress = display.for_eval("core")
         for done in range(0, 201):
             clock.now = done * 0.5
@@ -83,7 +85,9 @@ def test_off_mode_and_other_ranks_say_nothing(capsys, caplog, monkeypatch):
     assert capsys.readouterr().err == "" and not caplog.records
 
 
-def test_a_real_eval_run_reports_every_eval_to_its_end(tiny_base_dir, tmp_path, bundle_copy, capsys, monkeypatch):
+def test_a_real_eval_run_reports_every_eval_to_its_end(
+    tiny_base_dir, tmp_path, bundle_copy, capsys, monkeypatch
+):
     """Each eval's last event has done == total, and totals are in the eval's units (tokens, examples, trials)."""
     import torch
 
@@ -93,9 +97,12 @@ def test_a_real_eval_run_reports_every_eval_to_its_end(tiny_base_dir, tmp_path, 
     torch.set_num_threads(1)
     monkeypatch.setenv("RLAB_PROGRESS", "events")
     base = make_base(tiny_base_dir, tmp_path)
-    cfg = eval_config(base, tmp_path, bundle_copy,
-                      evals=("bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"))
-    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"copy_lengths": (128,), "copy_trials": 4})})
+    cfg = eval_config(
+        base, tmp_path, bundle_copy, evals=("bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance")
+    )
+    cfg = cfg.model_copy(
+        update={"eval": cfg.eval.model_copy(update={"copy_lengths": (128,), "copy_trials": 4})}
+    )
     doc = run_evals(cfg)
     events = [e for e in map(parse_event, capsys.readouterr().err.splitlines()) if e is not None]
     last = {name: (done, total) for name, done, total in events}

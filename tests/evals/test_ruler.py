@@ -19,7 +19,7 @@ from tests.evals.conftest import bundle_texts, random_gpt
 @pytest.fixture(scope="module")
 def texts() -> list[str]:
     rows = bundle_texts(per_file=30)
-    return [" ".join(rows[i:i + 200]) for i in range(0, len(rows), 200)]
+    return [" ".join(rows[i : i + 200]) for i in range(0, len(rows), 200)]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,11 @@ def example(hay, task, length, trial, seed=0):
 @pytest.mark.parametrize("length", [512, 1024])
 def test_prompt_length_and_answers_in_context(hay, tokenizer, task, length):
     ex = example(hay, task, length, 0)
-    assert len(ex.prompt) == length - ex.max_new and ex.max_new >= MAX_NEW[task] and ex.prompt[0] == tokenizer.bos_token_id
+    assert (
+        len(ex.prompt) == length - ex.max_new
+        and ex.max_new >= MAX_NEW[task]
+        and ex.prompt[0] == tokenizer.bos_token_id
+    )
     text = tokenizer.decode(ex.prompt)
     for ref in ex.references:
         assert ref in text
@@ -90,7 +94,9 @@ def test_scores_by_task_and_length(hay, tokenizer, texts):
             for t in range(trials):
                 ex = example(hay, task, L, t, seed=3)
                 answers[tuple(ex.prompt)] = ex.references if t % 2 == 0 else []
-    res = evaluate_ruler(OracleEngine(tokenizer, answers), tokenizer, texts, tasks, lengths + [20], trials, 3, "cpu")
+    res = evaluate_ruler(
+        OracleEngine(tokenizer, answers), tokenizer, texts, tasks, lengths + [20], trials, 3, "cpu"
+    )
     m = res.metrics()
     assert m["units"] == 16 and m["lengths"] == [400, 600]
     assert {(s["task"], s["length"]) for s in m["skipped"]} == {("niah_multikey", 20), ("vt", 20)}

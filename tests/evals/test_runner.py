@@ -37,26 +37,48 @@ def make_base(tiny_base_dir: Path, root: Path, seq_len: int = 32) -> Path:
     return base
 
 
-def eval_config(base: Path, root: Path, bundle: Path,
-                evals=("bpb", "bpb_length", "core", "passkey", "ruler")) -> EvalRunConfig:
+def eval_config(
+    base: Path, root: Path, bundle: Path, evals=("bpb", "bpb_length", "core", "passkey", "ruler")
+) -> EvalRunConfig:
     spec = EvalSpec(
-        evals=evals, bpb_tokens=1024, lengths=(16, 32, 64, 100000), length_tokens=256, core_bundle=bundle,
-        max_per_task=6, passkey_lengths=(256,), passkey_depths=(0.0, 0.9), passkey_trials=2, device_batch_size=4,
-        ruler_tasks=("niah_multikey", "vt"), ruler_lengths=(400,), ruler_trials=2,
+        evals=evals,
+        bpb_tokens=1024,
+        lengths=(16, 32, 64, 100000),
+        length_tokens=256,
+        core_bundle=bundle,
+        max_per_task=6,
+        passkey_lengths=(256,),
+        passkey_depths=(0.0, 0.9),
+        passkey_trials=2,
+        device_batch_size=4,
+        ruler_tasks=("niah_multikey", "vt"),
+        ruler_lengths=(400,),
+        ruler_trials=2,
     )
     return EvalRunConfig(
-        experiment="exp", tag=TAG, variant="rope", base_dir=base, out_dir=root / "evals" / TAG,
-        core_csv=root / "results_rope.csv", eval=spec,
+        experiment="exp",
+        tag=TAG,
+        variant="rope",
+        base_dir=base,
+        out_dir=root / "evals" / TAG,
+        core_csv=root / "results_rope.csv",
+        eval=spec,
     )
 
 
 def test_unknown_eval_suggests_a_name():
-    with pytest.raises(EvalError, match=r"Unknown eval 'cor'\. Did you mean 'core'\? Available: bpb, bpb_length, copy_distance, core, passkey"):
+    with pytest.raises(
+        EvalError,
+        match=r"Unknown eval 'cor'\. Did you mean 'core'\? Available: bpb, bpb_length, copy_distance, core, passkey",
+    ):
         get_eval("cor")
 
 
 def test_rows_round_trip_through_their_models_and_blanks_are_null(tmp_path):
-    rows = [rec.LengthRow(length=8, bpb=float("nan"), tokens=4, docs=1), rec.LengthRow(length=16, bpb=1.5, tokens=4, docs=1)]
+    rows = [
+        rec.LengthRow(length=8, bpb=float("nan"), tokens=4, docs=1),
+        rec.LengthRow(length=16, bpb=1.5, tokens=4, docs=1),
+    ]
     rec.write_rows(tmp_path / "l.csv", rows)
     assert (tmp_path / "l.csv").read_text() == "length,bpb,tokens,docs\n8,,4,1\n16,1.5,4,1\n"
     back = rec.read_rows(tmp_path / "l.csv", rec.LengthRow)
@@ -81,7 +103,11 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     assert saved == doc and json.loads((out / "eval.json").read_text())["schema"] == "rlab.eval/2"
     assert saved.tag == TAG and saved.step == 5 and saved.checkpoint.tokens_trained == 1000
     assert saved.rope["variant"] == "rope" and saved.rope["original_len"] == 32 and saved.train_seq_len == 32
-    assert set(saved.measured) == {"bpb", "bpb_length", "core", "passkey", "ruler"} == set(saved.metrics.present())
+    assert (
+        set(saved.measured)
+        == {"bpb", "bpb_length", "core", "passkey", "ruler"}
+        == set(saved.metrics.present())
+    )
     assert saved.rope_eval["frequencies"].startswith("fixed by the RoPE config")
     run = saved.measured["bpb"]
     assert run.world_size == 1 and run.dtype == "float32" and run.code_version.package
@@ -123,8 +149,17 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     after = {p.name: p.read_text() for p in out.iterdir() if p.suffix == ".csv"}
     assert before == after and doc2.metrics == doc.metrics
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["eval.json", "bpb_by_length.csv", "passkey.csv", "passkey_trials.csv", "ruler.csv", "ruler_trials.csv",
-         "core_examples.csv", "bpb_units.csv", "bpb_docs.csv"]
+        [
+            "eval.json",
+            "bpb_by_length.csv",
+            "passkey.csv",
+            "passkey_trials.csv",
+            "ruler.csv",
+            "ruler_trials.csv",
+            "core_examples.csv",
+            "bpb_units.csv",
+            "bpb_docs.csv",
+        ]
     )
 
 
@@ -161,8 +196,12 @@ def test_fewer_evals_on_another_checkpoint_refuse_then_drop_with_force(tiny_base
     run_evals(eval_config(base, tmp_path, bundle_copy, evals=("bpb", "core", "passkey")))
     out = tmp_path / "evals" / TAG
     model = random_gpt(512, sequence_len=32, seed=8)
-    save_checkpoint(base / "base_checkpoints" / TAG, 9, model.state_dict(),
-                    {"step": 9, "model_config": model.config.to_dict(), "tokens_trained": 2000})
+    save_checkpoint(
+        base / "base_checkpoints" / TAG,
+        9,
+        model.state_dict(),
+        {"step": 9, "model_config": model.config.to_dict(), "tokens_trained": 2000},
+    )
     cfg = eval_config(base, tmp_path, bundle_copy, evals=("bpb",))
     before = (out / "eval.json").read_text()
     with pytest.raises(EvalError, match=r"holds core, passkey.*describes step 5.*step 9") as info:
@@ -199,8 +238,12 @@ def test_a_metric_that_cannot_be_computed_fails_and_writes_nothing(tiny_base_dir
 def test_headline_numbers_must_be_finite():
     from rlab.evals.runner import nonfinite_headlines
 
-    split = dict(nats=1.0, bytes=1, tokens=1, docs=1, docs_available=1, token_budget=1, whole_split=False, window=4)
-    ok = rec.BpbMetric(convention="c", train=rec.BpbSplit(bpb=1.2, **split), val=rec.BpbSplit(bpb=1.3, **split))
+    split = dict(
+        nats=1.0, bytes=1, tokens=1, docs=1, docs_available=1, token_budget=1, whole_split=False, window=4
+    )
+    ok = rec.BpbMetric(
+        convention="c", train=rec.BpbSplit(bpb=1.2, **split), val=rec.BpbSplit(bpb=1.3, **split)
+    )
     assert nonfinite_headlines("bpb", ok) == []
     bad = ok.model_copy(update={"val": rec.BpbSplit(bpb=float("nan"), **split)})
     assert nonfinite_headlines("bpb", bad) == ["bpb.val.bpb"]
@@ -212,16 +255,22 @@ def test_worker_renders_errors_as_one_line_and_an_error_file(tmp_path):
     bad = tmp_path / "eval_run.json"
     bad.write_text("{}")
     env = {**os.environ, "RLAB_ERROR_FILE": str(tmp_path / "error.json")}
-    proc = subprocess.run([sys.executable, "-m", "rlab.evals", str(bad)], env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlab.evals", str(bad)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and "invalid run config" in proc.stderr
     from rlab.worker import read_error_file
 
     message, _ = read_error_file(tmp_path / "error.json")
     assert "invalid run config" in message
-    debug = subprocess.run([sys.executable, "-m", "rlab.evals", str(bad)], env={**env, "RLAB_DEBUG": "1"},
-                           capture_output=True, text=True, timeout=120)
+    debug = subprocess.run(
+        [sys.executable, "-m", "rlab.evals", str(bad)],
+        env={**env, "RLAB_DEBUG": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert debug.returncode != 0 and "Traceback" in debug.stderr
 
 
@@ -236,8 +285,16 @@ def test_torchrun_two_ranks_match_one_process(tiny_base_dir, tmp_path, bundle_co
         path = tmp_path / f"w{n}" / "eval_run.json"
         write_config(cfg, path)
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}", "-m",
-               "rlab.evals", str(path)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={n}",
+            "-m",
+            "rlab.evals",
+            str(path),
+        ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         results[n] = rec.read_eval_doc(tmp_path / f"w{n}" / "evals" / TAG / "eval.json")

@@ -41,14 +41,14 @@ def test_matches_a_per_window_recompute_on_a_real_model():
         means, nats, nbytes = [], 0.0, 0.0
         for d in (0, 3):
             for w in sliding_windows(d, len(docs[d]), L, stride):
-                x = torch.tensor([[bos, *docs[d][w.begin:w.end]]])
+                x = torch.tensor([[bos, *docs[d][w.begin : w.end]]])
                 with torch.no_grad():
                     logits = model(x)[0, :-1].double()
                 targets = x[0, 1:]
-                nll = F.cross_entropy(logits, targets, reduction="none")[-w.targets:]
+                nll = F.cross_entropy(logits, targets, reduction="none")[-w.targets :]
                 means.append(nll.mean().item())
                 nats += nll.sum().item()
-                nbytes += token_bytes[targets[-w.targets:]].sum().item()
+                nbytes += token_bytes[targets[-w.targets :]].sum().item()
         assert res.windows == len(means) and res.docs == 2
         assert math.isclose(res.ppl, math.exp(sum(means) / len(means)), rel_tol=1e-4)
         assert math.isclose(res.bpb, nats / nbytes / math.log(2), rel_tol=1e-4)

@@ -115,12 +115,24 @@ def _torchrun_train(train_base: Path, tmp_path: Path, nproc: int, **train) -> tu
     from tests.train.helpers import make_run_config
 
     run_dir = tmp_path / "run"
-    cfg = make_run_config(train_base, run_dir, init={"kind": "scratch", "model": {"n_layer": 4, "n_embd": 256,
-                                                                                   "n_head": 2}}, **train)
+    cfg = make_run_config(
+        train_base,
+        run_dir,
+        init={"kind": "scratch", "model": {"n_layer": 4, "n_embd": 256, "n_head": 2}},
+        **train,
+    )
     run_json = tmp_path / "run.json"
     run_json.write_text(cfg.model_dump_json())
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            "-m", "rlab.core.train", str(run_json)]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "rlab.core.train",
+        str(run_json),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")}
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     log = proc.stdout + proc.stderr
@@ -139,8 +151,19 @@ def _records(run_dir: Path, kind: str) -> list[dict]:
 def test_bf16_compile_training_under_nccl_keeps_memory_flat_across_evals(train_base, tmp_path):
     """torchrun (1 GPU, NCCL process group), bf16 autocast + torch.compile, an eval and a sample every 4 steps:
     the loss falls, MFU is reported, and the peak memory of each eval interval stays flat (within 5%)."""
-    run_dir, log = _torchrun_train(train_base, tmp_path, nproc=1, seq_len=256, steps=24, device_batch_size=8,
-                                   eval_every=4, sample_every=4, eval_tokens=8192, dtype="bfloat16", compile=True)
+    run_dir, log = _torchrun_train(
+        train_base,
+        tmp_path,
+        nproc=1,
+        seq_len=256,
+        steps=24,
+        device_batch_size=8,
+        eval_every=4,
+        sample_every=4,
+        eval_tokens=8192,
+        dtype="bfloat16",
+        compile=True,
+    )
     assert "backend nccl" in log
     assert "'verified': True" in log or "'verified': None" in log, "allocator check missing from the log"
     train = _records(run_dir, "train")
@@ -156,7 +179,15 @@ def test_bf16_compile_training_under_nccl_keeps_memory_flat_across_evals(train_b
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2+ GPUs")
 def test_training_on_every_gpu_agrees_across_ranks(train_base, tmp_path):
-    run_dir, log = _torchrun_train(train_base, tmp_path, nproc=torch.cuda.device_count(), seq_len=256, steps=8,
-                                   device_batch_size=4, dtype="bfloat16", compile=True)
+    run_dir, log = _torchrun_train(
+        train_base,
+        tmp_path,
+        nproc=torch.cuda.device_count(),
+        seq_len=256,
+        steps=8,
+        device_batch_size=4,
+        dtype="bfloat16",
+        compile=True,
+    )
     assert "backend nccl" in log and "replicas diverged" not in log
     assert _records(run_dir, "done")

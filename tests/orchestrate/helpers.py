@@ -16,8 +16,17 @@ def make_checkpoint(base_dir: Path, tag: str, steps=(10,), ranks: int = 2, size:
         model_file(ckpt, step).write_bytes(bytes((step + i) % 251 for i in range(size)))
         for rank in range(ranks):
             optim_file(ckpt, step, rank).write_bytes(bytes((rank + i) % 13 for i in range(size // 2)))
-        meta = {"step": step, "model_config": {"sequence_len": 256, "vocab_size": 512, "n_layer": 2, "n_head": 2,
-                                                "n_kv_head": 2, "n_embd": 32}}
+        meta = {
+            "step": step,
+            "model_config": {
+                "sequence_len": 256,
+                "vocab_size": 512,
+                "n_layer": 2,
+                "n_head": 2,
+                "n_kv_head": 2,
+                "n_embd": 32,
+            },
+        }
         meta_file(ckpt, step).write_text(json.dumps(meta))
     return ckpt
 

@@ -74,43 +74,58 @@ class SlurmCluster:
         sock = r / "munge" / "munge.socket"
         host = socket.gethostname()
         conf = r / "slurm.conf"
-        conf.write_text("\n".join([
-            "ClusterName=rlabtest",
-            f"SlurmctldHost={host}(127.0.0.1)",
-            "SlurmUser=root",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
-            f"AuthInfo=socket={sock}",
-            f"StateSaveLocation={r / 'state'}",
-            f"SlurmdSpoolDir={r / 'spool'}",
-            f"SlurmctldPidFile={r / 'slurmctld.pid'}",
-            f"SlurmdPidFile={r / 'slurmd.pid'}",
-            f"SlurmctldLogFile={r / 'slurmctld.log'}",
-            f"SlurmdLogFile={r / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_CPU",
-            "SchedulerType=sched/builtin",
-            "MpiDefault=none",
-            "ReturnToService=2",
-            "JobCompType=jobcomp/none",
-            "AccountingStorageType=accounting_storage/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "MinJobAge=600",
-            f"NodeName={host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=1000 State=UNKNOWN",
-            f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
-            "",
-        ]))
+        conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=rlabtest",
+                    f"SlurmctldHost={host}(127.0.0.1)",
+                    "SlurmUser=root",
+                    f"SlurmctldPort={_free_port()}",
+                    f"SlurmdPort={_free_port()}",
+                    "AuthType=auth/munge",
+                    "CredType=cred/munge",
+                    f"AuthInfo=socket={sock}",
+                    f"StateSaveLocation={r / 'state'}",
+                    f"SlurmdSpoolDir={r / 'spool'}",
+                    f"SlurmctldPidFile={r / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={r / 'slurmd.pid'}",
+                    f"SlurmctldLogFile={r / 'slurmctld.log'}",
+                    f"SlurmdLogFile={r / 'slurmd.log'}",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_CPU",
+                    "SchedulerType=sched/builtin",
+                    "MpiDefault=none",
+                    "ReturnToService=2",
+                    "JobCompType=jobcomp/none",
+                    "AccountingStorageType=accounting_storage/none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "MinJobAge=600",
+                    f"NodeName={host} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=1000 State=UNKNOWN",
+                    f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+                    "",
+                ]
+            )
+        )
         self.env = {"SLURM_CONF": str(conf)}
         env = {**os.environ, **self.env}
         log = open(r / "daemons.out", "ab")
         try:
-            self._start([_exe("munged"), "--foreground", "--force", f"--socket={sock}", f"--key-file={key}",
-                         f"--pid-file={r / 'munge' / 'munged.pid'}", f"--log-file={r / 'munge' / 'munged.log'}",
-                         f"--seed-file={r / 'munge' / 'munged.seed'}"], env, log)
+            self._start(
+                [
+                    _exe("munged"),
+                    "--foreground",
+                    "--force",
+                    f"--socket={sock}",
+                    f"--key-file={key}",
+                    f"--pid-file={r / 'munge' / 'munged.pid'}",
+                    f"--log-file={r / 'munge' / 'munged.log'}",
+                    f"--seed-file={r / 'munge' / 'munged.seed'}",
+                ],
+                env,
+                log,
+            )
             self._wait(lambda: sock.exists(), "munged socket")
             self._start([_exe("slurmctld"), "-D", "-i", "-f", str(conf)], env, log)
             self._start([_exe("slurmd"), "-D", "-f", str(conf), "-N", host], env, log)
@@ -121,8 +136,16 @@ class SlurmCluster:
         return self.env
 
     def _start(self, argv: list[str], env: dict[str, str], log) -> None:
-        self.procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                argv,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
 
     def _wait(self, ok, what: str, timeout: float = 30.0) -> None:
         deadline = time.time() + timeout
@@ -137,7 +160,9 @@ class SlurmCluster:
 
     @staticmethod
     def _node_idle(env: dict[str, str]) -> bool:
-        out = subprocess.run([_exe("sinfo"), "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [_exe("sinfo"), "-h", "-o", "%t"], env=env, capture_output=True, text=True
+        ).stdout
         return out.strip() in ("idle", "mix", "alloc")
 
     def __exit__(self, *exc) -> None:
@@ -157,12 +182,24 @@ def wait_for_job(job_id: str, env: dict[str, str], timeout: float = 180.0) -> st
     deadline = time.time() + timeout
     state = "UNKNOWN"
     while time.time() < deadline:
-        out = subprocess.run([_exe("scontrol"), "show", "job", job_id], env={**os.environ, **env},
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [_exe("scontrol"), "show", "job", job_id],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+        ).stdout
         for field in out.split():
             if field.startswith("JobState="):
                 state = field.split("=", 1)[1]
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"):
+        if state in (
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "TIMEOUT",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+            "BOOT_FAIL",
+        ):
             return state
         time.sleep(0.5)
     return f"TIMEOUT_WAITING({state})"

@@ -26,24 +26,40 @@ def _base_with_meta(tmp_path, meta: dict, tag="d20", step=21400) -> BaseLayout:
 def test_d20_at_2048_plans_8192_and_factor_4_from_the_nanochat_position(tmp_path):
     meta = {"model_config": {"sequence_len": 2048}, "dataloader_state_dict": {"pq_idx": 3, "rg_idx": 17}}
     base = _base_with_meta(tmp_path, meta)
-    spec = load_spec(None, base_dir=base.root, results_dir=tmp_path / "r", from_step=21400, variants="rope,pi,ntk,yarn")
+    spec = load_spec(
+        None, base_dir=base.root, results_dir=tmp_path / "r", from_step=21400, variants="rope,pi,ntk,yarn"
+    )
     info = read_base_info(base, "d20", 21400)
     runs = plan_continue(spec, info)
     assert [(r.tag, r.train.seq_len, r.rope.factor, r.rope.original_len) for r in runs] == [
-        ("d20-rope", 8192, 1.0, 2048), ("d20-pi", 8192, 4.0, 2048), ("d20-ntk", 8192, 4.0, 2048),
-        ("d20-yarn", 8192, 4.0, 2048)]
+        ("d20-rope", 8192, 1.0, 2048),
+        ("d20-pi", 8192, 4.0, 2048),
+        ("d20-ntk", 8192, 4.0, 2048),
+        ("d20-yarn", 8192, 4.0, 2048),
+    ]
     assert all((r.data_start.pq_idx, r.data_start.rg_idx) == (3, 17) for r in runs)  # the same start for all
     assert "L0=2048" in runs[1].rope.describe() and "ckpt" not in runs[1].rope.describe()
     assert length_warnings(resolve_lengths(spec, info), info) == []
-    beginning = load_spec(None, base_dir=base.root, results_dir=tmp_path / "r", from_step=21400, variants="pi")
-    beginning = beginning.model_copy(update={"train": beginning.train.model_copy(update={"data_start": "beginning"})})
+    beginning = load_spec(
+        None, base_dir=base.root, results_dir=tmp_path / "r", from_step=21400, variants="pi"
+    )
+    beginning = beginning.model_copy(
+        update={"train": beginning.train.model_copy(update={"data_start": "beginning"})}
+    )
     assert plan_continue(beginning, info)[0].data_start is None
 
 
 def test_explicit_lengths_win_and_contradictions_warn_with_both_numbers(tmp_path):
     base = _base_with_meta(tmp_path, {"model_config": {"sequence_len": 256}})
-    spec = load_spec(None, base_dir=base.root, results_dir=tmp_path / "r", from_step=21400, variants="pi",
-                     seq_len=128, target_len=512)
+    spec = load_spec(
+        None,
+        base_dir=base.root,
+        results_dir=tmp_path / "r",
+        from_step=21400,
+        variants="pi",
+        seq_len=128,
+        target_len=512,
+    )
     info = read_base_info(base, "d20", 21400)
     assert info.data_start is None  # the base records no loader position
     (run,) = plan_continue(spec, info)
@@ -54,7 +70,9 @@ def test_explicit_lengths_win_and_contradictions_warn_with_both_numbers(tmp_path
 
 def test_rlab_loader_state_and_missing_meta(tmp_path):
     state = {"world_size": 2, "ranks": [{"epoch": 0, "slot": 2, "doc": 0, "tok": 0}, {"slot": 3}]}
-    base = _base_with_meta(tmp_path, {"model_config": {"sequence_len": 256}, "loader_state": state}, tag="demo", step=5)
+    base = _base_with_meta(
+        tmp_path, {"model_config": {"sequence_len": 256}, "loader_state": state}, tag="demo", step=5
+    )
     start = read_base_info(base, "demo", 5).data_start
     assert start.source == "rlab" and start.loader_state == state and "slot 2" in start.describe()
     with pytest.raises(CheckpointError, match="No meta for demo@6"):

@@ -40,7 +40,9 @@ def test_clone_contents_and_source_untouched(base, method):
     dst = base.checkpoint_dir("d20-yarn")
     assert result.path == dst and result.files == 4
     assert sorted(p.name for p in dst.iterdir()) == sorted(
-        p.name for p in (model_file(dst, 20), meta_file(dst, 20), optim_file(dst, 20, 0), optim_file(dst, 20, 1)))
+        p.name
+        for p in (model_file(dst, 20), meta_file(dst, 20), optim_file(dst, 20, 0), optim_file(dst, 20, 1))
+    )
     assert model_file(dst, 20).read_bytes() == model_file(src, 20).read_bytes()
     linked = os.path.samefile(model_file(dst, 20), model_file(src, 20))
     assert linked == (method != "copy")
@@ -100,15 +102,23 @@ def test_missing_step_and_tag_errors(base):
 
 @pytest.mark.parametrize(
     ("exists", "resume", "force", "action"),
-    [(False, False, False, "clone"), (False, True, False, "clone"), (False, False, True, "clone"),
-     (True, False, False, "refuse"), (True, True, False, "resume"), (True, False, True, "replace")],
+    [
+        (False, False, False, "clone"),
+        (False, True, False, "clone"),
+        (False, False, True, "clone"),
+        (True, False, False, "refuse"),
+        (True, True, False, "resume"),
+        (True, False, True, "replace"),
+    ],
 )
 def test_tag_action(exists, resume, force, action):
     assert tag_action(exists, resume=resume, force=force) == action
 
 
 def test_refuse_force_resume_end_to_end(base, tmp_path):
-    spec = load_spec(None, base_dir=base.root, results_dir=tmp_path / "results", from_step=10, variants="pi,yarn")
+    spec = load_spec(
+        None, base_dir=base.root, results_dir=tmp_path / "results", from_step=10, variants="pi,yarn"
+    )
     runs = plan_continue(spec)
     launched = apply_tag_plans(spec, tag_plans(spec, runs, resume=False, force=False))
     assert [r.resume for r in launched] == [False, False]
@@ -138,7 +148,10 @@ def test_a_clone_keeps_the_sources_own_rotary_base():
     architecture."""
     from rlab.orchestrate.clone import clone_meta
 
-    meta = {"model_config": {"sequence_len": 256}, "rope": {"variant": "rope", "base": 600.0, "original_len": 256}}
+    meta = {
+        "model_config": {"sequence_len": 256},
+        "rope": {"variant": "rope", "base": 600.0, "original_len": 256},
+    }
     kw = dict(src_tag="b", step=1, dst_tag="b-yarn", variant="yarn")
     assert clone_meta(meta, rope=YARN, **kw)["rope"]["base"] == 600.0
     assert clone_meta(meta, rope=YARN.model_copy(update={"base": 5e5}), **kw)["rope"]["base"] == 5e5
@@ -153,8 +166,16 @@ def test_a_training_free_arm_is_the_variant_at_the_target_length():
     from rlab.core.gpt import GPTConfig
     from rlab.orchestrate.clone import clone_meta
 
-    config = {"sequence_len": 256, "vocab_size": 512, "n_layer": 2, "n_head": 1, "n_kv_head": 1, "n_embd": 64,
-              "window_pattern": "SL", "architecture": "nanochat-2026"}
+    config = {
+        "sequence_len": 256,
+        "vocab_size": 512,
+        "n_layer": 2,
+        "n_head": 1,
+        "n_kv_head": 1,
+        "n_embd": 64,
+        "window_pattern": "SL",
+        "architecture": "nanochat-2026",
+    }
     meta = {"model_config": config}
     kw = dict(src_tag="b", step=1, dst_tag="b-yarn-zeroshot", rope=YARN, variant="yarn")
     free = clone_meta(meta, sequence_len=1024, **kw)

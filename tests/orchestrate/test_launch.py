@@ -38,7 +38,12 @@ def test_failing_job_does_not_stop_the_others(tmp_path):
         "print('trained')\n"
     )
     jobs = [
-        Job("x-bad", "bad", (PY, "-c", "import sys; print('boom'); sys.exit(3)"), tmp_path / "bad" / "train.log"),
+        Job(
+            "x-bad",
+            "bad",
+            (PY, "-c", "import sys; print('boom'); sys.exit(3)"),
+            tmp_path / "bad" / "train.log",
+        ),
         Job("x-ok", "ok", (PY, "-c", write_metrics, str(metrics)), tmp_path / "ok" / "train.log", metrics),
     ]
     ticks = []
@@ -81,8 +86,13 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_terminates_every_process_group(tmp_path):
-    driver = subprocess.Popen([PY, "-c", DRIVER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).parents[2], preexec_fn=default_sigint)
+    driver = subprocess.Popen(
+        [PY, "-c", DRIVER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+        preexec_fn=default_sigint,
+    )
     deadline = time.time() + 30
     while not all((tmp_path / f"pids{i}").exists() for i in range(2)) and time.time() < deadline:
         time.sleep(0.05)
@@ -99,8 +109,9 @@ def test_ctrl_c_terminates_every_process_group(tmp_path):
 
 def test_run_streaming_tees_output(tmp_path):
     lines = []
-    code = run_streaming([PY, "-c", "print('a'); print('b'); raise SystemExit(2)"], tmp_path / "e.log",
-                         on_line=lines.append)
+    code = run_streaming(
+        [PY, "-c", "print('a'); print('b'); raise SystemExit(2)"], tmp_path / "e.log", on_line=lines.append
+    )
     assert code == 2 and lines == ["a", "b"]
     assert tail_lines(tmp_path / "e.log", 2) == ["a", "b"]
 
@@ -109,8 +120,15 @@ def test_metrics_tail_is_incremental_and_tolerates_partial_lines(tmp_path):
     path = tmp_path / "metrics.jsonl"
     tail = MetricsTail(path)
     assert tail.poll().step is None  # no file yet
-    rec = {"type": "train", "step": 101, "start_step": 100, "end_step": 200, "loss": 3.5, "tokens_per_s": 1e4,
-           "time": 1000.0}
+    rec = {
+        "type": "train",
+        "step": 101,
+        "start_step": 100,
+        "end_step": 200,
+        "loss": 3.5,
+        "tokens_per_s": 1e4,
+        "time": 1000.0,
+    }
     with open(path, "w") as f:
         f.write(json.dumps(rec) + "\n")
         f.write(json.dumps({**rec, "step": 111, "loss": 3.0, "time": 1010.0})[:20])  # half-written line

@@ -25,16 +25,22 @@ rlab.evals FAILED
 def test_keeps_the_workers_output_and_drops_torchrun_s():
     noise = LauncherNoiseFilter()
     kept = [line for line in FAILED_RUN.splitlines() if noise.keep(line)]
-    assert kept == [
-        "2026-11-23 01:55:25,646 [rank 0] INFO rlab.core.distributed: process group: backend gloo, world size 2",
-        "Traceback (most recent call last):",  # a worker's own crash stays visible: it comes before the agent's
-        '  File "/x/rlab/evals/bug.py", line 3, in <module>',
-        "ZeroDivisionError: division by zero",
-    ]
+    assert (
+        kept
+        == [
+            "2026-11-23 01:55:25,646 [rank 0] INFO rlab.core.distributed: process group: backend gloo, world size 2",
+            "Traceback (most recent call last):",  # a worker's own crash stays visible: it comes before the agent's
+            '  File "/x/rlab/evals/bug.py", line 3, in <module>',
+            "ZeroDivisionError: division by zero",
+        ]
+    )
 
 
 def test_a_run_that_succeeds_loses_only_the_banner():
     noise = LauncherNoiseFilter()
-    lines = ["W1123 01:55:21.858000 22921 torch/distributed/run.py:874] banner", "BPB at length 128: 4.16",
-             "[rank 0] done"]
+    lines = [
+        "W1123 01:55:21.858000 22921 torch/distributed/run.py:874] banner",
+        "BPB at length 128: 4.16",
+        "[rank 0] done",
+    ]
     assert [line for line in lines if noise.keep(line)] == lines[1:]

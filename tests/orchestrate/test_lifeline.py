@@ -24,7 +24,10 @@ time.sleep(300)
 def _running(pid: int, name: str) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return name in Path(f"/proc/{pid}/cmdline").read_bytes().decode() and stat.rsplit(")", 1)[1].split()[0] != "Z"
+        return (
+            name in Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+            and stat.rsplit(")", 1)[1].split()[0] != "Z"
+        )
     except OSError:
         return False
 
@@ -48,11 +51,25 @@ def test_sigkill_of_the_launcher_takes_its_job_along():
 def test_the_shim_does_not_start_an_orphan(tmp_path):
     marker = tmp_path / "started"
     # told its parent is a process that is not its parent (as when rlab died before the shim ran): exits 1
-    result = subprocess.run([sys.executable, "-m", "rlab.orchestrate.lifeline", str(os.getpid() + 999_999), "--",
-                             "touch", str(marker)], capture_output=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlab.orchestrate.lifeline",
+            str(os.getpid() + 999_999),
+            "--",
+            "touch",
+            str(marker),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     assert result.returncode == 1 and not marker.exists()
-    ok = subprocess.run([sys.executable, "-m", "rlab.orchestrate.lifeline", str(os.getpid()), "--", "touch",
-                         str(marker)], capture_output=True, timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-m", "rlab.orchestrate.lifeline", str(os.getpid()), "--", "touch", str(marker)],
+        capture_output=True,
+        timeout=60,
+    )
     assert ok.returncode == 0 and marker.exists()
 
 

@@ -14,7 +14,9 @@ from tests.orchestrate.helpers import make_checkpoint
 
 
 def test_recorded_paths_yield_to_flags_env_and_where_the_folder_lies(tmp_path, monkeypatch):
-    spec = load_spec(None, base_dir=tmp_path / "base0", results_dir=tmp_path / "orig", from_step=1, variants="pi")
+    spec = load_spec(
+        None, base_dir=tmp_path / "base0", results_dir=tmp_path / "orig", from_step=1, variants="pi"
+    )
     save_resolved_specs(spec, plan_continue(spec))
     shutil.copytree(tmp_path / "orig", tmp_path / "copy")
     copy = ExperimentLayout(tmp_path / "copy", "d20")
@@ -43,10 +45,27 @@ def test_an_unwritable_results_dir_is_an_error_not_a_write_elsewhere(tmp_path):
     assert results_dir_error(tmp_path / "fresh" / "results") is None
     assert "cannot be written" in results_dir_error(blocker / "results").message
     make_checkpoint(tmp_path / "base", "d20", steps=(10,))
-    result = rlab("continue", "--base-dir", str(tmp_path / "base"), "--from-step", "10", "--variants", "pi",
-                  "--results-dir", str(blocker / "results"))
+    result = rlab(
+        "continue",
+        "--base-dir",
+        str(tmp_path / "base"),
+        "--from-step",
+        "10",
+        "--variants",
+        "pi",
+        "--results-dir",
+        str(blocker / "results"),
+    )
     assert_user_error(result, f"Results dir {blocker / 'results' / 'd20'} cannot be written", "--results-dir")
     assert not (tmp_path / "base" / "base_checkpoints" / "d20-pi").exists()
-    evaluated = rlab("eval", "--tag", "d20", "--base-dir", str(tmp_path / "base"), "--results-dir",
-                     str(blocker / "results"), "--no-core")
+    evaluated = rlab(
+        "eval",
+        "--tag",
+        "d20",
+        "--base-dir",
+        str(tmp_path / "base"),
+        "--results-dir",
+        str(blocker / "results"),
+        "--no-core",
+    )
     assert_user_error(evaluated, "cannot be written")

@@ -28,7 +28,11 @@ def spec_of(**overrides):
     [
         ({"from_step": 21400, "variants": "pi,ntk,yarn"}, ["d20-pi", "d20-ntk", "d20-yarn"], [4.0, 4.0, 4.0]),
         ({"from_step": 5, "variants": "rope,yarn", "base_tag": "d12"}, ["d12-rope", "d12-yarn"], [1.0, 4.0]),
-        ({"from_step": 0, "variants": " llama3 , dynamic-ntk,llama3"}, ["d20-llama3", "d20-dynamic-ntk"], [4.0, 4.0]),
+        (
+            {"from_step": 0, "variants": " llama3 , dynamic-ntk,llama3"},
+            ["d20-llama3", "d20-dynamic-ntk"],
+            [4.0, 4.0],
+        ),
     ],
 )
 def test_plan_continue_tags_and_variants(overrides, tags, factors):
@@ -48,8 +52,10 @@ def test_plan_continue_tags_and_variants(overrides, tags, factors):
 
 def test_plan_is_deterministic_and_flags_win(tmp_path):
     spec_file = tmp_path / "x.yaml"
-    spec_file.write_text("name: exp\nbase: {tag: d20, step: 100}\nvariants:\n  yarn: {variant: yarn, factor: 2, "
-                         "beta_fast: 16}\ntrain: {steps: 50, seq_len: 4096}\n")
+    spec_file.write_text(
+        "name: exp\nbase: {tag: d20, step: 100}\nvariants:\n  yarn: {variant: yarn, factor: 2, "
+        "beta_fast: 16}\ntrain: {steps: 50, seq_len: 4096}\n"
+    )
     a = plan_continue(load_spec(spec_file, base_dir=BASE, results_dir=RESULTS, steps=7, from_step=200))
     b = plan_continue(load_spec(spec_file, base_dir=BASE, results_dir=RESULTS, steps=7, from_step=200))
     assert a == b
@@ -72,7 +78,9 @@ def test_unknown_variant_suggests():
 
 
 def test_plan_pretrain_and_eval():
-    spec = load_spec(Path(__file__).parents[2] / "experiments" / "demo.yaml", base_dir=BASE, results_dir=RESULTS)
+    spec = load_spec(
+        Path(__file__).parents[2] / "experiments" / "demo.yaml", base_dir=BASE, results_dir=RESULTS
+    )
     run = plan_pretrain(spec)
     assert run.tag == "demo" and run.variant == "rope" and isinstance(run.init, ScratchInit)
     assert run.init.model == spec.pretrain.model and run.train.seq_len == 256
@@ -111,22 +119,81 @@ P = Path("/r/run.json")
 @pytest.mark.parametrize(
     ("launch", "index", "argv"),
     [
-        (LaunchSpec(nproc_per_node=8), 0,
-         ["torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=8", "--max-restarts=0", "-m", "rlab.core.train",
-          "/r/run.json"]),
-        (LaunchSpec(nproc_per_node=2, max_restarts=3, rdzv_port=30000), 2,
-         ["torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=3", "-m", "rlab.core.train",
-          "/r/run.json"]),
-        (LaunchSpec(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29700"), 1,  # an explicit single-node endpoint
-         ["torchrun", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29701",
-          "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
-        (LaunchSpec(nproc_per_node=8, nnodes=4, node_rank=1, rdzv_endpoint="node0:29400"), 1,
-         ["torchrun", "--nnodes=4", "--nproc-per-node=8", "--node-rank=1", "--rdzv-backend=c10d",
-          "--rdzv-endpoint=node0:29401", "--rdzv-id=t", "--max-restarts=0", "-m", "rlab.core.train", "/r/run.json"]),
-        (LaunchSpec(nproc_per_node=8, gpus_per_variant=2, torchrun="/opt/bin/torchrun"), 0,
-         ["/opt/bin/torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=2", "--max-restarts=0", "-m",
-          "rlab.core.train",
-          "/r/run.json"]),
+        (
+            LaunchSpec(nproc_per_node=8),
+            0,
+            [
+                "torchrun",
+                "--standalone",
+                "--nnodes=1",
+                "--nproc-per-node=8",
+                "--max-restarts=0",
+                "-m",
+                "rlab.core.train",
+                "/r/run.json",
+            ],
+        ),
+        (
+            LaunchSpec(nproc_per_node=2, max_restarts=3, rdzv_port=30000),
+            2,
+            [
+                "torchrun",
+                "--standalone",
+                "--nnodes=1",
+                "--nproc-per-node=2",
+                "--max-restarts=3",
+                "-m",
+                "rlab.core.train",
+                "/r/run.json",
+            ],
+        ),
+        (
+            LaunchSpec(nproc_per_node=2, rdzv_endpoint="127.0.0.1:29700"),
+            1,  # an explicit single-node endpoint
+            [
+                "torchrun",
+                "--nnodes=1",
+                "--nproc-per-node=2",
+                "--rdzv-backend=c10d",
+                "--rdzv-endpoint=127.0.0.1:29701",
+                "--rdzv-id=t",
+                "--max-restarts=0",
+                "-m",
+                "rlab.core.train",
+                "/r/run.json",
+            ],
+        ),
+        (
+            LaunchSpec(nproc_per_node=8, nnodes=4, node_rank=1, rdzv_endpoint="node0:29400"),
+            1,
+            [
+                "torchrun",
+                "--nnodes=4",
+                "--nproc-per-node=8",
+                "--node-rank=1",
+                "--rdzv-backend=c10d",
+                "--rdzv-endpoint=node0:29401",
+                "--rdzv-id=t",
+                "--max-restarts=0",
+                "-m",
+                "rlab.core.train",
+                "/r/run.json",
+            ],
+        ),
+        (
+            LaunchSpec(nproc_per_node=8, gpus_per_variant=2, torchrun="/opt/bin/torchrun"),
+            0,
+            [
+                "/opt/bin/torchrun",
+                "--standalone",
+                "--nnodes=1",
+                "--nproc-per-node=2",
+                "--max-restarts=0",
+                "-m",
+                "rlab.core.train",
+                "/r/run.json",
+            ],
+        ),
     ],
 )
 def test_torchrun_argv(launch, index, argv):
@@ -142,8 +209,11 @@ def test_rdzv_endpoint_host_without_port():
     [
         (LaunchSpec(nproc_per_node=8), [str(i) for i in range(8)], [None]),
         (LaunchSpec(nproc_per_node=2), [], [None]),  # CPU: gloo processes, one job at a time
-        (LaunchSpec(nproc_per_node=8, gpus_per_variant=2), [str(i) for i in range(8)],
-         [("0", "1"), ("2", "3"), ("4", "5"), ("6", "7")]),
+        (
+            LaunchSpec(nproc_per_node=8, gpus_per_variant=2),
+            [str(i) for i in range(8)],
+            [("0", "1"), ("2", "3"), ("4", "5"), ("6", "7")],
+        ),
         (LaunchSpec(nproc_per_node=4, gpus_per_variant=3), ["4", "5", "6", "7"], [("4", "5", "6")]),
     ],
 )
@@ -168,8 +238,9 @@ def test_build_jobs_distinct_ports_and_logs():
     spec = spec_of(from_step=1, variants="pi,ntk,yarn", nproc=2)
     jobs = build_jobs(spec, plan_continue(spec), torchrun="/x/torchrun")
     assert all("--standalone" in j.argv for j in jobs)  # torchrun picks a free port for each job itself
-    assert [j.log for j in jobs] == [RESULTS / "d20" / "runs" / t / "train.log" for t in ("d20-pi", "d20-ntk",
-                                                                                          "d20-yarn")]
+    assert [j.log for j in jobs] == [
+        RESULTS / "d20" / "runs" / t / "train.log" for t in ("d20-pi", "d20-ntk", "d20-yarn")
+    ]
     assert all(j.argv[0] == "/x/torchrun" and j.argv[-1].endswith(f"/{j.tag}/run.json") for j in jobs)
 
 
@@ -179,8 +250,16 @@ def test_seeds_and_zero_shot_arms():
 
     spec = spec_of(from_step=7, variants="rope,yarn", seeds=3, zero_shot=True, steps=5)
     runs = plan_continue(spec)
-    assert [r.tag for r in runs] == ["d20-rope", "d20-rope-seed1", "d20-rope-seed2", "d20-rope-zeroshot",
-                                     "d20-yarn", "d20-yarn-seed1", "d20-yarn-seed2", "d20-yarn-zeroshot"]
+    assert [r.tag for r in runs] == [
+        "d20-rope",
+        "d20-rope-seed1",
+        "d20-rope-seed2",
+        "d20-rope-zeroshot",
+        "d20-yarn",
+        "d20-yarn-seed1",
+        "d20-yarn-seed2",
+        "d20-yarn-zeroshot",
+    ]
     assert [r.train.seed for r in runs[:3]] == [42, 43, 44]
     assert [r.train.steps for r in runs] == [5, 5, 5, 0] * 2
     assert {r.lineage.parent_step for r in runs} == {7} and {r.variant for r in runs[4:]} == {"yarn"}
@@ -189,7 +268,10 @@ def test_seeds_and_zero_shot_arms():
         assert variant_of_tag(spec, run.tag) == run.variant
     assert variant_of_tag(spec, "d20") == "base"
     layout_csv = {r.tag: plan_eval(spec, r.tag).core_csv.name for r in runs}
-    assert layout_csv["d20-yarn"] == "results_yarn.csv" and layout_csv["d20-yarn-seed2"] == "results_yarn-seed2.csv"
+    assert (
+        layout_csv["d20-yarn"] == "results_yarn.csv"
+        and layout_csv["d20-yarn-seed2"] == "results_yarn-seed2.csv"
+    )
     assert layout_csv["d20-yarn-zeroshot"] == "results_yarn-zeroshot.csv"
     only = plan_continue(spec_of(from_step=7, variants="pi", steps=0))
     assert [(r.tag, r.train.steps) for r in only] == [("d20-pi-zeroshot", 0)]

@@ -12,15 +12,23 @@ from tests.orchestrate.helpers import make_checkpoint
 @pytest.fixture
 def spec(tmp_path):
     make_checkpoint(tmp_path / "base", "d20", steps=(10,))
-    return load_spec(None, base_dir=tmp_path / "base", results_dir=tmp_path / "res", from_step=10,
-                     variants="pi,yarn", nproc=1)
+    return load_spec(
+        None,
+        base_dir=tmp_path / "base",
+        results_dir=tmp_path / "res",
+        from_step=10,
+        variants="pi,yarn",
+        nproc=1,
+    )
 
 
 def test_a_clean_plan_resolves_lengths_from_the_meta(spec):
     pf = preflight_continue(spec)
     assert pf.ok and pf.base is not None and pf.base.sequence_len == 256
     assert [(r.tag, r.train.seq_len, r.rope.factor, r.rope.original_len) for r in pf.runs] == [
-        ("d20-pi", 1024, 4.0, 256), ("d20-yarn", 1024, 4.0, 256)]
+        ("d20-pi", 1024, 4.0, 256),
+        ("d20-yarn", 1024, 4.0, 256),
+    ]
     assert any("records no data loader position" in w for w in pf.warnings)
 
 

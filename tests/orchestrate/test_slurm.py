@@ -45,19 +45,40 @@ srun --kill-on-bad-exit=1 torchrun \\
 
 def test_sbatch_script_multi_node_gpu():
     launch = LaunchSpec(
-        launcher="slurm", nproc_per_node=8, nnodes=2, max_restarts=1, env={"NCCL_DEBUG": "INFO"},
-        slurm=SlurmSpec(partition="gpu", account="lab", time="12:00:00", cpus_per_task=64, gpus_per_node=8,
-                        extra_args=("--exclusive",), setup=("source .venv/bin/activate",)),
+        launcher="slurm",
+        nproc_per_node=8,
+        nnodes=2,
+        max_restarts=1,
+        env={"NCCL_DEBUG": "INFO"},
+        slurm=SlurmSpec(
+            partition="gpu",
+            account="lab",
+            time="12:00:00",
+            cpus_per_task=64,
+            gpus_per_node=8,
+            extra_args=("--exclusive",),
+            setup=("source .venv/bin/activate",),
+        ),
     )
-    text = sbatch_script(tag="d20-pi", config_path=Path("/res/runs/d20-pi/run.json"),
-                         log_path=Path("/res/runs/d20-pi/train.log"), launch=launch, index=1,
-                         workdir=Path("/work/rlab"))
+    text = sbatch_script(
+        tag="d20-pi",
+        config_path=Path("/res/runs/d20-pi/run.json"),
+        log_path=Path("/res/runs/d20-pi/train.log"),
+        launch=launch,
+        index=1,
+        workdir=Path("/work/rlab"),
+    )
     assert text == EXPECTED_D20
 
 
 def test_sbatch_script_cpu_defaults():
-    text = sbatch_script(tag="smoke-yarn", config_path=Path("/r/run.json"), log_path=Path("/r/train.log"),
-                         launch=LaunchSpec(launcher="slurm", nproc_per_node=2), torchrun="/venv/bin/torchrun")
+    text = sbatch_script(
+        tag="smoke-yarn",
+        config_path=Path("/r/run.json"),
+        log_path=Path("/r/train.log"),
+        launch=LaunchSpec(launcher="slurm", nproc_per_node=2),
+        torchrun="/venv/bin/torchrun",
+    )
     lines = text.splitlines()
     assert "#SBATCH --nodes=1" in lines and not any("gpus" in line for line in lines)
     assert not any(line.startswith(("#SBATCH --partition", "#SBATCH --mem", "cd ")) for line in lines)
@@ -76,9 +97,22 @@ def test_real_submission_on_a_single_node_cluster(tiny_base_dir, tmp_path):
         pytest.skip(reason)
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     with SlurmCluster(tmp_path / "slurm") as env:
-        result = rlab("continue", "--spec", str(EXPERIMENTS / "smoke.yaml"), "--base-dir", str(base_dir),
-                      "--results-dir", str(results), "--variants", "pi", "--nproc", "1", "--launcher", "slurm",
-                      env=env)
+        result = rlab(
+            "continue",
+            "--spec",
+            str(EXPERIMENTS / "smoke.yaml"),
+            "--base-dir",
+            str(base_dir),
+            "--results-dir",
+            str(results),
+            "--variants",
+            "pi",
+            "--nproc",
+            "1",
+            "--launcher",
+            "slurm",
+            env=env,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         match = re.search(r"smoke-pi: submitted SLURM job (\d+)", result.stdout)
         assert match, result.stdout

@@ -29,7 +29,9 @@ def _replicate(fx, src: str, dst: str, *, scale: float, run: dict) -> None:
 @pytest.fixture
 def arms_fx(fx):
     """fx plus: yarn in 3 seeds that disagree, yarn zero-shot (5% worse) and the base, both untrained."""
-    fx.run_config("fx-yarn").write_text(json.dumps({"tag": "fx-yarn", "variant": "yarn", "train": {"seed": 42}}))
+    fx.run_config("fx-yarn").write_text(
+        json.dumps({"tag": "fx-yarn", "variant": "yarn", "train": {"seed": 42}})
+    )
     _replicate(fx, "fx-yarn", "fx-yarn-seed1", scale=1.01, run={"variant": "yarn", "train": {"seed": 43}})
     _replicate(fx, "fx-yarn", "fx-yarn-seed2", scale=0.99, run={"variant": "yarn", "train": {"seed": 44}})
     _replicate(fx, "fx-yarn", "fx-yarn-zeroshot", scale=1.05, run={"variant": "yarn", "train": {"steps": 0}})
@@ -40,7 +42,11 @@ def arms_fx(fx):
 def test_seeds_pool_into_one_arm_with_wider_intervals(arms_fx):
     data = collect(arms_fx, "rope", n_boot=400)
     arms = {a.key: a for a in data.arms}
-    assert arms["yarn"].tags == ["fx-yarn", "fx-yarn-seed1", "fx-yarn-seed2"] and arms["yarn"].seeds == [42, 43, 44]
+    assert arms["yarn"].tags == ["fx-yarn", "fx-yarn-seed1", "fx-yarn-seed2"] and arms["yarn"].seeds == [
+        42,
+        43,
+        44,
+    ]
     assert arms["yarn (zero-shot)"].kind == "zero-shot" and arms["base"].kind == "base"
     pooled = data.scalars.set_index(["arm", "metric"]).loc[("yarn", "val_bpb")]
     assert pooled["value"] == pytest.approx(1.455, rel=1e-6)  # the mean of 1.455 x (1, 1.01, 0.99)
@@ -49,7 +55,9 @@ def test_seeds_pool_into_one_arm_with_wider_intervals(arms_fx):
     assert pooled["ci_high"] - pooled["ci_low"] > 1.2 * (single["ci_high"] - single["ci_low"])  # seed spread
     row = data.results.set_index("tag").loc["fx-yarn-seed1"]
     assert (row["arm"], row["seed"], row["n_seeds"]) == ("yarn", 43, 3)
-    assert row["val_bpb"] == pytest.approx(1.455 * 1.01, rel=1e-6)  # the tag's own value; comparisons are the arm's
+    assert row["val_bpb"] == pytest.approx(
+        1.455 * 1.01, rel=1e-6
+    )  # the tag's own value; comparisons are the arm's
     comp = data.comparisons.set_index(["arm", "metric"])
     assert comp.loc[("yarn (zero-shot)", "primary_bpb"), "family"] == "secondary"
     assert comp.loc[("yarn", "primary_bpb"), "family"] == "primary"
@@ -81,14 +89,18 @@ def test_zero_shot_arm_is_compared_with_the_untrained_base(arms_fx):
     assert comp.loc[("yarn (zero-shot)", "val_bpb"), "reference"] == "base"
     assert comp.loc[("yarn", "val_bpb"), "reference"] == "rope"
     # 1.05 x yarn's 1.455 vs the base (1.1 x rope's 1.47), not vs rope's 1.47
-    assert comp.loc[("yarn (zero-shot)", "val_bpb"), "diff"] == pytest.approx(1.05 * 1.455 - 1.1 * 1.47, rel=1e-4)
+    assert comp.loc[("yarn (zero-shot)", "val_bpb"), "diff"] == pytest.approx(
+        1.05 * 1.455 - 1.1 * 1.47, rel=1e-4
+    )
     res = data.results.set_index("tag")
     assert res.loc["fx-yarn-zeroshot", "compared_with"] == "base"
     assert res.loc["fx-yarn-seed1", "compared_with"] == "rope"
 
 
 def test_zero_shot_arms_are_compared_with_the_baseline_zero_shot_arm(arms_fx):
-    _replicate(arms_fx, "fx-rope", "fx-rope-zeroshot", scale=1.1, run={"variant": "rope", "train": {"steps": 0}})
+    _replicate(
+        arms_fx, "fx-rope", "fx-rope-zeroshot", scale=1.1, run={"variant": "rope", "train": {"steps": 0}}
+    )
     out = write_report(arms_fx, n_boot=300)
     comp = out.data.comparisons
     assert set(comp[comp["kind"] == "zero-shot"]["reference"]) == {"rope (zero-shot)"}

@@ -13,11 +13,26 @@ from tests.cli.test_continue_cli import EXPERIMENTS, pretrained_smoke_base, rlab
 @pytest.mark.slow
 def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_path):
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
-    common = ["--spec", str(EXPERIMENTS / "smoke.yaml"), "--base-dir", str(base_dir), "--results-dir", str(results)]
+    common = [
+        "--spec",
+        str(EXPERIMENTS / "smoke.yaml"),
+        "--base-dir",
+        str(base_dir),
+        "--results-dir",
+        str(results),
+    ]
     trained = rlab("continue", *common, "--variants", "rope,yarn", "--seeds", "3", "--zero-shot", timeout=900)
     assert trained.returncode == 0, trained.stdout + trained.stderr
-    tags = ["smoke-rope", "smoke-rope-seed1", "smoke-rope-seed2", "smoke-rope-zeroshot",
-            "smoke-yarn", "smoke-yarn-seed1", "smoke-yarn-seed2", "smoke-yarn-zeroshot"]
+    tags = [
+        "smoke-rope",
+        "smoke-rope-seed1",
+        "smoke-rope-seed2",
+        "smoke-rope-zeroshot",
+        "smoke-yarn",
+        "smoke-yarn-seed1",
+        "smoke-yarn-seed2",
+        "smoke-yarn-zeroshot",
+    ]
     assert all(BaseLayout(base_dir).checkpoint_dir(t).is_dir() for t in tags)
     evaluated = rlab("eval", *common, "--all", "--no-core", "--no-passkey", "--nproc", "1", timeout=900)
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr

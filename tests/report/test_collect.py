@@ -30,49 +30,54 @@ def expected_points() -> pd.DataFrame:
     nan = math.nan
     tags = ["fx-ntk", "fx-pi", "fx-rope", "fx-yarn"]
     n24 = pd.array([None, 24, 24, 24], dtype="Int64")
-    frame = pd.DataFrame({
-        "experiment": ["fx"] * 4,
-        "tag": tags,
-        "variant": ["ntk", "pi", "rope", "yarn"],
-        "arm": ["ntk", "pi", "rope", "yarn"],
-        "kind": ["continued"] * 4,
-        "rope_base": [nan, 10000.0, 10000.0, 10000.0],
-        "rope_factor": [nan, 4.0, 1.0, 4.0],
-        "rope_original_len": [nan, 32.0, 32.0, 32.0],
-        "n_seeds": pd.array([1, 1, 1, 1], dtype="Int64"),
-        "step": pd.array([4, 10, 10, 10], dtype="Int64"),
-        "train_seq_len": pd.array([128, 128, 128, 128], dtype="Int64"),
-        "tokens_trained": pd.array([None, 5120, 5120, 5120], dtype="Int64"),
-        "last_train_loss": [2.6411, 2.3939, 2.3739, 2.3639],
-        # the primary endpoint: BPB at the training length (128) and twice it (256), mean over both
-        "primary_bpb": [nan, (1.41 + 1.45) / 2, (1.40 + 1.90) / 2, (1.38 + 1.40) / 2],
-        "primary_bpb_n_units": n24,
-        "train_bpb": [nan, 1.46, 1.45, 1.44],
-        "train_bpb_n_units": n24,
-        "val_bpb": [nan, 1.48, 1.47, 1.455],
-        "val_bpb_n_units": n24,
-        "bpb_len_64": [nan, 1.52, 1.50, 1.49],
-        "bpb_len_128": [nan, 1.41, 1.40, 1.38],
-        "bpb_len_256": [nan, 1.45, 1.90, 1.40],
-        "bpb_len_512": [nan, 1.60, 2.60, 1.47],
-        "bpb_len_512_n_units": n24,  # 48 blocks, two per document: 24 independent units
-        "core": [nan, 0.354167, 0.270833, 0.708333],
-        "core_n_units": pd.array([None, 16, 16, 16], dtype="Int64"),
-        "core_partial": pd.array([None, True, False, False], dtype="boolean"),
-        "core_missing_tasks": ["", "arc_easy", "", ""],
-        "passkey_overall": [nan, 9 / 12, 6.25 / 12, 10.75 / 12],
-        "passkey_overall_n_units": pd.array([None, 48, 48, 48], dtype="Int64"),  # 16 cells x 3 keys
-        **{f"passkey_len_{L}": [nan] + [PK[t][i] for t in tags[1:]] for i, L in enumerate((64, 128, 256, 512))},
-        "val_bpb_rel_vs_rope_pct (neg=better)": [nan, 0.01 / 1.47 * 100, nan, -0.015 / 1.47 * 100],
-        "val_bpb_verdict_vs_rope": ["", "worse", "", "better"],
-        "bpb_len_128_verdict_vs_rope": ["", "worse", "", "better"],
-        "bpb_len_512_rel_vs_rope_pct (neg=better)": [nan, -1.0 / 2.6 * 100, nan, -1.13 / 2.6 * 100],
-        "bpb_len_512_verdict_vs_rope": ["", "better", "", "better"],
-        "primary_bpb_verdict_vs_rope": ["", "better", "", "better"],
-        "core_diff_vs_rope (pos=better)": [nan, 0.354167 - 0.270833, nan, 0.708333 - 0.270833],
-        "core_verdict_vs_rope": ["", "too few units (n=16)", "", "too few units (n=16)"],
-        "notes": [NOTES[t] for t in tags],
-    })
+    frame = pd.DataFrame(
+        {
+            "experiment": ["fx"] * 4,
+            "tag": tags,
+            "variant": ["ntk", "pi", "rope", "yarn"],
+            "arm": ["ntk", "pi", "rope", "yarn"],
+            "kind": ["continued"] * 4,
+            "rope_base": [nan, 10000.0, 10000.0, 10000.0],
+            "rope_factor": [nan, 4.0, 1.0, 4.0],
+            "rope_original_len": [nan, 32.0, 32.0, 32.0],
+            "n_seeds": pd.array([1, 1, 1, 1], dtype="Int64"),
+            "step": pd.array([4, 10, 10, 10], dtype="Int64"),
+            "train_seq_len": pd.array([128, 128, 128, 128], dtype="Int64"),
+            "tokens_trained": pd.array([None, 5120, 5120, 5120], dtype="Int64"),
+            "last_train_loss": [2.6411, 2.3939, 2.3739, 2.3639],
+            # the primary endpoint: BPB at the training length (128) and twice it (256), mean over both
+            "primary_bpb": [nan, (1.41 + 1.45) / 2, (1.40 + 1.90) / 2, (1.38 + 1.40) / 2],
+            "primary_bpb_n_units": n24,
+            "train_bpb": [nan, 1.46, 1.45, 1.44],
+            "train_bpb_n_units": n24,
+            "val_bpb": [nan, 1.48, 1.47, 1.455],
+            "val_bpb_n_units": n24,
+            "bpb_len_64": [nan, 1.52, 1.50, 1.49],
+            "bpb_len_128": [nan, 1.41, 1.40, 1.38],
+            "bpb_len_256": [nan, 1.45, 1.90, 1.40],
+            "bpb_len_512": [nan, 1.60, 2.60, 1.47],
+            "bpb_len_512_n_units": n24,  # 48 blocks, two per document: 24 independent units
+            "core": [nan, 0.354167, 0.270833, 0.708333],
+            "core_n_units": pd.array([None, 16, 16, 16], dtype="Int64"),
+            "core_partial": pd.array([None, True, False, False], dtype="boolean"),
+            "core_missing_tasks": ["", "arc_easy", "", ""],
+            "passkey_overall": [nan, 9 / 12, 6.25 / 12, 10.75 / 12],
+            "passkey_overall_n_units": pd.array([None, 48, 48, 48], dtype="Int64"),  # 16 cells x 3 keys
+            **{
+                f"passkey_len_{L}": [nan] + [PK[t][i] for t in tags[1:]]
+                for i, L in enumerate((64, 128, 256, 512))
+            },
+            "val_bpb_rel_vs_rope_pct (neg=better)": [nan, 0.01 / 1.47 * 100, nan, -0.015 / 1.47 * 100],
+            "val_bpb_verdict_vs_rope": ["", "worse", "", "better"],
+            "bpb_len_128_verdict_vs_rope": ["", "worse", "", "better"],
+            "bpb_len_512_rel_vs_rope_pct (neg=better)": [nan, -1.0 / 2.6 * 100, nan, -1.13 / 2.6 * 100],
+            "bpb_len_512_verdict_vs_rope": ["", "better", "", "better"],
+            "primary_bpb_verdict_vs_rope": ["", "better", "", "better"],
+            "core_diff_vs_rope (pos=better)": [nan, 0.354167 - 0.270833, nan, 0.708333 - 0.270833],
+            "core_verdict_vs_rope": ["", "too few units (n=16)", "", "too few units (n=16)"],
+            "notes": [NOTES[t] for t in tags],
+        }
+    )
     return frame
 
 
@@ -88,15 +93,30 @@ def test_long_frames_match_fixture_files(fx):
     bl = data.bpb_length
     assert list(bl.columns) == ["tag", "variant", "length", "bpb", "ci_low", "ci_high", "tokens", "docs"]
     got = bl[bl["tag"] == "fx-yarn"][["length", "bpb", "tokens", "docs"]].reset_index(drop=True)
-    expected = pd.DataFrame({"length": [64, 128, 256, 512], "bpb": [1.49, 1.38, 1.40, 1.47],
-                             "tokens": [256.0, 512.0, 1024.0, 2048.0], "docs": [4.0, 4.0, 4.0, 4.0]})
+    expected = pd.DataFrame(
+        {
+            "length": [64, 128, 256, 512],
+            "bpb": [1.49, 1.38, 1.40, 1.47],
+            "tokens": [256.0, 512.0, 1024.0, 2048.0],
+            "docs": [4.0, 4.0, 4.0, 4.0],
+        }
+    )
     assert_frame_equal(got, expected)
 
     ct = data.core_tasks
-    got = ct[ct["tag"] == "fx-rope"][["task", "type", "accuracy", "centered", "baseline", "n"]].reset_index(drop=True)
-    expected = pd.DataFrame({"task": ["hellaswag_zeroshot", "lambada_openai"],
-                             "type": ["multiple_choice", "language_modeling"], "accuracy": [0.375, 0.375],
-                             "centered": [0.166667, 0.375], "baseline": [0.25, 0.0], "n": [8.0, 8.0]})
+    got = ct[ct["tag"] == "fx-rope"][["task", "type", "accuracy", "centered", "baseline", "n"]].reset_index(
+        drop=True
+    )
+    expected = pd.DataFrame(
+        {
+            "task": ["hellaswag_zeroshot", "lambada_openai"],
+            "type": ["multiple_choice", "language_modeling"],
+            "accuracy": [0.375, 0.375],
+            "centered": [0.166667, 0.375],
+            "baseline": [0.25, 0.0],
+            "n": [8.0, 8.0],
+        }
+    )
     assert_frame_equal(got, expected, check_dtype=False)
     # yarn's per-task CSV is missing: its tasks come from eval.json instead.
     assert sorted(ct[ct["tag"] == "fx-yarn"]["task"]) == ["hellaswag_zeroshot", "lambada_openai"]
@@ -105,8 +125,10 @@ def test_long_frames_match_fixture_files(fx):
     train = curves[(curves["tag"] == "fx-ntk") & (curves["type"] == "train")]
     assert list(train["step"]) == [1, 2, 3, 4]  # the torn last line (step 5) is skipped
     ev = curves[(curves["tag"] == "fx-rope") & (curves["type"] == "eval")]
-    assert_frame_equal(ev[["step", "val_bpb"]].reset_index(drop=True),
-                       pd.DataFrame({"step": [0, 5, 10], "val_bpb": [1.60, 1.475, 1.35]}))
+    assert_frame_equal(
+        ev[["step", "val_bpb"]].reset_index(drop=True),
+        pd.DataFrame({"step": [0, 5, 10], "val_bpb": [1.60, 1.475, 1.35]}),
+    )
 
 
 def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
@@ -116,7 +138,9 @@ def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
     assert_frame_equal(a.comparisons, b.comparisons)
     boot = a.scalars[a.scalars["interval"] == "bootstrap"]
     assert len(boot) == 3 * 8  # primary, train, val, 4 lengths, core for each evaluated tag
-    assert (boot["ci_low"] <= boot["value"] + 1e-12).all() and (boot["value"] <= boot["ci_high"] + 1e-12).all()
+    assert (boot["ci_low"] <= boot["value"] + 1e-12).all() and (
+        boot["value"] <= boot["ci_high"] + 1e-12
+    ).all()
     comp = a.comparisons[a.comparisons["interval"] == "paired"]
     assert ((comp["diff_low"] <= comp["diff"] + 1e-12) & (comp["diff"] <= comp["diff_high"] + 1e-12)).all()
     c = collect(fx, "rope", seed=4, n_boot=300)

@@ -15,8 +15,17 @@ def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
     for window, copy in ((64, 0.5), (256, copy_at_long)):
         for i in range(24):
             first = 5.0 + 0.3 * rng.standard_normal()
-            rows.append(rec.CopyRow(window=window, distance=window - 40, record=i, control_nats=first,
-                                    copy_nats=copy + 0.1 * rng.standard_normal(), copy_acc=0.8, tokens=31))
+            rows.append(
+                rec.CopyRow(
+                    window=window,
+                    distance=window - 40,
+                    record=i,
+                    control_nats=first,
+                    copy_nats=copy + 0.1 * rng.standard_normal(),
+                    copy_acc=0.8,
+                    tokens=31,
+                )
+            )
     rec.write_rows(fx.eval_dir(tag) / COPY_DISTANCE_CSV, rows)
 
 
@@ -30,7 +39,9 @@ def test_section_compares_arms_on_the_same_records(fx):
     # gains over the control, and the paired difference of gains: yarn keeps the copy, rope loses it
     assert "rope +0.54" in line and "yarn +4.04, vs rope +3.51" in line and "**better**" in line
     assert "| d=24 (W=64) | d=216 (W=256) |" in md
-    assert (fx.plots_dir / "copy_distance.png").is_file() and fx.plots_dir / "copy_distance.png" in out.written
+    assert (
+        fx.plots_dir / "copy_distance.png"
+    ).is_file() and fx.plots_dir / "copy_distance.png" in out.written
     assert "Long-range use" in fx.comparison_md.with_suffix(".html").read_text()
 
 
@@ -42,10 +53,25 @@ def test_no_copy_results_no_section(fx):
 def _base_cells(gain: float, low: float, high: float):
     import pandas as pd
 
-    row = dict(arm="base", kind="base", variant="rope", copy=5.0 - gain, control=5.0, gain=gain, gain_low=low,
-               gain_high=high, acc=0.1, n=32)
-    return pd.DataFrame([{**row, "window": 128, "distance": 88}, {**row, "window": 256, "distance": 216},
-                         {**row, "window": 1024, "distance": 984, "gain": 3.0, "gain_low": 2.0}])
+    row = dict(
+        arm="base",
+        kind="base",
+        variant="rope",
+        copy=5.0 - gain,
+        control=5.0,
+        gain=gain,
+        gain_low=low,
+        gain_high=high,
+        acc=0.1,
+        n=32,
+    )
+    return pd.DataFrame(
+        [
+            {**row, "window": 128, "distance": 88},
+            {**row, "window": 256, "distance": 216},
+            {**row, "window": 1024, "distance": 984, "gain": 3.0, "gain_low": 2.0},
+        ]
+    )
 
 
 def test_caveat_when_the_base_gains_nothing_from_a_repeat_within_its_training_length():
@@ -68,11 +94,14 @@ def test_the_caveat_opens_the_report_among_the_warnings(fx):
 
     data = collect(fx, None, n_boot=200)
     caveat = copy_distance.base_caveat(_base_cells(0.0, -0.05, 0.05), base_len=256)
-    section = copy_distance.CopySection(cells=_base_cells(0.0, -0.05, 0.05), sentences=[], table_md="",
-                                        caveat=caveat)
+    section = copy_distance.CopySection(
+        cells=_base_cells(0.0, -0.05, 0.05), sentences=[], table_md="", caveat=caveat
+    )
     lines = answer_lines(data, section)
     assert f"Warning: {caveat}" in lines
-    assert lines.index(f"Warning: {caveat}") > max(i for i, s in enumerate(lines) if not s.startswith(("Warning", "Note")))
+    assert lines.index(f"Warning: {caveat}") > max(
+        i for i, s in enumerate(lines) if not s.startswith(("Warning", "Note"))
+    )
 
 
 def test_the_opening_repeats_the_sections_verdicts_at_a_familywise_5_percent(fx):
@@ -104,4 +133,6 @@ def test_the_opening_says_so_when_the_base_copies_within_its_training_length():
 
     (line,) = answer_lines(cells(1.5, 1.2, 1.8), base_len=256, train_len=1024)
     assert "216 tokens back (within its training length 256) +1.50 nats/token better" in line
-    assert answer_lines(cells(0.02, 0.01, 0.03), base_len=256, train_len=1024) == []  # the caveat says it instead
+    assert (
+        answer_lines(cells(0.02, 0.01, 0.03), base_len=256, train_len=1024) == []
+    )  # the caveat says it instead

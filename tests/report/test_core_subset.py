@@ -34,8 +34,12 @@ def test_a_subset_against_the_full_core_is_not_comparable(fx):
     assert pi.loc["core", "verdict"] == NOT_COMPARABLE and pi.loc["val_bpb", "verdict"] != NOT_COMPARABLE
     assert any("CORE on 2 of 22 tasks only" in note for note in data.footnotes.items)
     tasks = dict(zip(data.results["tag"], data.results["core_tasks"]))
-    assert tasks == {"fx-pi": "hellaswag_zeroshot;lambada_openai", "fx-rope": "all", "fx-yarn": "all",
-                     "fx-ntk": ""}  # not evaluated
+    assert tasks == {
+        "fx-pi": "hellaswag_zeroshot;lambada_openai",
+        "fx-rope": "all",
+        "fx-yarn": "all",
+        "fx-ntk": "",
+    }  # not evaluated
 
 
 def test_the_same_subset_everywhere_is_compared_and_labelled_k_of_n(fx, results_root):
@@ -43,8 +47,9 @@ def test_the_same_subset_everywhere_is_compared_and_labelled_k_of_n(fx, results_
         _select(fx, tag, TASKS)
     data = collect(fx, "rope", n_boot=200)
     assert not [m for m in data.mismatches if m.section == "core"]
-    result = CliRunner().invoke(app, ["report", "--results-dir", str(results_root), "--experiment", "fx",
-                                      "--bootstrap", "200"])
+    result = CliRunner().invoke(
+        app, ["report", "--results-dir", str(results_root), "--experiment", "fx", "--bootstrap", "200"]
+    )
     assert result.exit_code == 0, result.output
     md = (results_root / "fx" / "comparison.md").read_text()
     assert "CORE (2 of 22 tasks; centered accuracy, higher is better)" in md

@@ -47,7 +47,7 @@ def test_best_is_marked_only_when_it_beats_every_other_arm(fx):
 
 
 def test_val_bpb_and_length_disagreement_is_explained(fx):
-    _scale_units(fx, "fx-pi", 1.03, "val")   # pi worse on val BPB ...
+    _scale_units(fx, "fx-pi", 1.03, "val")  # pi worse on val BPB ...
     _scale_units(fx, "fx-pi", 0.95, "len_")  # ... and better at length
     data = collect(fx, "rope", n_boot=300)
     notes = disagreements(data)
@@ -67,8 +67,12 @@ def _metrics(fx, tag: str, losses: list[float]) -> None:
 
 
 def test_loss_curves_pair_seed_replicates_and_need_three_points(fx):
-    runs = (("fx-rope", 42, [5.0, 4.0, 3.0, 2.0]), ("fx-rope-seed1", 43, [6.0, 5.5, 5.0, 4.5]),
-            ("fx-pi", 42, [5.1, 4.1, 3.1, 2.1]), ("fx-pi-seed1", 43, [6.1, 5.6, 5.1, 4.6]))
+    runs = (
+        ("fx-rope", 42, [5.0, 4.0, 3.0, 2.0]),
+        ("fx-rope-seed1", 43, [6.0, 5.5, 5.0, 4.5]),
+        ("fx-pi", 42, [5.1, 4.1, 3.1, 2.1]),
+        ("fx-pi-seed1", 43, [6.1, 5.6, 5.1, 4.6]),
+    )
     for tag, seed, losses in runs:
         variant = tag.split("-")[1]
         if not fx.eval_dir(tag).exists():  # a seed replicate evaluated like its first seed

@@ -18,7 +18,9 @@ def test_tag_not_evaluated_is_blank_with_footnote(fx):
     shutil.rmtree(fx.eval_dir("fx-yarn"))
     out = write_report(fx, n_boot=200)
     row = out.data.results.set_index("tag").loc["fx-yarn"]
-    assert math.isnan(row["val_bpb"]) and math.isnan(row["bpb_len_512"]) and row["val_bpb_verdict_vs_rope"] == ""
+    assert (
+        math.isnan(row["val_bpb"]) and math.isnan(row["bpb_len_512"]) and row["val_bpb_verdict_vs_rope"] == ""
+    )
     assert row["notes"] == "fx-yarn: not evaluated yet (no eval.json)"
     md = fx.comparison_md.read_text()
     mark = out.data.footnotes.items.index("fx-yarn: not evaluated yet (no eval.json)") + 1
@@ -33,9 +35,13 @@ def test_missing_metrics_file_and_unreadable_eval_json(fx):
     fx.eval_json("fx-yarn").write_text('{"schema": "rlab.eval/1", "metr')  # torn write
     data = collect(fx, "rope", n_boot=200)
     res = data.results.set_index("tag")
-    assert math.isnan(res.loc["fx-pi", "last_train_loss"]) and res.loc["fx-pi", "val_bpb"] == pytest.approx(1.48)
+    assert math.isnan(res.loc["fx-pi", "last_train_loss"]) and res.loc["fx-pi", "val_bpb"] == pytest.approx(
+        1.48
+    )
     assert "fx-pi: no training metrics (metrics.jsonl)" in data.footnotes.items
-    assert any(n.startswith("fx-yarn: eval.json ignored:") and "not readable JSON" in n for n in data.footnotes.items)
+    assert any(
+        n.startswith("fx-yarn: eval.json ignored:") and "not readable JSON" in n for n in data.footnotes.items
+    )
     assert math.isnan(res.loc["fx-yarn", "val_bpb"])
     assert set(data.curves["tag"]) == {"fx-ntk", "fx-rope", "fx-yarn"}
 
@@ -67,7 +73,9 @@ def test_runs_only_experiment_and_empty_experiment(results_root):
     assert out.data.results["val_bpb"].isna().all() if "val_bpb" in out.data.results else True
     assert layout.comparison_md.is_file() and (layout.plots_dir / "loss_curves.png").is_file()
     assert not (layout.plots_dir / "bpb_vs_length.png").exists()
-    assert "plot bpb_vs_length.png not drawn: no informative data for it yet" in layout.comparison_md.read_text()
+    assert (
+        "plot bpb_vs_length.png not drawn: no informative data for it yet" in layout.comparison_md.read_text()
+    )
 
     with pytest.raises(RlabError, match="no runs or evals"):
         (results_root / "empty").mkdir()
@@ -82,7 +90,9 @@ def test_base_pretrain_run_is_not_a_variant(fx):
 
     run_dir = fx.run_dir("fx")
     run_dir.mkdir(parents=True)
-    (run_dir / "run.json").write_text(json.dumps({"tag": "fx", "variant": "rope", "init": {"kind": "scratch"}}))
+    (run_dir / "run.json").write_text(
+        json.dumps({"tag": "fx", "variant": "rope", "init": {"kind": "scratch"}})
+    )
     shutil.copy(fx.metrics_file("fx-rope"), fx.metrics_file("fx"))
     data = collect(fx, "rope", n_boot=200)
     assert "fx" not in set(data.results["tag"]) and data.baseline_tag == "fx-rope"

@@ -24,8 +24,12 @@ def _checkpoint(base: Path, tiny_base_dir: Path, tag: str, rope) -> None:
 
     tok = Tokenizer.from_directory(tiny_base_dir / "tokenizer")
     model = random_gpt(tok.vocab_size, sequence_len=32, seed=7)
-    meta = {"step": 5, "model_config": model.config.to_dict(), "tokens_trained": 1000,
-            "rope": rope.model_dump(mode="json")}
+    meta = {
+        "step": 5,
+        "model_config": model.config.to_dict(),
+        "tokens_trained": 1000,
+        "rope": rope.model_dump(mode="json"),
+    }
     save_checkpoint(base / "base_checkpoints" / tag, 5, model.state_dict(), meta)
 
 
@@ -40,7 +44,8 @@ def _two_task_bundle(tmp_path: Path) -> Path:
         "- {label: copa, dataset_uri: commonsense_reasoning/copa.jsonl, num_fewshot: [0], "
         "icl_task_type: multiple_choice}\n"
         "- {label: winograd, dataset_uri: language_understanding/winograd_wsc.jsonl, num_fewshot: [0], "
-        "icl_task_type: schema}\n")
+        "icl_task_type: schema}\n"
+    )
     return bundle
 
 
@@ -59,15 +64,33 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     for sub in ("base_data", "tokenizer", "long_docs"):
         (base / sub).symlink_to(tiny_base_dir / sub)
     layout = ExperimentLayout(tmp_path / "results", "real")
-    spec = EvalSpec(bpb_tokens=512, lengths=(16, 32, 64, 100000), length_tokens=192, core_bundle=_two_task_bundle(tmp_path),
-                    max_per_task=4, passkey_lengths=(256,), passkey_depths=(0.0, 0.9), passkey_trials=1,
-                    ruler_lengths=(256,), ruler_trials=1,
-                    device_batch_size=4)
+    spec = EvalSpec(
+        bpb_tokens=512,
+        lengths=(16, 32, 64, 100000),
+        length_tokens=192,
+        core_bundle=_two_task_bundle(tmp_path),
+        max_per_task=4,
+        passkey_lengths=(256,),
+        passkey_depths=(0.0, 0.9),
+        passkey_trials=1,
+        ruler_lengths=(256,),
+        ruler_trials=1,
+        device_batch_size=4,
+    )
     for variant, rope in (("rope", RopeSpec()), ("pi", RopeSpec(variant="pi", factor=2.0, original_len=32))):
         tag = f"d2-{variant}"
         _checkpoint(base, tiny_base_dir, tag, rope)
-        run_evals(EvalRunConfig(experiment="real", tag=tag, variant=variant, base_dir=base,
-                                out_dir=layout.eval_dir(tag), core_csv=layout.core_task_csv(variant), eval=spec))
+        run_evals(
+            EvalRunConfig(
+                experiment="real",
+                tag=tag,
+                variant=variant,
+                base_dir=base,
+                out_dir=layout.eval_dir(tag),
+                core_csv=layout.core_task_csv(variant),
+                eval=spec,
+            )
+        )
 
     out = write_report(layout, n_boot=200)
     data = out.data
@@ -76,8 +99,10 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     assert notes[0] == "d2-pi: no training metrics (metrics.jsonl)"
     assert notes[1].startswith("d2-pi: BPB not measured at length(s) 100000 (skipped by the eval: ")
     assert "d2-rope: no training metrics (metrics.jsonl)" in notes
-    assert notes[-2:] == ["plot loss_curves.png not drawn: no informative data for it yet",
-                          "plot val_bpb_vs_step.png not drawn: no informative data for it yet"]
+    assert notes[-2:] == [
+        "plot loss_curves.png not drawn: no informative data for it yet",
+        "plot val_bpb_vs_step.png not drawn: no informative data for it yet",
+    ]
     assert not any("unreadable" in n or "lacks column" in n or "schema" in n for n in notes)
     res = data.results.set_index("tag")
     assert list(res.index) == ["d2-pi", "d2-rope"]

@@ -15,8 +15,20 @@ runner = CliRunner()
 
 
 def test_cli_writes_everything_and_shows_tables(results_root):
-    result = runner.invoke(app, ["report", "--results-dir", str(results_root), "--experiment", "fx",
-                                 "--format", "html", "--bootstrap", "200"])
+    result = runner.invoke(
+        app,
+        [
+            "report",
+            "--results-dir",
+            str(results_root),
+            "--experiment",
+            "fx",
+            "--format",
+            "html",
+            "--bootstrap",
+            "200",
+        ],
+    )
     assert result.exit_code == 0, result.output
     exp = results_root / "fx"
     for name in ("results.csv", "comparison.md", "comparison.html", "plots/bpb_vs_length.png"):
@@ -40,13 +52,36 @@ def test_cli_picks_the_only_experiment_and_baseline_flag(results_root, monkeypat
 
 def test_cli_errors_are_one_line_messages(results_root, tmp_path):
     (results_root / "other" / "evals").mkdir(parents=True)
-    r = subprocess.run([sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1
     assert "Several experiments" in r.stderr and "fx, other" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([sys.executable, "-m", "rlab", "report", "--results-dir", str(results_root), "-e", "fx",
-                        "--format", "pdf"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "'pdf' is not one of 'md', 'html', 'csv'" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlab",
+            "report",
+            "--results-dir",
+            str(results_root),
+            "-e",
+            "fx",
+            "--format",
+            "pdf",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        r.returncode == 2
+        and "'pdf' is not one of 'md', 'html', 'csv'" in r.stderr
+        and "Traceback" not in r.stderr
+    )
 
 
 def test_subprocess_report_is_deterministic(results_root):
@@ -66,7 +101,9 @@ def test_subprocess_report_is_deterministic(results_root):
 def test_cli_takes_the_experiment_from_a_spec(results_root, tmp_path):
     spec = tmp_path / "fx.yaml"
     spec.write_text(f"name: fx\nresults_dir: {results_root}\nbase:\n  tag: fx\n")
-    result = runner.invoke(app, ["report", "--spec", str(spec), "--format", "csv", "-q", "--bootstrap", "200"])
+    result = runner.invoke(
+        app, ["report", "--spec", str(spec), "--format", "csv", "-q", "--bootstrap", "200"]
+    )
     assert result.exit_code == 0, result.output
     assert (results_root / "fx" / "results.csv").is_file()
     missing = runner.invoke(app, ["report", "--spec", str(tmp_path / "nope.yaml")])
@@ -81,13 +118,27 @@ def test_unknown_baseline_is_an_error_with_a_suggestion(results_root):
     outcome = run_main("report", "--results-dir", str(results_root), "-e", "fx", "--baseline", "yarm")
     assert_clean_error(outcome, "Unknown baseline variant 'yarm'. Did you mean 'yarn'?", "--baseline")
     assert not md.exists()
-    outcome = run_main("report", "--results-dir", str(results_root), "-e", "fx", "--baseline", "PI",
-                       "--format", "csv", "--bootstrap", "100", "--json")
+    outcome = run_main(
+        "report",
+        "--results-dir",
+        str(results_root),
+        "-e",
+        "fx",
+        "--baseline",
+        "PI",
+        "--format",
+        "csv",
+        "--bootstrap",
+        "100",
+        "--json",
+    )
     assert outcome.code == 0, outcome.text
     doc = json.loads(outcome.out)
     assert doc["baseline"] == "pi" and doc["experiment"] == "fx"
     assert any(p.endswith("results.csv") for p in doc["written"]) and doc["tables"]
-    assert doc["mismatches"] == [] and doc["allow_mismatch"] is False  # the fixture's tags were evaluated alike
+    assert (
+        doc["mismatches"] == [] and doc["allow_mismatch"] is False
+    )  # the fixture's tags were evaluated alike
 
 
 def test_report_before_any_eval_is_an_error(results_root):

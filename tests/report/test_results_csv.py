@@ -37,7 +37,9 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     errors: list[BaseException] = []
 
     def writer(i: int) -> None:
-        row = pd.DataFrame({"experiment": ["exp"], "tag": [f"t{i}"], "variant": ["rope"], "val_bpb": [1.0 + i]})
+        row = pd.DataFrame(
+            {"experiment": ["exp"], "tag": [f"t{i}"], "variant": ["rope"], "val_bpb": [1.0 + i]}
+        )
         try:
             for _ in range(5):
                 write_results_csv(path, row)

@@ -91,7 +91,9 @@ def test_chunked_draws_equal_shape_and_are_finite():
     assert math.isfinite(iv.low) and iv.low < iv.estimate < iv.high
 
 
-def _correlated_blocks(rng: np.random.Generator, docs: int, blocks_per_doc: int, doc_sd: float, block_sd: float):
+def _correlated_blocks(
+    rng: np.random.Generator, docs: int, blocks_per_doc: int, doc_sd: float, block_sd: float
+):
     """Per-block (nats, bytes, doc) of two variants whose difference shares a per-document effect."""
     doc = np.repeat(np.arange(docs), blocks_per_doc)
     nbytes = np.full(len(doc), 200.0)

@@ -79,7 +79,9 @@ ck.save_checkpoint(ckpt, 2, {"w": torch.full((1 << 16,), 2.0)}, {"step": 2}, {"f
 """
 
 
-@pytest.mark.parametrize("hang_at", [1, 3, 5], ids=["model-tmp-written", "optim-tmp-written", "meta-tmp-written"])
+@pytest.mark.parametrize(
+    "hang_at", [1, 3, 5], ids=["model-tmp-written", "optim-tmp-written", "meta-tmp-written"]
+)
 def test_sigkill_during_save_leaves_previous_checkpoint(tmp_path, hang_at):
     # fsync calls in order: model tmp (1), dir (2), optim tmp (3), dir (4), meta tmp (5)
     ckpt = tmp_path / "ckpt"

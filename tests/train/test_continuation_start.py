@@ -14,6 +14,7 @@ from tests.train.helpers import make_run_config, train_records
 def _capture_inputs(store: list):
     def attach(model):
         model.register_forward_pre_hook(lambda module, args: store.append(args[0].clone()))
+
     return attach
 
 
@@ -21,15 +22,29 @@ def test_continuation_reads_on_where_the_base_stopped(train_base, tmp_path):
     """An rlab base: the continuation's batches are the ones the base would have read next (its seed's
     order), never the base's own."""
     base_inputs: list = []
-    train(make_run_config(train_base, tmp_path / "base", tag="base", steps=4, seed=7), on_model=_capture_inputs(base_inputs))
+    train(
+        make_run_config(train_base, tmp_path / "base", tag="base", steps=4, seed=7),
+        on_model=_capture_inputs(base_inputs),
+    )
     meta = read_meta(train_base / "base_checkpoints" / "base", 4)
     longer: list = []
-    train(make_run_config(train_base, tmp_path / "longer", tag="longer", steps=7, seed=7), on_model=_capture_inputs(longer))
+    train(
+        make_run_config(train_base, tmp_path / "longer", tag="longer", steps=7, seed=7),
+        on_model=_capture_inputs(longer),
+    )
 
     cont: list = []
     data_start = {"source": "rlab", "tag": "base", "step": 4, "loader_state": meta["loader_state"]}
-    cfg = make_run_config(train_base, tmp_path / "cont", tag="base-pi", init={"kind": "checkpoint", "tag": "base", "step": 4},
-                          rope={"variant": "pi", "factor": 2.0}, steps=3, seed=99, data_start=data_start)
+    cfg = make_run_config(
+        train_base,
+        tmp_path / "cont",
+        tag="base-pi",
+        init={"kind": "checkpoint", "tag": "base", "step": 4},
+        rope={"variant": "pi", "factor": 2.0},
+        steps=3,
+        seed=99,
+        data_start=data_start,
+    )
     train(cfg, on_model=_capture_inputs(cont))
     assert len(cont) == 3
     for got, want in zip(cont, longer[4:], strict=True):  # seed 99 is not the base's: the stream's order wins
@@ -70,7 +85,10 @@ def test_counts_are_exact_after_three_resumes(train_base, tmp_path):
     """Killed and resumed 3 times == uninterrupted: tokens_trained, run tokens, skipped steps and weights."""
     common = {"steps": 12, "save_every": 2}
     poison = {3, 8}
-    train(make_run_config(train_base, tmp_path / "full", tag="full", **common), on_model=_poison_and_crash(poison, 0, None))
+    train(
+        make_run_config(train_base, tmp_path / "full", tag="full", **common),
+        on_model=_poison_and_crash(poison, 0, None),
+    )
 
     # crashes during steps 6, 8 and 10, each after its previous save (4, 6, 8); the 4th run finishes
     for resume_from, crash in ((0, 5), (4, 3), (6, 3), (8, None)):
@@ -86,7 +104,9 @@ def test_counts_are_exact_after_three_resumes(train_base, tmp_path):
     per_step = 4 * 32
     assert cut["train_state"]["resumed_from"] == 8
     assert full["train_state"]["skipped_total"] == cut["train_state"]["skipped_total"] == 2
-    assert full["tokens_trained"] == cut["tokens_trained"] == (12 - 2) * per_step  # skipped steps train nothing
+    assert (
+        full["tokens_trained"] == cut["tokens_trained"] == (12 - 2) * per_step
+    )  # skipped steps train nothing
     assert full["train_state"]["run_tokens"] == cut["train_state"]["run_tokens"] == 12 * per_step
     assert train_records(tmp_path / "cut")[-1]["tokens"] == 12 * per_step
     a = torch.load(model_file(train_base / "base_checkpoints" / "full", 12))
@@ -97,8 +117,15 @@ def test_counts_are_exact_after_three_resumes(train_base, tmp_path):
 
 def test_tokens_of_a_continuation_start_from_the_bases(train_base, tmp_path):
     train(make_run_config(train_base, tmp_path / "base", tag="base", steps=3))
-    cfg = make_run_config(train_base, tmp_path / "cont", tag="cont", init={"kind": "checkpoint", "tag": "base", "step": 3},
-                          steps=4, seq_len=64, save_every=2)
+    cfg = make_run_config(
+        train_base,
+        tmp_path / "cont",
+        tag="cont",
+        init={"kind": "checkpoint", "tag": "base", "step": 3},
+        steps=4,
+        seq_len=64,
+        save_every=2,
+    )
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(cfg, on_model=_poison_and_crash(set(), 3, 3))
     train(cfg.model_copy(update={"resume": True}))
@@ -115,8 +142,15 @@ def test_unusable_optimizer_state_means_warmup_at_a_reduced_lr(train_base, tmp_p
     base_ckpt = train_base / "base_checkpoints" / "base"
     optim_file(base_ckpt, 2, 0).unlink()
     torch.save([{"state": {}, "param_groups": []}], optim_file(base_ckpt, 2, 1))  # a stray rank-1 shard
-    cfg = make_run_config(train_base, tmp_path / "cont", tag="cont", init={"kind": "checkpoint", "tag": "base", "step": 2},
-                          steps=10, save_every=5, lr={"warmup_steps": 0})
+    cfg = make_run_config(
+        train_base,
+        tmp_path / "cont",
+        tag="cont",
+        init={"kind": "checkpoint", "tag": "base", "step": 2},
+        steps=10,
+        save_every=5,
+        lr={"warmup_steps": 0},
+    )
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(cfg, on_model=_poison_and_crash(set(), 2, 6))
     meta = read_meta(train_base / "base_checkpoints" / "cont", 5)  # crashed in step 8

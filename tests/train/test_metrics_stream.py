@@ -11,9 +11,20 @@ from rlab.records import ContractError, read_metrics_records
 
 
 def _train(step: int, loss: float = 2.0) -> dict:
-    return {"type": "train", "step": step, "start_step": 0, "end_step": 10, "loss": loss, "lr_mult": 1.0,
-            "grad_norm": 0.5, "tokens": 64, "tokens_per_s": 1.0, "flops_per_s": 1.0, "skipped": 0,
-            "peak_mem_mb": 0.0}
+    return {
+        "type": "train",
+        "step": step,
+        "start_step": 0,
+        "end_step": 10,
+        "loss": loss,
+        "lr_mult": 1.0,
+        "grad_norm": 0.5,
+        "tokens": 64,
+        "tokens_per_s": 1.0,
+        "flops_per_s": 1.0,
+        "skipped": 0,
+        "peak_mem_mb": 0.0,
+    }
 
 
 def _write(path, records, **kw) -> None:
@@ -49,7 +60,9 @@ def test_records_are_validated_and_nan_survives(tmp_path):
     assert math.isnan(read_metrics_records(path)[0].loss)
     with pytest.raises(Exception, match="loss"):
         _write(tmp_path / "other.jsonl", [{**_train(1), "loss": "high"}])
-    path.write_text(path.read_text() + '{"type": "train", "st')  # a job still writing: the torn line is skipped
+    path.write_text(
+        path.read_text() + '{"type": "train", "st'
+    )  # a job still writing: the torn line is skipped
     assert _steps(path) == [("train", 1)]
     path.write_text('{"type": "bogus"}\n' + path.read_text())
     with pytest.raises(ContractError, match="metrics.jsonl"):

@@ -27,7 +27,9 @@ B, T, WORLD = 4, 256, 2
 # rlab's AdamW group name -> nanochat's setup_optimizer group index
 NANOCHAT_GROUP = {"lm_head": 0, "embedding": 1, "value_embeds": 2, "resid": 3, "x0": 4, "smear": 5}
 
-pytestmark = pytest.mark.skipif(not (REF / "resumed" / "model_000021.pt").is_file(), reason=f"no fixture at {REF}")
+pytestmark = pytest.mark.skipif(
+    not (REF / "resumed" / "model_000021.pt").is_file(), reason=f"no fixture at {REF}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +43,19 @@ def rank_batches(expected) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
     tok = Tokenizer.from_directory(REF / "tokenizer")
     state = expected["resume_dataloader_state_dict_used"]
-    return [next(bestfit_batches(tok, REF / "base_data", "train", B, T,
-                                 docs=resumed_documents(tok, REF / "base_data", "train", state, rank, WORLD)))
-            for rank in range(WORLD)]
+    return [
+        next(
+            bestfit_batches(
+                tok,
+                REF / "base_data",
+                "train",
+                B,
+                T,
+                docs=resumed_documents(tok, REF / "base_data", "train", state, rank, WORLD),
+            )
+        )
+        for rank in range(WORLD)
+    ]
 
 
 def _nanochat_step(rank_batches, lrm: float, import_state: bool):
@@ -90,14 +102,26 @@ def test_adamw_tensors_land_on_nanochat_s_resumed_weights(rank_batches, expected
     assert losses[0] == pytest.approx(expected["raw_rank0_loss"], abs=1e-4)  # README tolerance
     err = relative_step_error(model, REF)
     adamw = {n: e for n, e in err.items() if not n.startswith("transformer.h.")}
-    assert set(adamw) >= {"lm_head.weight", "transformer.wte.weight", "value_embeds.1.weight", "resid_lambdas",
-                          "x0_lambdas", "smear_gate.weight", "smear_lambda", "backout_lambda"}
+    assert set(adamw) >= {
+        "lm_head.weight",
+        "transformer.wte.weight",
+        "value_embeds.1.weight",
+        "resid_lambdas",
+        "x0_lambdas",
+        "smear_gate.weight",
+        "smear_lambda",
+        "backout_lambda",
+    }
     # backout_lambda's gradient is rounding noise at depth 2 (README finding 5): only its size is checked
     assert max(e for n, e in adamw.items() if n != "backout_lambda") < 1e-4, adamw  # measured <= 1.1e-6
     fresh, _, _ = _nanochat_step(rank_batches, expected["lrm_exact"], import_state=False)
     fresh_err = relative_step_error(fresh, REF)
     for name in ("lm_head.weight", "transformer.wte.weight", "value_embeds.1.weight", "x0_lambdas"):
-        assert fresh_err[name] > 10 * err[name], (name, err[name], fresh_err[name])  # the import is what matters
+        assert fresh_err[name] > 10 * err[name], (
+            name,
+            err[name],
+            fresh_err[name],
+        )  # the import is what matters
 
 
 if __name__ == "__main__":  # print the per-tensor errors (the numbers in README)

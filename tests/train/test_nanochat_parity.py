@@ -25,7 +25,9 @@ REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_referenc
 CKPT = REF / "base_checkpoints" / "d2"
 B, T, WORLD = 4, 256, 2
 
-pytestmark = pytest.mark.skipif(not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}")
+pytestmark = pytest.mark.skipif(
+    not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def nanochat_rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
         for _ in range(2):
             while len(stream) < B * T + 1:
                 stream.extend(next(docs).tolist())
-            window, stream = torch.tensor(stream[:B * T + 1]), stream[B * T + 1:]
+            window, stream = torch.tensor(stream[: B * T + 1]), stream[B * T + 1 :]
             batches.append((window[:-1].view(B, T), window[1:].view(B, T)))
         loader.close()
         out.append(batches)
@@ -110,7 +112,9 @@ def test_resumed_step_matches_nanochats_with_the_imported_state(rank_batches, ex
     # sqrt(v) ~ eps = 1e-10, where torch's eps placement (after the bias correction) differs from DistAdamW's
     assert err["transformer.wte.weight"] < 5e-3
     muon = {n: e for n, e in err.items() if n.startswith("transformer.h.")}
-    assert max(muon.values()) < 0.2  # Newton-Schulz in bf16 amplifies input rounding: measured 0.024-0.10 (fresh 0.8-1.0)
+    assert (
+        max(muon.values()) < 0.2
+    )  # Newton-Schulz in bf16 amplifies input rounding: measured 0.024-0.10 (fresh 0.8-1.0)
 
     fresh, _, _ = _nanochat_step(rank_batches, expected["lrm_exact"], import_state=False)
     fresh_err = relative_step_error(fresh, REF)
@@ -130,11 +134,22 @@ def test_world_size_one_continuation_trains_from_the_reference(tmp_path, expecte
         (base / name).symlink_to(REF / name, target_is_directory=True)
     shutil.copytree(CKPT, base / "base_checkpoints" / "d2")
     data_start = {"source": "nanochat", "tag": "d2", "step": 20, "pq_idx": 0, "rg_idx": 0}
-    cfg = make_run_config(base, tmp_path / "run", tag="d2-rope", init={"kind": "checkpoint", "tag": "d2", "step": 20},
-                          seq_len=T, steps=2, device_batch_size=B, lr={"warmup_steps": 0}, data_start=data_start)
+    cfg = make_run_config(
+        base,
+        tmp_path / "run",
+        tag="d2-rope",
+        init={"kind": "checkpoint", "tag": "d2", "step": 20},
+        seq_len=T,
+        steps=2,
+        device_batch_size=B,
+        lr={"warmup_steps": 0},
+        data_start=data_start,
+    )
     train(cfg)
     meta = read_meta(base / "base_checkpoints" / "d2-rope", 22)
-    assert meta["optimizer"]["import"]["restored"] and meta["optimizer"]["at_start"].startswith("restored from nanochat")
+    assert meta["optimizer"]["import"]["restored"] and meta["optimizer"]["at_start"].startswith(
+        "restored from nanochat"
+    )
     assert meta["data_start"]["world_size"] == 2 and meta["data_start"]["pq_idx"] == 0
     assert meta["loader_state"]["ranks"][0]["after"]["world_size"] == 2
     assert meta["tokens_trained"] == 20 * 2048 + 2 * B * T  # nanochat's 20 x 2048 tokens, then ours

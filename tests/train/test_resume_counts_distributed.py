@@ -23,10 +23,27 @@ STEPS, PER_STEP = 30, 2 * 4 * 32  # total_batch_size: 2 ranks x 4 x 32, or 1 ran
 def _start(cfg, path: Path, nproc: int) -> subprocess.Popen:
     path.write_text(cfg.model_dump_json())
     worker = ["-m", "rlab.core.train", str(path)]
-    argv = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), *worker]
-            if nproc > 1 else [sys.executable, *worker])
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    argv = (
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(nproc),
+            *worker,
+        ]
+        if nproc > 1
+        else [sys.executable, *worker]
+    )
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        start_new_session=True,
+    )
 
 
 def _descendants(pid: int) -> list[int]:
@@ -78,7 +95,11 @@ def _finish(proc: subprocess.Popen) -> None:
 
 def test_three_kills_and_world_size_changes_keep_counts_exact(train_base, tmp_path):
     common = {"steps": STEPS, "save_every": 1, "keep_last": 2, "total_batch_size": PER_STEP}
-    _finish(_start(make_run_config(train_base, tmp_path / "full", tag="full", **common), tmp_path / "full.json", 2))
+    _finish(
+        _start(
+            make_run_config(train_base, tmp_path / "full", tag="full", **common), tmp_path / "full.json", 2
+        )
+    )
 
     ckpt = train_base / "base_checkpoints" / "cut"
     plan = [(2, 3), (1, 10), (2, 17), (1, None)]  # (processes, kill once this step is saved)

@@ -20,8 +20,9 @@ def test_null_tracker_when_disabled_or_not_rank0(tmp_path, monkeypatch):
 def test_offline_wandb_run_groups_by_experiment(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
-    tracker = make_tracker(TrackingSpec(wandb="offline", project="rlab-test"), "exp1", "d2-pi", tmp_path,
-                           {"lr": 0.1}, True)
+    tracker = make_tracker(
+        TrackingSpec(wandb="offline", project="rlab-test"), "exp1", "d2-pi", tmp_path, {"lr": 0.1}, True
+    )
     assert isinstance(tracker, WandbTracker)
     assert tracker._run.group == "exp1" and tracker._run.name == "d2-pi"
     tracker.log({"train/loss": 1.0}, step=1)

@@ -20,12 +20,22 @@ pytestmark = pytest.mark.slow
 
 def _torchrun(cfg, path: Path, nproc: int = 2) -> subprocess.CompletedProcess:
     path.write_text(cfg.model_dump_json())
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-            "-m", "rlab.core.train", str(path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "-m",
+        "rlab.core.train",
+        str(path),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # own session, so a hung job can be killed with all its workers
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=180)
     except subprocess.TimeoutExpired:
@@ -58,7 +68,11 @@ def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(tra
 
     # Saved with 2 processes, resumed with 1: drop step 8 as if the job had died after step 4.
     delete_checkpoint(ckpt, 8)
-    train(make_run_config(train_base, run_dir, steps=8, save_every=4, eval_every=4, eval_tokens=512, resume=True))
+    train(
+        make_run_config(
+            train_base, run_dir, steps=8, save_every=4, eval_every=4, eval_tokens=512, resume=True
+        )
+    )
     meta = read_meta(ckpt, 8)
     assert meta["world_size"] == 1 and meta["train_state"]["resumed_from"] == 4
     assert meta["optimizer"]["at_start"] == "restored"

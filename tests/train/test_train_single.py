@@ -18,8 +18,16 @@ from tests.train.helpers import make_run_config, train_records
 
 def test_loss_decreases_and_run_is_recorded(train_base, tmp_path):
     run_dir = tmp_path / "run"
-    cfg = make_run_config(train_base, run_dir, steps=30, eval_every=15, eval_tokens=1024, save_every=10,
-                          keep_last=2, sample_every="never")
+    cfg = make_run_config(
+        train_base,
+        run_dir,
+        steps=30,
+        eval_every=15,
+        eval_tokens=1024,
+        save_every=10,
+        keep_last=2,
+        sample_every="never",
+    )
     result = train(cfg)
     losses = [r["loss"] for r in train_records(run_dir)]
     assert len(losses) == 30
@@ -29,8 +37,21 @@ def test_loss_decreases_and_run_is_recorded(train_base, tmp_path):
     assert result["val_bpb"] == evals[-1]["val_bpb"]
     assert train_records(run_dir, "done")[0]["step"] == 30
     rec = train_records(run_dir)[-1]
-    for key in ("step", "start_step", "end_step", "loss", "lr_mult", "grad_norm", "tokens", "tokens_per_s",
-                "flops_per_s", "mfu", "skipped", "peak_mem_mb", "time"):
+    for key in (
+        "step",
+        "start_step",
+        "end_step",
+        "loss",
+        "lr_mult",
+        "grad_norm",
+        "tokens",
+        "tokens_per_s",
+        "flops_per_s",
+        "mfu",
+        "skipped",
+        "peak_mem_mb",
+        "time",
+    ):
         assert key in rec
     assert rec["tokens"] == 30 * 4 * 32 and rec["flops_per_s"] > 0
     ckpt = train_base / "base_checkpoints" / "d2"
@@ -50,8 +71,9 @@ def test_seq_len_warmup_trains_the_same_tokens_in_shorter_rows_first(train_base,
         model.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].shape)))
 
     run_dir = tmp_path / "run"
-    cfg = make_run_config(train_base, run_dir, steps=5, seq_len_warmup=[{"seq_len": 8, "steps": 2},
-                                                                          {"seq_len": 16, "steps": 1}])
+    cfg = make_run_config(
+        train_base, run_dir, steps=5, seq_len_warmup=[{"seq_len": 8, "steps": 2}, {"seq_len": 16, "steps": 1}]
+    )
     train(cfg, on_model=record)
     assert shapes == [(16, 8), (16, 8), (8, 16), (4, 32), (4, 32)]
     assert [r["tokens"] for r in train_records(run_dir)] == [4 * 32 * i for i in range(1, 6)]
@@ -73,11 +95,19 @@ def _crash_after(forwards: int):
     return lambda model: model.register_forward_pre_hook(hook)
 
 
-@pytest.mark.parametrize("warmup", [[], [{"seq_len": 8, "steps": 4}, {"seq_len": 16, "steps": 4}]],
-                         ids=["plain", "resumed-inside-a-seq-len-warmup"])
+@pytest.mark.parametrize(
+    "warmup",
+    [[], [{"seq_len": 8, "steps": 4}, {"seq_len": 16, "steps": 4}]],
+    ids=["plain", "resumed-inside-a-seq-len-warmup"],
+)
 def test_resume_matches_uninterrupted_run(train_base, tmp_path, warmup):
-    common = {"steps": 12, "save_every": 6, "total_batch_size": 2 * 4 * 32, "lr": {"warmup_steps": 3},
-              "seq_len_warmup": warmup}
+    common = {
+        "steps": 12,
+        "save_every": 6,
+        "total_batch_size": 2 * 4 * 32,
+        "lr": {"warmup_steps": 3},
+        "seq_len_warmup": warmup,
+    }
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
     train(make_run_config(train_base, full_dir, tag="full", **common))
 
@@ -88,7 +118,9 @@ def test_resume_matches_uninterrupted_run(train_base, tmp_path, warmup):
     train(make_run_config(train_base, cut_dir, tag="cut", resume=True, **common))
 
     full = {r["step"]: r for r in train_records(full_dir)}
-    records = train_records(cut_dir)  # one stream: the crashed run's records up to step 6, then the resumed run's
+    records = train_records(
+        cut_dir
+    )  # one stream: the crashed run's records up to step 6, then the resumed run's
     assert [r["step"] for r in records] == list(range(1, 13)) and not train_records(cut_dir, "failed")
     resumed = records[6:]
     for r in resumed:
@@ -146,14 +178,23 @@ def test_consecutive_skips_stop_in_process(train_base, tmp_path):
 
 
 def test_consecutive_skips_exit_code_and_message(train_base, tmp_path):
-    cfg = make_run_config(train_base, tmp_path / "run", steps=8, explode_threshold=1e-9, max_consecutive_skips=2)
+    cfg = make_run_config(
+        train_base, tmp_path / "run", steps=8, explode_threshold=1e-9, max_consecutive_skips=2
+    )
     path = tmp_path / "run.json"
     path.write_text(cfg.model_dump_json())
-    proc = subprocess.run([sys.executable, "-m", "rlab.core.train", str(path)], capture_output=True, text=True,
-                          env={**_env(), "OMP_NUM_THREADS": "1"}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlab.core.train", str(path)],
+        capture_output=True,
+        text=True,
+        env={**_env(), "OMP_NUM_THREADS": "1"},
+        timeout=120,
+    )
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "2 consecutive steps skipped" in errors[0] and "explode_threshold" in errors[0]
+    assert (
+        len(errors) == 1 and "2 consecutive steps skipped" in errors[0] and "explode_threshold" in errors[0]
+    )
     assert "Traceback" not in proc.stderr
     assert list_steps(train_base / "base_checkpoints" / "d2") == []
 
@@ -171,20 +212,32 @@ def test_continue_from_checkpoint_with_new_rope_and_length(train_base, tmp_path)
     torch.save({"some": "nanochat optimizer shard"}, optim_file(base_ckpt, 4, 0))
 
     run_dir = tmp_path / "yarn_run"
-    cfg = make_run_config(train_base, run_dir, tag="base-yarn", init={"kind": "checkpoint", "tag": "base", "step": 4},
-                          rope={"variant": "yarn", "factor": 2.0}, seq_len=64, steps=3)
+    cfg = make_run_config(
+        train_base,
+        run_dir,
+        tag="base-yarn",
+        init={"kind": "checkpoint", "tag": "base", "step": 4},
+        rope={"variant": "yarn", "factor": 2.0},
+        seq_len=64,
+        steps=3,
+    )
     assert train(cfg)["step"] == 7
     meta = read_meta(train_base / "base_checkpoints" / "base-yarn", 7)
     assert meta["model_config"]["sequence_len"] == 64
-    assert meta["rope"]["variant"] == "yarn" and meta["rope"]["original_len"] == 32 and meta["rope"]["factor"] == 2
+    assert (
+        meta["rope"]["variant"] == "yarn"
+        and meta["rope"]["original_len"] == 32
+        and meta["rope"]["factor"] == 2
+    )
     assert meta["lineage"] == {"parent_tag": "base", "parent_step": 4}
     assert meta["optimizer"]["at_start"].startswith("fresh") and "foreign" in meta["optimizer"]["at_start"]
     assert meta["tokens_trained"] == 4 * 128 + 3 * 4 * 64
     first = train_records(run_dir)[0]
     assert first["start_step"] == 4 and first["step"] == 5 and first["end_step"] == 7
     assert first["loss"] < 6.0  # starts from the trained weights, not from scratch (ln 512 = 6.24)
-    assert json.loads((train_base / "base_checkpoints" / "base-yarn" / "meta_000007.json").read_text())["tag"] == (
-        "base-yarn")
+    assert json.loads((train_base / "base_checkpoints" / "base-yarn" / "meta_000007.json").read_text())[
+        "tag"
+    ] == ("base-yarn")
 
 
 def test_bf16_autocast_learns_like_fp32(train_base, tmp_path):
@@ -207,13 +260,25 @@ def test_continue_a_clone_keeps_the_source_step(train_base, tmp_path):
 
     train(make_run_config(train_base, tmp_path / "base_run", tag="base", steps=4))
     before = torch.load(model_file(train_base / "base_checkpoints" / "base", 4))
-    clone_checkpoint(BaseLayout(train_base), "base", 4, "base-pi", rope=RopeSpec(variant="pi", factor=2.0),
-                     variant="pi")
-    cfg = make_run_config(train_base, tmp_path / "pi_run", tag="base-pi",
-                          init={"kind": "checkpoint", "tag": "base-pi", "step": 4},
-                          rope={"variant": "pi", "factor": 2.0}, seq_len=64, steps=3, save_every=1, keep_last=1)
+    clone_checkpoint(
+        BaseLayout(train_base), "base", 4, "base-pi", rope=RopeSpec(variant="pi", factor=2.0), variant="pi"
+    )
+    cfg = make_run_config(
+        train_base,
+        tmp_path / "pi_run",
+        tag="base-pi",
+        init={"kind": "checkpoint", "tag": "base-pi", "step": 4},
+        rope={"variant": "pi", "factor": 2.0},
+        seq_len=64,
+        steps=3,
+        save_every=1,
+        keep_last=1,
+    )
     train(cfg)
-    assert list_steps(train_base / "base_checkpoints" / "base-pi") == [4, 7]  # the source step is never pruned
+    assert list_steps(train_base / "base_checkpoints" / "base-pi") == [
+        4,
+        7,
+    ]  # the source step is never pruned
     meta = read_meta(train_base / "base_checkpoints" / "base-pi", 7)
     assert meta["rope"]["original_len"] == 32 and meta["model_config"]["sequence_len"] == 64
     assert meta["optimizer"]["at_start"] == "restored from the source checkpoint"  # rlab's own format
@@ -226,8 +291,15 @@ def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
 
     train(make_run_config(train_base, tmp_path / "base_run", tag="base", steps=2))
     captured = []
-    cfg = make_run_config(train_base, tmp_path / "run", tag="base-yarn", init={"kind": "checkpoint", "tag": "base",
-                          "step": 2}, rope={"variant": "yarn", "factor": 2.0}, seq_len=64, steps=2)
+    cfg = make_run_config(
+        train_base,
+        tmp_path / "run",
+        tag="base-yarn",
+        init={"kind": "checkpoint", "tag": "base", "step": 2},
+        rope={"variant": "yarn", "factor": 2.0},
+        seq_len=64,
+        steps=2,
+    )
     train(cfg, on_model=captured.append)
     trained = captured[0].eval()
     loaded, meta = load_model(train_base / "base_checkpoints" / "base-yarn", None)
@@ -240,16 +312,33 @@ def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
 def test_a_nanochat_2026_base_trains_from_scratch_and_continues(train_base, tmp_path):
     from rlab.core.checkpoint import inspect_checkpoint
 
-    model = {"n_layer": 2, "n_embd": 32, "n_head": 2, "architecture": "nanochat-2026", "window_pattern": "SL",
-             "rotary_base": 600.0}
-    train(make_run_config(train_base, tmp_path / "b", tag="b26", init={"kind": "scratch", "model": model}, steps=6))
+    model = {
+        "n_layer": 2,
+        "n_embd": 32,
+        "n_head": 2,
+        "architecture": "nanochat-2026",
+        "window_pattern": "SL",
+        "rotary_base": 600.0,
+    }
+    train(
+        make_run_config(
+            train_base, tmp_path / "b", tag="b26", init={"kind": "scratch", "model": model}, steps=6
+        )
+    )
     info = inspect_checkpoint(train_base / "base_checkpoints" / "b26", 6)
     # told apart by its own keys (smear, value embeddings, lambdas), as nanochat's 2026 checkpoints are
     assert info.architecture == "nanochat-2026" and info.window_pattern == "SL" and info.rotary_base == 600
     meta = read_meta(train_base / "base_checkpoints" / "b26", 6)
     assert meta["model_config"]["window_pattern"] == "SL" and "architecture" not in meta["model_config"]
-    cfg = make_run_config(train_base, tmp_path / "c", tag="b26-yarn", init={"kind": "checkpoint", "tag": "b26", "step": 6},
-                          rope={"variant": "yarn", "factor": 2.0}, seq_len=64, steps=2)
+    cfg = make_run_config(
+        train_base,
+        tmp_path / "c",
+        tag="b26-yarn",
+        init={"kind": "checkpoint", "tag": "b26", "step": 6},
+        rope={"variant": "yarn", "factor": 2.0},
+        seq_len=64,
+        steps=2,
+    )
     assert train(cfg)["step"] == 8
     clone = inspect_checkpoint(train_base / "base_checkpoints" / "b26-yarn", 8)
     # the variant left its base to the checkpoint: it rotates with the base's own 600, not 2026's 100000
