@@ -93,7 +93,8 @@ def os_error(exc: OSError) -> RlabError:
     return RlabError(f"{reason}: {path}.", "Check the path and its permissions.")
 
 
-def _size(n: int) -> str:
+def _size(n_bytes: int) -> str:
+    n = float(n_bytes)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024:
             return f"{n:.0f} {unit}"

@@ -29,13 +29,13 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from rlab.errors import RlabError
 
-EVAL_SCHEMA = "rlab.eval/2"
+EVAL_SCHEMA: Final = "rlab.eval/2"
 
 
 class ContractError(RlabError):
@@ -563,7 +563,7 @@ def write_rows(path: Path, rows: Iterable[Record], columns: Sequence[str] | None
     if columns is None:
         if not rows:
             raise ValueError(f"{path.name}: no rows and no columns")
-        columns = type(rows[0]).columns  # type: ignore[attr-defined]
+        columns = type(rows[0]).columns
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -589,7 +589,7 @@ def read_rows(path: Path, cls: type[R], columns: Sequence[str] | None = None) ->
         )
     records = [{k: (None if v == "" else v) for k, v in r.items() if k in cls.model_fields} for r in reader]
     try:
-        return TypeAdapter(list[cls]).validate_python(records)
+        return TypeAdapter(list[cls]).validate_python(records)  # type: ignore[valid-type]
     except ValidationError as exc:
         raise ContractError(
             f"{path} does not match its contract: {_first_error(exc)}.", "Re-run `rlab eval` for this tag."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -38,7 +39,7 @@ def print_tasks(
     with quiet_bundle_warnings():
         bundle = load_bundle(bundle_dir(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir))
     by_label = {t.label: (t, t not in bundle.missing) for t in bundle.tasks + bundle.missing}
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "task": label,
             "type": by_label[label][0].task_type,

@@ -171,7 +171,11 @@ class GPT(nn.Module):
         self._softmax_scale = rope_lib.softmax_scale(self.rope, self.config.head_dim)
         self.window_sizes: list[int | None] = [None] * self.config.n_layer
         if self.arch.sliding_windows:
-            context = self.config.sequence_len if self.rope.windows == "scale" else self.rope.original_len
+            context = (
+                self.config.sequence_len
+                if self.rope.windows == "scale"
+                else rope_lib.required_original_len(self.rope)
+            )
             self.window_sizes = list(window_sizes(self.config.window_pattern, self.config.n_layer, context))
         if self.rope.variant.value != "rope":
             log.info("RoPE variant %s", self.rope.describe())
@@ -190,7 +194,7 @@ class GPT(nn.Module):
         banded: dict[int | None, torch.Tensor | None] = {None: attn_mask}
         masks = []
         for w in self.window_sizes:
-            if w not in banded:
+            if w is not None and w not in banded:  # None (no window) is always there
                 if attn_mask is not None:  # packed rows: distances are between rotary positions
                     pos = (
                         positions
@@ -227,9 +231,9 @@ class GPT(nn.Module):
         start as nanochat-2026 starts them: value embeddings like c_v, gates U(0, 0.02), resid
         1.15 -> 1.05 and x0 0.20 -> 0.05 over depth, smear_lambda 0, backout_lambda 0.2.
         """
-        nn.init.normal_(self.transformer.wte.weight, mean=0.0, std=1.0)
+        nn.init.normal_(self.transformer.wte.weight, mean=0.0, std=1.0)  # type: ignore[union-attr,arg-type]
         bound = math.sqrt(3.0 / self.config.n_embd)
-        for block in self.transformer.h:
+        for block in self.transformer.h:  # type: ignore[union-attr]  # ModuleDict members are untyped
             for lin in (block.attn.c_q, block.attn.c_k, block.attn.c_v, block.mlp.c_fc):
                 nn.init.uniform_(lin.weight, -bound, bound)
             nn.init.zeros_(block.attn.c_proj.weight)
@@ -239,16 +243,16 @@ class GPT(nn.Module):
         nn.init.zeros_(self.lm_head.weight)
         n_layer = self.config.n_layer
         depth = torch.arange(n_layer, dtype=torch.float32) / max(n_layer - 1, 1)
-        if self.resid_lambdas is not None:
+        if self.resid_lambdas is not None and self.x0_lambdas is not None:
             self.resid_lambdas.copy_(1.15 - 0.10 * depth)
             self.x0_lambdas.copy_(0.20 - 0.15 * depth)
-        if self.smear_gate is not None:
+        if self.smear_gate is not None and self.smear_lambda is not None:
             nn.init.uniform_(self.smear_gate.weight, 0.0, 0.02)
             nn.init.zeros_(self.smear_lambda)
         if self.backout_lambda is not None:
             nn.init.constant_(self.backout_lambda, 0.2)
         for ve in (self.value_embeds or {}).values():
-            nn.init.uniform_(ve.weight, -bound, bound)
+            nn.init.uniform_(ve.weight, -bound, bound)  # type: ignore[arg-type]
 
     # --- forward ---
 
@@ -302,8 +306,8 @@ class GPT(nn.Module):
         The previous token is t-1 in a plain row, `prev_index` (B, T) (-1 = none) in a packed one, and the
         cache's last embedding for the first token after a cached prefix.
         """
-        x = norm(self.transformer.wte(idx))  # (B, T, C)
-        if self.smear_gate is None:
+        x = norm(self.transformer.wte(idx))  # type: ignore[operator]  # (B, T, C)
+        if self.smear_gate is None or self.smear_lambda is None:
             return x
         prev = kv_cache.prev_embedding if kv_cache is not None else None
         if kv_cache is not None:
@@ -335,8 +339,8 @@ class GPT(nn.Module):
         x0 = x
         x_backout = None
         last = self.config.n_layer - 1
-        for i, block in enumerate(self.transformer.h):
-            if self.resid_lambdas is not None:
+        for i, block in enumerate(self.transformer.h):  # type: ignore[arg-type]
+            if self.resid_lambdas is not None and self.x0_lambdas is not None:
                 x = self.resid_lambdas[i] * x + self.x0_lambdas[i] * x0
             ve = (
                 self.value_embeds[str(i)](idx).to(x.dtype)
@@ -349,7 +353,7 @@ class GPT(nn.Module):
                 x = block(x, ve, cos_sin, self._softmax_scale, kv_cache, masks[i])
             if i == self.backout_layer:
                 x_backout = x
-        if x_backout is not None:
+        if x_backout is not None and self.backout_lambda is not None:
             if at is not None and x_backout.dim() == 3:
                 x_backout = x_backout[at[0], at[1]]  # (N, C)
             x = x - self.backout_lambda.to(x.dtype) * x_backout
@@ -441,8 +445,8 @@ class GPT(nn.Module):
         usual convention for MFU (PaLM, arXiv 2204.02311, appendix B).
         """
         c = self.config
-        lookups = [
-            self.transformer.wte.weight,
+        lookups: list[torch.Tensor] = [
+            self.transformer.wte.weight,  # type: ignore[union-attr,list-item]
             *(self.value_embeds.parameters() if self.value_embeds else []),
         ]
         scalars = [
@@ -462,8 +466,8 @@ class GPT(nn.Module):
         for nanochat-2026 value_embeds, resid (resid_lambdas), x0 (x0_lambdas) and smear (smear gate,
         smear_lambda, backout_lambda)."""
         groups = {
-            "matrix": list(self.transformer.h.parameters()),
-            "embedding": list(self.transformer.wte.parameters()),
+            "matrix": list(self.transformer.h.parameters()),  # type: ignore[union-attr]
+            "embedding": list(self.transformer.wte.parameters()),  # type: ignore[union-attr]
             "lm_head": list(self.lm_head.parameters()),
         }
         if self.value_embeds is not None:

@@ -21,12 +21,15 @@ per-rank shards) is "foreign" and the trainer starts a fresh optimizer instead.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from rlab.spec.train import LRSpec
+
+if TYPE_CHECKING:
+    from rlab.core.gpt import GPT
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ ADAMW_GROUPS: dict[str, dict[str, _AdamGroup]] = {
 SMEAR_LR = 0.2  # nanochat 92d63d4: a fixed LR for smear_gate, smear_lambda and backout_lambda
 
 
-def build_optimizers(model: nn.Module, lr: LRSpec, n_embd: int) -> list[torch.optim.Optimizer]:
+def build_optimizers(model: GPT, lr: LRSpec, n_embd: int) -> list[torch.optim.Optimizer]:
     """[Muon over the matrix group, AdamW over embedding + lm_head (+ any other group)]."""
     groups: dict[str, list[nn.Parameter]] = model.parameter_groups()
     all_params = {id(p) for p in model.parameters()}
@@ -72,7 +75,7 @@ def build_optimizers(model: nn.Module, lr: LRSpec, n_embd: int) -> list[torch.op
 
     width_scale = (n_embd / REFERENCE_WIDTH) ** -0.5
     settings = ADAMW_GROUPS[getattr(getattr(model, "config", None), "architecture", "nanochat-2025")]
-    adam_groups = []
+    adam_groups: list[dict[str, Any]] = []
     for name, params in groups.items():
         if name == "matrix" or not params:
             continue

@@ -64,7 +64,7 @@ def check_head_dim(head_dim: int) -> None:
         )
 
 
-def _require_original_len(spec: RopeSpec) -> int:
+def required_original_len(spec: RopeSpec) -> int:
     if spec.original_len is None:
         raise SpecError(
             f"original_len: required for variant '{spec.variant.value}' (got null)",
@@ -109,7 +109,7 @@ def _ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
 
 
 def _dynamic_ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
-    original_len = _require_original_len(spec)
+    original_len = required_original_len(spec)
     length = original_len if seq_len is None else max(seq_len, original_len)
     s = spec.factor
     base = _base(spec) * ((s * length / original_len) - (s - 1)) ** (head_dim / (head_dim - 2))
@@ -117,7 +117,7 @@ def _dynamic_ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Te
 
 
 def _yarn(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
-    original_len = _require_original_len(spec)
+    original_len = required_original_len(spec)
     base, s = _base(spec), spec.factor
 
     def dim_for_rotations(rotations: float) -> float:
@@ -126,7 +126,7 @@ def _yarn(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
 
     # beta_fast turns -> lower dimension bound (left alone below it); beta_slow -> upper bound.
     low = max(math.floor(dim_for_rotations(spec.beta_fast)), 0)
-    high = min(math.ceil(dim_for_rotations(spec.beta_slow)), head_dim - 1)
+    high: float = min(math.ceil(dim_for_rotations(spec.beta_slow)), head_dim - 1)
     if high == low:
         high += 0.001  # a zero-width ramp would divide by zero; make it a step
     half = head_dim // 2
@@ -137,7 +137,7 @@ def _yarn(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
 
 
 def _llama3(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
-    original_len = _require_original_len(spec)
+    original_len = required_original_len(spec)
     s, lo, hi = spec.factor, spec.low_freq_factor, spec.high_freq_factor
     theta = _plain(_base(spec), head_dim)
     wavelen = 2 * math.pi / theta

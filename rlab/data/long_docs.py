@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -37,7 +37,7 @@ from rlab.paths import BaseLayout
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "rlab.long_docs/1"
+SCHEMA: Final = "rlab.long_docs/1"
 DEFAULT_SOURCE = "default"
 DEFAULT_MIN_TOKENS = 2048
 """2 x the default continued-training length (TrainSpec.seq_len = 1024): the longest default eval length."""

@@ -44,12 +44,12 @@ class _Reader:
         self.data, self.pos = data, 0
         self.refs: list[Any] = []
 
-    def int(self) -> int:
+    def read_int(self) -> int:
         (value,) = struct.unpack_from(">i", self.data, self.pos)
         self.pos += 4
         return value
 
-    def bytes(self, n: int) -> bytes:
+    def read_bytes(self, n: int) -> bytes:
         out = self.data[self.pos : self.pos + n]
         if len(out) != n:
             raise DataError("R serialisation ends early (truncated file?).")
@@ -57,14 +57,14 @@ class _Reader:
         return out
 
     def length(self) -> int:
-        n = self.int()
+        n = self.read_int()
         if n == -1:  # long vector: two more ints
-            upper, lower = self.int(), self.int()
+            upper, lower = self.read_int(), self.read_int()
             n = (upper << 32) + (lower & 0xFFFFFFFF)
         return n
 
     def item(self) -> Any:
-        flags = self.int()
+        flags = self.read_int()
         kind = flags & 0xFF
         levels = flags >> 12
         has_attr = bool(flags & (1 << 9))  # bit 10 (has tag) is implied by the node kind here
@@ -81,12 +81,12 @@ class _Reader:
         if kind == REFSXP:
             index = flags >> 8
             if index == 0:
-                index = self.int()
+                index = self.read_int()
             return self.refs[index - 1]
         if kind in (PERSISTSXP, NAMESPACESXP, PACKAGESXP):
-            if self.int() != 0:
+            if self.read_int() != 0:
                 raise DataError("Unsupported R serialisation (persistent name with flags).")
-            names = [self.item() for _ in range(self.int())]
+            names = [self.item() for _ in range(self.read_int())]
             self.refs.append(names)
             return names
         if kind == SYMSXP:
@@ -94,7 +94,7 @@ class _Reader:
             self.refs.append(name)
             return name
         if kind == ENVSXP:
-            self.int()  # locked
+            self.read_int()  # locked
             env: dict[str, Any] = {}
             self.refs.append(env)
             self.item(), self.item(), self.item(), self.item()  # enclosure, frame, hash table, attributes
@@ -102,10 +102,10 @@ class _Reader:
         if kind in (LISTSXP, LANGSXP, CLOSXP, PROMSXP, DOTSXP, ATTRLANGSXP, ATTRLISTSXP):
             return self.pairlist(flags)
         if kind == CHARSXP:
-            n = self.int()
+            n = self.read_int()
             if n == -1:
                 return None
-            raw = self.bytes(n)
+            raw = self.read_bytes(n)
             return raw.decode("latin-1" if levels & _LATIN1_MASK else "utf-8", errors="replace")
         if kind == ALTREP_SXP:
             self.item()  # class info
@@ -127,7 +127,7 @@ class _Reader:
             self.pos += 16 * n
             out = [complex(parts[2 * i], parts[2 * i + 1]) for i in range(n)]
         elif kind == RAWSXP:
-            out = self.bytes(self.length())
+            out = self.read_bytes(self.length())
         elif kind == STRSXP:
             out = [self.item() for _ in range(self.length())]
         elif kind in (VECSXP, EXPRSXP):
@@ -138,9 +138,9 @@ class _Reader:
             raise DataError(f"Unsupported R object type {kind} in serialised data.")
         if has_attr:
             attrs = dict(self.item())
-            names = attrs.get("names")
-            if kind == VECSXP and isinstance(names, list) and len(names) == len(out):
-                return dict(zip(names, out))  # a named list
+            element_names = attrs.get("names")
+            if kind == VECSXP and isinstance(element_names, list) and len(element_names) == len(out):
+                return dict(zip(element_names, out))  # a named list
         return out
 
     def pairlist(self, flags: int) -> list[tuple[Any, Any]]:
@@ -151,7 +151,7 @@ class _Reader:
                 self.item()  # attributes of the cell
             tag = self.item() if flags & (1 << 10) else None
             items.append((tag, self.item()))
-            flags = self.int()
+            flags = self.read_int()
             if flags & 0xFF not in (LISTSXP, LANGSXP, ATTRLANGSXP, ATTRLISTSXP):
                 self.pos -= 4
                 self.item()  # the terminating CDR (normally NILVALUE)
@@ -164,10 +164,10 @@ def unserialize(data: bytes) -> Any:
         raise DataError("Not an R XDR serialisation (expected 'X\\n' header).")
     reader = _Reader(data)
     reader.pos = 2
-    version = reader.int()
-    reader.int(), reader.int()  # writer's R version, minimal reader version
+    version = reader.read_int()
+    reader.read_int(), reader.read_int()  # writer's R version, minimal reader version
     if version == 3:
-        reader.bytes(reader.int())  # native encoding name
+        reader.read_bytes(reader.read_int())  # native encoding name
     elif version != 2:
         raise DataError(f"Unsupported R serialisation version {version}.")
     return reader.item()

@@ -50,7 +50,8 @@ def plan_shards(lengths: Sequence[int], shard_chars: int = SHARD_CHARS) -> list[
         return []
     total = sum(lengths)
     n = max(1, min(len(lengths), round(total / shard_chars)))
-    bounds, start, acc = [], 0, 0
+    bounds: list[range] = []
+    start, acc = 0, 0
     for i, length in enumerate(lengths):
         acc += length
         remaining_docs, remaining_shards = len(lengths) - (i + 1), n - len(bounds) - 1

@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from rlab.errors import LaunchError
 from rlab.spec.experiment import ExperimentSpec, LaunchSpec
@@ -218,7 +218,7 @@ def run_jobs(
     states = [JobState(job) for job in jobs]
     pending = deque(states)
     free = list(slots)
-    running: dict[int, tuple[JobState, subprocess.Popen, tuple[str, ...] | None, object]] = {}
+    running: dict[int, tuple[JobState, subprocess.Popen, tuple[str, ...] | None, BinaryIO]] = {}
     try:
         while pending or running:
             while pending and free:
@@ -260,7 +260,7 @@ def run_jobs(
 
 def _start(
     job: Job, devices: tuple[str, ...] | None, keep_fd: int | None = None
-) -> tuple[subprocess.Popen, object]:
+) -> tuple[subprocess.Popen, BinaryIO]:
     from rlab.orchestrate.lifeline import lifeline_argv
 
     job.log.parent.mkdir(parents=True, exist_ok=True)

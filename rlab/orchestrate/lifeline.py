@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Sequence
 
 PR_SET_PDEATHSIG = 1
 
@@ -26,7 +27,7 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
     return os.getppid() == parent_pid
 
 
-def lifeline_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
+def lifeline_argv(argv: Sequence[str]) -> list[str]:
     """`argv` wrapped so that it dies with the calling process."""
     return [sys.executable, "-m", "rlab.orchestrate.lifeline", str(os.getpid()), "--", *argv]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from rlab.errors import SpecError, unknown_name_error
 from rlab.paths import (
@@ -243,7 +244,7 @@ def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source
     return raw
 
 
-def _error_line(error: dict[str, Any]) -> str:
+def _error_line(error: ErrorDetails) -> str:
     loc = [str(part) for part in error.get("loc", ())]
     message = str(error.get("msg", ""))
     for prefix in ("Value error, ", "Assertion failed, "):
