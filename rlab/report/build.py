@@ -215,8 +215,8 @@ def render_html(
         f"<p><strong>Answer</strong> (primary endpoint: {html.escape(data.primary.description)}):</p>",
         '<ul class="answer">' + "".join(items) + "</ul>",
     ]
-    if plots.get("bpb_length"):
-        parts.append(_img(plots["bpb_length"], _PLOT_CAPTIONS["bpb_length"]))
+    if (bpb_length_plot := plots.get("bpb_length")) is not None:
+        parts.append(_img(bpb_length_plot, _PLOT_CAPTIONS["bpb_length"]))
     parts.append(f"<p>{_inline(_method(data, seed, n_boot))}</p>")
     if copy is not None:
         parts += _copy_html(copy)
@@ -228,8 +228,8 @@ def render_html(
         if table.caption and not table.frame.empty:
             parts.append(f'<p class="caption">{html.escape(table.caption)}</p>')
     for key in ("loss", "val_bpb", "passkey"):
-        if plots.get(key):
-            parts.append(f"<h2>{_PLOT_CAPTIONS[key]}</h2>{_img(plots[key], _PLOT_CAPTIONS[key])}")
+        if (plot := plots.get(key)) is not None:
+            parts.append(f"<h2>{_PLOT_CAPTIONS[key]}</h2>{_img(plot, _PLOT_CAPTIONS[key])}")
     if data.footnotes.items:
         parts.append(
             "<h2>Notes</h2><ol>"

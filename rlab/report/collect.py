@@ -120,10 +120,10 @@ def _tag_data(
     data = est.TagData(tag=src.tag, units=units, clustered=clustered)
     bpb = src.metric("bpb") or {}
     for split in fr.BPB_METRICS:
-        entry = bpb.get(split) if isinstance(bpb.get(split), dict) else {}
-        data.points[f"{split}_bpb"] = fr.num(entry.get("bpb"))
+        entry = bpb.get(split)
+        data.points[f"{split}_bpb"] = fr.num(entry.get("bpb") if isinstance(entry, dict) else None)
     for r in bpb_len.itertuples(index=False):
-        data.points[f"bpb_len_{r.length}"] = float(r.bpb)
+        data.points[f"bpb_len_{r.length}"] = fr.num(r.bpb)
     if primary and all(f"bpb_len_{L}" in data.points for L in primary):
         data.points[est.PRIMARY] = sum(data.points[f"bpb_len_{L}"] for L in primary) / len(primary)
     core = src.metric("core")

@@ -100,8 +100,9 @@ def combined_sources(layouts: list[ExperimentLayout]) -> ExperimentSources:
         check_experiment(lay)
         src = read_experiment(lay)
         notes += [f"{lay.experiment}: {n}" for n in src.notes]
-        evaluated = [t for t in src.tags if t.evaluated]  # a comparison is of measured arms only
-        for t in evaluated:
+        for t in src.tags:
+            if t.eval is None:  # a comparison is of measured arms only
+                continue
             name = f"{lay.experiment}/{t.tag}"  # also in eval.json's copy, so that mismatches name it so
             tags.append(
                 dataclasses.replace(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -74,7 +75,10 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
         return recs
     rng = np.random.default_rng(seed)
     arms = set(recs["arm"])
-    groups = list(recs.groupby(["arm", "kind", "variant", "window", "distance"], sort=False))
+    groups = cast(
+        list[tuple[tuple[str, str, str, int, int], pd.DataFrame]],
+        list(recs.groupby(["arm", "kind", "variant", "window", "distance"], sort=False)),
+    )
     m = sum(
         _reference_arm(arms, kind, variant, data.baseline) is not None
         for (_, kind, variant, _, _), _ in groups

@@ -67,7 +67,7 @@ def units_by_metric(frame: pd.DataFrame | None) -> tuple[dict[str, pd.DataFrame]
     frame["cluster"] = frame["doc"].astype(str) if clustered else frame["unit"]
     return (
         {
-            m: g[["unit", "nats", "bytes", "cluster"]].reset_index(drop=True)
+            str(m): g[["unit", "nats", "bytes", "cluster"]].reset_index(drop=True)
             for m, g in frame.groupby("metric")
         },
         clustered,
@@ -94,8 +94,8 @@ def add_primary_units(data: TagData, lengths: list[int]) -> None:
 
 def _stack_units(datas: list[TagData], metric: str) -> tuple[np.ndarray, np.ndarray, pd.DataFrame] | None:
     """(nats (S, n), bytes (S, n), ids frame(unit, cluster)) over units every seed has; None if any lacks them."""
-    frames = [d.units.get(units_name(metric)) for d in datas]
-    if any(f is None for f in frames):
+    frames = [f for d in datas if (f := d.units.get(units_name(metric))) is not None]
+    if len(frames) < len(datas):
         return None
     joined = frames[0][["unit", "cluster", "nats", "bytes"]].rename(columns={"nats": "n0", "bytes": "b0"})
     for i, f in enumerate(frames[1:], start=1):
@@ -110,8 +110,8 @@ def _stack_units(datas: list[TagData], metric: str) -> tuple[np.ndarray, np.ndar
 
 def _stack_core(datas: list[TagData]) -> pd.DataFrame | None:
     """task, index, c0..c{S-1} over examples every seed scored."""
-    frames = [d.core_examples for d in datas]
-    if any(f is None or f.empty for f in frames):
+    frames = [f for d in datas if (f := d.core_examples) is not None and not f.empty]
+    if len(frames) < len(datas):
         return None
     joined = frames[0][["task", "index", "correct"]].rename(columns={"correct": "c0"})
     for i, f in enumerate(frames[1:], start=1):
@@ -273,10 +273,10 @@ def _paired(
             {t: (ca[t], cb[t]) for t in ca}, baselines, key=key, seed=seed, n_boot=n_boot
         )
     if metric == "passkey_overall":
-        ca, cb = _passkey_cells(a), _passkey_cells(b)
-        if ca is None or cb is None:
+        pa, pb = _passkey_cells(a), _passkey_cells(b)
+        if pa is None or pb is None:
             return None
-        cells = ca.merge(cb, on=["length", "depth"], suffixes=("_a", "_b"))
+        cells = pa.merge(pb, on=["length", "depth"], suffixes=("_a", "_b"))
         ka, kb = (
             float((cells["accuracy_a"] * cells["n_a"]).sum()),
             float((cells["accuracy_b"] * cells["n_b"]).sum()),

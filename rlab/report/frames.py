@@ -145,7 +145,7 @@ def core_task_frame(src: TagSources) -> pd.DataFrame:
 
 def task_baselines(core_tasks: pd.DataFrame) -> dict[str, float]:
     """Random-guess accuracy per task, a fraction (`rlab.records.CoreTask.baseline`)."""
-    return {str(r.task): float(r.baseline) for r in core_tasks.itertuples(index=False)}
+    return dict(zip(core_tasks["task"].astype(str), core_tasks["baseline"].astype(float).tolist()))
 
 
 def curves_frame(src: TagSources) -> pd.DataFrame:

@@ -42,7 +42,7 @@ def sentence(data: ReportData, arm: str) -> str:
     comp = comparison(data, arm, metric)
     value, _, _, _ = scalar(data, arm, metric)
     base_value, _, _, _ = scalar(data, data.baseline_arm, metric) if data.baseline_arm else (math.nan,) * 4
-    if comp is None or math.isnan(comp["diff"]):
+    if comp is None or data.baseline_arm is None or math.isnan(comp["diff"]):
         return f"**{arm}**: no paired comparison with {b} on the primary endpoint (missing eval outputs)."
     n = (
         "?"

@@ -20,6 +20,7 @@ import io
 import logging
 import math
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -73,9 +74,11 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _marks(data: ReportData) -> list[tuple[int, str, str]]:
+def _marks(data: ReportData) -> list[tuple[int, Literal["--", ":"], str]]:
     """(length, linestyle, label) of the training length(s) and the original length(s) L0."""
-    out = [(v, "--", f"training length = {v}") for v in sorted(train_lengths(data))]
+    out: list[tuple[int, Literal["--", ":"], str]] = [
+        (v, "--", f"training length = {v}") for v in sorted(train_lengths(data))
+    ]
     out += [(v, ":", f"L0 = {v}") for v in sorted(set(data.meta["rope_original_len"].dropna().astype(int)))]
     return out
 
@@ -138,8 +141,8 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
         ax = axes[i // ncols][i % ncols]
         ax.axhspan(*band, color="0.85", alpha=0.7, zorder=0, linewidth=0)
         ax.axhline(0.0, color="black", linewidth=1.3, zorder=1)
-        for v, style, _ in _marks(data):
-            ax.axvline(v, color="0.35", linestyle=style, linewidth=1.0)
+        for v, mark_style, _ in _marks(data):
+            ax.axvline(v, color="0.35", linestyle=mark_style, linewidth=1.0)
         if len(base_rows):
             rows = base_rows.sort_values("length")
             ax.plot(

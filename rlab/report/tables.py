@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -102,7 +103,7 @@ def comparison(data: ReportData, arm: str, metric: str) -> pd.Series | None:
     return None if hit.empty or arm == data.baseline_arm else hit.iloc[0]
 
 
-def _n(value: object) -> str:
+def _n(value: Any) -> str:
     return BLANK if value is None or pd.isna(value) else str(int(value))
 
 

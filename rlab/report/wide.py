@@ -125,13 +125,13 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
                 ";".join(map(str, missing)) if isinstance(missing, list) else ""
             )
     if len(data.passkey):
-        by_len = data.passkey.groupby(["tag", "length"])["accuracy"].mean()
-        for (tag, length), acc in by_len.items():
-            rows[tag][f"passkey_len_{length}"] = float(acc)
+        by_len = data.passkey.groupby(["tag", "length"], as_index=False)["accuracy"].mean()
+        for r in by_len.itertuples(index=False):
+            rows[r.tag][f"passkey_len_{r.length}"] = float(r.accuracy)
     by_arm = {arm.key: arm.tags for arm in data.arms}
     for r in data.comparisons.itertuples(index=False):
-        names = comparison_columns(r.metric, data.baseline)
-        for tag in by_arm.get(r.arm, []):
+        names = comparison_columns(str(r.metric), data.baseline)
+        for tag in by_arm.get(str(r.arm), []):
             row = rows[tag]
             row["compared_with"] = r.reference
             for field in ("diff", "diff_low", "diff_high", "rel", "rel_low", "rel_high", "p_holm", "verdict"):
