@@ -21,7 +21,7 @@ class _CurrentStderrHandler(logging.StreamHandler):
     """Writes to whatever `sys.stderr` is at emit time, so rich's progress bar can print log lines above itself."""
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self):
         return sys.stderr
 
     @stream.setter

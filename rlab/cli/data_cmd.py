@@ -45,7 +45,7 @@ def prepare(
     ),
 ) -> None:
     """Build shards (last = val), a long-document eval set and a BPE tokenizer; a no-op when already done."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
     from rlab.cli.console import err, out
     from rlab.data.prepare import PrepareOptions, prepare_data
@@ -58,7 +58,7 @@ def prepare(
     source = "default" if corpus == ["default"] else [Path(c) for c in corpus]
     root = base_dir if base_dir is not None else default_base_dir()
 
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description:<28}"),
@@ -180,8 +180,9 @@ def _long_docs_summary(manifest, root: Path, out) -> None:
     from rich.table import Table
 
     table = Table(title=f"Long-document set of {root}", show_edge=False)
-    for col, justify in (("source", "left"), ("offered", "right"), ("kept", "right")):
-        table.add_column(col, justify=justify)
+    table.add_column("source", justify="left")
+    table.add_column("offered", justify="right")
+    table.add_column("kept", justify="right")
     for s in manifest.sources:
         table.add_row(s.detail, f"{s.offered:,}", f"{s.kept:,}")
     out.print(table)

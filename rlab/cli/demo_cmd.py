@@ -148,7 +148,7 @@ def _go_no_go(base_dir: Path, spec: Path, enforce: bool = True) -> None:
 def _experiment_name(spec: Path) -> str:
     from rlab.spec.loading import load_spec
 
-    return load_spec(spec).name
+    return load_spec(spec).experiment
 
 
 def _report_timings(timings: list[tuple[str, float]], experiment_dir: Path) -> None:

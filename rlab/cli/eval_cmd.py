@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -198,8 +198,8 @@ def eval_tag(
                     f"Tag '{name}' not found: {base.checkpoints_root} has no checkpoints.",
                     "Check --base-dir, or run `rlab continue` first.",
                 )
-            error = unknown_name_error("tag", name, available, CheckpointError)
-            raise CheckpointError(f"{error.message} (in {base.checkpoints_root})", "See `rlab ls`.")
+            unknown = unknown_name_error("tag", name, available, CheckpointError)
+            raise CheckpointError(f"{unknown.message} (in {base.checkpoints_root})", "See `rlab ls`.")
         steps = checkpoint_steps(ckpt_dir)
         if step is not None and step not in steps:
             raise CheckpointError(
@@ -224,7 +224,8 @@ def eval_tag(
     layout = experiment_layout(spec)
     if not dry_run:
         require_writable_results(layout.root)
-    failed, report = [], []
+    failed: list[tuple[str, tuple[str, str | None] | None]] = []
+    report: list[dict[str, Any]] = []
     with human_lines_to_stderr() if as_json else contextlib.nullcontext():
         if not dry_run:
             _ensure_long_docs(spec, base.root)
@@ -315,7 +316,9 @@ def _eval_argv(
     return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{tag}", module=EVAL_MODULE)
 
 
-def _run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout) -> tuple[bool, tuple | None]:
+def _run_one(
+    cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout
+) -> tuple[bool, tuple[str, str | None] | None]:
     """Run one tag's eval worker; (ok, (message, hint) the worker reported or None)."""
     from rlab.cli.console import err, out
     from rlab.cli.eval_progress import EvalProgressView, keep_in_log

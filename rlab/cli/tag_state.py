@@ -147,11 +147,11 @@ def _rope_text(meta: dict) -> str:
     return f"rope (L0={seq})" if seq else "-"
 
 
-def _headline(path: Path) -> dict[str, float]:
+def _headline(path: Path) -> dict[str, float | None]:
     """val BPB, CORE and passkey accuracy from an eval.json, whichever it has (CORE on a subset of the bundle's
     tasks: with core_tasks and core_bundle_tasks, the k and N of "k of N tasks")."""
     metrics = (_read_json(path) or {}).get("metrics") or {}
-    found = {}
+    found: dict[str, float | None] = {}
     for key, chain in (
         ("val_bpb", ("bpb", "val", "bpb")),
         ("core", ("core", "core")),

@@ -185,7 +185,7 @@ class TokenLoader:
                 self.parts,
             )
         self._position = self._resume_position(state)
-        if self.after is not None and state is None:
+        if self.after is not None and self._first_epoch is not None and state is None:
             log.info(
                 "%s split starts after %s: epoch 0 is the %d of %d row groups it had not read",
                 split,

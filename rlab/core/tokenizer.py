@@ -21,7 +21,7 @@ import pickle
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from rlab.errors import DataError
 
@@ -181,6 +181,24 @@ class Tokenizer:
         if token is None or isinstance(token, int):
             return token
         return self.encode_special(token)
+
+    @overload
+    def encode(  # type: ignore[overload-overlap]  # a str is also a Sequence[str]; str wins
+        self,
+        text: str,
+        prepend: int | str | None = None,
+        append: int | str | None = None,
+        num_threads: int = 8,
+    ) -> list[int]: ...
+
+    @overload
+    def encode(
+        self,
+        text: Sequence[str],
+        prepend: int | str | None = None,
+        append: int | str | None = None,
+        num_threads: int = 8,
+    ) -> list[list[int]]: ...
 
     def encode(
         self,

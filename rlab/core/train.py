@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rlab import __version__
 from rlab.core.distributed import DistInfo
@@ -277,7 +277,7 @@ class Trainer:
             logger.warning("torch.compile unavailable (%s); training uncompiled", exc)
             return model
 
-    def _make_loader(self, split: str, state: dict[str, Any] | None, after=None):
+    def _make_loader(self, split: Literal["train", "val"], state: dict[str, Any] | None, after=None):
         from rlab.core.data import TokenLoader
 
         return TokenLoader(
@@ -367,7 +367,9 @@ class Trainer:
         local_loss = self._step_losses(batches)
 
         params = [p for p in self.model.parameters() if p.grad is not None]
-        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+        grad_norm = torch.nn.utils.get_total_norm(
+            [p.grad for p in params if p.grad is not None], foreach=True
+        )
         # Every rank's local loss, on every rank: the logged loss is their mean (the global loss).
         rank_losses = self._gather_scalar(local_loss)
         loss = sum(rank_losses) / len(rank_losses)

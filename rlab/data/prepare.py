@@ -239,7 +239,7 @@ def prepare_data(
             f"(256 bytes + special tokens).",
             "Pass a larger --vocab-size (e.g. 4096).",
         )
-    request = {
+    request: dict[str, Any] = {
         "corpus": _corpus_request(corpus),
         "vocab_size": vocab_size,
         "options": _options_request(options),

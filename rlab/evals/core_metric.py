@@ -222,7 +222,7 @@ def encoded_example(
     if task.task_type == "language_modeling":
         tokens = [tokens[1]]
     cropped = max_seq_len is not None and any(len(t) > max_seq_len for t in tokens)
-    if cropped:
+    if max_seq_len is not None and cropped:
         tokens, starts, ends = crop_left(tokens, starts, ends, max_seq_len)
     return EncodedExample(
         index=idx,
@@ -246,7 +246,8 @@ def _forward_rows(model, rows: list[list[int]], starts: list[int], ends: list[in
 
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T)
-    row_idx, pos_idx = [], []
+    row_idx: list[int] = []
+    pos_idx: list[int] = []
     for i, (r, s, e) in enumerate(zip(rows, starts, ends)):
         ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
         row_idx += [i] * max(e - s, 0)
@@ -418,7 +419,11 @@ def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, 
     ids = torch.full((B, W), pad_id, dtype=torch.long)  # (B, T)
     pos = torch.zeros((B, W), dtype=torch.long)  # (B, T)
     seg = torch.full((B, W), -1, dtype=torch.long)  # (B, T); -1 = padding
-    row_idx, col_idx, tgt, seq_idx, span_lens = [], [], [], [], []
+    row_idx: list[int] = []
+    col_idx: list[int] = []
+    tgt: list[int] = []
+    seq_idx: list[int] = []
+    span_lens: list[int] = []
     for i, p in enumerate(packs):
         n = len(p.tokens)
         ids[i, :n] = torch.tensor(p.tokens, dtype=torch.long)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +28,7 @@ from rlab.spec.eval import EvalSpec
 
 log = logging.getLogger(__name__)
 
-Table = tuple[type[rec.Record], list[rec.Record]]
+Table = tuple[type[rec.Record], Sequence[rec.Record]]
 """A CSV: its row model (whose `columns` it has) and its rows."""
 
 
@@ -373,7 +373,7 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
         )
         for t in res.tasks
     ]
-    tables = {
+    tables: dict[Path, Table] = {
         ctx.out_dir / outputs.CORE_EXAMPLES_CSV: (rec.CoreExample, examples),
         ctx.core_csv: (rec.CoreTaskRow, per_task),
     }

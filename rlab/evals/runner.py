@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from contextlib import nullcontext
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -87,11 +87,7 @@ def kept_sections(
     try:
         previous = rec.read_eval_doc(path)
     except rec.ContractError as exc:
-        previous, sections, why = (
-            None,
-            _raw_sections(path),
-            f"it is not readable by this rlab ({exc.message})",
-        )
+        sections, why = _raw_sections(path), f"it is not readable by this rlab ({exc.message})"
     else:
         sections = previous.metrics.present()
         why = f"it describes step {previous.step}" + (
@@ -235,7 +231,7 @@ def _section_run(
         settings_hash=rec.short_hash(picked),
         data_hash=outcome.data_hash,
         seconds=seconds,
-        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
 
