@@ -39,8 +39,13 @@ test-fast: install
 test-slow: install
 	$(BIN)/python -m pytest -m "slow" $(PYTEST_ARGS)
 
+# Style, format and types: ruff on all Python, mypy on the package (settings in pyproject.toml).
+LINT_PATHS := rlab bench tests experiments
+
 lint: install
-	$(BIN)/ruff check rlab bench tests
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m bench
