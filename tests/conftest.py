@@ -8,8 +8,49 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
-EVAL_BUNDLE_DIR = SHARED_DIR / "eval_bundle"
+EVAL_BUNDLE_DIR = REPO_ROOT / "tests" / "fixtures" / "eval_bundle"
+"""A subset of the DCLM CORE bundle kept in the repository (every label, a few rows per task; see its
+SOURCES.md): what the CORE tests read."""
+
+# Test data that cannot live in the repository, found through the environment (`.ci/run` points these at
+# the project's ../shared); the tests that need it skip with a one-line reason where it is absent.
+FULL_EVAL_BUNDLE_ENV = "RLAB_EVAL_BUNDLE"
+"""The whole CORE bundle (`rlab bundle download` fetches it). rlab itself reads the same variable, so the
+autouse fixture below hides it from the code under test."""
+NANOCHAT_REFERENCE_ENV = "RLAB_NANOCHAT_REFERENCE"
+"""Base dirs written by nanochat itself (d314e96/ and head/: its tokenizers, shards, checkpoints and the
+numbers it measured on them)."""
+
+
+def _env_dir(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value).expanduser() if value else None
+
+
+FULL_EVAL_BUNDLE_DIR = _env_dir(FULL_EVAL_BUNDLE_ENV)
+NANOCHAT_REFERENCE_DIR = _env_dir(NANOCHAT_REFERENCE_ENV)
+
+
+def full_eval_bundle() -> Path:
+    """The whole CORE bundle, or a skip naming the variable that gives it."""
+    if FULL_EVAL_BUNDLE_DIR is None or not (FULL_EVAL_BUNDLE_DIR / "core.yaml").is_file():
+        pytest.skip(f"needs the whole CORE bundle: set ${FULL_EVAL_BUNDLE_ENV} (`rlab bundle download`)")
+    return FULL_EVAL_BUNDLE_DIR
+
+
+NANOCHAT_REFERENCE_SKIP = f"needs checkpoints written by nanochat: set ${NANOCHAT_REFERENCE_ENV}"
+
+
+def nanochat_reference_path(version: str) -> Path:
+    """`$RLAB_NANOCHAT_REFERENCE/<version>`; with the variable unset, a relative path named after it that does
+    not exist, so a module can build its paths at import and skip on them (`needs_nanochat_reference`)."""
+    return (NANOCHAT_REFERENCE_DIR or Path(f"${NANOCHAT_REFERENCE_ENV}-is-unset")) / version
+
+
+def needs_nanochat_reference(path: Path) -> pytest.MarkDecorator:
+    """Skip (with the variable to set) unless `path`, from `nanochat_reference_path`, is there."""
+    return pytest.mark.skipif(not path.exists(), reason=NANOCHAT_REFERENCE_SKIP)
+
 
 # Keep tests from touching a user's real nanochat dir or results.
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -17,10 +58,12 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 
 @pytest.fixture(autouse=True)
 def _isolate_env(monkeypatch, tmp_path):
-    """Each test gets its own base dir and results root, and no debug tracebacks."""
+    """Each test gets its own base dir and results root, no CORE bundle from the environment, and no debug
+    tracebacks."""
     monkeypatch.setenv("RLAB_BASE_DIR", str(tmp_path / "base"))
     monkeypatch.setenv("RLAB_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.delenv("NANOCHAT_BASE_DIR", raising=False)
+    monkeypatch.delenv(FULL_EVAL_BUNDLE_ENV, raising=False)
     monkeypatch.delenv("RLAB_DEBUG", raising=False)
 
 

@@ -1,4 +1,4 @@
-"""The CLI end to end on both base dirs nanochat wrote (../shared/nanochat_reference): ls, continue, eval.
+"""The CLI end to end on both base dirs nanochat wrote (`$RLAB_NANOCHAT_REFERENCE`): ls, continue, eval.
 
 Slow (real torchrun jobs). Each test works on a private copy of the fixture: `rlab continue` clones into it.
 """
@@ -14,9 +14,9 @@ import torch
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file
 from rlab.records import read_eval_doc
 from tests.cli.test_continue_cli import rlab
-from tests.conftest import EVAL_BUNDLE_DIR, SHARED_DIR
+from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference
 
-REFERENCE = SHARED_DIR / "nanochat_reference"
+REFERENCE = nanochat_reference_path("")
 SPEC = f"""name: ref
 base: {{tag: d2, step: 20}}
 train: {{seq_len: 512, steps: 1, device_batch_size: 1, eval_every: never, lr: {{warmup_steps: 0}}}}
@@ -31,10 +31,9 @@ CASES = {
 
 
 @pytest.mark.slow
+@needs_nanochat_reference(REFERENCE)
 @pytest.mark.parametrize("version", list(CASES))
 def test_ls_continue_eval_on_nanochat_s_own_base_dir(version, tmp_path):
-    if not (REFERENCE / version).is_dir():
-        pytest.skip("needs ../shared/nanochat_reference")
     shown, optimizer = CASES[version]
     base = tmp_path / "base"
     shutil.copytree(REFERENCE / version, base)

@@ -1,22 +1,20 @@
 """`rlab eval` with the default eval list on nanochat's own base dir, no preparation step (issue 14's done-when).
 
 Tiny sizes so it fits the default suite; the eval list, the long-document build and the unit counts are the
-defaults' own. The reference checkpoint is nanochat 92d63d4's d2 (`../shared/nanochat_reference/head`).
+defaults' own. The reference checkpoint is nanochat 92d63d4's d2 (`$RLAB_NANOCHAT_REFERENCE/head`).
 """
 
 from __future__ import annotations
 
 import shutil
 
-import pytest
-
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.records import read_eval_doc
 from rlab.spec.eval import EvalSpec
 from tests.cli.test_continue_cli import rlab
-from tests.conftest import EVAL_BUNDLE_DIR, SHARED_DIR
+from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference
 
-REFERENCE = SHARED_DIR / "nanochat_reference" / "head"
+REFERENCE = nanochat_reference_path("head")
 SPEC = f"""name: ref
 base: {{tag: d2, step: 20}}
 eval: {{bpb_tokens: 1024, lengths: [128, 256], length_tokens: 256, core_bundle: {EVAL_BUNDLE_DIR},
@@ -25,9 +23,8 @@ launch: {{nproc_per_node: 1}}
 """
 
 
+@needs_nanochat_reference(REFERENCE)
 def test_default_evals_on_nanochat_s_base_dir_without_preparation(tmp_path):
-    if not REFERENCE.is_dir():
-        pytest.skip("needs ../shared/nanochat_reference")
     base = tmp_path / "base"
     shutil.copytree(REFERENCE, base)
     assert not BaseLayout(base).long_docs_dir.exists()  # nothing prepared: rlab eval builds what it needs

@@ -9,13 +9,12 @@ import pytest
 import torch
 
 from rlab.core.nanochat_optim import import_nanochat_optimizer, nanochat_muon_momentum
+from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_reference" / "d314e96"
+REF = nanochat_reference_path("d314e96")
 CKPT = REF / "base_checkpoints" / "d2"
 
-pytestmark = pytest.mark.skipif(
-    not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}"
-)
+pytestmark = needs_nanochat_reference(CKPT / "model_000020.pt")
 
 
 def _model_and_optimizers(ckpt_dir: Path = CKPT):

@@ -10,13 +10,12 @@ import torch
 
 from rlab.core.nanochat_optim import import_nanochat_optimizer
 from rlab.core.nanochat_optim_2026 import nanochat_2026_muon_momentum
+from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_reference" / "head"
+REF = nanochat_reference_path("head")
 CKPT = REF / "base_checkpoints" / "d2"
 
-pytestmark = pytest.mark.skipif(
-    not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}"
-)
+pytestmark = needs_nanochat_reference(CKPT / "model_000020.pt")
 
 
 def _model_and_optimizers(ckpt_dir: Path = CKPT):

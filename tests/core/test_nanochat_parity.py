@@ -1,4 +1,4 @@
-"""Parity with nanochat itself, on checkpoints nanochat wrote (../shared/nanochat_reference).
+"""Parity with nanochat itself, on checkpoints nanochat wrote (`$RLAB_NANOCHAT_REFERENCE`).
 
 Both generations: nanochat d314e96 (nanochat-2025) and 92d63d4 (nanochat-2026). Each check uses the
 tolerance the fixture's README states for an fp32 reimplementation: rlab keeps rotary tables in fp32,
@@ -17,10 +17,10 @@ import torch
 from rlab.core.checkpoint import inspect_checkpoint, load_model
 from rlab.core.engine import Engine
 from rlab.core.tokenizer import Tokenizer, load_token_bytes
-from tests.conftest import EVAL_BUNDLE_DIR, SHARED_DIR
+from tests.conftest import full_eval_bundle, nanochat_reference_path, needs_nanochat_reference
 from tests.core.nanochat_loaders import bestfit_batches, evaluate_bpb, stream_batches
 
-REFERENCE = SHARED_DIR / "nanochat_reference"
+REFERENCE = nanochat_reference_path("")
 # per generation: fixture dir, architecture, tolerances (per-token loss and logits, loss_mean, bpb)
 CASES = {
     "d314e96": ("nanochat-2025", 2e-3, 1e-4, 1e-4),
@@ -28,7 +28,7 @@ CASES = {
 }
 TIGHT = (1e-4, 1e-5, 1e-5)  # vs d314e96's fp32-rotary measurement, which is what rlab computes
 
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason="needs ../shared/nanochat_reference")
+pytestmark = needs_nanochat_reference(REFERENCE)
 
 
 def _fixture(version: str):
@@ -112,7 +112,7 @@ def _core_correct(reference, label: str, batched: bool) -> tuple[list[bool], lis
 
     version, root, expected, model = reference
     tokenizer = Tokenizer.from_directory(root / "tokenizer")
-    task = load_bundle(EVAL_BUNDLE_DIR).task(label)
+    task = load_bundle(full_eval_bundle()).task(label)  # nanochat shuffled the whole task file
     rows, order = subsample(load_task_data(task), expected["core"]["max_per_task"])
     # nanochat does not crop prompts for its GPT (no max_seq_len): arc_easy's 649-725 tokens go in whole,
     # past the 256-token "L" window of the 2026 model.

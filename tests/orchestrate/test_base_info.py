@@ -2,7 +2,6 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,9 @@ from rlab.orchestrate.base_info import read_base_info
 from rlab.orchestrate.plan import length_warnings, plan_continue, resolve_lengths
 from rlab.paths import BaseLayout
 from rlab.spec.loading import load_spec
+from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_reference" / "head"
+REF = nanochat_reference_path("head")
 
 
 def _base_with_meta(tmp_path, meta: dict, tag="d20", step=21400) -> BaseLayout:
@@ -79,7 +79,7 @@ def test_rlab_loader_state_and_missing_meta(tmp_path):
         read_base_info(base, "demo", 6)
 
 
-@pytest.mark.skipif(not REF.is_dir(), reason="nanochat reference fixture not present")
+@needs_nanochat_reference(REF)
 def test_the_real_nanochat_meta(tmp_path):
     base = BaseLayout(tmp_path / "base")
     base.checkpoint_dir("d2").mkdir(parents=True)

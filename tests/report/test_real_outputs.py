@@ -34,7 +34,7 @@ def _checkpoint(base: Path, tiny_base_dir: Path, tag: str, rope) -> None:
 
 
 def _two_task_bundle(tmp_path: Path) -> Path:
-    """The shared bundle's data with a core.yaml of two zero-shot tasks (keeps the test small)."""
+    """The fixture bundle's data with a core.yaml of two zero-shot tasks (keeps the test small)."""
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "eval_data").symlink_to(EVAL_BUNDLE_DIR / "eval_data")

@@ -1,6 +1,6 @@
 """Continuing nanochat-2026's own checkpoint: the imported MuonAdamW state reproduces nanochat's resumed step.
 
-`../shared/nanochat_reference/head/resumed/model_000021.pt` holds the weights after nanochat 92d63d4's first
+`$RLAB_NANOCHAT_REFERENCE/head/resumed/model_000021.pt` holds the weights after nanochat 92d63d4's first
 step after `--resume-from-step=20` (torchrun x2). Here both ranks' first resumed batches are rebuilt with
 92d63d4's loader rule (rank 0's checked against the fixture's sha256), rlab's model takes the gradient of
 each, averaged as MuonAdamW's reduce does (92d63d4 does not clip), and rlab's optimizers step with the
@@ -18,18 +18,16 @@ import json
 import pytest
 import torch
 
-from tests.conftest import SHARED_DIR
+from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 from tests.core.nanochat_loaders import bestfit_batches, relative_step_error, resumed_documents
 
-REF = SHARED_DIR / "nanochat_reference" / "head"
+REF = nanochat_reference_path("head")
 CKPT = REF / "base_checkpoints" / "d2"
 B, T, WORLD = 4, 256, 2
 # rlab's AdamW group name -> nanochat's setup_optimizer group index
 NANOCHAT_GROUP = {"lm_head": 0, "embedding": 1, "value_embeds": 2, "resid": 3, "x0": 4, "smear": 5}
 
-pytestmark = pytest.mark.skipif(
-    not (REF / "resumed" / "model_000021.pt").is_file(), reason=f"no fixture at {REF}"
-)
+pytestmark = needs_nanochat_reference(REF / "resumed" / "model_000021.pt")
 
 
 @pytest.fixture(scope="module")

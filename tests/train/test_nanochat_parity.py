@@ -1,6 +1,6 @@
 """Continuing nanochat's own d314e96 checkpoint reproduces nanochat's own first resumed step.
 
-The fixture (`../shared/nanochat_reference/d314e96`, see its README) holds a d2 model trained by
+The fixture (`$RLAB_NANOCHAT_REFERENCE/d314e96`, see its README) holds a d2 model trained by
 nanochat under torchrun x2, its per-rank optimizer shards, and `resumed/model_000021.pt`: the
 weights after nanochat's own first step after `--resume_from_step=20`. Here rlab's loader starts at
 the base's recorded position, rlab's optimizers get the imported state, and nanochat's 2-rank step
@@ -14,20 +14,18 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 from tests.core.nanochat_loaders import relative_step_error
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "nanochat_reference" / "d314e96"
+REF = nanochat_reference_path("d314e96")
 CKPT = REF / "base_checkpoints" / "d2"
 B, T, WORLD = 4, 256, 2
 
-pytestmark = pytest.mark.skipif(
-    not (CKPT / "model_000020.pt").is_file(), reason=f"no nanochat fixture at {REF}"
-)
+pytestmark = needs_nanochat_reference(CKPT / "model_000020.pt")
 
 
 @pytest.fixture(scope="module")
