@@ -39,7 +39,7 @@ import json
 import time
 from pathlib import Path
 
-BUNDLE = Path(__file__).resolve().parents[1].parent / "shared" / "eval_bundle"
+TESTS_BUNDLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "eval_bundle"
 TASKS = (
     "copa",
     "winograd",
@@ -224,11 +224,20 @@ def main(argv: list[str]) -> None:
         default=0,
         help="override the configs' context (prompts longer than it are cropped from the left); 0 = theirs",
     )
-    ap.add_argument("--bundle", type=Path, default=BUNDLE)
+    ap.add_argument(
+        "--bundle",
+        type=Path,
+        default=None,
+        help="CORE bundle; default the one rlab eval would read, else the tests' subset (40 rows a task)",
+    )
     args = ap.parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    if args.bundle is None:
+        from rlab.paths import default_base_dir, find_eval_bundle
+
+        args.bundle = find_eval_bundle(default_base_dir()) or TESTS_BUNDLE
     texts = _texts(args.bundle)
     summary = []
     for name in args.configs.split(","):

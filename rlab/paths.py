@@ -25,8 +25,9 @@ Two roots:
 
 The environment is read here and only here: ``RLAB_BASE_DIR`` then ``NANOCHAT_BASE_DIR``
 then nanochat's default ``~/.cache/nanochat`` for the base dir; ``RLAB_RESULTS_DIR`` for
-the results root. Precedence: flags, then the environment, then paths recorded in a spec rlab
-wrote (``spec.resolved.yaml``; its results root is where the file lies now).
+the results root; ``RLAB_EVAL_BUNDLE`` for the CORE bundle (`find_eval_bundle`). Precedence: flags,
+then the environment, then paths recorded in a spec rlab wrote (``spec.resolved.yaml``; its results
+root is where the file lies now).
 """
 
 from __future__ import annotations
@@ -73,6 +74,42 @@ def recorded_results_root(spec_path: Path, experiment: str) -> Path | None:
         if parent.name == experiment:
             return parent.parent
     return None
+
+
+EVAL_BUNDLE_ENV = "RLAB_EVAL_BUNDLE"
+
+
+def env_eval_bundle() -> Path | None:
+    """``$RLAB_EVAL_BUNDLE``, else None."""
+    value = os.environ.get(EVAL_BUNDLE_ENV)
+    return Path(value).expanduser() if value else None
+
+
+def eval_bundle_cache() -> Path:
+    """Where `rlab bundle download` puts the CORE bundle when given no --base-dir: the default base dir's
+    ``eval_bundle/`` (nanochat keeps its copy there too, ``~/.cache/nanochat/eval_bundle``)."""
+    return BaseLayout(default_base_dir()).eval_bundle_dir
+
+
+def is_eval_bundle(path: Path) -> bool:
+    """A folder laid out as a CORE bundle (it has ``core.yaml``)."""
+    return (path / "core.yaml").is_file()
+
+
+def eval_bundle_search(base_dir: Path) -> list[Path]:
+    """The places a CORE bundle is looked for when none is named: ``<base_dir>/eval_bundle``, then the cache."""
+    places = [BaseLayout(base_dir).eval_bundle_dir, eval_bundle_cache()]
+    return [p for i, p in enumerate(places) if p not in places[:i]]
+
+
+def find_eval_bundle(base_dir: Path, explicit: Path | None = None) -> Path | None:
+    """The CORE bundle rlab reads: `explicit` (--eval-bundle, a spec's eval.core_bundle), else
+    ``$RLAB_EVAL_BUNDLE`` (either one is taken as given, found or not: reading it says what is wrong), else
+    the first of `eval_bundle_search` that holds a bundle; None when none does."""
+    named = explicit if explicit is not None else env_eval_bundle()
+    if named is not None:
+        return named
+    return next((p for p in eval_bundle_search(base_dir) if is_eval_bundle(p)), None)
 
 
 def step_name(step: int) -> str:

@@ -42,14 +42,19 @@ def _render(directory: Path) -> None:
 @app.command("check")
 def check(
     directory: Annotated[
-        Optional[Path], typer.Argument(help="Bundle folder (default: <base>/eval_bundle).")
+        Optional[Path],
+        typer.Argument(
+            help="Bundle folder (default: the one rlab would read: $RLAB_EVAL_BUNDLE, <base>/eval_bundle, "
+            "then where `rlab bundle download` puts it)."
+        ),
     ] = None,
     base_dir: BaseDirOpt = None,
 ) -> None:
     """Report which task files are present, missing, or differ from nanochat's bundle."""
-    from rlab.paths import BaseLayout, default_base_dir
+    from rlab.evals.core_bundle import bundle_root
+    from rlab.paths import default_base_dir
 
-    _render(directory or BaseLayout(base_dir or default_base_dir()).eval_bundle_dir)
+    _render(bundle_root(base_dir or default_base_dir(), directory))
 
 
 @app.command("download")
@@ -58,12 +63,15 @@ def download(
     url: Annotated[str, typer.Option("--url", help="Where to fetch the zip from.")] = "",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing <base>/eval_bundle.")] = False,
 ) -> None:
-    """Fetch nanochat's eval_bundle.zip into <base>/eval_bundle and verify every task file."""
+    """Fetch nanochat's eval_bundle.zip into <base>/eval_bundle and verify every task file.
+
+    Without --base-dir: into the default base dir (~/.cache/nanochat unless $RLAB_BASE_DIR or
+    $NANOCHAT_BASE_DIR say otherwise), where rlab eval and rlab demo find it whatever their --base-dir."""
     from rlab.cli.console import err
     from rlab.evals.bundle_download import BUNDLE_URL, download_bundle
-    from rlab.paths import BaseLayout, default_base_dir
+    from rlab.paths import BaseLayout, eval_bundle_cache
 
-    target = BaseLayout(base_dir or default_base_dir()).eval_bundle_dir
+    target = BaseLayout(base_dir).eval_bundle_dir if base_dir is not None else eval_bundle_cache()
     err.print(f"Downloading {url or BUNDLE_URL} ...")
     download_bundle(target, url=url or BUNDLE_URL, force=force)
     _render(target)

@@ -12,14 +12,16 @@ import typer
 def bundle_dir(
     spec_path: Path | None, eval_bundle: Path | None, *, base_dir: Path | None, results_dir: Path | None
 ) -> Path:
-    """The bundle `rlab eval` would use: --eval-bundle, else the spec's eval.core_bundle, else <base_dir>/eval_bundle."""
-    if eval_bundle is not None:
-        return eval_bundle
+    """The bundle `rlab eval` would use: --eval-bundle, else the spec's eval.core_bundle, else the one
+    `rlab.paths.find_eval_bundle` finds ($RLAB_EVAL_BUNDLE, <base_dir>/eval_bundle, the download cache)."""
+    from rlab.evals.core_bundle import bundle_root
     from rlab.orchestrate.plan import base_layout
     from rlab.spec.loading import load_spec
 
+    if eval_bundle is not None:
+        return eval_bundle
     spec = load_spec(spec_path, base_dir=base_dir, results_dir=results_dir)
-    return spec.eval.core_bundle or base_layout(spec).eval_bundle_dir
+    return bundle_root(base_layout(spec).root, spec.eval.core_bundle)
 
 
 def print_tasks(

@@ -35,7 +35,10 @@ def run_demo(
     eval_bundle: Annotated[
         Optional[Path],
         typer.Option(
-            "--eval-bundle", file_okay=False, help="CORE bundle; default <base-dir>/eval_bundle or ../shared."
+            "--eval-bundle",
+            file_okay=False,
+            help="CORE bundle; default $RLAB_EVAL_BUNDLE, <base-dir>/eval_bundle, then where "
+            "`rlab bundle download` puts it (none: the demo runs without CORE).",
         ),
     ] = None,
     corpus: Annotated[
@@ -63,7 +66,9 @@ def run_demo(
     results/<experiment>/demo_timings.csv.
     """
     from rlab.cli.console import err, out
-    from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages, find_eval_bundle
+    from rlab.evals.core_bundle import load_bundle, quiet_bundle_warnings
+    from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
+    from rlab.paths import EVAL_BUNDLE_ENV, find_eval_bundle
 
     spec = spec or DEMO_SPEC
     if not spec.is_file():
@@ -71,8 +76,12 @@ def run_demo(
     bundle = find_eval_bundle(base_dir, eval_bundle)
     if bundle is None:
         err.print(
-            "[yellow]No CORE eval bundle found: CORE is skipped[/] (get one with `rlab bundle download`)."
+            "[yellow]No CORE eval bundle found: CORE is skipped[/] (get one with `rlab bundle download`, "
+            f"or set ${EVAL_BUNDLE_ENV} to a copy)."
         )
+    else:
+        with quiet_bundle_warnings():
+            load_bundle(bundle)  # a named bundle that is not one fails here, not at the eval stage
     stages = demo_stages(
         spec=spec,
         base_dir=base_dir.resolve(),

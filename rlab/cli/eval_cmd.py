@@ -123,7 +123,8 @@ def eval_tag(
             "--eval-bundle",
             metavar="DIR",
             rich_help_panel=PATHS_PANEL,
-            help="DCLM CORE bundle dir. (default: <base_dir>/eval_bundle)",
+            help="DCLM CORE bundle dir. (default: $RLAB_EVAL_BUNDLE, <base_dir>/eval_bundle, then where "
+            "`rlab bundle download` puts it)",
         ),
     ] = None,
     nproc: NprocOpt = None,
@@ -137,7 +138,7 @@ def eval_tag(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Evaluate a tag (BPB, BPB vs length, CORE, passkey, RULER-style tasks) and write its per-tag outputs."""
-    from rlab.cli.console import human_lines_to_stderr, out
+    from rlab.cli.console import err, human_lines_to_stderr, out
     from rlab.orchestrate.clone import checkpoint_steps, list_tags
     from rlab.orchestrate.launch import format_command, visible_gpus
     from rlab.orchestrate.plan import base_layout, experiment_layout, plan_eval
@@ -173,11 +174,10 @@ def eval_tag(
         tasks=tasks,
     )
     base = base_layout(spec)
-    from rlab.evals.core_bundle import check_task_selection
+    from rlab.evals.core_bundle import check_task_selection, no_bundle_error
+    from rlab.paths import find_eval_bundle
 
-    check_task_selection(
-        spec.eval, base.eval_bundle_dir
-    )  # a typo in the CORE tasks fails here, not in the worker
+    check_task_selection(spec.eval, base.root)  # a typo in the CORE tasks fails here, not in the worker
     if all_tags:
         spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
         tags = [t for t in _all_tags(spec) if base.checkpoint_dir(t).is_dir()]
@@ -220,6 +220,11 @@ def eval_tag(
                 update={"force": force}
             )
         )
+    if "core" in spec.eval.evals and find_eval_bundle(base.root, spec.eval.core_bundle) is None:
+        missing = no_bundle_error(base.root)  # said here, with how to get one, not in the worker
+        if not dry_run:
+            raise EvalError(missing.message, f"{missing.hint} Or leave CORE out: --no-core.")
+        err.print(f"[yellow]{missing.message}[/] {missing.hint}", highlight=False)
     nproc = nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     layout = experiment_layout(spec)
     if not dry_run:

@@ -45,7 +45,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
 DEFAULT_CONTINUATION_DELIMITER = " "
 
 # git blob SHA-1 (`git hash-object FILE`) of every eval_data file in nanochat's bundle, by
-# dataset_uri. Recorded from the bundle's public copies (see shared/eval_bundle/SOURCES.md).
+# dataset_uri. Recorded from the bundle's public copies (see tests/fixtures/eval_bundle/SOURCES.md).
 NANOCHAT_BUNDLE_BLOBS: dict[str, str] = {
     "language_understanding/hellaswag.jsonl": "448321079fdc140bd8566b16b24eda9ceacd3501",
     "world_knowledge/jeopardy_all.jsonl": "2f771918dbc8b68550df204171b14d2648b5d494",
@@ -70,7 +70,27 @@ NANOCHAT_BUNDLE_BLOBS: dict[str, str] = {
     "language_understanding/bigbench_language_identification.jsonl": "1f132fbbb12a67ce267b7b92b458175632c265f3",
 }
 
-BUNDLE_HINT = "Download nanochat's bundle with `rlab bundle download`, or point --eval-bundle at a copy."
+BUNDLE_HINT = (
+    "Get nanochat's with `rlab bundle download`, or point $RLAB_EVAL_BUNDLE (or --eval-bundle) at a copy."
+)
+
+
+def no_bundle_error(base_dir: Path) -> EvalError:
+    """No bundle named and none found: where rlab looked, and how to get one."""
+    from rlab.paths import eval_bundle_search
+
+    looked = " and ".join(str(p) for p in eval_bundle_search(base_dir))
+    return EvalError(f"No CORE eval bundle in {looked}.", BUNDLE_HINT)
+
+
+def bundle_root(base_dir: Path, explicit: Path | None = None) -> Path:
+    """The bundle to read (`rlab.paths.find_eval_bundle`), or `no_bundle_error`."""
+    from rlab.paths import find_eval_bundle
+
+    root = find_eval_bundle(base_dir, explicit)
+    if root is None:
+        raise no_bundle_error(base_dir)
+    return root
 
 
 @dataclass(frozen=True)
@@ -155,13 +175,13 @@ def quiet_bundle_warnings():
         log.disabled = saved
 
 
-def check_task_selection(eval_spec, default_bundle: Path) -> list[str] | None:
+def check_task_selection(eval_spec, base_dir: Path) -> list[str] | None:
     """The labels `eval.core_tasks` picks in the bundle the worker will read; an unknown one is an EvalError
     (so a typo fails before a launch, not in the worker). None when CORE is off or runs every task."""
     if "core" not in eval_spec.evals or eval_spec.core_tasks is None:
         return None
     with quiet_bundle_warnings():
-        bundle = load_bundle(eval_spec.core_bundle or default_bundle)
+        bundle = load_bundle(bundle_root(base_dir, eval_spec.core_bundle))
     return select_tasks(bundle, eval_spec.core_tasks)
 
 

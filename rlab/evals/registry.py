@@ -334,11 +334,10 @@ def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
 
 def run_core(ctx: EvalContext) -> EvalOutcome:
     """DCLM CORE on the bundle (partial when task files are missing), on eval.core_tasks when set."""
-    from rlab.evals.core_bundle import load_bundle, select_tasks
+    from rlab.evals.core_bundle import bundle_root, load_bundle, select_tasks
     from rlab.evals.core_metric import evaluate_core
-    from rlab.paths import BaseLayout
 
-    bundle = load_bundle(ctx.spec.core_bundle or BaseLayout(ctx.base_dir).eval_bundle_dir)
+    bundle = load_bundle(bundle_root(ctx.base_dir, ctx.spec.core_bundle))
     labels = select_tasks(bundle, ctx.spec.core_tasks)
     with ctx.autocast():
         res = evaluate_core(

@@ -19,7 +19,6 @@ import rlab
 
 REPO_ROOT = Path(rlab.__file__).resolve().parents[1]
 DEMO_SPEC = REPO_ROOT / "experiments" / "demo.yaml"
-SHARED_BUNDLE = REPO_ROOT.parent / "shared" / "eval_bundle"
 
 
 @dataclass(frozen=True)
@@ -29,14 +28,6 @@ class Stage:
     name: str
     argv: list[str] | None
     """None: the go/no-go check, which runs in the demo's own process (rlab.orchestrate.demo_check)."""
-
-
-def find_eval_bundle(base_dir: Path, explicit: Path | None = None) -> Path | None:
-    """The CORE bundle to use: the one given, the base dir's, or the copy beside the repo (``../shared``)."""
-    for candidate in (explicit, base_dir / "eval_bundle", SHARED_BUNDLE):
-        if candidate is not None and (candidate / "core.yaml").is_file():
-            return candidate
-    return None
 
 
 def data_is_stale(base_dir: Path) -> bool:

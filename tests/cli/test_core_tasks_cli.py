@@ -34,11 +34,45 @@ def test_list_tasks_prints_the_bundle_labels():
 
 
 def test_list_tasks_without_a_bundle_is_one_clear_error(tmp_path):
+    cache = tmp_path / "base" / "eval_bundle"  # $RLAB_BASE_DIR's: where `rlab bundle download` puts it
     assert_user_error(
         rlab("eval", "--list-tasks", "--base-dir", str(tmp_path / "nowhere")),
-        f"CORE eval bundle not found: {tmp_path / 'nowhere' / 'eval_bundle'}",
-        "--eval-bundle",
+        f"No CORE eval bundle in {tmp_path / 'nowhere' / 'eval_bundle'} and {cache}.",
+        "rlab bundle download",
+        "$RLAB_EVAL_BUNDLE",
     )
+    given = rlab("eval", "--list-tasks", "--eval-bundle", str(tmp_path / "nope"))
+    assert_user_error(given, f"CORE eval bundle not found: {tmp_path / 'nope'}")
+
+
+def test_the_bundle_comes_from_the_environment_or_the_download_cache(tmp_path):
+    import shutil
+
+    nowhere = ["eval", "--list-tasks", "--json", "--base-dir", str(tmp_path / "nowhere")]
+    listed = rlab(*nowhere, env={"RLAB_EVAL_BUNDLE": BUNDLE})
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["bundle"] == BUNDLE
+    shutil.copytree(EVAL_BUNDLE_DIR, tmp_path / "base" / "eval_bundle")  # as `rlab bundle download` leaves it
+    cached = rlab(*nowhere)
+    assert cached.returncode == 0, cached.stderr
+    assert json.loads(cached.stdout)["bundle"] == str(tmp_path / "base" / "eval_bundle")
+
+
+def test_eval_without_a_bundle_says_how_to_get_one_before_anything_runs(tmp_path):
+    base = tmp_path / "base"
+    make_checkpoint(base, "demo-yarn")
+    common = ["--tag", "demo-yarn", "--spec", str(EXPERIMENTS / "demo.yaml"), "--base-dir", str(base)]
+    results = ["--results-dir", str(tmp_path / "res")]
+    assert_user_error(
+        rlab("eval", *common, *results, "--nproc", "1"),
+        "No CORE eval bundle in",
+        "rlab bundle download",
+        "$RLAB_EVAL_BUNDLE",
+        "--no-core",
+    )
+    assert not (tmp_path / "res").exists()
+    planned = rlab("eval", *common, *results, "--dry-run", "--nproc", "1")  # a plan, and the same warning
+    assert planned.returncode == 0 and "No CORE eval bundle in" in planned.stderr
 
 
 def test_unknown_task_says_did_you_mean_before_anything_runs(tmp_path):

@@ -3,6 +3,7 @@ continue (torchrun, 2 CPU procs; zero-shot arms) -> eval (incl. copy_distance) -
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -111,6 +112,20 @@ def test_demo_dry_run_touches_nothing(tmp_path):
     )
     assert "rlab pretrain" in result.stdout.replace("-m rlab pretrain", "rlab pretrain")
     assert not (tmp_path / "b").exists() and not (tmp_path / "r").exists()
+    # no bundle anywhere: the demo says how to get one and runs without CORE
+    said = " ".join(result.stderr.split())
+    assert "CORE is skipped" in said and "rlab bundle download" in said and "$RLAB_EVAL_BUNDLE" in said
+    assert "--no-core" in result.stdout
+
+
+def test_demo_finds_the_bundle_through_the_environment_and_refuses_a_wrong_one(tmp_path):
+    argv = [sys.executable, "-m", "rlab", "demo", "--dry-run", "--base-dir", str(tmp_path / "b")]
+    env = {**os.environ, "RLAB_EVAL_BUNDLE": str(EVAL_BUNDLE_DIR)}
+    found = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    assert f"--eval-bundle {EVAL_BUNDLE_DIR}" in found.stdout and "CORE is skipped" not in found.stderr
+    wrong = subprocess.run(argv + ["--eval-bundle", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+    assert f"CORE eval bundle not found: {tmp_path / 'nope'}" in " ".join(wrong.stderr.split())
 
 
 @pytest.mark.slow
@@ -138,9 +153,9 @@ def test_tiny_demo_end_to_end(tmp_path):
         str(corpus),
         "--vocab-size",
         "512",
+        "--eval-bundle",
+        str(EVAL_BUNDLE_DIR),
     ]
-    if EVAL_BUNDLE_DIR.is_dir():
-        argv += ["--eval-bundle", str(EVAL_BUNDLE_DIR)]
     # Six steps teach a tiny model nothing: the go/no-go check stops the demo after pretraining, saying why.
     stopped = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     assert stopped.returncode == 1, stopped.stdout[-3000:] + stopped.stderr[-3000:]

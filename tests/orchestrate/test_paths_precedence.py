@@ -69,3 +69,25 @@ def test_an_unwritable_results_dir_is_an_error_not_a_write_elsewhere(tmp_path):
         "--no-core",
     )
     assert_user_error(evaluated, "cannot be written")
+
+
+def test_the_core_bundle_is_found_in_order(tmp_path, monkeypatch):
+    """--eval-bundle, then $RLAB_EVAL_BUNDLE (both taken as given), then <base>/eval_bundle, then the cache
+    `rlab bundle download` fills (the default base dir's); nothing beside the checkout."""
+    from rlab.paths import eval_bundle_cache, find_eval_bundle
+
+    def bundle(path):
+        path.mkdir(parents=True)
+        (path / "core.yaml").write_text("icl_tasks: []\n")
+        return path
+
+    base = tmp_path / "base_a"  # $RLAB_BASE_DIR (the autouse fixture) is tmp_path / "base": the cache's base
+    assert eval_bundle_cache() == tmp_path / "base" / "eval_bundle"
+    assert find_eval_bundle(base) is None
+    cache = bundle(eval_bundle_cache())
+    assert find_eval_bundle(base) == cache
+    own = bundle(base / "eval_bundle")
+    assert find_eval_bundle(base) == own
+    monkeypatch.setenv("RLAB_EVAL_BUNDLE", str(tmp_path / "from_env"))  # named: used even before it exists
+    assert find_eval_bundle(base) == tmp_path / "from_env"
+    assert find_eval_bundle(base, tmp_path / "flag") == tmp_path / "flag"
