@@ -64,7 +64,9 @@ def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(tra
     assert len(sums) == 2 and sums[0] == sums[1]  # identical weights on both ranks
     assert meta["world_size"] == 2 and meta["loader_state"]["world_size"] == 2
     assert len(meta["loader_state"]["ranks"]) == 2
-    assert sorted(p.name for p in ckpt.glob("optim_000008_*")) == ["optim_000008_rank0.pt"]
+    # the optimizer state is sharded: each rank wrote its own share
+    files = ["optim_000008_rank0.pt", "optim_000008_rank1.pt"]
+    assert sorted(p.name for p in ckpt.glob("optim_000008_*")) == files == meta["optimizer"]["files"]
 
     # Saved with 2 processes, resumed with 1: drop step 8 as if the job had died after step 4.
     delete_checkpoint(ckpt, 8)
