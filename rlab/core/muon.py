@@ -3,8 +3,8 @@
 `ShardedMuon` is `torch.optim.Muon` (same constructor, hyperparameters, state-dict layout and update
 rule) with its own `step`:
 
-* **Owner computes.** Each matrix belongs to one rank (`rlab.core.optim_sharding.muon_owners`: the j-th
-  matrix of a shape bucket to rank j mod W, nanochat DistMuon's assignment). Only the owner keeps its
+* **Owner computes.** Each matrix belongs to one rank (`rlab.core.optim_sharding.muon_owners`: dealt
+  round-robin over the ranks in shape buckets, like nanochat's DistMuon). Only the owner keeps its
   momentum buffer and computes its update; then each shape bucket is all-gathered, one matrix per rank
   per round, straight into the parameters, so every replica ends the step with the same weights.
 * **Gradients stay with DDP.** DistMuon reduce-scatters the gradients itself; here DDP has already
@@ -102,8 +102,9 @@ class ShardedMuon(torch.optim.Muon):
 
     def owns(self, group: dict[str, Any]) -> list[bool]:
         """For each parameter of `group`: does this rank keep its state and compute its update?"""
-        owners = muon_owners([tuple(p.shape) for p in group["params"]], self.world_size)
-        return [o == self.rank for o in owners]
+        return [
+            o == self.rank for o in muon_owners([tuple(p.shape) for p in group["params"]], self.world_size)
+        ]
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
@@ -114,14 +115,13 @@ class ShardedMuon(torch.optim.Muon):
         pending = []
         for group in self.param_groups:
             params = group["params"]
+            owners = muon_owners([tuple(p.shape) for p in params], self.world_size)
             for bucket in shape_buckets([tuple(p.shape) for p in params]):
-                members = [params[i] for i in bucket]
-                mine = [p for j, p in enumerate(members) if j % self.world_size == self.rank]
-                with_grad = [p for p in mine if p.grad is not None]
-                if with_grad:
-                    self._update(group, with_grad)
+                mine = [params[i] for i in bucket if owners[i] == self.rank and params[i].grad is not None]
+                if mine:
+                    self._update(group, mine)
                 if self.world_size > 1:
-                    pending += self._share(members)
+                    pending += self._share([params[i] for i in bucket], [owners[i] for i in bucket])
         for work in pending:
             work.wait()
         return loss
@@ -155,13 +155,17 @@ class ShardedMuon(torch.optim.Muon):
                 self.compile_ns = False
         return newton_schulz(*args)
 
-    def _share(self, members: list[Tensor]) -> list[Any]:
-        """All-gather a shape bucket's updated matrices from their owners, one matrix per rank per round."""
+    def _share(self, members: list[Tensor], owners: list[int]) -> list[Any]:
+        """All-gather a shape bucket's updated matrices from their owners, one matrix per rank per round
+        (consecutive matrices of a bucket have distinct owners)."""
         import torch.distributed as dist
 
         works = []
         for base in range(0, len(members), self.world_size):
-            outputs = members[base : base + self.world_size]
-            outputs = outputs + [torch.empty_like(outputs[0]) for _ in range(self.world_size - len(outputs))]
+            outputs = [torch.empty_like(members[0]) for _ in range(self.world_size)]  # padding for idle ranks
+            for p, owner in zip(
+                members[base : base + self.world_size], owners[base : base + self.world_size]
+            ):
+                outputs[owner] = p
             works.append(dist.all_gather(outputs, outputs[self.rank], async_op=True))
         return works

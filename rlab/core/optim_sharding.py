@@ -4,7 +4,8 @@ One module decides ownership, so the optimizers (`rlab.core.muon`, `rlab.core.sh
 checkpoint shards (`rlab.core.optim_shards`) and the memory plan (`optimizer_state_bytes`) always agree:
 
 * **Muon** (the "matrix" group): matrices are bucketed by shape (shapes sorted, model order within a
-  shape, as nanochat's DistMuon groups them); the j-th matrix of a bucket belongs to rank ``j mod W``.
+  shape, as nanochat's DistMuon groups them) and dealt to the ranks round-robin, bucket after bucket
+  (the n-th matrix dealt goes to rank ``n mod W``), so every rank gets an equal share of each size.
   Only its owner keeps its momentum buffer (the parameter's shape and dtype) and computes its update.
 * **AdamW** (every other group): a parameter with at least `SMALL_PARAM` elements whose first dimension
   divides by W is cut into W equal row blocks, and rank r keeps `exp_avg`/`exp_avg_sq` for block r
@@ -35,11 +36,11 @@ def shape_buckets(shapes: Sequence[Shape]) -> list[list[int]]:
 
 
 def muon_owners(shapes: Sequence[Shape], world_size: int) -> list[int]:
-    """The rank that owns each matrix (by index): position in its shape bucket mod `world_size`."""
+    """The rank that owns each matrix (by index): dealt round-robin in shape-bucket order."""
     owners = [0] * len(shapes)
-    for bucket in shape_buckets(shapes):
-        for j, i in enumerate(bucket):
-            owners[i] = j % world_size
+    dealt = (i for bucket in shape_buckets(shapes) for i in bucket)
+    for n, i in enumerate(dealt):
+        owners[i] = n % world_size
     return owners
 
 
