@@ -217,11 +217,17 @@ def load_optim_payload(ckpt_dir: Path, step: int) -> Any | None:
     return _read_optim_file(path) if path.exists() else None
 
 
-def load_optim_set(ckpt_dir: Path, step: int, first: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every file of rlab's optimizer set whose rank-0 content is `first`, in rank order, checked.
+def load_optim_set(ckpt_dir: Path, step: int) -> list[dict[str, Any]] | None:
+    """Every file of rlab's optimizer set of `step`, in rank order, checked; None when rank 0's file is
+    absent or not rlab's (nanochat's shards, say).
 
-    `CheckpointError` when a file of the set is missing or belongs to another save.
+    `CheckpointError` when a file of the set is missing, unreadable or belongs to another save.
     """
+    from rlab.core.optim_shards import is_own_format
+
+    first = load_optim_payload(ckpt_dir, step)
+    if not is_own_format(first):
+        return None
     ckpt_dir = Path(ckpt_dir)
     world = int(first.get("world_size", 1))
     payloads = [first]

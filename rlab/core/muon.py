@@ -131,12 +131,13 @@ class ShardedMuon(torch.optim.Muon):
         momentum = group["momentum"]
         updates = []
         for p in params:
-            state = self.state[p]
+            grad, state = p.grad, self.state[p]
+            assert grad is not None  # the caller passes parameters with gradients only
             if "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+                state["momentum_buffer"] = torch.zeros_like(grad, memory_format=torch.preserve_format)
             buf = state["momentum_buffer"]
-            buf.lerp_(p.grad, 1 - momentum)
-            updates.append(p.grad.lerp(buf, momentum) if group["nesterov"] else buf)
+            buf.lerp_(grad, 1 - momentum)
+            updates.append(grad.lerp(buf, momentum) if group["nesterov"] else buf)
         ortho = self._orthogonalize(torch.stack(updates), group)  # (K, m, n) bf16
         lr = float(group["lr"])
         step = adjusted_lr(lr, group["adjust_lr_fn"], params[0].shape)

@@ -22,6 +22,7 @@ load at any world size (`rlab.core.optim_shards`).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -29,6 +30,9 @@ from torch import nn
 from rlab.core.muon import ShardedMuon
 from rlab.core.sharded_adamw import ShardedAdamW
 from rlab.spec.train import LRSpec
+
+if TYPE_CHECKING:
+    from rlab.core.gpt import GPT
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ SMEAR_LR = 0.2  # nanochat 92d63d4: a fixed LR for smear_gate, smear_lambda and 
 
 
 def build_optimizers(
-    model: nn.Module,
+    model: GPT,
     lr: LRSpec,
     n_embd: int,
     *,
@@ -86,7 +90,7 @@ def build_optimizers(
 
     width_scale = (n_embd / REFERENCE_WIDTH) ** -0.5
     settings = ADAMW_GROUPS[getattr(getattr(model, "config", None), "architecture", "nanochat-2025")]
-    adam_groups = []
+    adam_groups: list[dict[str, Any]] = []
     for name, params in groups.items():
         if name == "matrix" or not params:
             continue
@@ -103,10 +107,9 @@ def build_optimizers(
                 "weight_decay": wd,
             }
         )
-    adam_params = [p for g in adam_groups for p in g["params"]]
+    adam_params: list[nn.Parameter] = [p for g in adam_groups for p in g["params"]]
     optimizers: list[torch.optim.Optimizer] = []
     matrix = groups.get("matrix", [])
-    placement = {"rank": rank, "world_size": world_size}
     if matrix:
         muon = ShardedMuon(
             matrix,
@@ -116,27 +119,33 @@ def build_optimizers(
             nesterov=True,
             compile_ns=compile_ns,
             param_names=[names[id(p)] for p in matrix],
-            **placement,
+            rank=rank,
+            world_size=world_size,
         )
         for g in muon.param_groups:
             g["initial_lr"] = lr.matrix_lr
             g["name"] = "matrix"
         optimizers.append(muon)
     if adam_groups:
-        fused = _adamw_fused_ok(adam_params)
-        common = {
-            "betas": ADAMW_BETAS,
-            "eps": ADAMW_EPS,
-            "weight_decay": 0.0,
-            "param_names": [names[id(p)] for p in adam_params],
-            **placement,
-        }
+        adam_names = [names[id(p)] for p in adam_params]
+
+        def adamw(fused: bool | None) -> ShardedAdamW:
+            return ShardedAdamW(
+                adam_groups,
+                betas=ADAMW_BETAS,
+                eps=ADAMW_EPS,
+                weight_decay=0.0,
+                fused=fused,
+                param_names=adam_names,
+                rank=rank,
+                world_size=world_size,
+            )
+
         try:
-            adamw = ShardedAdamW(adam_groups, fused=fused or None, **common)
+            optimizers.append(adamw(_adamw_fused_ok(adam_params) or None))
         except RuntimeError as exc:  # fused kernel missing on this build/device
             logger.warning("fused AdamW unavailable (%s); using the foreach implementation", exc)
-            adamw = ShardedAdamW(adam_groups, **common)
-        optimizers.append(adamw)
+            optimizers.append(adamw(None))
     return optimizers
 
 

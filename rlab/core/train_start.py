@@ -144,8 +144,7 @@ def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> tu
 
 def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
     """Decide the starting weights, RoPE, optimizer source and data position."""
-    from rlab.core.checkpoint import load_checkpoint_state, load_optim_payload, load_optim_set, rope_from_meta
-    from rlab.core.optim_shards import is_own_format
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set, rope_from_meta
 
     target_dir = layout.checkpoint_dir(cfg.tag)
     protected: set[int] = set()
@@ -162,8 +161,8 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             step, meta = found
             state = meta["train_state"]
             model_state, meta, info = load_checkpoint_state(target_dir, step)
-            payload = load_optim_payload(target_dir, step)
-            own = is_own_format(payload)
+            files = load_optim_set(target_dir, step)
+            own = files is not None
             logger.info(
                 "resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh"
             )
@@ -176,7 +175,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
                 lineage=meta.get("lineage"),
                 tokens_trained=tokens_in_meta(meta, step),
                 run_tokens=int(state["run_tokens"]) if "run_tokens" in state else 0,
-                optim_files=load_optim_set(target_dir, step, payload) if own else None,
+                optim_files=files,
                 optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
                 optimizer_import=(meta.get("optimizer") or {}).get("import"),
                 lr_policy=state.get("lr_policy"),
@@ -198,8 +197,8 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         # recorded it in its meta; otherwise it is the source's training length.
         cloned_len = (meta.get("rope") or {}).get("original_len") if cfg.init.tag == cfg.tag else None
         rope = cfg.rope.with_original_len(int(cloned_len or src_len))
-        payload = load_optim_payload(src_dir, cfg.init.step)
-        own = is_own_format(payload)
+        files = load_optim_set(src_dir, cfg.init.step)
+        own = files is not None
         shards = any(src_dir.glob(f"optim_{cfg.init.step:06d}_rank*.pt"))
         nanochat = None if own or not shards else (src_dir, cfg.init.step)
         note = (
@@ -232,7 +231,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             rope=rope,
             lineage=lineage,
             tokens_trained=tokens_in_meta(meta, cfg.init.step),
-            optim_files=load_optim_set(src_dir, cfg.init.step, payload) if own else None,
+            optim_files=files,
             nanochat_optim=nanochat,
             optimizer_note=note,
             fresh_continuation=not own,

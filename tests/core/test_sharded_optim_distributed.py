@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from rlab.core.checkpoint import load_optim_payload, load_optim_set, write_optim_file
+from rlab.core.checkpoint import load_optim_set, write_optim_file
 from rlab.core.optim import build_optimizers, set_lr_multiplier
 from rlab.core.optim_sharding import optimizer_state_bytes
 from rlab.core.optim_shards import load_optimizer_state, optimizer_shard
@@ -82,8 +82,7 @@ def _worker(rank: int, world: int, tmp: str, architecture: str) -> None:
     # 1 -> 2 ranks: the replicated file loaded by both ranks gives each exactly the sharded run's share
     moved_model = copy.deepcopy(ref)
     moved = build_optimizers(moved_model, LRSpec(), 32, rank=rank, world_size=world)
-    first = load_optim_payload(out / "replicated", STEP)
-    load_optimizer_state(moved, load_optim_set(out / "replicated", STEP, first))
+    load_optimizer_state(moved, load_optim_set(out / "replicated", STEP))
     mine, theirs = named_state(moved_model, moved), named_state(model, sharded)
     result["resharded_keys_equal"] = mine.keys() == theirs.keys()
     result["resharded_equal"] = all(torch.equal(mine[n][k], theirs[n][k]) for n in theirs for k in theirs[n])
@@ -113,12 +112,9 @@ def test_two_ranks_shard_exactly_and_move_between_world_sizes(tmp_path, architec
     model.load_state_dict(torch.load(tmp_path / "model.pt"))
     ref = copy.deepcopy(model)
     merged = build_optimizers(model, LRSpec(), 32)
-    load_optimizer_state(
-        merged, load_optim_set(tmp_path / "sharded", STEP, load_optim_payload(tmp_path / "sharded", STEP))
-    )
+    load_optimizer_state(merged, load_optim_set(tmp_path / "sharded", STEP))
     replicated = build_optimizers(ref, LRSpec(), 32)
-    first = load_optim_payload(tmp_path / "replicated", STEP)
-    load_optimizer_state(replicated, load_optim_set(tmp_path / "replicated", STEP, first))
+    load_optimizer_state(replicated, load_optim_set(tmp_path / "replicated", STEP))
     mine, theirs = named_state(model, merged), named_state(ref, replicated)
     assert mine.keys() == theirs.keys() == {n for n, _ in model.named_parameters()}
     for name in theirs:
@@ -126,3 +122,49 @@ def test_two_ranks_shard_exactly_and_move_between_world_sizes(tmp_path, architec
             assert torch.equal(mine[name][key], theirs[name][key]), (name, key)
     train_steps([(model, merged), (ref, replicated)], range(STEPS, STEPS + 2), 0, 1)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), ref.parameters(), strict=True))
+
+
+NANOCHAT = {"d314e96": "DistAdamW+DistMuon", "head": "MuonAdamW"}
+
+
+def _import_worker(rank: int, world: int, tmp: str, version: str) -> None:
+    from rlab.core.checkpoint import load_model
+    from rlab.core.nanochat_optim import import_nanochat_optimizer
+    from tests.conftest import SHARED_DIR
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=rank, world_size=world)
+    ckpt = SHARED_DIR / "nanochat_reference" / version / "base_checkpoints" / "d2"
+    model, _ = load_model(ckpt, 20)
+    optimizers = build_optimizers(model, LRSpec(), model.config.n_embd, rank=rank, world_size=world)
+    report = import_nanochat_optimizer(ckpt, 20, model, optimizers)
+    payload = {**optimizer_shard(optimizers, rank), "save_id": "n", "report": report.to_meta()}
+    write_optim_file(Path(tmp), 20, rank, payload)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("version", list(NANOCHAT))
+def test_nanochat_import_at_two_ranks_gives_each_rank_its_share(tmp_path, version):
+    """nanochat's 2-rank shards imported by a 2-rank rlab run: pieced back together, the state is exactly
+    what a one-process import gives."""
+    from rlab.core.checkpoint import load_model
+    from rlab.core.nanochat_optim import import_nanochat_optimizer
+    from tests.conftest import SHARED_DIR
+
+    ckpt = SHARED_DIR / "nanochat_reference" / version / "base_checkpoints" / "d2"
+    if not (ckpt / "model_000020.pt").is_file():
+        pytest.skip(f"no nanochat fixture at {ckpt}")
+    mp.spawn(_import_worker, args=(WORLD, str(tmp_path), version), nprocs=WORLD, join=True)
+    files = load_optim_set(tmp_path, 20)
+    assert all(f["report"]["restored"] and NANOCHAT[version] in f["report"]["format"] for f in files)
+    model, _ = load_model(ckpt, 20)
+    merged = build_optimizers(model, LRSpec(), model.config.n_embd)
+    load_optimizer_state(merged, files)
+    ref_model, _ = load_model(ckpt, 20)
+    imported = build_optimizers(ref_model, LRSpec(), ref_model.config.n_embd)
+    assert import_nanochat_optimizer(ckpt, 20, ref_model, imported).restored
+    mine, theirs = named_state(model, merged), named_state(ref_model, imported)
+    assert mine.keys() == theirs.keys() == {n for n, _ in model.named_parameters()}
+    for name in theirs:
+        for key in theirs[name]:
+            assert torch.equal(mine[name][key], theirs[name][key]), (name, key)
+    assert merged[0].param_groups[0]["momentum"] == imported[0].param_groups[0]["momentum"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlab.core.checkpoint import load_optim_payload, load_optim_set, read_meta
+from rlab.core.checkpoint import load_optim_set, read_meta
 from rlab.core.optim_shards import named_state
 from tests.train.helpers import make_run_config, torchrun, train_records
 
@@ -36,10 +36,7 @@ def test_sharded_run_equals_replicated_run(train_base, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
     # the two files of the sharded run piece together into the replicated run's (complete) state
-    files = {
-        tag: load_optim_set(ckpts / tag, 6, load_optim_payload(ckpts / tag, 6))
-        for tag in ("sharded", "replicated")
-    }
+    files = {tag: load_optim_set(ckpts / tag, 6) for tag in ("sharded", "replicated")}
     assert [f["rank"] for f in files["sharded"]] == [0, 1]
     merged, full = (named_state(files[tag], []) for tag in ("sharded", "replicated"))
     assert merged.keys() == full.keys() and len(full) == len(a)
