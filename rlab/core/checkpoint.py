@@ -226,11 +226,11 @@ def load_optim_set(ckpt_dir: Path, step: int) -> list[dict[str, Any]] | None:
     from rlab.core.optim_shards import is_own_format
 
     first = load_optim_payload(ckpt_dir, step)
-    if not is_own_format(first):
+    if not isinstance(first, dict) or not is_own_format(first):
         return None
     ckpt_dir = Path(ckpt_dir)
     world = int(first.get("world_size", 1))
-    payloads = [first]
+    payloads: list[dict[str, Any]] = [first]
     for rank in range(1, world):
         path = optim_file(ckpt_dir, step, rank)
         if not path.exists():
@@ -240,11 +240,8 @@ def load_optim_set(ckpt_dir: Path, step: int) -> list[dict[str, Any]] | None:
                 f"Restore it, or delete optim_{step:06d}_rank*.pt to continue with a fresh optimizer.",
             )
         payload = _read_optim_file(path)
-        same = isinstance(payload, dict) and all(
-            payload.get(k) == v
-            for k, v in {"format": first.get("format"), "rank": rank, "world_size": world}.items()
-        )
-        if not same or payload.get("save_id") != first.get("save_id"):
+        expected = {k: first.get(k) for k in ("format", "world_size", "save_id")} | {"rank": rank}
+        if not isinstance(payload, dict) or any(payload.get(k) != v for k, v in expected.items()):
             raise CheckpointError(
                 f"{path}: not rank {rank}'s file of the set rank 0's file belongs to (another save?).",
                 f"Restore the step's files together, or delete optim_{step:06d}_rank*.pt for a fresh optimizer.",

@@ -62,7 +62,7 @@ class ShardedAdamW(torch.optim.AdamW):
         return [v for g in self.param_groups for v in g["params"]]
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         for view, (p, rows) in zip(self._views(), self.blocks, strict=True):
             if rows is not None:
                 view.grad = None if p.grad is None else p.grad[rows[0] : rows[1]]

@@ -17,6 +17,7 @@ from rlab.core.optim import build_optimizers, set_lr_multiplier
 from rlab.core.optim_sharding import optimizer_state_bytes
 from rlab.core.optim_shards import load_optimizer_state, optimizer_shard
 from rlab.spec.train import LRSpec
+from tests.conftest import NANOCHAT_REFERENCE_SKIP, nanochat_reference_path
 from tests.core.test_sharded_optim import state_bytes, tiny_model
 
 pytestmark = pytest.mark.slow
@@ -127,13 +128,11 @@ def test_two_ranks_shard_exactly_and_move_between_world_sizes(tmp_path, architec
 NANOCHAT = {"d314e96": "DistAdamW+DistMuon", "head": "MuonAdamW"}
 
 
-def _import_worker(rank: int, world: int, tmp: str, version: str) -> None:
+def _import_worker(rank: int, world: int, tmp: str, ckpt: Path) -> None:
     from rlab.core.checkpoint import load_model
     from rlab.core.nanochat_optim import import_nanochat_optimizer
-    from tests.conftest import SHARED_DIR
 
     dist.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=rank, world_size=world)
-    ckpt = SHARED_DIR / "nanochat_reference" / version / "base_checkpoints" / "d2"
     model, _ = load_model(ckpt, 20)
     optimizers = build_optimizers(model, LRSpec(), model.config.n_embd, rank=rank, world_size=world)
     report = import_nanochat_optimizer(ckpt, 20, model, optimizers)
@@ -148,12 +147,11 @@ def test_nanochat_import_at_two_ranks_gives_each_rank_its_share(tmp_path, versio
     what a one-process import gives."""
     from rlab.core.checkpoint import load_model
     from rlab.core.nanochat_optim import import_nanochat_optimizer
-    from tests.conftest import SHARED_DIR
 
-    ckpt = SHARED_DIR / "nanochat_reference" / version / "base_checkpoints" / "d2"
+    ckpt = nanochat_reference_path(version) / "base_checkpoints" / "d2"
     if not (ckpt / "model_000020.pt").is_file():
-        pytest.skip(f"no nanochat fixture at {ckpt}")
-    mp.spawn(_import_worker, args=(WORLD, str(tmp_path), version), nprocs=WORLD, join=True)
+        pytest.skip(NANOCHAT_REFERENCE_SKIP)
+    mp.spawn(_import_worker, args=(WORLD, str(tmp_path), ckpt), nprocs=WORLD, join=True)
     files = load_optim_set(tmp_path, 20)
     assert all(f["report"]["restored"] and NANOCHAT[version] in f["report"]["format"] for f in files)
     model, _ = load_model(ckpt, 20)
