@@ -1,14 +1,17 @@
 """Checkpoint files in nanochat's layout, written atomically, read back with their RoPE config.
 
-One checkpoint at step S of a tag is three files in `<base>/base_checkpoints/<tag>/`:
-`model_{S:06d}.pt` (state dict, nanochat's keys), `optim_{S:06d}_rank0.pt` (rlab writes one
-world-size-independent optimizer file; nanochat wrote one shard per rank) and
-`meta_{S:06d}.json` (nanochat's keys plus rlab's: rope, lineage, loader state, run config, ...).
+One checkpoint at step S of a tag is these files in `<base>/base_checkpoints/<tag>/`:
+`model_{S:06d}.pt` (state dict, nanochat's keys), `optim_{S:06d}_rank{r}.pt` (one optimizer file per
+rank that holds a share of the state, as nanochat writes them; one file, rank 0's, when the state is
+not sharded; `rlab.core.optim_shards` says what is in them) and `meta_{S:06d}.json` (nanochat's keys
+plus rlab's: rope, lineage, loader state, run config, ...).
 
 Every file is written to a hidden temp name, fsynced and renamed into place, and the meta is
 written *last*: a checkpoint is complete if and only if its meta file exists. A crash mid-save
 therefore leaves either the previous checkpoint set or temp files that nothing ever reads
-(`list_steps` only reports steps whose meta and model both exist).
+(`list_steps` only reports steps whose meta and model both exist). With several ranks, rank 0 first
+removes the step's old meta (`begin_checkpoint`), the other ranks then write their optimizer files
+(`write_optim_file`), and only after all of them rank 0 writes the model, its own file and the meta.
 """
 
 from __future__ import annotations
@@ -115,15 +118,29 @@ def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
     return bad
 
 
+def begin_checkpoint(ckpt_dir: Path, step: int) -> None:
+    """Rank 0, before any rank writes a file of `step`: until the new meta lands, the step is incomplete."""
+    meta_file(Path(ckpt_dir), step).unlink(missing_ok=True)
+
+
+def write_optim_file(ckpt_dir: Path, step: int, rank: int, payload: dict[str, Any]) -> None:
+    """One rank's optimizer file of `step` (atomic)."""
+    import torch
+
+    atomic_write(optim_file(Path(ckpt_dir), step, rank), lambda fh: torch.save(payload, fh))
+
+
 def save_checkpoint(
     ckpt_dir: Path,
     step: int,
     model_state: dict[str, Any],
     meta: dict[str, Any],
     optim_state: dict[str, Any] | None = None,
+    optim_files: int = 1,
 ) -> None:
-    """Write model, optimizer (one file, rank 0's name) and finally meta for `step`.
+    """Write model, rank 0's optimizer file and finally meta for `step` (the other ranks' files first).
 
+    `optim_files`: how many optimizer files the set has; older files of ranks beyond it are removed.
     Refuses (TrainingError) to write parameters that are not finite.
     """
     import torch
@@ -141,7 +158,10 @@ def save_checkpoint(
     meta_file(ckpt_dir, step).unlink(missing_ok=True)
     atomic_write(model_file(ckpt_dir, step), lambda fh: torch.save(model_state, fh))
     if optim_state is not None:
-        atomic_write(optim_file(ckpt_dir, step, 0), lambda fh: torch.save(optim_state, fh))
+        write_optim_file(ckpt_dir, step, 0, optim_state)
+    for stale in _optim_ranks(ckpt_dir, step):
+        if stale >= optim_files:
+            optim_file(ckpt_dir, step, stale).unlink(missing_ok=True)
     text = json.dumps(meta, indent=2, default=str) + "\n"
     atomic_write(meta_file(ckpt_dir, step), lambda fh: fh.write(text), binary=False)
     logger.info("saved checkpoint %s step %d", ckpt_dir, step)
@@ -166,21 +186,68 @@ def prune_checkpoints(ckpt_dir: Path, keep_last: int, candidates: list[int]) -> 
     return doomed
 
 
-def load_optim_payload(ckpt_dir: Path, step: int) -> Any | None:
-    """The rank-0 optimizer file's content, or None when absent."""
+def _optim_ranks(ckpt_dir: Path, step: int) -> list[int]:
+    ranks = (p.stem.rsplit("rank", 1)[-1] for p in Path(ckpt_dir).glob(f"optim_{step:06d}_rank*.pt"))
+    return sorted(int(r) for r in ranks if r.isdigit())
+
+
+def _read_optim_file(path: Path) -> Any:
+    """torch.load of an optimizer file, memory-mapped (a rank reads only the pages it uses)."""
     import torch
 
-    path = optim_file(Path(ckpt_dir), step, 0)
-    if not path.exists():
-        return None
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        except RuntimeError as exc:
+            if "mmap" not in str(exc):
+                raise
+            return torch.load(path, map_location="cpu", weights_only=False)  # a legacy (non-zip) file
     except Exception as exc:  # noqa: BLE001 - truncated/corrupt files raise many types
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(
             f"{path}: cannot read the optimizer file ({reason}).",
-            "The file is truncated or corrupt; restore it, or delete it to continue with a fresh optimizer.",
+            "The file is truncated or corrupt; restore it, or delete the step's optim_*.pt files to continue "
+            "with a fresh optimizer.",
         ) from None
+
+
+def load_optim_payload(ckpt_dir: Path, step: int) -> Any | None:
+    """The rank-0 optimizer file's content, or None when absent."""
+    path = optim_file(Path(ckpt_dir), step, 0)
+    return _read_optim_file(path) if path.exists() else None
+
+
+def load_optim_set(ckpt_dir: Path, step: int) -> list[dict[str, Any]] | None:
+    """Every file of rlab's optimizer set of `step`, in rank order, checked; None when rank 0's file is
+    absent or not rlab's (nanochat's shards, say).
+
+    `CheckpointError` when a file of the set is missing, unreadable or belongs to another save.
+    """
+    from rlab.core.optim_shards import is_own_format
+
+    first = load_optim_payload(ckpt_dir, step)
+    if not isinstance(first, dict) or not is_own_format(first):
+        return None
+    ckpt_dir = Path(ckpt_dir)
+    world = int(first.get("world_size", 1))
+    payloads: list[dict[str, Any]] = [first]
+    for rank in range(1, world):
+        path = optim_file(ckpt_dir, step, rank)
+        if not path.exists():
+            raise CheckpointError(
+                f"{path.name} is missing: the optimizer state of step {step} in {ckpt_dir} was saved by "
+                f"{world} ranks.",
+                f"Restore it, or delete optim_{step:06d}_rank*.pt to continue with a fresh optimizer.",
+            )
+        payload = _read_optim_file(path)
+        expected = {k: first.get(k) for k in ("format", "world_size", "save_id")} | {"rank": rank}
+        if not isinstance(payload, dict) or any(payload.get(k) != v for k, v in expected.items()):
+            raise CheckpointError(
+                f"{path}: not rank {rank}'s file of the set rank 0's file belongs to (another save?).",
+                f"Restore the step's files together, or delete optim_{step:06d}_rank*.pt for a fresh optimizer.",
+            )
+        payloads.append(payload)
+    return payloads
 
 
 def rope_from_meta(meta: dict[str, Any], arch: Architecture | None = None):

@@ -10,8 +10,8 @@ nanochat writes one file per rank, `optim_<step>_rank<r>.pt`. At d314e96 each ho
   the transformer matrices in model order within a group. The j-th parameter of a group is owned by
   rank `j % W`, and only its owner holds a `momentum_buffer`.
 
-So any world size maps onto rlab's single state: the AdamW moments concatenated, each momentum
-buffer taken from its owner. rlab's optimizers (`rlab.core.optim`) run the same update rules:
+So any world size maps onto one world-size-free state (the AdamW moments concatenated, each momentum
+buffer taken from its owner), of which each rank of the rlab run takes its own share. rlab's optimizers (`rlab.core.optim`) run the same update rules:
 torch.optim.AdamW with nanochat's betas/eps (bias correction continues from nanochat's step count)
 and torch.optim.Muon (same Nesterov lerp, same quintic Newton-Schulz in bf16, same shape scaling).
 nanochat's Muon momentum ramps 0.85 -> 0.95 over its first 300 steps; the imported Muon groups take
@@ -254,45 +254,17 @@ def checkpoint_params(ckpt_dir: Path, step: int) -> ParamList:
 
 
 def apply_full_state(full: FullState, model: nn.Module, optimizers: list[torch.optim.Optimizer]) -> int:
-    """Load `full` into rlab's optimizers (AdamW: moments + step; Muon: momentum); returns tensors loaded."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    staged = []
-    count = 0
-    for opt in optimizers:
-        sd = opt.state_dict()
-        is_muon = isinstance(opt, torch.optim.Muon)
-        index = 0
-        for group in opt.param_groups:
-            for p in group["params"]:
-                name = names.get(id(p))
-                if is_muon:
-                    if name not in full.muon:
-                        raise ShardMismatch(f"no Muon momentum for {name} in the shards")
-                    sd["state"][index] = {"momentum_buffer": full.muon[name].clone()}
-                    count += 1
-                else:
-                    if name not in full.adam:
-                        raise ShardMismatch(f"no AdamW moments for {name} in the shards")
-                    sd["state"][index] = {
-                        "step": torch.tensor(float(full.step), dtype=torch.float32),
-                        **{k: full.adam[name][k].clone() for k in ADAM_KEYS},
-                    }
-                    count += 2
-                got = sd["state"][index]["momentum_buffer" if is_muon else "exp_avg"].shape
-                if tuple(got) != tuple(p.shape):
-                    raise ShardMismatch(
-                        f"{name}: state of shape {tuple(got)} for a parameter of {tuple(p.shape)}"
-                    )
-                index += 1
-        staged.append((opt, sd, is_muon))
-    for opt, sd, is_muon in staged:  # only once everything fitted: never a half-loaded optimizer
-        peaks = [g["initial_lr"] for g in opt.param_groups]
-        opt.load_state_dict(sd)
-        for g, peak in zip(opt.param_groups, peaks, strict=True):
-            g["initial_lr"] = peak
-            if is_muon and full.muon_momentum is not None:
-                g["momentum"] = full.muon_momentum
-    return count
+    """Load `full` into rlab's optimizers (AdamW: moments + step; Muon: momentum), each rank its own share
+    (`rlab.core.optim_shards.load_named_state`); returns the tensors restored model-wide."""
+    from rlab.core.optim_shards import NamedState, StateMismatch, load_named_state
+
+    step = torch.tensor(float(full.step), dtype=torch.float32)
+    named: NamedState = {name: [(0, {"momentum_buffer": buf})] for name, buf in full.muon.items()}
+    named.update({name: [(0, {"step": step, **moments})] for name, moments in full.adam.items()})
+    try:
+        return load_named_state(optimizers, named, muon_momentum=full.muon_momentum)
+    except StateMismatch as exc:
+        raise ShardMismatch(str(exc)) from None
 
 
 def import_nanochat_optimizer(

@@ -1,4 +1,4 @@
-"""Optimizers for the GPT: `torch.optim.Muon` for block matrices, `torch.optim.AdamW` for the rest.
+"""Optimizers for the GPT: Muon for block matrices, AdamW for the rest (torch's own, sharded across ranks).
 
 Per-group learning rates follow nanochat: Muon at `matrix_lr` (scaled by sqrt(max(1, rows/cols))
 inside Muon, its "original" adjustment), AdamW at `embedding_lr` for the token embedding and
@@ -12,10 +12,11 @@ A nanochat-2026 model has more AdamW groups (`GPT.parameter_groups`), set up as 
 1% of `scalar_lr`, x0_lambdas at `scalar_lr` with beta1 0.96, the smear/backout scalars at 0.2, and
 that version's betas and decoupled weight decay for its embedding and lm_head groups.
 
-Optimizer state is saved in one world-size-independent file: every DDP replica holds the same
-state (same averaged gradients, same updates), so rank 0's copy describes them all and can be
-loaded by any number of ranks. The file carries a format tag; anything without it (e.g. nanochat's
-per-rank shards) is "foreign" and the trainer starts a fresh optimizer instead.
+Both are sharded across ranks (`rlab.core.muon.ShardedMuon`, `rlab.core.sharded_adamw.ShardedAdamW`,
+ownership in `rlab.core.optim_sharding`): each rank keeps and computes only its share of the state
+(about 1/W of it). At world size 1, or with `train.shard_optimizer: false`, they are torch's Muon and
+fused AdamW with every rank holding everything. Checkpoints keep one optimizer file per rank and
+load at any world size (`rlab.core.optim_shards`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from rlab.core.muon import ShardedMuon
+from rlab.core.sharded_adamw import ShardedAdamW
 from rlab.spec.train import LRSpec
 
 if TYPE_CHECKING:
@@ -33,7 +36,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-OPTIM_FORMAT = "rlab.optim/1"
 ADAMW_BETAS = (0.8, 0.95)
 ADAMW_EPS = 1e-10
 MUON_MOMENTUM = 0.95
@@ -65,13 +67,26 @@ ADAMW_GROUPS: dict[str, dict[str, _AdamGroup]] = {
 SMEAR_LR = 0.2  # nanochat 92d63d4: a fixed LR for smear_gate, smear_lambda and backout_lambda
 
 
-def build_optimizers(model: GPT, lr: LRSpec, n_embd: int) -> list[torch.optim.Optimizer]:
-    """[Muon over the matrix group, AdamW over embedding + lm_head (+ any other group)]."""
+def build_optimizers(
+    model: GPT,
+    lr: LRSpec,
+    n_embd: int,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    compile_ns: bool = False,
+) -> list[torch.optim.Optimizer]:
+    """[Muon over the matrix group, AdamW over embedding + lm_head (+ any other group)].
+
+    `rank`/`world_size` shard the state across a process group (1 = every rank keeps all of it);
+    `compile_ns` compiles Muon's Newton-Schulz step.
+    """
     groups: dict[str, list[nn.Parameter]] = model.parameter_groups()
     all_params = {id(p) for p in model.parameters()}
     grouped = [id(p) for ps in groups.values() for p in ps]
     if sorted(grouped) != sorted(all_params):
         raise RuntimeError("parameter_groups() must cover every parameter exactly once")  # internal invariant
+    names = {id(p): n for n, p in model.named_parameters()}
 
     width_scale = (n_embd / REFERENCE_WIDTH) ** -0.5
     settings = ADAMW_GROUPS[getattr(getattr(model, "config", None), "architecture", "nanochat-2025")]
@@ -92,27 +107,45 @@ def build_optimizers(model: GPT, lr: LRSpec, n_embd: int) -> list[torch.optim.Op
                 "weight_decay": wd,
             }
         )
-    adam_params = [p for g in adam_groups for p in g["params"]]
+    adam_params: list[nn.Parameter] = [p for g in adam_groups for p in g["params"]]
     optimizers: list[torch.optim.Optimizer] = []
     matrix = groups.get("matrix", [])
     if matrix:
-        muon = torch.optim.Muon(
-            matrix, lr=lr.matrix_lr, weight_decay=lr.weight_decay, momentum=MUON_MOMENTUM, nesterov=True
+        muon = ShardedMuon(
+            matrix,
+            lr=lr.matrix_lr,
+            weight_decay=lr.weight_decay,
+            momentum=MUON_MOMENTUM,
+            nesterov=True,
+            compile_ns=compile_ns,
+            param_names=[names[id(p)] for p in matrix],
+            rank=rank,
+            world_size=world_size,
         )
         for g in muon.param_groups:
             g["initial_lr"] = lr.matrix_lr
             g["name"] = "matrix"
         optimizers.append(muon)
     if adam_groups:
-        fused = _adamw_fused_ok(adam_params)
-        try:
-            adamw = torch.optim.AdamW(
-                adam_groups, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=0.0, fused=fused or None
+        adam_names = [names[id(p)] for p in adam_params]
+
+        def adamw(fused: bool | None) -> ShardedAdamW:
+            return ShardedAdamW(
+                adam_groups,
+                betas=ADAMW_BETAS,
+                eps=ADAMW_EPS,
+                weight_decay=0.0,
+                fused=fused,
+                param_names=adam_names,
+                rank=rank,
+                world_size=world_size,
             )
+
+        try:
+            optimizers.append(adamw(_adamw_fused_ok(adam_params) or None))
         except RuntimeError as exc:  # fused kernel missing on this build/device
             logger.warning("fused AdamW unavailable (%s); using the foreach implementation", exc)
-            adamw = torch.optim.AdamW(adam_groups, betas=ADAMW_BETAS, eps=ADAMW_EPS, weight_decay=0.0)
-        optimizers.append(adamw)
+            optimizers.append(adamw(None))
     return optimizers
 
 
@@ -121,28 +154,3 @@ def set_lr_multiplier(optimizers: list[torch.optim.Optimizer], mult: float) -> N
     for opt in optimizers:
         for g in opt.param_groups:
             g["lr"] = g["initial_lr"] * mult
-
-
-def optimizer_state(optimizers: list[torch.optim.Optimizer]) -> dict[str, Any]:
-    """One world-size-independent payload for `optim_{step}_rank0.pt`."""
-    return {
-        "format": OPTIM_FORMAT,
-        "kinds": [type(o).__name__ for o in optimizers],
-        "optimizers": [o.state_dict() for o in optimizers],
-    }
-
-
-def is_own_format(payload: Any) -> bool:
-    return isinstance(payload, dict) and payload.get("format") == OPTIM_FORMAT
-
-
-def load_optimizer_state(optimizers: list[torch.optim.Optimizer], payload: dict[str, Any]) -> None:
-    """Restore state written by `optimizer_state`; keeps the current groups' `initial_lr` (the run's config)."""
-    kinds = [type(o).__name__ for o in optimizers]
-    if payload.get("kinds") != kinds:
-        raise ValueError(f"optimizer kinds differ: saved {payload.get('kinds')}, now {kinds}")
-    for opt, sd in zip(optimizers, payload["optimizers"], strict=True):
-        peaks = [g["initial_lr"] for g in opt.param_groups]
-        opt.load_state_dict(sd)
-        for g, peak in zip(opt.param_groups, peaks, strict=True):
-            g["initial_lr"] = peak

@@ -17,8 +17,9 @@ What one run does:
    tracker and a progress bar, runs val BPB under no_grad and saves checkpoints on their cadences.
 
 Resume restores model, optimizer, LR-schedule position, RNG and data position, so the steps that
-follow match an uninterrupted run. The optimizer file is world-size independent, so a run saved
-with 2 processes resumes with 1 and the reverse.
+follow match an uninterrupted run. The optimizer state is sharded across ranks (`train.shard_optimizer`)
+and each rank writes its own optimizer file; the set loads at any world size, so a run saved with 2
+processes resumes with 1 and the reverse.
 """
 
 from __future__ import annotations
@@ -203,8 +204,19 @@ class Trainer:
         if on_model is not None:
             on_model(self.model)
 
+        self.compile_wanted = (
+            self.spec.compile if self.spec.compile is not None else self.device.type == "cuda"
+        )
+        shard = self.spec.shard_optimizer and info.is_distributed
         self.optimizers, self.lr_policy = start_optimizers(
-            self.start, self.model, self.spec, config.n_embd, self._restore_rng
+            self.start,
+            self.model,
+            self.spec,
+            config.n_embd,
+            self._restore_rng,
+            rank=info.rank if shard else 0,
+            world_size=info.world_size if shard else 1,
+            compile_ns=self.compile_wanted,
         )
         self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": int(self.lr_policy["warmup_steps"])})
 
@@ -268,8 +280,7 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             model = DDP(model, device_ids=ids)
         self._eager_model = model
-        want = self.spec.compile if self.spec.compile is not None else self.device.type == "cuda"
-        if not want:
+        if not self.compile_wanted:
             return model
         try:
             return torch.compile(model)
@@ -480,12 +491,20 @@ class Trainer:
             logger.info("step %d sample: %r", step, text)
 
     def save(self, step: int) -> None:
-        """All ranks: gather loader state, check finiteness; rank 0 writes the files."""
+        """All ranks: gather loader state, check finiteness, write their optimizer file; rank 0 the rest."""
+        import uuid
+
         import torch
 
-        from rlab.core.checkpoint import nonfinite_tensors, prune_checkpoints, save_checkpoint
-        from rlab.core.distributed import barrier, gather_objects
-        from rlab.core.optim import optimizer_state
+        from rlab.core.checkpoint import (
+            begin_checkpoint,
+            nonfinite_tensors,
+            prune_checkpoints,
+            save_checkpoint,
+            write_optim_file,
+        )
+        from rlab.core.distributed import barrier, broadcast_object, gather_objects
+        from rlab.core.optim_shards import optimizer_shard, writes_file
 
         loader_state = {
             "world_size": self.info.world_size,
@@ -503,12 +522,21 @@ class Trainer:
         )
         if len(set(checksums)) > 1:
             logger.error("replicas diverged at step %d: parameter checksums %s", step, checksums)
+        payload = optimizer_shard(self.optimizers, self.info.rank)
+        payload["save_id"] = broadcast_object(uuid.uuid4().hex, self.info)  # ties the ranks' files together
+        payload["rng"] = self._rng_state()
         if self.info.is_main:
-            meta = self._meta(step, loader_state)
+            begin_checkpoint(self.ckpt_dir, step)
+        barrier(self.info)
+        if not self.info.is_main and writes_file(self.optimizers, self.info.rank):
+            write_optim_file(self.ckpt_dir, step, self.info.rank, payload)
+        barrier(self.info)  # every other rank's file is in place before rank 0 completes the step
+        if self.info.is_main:
+            meta = self._meta(step, loader_state, payload)
             meta["replica_param_checksums"] = checksums  # identical when DDP kept the replicas in sync
-            payload = optimizer_state(self.optimizers)
-            payload["rng"] = self._rng_state()
-            save_checkpoint(self.ckpt_dir, step, model_state, meta, payload)
+            save_checkpoint(
+                self.ckpt_dir, step, model_state, meta, payload, optim_files=int(payload["world_size"])
+            )
             self.written_steps.append(step)
             if self.spec.keep_last is not None:
                 candidates = [s for s in self.written_steps if s not in self.start.protected_steps]
@@ -516,8 +544,9 @@ class Trainer:
                     self.written_steps.remove(gone)
         barrier(self.info)
 
-    def _meta(self, step: int, loader_state: dict[str, Any]) -> dict[str, Any]:
+    def _meta(self, step: int, loader_state: dict[str, Any], optim: dict[str, Any]) -> dict[str, Any]:
         cfg = self.cfg
+        files = int(optim["world_size"])
         return {
             "step": step,
             "model_config": self.model.config.nanochat_dict(),  # nanochat's GPTConfig takes exactly these
@@ -532,9 +561,10 @@ class Trainer:
             "data_start": self.start.data_start,
             "run_config": cfg.model_dump(mode="json"),
             "optimizer": {
-                "format": "rlab.optim/1",
-                "file": f"optim_{step:06d}_rank0.pt",
-                "world_size_independent": True,
+                "format": optim["format"],
+                "files": [f"optim_{step:06d}_rank{r}.pt" for r in range(files)],
+                "sharded": files > 1,  # one file per rank, each rank's share; loads at any world size
+                "save_id": optim["save_id"],
                 "at_start": self.start.optimizer_note,
                 "import": self.start.optimizer_import,
             },

@@ -50,7 +50,9 @@ class StartPoint:
     lineage: dict[str, Any] | None
     tokens_trained: int = 0  # tokens of applied steps behind the starting weights (the base's included)
     run_tokens: int = 0  # tokens this run had consumed before `step` (resume only)
-    optim_payload: Any = None  # rlab's own optimizer file content
+    optim_files: list[dict[str, Any]] | None = (
+        None  # rlab's own optimizer files (every rank's), in rank order
+    )
     nanochat_optim: tuple[Path, int] | None = None  # (dir, step) whose per-rank shards to import
     optimizer_note: str = "fresh"
     optimizer_import: dict[str, Any] | None = None
@@ -142,8 +144,7 @@ def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> tu
 
 def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
     """Decide the starting weights, RoPE, optimizer source and data position."""
-    from rlab.core.checkpoint import load_checkpoint_state, load_optim_payload, rope_from_meta
-    from rlab.core.optim import is_own_format
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set, rope_from_meta
 
     target_dir = layout.checkpoint_dir(cfg.tag)
     protected: set[int] = set()
@@ -160,8 +161,8 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             step, meta = found
             state = meta["train_state"]
             model_state, meta, info = load_checkpoint_state(target_dir, step)
-            payload = load_optim_payload(target_dir, step)
-            own = is_own_format(payload)
+            files = load_optim_set(target_dir, step)
+            own = files is not None
             logger.info(
                 "resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh"
             )
@@ -174,7 +175,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
                 lineage=meta.get("lineage"),
                 tokens_trained=tokens_in_meta(meta, step),
                 run_tokens=int(state["run_tokens"]) if "run_tokens" in state else 0,
-                optim_payload=payload if own else None,
+                optim_files=files,
                 optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
                 optimizer_import=(meta.get("optimizer") or {}).get("import"),
                 lr_policy=state.get("lr_policy"),
@@ -196,8 +197,8 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         # recorded it in its meta; otherwise it is the source's training length.
         cloned_len = (meta.get("rope") or {}).get("original_len") if cfg.init.tag == cfg.tag else None
         rope = cfg.rope.with_original_len(int(cloned_len or src_len))
-        payload = load_optim_payload(src_dir, cfg.init.step)
-        own = is_own_format(payload)
+        files = load_optim_set(src_dir, cfg.init.step)
+        own = files is not None
         shards = any(src_dir.glob(f"optim_{cfg.init.step:06d}_rank*.pt"))
         nanochat = None if own or not shards else (src_dir, cfg.init.step)
         note = (
@@ -230,7 +231,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             rope=rope,
             lineage=lineage,
             tokens_trained=tokens_in_meta(meta, cfg.init.step),
-            optim_payload=payload if own else None,
+            optim_files=files,
             nanochat_optim=nanochat,
             optimizer_note=note,
             fresh_continuation=not own,
@@ -272,25 +273,42 @@ def fresh_lr_policy(steps: int, warmup_steps: int) -> dict[str, Any]:
     return {"peak_lr_scale": FRESH_LR_SCALE, "warmup_steps": warmup}
 
 
-def start_optimizers(start: StartPoint, model, spec, n_embd: int, restore_rng) -> tuple[list, dict[str, Any]]:
-    """Build the optimizers and load the state `start` names; returns (optimizers, lr_policy).
+def start_optimizers(
+    start: StartPoint,
+    model,
+    spec,
+    n_embd: int,
+    restore_rng,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    compile_ns: bool = False,
+) -> tuple[list, dict[str, Any]]:
+    """Build the optimizers (state sharded over `world_size` ranks) and load the state `start` names;
+    returns (optimizers, lr_policy).
 
     Updates `start.optimizer_note` / `start.optimizer_import` with what happened.
     """
     from rlab.core.nanochat_optim import import_nanochat_optimizer
-    from rlab.core.optim import build_optimizers, load_optimizer_state
+    from rlab.core.optim import build_optimizers
+    from rlab.core.optim_shards import load_optimizer_state
 
-    optimizers = build_optimizers(model, spec.lr, n_embd)
-    if start.optim_payload is not None:
+    def build() -> list:
+        return build_optimizers(
+            model, spec.lr, n_embd, rank=rank, world_size=world_size, compile_ns=compile_ns
+        )
+
+    optimizers = build()
+    if start.optim_files is not None:
         try:
-            load_optimizer_state(optimizers, start.optim_payload)
-            restore_rng(start.optim_payload.get("rng"))
+            load_optimizer_state(optimizers, start.optim_files)
+            restore_rng(start.optim_files[0].get("rng"))
             start.fresh_continuation = False
         except (ValueError, KeyError) as exc:  # e.g. a model whose parameter groups changed shape
-            optimizers = build_optimizers(model, spec.lr, n_embd)
+            optimizers = build()
             start.optimizer_note = f"fresh (saved optimizer state does not fit: {exc})"
             logger.warning("optimizer state not loaded (%s); starting a fresh optimizer", exc)
-        start.optim_payload = None
+        start.optim_files = None
     elif start.nanochat_optim is not None:
         report = import_nanochat_optimizer(*start.nanochat_optim, model, optimizers)
         start.optimizer_import = report.to_meta()

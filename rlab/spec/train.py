@@ -130,6 +130,9 @@ class TrainSpec(StrictModel):
     every variant trains on text the base has not seen), or at the beginning of the data."""
     compile: bool | None = None
     """torch.compile the model; null = on for CUDA, off on CPU."""
+    shard_optimizer: bool = True
+    """Shard the Muon and AdamW state across ranks (each keeps and computes about 1/world_size of it, then the
+    updated weights are all-gathered); false keeps the whole state on every rank. No effect on one process."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Compute dtype; auto = bf16 autocast where the device supports it, fp32 otherwise. Master weights stay fp32."""
     peak_flops: float | None = Field(None, gt=0)

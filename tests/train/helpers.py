@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +55,34 @@ def make_run_config(
 def train_records(run_dir: Path, kind: str = "train") -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == kind]
+
+
+def torchrun(cfg, path: Path, nproc: int = 2) -> subprocess.CompletedProcess:
+    """Run the training worker under torchrun with `nproc` CPU processes (gloo); fails the test on error."""
+    import pytest
+
+    path.write_text(cfg.model_dump_json())
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "-m",
+        "rlab.core.train",
+        str(path),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # own session, so a hung job can be killed with all its workers
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"torchrun timed out:\n{err[-4000:]}")
+    assert proc.returncode == 0, err[-4000:]
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -164,5 +164,5 @@ def test_unusable_optimizer_state_means_warmup_at_a_reduced_lr(train_base, tmp_p
     resumed = read_meta(train_base / "base_checkpoints" / "cont", 12)
     assert resumed["train_state"]["lr_policy"] == meta["train_state"]["lr_policy"]
     state = torch.load(optim_file(train_base / "base_checkpoints" / "cont", 12, 0), weights_only=False)
-    peaks = [g["initial_lr"] for sd in state["optimizers"] for g in sd["param_groups"]]
+    peaks = [g["initial_lr"] for opt in state["optimizers"] for g in opt["state_dict"]["param_groups"]]
     assert peaks and all(p <= FRESH_LR_SCALE * 0.2 * (32 / 768) ** -0.5 + 1e-12 for p in peaks)

@@ -2,54 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from rlab.core.checkpoint import delete_checkpoint, list_steps, read_meta
 from rlab.core.train import train
-from tests.train.helpers import make_run_config, train_records
+from tests.train.helpers import make_run_config, torchrun, train_records
 
 pytestmark = pytest.mark.slow
-
-
-def _torchrun(cfg, path: Path, nproc: int = 2) -> subprocess.CompletedProcess:
-    path.write_text(cfg.model_dump_json())
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(nproc),
-        "-m",
-        "rlab.core.train",
-        str(path),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # own session, so a hung job can be killed with all its workers
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"torchrun timed out:\n{err[-4000:]}")
-    assert proc.returncode == 0, err[-4000:]
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(train_base, tmp_path):
     run_dir = tmp_path / "run"
     cfg = make_run_config(train_base, run_dir, steps=8, save_every=4, eval_every=4, eval_tokens=512)
-    _torchrun(cfg, tmp_path / "run.json")
+    torchrun(cfg, tmp_path / "run.json")
     recs = train_records(run_dir)
     assert [r["step"] for r in recs] == list(range(1, 9))
     for r in recs:  # the logged loss is the mean of the ranks' local losses
@@ -64,7 +30,9 @@ def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(tra
     assert len(sums) == 2 and sums[0] == sums[1]  # identical weights on both ranks
     assert meta["world_size"] == 2 and meta["loader_state"]["world_size"] == 2
     assert len(meta["loader_state"]["ranks"]) == 2
-    assert sorted(p.name for p in ckpt.glob("optim_000008_*")) == ["optim_000008_rank0.pt"]
+    # the optimizer state is sharded: each rank wrote its own share
+    files = ["optim_000008_rank0.pt", "optim_000008_rank1.pt"]
+    assert sorted(p.name for p in ckpt.glob("optim_000008_*")) == files == meta["optimizer"]["files"]
 
     # Saved with 2 processes, resumed with 1: drop step 8 as if the job had died after step 4.
     delete_checkpoint(ckpt, 8)
@@ -93,7 +61,7 @@ def test_one_process_resumed_with_two(train_base, tmp_path):
         train(make_run_config(train_base, run_dir, **common), on_model=_stop_after_forwards(3))
     ckpt = train_base / "base_checkpoints" / "d2"
     assert list_steps(ckpt) == [3]
-    _torchrun(make_run_config(train_base, run_dir, resume=True, **common), tmp_path / "run.json")
+    torchrun(make_run_config(train_base, run_dir, resume=True, **common), tmp_path / "run.json")
     meta = read_meta(ckpt, 6)
     assert meta["world_size"] == 2 and meta["train_state"]["resumed_from"] == 3
     assert meta["optimizer"]["at_start"] == "restored"

@@ -60,7 +60,7 @@ def test_loss_decreases_and_run_is_recorded(train_base, tmp_path):
     assert meta["model_config"]["sequence_len"] == 32 and meta["val_bpb"] == evals[-1]["val_bpb"]
     assert meta["rope"]["variant"] == "rope" and meta["rope"]["original_len"] == 32
     assert meta["loader_state"]["world_size"] == 1 and len(meta["loader_state"]["ranks"]) == 1
-    assert meta["optimizer"]["format"] == "rlab.optim/1" and meta["lineage"] is None
+    assert meta["optimizer"]["format"] == "rlab.optim/2" and meta["lineage"] is None
     assert meta["run_config"]["tag"] == "d2" and meta["tokens_trained"] == 30 * 128
 
 
@@ -161,7 +161,7 @@ def test_nan_step_is_skipped_and_never_saved(train_base, tmp_path):
     for step in list_steps(ckpt):
         state = torch.load(model_file(ckpt, step))
         assert all(torch.isfinite(t).all() for t in state.values())
-        assert torch.load(optim_file(ckpt, step, 0), weights_only=False)["format"] == "rlab.optim/1"
+        assert torch.load(optim_file(ckpt, step, 0), weights_only=False)["format"] == "rlab.optim/2"
 
 
 def test_consecutive_skips_stop_in_process(train_base, tmp_path):
