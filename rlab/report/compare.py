@@ -30,7 +30,7 @@ from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, group_arms
 from rlab.report.collect import NOT_COMPARABLE, Pairing, ReportData, assemble
-from rlab.report.headline import multiplicity_note
+from rlab.report.headline import family_tag, multiplicity_note
 from rlab.report.inference import Verdict
 from rlab.report.sources import ExperimentSources, read_experiment, spec_variant_names
 from rlab.report.tables import Table, mde_text, verdict_text
@@ -289,7 +289,8 @@ def sentence(data: ReportData, row: pd.Series) -> str:
     seeds = data.arm(arm).n_seeds
     return (
         f"**{arm}** vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; "
-        f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''})."
+        f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
+        f"{family_tag(data, row)})."
     )
 
 

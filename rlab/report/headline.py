@@ -77,11 +77,11 @@ def sentence(data: ReportData, arm: str) -> str:
         call = f"**{word}** than {b}"
     return (
         f"**{arm}** vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; "
-        f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text}; {_family_tag(data, comp)})."
+        f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})."
     )
 
 
-def _family_tag(data: ReportData, comp) -> str:
+def family_tag(data: ReportData, comp) -> str:
     """Which family a headline verdict belongs to, with its size."""
     fam = est.families(data.comparisons).get(str(comp["family"]))
     return f"{fam.describe()}" if fam is not None else "in no family"
