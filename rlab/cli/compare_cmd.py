@@ -68,9 +68,16 @@ def compare(
         "./results); spec files use their own.",
         file_okay=False,
     ),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed.", rich_help_panel="Statistics"),
-    n_boot: int = typer.Option(
-        4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.", rich_help_panel="Statistics"
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of the sign-flip tests' draws.", rich_help_panel="Statistics"
+    ),
+    draws: int = typer.Option(
+        20000,
+        "--draws",
+        "--bootstrap",
+        min=100,
+        help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
+        rich_help_panel="Statistics",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
     as_json: bool = typer.Option(
@@ -85,9 +92,9 @@ def compare(
 
     layouts = [_layout(t, results_dir) for t in experiments]
     wanted = [a.strip() for a in arms.split(",") if a.strip()] if arms else None
-    comp = collect_comparison(layouts, baseline=baseline, arms=wanted, seed=seed, n_boot=n_boot)
+    comp = collect_comparison(layouts, baseline=baseline, arms=wanted, seed=seed, draws=draws)
     target = ComparisonLayout(layouts[0].results_root, tuple(comp.experiments))
-    report = write_comparison(target, comp, fmt=fmt.value, seed=seed, n_boot=n_boot)
+    report = write_comparison(target, comp, fmt=fmt.value, seed=seed, draws=draws)
     if as_json:
         typer.echo(_json(report))
         return

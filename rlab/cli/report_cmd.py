@@ -157,11 +157,16 @@ def build_report(
     seed: int = typer.Option(
         0,
         "--seed",
-        help="Bootstrap seed (the report is deterministic for a given seed).",
+        help="Seed of the sign-flip tests' draws (the report is deterministic for a given seed).",
         rich_help_panel="Statistics",
     ),
-    n_boot: int = typer.Option(
-        4000, "--bootstrap", min=100, help="Bootstrap resamples per interval.", rich_help_panel="Statistics"
+    draws: int = typer.Option(
+        20000,
+        "--draws",
+        "--bootstrap",
+        min=100,
+        help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
+        rich_help_panel="Statistics",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
     allow_mismatch: bool = typer.Option(
@@ -188,7 +193,7 @@ def build_report(
             + (f" --results-dir {results_dir}" if results_dir else ""),
         )
     report = write_report(
-        layout, baseline=baseline, fmt=fmt.value, seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch
+        layout, baseline=baseline, fmt=fmt.value, seed=seed, draws=draws, allow_mismatch=allow_mismatch
     )
     if (quiet or as_json) and report.data.mismatches:  # otherwise the opening lines below say it
         from rlab.cli.console import err

@@ -20,6 +20,7 @@ from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
 from rlab.report import copy_distance, headline
+from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 from rlab.report.collect import ReportData, collect
 from rlab.report.plots import PLOT_FILES, write_plots
@@ -63,18 +64,19 @@ def answer_lines(data: ReportData, copy: copy_distance.CopySection | None = None
     )
 
 
-def _method(data: ReportData, seed: int, n_boot: int) -> str:
+def _method(data: ReportData, seed: int, draws: int) -> str:
     bpb = (
-        "BPB by documents (blocks of one document resampled together)"
+        "BPB by documents (blocks of one document summed into one unit)"
         if data.clustered
-        else "BPB by eval units (each resampled as if independent: they do not name their documents)"
+        else "BPB by eval units (each taken as independent: they do not name their documents)"
     )
     return (
-        f"`x ± h`: estimate and half-width of its 95% interval. Bootstrap with {n_boot} resamples (seed {seed}) "
-        f"over independent units: {bpb}, CORE by "
-        f"examples stratified by task, passkey by keys (Wilson/Newcombe). With several training seeds, "
-        f"estimates are seed means and intervals come from a two-level bootstrap (seeds, then units). "
-        + headline.multiplicity_note(data)
+        f"`x ± h`: estimate and half-width of its studentized (t) 95% interval over independent units: {bpb}, "
+        f"CORE by examples stratified by task, passkey by keys (Wilson intervals per cell). Each comparison is "
+        f"paired on the units both arms scored; its p-value comes from a sign-flip permutation test (exact up to "
+        f"{inf.EXACT_SIGN_FLIP_MAX} units, else {draws} Monte Carlo draws, seed {seed}), or, with several "
+        f"training seeds per arm, from the t test whose seed term has S - 1 degrees of freedom (the seed is the "
+        f"replicate of training noise). " + headline.multiplicity_note(data)
     )
 
 
@@ -94,7 +96,7 @@ def render_markdown(
     tables: list[Table],
     plots: dict[str, Path | None],
     seed: int,
-    n_boot: int,
+    draws: int,
     copy: copy_distance.CopySection | None = None,
 ) -> str:
     lines = [f"# Experiment `{data.experiment}`: RoPE variants vs `{data.baseline}`", ""]
@@ -102,7 +104,7 @@ def render_markdown(
     lines += [f"- {s}" for s in answer_lines(data, copy)] + [""]
     if plots.get("bpb_length"):
         lines += [f"![{_PLOT_CAPTIONS['bpb_length']}](plots/{PLOT_FILES['bpb_length']})", ""]
-    lines += [_method(data, seed, n_boot), ""]
+    lines += [_method(data, seed, draws), ""]
     if copy is not None:
         lines += copy_distance.markdown(copy)
     for table in tables:
@@ -199,7 +201,7 @@ def render_html(
     tables: list[Table],
     plots: dict[str, Path | None],
     seed: int,
-    n_boot: int,
+    draws: int,
     copy: copy_distance.CopySection | None = None,
 ) -> str:
     title = f"Experiment {data.experiment}: RoPE variants vs {data.baseline}"
@@ -217,7 +219,7 @@ def render_html(
     ]
     if (bpb_length_plot := plots.get("bpb_length")) is not None:
         parts.append(_img(bpb_length_plot, _PLOT_CAPTIONS["bpb_length"]))
-    parts.append(f"<p>{_inline(_method(data, seed, n_boot))}</p>")
+    parts.append(f"<p>{_inline(_method(data, seed, draws))}</p>")
     if copy is not None:
         parts += _copy_html(copy)
     for table in tables:
@@ -246,7 +248,7 @@ def write_report(
     baseline: str | None = None,
     fmt: str = "md",
     seed: int = 0,
-    n_boot: int = unc.DEFAULT_BOOT,
+    draws: int = unc.DEFAULT_DRAWS,
     allow_mismatch: bool = False,
 ) -> ReportOutput:
     """Build the report of one experiment into its results folder.
@@ -261,7 +263,7 @@ def write_report(
             f"No results for experiment '{layout.experiment}' under {layout.results_root}.",
             "Run `rlab continue` / `rlab eval` first, or pass --results-dir / --experiment.",
         )
-    data = collect(layout, baseline, seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch)
+    data = collect(layout, baseline, seed=seed, draws=draws, allow_mismatch=allow_mismatch)
     if data.meta.empty:
         raise RlabError(
             f"Experiment '{layout.experiment}' has no runs or evals yet ({layout.root}).",
@@ -284,10 +286,10 @@ def write_report(
         if copy is not None and copy.plot is not None:
             written.append(copy.plot)
         with lock_for(layout.comparison_md):
-            write_text_atomic(layout.comparison_md, render_markdown(data, tables, plots, seed, n_boot, copy))
+            write_text_atomic(layout.comparison_md, render_markdown(data, tables, plots, seed, draws, copy))
             written.append(layout.comparison_md)
             if fmt == "html":
                 html_path = layout.comparison_md.with_suffix(".html")
-                write_text_atomic(html_path, render_html(data, tables, plots, seed, n_boot, copy))
+                write_text_atomic(html_path, render_html(data, tables, plots, seed, draws, copy))
                 written.append(html_path)
     return ReportOutput(data=data, tables=main_tables(data), answer=answer_lines(data, copy), written=written)

@@ -26,14 +26,15 @@ from rlab.report import estimates as est
 from rlab.report import frames as fr
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, reference_arm, seed_of
+from rlab.report.inference import Verdict
 from rlab.report.sources import ExperimentSources, TagSources, read_experiment
 
 log = logging.getLogger(__name__)
 
 SCALAR_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n_units", "n_seeds", "interval"]
-NOT_COMPARABLE = "not comparable"
+NOT_COMPARABLE = Verdict.NOT_COMPARABLE
 """The verdict where the compared tags were not evaluated or trained alike (`rlab.report.comparability`)."""
-ESTIMATE_COLUMNS = ("diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high", "p_value")
+ESTIMATE_COLUMNS = ("diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_high", "se", "p_value")
 """A comparison's estimate, cleared where its verdict is `NOT_COMPARABLE`."""
 
 
@@ -75,7 +76,9 @@ class ReportData:
     """The same per tag (one seed each): tag, metric, value, ci_low, ci_high, n_units, n_seeds, interval."""
     comparisons: pd.DataFrame
     """arm, reference (the arm it is compared with), variant, kind, metric, diff(_low/_high), rel_pct(_low/_high),
-    p_value, n_units, n_seeds, interval, family (primary/secondary), p_holm, verdict."""
+    ref_value, se, df, p_value (None where untestable), method, n_units, n_seeds, interval, family (primary /
+    secondary; "" for comparisons in no family), family_size, p_holm, verdict (`inference.Verdict`), mde (80% power
+    at alpha / family size), mde_rel_pct."""
     bpb_length: pd.DataFrame
     passkey: pd.DataFrame
     core_tasks: pd.DataFrame
@@ -95,6 +98,8 @@ class ReportData:
     """Verdicts were given across mismatches anyway (`--allow-mismatch`)."""
     best: dict[str, str] = field(default_factory=dict)
     """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
+    copy_cells: pd.DataFrame | None = None
+    """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.cells`)."""
 
     def arm(self, key: str) -> Arm:
         return next(a for a in self.arms if a.key == key)
@@ -131,6 +136,7 @@ def _tag_data(
         data.points["core"] = fr.num(core.get("core"))
         data.core_examples = src.csvs.get("core_examples")
     data.passkey = passkey if len(passkey) else None
+    data.passkey_trials = src.csvs.get("passkey_trials")
     est.add_primary_units(data, primary)
     return data
 
@@ -174,13 +180,11 @@ def _scalars(
     data: dict[str, est.TagData],
     metrics: list[str],
     baselines: dict[str, float],
-    seed: int,
-    n_boot: int,
     id_col: str,
 ) -> pd.DataFrame:
     rows = []
     for key, tags in groups.items():
-        for r in est.group_scalars([data[t] for t in tags], metrics, baselines, key, seed, n_boot):
+        for r in est.group_scalars([data[t] for t in tags], metrics, baselines):
             rows.append({id_col: key, **r})
     return pd.DataFrame.from_records(rows, columns=[id_col, *SCALAR_COLUMNS])
 
@@ -276,7 +280,8 @@ def block_verdicts(
     frame = comparisons.copy()
     estimate = [c for c in ESTIMATE_COLUMNS if c in frame.columns]
     for i, r in zip(frame.index, frame.itertuples(index=False), strict=True):
-        if (r.verdict or (r.arm, r.metric) in unpaired) and cmp.blocks(found.get(r.arm, []), r.metric):
+        measured = not math.isnan(r.diff)
+        if (measured or (r.arm, r.metric) in unpaired) and cmp.blocks(found.get(r.arm, []), r.metric):
             frame.at[i, "verdict"] = NOT_COMPARABLE
             frame.loc[i, estimate] = math.nan
     return frame
@@ -287,7 +292,7 @@ def collect(
     baseline: str | None = None,
     *,
     seed: int = 0,
-    n_boot: int = unc.DEFAULT_BOOT,
+    draws: int = unc.DEFAULT_DRAWS,
     allow_mismatch: bool = False,
 ) -> ReportData:
     """Read an experiment's outputs and assemble every frame of the report."""
@@ -300,7 +305,7 @@ def collect(
     base = baseline_arm(arms, baseline)
     refs = {a.key: r for a in arms if base is not None and (r := reference_arm(a, arms, base)).key != a.key}
     return assemble(
-        sources, arms, Pairing(baseline, base, refs), seed=seed, n_boot=n_boot, allow_mismatch=allow_mismatch
+        sources, arms, Pairing(baseline, base, refs), seed=seed, draws=draws, allow_mismatch=allow_mismatch
     )
 
 
@@ -330,7 +335,7 @@ def assemble(
     pairing: Pairing,
     *,
     seed: int = 0,
-    n_boot: int = unc.DEFAULT_BOOT,
+    draws: int = unc.DEFAULT_DRAWS,
     allow_mismatch: bool = False,
 ) -> ReportData:
     """Every frame of the report from tags already read and grouped into arms."""
@@ -396,14 +401,14 @@ def assemble(
         len(passkey) > 0,
         primary,
     )
-    scalars = _scalars({a.key: a.tags for a in arms}, data, metrics, baselines, seed, n_boot, "arm")
+    scalars = _scalars({a.key: a.tags for a in arms}, data, metrics, baselines, "arm")
     single = {a.key: a.tags[0] for a in arms if a.n_seeds == 1}
     reused = (
         scalars[scalars["arm"].isin(single)].assign(tag=lambda f: f["arm"].map(single)).drop(columns="arm")
     )
     others = {t: [t] for a in arms if a.n_seeds > 1 for t in a.tags}
     tag_scalars = pd.concat(
-        [reused[["tag", *SCALAR_COLUMNS]], _scalars(others, data, metrics, baselines, seed, n_boot, "tag")],
+        [reused[["tag", *SCALAR_COLUMNS]], _scalars(others, data, metrics, baselines, "tag")],
         ignore_index=True,
     )
     kinds = {a.key: (a.variant, a.kind) for a in arms}
@@ -414,10 +419,11 @@ def assemble(
         notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
     found = arm_mismatches(arms, refs, tags, pairing.separate) if refs else {}
     unpaired = {(a, m) for a in pairing.separate for m in metrics if cmp.blocks(found.get(a, []), m)}
-    comparisons = est.compare_arms(arms, refs, data, scalars, baselines, seed, n_boot, skip=unpaired)
+    comparisons = est.compare_arms(arms, refs, data, scalars, baselines, seed, draws, skip=unpaired)
     # --allow-mismatch never lifts the block across experiments: there the units are not the same text
     blocking = {a: found[a] for a in pairing.separate if a in found} if allow_mismatch else found
-    comparisons = block_verdicts(comparisons, blocking, unpaired)
+    # not comparable first, so that those comparisons never enter a Holm family
+    comparisons = est.adjust(block_verdicts(comparisons, blocking, unpaired))
 
     best = {
         m: k
@@ -427,7 +433,7 @@ def assemble(
         and (
             allow_mismatch or not any(cmp.blocks(ms, m) for ms in found.values())
         )  # no "best" across a mismatch
-        and (k := est.best_arm(arms, data, scalars, m, baselines, seed, n_boot)) is not None
+        and (k := est.best_arm(arms, data, scalars, m, baselines, seed, draws)) is not None
     }
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
     if any(d.units for d in data.values()) and not clustered:
@@ -464,8 +470,10 @@ def assemble(
         mismatches=[m for ms in found.values() for m in ms],
         allow_mismatch=allow_mismatch,
     )
+    from rlab.report import copy_distance
     from rlab.report.wide import ID, wide_frame
 
+    out.copy_cells = copy_distance.cells(out, seed, draws)
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
     log.info(
         "collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)",

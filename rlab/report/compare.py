@@ -26,11 +26,14 @@ import pandas as pd
 from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ComparisonLayout, ExperimentLayout
 from rlab.report import comparability as cmp
+from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, group_arms
 from rlab.report.collect import NOT_COMPARABLE, Pairing, ReportData, assemble
+from rlab.report.headline import family_tag, multiplicity_note
+from rlab.report.inference import Verdict
 from rlab.report.sources import ExperimentSources, read_experiment, spec_variant_names
-from rlab.report.tables import Table
+from rlab.report.tables import Table, mde_text, verdict_text
 
 METRIC_NAMES = {
     "primary_bpb": "primary BPB",
@@ -189,7 +192,7 @@ def collect_comparison(
     baseline: str | None = None,
     arms: list[str] | None = None,
     seed: int = 0,
-    n_boot: int = unc.DEFAULT_BOOT,
+    draws: int = unc.DEFAULT_DRAWS,
 ) -> Comparison:
     """Read the experiments, pair their arms, and compute every estimate and verdict."""
     sources = combined_sources(layouts)
@@ -218,7 +221,7 @@ def collect_comparison(
     pairing = Pairing(
         label, base, refs, separate, primary_from=(base.group if base else order[0]), rank_arms=False
     )
-    data = assemble(sources, chosen, pairing, seed=seed, n_boot=n_boot)
+    data = assemble(sources, chosen, pairing, seed=seed, draws=draws)
     _refuse_if_nothing_comparable(data, separate)
     return Comparison(
         order,
@@ -273,19 +276,21 @@ def sentence(data: ReportData, row: pd.Series) -> str:
     absolute = f"{row['diff']:+.4f} BPB" + (
         f" [{row['diff_low']:+.4f}, {row['diff_high']:+.4f}]" if not math.isnan(row["diff_low"]) else ""
     )
-    word = row["verdict"]
+    word = Verdict(row["verdict"])
+    n = "?" if pd.isna(row["n_units"]) else int(row["n_units"])
+    mde = mde_text(row)
     call = (
-        f"**no verdict: {word}**"
-        if word.startswith("too few units")
-        else "**within noise** (not significant)"
-        if word == "≈ within noise"
+        f"**no verdict: {word.label(None if n == '?' else n)}**"
+        if word in (Verdict.TOO_FEW_UNITS, Verdict.UNTESTABLE)
+        else "**within noise** (not significant" + (f"; {mde} at 80% power" if mde else "") + ")"
+        if word is Verdict.WITHIN_NOISE
         else f"**{word}** than {ref}"
     )
-    n = "?" if pd.isna(row["n_units"]) else int(row["n_units"])
     seeds = data.arm(arm).n_seeds
     return (
         f"**{arm}** vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; "
-        f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''})."
+        f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
+        f"{family_tag(data, row)})."
     )
 
 
@@ -314,7 +319,7 @@ def answer_lines(comp: Comparison) -> list[str]:
 
 def _cell(metric: str, r: pd.Series) -> str:
     if r["verdict"] == NOT_COMPARABLE:
-        return NOT_COMPARABLE
+        return str(NOT_COMPARABLE)
     if math.isnan(r["diff"]):
         return ""
     if metric == "core" or metric.startswith("passkey"):
@@ -325,7 +330,7 @@ def _cell(metric: str, r: pd.Series) -> str:
         text = f"{r['rel_pct']:+.2f}% [{r['rel_low']:+.2f}, {r['rel_high']:+.2f}]"
     else:
         text = f"{r['diff']:+.4f}"
-    word = {"better": "better", "worse": "worse", "≈ within noise": "≈"}.get(r["verdict"], r["verdict"])
+    word = verdict_text(r, short=True)
     return text + (f" ({word})" if word else "")
 
 
@@ -352,8 +357,9 @@ def differences_table(comp: Comparison) -> Table:
         frame,
         caption=(
             "BPB: relative change in % (neg=better); CORE and passkey: absolute difference (pos=better). 95% intervals "
-            "paired on the same documents / examples; verdicts Holm-adjusted (primary endpoint: one family; the rest: "
-            "another). 'not comparable': the two were evaluated differently, so no paired estimate exists."
+            "paired on the same documents / examples; verdicts Holm-adjusted within their family (primary endpoint: "
+            "one family; the rest: another; MDE at 80% power beside every ≈). 'not comparable': the two were "
+            "evaluated differently, so no paired estimate exists."
         ),
         about="Each column compares two arms on the units both scored. "
         + (
@@ -422,12 +428,14 @@ def tables(comp: Comparison) -> list[Table]:
     ]
 
 
-def method(comp: Comparison, seed: int, n_boot: int) -> str:
+def method(comp: Comparison, seed: int, draws: int) -> str:
     return (
-        f"Bootstrap with {n_boot} resamples (seed {seed}) over independent units: BPB by documents, CORE by "
-        f"examples stratified by task, passkey by keys (Newcombe). Primary endpoint: "
+        f"Paired comparisons over independent units (BPB by documents, CORE by examples stratified by task, "
+        f"passkey by keys): studentized (t) 95% intervals; p-values from sign-flip permutation tests (exact up to "
+        f"{inf.EXACT_SIGN_FLIP_MAX} units, else {draws} draws, seed {seed}), or from the t test over training seeds "
+        f"(S - 1 degrees of freedom) when arms have several. Primary endpoint: "
         f"{comp.data.primary.description} (the training length of `{comp.primary_from}`). "
-        f"Fewer than {unc.MIN_UNITS} independent units give no verdict."
+        + multiplicity_note(comp.data)
     )
 
 
@@ -469,7 +477,7 @@ def plot_differences(comp: Comparison, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def render_markdown(comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, n_boot: int) -> str:
+def render_markdown(comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int) -> str:
     from rlab.report.tables import to_markdown
 
     data = comp.data
@@ -487,7 +495,7 @@ def render_markdown(comp: Comparison, tabs: list[Table], plot: Path | None, seed
     lines += [f"- {s}" for s in answer_lines(comp)] + [""]
     if plot is not None:
         lines += [f"![Paired BPB difference by context length](plots/{plot.name})", ""]
-    lines += [method(comp, seed, n_boot), ""]
+    lines += [method(comp, seed, draws), ""]
     for t in tabs:
         lines += [f"## {t.title}", ""] + ([t.about, ""] if t.about else []) + [to_markdown(t).rstrip("\n")]
         lines += (["", f"_{t.caption}_"] if t.caption else []) + [""]
@@ -496,7 +504,7 @@ def render_markdown(comp: Comparison, tabs: list[Table], plot: Path | None, seed
     return "\n".join(lines)
 
 
-def render_html(comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, n_boot: int) -> str:
+def render_html(comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int) -> str:
     import html as h
 
     from rlab.report.build import _CSS, _img, _inline
@@ -512,7 +520,7 @@ def render_html(comp: Comparison, tabs: list[Table], plot: Path | None, seed: in
     ]
     if plot is not None:
         parts.append(_img(plot, "Paired BPB difference by context length"))
-    parts.append(f"<p>{_inline(method(comp, seed, n_boot))}</p>")
+    parts.append(f"<p>{_inline(method(comp, seed, draws))}</p>")
     for t in tabs:
         parts += [
             f"<h2>{h.escape(t.title)}</h2>",
@@ -544,7 +552,7 @@ def write_comparison(
     *,
     fmt: str = "md",
     seed: int = 0,
-    n_boot: int = unc.DEFAULT_BOOT,
+    draws: int = unc.DEFAULT_DRAWS,
 ) -> ComparisonOutput:
     """comparison.md (and .html with fmt 'html') and the difference plot into the comparison's own folder."""
     from rlab.atomic_io import write_text_atomic
@@ -557,9 +565,9 @@ def write_comparison(
         plot_path.unlink(missing_ok=True)
     written = [plot] if plot is not None else []
     with lock_for(layout.comparison_md):
-        write_text_atomic(layout.comparison_md, render_markdown(comp, tabs, plot, seed, n_boot))
+        write_text_atomic(layout.comparison_md, render_markdown(comp, tabs, plot, seed, draws))
         written.append(layout.comparison_md)
         if fmt == "html":
-            write_text_atomic(layout.comparison_html, render_html(comp, tabs, plot, seed, n_boot))
+            write_text_atomic(layout.comparison_html, render_html(comp, tabs, plot, seed, draws))
             written.append(layout.comparison_html)
     return ComparisonOutput(comp, tabs, answer_lines(comp), written)

@@ -3,12 +3,13 @@
 Reads every tag's ``copy_distance.csv`` (rlab.evals.copy_distance: one row per record and window)
 and gives, per arm and distance, the loss on the repeated passage (`copy`), on the same passage in
 the control window whose earlier passage is another one (`control`) and the gain between them, with
-95% intervals from a bootstrap over records (the same records for every tag, so differences of gain
-between arms are paired). Seeds of one arm are averaged per
-record. A cell's gain interval is its own 95% interval; the paired differences that carry a verdict
-(better / worse / within noise) get Bonferroni-adjusted intervals over all of the section's paired
-comparisons, so its verdicts, which the report's opening repeats, hold at a familywise 5%. (The
-primary endpoint is BPB; this section is what makes long-range use visible on a tiny model.)
+studentized 95% intervals over records (the same records for every tag, so differences of gain between arms are
+paired by record; several seeds of an arm are the replicates of training noise, `rlab.report.inference`). The
+paired differences with the baseline variant in the same condition are the **copy family**: Holm over its
+testable comparisons (at least `MIN_UNITS` records, some variation), familywise 5%, each p from a sign-flip test
+over records (one seed) or the t test over seeds; "within noise" carries its MDE at 80% power. The report's
+opening repeats them, and results.csv carries them (`wide_columns`). (The primary endpoint is BPB; this section
+is what makes long-range use visible on a tiny model.)
 """
 
 from __future__ import annotations
@@ -18,22 +19,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-import numpy as np
 import pandas as pd
 
-from rlab.evals.copy_distance import GAIN_RESAMPLES, USEFUL_GAIN, mean_interval  # torch-free at import
+from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
+from rlab.report import inference as inf
+from rlab.report.inference import Verdict
 
 COPY_PLOT = "copy_distance.png"
-FAMILY_ALPHA = 0.05
-"""Familywise error of the section's verdicts (Bonferroni over its paired comparisons)."""
-TAIL_DRAWS = 20
-"""Bootstrap means expected beyond each end of an adjusted interval (sets the resample count)."""
+FAMILY = "copy"
+"""The name of the section's family of verdicts."""
 
 
 @dataclass
 class CopySection:
     cells: pd.DataFrame
-    """arm, kind, variant, window, distance, copy, control, gain(_low/_high), acc, diff(_low/_high), n."""
+    """arm, kind, variant, window, distance, copy, control, gain(_low/_high), acc, n, n_seeds, ref, diff(_low/_high),
+    p_value, p_holm, verdict, mde, diff_n (records both sides had)."""
     sentences: list[str]
     table_md: str
     plot: Path | None = None
@@ -44,21 +45,27 @@ class CopySection:
 
 
 def _records(data) -> pd.DataFrame:
+    """One row per arm, seed (tag), window and record: control, copy, accuracy and gain."""
     frames = []
     for src in data.sources.tags if data.sources else []:
         df = src.csvs.get("copy_distance")
         if df is None or df.empty or src.tag not in set(data.meta["tag"]):
             continue
         arm = data.arm_of(src.tag)
-        frames.append(df.assign(tag=src.tag, arm=arm.key, kind=arm.kind, variant=arm.variant))
+        frames.append(
+            df.assign(
+                tag=src.tag, seed=arm.tags.index(src.tag), arm=arm.key, kind=arm.kind, variant=arm.variant
+            )
+        )
     if not frames:
         return pd.DataFrame()
-    df = pd.concat(frames, ignore_index=True)
-    # seeds of one arm: mean per record; gain = what seeing the passage earlier saves
-    recs = df.groupby(["arm", "kind", "variant", "window", "distance", "record"], as_index=False)[
-        ["control_nats", "copy_nats", "copy_acc"]
-    ].mean()
-    return recs.assign(gain=recs["control_nats"] - recs["copy_nats"])
+    recs = pd.concat(frames, ignore_index=True)
+    return recs.assign(gain=recs["control_nats"] - recs["copy_nats"])  # what seeing the passage earlier saves
+
+
+def _by_seed(g: pd.DataFrame, column: str = "gain") -> pd.DataFrame:
+    """records x seeds of one arm and window (records every seed has)."""
+    return g.pivot_table(index="record", columns="seed", values=column, aggfunc="mean").dropna()
 
 
 def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> str | None:
@@ -69,27 +76,21 @@ def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> st
     return ref if ref in arms else None
 
 
-def cells(data, seed: int = 0) -> pd.DataFrame:
+def cells(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> pd.DataFrame:
+    """Per arm and window: levels with their intervals, and the paired difference of gain with the reference arm,
+    its test and (after Holm over the copy family) its verdict and MDE."""
     recs = _records(data)
     if recs.empty:
         return recs
-    rng = np.random.default_rng(seed)
     arms = set(recs["arm"])
+    rows, tests = [], []
     groups = cast(
         list[tuple[tuple[str, str, str, int, int], pd.DataFrame]],
         list(recs.groupby(["arm", "kind", "variant", "window", "distance"], sort=False)),
     )
-    m = sum(
-        _reference_arm(arms, kind, variant, data.baseline) is not None
-        for (_, kind, variant, _, _), _ in groups
-    )
-    alpha = FAMILY_ALPHA / max(1, m)
-    resamples = max(GAIN_RESAMPLES, math.ceil(TAIL_DRAWS / (alpha / 2)))
-    rows = []
     for (arm, kind, variant, window, distance), g in groups:
-        g = g.sort_values("record")
-        gain = g["gain"].to_numpy()
-        lo, hi = mean_interval(gain, rng)
+        gains = _by_seed(g)
+        level = inf.level(gains.to_numpy().T)
         row = {
             "arm": arm,
             "kind": kind,
@@ -98,43 +99,58 @@ def cells(data, seed: int = 0) -> pd.DataFrame:
             "distance": int(distance),
             "copy": g["copy_nats"].mean(),
             "control": g["control_nats"].mean(),
-            "gain": gain.mean(),
-            "gain_low": lo,
-            "gain_high": hi,
+            "gain": level.estimate if level else math.nan,
+            "gain_low": level.low if level else math.nan,
+            "gain_high": level.high if level else math.nan,
             "acc": g["copy_acc"].mean(),
-            "n": len(g),
-            "diff": np.nan,
-            "diff_low": np.nan,
-            "diff_high": np.nan,
+            "n": len(gains),
+            "n_seeds": gains.shape[1],
             "ref": None,
         }
         ref = _reference_arm(arms, kind, variant, data.baseline)
+        test = None
         if ref is not None:
-            ref_gain = recs[(recs["arm"] == ref) & (recs["window"] == window)].set_index("record")["gain"]
-            paired = g.set_index("record")["gain"].align(ref_gain, join="inner")
-            d = (paired[0] - paired[1]).to_numpy()  # gain of the arm minus the reference's: + = uses it more
-            if len(d):
-                row["diff"], row["ref"] = d.mean(), ref
-                row["diff_low"], row["diff_high"] = mean_interval(d, rng, resamples, alpha)
+            ref_gains = _by_seed(recs[(recs["arm"] == ref) & (recs["window"] == window)])
+            mine, theirs = gains.align(ref_gains, join="inner", axis=0)
+            if len(mine):
+                row["ref"] = ref
+                test = inf.compare(
+                    mine.to_numpy().T,
+                    theirs.to_numpy().T,
+                    rng=inf.rng_for(seed, f"copy/{arm}-vs-{ref}/{window}"),
+                    draws=draws,
+                )
         rows.append(row)
+        tests.append(test)
+    family, adjusted, verdicts = inf.decide_family(FAMILY, tests, [False] * len(tests))
+    for row, test, p, v in zip(rows, tests, adjusted, verdicts, strict=True):
+        row.update(
+            diff=test.estimate if test else math.nan,
+            diff_low=test.low if test else math.nan,
+            diff_high=test.high if test else math.nan,
+            diff_n=test.n_units if test else pd.NA,
+            p_value=math.nan if test is None or test.p_value is None else test.p_value,
+            p_holm=math.nan if p is None else p,
+            verdict=v,
+            mde=test.mde(family.mde_alpha) if test is not None and p is not None else math.nan,
+        )
     out = pd.DataFrame(rows)
-    out.attrs["comparisons"] = m
+    out.attrs["family"] = family
     return out
 
 
-def comparisons(c: pd.DataFrame) -> int:
-    """How many paired comparisons the section's Bonferroni adjustment is over (set by `cells`)."""
-    return int(c.attrs.get("comparisons", 0))
+def family(c: pd.DataFrame) -> inf.Family:
+    """The copy family (its size counts testable comparisons only; set by `cells`)."""
+    return c.attrs.get("family", inf.Family(FAMILY, 0))
 
 
 def _verdict(row) -> str:
-    if pd.isna(row["diff"]):
-        return ""
-    if row["diff_low"] > 0:
-        return "better"
-    if row["diff_high"] < 0:
-        return "worse"
-    return "within noise"
+    """The verdict word as the section prints it ('' where there is no comparison)."""
+    v = Verdict(row["verdict"]) if "verdict" in row and isinstance(row["verdict"], str) else Verdict.NONE
+    if v is Verdict.WITHIN_NOISE:
+        return "within noise" + (f" (MDE {row['mde']:.2f})" if not pd.isna(row["mde"]) else "")
+    n = None if pd.isna(row.get("diff_n", pd.NA)) else int(row["diff_n"])
+    return v.label(n)
 
 
 def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> list[str]:
@@ -206,9 +222,7 @@ def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -
         ]
         out.append(
             f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
-            f"gain in nats/token vs {at['ref'].iloc[0]}: "
-            + "; ".join(parts)
-            + f" (Bonferroni over the copy section's {comparisons(c)} comparisons)."
+            f"gain in nats/token vs {at['ref'].iloc[0]}: " + "; ".join(parts) + f" ({family(c).describe()})."
         )
     return out
 
@@ -308,9 +322,35 @@ def plot(c: pd.DataFrame, path: Path, base_len: int | None, train_len: int | Non
     return path
 
 
+def tag_levels(data) -> pd.DataFrame:
+    """Per tag and window (each seed on its own): gain with its studentized interval and record count."""
+    recs = _records(data)
+    rows = []
+    for (tag, window, distance), g in recs.groupby(["tag", "window", "distance"]) if len(recs) else []:
+        level = inf.level(g.groupby("record")["gain"].mean().to_numpy())
+        if level is not None:
+            rows.append(
+                {
+                    "tag": tag,
+                    "window": int(window),
+                    "distance": int(distance),
+                    "gain": level.estimate,
+                    "gain_low": level.low,
+                    "gain_high": level.high,
+                    "n": level.n_units,
+                }
+            )
+    return pd.DataFrame(rows, columns=["tag", "window", "distance", "gain", "gain_low", "gain_high", "n"])
+
+
+def metric_name(distance: int) -> str:
+    """The results.csv name of the copy gain at one distance (``copy_gain_d472``)."""
+    return f"copy_gain_d{distance}"
+
+
 def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
-    """The section, or None when no tag has copy-distance results."""
-    c = cells(data, seed)
+    """The section, or None when no tag has copy-distance results (cells from `ReportData.copy_cells`)."""
+    c = data.copy_cells if getattr(data, "copy_cells", None) is not None else cells(data, seed)
     if c.empty:
         return None
     lengths = (
@@ -340,11 +380,13 @@ def markdown(section: CopySection) -> list[str]:
         "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
         "occurrence, at the end of a window of W tokens; its control is the same window with another passage "
         "in place of the first occurrence (rlab.evals.copy_distance). Cells: mean loss on the repeat "
-        "(nats/token), the gain over the control (what seeing the passage earlier saves) with its 95% interval "
-        "(bootstrap over records), and the greedy copy accuracy. Comparisons are paired differences of gain "
+        "(nats/token), the gain over the control (what seeing the passage earlier saves) with its studentized 95% "
+        "interval over records, and the greedy copy accuracy. Comparisons are paired differences of gain "
         "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
-        "condition, with Bonferroni-adjusted intervals over the section's "
-        f"{comparisons(section.cells)} paired comparisons (familywise 5%).",
+        "condition, with unadjusted 95% intervals; their verdicts form the "
+        f"{family(section.cells).describe()} (p from sign-flip tests over records, or the t test over seeds; "
+        f'fewer than {inf.MIN_UNITS} records or no variation: no test, in no family). "Within noise" gives '
+        "its MDE in nats/token, the smallest difference its test would find with 80% power at alpha / m.",
         "",
     ]
     lines += [f"- {s}" for s in section.sentences] + [""]

@@ -3,8 +3,10 @@
 `TagData` is what one tag's eval wrote, reduced to what the statistics need: BPB units with the
 document (cluster) each belongs to, CORE outcomes per example, passkey cells. `estimate_groups` turns
 groups of tags (an arm's seeds, or a single tag) into scalar rows; `compare_arms` pairs every arm with
-the baseline arm on shared units and attaches bootstrap p-values, the multiplicity family (the one
-primary endpoint, or secondary) and Holm-adjusted verdicts. The statistics are in `uncertainty`.
+its reference arm on shared units (studentized interval, sign-flip or seed t test, units, seeds) and names the
+family each comparison would belong to; `adjust` then Holm-adjusts each family over its testable comparisons
+only (after `rlab.report.collect.block_verdicts` took the not-comparable ones out), sets the typed verdicts and
+the MDE at 80% power. The statistics are in `inference`, the units of each eval in `uncertainty`.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm
+from rlab.report.inference import Verdict
 
 PRIMARY = "primary_bpb"
 """The metric name of the primary endpoint (see `primary_lengths`)."""
-ALPHA = 1.0 - unc.DEFAULT_LEVEL
+ALPHA = inf.ALPHA
+FAMILIES = ("primary", "secondary")
+"""The report's two families of table verdicts (the copy section declares a third, `copy`)."""
 LOWER_IS_BETTER = {"train_bpb": True, "val_bpb": True, PRIMARY: True, "core": False, "passkey_overall": False}
 
 
@@ -54,6 +60,8 @@ class TagData:
     core_examples: pd.DataFrame | None = None
     passkey: pd.DataFrame | None = None
     """length, depth, accuracy, n (keys per cell)."""
+    passkey_trials: pd.DataFrame | None = None
+    """length, depth, trial, key, correct: one row per key (the unit of a paired passkey test)."""
 
 
 def units_by_metric(frame: pd.DataFrame | None) -> tuple[dict[str, pd.DataFrame], bool]:
@@ -141,7 +149,7 @@ def _passkey_cells(datas: list[TagData]) -> pd.DataFrame | None:
     return cells[cells["seeds"] == len(frames)].drop(columns="seeds")
 
 
-def passkey_summary(cells: pd.DataFrame, length: int | None = None) -> unc.Interval | None:
+def passkey_summary(cells: pd.DataFrame, length: int | None = None) -> inf.Comparison | None:
     """Accuracy over the keys of all cells (of one length): Wilson interval, n = keys."""
     part = cells if length is None else cells[cells["length"] == length]
     n = int(part["n"].sum())
@@ -151,7 +159,7 @@ def passkey_summary(cells: pd.DataFrame, length: int | None = None) -> unc.Inter
 # ---------------------------------------------------------------- scalars
 
 
-def _row(metric: str, iv: unc.Interval | None, value: float = math.nan, how: str = "") -> dict[str, Any]:
+def _row(metric: str, iv: inf.Comparison | None, value: float = math.nan, how: str = "") -> dict[str, Any]:
     if iv is None:
         return {
             "metric": metric,
@@ -162,47 +170,29 @@ def _row(metric: str, iv: unc.Interval | None, value: float = math.nan, how: str
             "n_seeds": pd.NA,
             "interval": how,
         }
-    low, high = (math.nan, math.nan) if _degenerate(iv.n_units, iv.n_seeds) else (iv.low, iv.high)
     return {
         "metric": metric,
         "value": iv.estimate,
-        "ci_low": low,
-        "ci_high": high,
+        "ci_low": iv.low,
+        "ci_high": iv.high,
         "n_units": iv.n_units,
         "n_seeds": iv.n_seeds,
-        "interval": how or "bootstrap",
+        "interval": how or "t",
     }
 
 
-def _degenerate(n_units: int | None, n_seeds: int | None) -> bool:
-    """One unit of one seed: every resample is the same, so a bootstrap interval of zero width means nothing."""
-    return (n_units or 0) < 2 and (n_seeds or 1) < 2
-
-
 def group_scalars(
-    datas: list[TagData],
-    metrics: list[str],
-    core_baselines: dict[str, float],
-    key: str,
-    seed: int,
-    n_boot: int,
+    datas: list[TagData], metrics: list[str], core_baselines: dict[str, float]
 ) -> list[dict[str, Any]]:
-    """Every scalar of one group of seed replicates: mean over seeds with a two-level bootstrap interval."""
+    """Every scalar of one group of seed replicates: mean over seeds with a studentized interval (unit noise, and
+    seed noise with S - 1 degrees of freedom when there are several seeds)."""
     rows = []
     for metric in metrics:
         if bpb_metric(metric):
             stacked = _stack_units(datas, metric)
             if stacked is not None and stacked[0].shape[1]:
                 nats, nbytes, ids = stacked
-                iv = unc.bpb_interval(
-                    nats,
-                    nbytes,
-                    clusters=ids["cluster"].to_numpy(),
-                    key=f"{key}/{metric}",
-                    seed=seed,
-                    n_boot=n_boot,
-                )
-                rows.append(_row(metric, iv))
+                rows.append(_row(metric, unc.bpb_interval(nats, nbytes, clusters=ids["cluster"].to_numpy())))
             else:
                 vals = [d.points.get(metric, math.nan) for d in datas]
                 if not any(math.isnan(v) for v in vals):
@@ -210,10 +200,7 @@ def group_scalars(
         elif metric == "core":
             joined = _stack_core(datas)
             if joined is not None:
-                iv = unc.core_interval(
-                    _core_arrays(joined), core_baselines, key=f"{key}/core", seed=seed, n_boot=n_boot
-                )
-                rows.append(_row(metric, iv))
+                rows.append(_row(metric, unc.core_interval(_core_arrays(joined), core_baselines)))
             else:
                 vals = [d.points.get("core", math.nan) for d in datas]
                 if not any(math.isnan(v) for v in vals):
@@ -229,6 +216,43 @@ def group_scalars(
 
 # ---------------------------------------------------------------- comparisons
 
+COMPARISON_COLUMNS = [
+    "arm",
+    "reference",
+    "variant",
+    "kind",
+    "metric",
+    "diff",
+    "diff_low",
+    "diff_high",
+    "rel_pct",
+    "rel_low",
+    "rel_high",
+    "ref_value",
+    "se",
+    "df",
+    "p_value",
+    "method",
+    "n_units",
+    "n_seeds",
+    "interval",
+    "family",
+    "verdict",
+]
+"""A comparison row before `adjust` (which adds family_size, p_holm, mde and mde_rel_pct)."""
+
+
+def _stack_trials(datas: list[TagData]) -> pd.DataFrame | None:
+    """length, depth, trial, key, k0..k{S-1} (correct per seed) over trials every seed ran with the same key."""
+    frames = [d.passkey_trials for d in datas]
+    if any(f is None or f.empty for f in frames):
+        return None
+    on = ["length", "depth", "trial", "key"]
+    joined = frames[0][[*on, "correct"]].rename(columns={"correct": "k0"})
+    for i, f in enumerate(frames[1:], start=1):
+        joined = joined.merge(f[[*on, "correct"]].rename(columns={"correct": f"k{i}"}), on=on)
+    return joined.sort_values(on).reset_index(drop=True)
+
 
 def _paired(
     a: list[TagData],
@@ -237,8 +261,8 @@ def _paired(
     baselines: dict[str, float],
     key: str,
     seed: int,
-    n_boot: int,
-) -> unc.PairedDiff | unc.Interval | None:
+    draws: int,
+) -> unc.PairedDiff | None:
     if bpb_metric(metric):
         sa, sb = _stack_units(a, metric), _stack_units(b, metric)
         if sa is None or sb is None:
@@ -258,7 +282,7 @@ def _paired(
             key=key,
             clusters=ids["cluster"].to_numpy(),
             seed=seed,
-            n_boot=n_boot,
+            draws=draws,
         )
     if metric == "core":
         ja, jb = _stack_core(a), _stack_core(b)
@@ -270,19 +294,26 @@ def _paired(
             return None
         ca, cb = _core_arrays(joined, "c"), _core_arrays(joined, "d")
         return unc.core_paired_diff(
-            {t: (ca[t], cb[t]) for t in ca}, baselines, key=key, seed=seed, n_boot=n_boot
+            {t: (ca[t], cb[t]) for t in ca}, baselines, key=key, seed=seed, draws=draws
         )
     if metric == "passkey_overall":
-        pa, pb = _passkey_cells(a), _passkey_cells(b)
-        if pa is None or pb is None:
+        ta, tb = _stack_trials(a), _stack_trials(b)
+        if ta is None or tb is None:
             return None
-        cells = pa.merge(pb, on=["length", "depth"], suffixes=("_a", "_b"))
-        ka, kb = (
-            float((cells["accuracy_a"] * cells["n_a"]).sum()),
-            float((cells["accuracy_b"] * cells["n_b"]).sum()),
+        tb = tb.rename(columns={c: f"m{c[1:]}" for c in tb.columns if c.startswith("k") and c[1:].isdigit()})
+        joined = ta.merge(tb, on=["length", "depth", "trial", "key"])
+        if joined.empty:
+            return None
+        ka = joined[[c for c in joined.columns if c.startswith("k") and c[1:].isdigit()]].to_numpy(float).T
+        kb = joined[[c for c in joined.columns if c.startswith("m") and c[1:].isdigit()]].to_numpy(float).T
+        return unc.passkey_paired_diff(
+            ka, kb, joined["key"].astype(str).to_numpy(), key=key, seed=seed, draws=draws
         )
-        return unc.proportion_diff(ka, int(cells["n_a"].sum()), kb, int(cells["n_b"].sum()))
     return None
+
+
+def _family_of(metric: str, kind: str) -> str:
+    return "primary" if metric == PRIMARY and kind == "continued" else "secondary"
 
 
 def compare_arms(
@@ -292,14 +323,14 @@ def compare_arms(
     scalars: pd.DataFrame,
     baselines: dict[str, float],
     seed: int,
-    n_boot: int,
+    draws: int,
     skip: set[tuple[str, str]] | frozenset = frozenset(),
 ) -> pd.DataFrame:
     """One row per (arm, metric) both the arm and its reference have (`refs`: in one experiment the baseline arm;
-    for a zero-shot arm the baseline's zero-shot arm or the base, see `reference_arm`): the paired difference, its
-    p-value, its family (primary: continued arms on the primary endpoint; secondary: the rest), the
-    Holm-adjusted p within the family, and the verdict. An (arm, metric) in `skip` gets a row with no estimate
-    (its units are not comparable), which stays out of the Holm families."""
+    for a zero-shot arm the baseline's zero-shot arm or the base, see `reference_arm`): the paired difference with
+    its studentized interval and test (p None where untestable), and the family it belongs to (primary: continued
+    arms on the primary endpoint; secondary: the rest). An (arm, metric) in `skip` gets a row with no estimate (its
+    units are not comparable). Verdicts come from `adjust`, after the not-comparable rows are marked."""
     rows = []
     for arm in arms:
         ref = refs.get(arm.key)
@@ -322,71 +353,43 @@ def compare_arms(
                     baselines,
                     key,
                     seed,
-                    n_boot,
+                    draws,
                 )
             )
             a, b = float(mine.loc[metric, "value"]), float(theirs.loc[metric, "value"])
-            row = {
+            row = dict.fromkeys(COMPARISON_COLUMNS, math.nan) | {
                 "arm": arm.key,
                 "reference": ref.key,
                 "variant": arm.variant,
                 "kind": arm.kind,
                 "metric": metric,
                 "diff": math.nan if unpaired else a - b,
-                "diff_low": math.nan,
-                "diff_high": math.nan,
-                "rel_pct": math.nan,
-                "rel_low": math.nan,
-                "rel_high": math.nan,
-                "p_value": math.nan,
+                "ref_value": b,
+                "method": "",
                 "n_units": pd.NA,
-                "n_seeds": arm.n_seeds,
+                "n_seeds": min(arm.n_seeds, ref.n_seeds),
                 "interval": "",
-                "family": "primary" if metric == PRIMARY and arm.kind == "continued" else "secondary",
+                "family": _family_of(metric, arm.kind),
+                "verdict": Verdict.NONE,
             }
-            diff = got.diff if isinstance(got, unc.PairedDiff) else got
-            if diff is not None:
+            if got is not None:
+                diff = got.diff
                 row.update(
                     diff=diff.estimate,
                     diff_low=diff.low,
                     diff_high=diff.high,
-                    p_value=diff.p_value,
+                    se=diff.se,
+                    df=diff.df,
+                    p_value=math.nan if diff.p_value is None else diff.p_value,
+                    method=diff.method if diff.testable else (diff.reason or ""),
                     n_units=diff.n_units,
-                    n_seeds=min(arm.n_seeds, ref.n_seeds),
-                    interval="paired" if isinstance(got, unc.PairedDiff) else "newcombe",
+                    n_seeds=diff.n_seeds,
+                    interval="t",
                 )
-                if isinstance(got, unc.PairedDiff) and _degenerate(diff.n_units, row["n_seeds"]):
-                    row.update(diff_low=math.nan, diff_high=math.nan)
-            rel = got.rel_pct if isinstance(got, unc.PairedDiff) else None
-            if rel is not None:
-                row.update(rel_pct=rel.estimate, rel_low=rel.low, rel_high=rel.high)
-                if math.isnan(row["diff_low"]):
-                    row.update(rel_low=math.nan, rel_high=math.nan)
-            elif b > 0 and not isinstance(got, unc.PairedDiff) and diff is not None:
-                row.update(rel_pct=(a / b - 1) * 100)
+                if got.rel_pct is not None:
+                    row.update(rel_pct=got.rel_pct[0], rel_low=got.rel_pct[1], rel_high=got.rel_pct[2])
             rows.append(row)
-    frame = pd.DataFrame.from_records(
-        rows,
-        columns=[
-            "arm",
-            "reference",
-            "variant",
-            "kind",
-            "metric",
-            "diff",
-            "diff_low",
-            "diff_high",
-            "rel_pct",
-            "rel_low",
-            "rel_high",
-            "p_value",
-            "n_units",
-            "n_seeds",
-            "interval",
-            "family",
-        ],
-    )
-    return adjust(frame)
+    return pd.DataFrame.from_records(rows, columns=COMPARISON_COLUMNS)
 
 
 def best_arm(
@@ -396,13 +399,13 @@ def best_arm(
     metric: str,
     baselines: dict[str, float],
     seed: int,
-    n_boot: int,
+    draws: int,
 ) -> str | None:
     """The arm with the best value of `metric` when it beats every other arm beyond noise, else None.
 
-    "Beats every other" is an intersection-union test: each paired difference of the best arm with
-    another arm must exclude 0 at 95% on at least `MIN_UNITS` units, which keeps the claim at 5% without
-    a correction. The runner-up is tried first (it is the one most likely to tie).
+    "Beats every other" is an intersection-union test: each paired test of the best arm with another arm must
+    reject at 5% on at least `MIN_UNITS` units with its 95% interval excluding 0, which keeps the claim at 5%
+    without a correction. The runner-up is tried first (it is the one most likely to tie).
     """
     part = scalars[(scalars["metric"] == metric) & scalars["value"].notna()]
     values = {r.arm: float(r.value) for r in part.itertuples(index=False)}
@@ -422,25 +425,64 @@ def best_arm(
             baselines,
             f"best:{best}-vs-{other}/{metric}",
             seed,
-            n_boot,
+            draws,
         )
-        diff = got.diff if isinstance(got, unc.PairedDiff) else got
-        if diff is None or unc.too_few(diff.n_units) or not (diff.high < 0 if lower else diff.low > 0):
+        if got is None or inf.decide(got.diff, got.diff.p_value, lower) not in (Verdict.BETTER,):
             return None
     return best
 
 
 def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """Holm-adjusted p per family, and the verdict that follows from it (and from the unit count)."""
+    """Holm within each family over its testable comparisons, the typed verdicts, and the MDE at 80% power.
+
+    A row already `NOT_COMPARABLE`, too few units or untestable enters no family (its `family` is cleared). The
+    MDE is quoted at alpha / m of its family (Holm's strictest step), in the metric's units and, where the
+    reference value is positive, in percent of it."""
     frame = comparisons.copy()
+    frame["family_size"] = pd.array([pd.NA] * len(frame), dtype="Int64")
     frame["p_holm"] = math.nan
-    for _, part in frame.groupby("family"):
-        frame.loc[part.index, "p_holm"] = unc.holm(part["p_value"].tolist())
-    verdicts = []
-    for r in frame.itertuples(index=False):
-        n = None if pd.isna(r.n_units) else int(r.n_units)
-        iv = unc.Interval(r.diff, r.diff_low, r.diff_high, n_units=n or 0)
-        significant = None if math.isnan(r.p_holm) else bool(r.p_holm <= ALPHA and iv.excludes_zero())
-        verdicts.append(unc.verdict(iv, lower_is_better(r.metric), significant=significant))
-    frame["verdict"] = verdicts
+    frame["mde"] = math.nan
+    frame["mde_rel_pct"] = math.nan
+    tests = {i: _as_comparison(r) for i, r in frame.iterrows()}
+    blocked = frame["verdict"] == Verdict.NOT_COMPARABLE
+    for name in FAMILIES:
+        idx = [i for i in frame.index[(frame["family"] == name) & ~blocked]]
+        family, adjusted, verdicts = inf.decide_family(
+            name, [tests[i] for i in idx], [lower_is_better(frame.at[i, "metric"]) for i in idx]
+        )
+        for i, p, v in zip(idx, adjusted, verdicts, strict=True):
+            frame.at[i, "verdict"] = v
+            if p is None:
+                continue
+            frame.at[i, "p_holm"] = p
+            frame.at[i, "family_size"] = family.size
+            frame.at[i, "mde"] = mde = tests[i].mde(family.mde_alpha)
+            ref = frame.at[i, "ref_value"]
+            if bpb_metric(frame.at[i, "metric"]) and ref > 0:
+                frame.at[i, "mde_rel_pct"] = 100.0 * mde / ref
+    frame.loc[frame["p_holm"].isna(), "family"] = ""
     return frame
+
+
+def _as_comparison(r: pd.Series) -> inf.Comparison | None:
+    if pd.isna(r["diff"]) or pd.isna(r["n_units"]):  # no units: a difference of point values, no test
+        return None
+    return inf.Comparison(
+        float(r["diff"]),
+        float(r["diff_low"]),
+        float(r["diff_high"]),
+        float(r["se"]),
+        float(r["df"]),
+        None if pd.isna(r["p_value"]) else float(r["p_value"]),
+        0 if pd.isna(r["n_units"]) else int(r["n_units"]),
+        int(r["n_seeds"]) if not pd.isna(r["n_seeds"]) else 1,
+    )
+
+
+def families(comparisons: pd.DataFrame) -> dict[str, inf.Family]:
+    """The declared families of the table verdicts with their sizes (testable comparisons only)."""
+    return {
+        name: inf.Family(name, int((comparisons["family"] == name).sum()))
+        for name in FAMILIES
+        if "family" in comparisons
+    }

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 
-from rlab.report import uncertainty as unc
-from rlab.report.collect import NOT_COMPARABLE, ReportData
-from rlab.report.tables import arm_order, comparison, scalar
+from rlab.report import estimates as est
+from rlab.report import inference as inf
+from rlab.report.collect import ReportData
+from rlab.report.inference import Verdict
+from rlab.report.tables import arm_order, comparison, mde_text, scalar
 
 MORE_UNITS_HINT = {
     "bpb": "score more documents: raise eval.bpb_tokens (val/train BPB) or eval.length_tokens (BPB vs length), "
@@ -61,19 +63,28 @@ def sentence(data: ReportData, arm: str) -> str:
     absolute = f"{comp['diff']:+.4f} BPB" + (
         f" [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]" if not math.isnan(comp["diff_low"]) else ""
     )
-    word = comp["verdict"]
-    if word == NOT_COMPARABLE:
+    word = Verdict(comp["verdict"])
+    if word is Verdict.NOT_COMPARABLE:
         call = "**no verdict: not comparable** (evaluated or trained differently; see above)"
-    elif word.startswith("too few units"):
-        call = f"**no verdict: {word}**; to get more, {_hint(metric)}"
-    elif word == "≈ within noise":
-        call = "**within noise** (not significant)"
+    elif word is Verdict.TOO_FEW_UNITS:
+        call = f"**no verdict: {word.label(n if n != '?' else None)}**; to get more, {_hint(metric)}"
+    elif word is Verdict.UNTESTABLE:
+        call = "**no verdict: untestable** (no variation between the arms on these units)"
+    elif word is Verdict.WITHIN_NOISE:
+        mde = mde_text(comp)
+        call = "**within noise** (not significant" + (f"; {mde} at 80% power" if mde else "") + ")"
     else:
         call = f"**{word}** than {b}"
     return (
         f"**{arm}** vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; "
-        f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text})."
+        f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})."
     )
+
+
+def family_tag(data: ReportData, comp) -> str:
+    """Which family a headline verdict belongs to, with its size."""
+    fam = est.families(data.comparisons).get(str(comp["family"]))
+    return f"{fam.describe()}" if fam is not None else "in no family"
 
 
 def sentences(data: ReportData) -> list[str]:
@@ -98,18 +109,20 @@ def warnings(data: ReportData) -> list[str]:
     if data.baseline_arm is None:
         out.append(f"No outputs of the baseline variant '{data.baseline}': nothing is compared.")
     primary = data.comparisons[data.comparisons["family"] == "primary"]
-    few = [r for r in primary.itertuples(index=False) if r.verdict.startswith("too few units")]
+    few = [r for r in primary.itertuples(index=False) if r.verdict == Verdict.TOO_FEW_UNITS]
     if few:
         out.append(
-            f"Fewer than {unc.MIN_UNITS} independent units on the primary endpoint: "
+            f"Fewer than {inf.MIN_UNITS} independent units on the primary endpoint: "
             f"{_hint(data.primary.metric)}."
         )
     single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
     if single:
         who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
         out.append(
-            f"One training seed per {who}: the intervals cover evaluation noise only, not "
-            "seed-to-seed training noise (set `train.seeds: 3` or `rlab continue --seeds 3`)."
+            f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
+            f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
+            "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
+            "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
         )
     if not data.clustered and any(data.comparisons["interval"] == "paired"):
         out.append(
@@ -121,7 +134,7 @@ def warnings(data: ReportData) -> list[str]:
 
 def _direction(comp) -> int:
     """+1 better, -1 worse, 0 within noise or no verdict (for any metric's sign convention)."""
-    return {"better": 1, "worse": -1}.get(str(comp["verdict"]), 0) if comp is not None else 0
+    return {Verdict.BETTER: 1, Verdict.WORSE: -1}.get(Verdict(comp["verdict"]), 0) if comp is not None else 0
 
 
 def disagreements(data: ReportData) -> list[str]:
@@ -155,12 +168,15 @@ def sentences_arms(data: ReportData) -> list[str]:
 
 
 def multiplicity_note(data: ReportData) -> str:
-    comp = data.comparisons
-    k = int((comp["family"] == "primary").sum())
-    m = int(((comp["family"] == "secondary") & comp["p_value"].notna()).sum())
+    """The families of the table verdicts, their sizes and error rates, and what never enters one."""
+    fams = est.families(data.comparisons)
+    primary, secondary = fams.get("primary"), fams.get("secondary")
     return (
-        f"Primary endpoint: {data.primary.description}, each variant vs `{data.baseline}`; its {k} verdict(s) "
-        f"are Holm-Bonferroni adjusted over the variants. Every other comparison below is secondary: "
-        f"{m} verdicts Holm-Bonferroni adjusted as one family (familywise error 5%); intervals shown are "
-        f"unadjusted 95% intervals. Fewer than {unc.MIN_UNITS} independent units give no verdict."
+        f"Primary endpoint: {data.primary.description}, each continued variant vs `{data.baseline}`: the "
+        f"{primary.describe() if primary else 'primary family: 0 comparisons'}. Every other comparison in the "
+        f"tables below is in the {secondary.describe() if secondary else 'secondary family: 0 comparisons'}. "
+        f"Comparisons with fewer than {inf.MIN_UNITS} independent units, with no variation between the arms, or "
+        f"not comparable enter no family and get no verdict. Intervals shown are unadjusted 95% intervals; "
+        f'every "within noise" gives its MDE, the smallest difference its test would find with 80% power at '
+        f"its family's alpha / m."
     )

@@ -26,6 +26,7 @@ EVAL_CSVS: dict[str, tuple[str, type[rec.Record]]] = {
     "core_examples": (outputs.CORE_EXAMPLES_CSV, rec.CoreExample),
     "bpb_units": (outputs.BPB_UNITS_CSV, rec.BpbUnit),
     "copy_distance": (outputs.COPY_DISTANCE_CSV, rec.CopyRow),
+    "passkey_trials": (outputs.PASSKEY_TRIALS_CSV, rec.PasskeyTrial),
 }
 
 

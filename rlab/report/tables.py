@@ -23,9 +23,34 @@ import pandas as pd
 from rlab.report.arms import KIND_ORDER
 from rlab.report.collect import ReportData
 from rlab.report.estimates import passkey_summary
+from rlab.report.inference import Verdict
 
 BLANK = ""
-VERDICT_SHORT = {"better": "better", "worse": "worse", "≈ within noise": "≈"}
+VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
+
+
+def mde_text(comp: pd.Series, short: bool = False) -> str:
+    """``MDE 0.0123`` (or ``MDE 0.68%`` for BPB): the smallest difference the verdict's test would find with 80%
+    power at its family's alpha / m; '' where there is none."""
+    mde, rel = comp.get("mde", math.nan), comp.get("mde_rel_pct", math.nan)
+    if mde is None or pd.isna(mde):
+        return BLANK
+    if rel is not None and not pd.isna(rel):
+        return f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
+    return f"MDE {mde:.4f}"
+
+
+def verdict_text(comp: pd.Series | None, short: bool = False) -> str:
+    """A comparison's verdict as a table shows it: the word (``≈`` when `short`), the unit count when there are too
+    few, and the MDE beside every "within noise"."""
+    if comp is None:
+        return BLANK
+    v = Verdict(comp["verdict"])
+    n = None if pd.isna(comp.get("n_units")) else int(comp["n_units"])
+    word = VERDICT_SHORT.get(v, v.label(n)) if short else v.label(n)
+    if v is Verdict.WITHIN_NOISE and (mde := mde_text(comp, short)):
+        return f"{word}; {mde}" if short else f"{word} ({mde})"
+    return word
 
 
 @dataclass
@@ -155,7 +180,7 @@ def bpb_table(data: ReportData) -> Table:
         row[f"val Δ vs {b} (neg=better)"] = (
             _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"]) if comp is not None else BLANK
         )
-        row["verdict"] = comp["verdict"] if comp is not None else BLANK
+        row["verdict"] = verdict_text(comp)
         rows.append(row)
     frame = pd.DataFrame(
         rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"]
@@ -204,7 +229,7 @@ def core_table(data: ReportData) -> Table:
                 f"Δ vs {b} (pos=better)": _change(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
                 if comp is not None
                 else BLANK,
-                "verdict": comp["verdict"] if comp is not None else BLANK,
+                "verdict": verdict_text(comp),
             }
         )
     frame = pd.DataFrame(rows, columns=["arm", "CORE", "n examples", f"Δ vs {b} (pos=better)", "verdict"])
@@ -279,7 +304,7 @@ def length_change_table(data: ReportData) -> Table:
             if comp is None:
                 row[headers[L]] = BLANK
                 continue
-            word = VERDICT_SHORT.get(comp["verdict"], comp["verdict"])
+            word = verdict_text(comp, short=True)
             row[headers[L]] = _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2) + (
                 f" ({word})" if word else ""
             )
@@ -289,7 +314,8 @@ def length_change_table(data: ReportData) -> Table:
         f"BPB change vs {data.baseline} by context length (neg=better)",
         frame,
         set(),
-        "≈: not significant after the Holm correction over all secondary comparisons.",
+        "≈: not significant after Holm within its family; MDE: the smallest change its test would find with "
+        "80% power at the family's alpha / m. " + families_line(data),
         about=_length_about(data)
         + " Paired difference of each arm minus the baseline in %, 95% interval."
         + references_note(data),
@@ -316,7 +342,7 @@ def zero_shot_table(data: ReportData) -> Table:
             row[kind] = _pm(v, lo, hi, 4)
             row[heads[kind]] = (
                 _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
-                + f" ({VERDICT_SHORT.get(comp['verdict'], comp['verdict'])})"
+                + f" ({verdict_text(comp, short=True)})"
                 if comp is not None
                 else BLANK
             )
@@ -332,7 +358,8 @@ def zero_shot_table(data: ReportData) -> Table:
         f"Zero-shot vs continued: {data.primary.description}",
         frame,
         set(),
-        "Δ: relative change in %, 95% paired interval; verdicts Holm-adjusted. Each column compares "
+        "Δ: relative change in %, 95% paired interval; verdicts Holm-adjusted within their family (continued: "
+        "primary; zero-shot: secondary). Each column compares "
         "arms in the same condition, so the zero-shot Δ is the RoPE change alone and the continued Δ "
         "the variant after the same training.",
         about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
@@ -367,7 +394,7 @@ def passkey_table(data: ReportData) -> Table:
         for L in lengths:
             row[headers[L]] = _passkey_cell(cells, L)
         comp = comparison(data, arm, "passkey_overall")
-        row["verdict"] = comp["verdict"] if comp is not None else BLANK
+        row["verdict"] = verdict_text(comp)
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values(), "verdict"])
     return Table(
@@ -375,7 +402,7 @@ def passkey_table(data: ReportData) -> Table:
         frame,
         set(),
         "accuracy [95% Wilson interval] n = independent keys, over all depths; verdict on all lengths "
-        "pooled (Newcombe interval, Holm-adjusted).",
+        "pooled, paired by key (sign-flip test of the discordant keys, Holm-adjusted in the secondary family).",
         about="A random key hidden at several depths of filler text of each length; the model must "
         "repeat it.",
     )
@@ -404,6 +431,14 @@ def core_task_table(data: ReportData) -> Table:
         "Point estimates only: per-task samples are too small for per-task verdicts.",
         about="Each CORE task's accuracy centered on random guessing; n = examples of the task.",
     )
+
+
+def families_line(data: ReportData) -> str:
+    """The table verdicts' families with their sizes (testable comparisons only)."""
+    from rlab.report.estimates import families
+
+    found = families(data.comparisons)
+    return "Families: " + "; ".join(f.describe() for f in found.values()) + "." if found else ""
 
 
 def _has_other_conditions(data: ReportData) -> bool:
@@ -468,7 +503,7 @@ def verdict_class(text: str) -> str:
         return "worse"
     if text.startswith("too few units"):
         return "few"
-    if text.startswith("≈") or text.endswith("(≈)"):
+    if text.startswith("≈") or text.endswith("(≈)") or "(≈;" in text:
         return "noise"
     return ""
 

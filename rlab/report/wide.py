@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from rlab.records import PROVENANCE_COLUMNS
-from rlab.report.estimates import lower_is_better
+from rlab.report.estimates import bpb_metric, lower_is_better
 from rlab.report.frames import ROPE_FIELDS
 
 if TYPE_CHECKING:
@@ -32,10 +32,19 @@ RUN = (
 )
 """Run facts, then the provenance columns of `rlab.records.ResultsRow`."""
 _METRIC_RE = re.compile(
-    r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+))(.*)$"
+    r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+)|copy_gain_d(\d+))(.*)$"
 )
 _DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_tasks", "_partial", "_missing_tasks")
-_COMPARISON_KINDS = ("_diff_vs_", "_rel_vs_", "_p_holm_vs_", "_verdict_vs_")
+_COMPARISON_KINDS = (
+    "_diff_vs_",
+    "_rel_vs_",
+    "_n_units_vs_",
+    "_p_holm_vs_",
+    "_family_vs_",
+    "_verdict_vs_",
+    "_mde_vs_",
+    "_mde_rel_vs_",
+)
 
 
 def better_word(metric: str) -> str:
@@ -47,7 +56,7 @@ def _metric_rank(col: str) -> tuple[int, int, str] | None:
     m = _METRIC_RE.match(col)
     if not m:
         return None
-    name, len_bpb, len_pk, rest = m.groups()
+    name, len_bpb, len_pk, copy_d, rest = m.groups()
     rank = {
         "primary_bpb": (0, 0),
         "train_bpb": (1, 0),
@@ -56,7 +65,7 @@ def _metric_rank(col: str) -> tuple[int, int, str] | None:
         "passkey_overall": (5, 0),
     }.get(name)
     if rank is None:
-        rank = (3, int(len_bpb)) if len_bpb else (6, int(len_pk))
+        rank = (3, int(len_bpb)) if len_bpb else (6, int(len_pk)) if len_pk else (7, int(copy_d))
     return rank[0], rank[1], rest
 
 
@@ -101,7 +110,42 @@ def comparison_columns(metric: str, baseline: str) -> dict[str, str]:
         "rel_high": f"{rel}_ci_high",
         "p_holm": f"{metric}_p_holm_vs_{baseline}",
         "verdict": f"{metric}_verdict_vs_{baseline}",
+        "family": f"{metric}_family_vs_{baseline}",
+        "mde": f"{metric}_mde_vs_{baseline}",
+        "mde_rel_pct": f"{metric}_mde_rel_vs_{baseline}_pct",
+        "n_units": f"{metric}_n_units_vs_{baseline}",
     }
+
+
+def _copy_columns(data: ReportData, rows: dict[str, dict]) -> None:
+    """Copy gain per distance: each tag's own value, interval and records; its arm's paired difference with the
+    reference arm (the baseline variant in the same condition), interval, records, Holm p in the copy family,
+    verdict and MDE. No p-value where the comparison is untestable (fewer than 20 records, no variation)."""
+    from rlab.report.copy_distance import metric_name, tag_levels
+
+    cells = data.copy_cells
+    if cells is None or cells.empty:
+        return
+    for r in tag_levels(data).itertuples(index=False):
+        name, row = metric_name(r.distance), rows[r.tag]
+        row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = r.gain, r.gain_low, r.gain_high
+        row[f"{name}_n_units"] = r.n
+    by_arm = {arm.key: arm.tags for arm in data.arms}
+    for r in cells[cells["ref"].notna()].itertuples(index=False):
+        names = comparison_columns(metric_name(r.distance), data.baseline)
+        values = {
+            "diff": r.diff,
+            "diff_low": r.diff_low,
+            "diff_high": r.diff_high,
+            "n_units": r.diff_n,
+            "p_holm": r.p_holm,
+            "family": "copy" if not pd.isna(r.p_holm) else "",
+            "verdict": r.verdict,
+            "mde": r.mde,
+        }
+        for tag in by_arm.get(r.arm, []):
+            rows[tag]["compared_with"] = rows[tag].get("compared_with") or r.ref
+            rows[tag].update({names[k]: v for k, v in values.items()})
 
 
 def wide_frame(data: ReportData) -> pd.DataFrame:
@@ -134,19 +178,22 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
         for tag in by_arm.get(str(r.arm), []):
             row = rows[tag]
             row["compared_with"] = r.reference
-            for field in ("diff", "diff_low", "diff_high", "rel", "rel_low", "rel_high", "p_holm", "verdict"):
+            for field in names:
+                if field == "mde_rel_pct" and not bpb_metric(r.metric):
+                    continue
                 row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
+    _copy_columns(data, rows)
     for tag, marks in data.tag_notes.items():
         rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
     frame = pd.DataFrame.from_records(list(rows.values()))
     frame = frame[order_columns(list(frame.columns))]
     for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained", "skipped_steps") + tuple(
-        c for c in frame.columns if c.endswith("_n_units")
+        c for c in frame.columns if c.endswith("_n_units") or "_n_units_vs_" in c
     ):
         if col in frame:
             frame[col] = frame[col].astype("Int64")
     for col in frame.columns:
-        if col.endswith("_verdict_vs_" + data.baseline) or col in (
+        if col.endswith(("_verdict_vs_" + data.baseline, "_family_vs_" + data.baseline)) or col in (
             "notes",
             "core_tasks",
             "core_missing_tasks",

@@ -40,7 +40,7 @@ def arms_fx(fx):
 
 
 def test_seeds_pool_into_one_arm_with_wider_intervals(arms_fx):
-    data = collect(arms_fx, "rope", n_boot=400)
+    data = collect(arms_fx, "rope", draws=400)
     arms = {a.key: a for a in data.arms}
     assert arms["yarn"].tags == ["fx-yarn", "fx-yarn-seed1", "fx-yarn-seed2"] and arms["yarn"].seeds == [
         42,
@@ -65,7 +65,7 @@ def test_seeds_pool_into_one_arm_with_wider_intervals(arms_fx):
 
 
 def test_report_shows_zero_shot_next_to_continued(arms_fx):
-    out = write_report(arms_fx, n_boot=300)
+    out = write_report(arms_fx, draws=300)
     md = arms_fx.comparison_md.read_text()
     assert "## Zero-shot vs continued" in md
     table = next(t for t in out.tables if t.title.startswith("Zero-shot vs continued"))
@@ -77,14 +77,14 @@ def test_report_shows_zero_shot_next_to_continued(arms_fx):
 
 
 def test_one_seed_says_training_noise_is_not_covered(fx):
-    out = write_report(fx, n_boot=300)
+    out = write_report(fx, draws=300)
     assert any("not seed-to-seed training noise" in line for line in out.answer)
     assert out.answer[0].startswith("**pi** vs rope: ")
 
 
 def test_zero_shot_arm_is_compared_with_the_untrained_base(arms_fx):
     """Zero-shot vs the base (nothing trained on either side): the RoPE change alone, not training."""
-    data = collect(arms_fx, "rope", n_boot=300)
+    data = collect(arms_fx, "rope", draws=300)
     comp = data.comparisons.set_index(["arm", "metric"])
     assert comp.loc[("yarn (zero-shot)", "val_bpb"), "reference"] == "base"
     assert comp.loc[("yarn", "val_bpb"), "reference"] == "rope"
@@ -101,7 +101,7 @@ def test_zero_shot_arms_are_compared_with_the_baseline_zero_shot_arm(arms_fx):
     _replicate(
         arms_fx, "fx-rope", "fx-rope-zeroshot", scale=1.1, run={"variant": "rope", "train": {"steps": 0}}
     )
-    out = write_report(arms_fx, n_boot=300)
+    out = write_report(arms_fx, draws=300)
     comp = out.data.comparisons
     assert set(comp[comp["kind"] == "zero-shot"]["reference"]) == {"rope (zero-shot)"}
     assert not (comp["arm"] == "rope (zero-shot)").any()  # the reference is not compared with itself

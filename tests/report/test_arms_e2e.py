@@ -41,7 +41,7 @@ def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_pa
     report = rlab("report", "--experiment", "smoke", "--results-dir", str(results), "--format", "html", "-q")
     assert report.returncode == 0, report.stderr
 
-    data = collect(layout, "rope", n_boot=500)
+    data = collect(layout, "rope", draws=500)
     arms = {a.key: a for a in data.arms}
     assert set(arms) == {"rope", "yarn", "rope (zero-shot)", "yarn (zero-shot)", "base"}
     assert arms["yarn"].n_seeds == 3 and arms["yarn"].seeds == [42, 43, 44]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
@@ -74,7 +73,7 @@ def expected_points() -> pd.DataFrame:
             "bpb_len_512_verdict_vs_rope": ["", "better", "", "better"],
             "primary_bpb_verdict_vs_rope": ["", "better", "", "better"],
             "core_diff_vs_rope (pos=better)": [nan, 0.354167 - 0.270833, nan, 0.708333 - 0.270833],
-            "core_verdict_vs_rope": ["", "too few units (n=16)", "", "too few units (n=16)"],
+            "core_verdict_vs_rope": ["", "too few units", "", "too few units"],
             "notes": [NOTES[t] for t in tags],
         }
     )
@@ -82,14 +81,14 @@ def expected_points() -> pd.DataFrame:
 
 
 def test_results_frame_points_match_hand_computation(fx):
-    data = collect(fx, "rope", n_boot=500)
+    data = collect(fx, "rope", draws=500)
     expected = expected_points()
     got = data.results[list(expected.columns)]
     assert_frame_equal(got, expected, check_dtype=True, rtol=1e-5)
 
 
 def test_long_frames_match_fixture_files(fx):
-    data = collect(fx, "rope", n_boot=300)
+    data = collect(fx, "rope", draws=300)
     bl = data.bpb_length
     assert list(bl.columns) == ["tag", "variant", "length", "bpb", "ci_low", "ci_high", "tokens", "docs"]
     got = bl[bl["tag"] == "fx-yarn"][["length", "bpb", "tokens", "docs"]].reset_index(drop=True)
@@ -132,25 +131,27 @@ def test_long_frames_match_fixture_files(fx):
 
 
 def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
-    a = collect(fx, "rope", seed=3, n_boot=300)
-    b = collect(fx, "rope", seed=3, n_boot=300)
+    a = collect(fx, "rope", seed=3, draws=300)
+    b = collect(fx, "rope", seed=3, draws=300)
     assert_frame_equal(a.scalars, b.scalars)
     assert_frame_equal(a.comparisons, b.comparisons)
-    boot = a.scalars[a.scalars["interval"] == "bootstrap"]
+    boot = a.scalars[a.scalars["interval"] == "t"]
     assert len(boot) == 3 * 8  # primary, train, val, 4 lengths, core for each evaluated tag
     assert (boot["ci_low"] <= boot["value"] + 1e-12).all() and (
         boot["value"] <= boot["ci_high"] + 1e-12
     ).all()
-    comp = a.comparisons[a.comparisons["interval"] == "paired"]
-    assert ((comp["diff_low"] <= comp["diff"] + 1e-12) & (comp["diff"] <= comp["diff_high"] + 1e-12)).all()
-    c = collect(fx, "rope", seed=4, n_boot=300)
-    assert not np.allclose(c.scalars["ci_low"].fillna(0), a.scalars["ci_low"].fillna(0))
+    comp = a.comparisons[a.comparisons["interval"] == "t"]
+    assert len(comp) and ((comp["diff_low"] <= comp["diff"]) & (comp["diff"] <= comp["diff_high"])).all()
+    c = collect(fx, "rope", seed=4, draws=300)
+    assert_frame_equal(c.scalars, a.scalars)  # studentized intervals: no resampling, the seed plays no part
+    mc = a.comparisons["method"] == "sign-flip (Monte Carlo)"  # p resolves to 1 / (draws + 1), never 0
+    assert mc.any() and (a.comparisons.loc[mc, "p_value"] >= 1 / 301 - 1e-15).all()
 
 
 def test_core_interval_uses_the_contracts_fraction_baselines(fx):
     """eval.json's CORE tasks carry baselines as fractions (`rlab.records.CoreTask`); the bootstrap must
     reproduce eval.json's CORE, which it only does with the fraction."""
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     core = data.scalars[(data.scalars["metric"] == "core")].set_index("arm")
     for arm, value in (("rope", 0.270833), ("pi", 0.354167), ("yarn", 0.708333)):
         assert core.loc[arm, "value"] == pytest.approx(value, abs=1e-6)
@@ -158,7 +159,7 @@ def test_core_interval_uses_the_contracts_fraction_baselines(fx):
 
 
 def test_other_baseline_changes_column_names_and_signs(fx):
-    data = collect(fx, "yarn", n_boot=300)
+    data = collect(fx, "yarn", draws=300)
     cols = data.results.columns
     assert "val_bpb_rel_vs_yarn_pct (neg=better)" in cols
     assert not any("_vs_rope" in c for c in cols)
@@ -168,7 +169,7 @@ def test_other_baseline_changes_column_names_and_signs(fx):
 
 
 def test_column_order_is_stable_whatever_the_input_order(fx):
-    cols = list(collect(fx, "rope", n_boot=200).results.columns)
+    cols = list(collect(fx, "rope", draws=200).results.columns)
     shuffled = list(reversed(cols))
     assert order_columns(shuffled) == cols
     assert cols[:5] == ["experiment", "tag", "variant", "arm", "kind"] and cols[-1] == "notes"
@@ -180,7 +181,7 @@ def test_column_order_is_stable_whatever_the_input_order(fx):
 def test_tables_mark_best_only_when_significant(fx):
     from rlab.report.tables import core_table, core_task_table, length_table, passkey_table, to_markdown
 
-    data = collect(fx, "rope", n_boot=500)
+    data = collect(fx, "rope", draws=500)
     lt = length_table(data)
     assert list(lt.frame["arm"]) == ["rope", "pi [2]", "ntk [1]", "yarn"]  # baseline first, then spec order
     assert list(lt.frame.columns) == ["arm", "64", "128 (train)", "256", "512"]

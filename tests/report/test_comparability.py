@@ -57,12 +57,12 @@ def test_mismatches_name_the_section_and_what_differs(fx):
 
 
 def test_report_blocks_verdicts_across_other_eval_settings(fx):
-    before = collect(fx, "rope", n_boot=200)
+    before = collect(fx, "rope", draws=200)
     assert not before.mismatches
     pi = before.comparisons[before.comparisons["arm"] == "pi"].set_index("metric")
     assert pi.loc["val_bpb", "verdict"] != NOT_COMPARABLE
     _edit_eval(fx, "fx-pi", _other_bpb_settings)
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     assert [(m.tag, m.section, m.what) for m in data.mismatches] == [("fx-pi", "bpb", "eval settings")]
     pi = data.comparisons[data.comparisons["arm"] == "pi"].set_index("metric")
     assert pi.loc["val_bpb", "verdict"] == NOT_COMPARABLE and pi.loc["train_bpb", "verdict"] == NOT_COMPARABLE
@@ -83,7 +83,7 @@ def test_report_blocks_verdicts_across_other_eval_settings(fx):
     assert "val_bpb" not in data.best and "train_bpb" not in data.best  # no "best" across a mismatch
     yarn = data.comparisons[data.comparisons["arm"] == "yarn"].set_index("metric")
     assert yarn.loc["val_bpb", "verdict"] != NOT_COMPARABLE
-    allowed = collect(fx, "rope", n_boot=200, allow_mismatch=True)
+    allowed = collect(fx, "rope", draws=200, allow_mismatch=True)
     assert allowed.allow_mismatch and allowed.mismatches
     pi = allowed.comparisons[allowed.comparisons["arm"] == "pi"].set_index("metric")
     assert pi.loc["val_bpb", "verdict"] != NOT_COMPARABLE
@@ -102,7 +102,7 @@ def test_a_training_budget_mismatch_blocks_every_metric_and_is_shown_first(fx, r
     )
     md = (results_root / "fx" / "comparison.md").read_text()
     assert "Not comparable" in md and "fx-pi and fx-rope differ in training budget" in md
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     pi = data.comparisons[(data.comparisons["arm"] == "pi") & (data.comparisons["verdict"] != "")]
     assert len(pi) and (pi["verdict"] == NOT_COMPARABLE).all()
     allowed = CliRunner().invoke(
@@ -139,6 +139,6 @@ def test_an_eval_nobody_ran_draws_no_table(fx):
 
         _edit_eval(fx, tag, drop_core)
         (fx.eval_json(tag).parent / "core_examples.csv").unlink()
-    titles = [t.title for t in tables.all_tables(collect(fx, "rope", n_boot=200))]
+    titles = [t.title for t in tables.all_tables(collect(fx, "rope", draws=200))]
     assert titles and not [t for t in titles if "CORE" in t]
     assert any("BPB" in t for t in titles)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from rlab import records as rec
 from rlab.evals.outputs import COPY_DISTANCE_CSV
+from rlab.report import copy_distance
 from rlab.report.build import write_report
+from rlab.report.inference import Verdict
 
 
 def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
@@ -32,7 +35,7 @@ def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
 def test_section_compares_arms_on_the_same_records(fx):
     _write(fx, "fx-rope", copy_at_long=4.5, seed=0)  # rope loses the copy at the long distance
     _write(fx, "fx-yarn", copy_at_long=1.0, seed=1)  # yarn keeps it
-    out = write_report(fx, fmt="html", n_boot=200)
+    out = write_report(fx, fmt="html", draws=200)
     md = fx.comparison_md.read_text()
     assert "## Long-range use: copy loss by distance" in md
     line = next(s for s in md.splitlines() if "distance 216 (window 256)" in s)
@@ -46,7 +49,7 @@ def test_section_compares_arms_on_the_same_records(fx):
 
 
 def test_no_copy_results_no_section(fx):
-    write_report(fx, n_boot=200)
+    write_report(fx, draws=200)
     assert "copy loss by distance" not in fx.comparison_md.read_text()
 
 
@@ -92,7 +95,7 @@ def test_the_caveat_opens_the_report_among_the_warnings(fx):
     from rlab.report.build import answer_lines
     from rlab.report.collect import collect
 
-    data = collect(fx, None, n_boot=200)
+    data = collect(fx, None, draws=200)
     caveat = copy_distance.base_caveat(_base_cells(0.0, -0.05, 0.05), base_len=256)
     section = copy_distance.CopySection(
         cells=_base_cells(0.0, -0.05, 0.05), sentences=[], table_md="", caveat=caveat
@@ -107,22 +110,51 @@ def test_the_caveat_opens_the_report_among_the_warnings(fx):
 def test_the_opening_repeats_the_sections_verdicts_at_a_familywise_5_percent(fx):
     _write(fx, "fx-rope", copy_at_long=4.5, seed=0)
     _write(fx, "fx-yarn", copy_at_long=1.0, seed=1)
-    write_report(fx, n_boot=200)
+    write_report(fx, draws=200)
     md = fx.comparison_md.read_text()
     opening = md.split("\n## ")[0]
     line = next(s for s in opening.splitlines() if s.startswith("- Long-range use, continued arms"))
     assert "(distance 216, window 256)" in line and "yarn +3.51" in line and "**better**" in line
-    assert "Bonferroni over the copy section's 2 comparisons" in line
-    assert "Bonferroni-adjusted intervals over the section's 2 paired comparisons" in md
+    assert "(copy family: 2 comparisons, Holm, familywise error 5%)" in line
+    assert "their verdicts form the copy family: 2 comparisons, Holm, familywise error 5%" in md
 
 
-def test_an_adjusted_interval_is_wider_than_a_single_one():
-    from rlab.evals.copy_distance import mean_interval
+def test_too_few_records_give_no_p_value_and_no_family(fx):
+    """One record with a large gain difference is no evidence: no p-value, no verdict, not in the copy family."""
+    _write(fx, "fx-rope", copy_at_long=4.5, seed=0)
+    _write(fx, "fx-yarn", copy_at_long=1.0, seed=1)
+    for tag in ("fx-rope", "fx-yarn"):
+        path = fx.eval_dir(tag) / COPY_DISTANCE_CSV
+        rows = [r for r in rec.read_rows(path, rec.CopyRow) if r.record < 12]
+        rec.write_rows(path, rows)
+    out = write_report(fx, draws=200)
+    cells = out.data.copy_cells.set_index(["arm", "window"])
+    yarn = cells.loc[("yarn", 256)]
+    assert yarn["diff"] > 3 and pd.isna(yarn["p_holm"]) and yarn["verdict"] == Verdict.TOO_FEW_UNITS
+    assert copy_distance.family(out.data.copy_cells).size == 0
+    assert "too few units (n=12)" in fx.comparison_md.read_text()
+    csv = pd.read_csv(fx.results_csv).set_index("tag")
+    assert pd.isna(csv.loc["fx-yarn", "copy_gain_d216_p_holm_vs_rope"])
+    assert csv.loc["fx-yarn", "copy_gain_d216_verdict_vs_rope"] == "too few units"
+    assert (
+        csv.loc["fx-yarn", "copy_gain_d216_n_units_vs_rope"] == 12
+        and csv.loc["fx-yarn", "copy_gain_d216_n_units"] == 12
+    )
 
-    values = np.random.default_rng(0).normal(size=24)
-    low, high = mean_interval(values, np.random.default_rng(1))
-    adj_low, adj_high = mean_interval(values, np.random.default_rng(1), resamples=40_000, alpha=0.05 / 40)
-    assert adj_low < low < high < adj_high
+
+def test_results_csv_carries_the_copy_columns(fx):
+    _write(fx, "fx-rope", copy_at_long=4.5, seed=0)
+    _write(fx, "fx-yarn", copy_at_long=1.0, seed=1)
+    write_report(fx, draws=200)
+    row = pd.read_csv(fx.results_csv).set_index("tag").loc["fx-yarn"]
+    assert row["copy_gain_d216"] > 3.5 and row["copy_gain_d216_ci_low"] < row["copy_gain_d216"]
+    assert row["copy_gain_d216_n_units"] == 24 and row["copy_gain_d216_n_units_vs_rope"] == 24
+    assert (
+        row["copy_gain_d216_diff_vs_rope (pos=better)"] > 3
+        and row["copy_gain_d216_verdict_vs_rope"] == "better"
+    )
+    assert row["copy_gain_d216_family_vs_rope"] == "copy" and row["copy_gain_d216_p_holm_vs_rope"] <= 0.05
+    assert row["copy_gain_d24_verdict_vs_rope"] == "≈ within noise" and row["copy_gain_d24_mde_vs_rope"] > 0
 
 
 def test_the_opening_says_so_when_the_base_copies_within_its_training_length():

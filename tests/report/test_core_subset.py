@@ -27,7 +27,7 @@ def _select(fx, tag: str, tasks: list[str]) -> None:
 
 def test_a_subset_against_the_full_core_is_not_comparable(fx):
     _select(fx, "fx-pi", TASKS)
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     assert [(m.tag, m.section, m.what) for m in data.mismatches] == [("fx-pi", "core", "eval settings")]
     assert "core_tasks: ['hellaswag_zeroshot', 'lambada_openai'] vs None" in data.mismatches[0].detail
     pi = data.comparisons[data.comparisons["arm"] == "pi"].set_index("metric")
@@ -45,7 +45,7 @@ def test_a_subset_against_the_full_core_is_not_comparable(fx):
 def test_the_same_subset_everywhere_is_compared_and_labelled_k_of_n(fx, results_root):
     for tag in ("fx-rope", "fx-pi", "fx-yarn"):
         _select(fx, tag, TASKS)
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     assert not [m for m in data.mismatches if m.section == "core"]
     result = CliRunner().invoke(
         app, ["report", "--results-dir", str(results_root), "--experiment", "fx", "--bootstrap", "200"]

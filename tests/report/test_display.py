@@ -12,6 +12,7 @@ import pandas as pd
 from rlab.report.build import write_report
 from rlab.report.collect import collect
 from rlab.report.headline import disagreements
+from rlab.report.inference import Verdict
 from rlab.report.tables import length_table
 
 
@@ -28,10 +29,10 @@ def _scale_units(fx, tag: str, factor: float, metric_prefix: str = "") -> None:
 
 
 def test_best_is_marked_only_when_it_beats_every_other_arm(fx):
-    data = collect(fx, "rope", n_boot=300)
+    data = collect(fx, "rope", draws=300)
     lengths = sorted(set(data.bpb_length["length"].astype(int)))
     _scale_units(fx, "fx-yarn", 0.9, "len_")  # yarn 10% lower everywhere: beats rope and pi beyond noise
-    clear = collect(fx, "rope", n_boot=300)
+    clear = collect(fx, "rope", draws=300)
     assert all(clear.best.get(f"bpb_len_{L}") == "yarn" for L in lengths)
     table = length_table(clear)
     yarn_row = table.frame["arm"].tolist().index(clear.label("yarn"))
@@ -41,7 +42,7 @@ def test_best_is_marked_only_when_it_beats_every_other_arm(fx):
     noise = np.random.default_rng(0).normal(0.0, 0.02, len(tight))
     tight["nats"] *= 1.0001 + noise - noise.mean()
     tight.to_csv(fx.eval_dir("fx-pi") / "bpb_units.csv", index=False)
-    close = collect(fx, "rope", n_boot=300)
+    close = collect(fx, "rope", draws=300)
     assert not any(m.startswith("bpb_len_") for m in close.best)
     assert not length_table(close).best
 
@@ -49,10 +50,10 @@ def test_best_is_marked_only_when_it_beats_every_other_arm(fx):
 def test_val_bpb_and_length_disagreement_is_explained(fx):
     _scale_units(fx, "fx-pi", 1.03, "val")  # pi worse on val BPB ...
     _scale_units(fx, "fx-pi", 0.95, "len_")  # ... and better at length
-    data = collect(fx, "rope", n_boot=300)
+    data = collect(fx, "rope", draws=300)
     notes = disagreements(data)
     assert len(notes) == 1 and notes[0].startswith("val BPB and BPB at length point different ways for pi (")
-    out = write_report(fx, n_boot=300)
+    out = write_report(fx, draws=300)
     assert any(line.startswith("Note: val BPB and BPB at length") for line in out.answer)
     assert "what longer context buys" in fx.comparison_md.read_text()
 
@@ -83,29 +84,31 @@ def test_loss_curves_pair_seed_replicates_and_need_three_points(fx):
         fx.run_config(tag).write_text(json.dumps({"tag": tag, "variant": variant, "train": {"seed": seed}}))
     from rlab.report.plots import _relative_curves
 
-    rel = _relative_curves(collect(fx, "rope", n_boot=200), "train", "loss")
+    rel = _relative_curves(collect(fx, "rope", draws=200), "train", "loss")
     pi = rel[rel["tag"].isin(["fx-pi", "fx-pi-seed1"])]
     assert pi["delta"].round(6).eq(0.1).all()  # each seed minus rope's run of the same seed, not their mean
-    out = write_report(fx, n_boot=200)
+    out = write_report(fx, draws=200)
     assert any(p.name == "loss_curves.png" for p in out.written)
     for tag in ("fx-rope", "fx-rope-seed1", "fx-pi", "fx-pi-seed1"):
         _metrics(fx, tag, [5.0, 4.0])
-    out = write_report(fx, n_boot=200)
+    out = write_report(fx, draws=200)
     assert not any(p.name == "loss_curves.png" for p in out.written)
     assert "plot loss_curves.png not drawn: no informative data for it yet" in out.data.footnotes.items
 
 
 def test_one_unit_of_one_seed_shows_no_interval(fx):
-    """A bootstrap over a single unit has zero width: no interval is shown, and no verdict is given."""
+    """A single unit has no variance to estimate: no interval is shown, and no verdict is given."""
     for tag in ("fx-rope", "fx-pi", "fx-yarn"):
         path = fx.eval_dir(tag) / "bpb_units.csv"
         units = pd.read_csv(path)
         units = units[(units["metric"] != "val") | (units["unit"].astype(str) == "0")]
         units.to_csv(path, index=False)
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     val = data.scalars.set_index(["arm", "metric"]).loc[("rope", "val_bpb")]
     assert val["n_units"] == 1 and pd.isna(val["ci_low"]) and pd.isna(val["ci_high"])
     comp = data.comparisons.set_index(["arm", "metric"]).loc[("pi", "val_bpb")]
-    assert pd.isna(comp["diff_low"]) and pd.isna(comp["rel_low"]) and comp["verdict"] == "too few units (n=1)"
-    table = next(t for t in write_report(fx, n_boot=200).tables if t.title.startswith("BPB on the train"))
+    assert pd.isna(comp["diff_low"]) and pd.isna(comp["rel_low"]) and comp["verdict"] == Verdict.TOO_FEW_UNITS
+    assert Verdict(comp["verdict"]).label(int(comp["n_units"])) == "too few units (n=1)"
+    assert pd.isna(comp["p_value"]) and comp["family"] == ""  # no p-value behind 1 unit, in no family
+    table = next(t for t in write_report(fx, draws=200).tables if t.title.startswith("BPB on the train"))
     assert "±" not in table.frame.set_index("arm").loc["rope", "val BPB"]

@@ -16,7 +16,7 @@ from rlab.report.collect import collect
 
 def test_tag_not_evaluated_is_blank_with_footnote(fx):
     shutil.rmtree(fx.eval_dir("fx-yarn"))
-    out = write_report(fx, n_boot=200)
+    out = write_report(fx, draws=200)
     row = out.data.results.set_index("tag").loc["fx-yarn"]
     assert (
         math.isnan(row["val_bpb"]) and math.isnan(row["bpb_len_512"]) and row["val_bpb_verdict_vs_rope"] == ""
@@ -33,7 +33,7 @@ def test_tag_not_evaluated_is_blank_with_footnote(fx):
 def test_missing_metrics_file_and_unreadable_eval_json(fx):
     shutil.rmtree(fx.run_dir("fx-pi"))
     fx.eval_json("fx-yarn").write_text('{"schema": "rlab.eval/1", "metr')  # torn write
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     res = data.results.set_index("tag")
     assert math.isnan(res.loc["fx-pi", "last_train_loss"]) and res.loc["fx-pi", "val_bpb"] == pytest.approx(
         1.48
@@ -50,7 +50,7 @@ def test_no_units_means_no_claims(fx):
     for tag in ("fx-rope", "fx-pi", "fx-yarn"):
         (fx.eval_dir(tag) / "bpb_units.csv").unlink()
         (fx.eval_dir(tag) / "core_examples.csv").unlink()
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     res = data.results.set_index("tag")
     assert res.loc["fx-yarn", "val_bpb"] == 1.455
     # eval.json's intervals are null here: no interval, so no verdict either way
@@ -59,7 +59,7 @@ def test_no_units_means_no_claims(fx):
 
 
 def test_missing_baseline_is_a_footnote(fx):
-    data = collect(fx, "llama3", n_boot=200)
+    data = collect(fx, "llama3", draws=200)
     assert "baseline variant 'llama3' has no outputs: no comparisons" in data.footnotes.items
     assert not any("_vs_" in c for c in data.results.columns)
 
@@ -69,7 +69,7 @@ def test_runs_only_experiment_and_empty_experiment(results_root):
     shutil.rmtree(layout.root / "evals")
     for csv in layout.root.glob("results_*.csv"):
         csv.unlink()
-    out = write_report(layout, fmt="html", n_boot=200)
+    out = write_report(layout, fmt="html", draws=200)
     assert out.data.results["val_bpb"].isna().all() if "val_bpb" in out.data.results else True
     assert layout.comparison_md.is_file() and (layout.plots_dir / "loss_curves.png").is_file()
     assert not (layout.plots_dir / "bpb_vs_length.png").exists()
@@ -94,6 +94,6 @@ def test_base_pretrain_run_is_not_a_variant(fx):
         json.dumps({"tag": "fx", "variant": "rope", "init": {"kind": "scratch"}})
     )
     shutil.copy(fx.metrics_file("fx-rope"), fx.metrics_file("fx"))
-    data = collect(fx, "rope", n_boot=200)
+    data = collect(fx, "rope", draws=200)
     assert "fx" not in set(data.results["tag"]) and data.baseline_tag == "fx-rope"
     assert "fx: the base model's own run, not a variant; left out of the comparison" in data.footnotes.items

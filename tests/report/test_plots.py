@@ -12,7 +12,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def test_every_plot_is_a_valid_png(fx):
-    out = write_report(fx, n_boot=200)
+    out = write_report(fx, draws=200)
     for name in PLOT_FILES.values():
         path = fx.plots_dir / name
         data = path.read_bytes()
@@ -33,7 +33,7 @@ def test_plots_without_passkey_or_metrics(fx):
         del doc["metrics"]["passkey"], doc["measured"]["passkey"]
         fx.eval_json(tag).write_text(json.dumps(doc))
     shutil.rmtree(fx.root / "runs")
-    plots = write_report(fx, n_boot=200)
+    plots = write_report(fx, draws=200)
     assert not (fx.plots_dir / PLOT_FILES["passkey"]).exists()
     assert not (fx.plots_dir / PLOT_FILES["loss"]).exists()
     assert (fx.plots_dir / PLOT_FILES["bpb_length"]).read_bytes()[:8] == PNG_MAGIC

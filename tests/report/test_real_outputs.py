@@ -92,7 +92,7 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
             )
         )
 
-    out = write_report(layout, n_boot=200)
+    out = write_report(layout, draws=200)
     data = out.data
     notes = data.footnotes.items
     assert data.clustered and not any("do not name their documents" in n for n in notes)  # per-document units

@@ -11,22 +11,22 @@ from rlab.report.results_csv import format_cell, write_results_csv
 
 
 def test_rerun_gives_identical_bytes(fx):
-    write_report(fx, fmt="csv", n_boot=200)
+    write_report(fx, fmt="csv", draws=200)
     first = fx.results_csv.read_bytes()
-    write_report(fx, fmt="csv", n_boot=200)
+    write_report(fx, fmt="csv", draws=200)
     assert fx.results_csv.read_bytes() == first
     frame = pd.read_csv(fx.results_csv)
     assert list(frame["tag"]) == ["fx-ntk", "fx-pi", "fx-rope", "fx-yarn"]
 
 
 def test_rewrite_replaces_rows_and_keeps_others(fx):
-    write_report(fx, fmt="csv", n_boot=200)
+    write_report(fx, fmt="csv", draws=200)
     # a row another report wrote (e.g. for a tag whose outputs live elsewhere) is kept
     text = pd.read_csv(fx.results_csv, dtype=str, keep_default_na=False)
     extra = text.iloc[[0]].copy()
     extra["tag"] = "fx-other"
     pd.concat([text, extra]).to_csv(fx.results_csv, index=False, lineterminator="\n")
-    write_report(fx, fmt="csv", n_boot=200)
+    write_report(fx, fmt="csv", draws=200)
     frame = pd.read_csv(fx.results_csv)
     assert sorted(frame["tag"]) == ["fx-ntk", "fx-other", "fx-pi", "fx-rope", "fx-yarn"]
     assert frame["tag"].is_unique

@@ -1,0 +1,400 @@
+"""Paired small-sample inference behind every verdict: studentized intervals, sign-flip tests, seeds, families, MDE.
+
+A verdict compares two arms on the **same independent units** (documents for BPB, examples stratified by task for
+CORE, keys for passkey, records for copy). Each arm gives per-unit values ``y[s, c]`` for training seeds ``s`` and
+units ``c``; seed ``s``'s estimate is the ratio of sums ``sum_c y[s, c] / sum_c w[c]`` over weights ``w`` that both
+arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean over its seeds.
+
+* **Interval** (`compare`, `level`): estimate ± t(df) · se with se² the sum of
+  - a *unit term*: the variance of the linearised unit contributions ``z_c = (d_c - D w_c) / mean(w)`` of the
+    seed-averaged difference, over n (within strata when `strata` is given: CORE tasks), n - 1 df;
+  - a *seed term* (several seeds): the variance of the per-seed estimates over S, S - 1 df. The seed is the
+    replicate of training noise; a difference of two arms with the same seeds is taken per seed (seed i of both
+    saw the same data order). With one seed there is no seed term and the verdict says training noise is not
+    covered (`Comparison.training_noise_covered`).
+  Degrees of freedom: n - 1 (Welch-Satterthwaite over strata); with a seed term, S - 1, whatever the unit term
+  (Satterthwaite's df, which trusts a seed variance estimated on 2 df, gave 6-7% false positives at 3 seeds in
+  simulation). So with 3 seeds the interval uses t with 2 df (4.3), not the normal 1.96.
+* **p-value**: one seed on each side: a sign-flip permutation test of ``sum_c d_c`` (exact under the null that
+  the two arms are exchangeable on each unit: every one of the 2^n sign patterns when n <= `EXACT_SIGN_FLIP_MAX`,
+  else `SIGN_FLIP_DRAWS` seeded Monte Carlo draws with the add-one rule). Several seeds: the t test above.
+  Holm and Bonferroni run on these p-values, never on bootstrap tails.
+* **Untestable**: fewer than `MIN_UNITS` units, or no variation (every unit differs by the same amount: identical
+  arms, structural zeros): the p-value is None, the comparison enters no family and gets no verdict.
+* **Families** (`holm`, `Family`, `decide`): verdicts are Holm-adjusted within one declared family whose size
+  counts only testable comparisons.
+* **MDE** (`Comparison.mde`): the smallest true difference the test would find with 80% power at a given level,
+  ``(t(1 - alpha/2, df) + t(power, df)) · se``, printed beside every "within noise".
+
+Nothing here reads files or frames: callers pass arrays (`rlab.report.estimates`, `rlab.report.copy_distance`).
+`tests/report/test_calibration.py` checks false-positive rates and coverage by simulation through these functions.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+from scipy import stats
+
+MIN_UNITS = 20
+"""Fewer independent units than this: no p-value and no verdict (a t interval on so few is fragile)."""
+MIN_SEEDS = 2
+"""Seeds per arm a verdict needs before it covers training noise (one seed estimates no seed variance)."""
+ALPHA = 0.05
+"""Familywise error rate of every family of verdicts."""
+LEVEL = 0.95
+"""Coverage of every printed (unadjusted) interval."""
+POWER = 0.80
+"""Power at which the minimum detectable effect is quoted."""
+SIGN_FLIP_DRAWS = 20_000
+"""Monte Carlo draws of a sign-flip test: resolves p down to 5e-5, below alpha / m of any family here."""
+EXACT_SIGN_FLIP_MAX = 16
+"""Up to this many units the sign-flip test enumerates all 2^n sign patterns (exact p)."""
+_FLIP_CHUNK_ELEMENTS = 2_000_000
+_NO_VARIATION = 1e-12
+"""A standard error this small relative to the values is rounding: the arms are identical on these units."""
+
+
+class Verdict(str, Enum):
+    """What a comparison concludes. Only the first three are tests; the rest say why there is none."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    WITHIN_NOISE = "≈ within noise"
+    TOO_FEW_UNITS = "too few units"
+    UNTESTABLE = "untestable"
+    NOT_COMPARABLE = "not comparable"
+    NONE = ""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def significant(self) -> bool:
+        return self in (Verdict.BETTER, Verdict.WORSE)
+
+    def label(self, n_units: int | None = None) -> str:
+        """The text a table shows: ``too few units (n=12)``, ``untestable (no variation)``, or the value."""
+        if self is Verdict.TOO_FEW_UNITS and n_units is not None:
+            return f"too few units (n={n_units})"
+        if self is Verdict.UNTESTABLE:
+            return "untestable (no variation)"
+        return self.value
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An estimate with its studentized interval, its test, and what it rests on."""
+
+    estimate: float
+    low: float
+    high: float
+    se: float
+    df: float
+    p_value: float | None
+    """Two-sided p of "the true difference is 0"; None where untestable (and for a level, which is no test)."""
+    n_units: int
+    """Independent units (documents, examples, keys, records) behind the estimate."""
+    n_seeds: int = 1
+    """Training seeds per side (the smaller side); 1 = training noise not covered."""
+    method: str = "t"
+    """How `p_value` was computed: ``sign-flip (exact)``, ``sign-flip (Monte Carlo)``, ``t`` or ``t over seeds``."""
+    reason: str | None = None
+    """Why there is no p-value: ``too few units`` or ``no variation``."""
+
+    @property
+    def testable(self) -> bool:
+        return self.p_value is not None
+
+    @property
+    def training_noise_covered(self) -> bool:
+        return self.n_seeds >= MIN_SEEDS
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2.0
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0.0 or self.high < 0.0
+
+    def mde(self, alpha: float = ALPHA, power: float = POWER) -> float:
+        """Smallest true |difference| a two-sided test at `alpha` finds with probability `power` (NaN if no se)."""
+        if not (self.se > 0 and self.df > 0) or math.isnan(self.se):
+            return math.nan
+        return float((stats.t.ppf(1 - alpha / 2, self.df) + stats.t.ppf(power, self.df)) * self.se)
+
+
+def rng_for(seed: int, key: str) -> np.random.Generator:
+    """A generator that depends only on `seed` and a stable label (not on call order)."""
+    return np.random.default_rng([seed, zlib.crc32(key.encode("utf-8"))])
+
+
+def as_seeds(x: np.ndarray | Sequence[float]) -> np.ndarray:
+    """(n,) -> (1, n); (S, n) unchanged; float64."""
+    arr = np.asarray(x, dtype=np.float64)
+    return arr[None, :] if arr.ndim == 1 else arr
+
+
+def cluster_sums(values: np.ndarray, clusters: Sequence | np.ndarray | None) -> np.ndarray:
+    """Sum per-unit values (S, n) within clusters -> (S, C), clusters in sorted-id order (None: unchanged)."""
+    values = as_seeds(values)
+    if clusters is None:
+        return values
+    _, inverse = np.unique(np.asarray(clusters), return_inverse=True)
+    out = np.zeros((values.shape[0], int(inverse.max()) + 1 if len(inverse) else 0))
+    np.add.at(out.T, inverse.ravel(), values.T)
+    return out
+
+
+# ---------------------------------------------------------------- variance terms
+
+
+def _unit_terms(z: np.ndarray, strata: np.ndarray | None) -> list[tuple[float, float]]:
+    """(variance of the mean of z, df) per stratum; one term without strata. Strata of one unit add nothing."""
+    n = len(z)
+    if strata is None:
+        return [(float(np.var(z, ddof=1)) / n, n - 1.0)] if n >= 2 else []
+    terms = []
+    for label in np.unique(strata):
+        part = z[strata == label]
+        if len(part) >= 2:
+            terms.append((len(part) * float(np.var(part, ddof=1)) / n**2, len(part) - 1.0))
+    return terms
+
+
+def _satterthwaite(terms: list[tuple[float, float]], fallback: float) -> tuple[float, float]:
+    """(se, df) of a sum of independent variance terms (Welch-Satterthwaite)."""
+    total = sum(v for v, _ in terms)
+    if total <= 0:
+        return 0.0, fallback
+    denom = sum(v * v / df for v, df in terms if v > 0 and df > 0)
+    return math.sqrt(total), (total * total / denom if denom > 0 else fallback)
+
+
+def _seed_estimates(y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return y.sum(axis=1) / weights.sum()
+
+
+def _terms(
+    ya: np.ndarray, yb: np.ndarray | None, weights: np.ndarray, strata: np.ndarray | None
+) -> tuple[float, float, float, int]:
+    """(estimate, se, df, seeds) of mean(a) - mean(b) (or of a alone when `yb` is None)."""
+    n = ya.shape[1]
+    a_s = _seed_estimates(ya, weights)
+    b_s = _seed_estimates(yb, weights) if yb is not None else np.zeros(1)
+    estimate = float(a_s.mean() - b_s.mean())
+    d = ya.mean(axis=0) - (yb.mean(axis=0) if yb is not None else 0.0)
+    z = (d - estimate * weights) / weights.mean()
+    terms = _unit_terms(z, strata)
+    if yb is not None and len(a_s) == len(b_s) and len(a_s) >= 2:  # same seeds: one difference per seed
+        seed_terms = [(float(np.var(a_s - b_s, ddof=1)) / len(a_s), len(a_s) - 1.0)]
+    else:
+        seed_terms = [(float(np.var(x, ddof=1)) / len(x), len(x) - 1.0) for x in (a_s, b_s) if len(x) >= 2]
+    se, df = _satterthwaite(terms + seed_terms, max(n - 1.0, 1.0))
+    if seed_terms:  # Satterthwaite's df trusts a seed variance estimated on 2-4 df: 6-7% false positives at
+        df = min(d for _, d in seed_terms)  # 3 seeds in simulation. The seed is the replicate: S - 1 df.
+    seeds = min(len(a_s), len(b_s)) if yb is not None else len(a_s)
+    return estimate, se, df, seeds
+
+
+def _interval(estimate: float, se: float, df: float, level: float) -> tuple[float, float]:
+    if se == 0.0:
+        return estimate, estimate
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    return estimate - half, estimate + half
+
+
+# ---------------------------------------------------------------- sign-flip test
+
+
+def sign_flip_p(
+    d: np.ndarray, rng: np.random.Generator | None = None, draws: int = SIGN_FLIP_DRAWS
+) -> tuple[float, str]:
+    """Two-sided sign-flip permutation p of ``sum(d)`` and how it was computed.
+
+    Under the null that two arms are exchangeable on each unit, each unit's difference is as likely to have
+    either sign, so the observed sum is one of 2^n equally likely sums. Exact enumeration up to
+    `EXACT_SIGN_FLIP_MAX` units; beyond, `draws` random sign patterns and p = (1 + hits) / (1 + draws), which
+    is never below the exact p in expectation (a valid test)."""
+    d = np.asarray(d, dtype=np.float64)
+    n = len(d)
+    observed = abs(float(d.sum()))
+    tol = 1e-9 * (float(np.abs(d).sum()) + 1e-300)
+    if n <= EXACT_SIGN_FLIP_MAX:
+        patterns = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2.0 - 1.0
+        hits = int((np.abs(patterns @ d) >= observed - tol).sum())
+        return hits / 2**n, "sign-flip (exact)"
+    rng = rng if rng is not None else np.random.default_rng(0)
+    hits, done = 0, 0
+    chunk = max(1, _FLIP_CHUNK_ELEMENTS // n)
+    while done < draws:
+        k = min(chunk, draws - done)
+        signs = rng.integers(0, 2, size=(k, n), dtype=np.int8) * 2.0 - 1.0
+        hits += int((np.abs(signs @ d) >= observed - tol).sum())
+        done += k
+    return (1 + hits) / (1 + draws), "sign-flip (Monte Carlo)"
+
+
+# ---------------------------------------------------------------- the two entry points
+
+
+def compare(
+    a: np.ndarray,
+    b: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    strata: np.ndarray | Sequence | None = None,
+    rng: np.random.Generator | None = None,
+    draws: int = SIGN_FLIP_DRAWS,
+    level: float = LEVEL,
+    min_units: int = MIN_UNITS,
+) -> Comparison:
+    """Arm a minus arm b on the same units: estimate, studentized interval, test, units, seeds.
+
+    `a`, `b`: per-unit values, (n,) or (S, n) for S seeds, aligned by unit (the caller joins on unit id and sums
+    within clusters first: the units must be independent). Each seed's estimate is ``sum(y) / sum(weights)``
+    (`weights` None: a mean). `strata`: a label per unit; the unit variance is then pooled within strata
+    (CORE: the task), as a stratified sample's is. p is a sign-flip test with one seed per side, else t.
+    """
+    ya, yb = as_seeds(a), as_seeds(b)
+    n = ya.shape[1]
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    if yb.shape[1] != n or len(w) != n:
+        raise ValueError(f"compare: units do not align ({n}, {yb.shape[1]}, {len(w)})")
+    if n == 0 or not w.sum() > 0:
+        return Comparison(math.nan, math.nan, math.nan, math.nan, math.nan, None, n, reason="no units")
+    strata_arr = None if strata is None else np.asarray(strata)
+    estimate, se, df, seeds = _terms(ya, yb, w, strata_arr)
+    low, high = _interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
+    base = dict(estimate=estimate, low=low, high=high, se=se, df=df, n_units=n, n_seeds=seeds)
+    if n < min_units:
+        return Comparison(**base, p_value=None, reason="too few units")
+    if se <= _NO_VARIATION * max(1.0, float(np.abs(ya).max()), float(np.abs(yb).max())) / w.mean():
+        return Comparison(**base, p_value=None, reason="no variation")
+    if ya.shape[0] == 1 and yb.shape[0] == 1:
+        d = (ya[0] - yb[0]) / w.mean()
+        p, method = sign_flip_p(d, rng, draws)
+        return Comparison(**base, p_value=p, method=method)
+    p = float(2 * stats.t.sf(abs(estimate) / se, df))
+    return Comparison(**base, p_value=p, method="t over seeds")
+
+
+def level(
+    y: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    strata: np.ndarray | Sequence | None = None,
+    level: float = LEVEL,
+) -> Comparison | None:
+    """One arm's estimate (mean over seeds of ``sum(y) / sum(weights)``) with its studentized interval; no test.
+
+    None when there are no units. The interval carries unit noise, and seed noise when there are several seeds."""
+    ys = as_seeds(y)
+    n = ys.shape[1]
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    if n == 0 or not w.sum() > 0:
+        return None
+    estimate, se, df, seeds = _terms(ys, None, w, None if strata is None else np.asarray(strata))
+    low, high = _interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
+    return Comparison(estimate, low, high, se, df, None, n, seeds, method="t", reason="a level, not a test")
+
+
+def ratio_values(nats: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """BPB as `compare`/`level` inputs: per-unit values nats / ln 2 and weights bytes (the same for every arm)."""
+    nb = as_seeds(nbytes)
+    return as_seeds(nats) / math.log(2.0), nb[0]
+
+
+def relative(c: Comparison, baseline: float) -> tuple[float, float, float] | None:
+    """The difference in percent of the baseline's value (estimate, low, high); None unless the baseline is > 0.
+
+    The baseline's own uncertainty is left out: it moves the percentage by a relative amount of the order of
+    its relative standard error (a few percent of the percentage), far less than the difference's own."""
+    if not baseline > 0 or math.isnan(c.estimate):
+        return None
+    return tuple(100.0 * v / baseline for v in (c.estimate, c.low, c.high))  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- families and verdicts
+
+
+@dataclass(frozen=True)
+class Family:
+    """A declared set of verdicts whose familywise error is controlled together (Holm)."""
+
+    name: str
+    """``primary``, ``secondary`` or ``copy``."""
+    size: int
+    """Testable comparisons in the family (untestable, too-few-units and not-comparable ones never enter)."""
+    alpha: float = ALPHA
+
+    def describe(self) -> str:
+        return (
+            f"{self.name} family: {self.size} comparison{'s' if self.size != 1 else ''}, "
+            f"Holm, familywise error {self.alpha:.0%}"
+        )
+
+    @property
+    def mde_alpha(self) -> float:
+        """The level an MDE is quoted at: alpha / m, Holm's strictest step (what the family surely resolves)."""
+        return self.alpha / max(1, self.size)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values; None/NaN entries stay None and do not count in the family."""
+    valid = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
+    out: list[float | None] = [None] * len(p_values)
+    m, running = len(valid), 0.0
+    for rank, i in enumerate(sorted(valid, key=lambda j: p_values[j])):  # type: ignore[arg-type,return-value]
+        running = max(running, min(1.0, (m - rank) * float(p_values[i])))  # type: ignore[arg-type]
+        out[i] = running
+    return out
+
+
+def decide(
+    c: Comparison | None, p_adjusted: float | None, lower_is_better: bool, alpha: float = ALPHA
+) -> Verdict:
+    """The verdict of one comparison given its family-adjusted p: better/worse only when significant (and its
+    95% interval excludes 0, so a printed verdict never contradicts its interval)."""
+    if c is None or math.isnan(c.estimate):
+        return Verdict.NONE
+    if c.n_units < MIN_UNITS:
+        return Verdict.TOO_FEW_UNITS
+    if not c.testable or p_adjusted is None or math.isnan(p_adjusted):
+        return Verdict.UNTESTABLE
+    if not (p_adjusted <= alpha and c.excludes_zero()):
+        return Verdict.WITHIN_NOISE
+    improved = c.estimate < 0 if lower_is_better else c.estimate > 0
+    return Verdict.BETTER if improved else Verdict.WORSE
+
+
+def decide_family(
+    name: str, comparisons: Sequence[Comparison | None], lower_is_better: Sequence[bool], alpha: float = ALPHA
+) -> tuple[Family, list[float | None], list[Verdict]]:
+    """Holm over the testable comparisons of one family: (the family, adjusted p per entry, verdict per entry)."""
+    raw = [c.p_value if c is not None else None for c in comparisons]
+    adjusted = holm(raw)
+    family = Family(name, sum(p is not None for p in adjusted), alpha)
+    verdicts = [decide(c, p, lib, alpha) for c, p, lib in zip(comparisons, adjusted, lower_is_better)]
+    return family, adjusted, verdicts
+
+
+def seeds_note(n_seeds: int) -> str:
+    """What a verdict on `n_seeds` seeds per arm covers."""
+    if n_seeds >= MIN_SEEDS:
+        return (
+            f"{n_seeds} seeds: training noise covered (seed term with {n_seeds - 1} degrees of freedom, "
+            f"t = {stats.t.ppf(1 - ALPHA / 2, n_seeds - 1):.1f} at 95%)"
+        )
+    return (
+        f"1 seed: training noise not covered (a verdict that covers it needs >= {MIN_SEEDS} seeds per arm; "
+        f"at 3 seeds t has 2 degrees of freedom, 4.3 at 95%)"
+    )

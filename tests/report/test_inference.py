@@ -1,0 +1,80 @@
+"""The paired inference API: t intervals, sign-flip p-values, the seed term, Holm families, MDE, verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from rlab.report import inference as inf
+from rlab.report.inference import Verdict
+
+
+def test_one_seed_interval_is_the_paired_t_interval():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 1.0, 30), rng.normal(0.8, 1.0, 30)
+    c = inf.compare(a, b)
+    ref = stats.ttest_rel(a, b)
+    d = a - b
+    half = stats.t.ppf(0.975, 29) * d.std(ddof=1) / math.sqrt(30)
+    assert c.estimate == pytest.approx(d.mean()) and c.df == 29
+    assert (c.low, c.high) == pytest.approx((d.mean() - half, d.mean() + half))
+    assert c.method == "sign-flip (Monte Carlo)" and c.p_value == pytest.approx(ref.pvalue, abs=0.02)
+
+
+def test_sign_flip_is_exact_on_few_units():
+    d = np.array([1.0, 2.0, 3.0, 4.0])  # every sign positive: 2 of 16 patterns reach |sum| = 10
+    p, how = inf.sign_flip_p(d)
+    assert p == 2 / 16 and how == "sign-flip (exact)"
+    assert inf.sign_flip_p(np.array([1.0, -1.0] * 5))[0] == 1.0
+
+
+def test_holm_and_families_count_only_testable_comparisons():
+    adj = inf.holm([0.01, 0.04, None, 0.03, math.nan, 0.2])
+    assert adj[0] == pytest.approx(0.04) and adj[3] == pytest.approx(0.09) and adj[1] == pytest.approx(0.09)
+    assert adj[5] == pytest.approx(0.2) and adj[2] is None and adj[4] is None
+    rng = np.random.default_rng(1)
+    real = inf.compare(rng.normal(1, 0.2, 30), np.zeros(30))
+    few = inf.compare(rng.normal(1, 0.2, 5), np.zeros(5))
+    same = inf.compare(np.ones(30), np.ones(30))
+    family, p, verdicts = inf.decide_family("t", [real, few, same, None], [False] * 4)
+    assert family.size == 1 and family.describe() == "t family: 1 comparison, Holm, familywise error 5%"
+    assert verdicts == [Verdict.BETTER, Verdict.TOO_FEW_UNITS, Verdict.UNTESTABLE, Verdict.NONE]
+    assert p[1] is None and p[2] is None
+
+
+def test_a_verdict_never_contradicts_its_interval():
+    c = inf.Comparison(0.1, -0.01, 0.2, 0.05, 30, 0.001, 40)
+    assert inf.decide(c, 0.01, lower_is_better=False) == Verdict.WITHIN_NOISE
+
+
+def test_mde_is_the_80_percent_power_distance():
+    """A true difference of one MDE is found about 80% of the time at the MDE's level."""
+    rng = np.random.default_rng(2)
+    pilot = inf.compare(rng.normal(0, 1, 40), np.zeros(40))
+    mde = inf.Comparison(0, 0, 0, 1 / math.sqrt(40), 39, 1.0, 40).mde(0.05)
+    hits = 0
+    for _ in range(400):
+        x = rng.normal(mde, 1, 40)
+        hits += stats.ttest_1samp(x, 0).pvalue <= 0.05
+    assert 0.72 < hits / 400 < 0.88
+    assert pilot.mde(0.05 / 10) > pilot.mde(0.05)  # a stricter family level asks for a larger effect
+
+
+def test_seed_term_uses_s_minus_1_degrees_of_freedom():
+    rng = np.random.default_rng(3)
+    a = rng.normal(0, 1, (3, 50)) + rng.normal(0, 0.5, (3, 1))
+    b = rng.normal(0, 1, (3, 50))
+    c = inf.compare(a, b)
+    assert c.df == 2 and c.n_seeds == 3 and c.method == "t over seeds"
+    assert c.p_value == pytest.approx(2 * stats.t.sf(abs(c.estimate) / c.se, 2))
+    one_vs_three = inf.compare(a, b[:1])
+    assert one_vs_three.n_seeds == 1 and not one_vs_three.training_noise_covered and one_vs_three.df == 2
+
+
+def test_verdict_is_typed_and_prints_its_value():
+    assert Verdict.WITHIN_NOISE == "≈ within noise" and f"{Verdict.BETTER}" == "better"
+    assert Verdict("too few units") is Verdict.TOO_FEW_UNITS and not Verdict.UNTESTABLE.significant
+    assert "not covered" in inf.seeds_note(1) and "covered (seed term with 2 degrees" in inf.seeds_note(3)
