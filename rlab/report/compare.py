@@ -280,7 +280,7 @@ def sentence(data: ReportData, row: pd.Series) -> str:
     n = "?" if pd.isna(row["n_units"]) else int(row["n_units"])
     mde = mde_text(row)
     call = (
-        f"**no verdict: {word.label(None if n == '?' else n)}**"
+        f"**no verdict: {word.label(n if isinstance(n, int) else None)}**"
         if word in (Verdict.TOO_FEW_UNITS, Verdict.UNTESTABLE)
         else "**within noise** (not significant" + (f"; {mde} at 80% power" if mde else "") + ")"
         if word is Verdict.WITHIN_NOISE

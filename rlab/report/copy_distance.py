@@ -332,8 +332,8 @@ def tag_levels(data) -> pd.DataFrame:
             rows.append(
                 {
                     "tag": tag,
-                    "window": int(window),
-                    "distance": int(distance),
+                    "window": int(cast(int, window)),
+                    "distance": int(cast(int, distance)),
                     "gain": level.estimate,
                     "gain_low": level.low,
                     "gain_high": level.high,

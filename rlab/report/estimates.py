@@ -244,8 +244,8 @@ COMPARISON_COLUMNS = [
 
 def _stack_trials(datas: list[TagData]) -> pd.DataFrame | None:
     """length, depth, trial, key, k0..k{S-1} (correct per seed) over trials every seed ran with the same key."""
-    frames = [d.passkey_trials for d in datas]
-    if any(f is None or f.empty for f in frames):
+    frames = [f for d in datas if (f := d.passkey_trials) is not None and not f.empty]
+    if len(frames) < len(datas):
         return None
     on = ["length", "depth", "trial", "key"]
     joined = frames[0][[*on, "correct"]].rename(columns={"correct": "k0"})
@@ -452,11 +452,12 @@ def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:
         )
         for i, p, v in zip(idx, adjusted, verdicts, strict=True):
             frame.at[i, "verdict"] = v
-            if p is None:
+            test = tests[i]
+            if p is None or test is None:
                 continue
             frame.at[i, "p_holm"] = p
             frame.at[i, "family_size"] = family.size
-            frame.at[i, "mde"] = mde = tests[i].mde(family.mde_alpha)
+            frame.at[i, "mde"] = mde = test.mde(family.mde_alpha)
             ref = frame.at[i, "ref_value"]
             if bpb_metric(frame.at[i, "metric"]) and ref > 0:
                 frame.at[i, "mde_rel_pct"] = 100.0 * mde / ref

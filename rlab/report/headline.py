@@ -67,7 +67,9 @@ def sentence(data: ReportData, arm: str) -> str:
     if word is Verdict.NOT_COMPARABLE:
         call = "**no verdict: not comparable** (evaluated or trained differently; see above)"
     elif word is Verdict.TOO_FEW_UNITS:
-        call = f"**no verdict: {word.label(n if n != '?' else None)}**; to get more, {_hint(metric)}"
+        call = (
+            f"**no verdict: {word.label(n if isinstance(n, int) else None)}**; to get more, {_hint(metric)}"
+        )
     elif word is Verdict.UNTESTABLE:
         call = "**no verdict: untestable** (no variation between the arms on these units)"
     elif word is Verdict.WITHIN_NOISE:

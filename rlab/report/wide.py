@@ -10,7 +10,7 @@ is positive), the Holm-adjusted ``_p_holm_vs_<b>`` and ``_verdict_vs_<b>``.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
@@ -127,7 +127,7 @@ def _copy_columns(data: ReportData, rows: dict[str, dict]) -> None:
     if cells is None or cells.empty:
         return
     for r in tag_levels(data).itertuples(index=False):
-        name, row = metric_name(r.distance), rows[r.tag]
+        name, row = metric_name(int(cast(int, r.distance))), rows[str(r.tag)]
         row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = r.gain, r.gain_low, r.gain_high
         row[f"{name}_n_units"] = r.n
     by_arm = {arm.key: arm.tags for arm in data.arms}
@@ -179,7 +179,7 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
             row = rows[tag]
             row["compared_with"] = r.reference
             for field in names:
-                if field == "mde_rel_pct" and not bpb_metric(r.metric):
+                if field == "mde_rel_pct" and not bpb_metric(str(r.metric)):
                     continue
                 row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
     _copy_columns(data, rows)

@@ -24,13 +24,18 @@ def test_list_tasks_prints_the_bundle_labels():
         assert label in result.stdout
     assert "Traceback" not in result.stderr and "missing, CORE will be partial" not in result.stderr
     listed = json.loads(rlab("eval", "--tasks", "list", "--json", "--eval-bundle", BUNDLE).stdout)
-    assert listed["bundle"] == BUNDLE and len(listed["tasks"]) == 22 and listed["tasks"][0] == {
-        "task": "hellaswag_zeroshot",
-        "type": "multiple_choice",
-        "fewshot": 0,
-        "baseline_pct": 25.0,
-        "present": True,
-    }
+    assert (
+        listed["bundle"] == BUNDLE
+        and len(listed["tasks"]) == 22
+        and listed["tasks"][0]
+        == {
+            "task": "hellaswag_zeroshot",
+            "type": "multiple_choice",
+            "fewshot": 0,
+            "baseline_pct": 25.0,
+            "present": True,
+        }
+    )
 
 
 def test_list_tasks_without_a_bundle_is_one_clear_error(tmp_path):
