@@ -19,12 +19,22 @@ class RopeVariant(str, Enum):
     dynamic_ntk = "dynamic-ntk"
     yarn = "yarn"
     llama3 = "llama3"
+    abf = "abf"
+    ntk_by_parts = "ntk-by-parts"
+    longrope = "longrope"
 
 
 VARIANT_NAMES: tuple[str, ...] = tuple(v.value for v in RopeVariant)
 
 # Variants whose purpose is to extend the context: a factor below 1 would shrink it.
 EXTENSION_VARIANTS = frozenset(VARIANT_NAMES) - {"rope"}
+
+# Variants with a parameter no default can stand for: they exist only as a spec defines them (`variants:`),
+# never as a bare built-in name (`--variants abf` alone has no new base to raise to).
+NEEDS_PARAMETERS: dict[str, str] = {
+    "abf": "new_base (the raised rotary base, e.g. 500000)",
+    "longrope": "short_factor and long_factor (d/2 numbers each) or factors_file",
+}
 
 
 def parse_variant(name: str) -> RopeVariant:

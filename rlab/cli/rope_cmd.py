@@ -2,6 +2,8 @@
 
     rlab rope inspect --variant yarn --head-dim 128 --scale 4 --original-len 2048
     rlab rope inspect --variant dynamic-ntk --scale 4 --seq-len 8192 --json
+    rlab rope inspect --variant abf --base 10000 --new-base 500000
+    rlab rope inspect --variant longrope --scale 4 --factors-file phi3/config.json --seq-len 8192
 
 Without `--json` it prints a short table (frequency, wavelength in tokens, ratio to plain rope,
 turns over the original context); with `--json` the full inverse frequencies and the attention
@@ -15,6 +17,8 @@ from __future__ import annotations
 # `rlab --help` stays fast.
 import json
 import math
+from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -36,6 +40,10 @@ FLAGS = {
     "low_freq_factor": "--low-freq-factor",
     "high_freq_factor": "--high-freq-factor",
     "base": "--base",
+    "new_base": "--new-base",
+    "factors_file": "--factors-file",
+    "short_factor": "--factors-file",
+    "long_factor": "--factors-file",
 }
 
 
@@ -70,6 +78,14 @@ def inspect(
     ),
     low_freq_factor: float = typer.Option(1.0, "--low-freq-factor", help="llama3: low-frequency factor."),
     high_freq_factor: float = typer.Option(4.0, "--high-freq-factor", help="llama3: high-frequency factor."),
+    new_base: float | None = typer.Option(
+        None, "--new-base", help="abf: the raised rotary base (required for abf; --base is the original one)."
+    ),
+    factors_file: Path | None = typer.Option(
+        None,
+        "--factors-file",
+        help="longrope: JSON with short_factor and long_factor (top level, or a config.json's rope_scaling).",
+    ),
     as_json: bool = typer.Option(
         False, "--json", help="Print JSON: inv_freq (all of them), attention_factor, ..."
     ),
@@ -77,21 +93,21 @@ def inspect(
     """Print a variant's inverse frequencies and attention factor."""
     from rlab.errors import SpecError
 
+    fields = dict(
+        variant=variant,
+        base=base,
+        factor=scale,
+        original_len=original_len,
+        beta_fast=beta_fast,
+        beta_slow=beta_slow,
+        attention_factor=attention_factor,
+        low_freq_factor=low_freq_factor,
+        high_freq_factor=high_freq_factor,
+        new_base=new_base,
+        factors_file=factors_file,
+    )
     try:
-        _inspect(
-            variant,
-            head_dim,
-            base,
-            scale,
-            original_len,
-            seq_len,
-            beta_fast,
-            beta_slow,
-            attention_factor,
-            low_freq_factor,
-            high_freq_factor,
-            as_json,
-        )
+        _inspect(fields, head_dim, seq_len, as_json)
     except SpecError as exc:
         raise SpecError(_with_flag_names(exc.message), exc.hint) from None
 
@@ -102,34 +118,12 @@ def _with_flag_names(message: str) -> str:
     return f"{FLAGS[field]}: {rest}" if sep and field in FLAGS else message
 
 
-def _inspect(
-    variant: str,
-    head_dim: int,
-    base: float,
-    scale: float,
-    original_len: int,
-    seq_len: int | None,
-    beta_fast: float,
-    beta_slow: float,
-    attention_factor: float | None,
-    low_freq_factor: float,
-    high_freq_factor: float,
-    as_json: bool,
-) -> None:
+def _inspect(fields: dict[str, Any], head_dim: int, seq_len: int | None, as_json: bool) -> None:
     from rlab.errors import SpecError
     from rlab.spec.rope import build_rope_spec, parse_variant
 
-    spec = build_rope_spec(
-        variant=parse_variant(variant),
-        base=base,
-        factor=scale,
-        original_len=original_len,
-        beta_fast=beta_fast,
-        beta_slow=beta_slow,
-        attention_factor=attention_factor,
-        low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor,
-    )
+    spec = build_rope_spec(**{**fields, "variant": parse_variant(fields["variant"])})
+    base, scale, original_len = spec.base, spec.factor, spec.original_len
     if seq_len is not None and seq_len <= 0:
         raise SpecError(f"seq_len: must be > 0 (got {seq_len})")
 

@@ -167,6 +167,12 @@ def window_pattern(arch: Architecture, model_config: dict[str, Any]) -> str:
     return str(model_config.get("window_pattern") or DEFAULT_WINDOW_PATTERN).upper()
 
 
+def full_context_layers(pattern: str, n_layer: int) -> list[bool]:
+    """Per layer, whether the pattern makes it a full-context (L) layer; the last layer always is."""
+    letters = [pattern.upper()[i % len(pattern)] for i in range(n_layer)]
+    return [c == "L" or i == n_layer - 1 for i, c in enumerate(letters)]
+
+
 def window_sizes(pattern: str, n_layer: int, context_len: int) -> list[int]:
     """Per layer, how far back a query may attend: key j is visible to query i iff 0 <= i - j <= window.
 

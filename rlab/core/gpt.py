@@ -42,6 +42,7 @@ from rlab.core.architecture import (
     DEFAULT_WINDOW_PATTERN,
     NANOCHAT_2025,
     NANOCHAT_CONFIG_KEYS,
+    full_context_layers,
     get_architecture,
     has_value_embed,
     key_list,
@@ -167,8 +168,15 @@ class GPT(nn.Module):
         `config.sequence_len` (rope.windows == "scale") or stay at the sizes for L0 ("fixed").
         """
         self.rope = rope.with_original_len(self.config.sequence_len).with_base(self.native_rotary_base)
-        self._rotary = rope_lib.RotaryTables(self.rope, self.config.head_dim)
-        self._softmax_scale = rope_lib.softmax_scale(self.rope, self.config.head_dim)
+        head_dim = self.config.head_dim
+        self._rotary = rope_lib.RotaryTables(self.rope, head_dim)
+        # `layers: global` leaves the short-window layers plain rope (they get their own tables and scale)
+        self._plain_layers = [not self.rope.scales_layer(g) for g in self.global_layers()]
+        plain = self.rope.plain()
+        self._plain_rotary = rope_lib.RotaryTables(plain, head_dim) if any(self._plain_layers) else None
+        self._softmax_scales = [
+            rope_lib.softmax_scale(plain if p else self.rope, head_dim) for p in self._plain_layers
+        ]
         self.window_sizes: list[int | None] = [None] * self.config.n_layer
         if self.arch.sliding_windows:
             context = (
@@ -179,6 +187,30 @@ class GPT(nn.Module):
             self.window_sizes = list(window_sizes(self.config.window_pattern, self.config.n_layer, context))
         if self.rope.variant.value != "rope":
             log.info("RoPE variant %s", self.rope.describe())
+
+    def global_layers(self) -> list[bool]:
+        """Per layer, whether it attends over the full context (an L layer; every layer without windows)."""
+        if not self.arch.sliding_windows:
+            return [True] * self.config.n_layer
+        return full_context_layers(self.config.window_pattern, self.config.n_layer)
+
+    def _rotations(
+        self, start: int, T: int, device, freq_len: int | None, positions: torch.Tensor | None = None
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, cos and sin for positions start .. start+T-1 ((1, T, 1, d/2) each, fp32), or at
+        `positions` (B, T) ((B, T, 1, d/2) each): the variant's, or plain rope's where it leaves a layer."""
+
+        def rotation(tables: rope_lib.RotaryTables) -> tuple[torch.Tensor, torch.Tensor]:
+            if positions is None:
+                return tables.get(start, T, device, freq_len)
+            cos, sin = tables.get(0, int(positions.max()) + 1, device, freq_len)  # (1, P, 1, d/2)
+            return cos[0, positions], sin[0, positions]
+
+        scaled = rotation(self._rotary)
+        if self._plain_rotary is None:
+            return [scaled] * self.config.n_layer
+        plain = rotation(self._plain_rotary)
+        return [plain if p else scaled for p in self._plain_layers]
 
     def _layer_masks(
         self,
@@ -270,7 +302,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         start = kv_cache.pos if kv_cache is not None else 0
         freq_len = kv_cache.freq_len(T) if kv_cache is not None else T
-        cos_sin = self._rotary.get(start, T, idx.device, freq_len)  # (1, T, 1, d/2) each, fp32
+        cos_sin = self._rotations(start, T, idx.device, freq_len)  # per layer: (1, T, 1, d/2) each, fp32
 
         x = self._embed(idx, kv_cache)  # (B, T, C)
         x = self._trunk(x, idx, cos_sin, kv_cache, self._layer_masks(T, start, idx.device))
@@ -329,7 +361,7 @@ class GPT(nn.Module):
         self,
         x: torch.Tensor,
         idx: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        cos_sin: list[tuple[torch.Tensor, torch.Tensor]],
         kv_cache: KVCache | None,
         masks: list[torch.Tensor | None],
         at: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -348,9 +380,9 @@ class GPT(nn.Module):
                 else None
             )
             if at is not None and i == last:
-                x = block.forward_at(x, ve, cos_sin, self._softmax_scale, masks[i], at)  # (N, C)
+                x = block.forward_at(x, ve, cos_sin[i], self._softmax_scales[i], masks[i], at)  # (N, C)
             else:
-                x = block(x, ve, cos_sin, self._softmax_scale, kv_cache, masks[i])
+                x = block(x, ve, cos_sin[i], self._softmax_scales[i], kv_cache, masks[i])
             if i == self.backout_layer:
                 x_backout = x
         if x_backout is not None and self.backout_lambda is not None:
@@ -382,11 +414,7 @@ class GPT(nn.Module):
         """
         B, T = idx.shape
         freq_len = T if freq_len is None else freq_len
-        if positions is None:
-            cos_sin = self._rotary.get(0, T, idx.device, freq_len)  # (1, T, 1, d/2) each
-        else:
-            cos, sin = self._rotary.get(0, int(positions.max()) + 1, idx.device, freq_len)  # (1, P, 1, d/2)
-            cos_sin = (cos[0, positions], sin[0, positions])  # (B, T, 1, d/2) each
+        cos_sin = self._rotations(0, T, idx.device, freq_len, positions)  # per layer
         prev_index = (
             _previous_visible(attn_mask) if attn_mask is not None and self.smear_gate is not None else None
         )

@@ -1,7 +1,7 @@
 """Rotary position embeddings and their context-extension variants, as a registry.
 
 Every variant is one function `(spec, head_dim, seq_len) -> inv_freq` in `ROPE_VARIANTS`;
-adding a variant is one function, one registry line and one test. Only YaRN also changes the
+adding a variant is one function, one registry line and one test. YaRN and LongRoPE also change the
 attention temperature, through `attention_factor(spec)`.
 
 Notation: head dim d, base b, original (pretraining) context L0 = `spec.original_len`,
@@ -35,6 +35,22 @@ theta_i = b^(-2i/d), wavelength lambda_i = 2*pi / theta_i (tokens per full turn)
   2407.21783, and its reference code): wavelengths shorter than L0/high_freq_factor are kept,
   longer than L0/low_freq_factor are divided by s, and in between the two are blended smoothly
   with weight (L0/lambda_i - low_freq_factor) / (high_freq_factor - low_freq_factor).
+- ``abf`` — Adjusted Base Frequency (Xiong et al. 2023, "Effective Long-Context Scaling of Foundation
+  Models", arXiv 2309.16039, Llama-2-Long: 10000 -> 500000; Qwen3 trains on at 1000000): plain rope at the
+  raised base `new_base`, continued-trained. The factor is not used. Hugging Face: `default` with the new
+  `rope_theta`.
+- ``ntk-by-parts`` — YaRN's per-dimension ramp alone (bloc97's "NTK-by-parts", the interpolation YaRN builds
+  on, arXiv 2309.00071 section 3.2): the same frequencies as ``yarn``, attention temperature 1. Hugging Face:
+  `yarn` with `attention_factor: 1.0`.
+- ``longrope`` — LongRoPE (Ding et al. 2024, arXiv 2402.13753; Phi-3's static factors, LongRoPE2 arXiv
+  2502.20082 searches them the same shape): theta_i / short_factor[i] for sequences up to L0, theta_i /
+  long_factor[i] past it (Hugging Face's rule: the sequence length, or a KV cache's planned length, decides),
+  and attention temperature sqrt(1 + ln(s)/ln(L0)) unless `attention_factor` is given, applied at every
+  length as Hugging Face applies it.
+
+Layers (`spec.layers`): on a sliding-window model, `global` applies the variant to the full-context layers
+only and leaves the short-window layers plain rope at the checkpoint's base (`RopeSpec.plain`), as Gemma 3
+and OLMo 3 scale only their global layers; the model picks each layer's tables (`rlab.core.gpt`).
 
 Rotation convention (nanochat's, so its checkpoints work): the head dim is split into halves
 x1 = x[..., :d/2], x2 = x[..., d/2:]; y1 = x1*cos + x2*sin, y2 = -x1*sin + x2*cos. Tables are kept
@@ -116,7 +132,8 @@ def _dynamic_ntk(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Te
     return _plain(base, head_dim)
 
 
-def _yarn(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+def _ntk_by_parts(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    """YaRN's frequencies (its attention temperature is `attention_factor`'s business)."""
     original_len = required_original_len(spec)
     base, s = _base(spec), spec.factor
 
@@ -148,17 +165,52 @@ def _llama3(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
     return torch.where(long_wave, theta / s, torch.where(short_wave, theta, blended))
 
 
+def _abf(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    assert spec.new_base is not None  # RopeSpec requires it for abf
+    return _plain(spec.new_base, head_dim)
+
+
+def _longrope(spec: RopeSpec, head_dim: int, seq_len: int | None) -> torch.Tensor:
+    original_len = required_original_len(spec)
+    long = seq_len is not None and seq_len > original_len
+    factors = spec.long_factor if long else spec.short_factor
+    assert factors is not None  # RopeSpec requires both for longrope
+    if len(factors) != head_dim // 2:
+        raise SpecError(
+            f"{'long' if long else 'short'}_factor: needs head_dim / 2 = {head_dim // 2} numbers, one per "
+            f"frequency (got {len(factors)})",
+            "LongRoPE factors are searched for one head dim; use factors made for this model's.",
+        )
+    return _plain(_base(spec), head_dim) / torch.tensor(factors, dtype=torch.float64)
+
+
 ROPE_VARIANTS: dict[RopeVariant, InvFreqFn] = {
     RopeVariant.rope: _rope,
     RopeVariant.pi: _pi,
     RopeVariant.ntk: _ntk,
     RopeVariant.dynamic_ntk: _dynamic_ntk,
-    RopeVariant.yarn: _yarn,
+    RopeVariant.yarn: _ntk_by_parts,  # the same frequencies; yarn adds the temperature
     RopeVariant.llama3: _llama3,
+    RopeVariant.abf: _abf,
+    RopeVariant.ntk_by_parts: _ntk_by_parts,
+    RopeVariant.longrope: _longrope,
 }
 
 # Variants whose frequencies depend on the sequence length being processed.
-LENGTH_DEPENDENT = frozenset({RopeVariant.dynamic_ntk})
+LENGTH_DEPENDENT = frozenset({RopeVariant.dynamic_ntk, RopeVariant.longrope})
+
+
+def frequency_length(spec: RopeSpec, seq_len: int | None) -> int | None:
+    """The one length that stands for `seq_len` in a length-dependent variant's frequencies (None for the
+    others): every L <= L0 gives the same frequencies, and longrope has only two sets (up to L0, past it)."""
+    if spec.variant not in LENGTH_DEPENDENT:
+        return None
+    if seq_len is None or spec.original_len is None:
+        return seq_len
+    if spec.variant is RopeVariant.longrope:
+        return spec.original_len + 1 if seq_len > spec.original_len else spec.original_len
+    return max(seq_len, spec.original_len)
+
 
 FORMULAS: dict[RopeVariant, str] = {
     RopeVariant.rope: "inv_freq_i = b^(-2i/d)",
@@ -167,6 +219,10 @@ FORMULAS: dict[RopeVariant, str] = {
     RopeVariant.dynamic_ntk: "base' = b * ((s*L/L0) - (s-1))^(d/(d-2)) for L > L0, plain rope at L <= L0",
     RopeVariant.yarn: "NTK-by-parts ramp over [beta_slow, beta_fast] rotations per L0; logits * mscale^2",
     RopeVariant.llama3: "wavelength-based blend between b^(-2i/d) and b^(-2i/d)/s over [L0/hf, L0/lf]",
+    RopeVariant.abf: "inv_freq_i = b'^(-2i/d) with the raised base b' = new_base, continued-trained",
+    RopeVariant.ntk_by_parts: "YaRN's NTK-by-parts ramp over [beta_slow, beta_fast] rotations per L0; no temperature",
+    RopeVariant.longrope: "inv_freq_i = b^(-2i/d) / short_factor_i for L <= L0, / long_factor_i past L0; "
+    "logits * (sqrt(1+ln s/ln L0))^2",
 }
 """One-line formula per variant, recorded next to results so "ntk" is never ambiguous."""
 
@@ -178,12 +234,16 @@ def inv_freq(spec: RopeSpec, head_dim: int, seq_len: int | None = None) -> torch
 
 
 def attention_factor(spec: RopeSpec) -> float:
-    """The attention temperature mscale; the logits are multiplied by its square (1 except YaRN)."""
-    if spec.variant is not RopeVariant.yarn:
+    """The attention temperature mscale; the logits are multiplied by its square (1 except YaRN and LongRoPE)."""
+    if spec.variant not in (RopeVariant.yarn, RopeVariant.longrope):
         return 1.0
     if spec.attention_factor is not None:
         return float(spec.attention_factor)
-    return 1.0 if spec.factor <= 1 else 0.1 * math.log(spec.factor) + 1.0
+    if spec.factor <= 1:
+        return 1.0
+    if spec.variant is RopeVariant.longrope:
+        return math.sqrt(1 + math.log(spec.factor) / math.log(required_original_len(spec)))
+    return 0.1 * math.log(spec.factor) + 1.0
 
 
 def softmax_scale(spec: RopeSpec, head_dim: int) -> float:
@@ -234,9 +294,7 @@ class RotaryTables:
     def get(
         self, start: int, length: int, device: torch.device | str, freq_len: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        key_len = freq_len if self.length_dependent else None
-        if self.length_dependent and key_len is not None and self.spec.original_len is not None:
-            key_len = max(key_len, self.spec.original_len)  # all L <= L0 give plain rope: share a table
+        key_len = frequency_length(self.spec, freq_len)  # lengths with the same frequencies share a table
         key = (str(torch.device(device)), key_len)
         stop = start + length
         table = self._tables.get(key)

@@ -455,14 +455,12 @@ def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, 
 
 
 def _freq_key(model, pack: PackedExample) -> int | None:
-    """The length a length-dependent RoPE variant evaluates the reference at (lengths <= L0 all
-    give plain rope); None when the variant does not depend on length."""
-    from rlab.core.rope import LENGTH_DEPENDENT
+    """The length a length-dependent RoPE variant evaluates the reference at (lengths with the same
+    frequencies share one, `rope.frequency_length`); None when the variant does not depend on length."""
+    from rlab.core.rope import frequency_length
 
     rope = getattr(model, "rope", None)
-    if rope is None or rope.variant not in LENGTH_DEPENDENT:
-        return None
-    return max(pack.freq_len, rope.original_len or 0)
+    return None if rope is None else frequency_length(rope, pack.freq_len)
 
 
 FORWARD_OVERHEAD = 64.0

@@ -23,6 +23,11 @@ PER_WINDOW_RULE = (
     "otherwise; effective scale s*T/L0-(s-1), so s^2-s+1 at T = s*L0"
 )
 
+LONGROPE_RULE = (
+    "longrope: short factors for a forward over T <= L0 tokens, long factors past L0 (Hugging Face's rule; "
+    "KV-cache decoding: the planned total length)"
+)
+
 
 def fixed_scale(factor: float, original_len: int, freq_len: int) -> float:
     """Dynamic-ntk's effective scale at one length: s*Lf/L0 - (s-1), at least 1 (plain rope at Lf <= L0)."""
@@ -34,6 +39,8 @@ def apply_eval_rope(model, spec: EvalSpec, target_len: int) -> dict[str, Any]:
     from rlab.spec.rope import RopeSpec, RopeVariant
 
     rope = model.rope
+    if rope.variant == RopeVariant.longrope:
+        return {"variant": rope.variant.value, "frequencies": LONGROPE_RULE}
     if rope.variant != RopeVariant.dynamic_ntk:
         return {"variant": rope.variant.value, "frequencies": "fixed by the RoPE config at every length"}
     if spec.dynamic_ntk == "per_window":
@@ -51,6 +58,8 @@ def apply_eval_rope(model, spec: EvalSpec, target_len: int) -> dict[str, Any]:
             base=rope.base,
             factor=scale,
             original_len=rope.original_len,
+            layers=rope.layers,
+            windows=rope.windows,
         )
     )
     return {

@@ -24,11 +24,14 @@ ROPE_FIELDS = (
     "attention_factor",
     "low_freq_factor",
     "high_freq_factor",
+    "new_base",
+    "layers",
     "windows",
 )
 """RopeSpec's parameters, in results.csv's column order (as `rope_<field>`)."""
-TEXT_ROPE_FIELDS = ("windows",)
-"""Of those, the ones whose value is a word (windows: scale | fixed, for sliding-window models), not a number."""
+TEXT_ROPE_FIELDS = ("layers", "windows")
+"""Of those, the ones whose value is a word (layers: all | global, windows: scale | fixed, for sliding-window
+models), not a number. longrope's per-frequency factors are no column (d/2 numbers): eval.json's rope has them."""
 BPB_METRICS = ("train", "val")
 PROVENANCE = rec.PROVENANCE_COLUMNS
 """results.csv's provenance columns (`rlab.records.ResultsRow`), from each tag's eval.json."""

@@ -174,7 +174,8 @@ class ExperimentSpec(StrictModel):
     null = target_len / L0 (from the base checkpoint)."""
     variants: dict[str, RopeSpec] = {}
     """Variant name -> RoPE config. Each runs as tag <base.tag>-<name>. --variants selects among these and the
-    built-ins (rope, pi, ntk, dynamic-ntk, yarn, llama3 at `scale`)."""
+    built-ins (rope, pi, ntk, dynamic-ntk, yarn, llama3, ntk-by-parts at `scale`; abf and longrope need
+    parameters of their own, so only a spec defines them)."""
     train: TrainSpec = TrainSpec()
     """Continued-pretraining settings for every variant (seq_len is the new, longer context)."""
     eval: EvalSpec = EvalSpec()

@@ -28,7 +28,7 @@ from rlab.paths import (
     recorded_results_root,
 )
 from rlab.spec.experiment import ExperimentSpec
-from rlab.spec.rope import VARIANT_NAMES
+from rlab.spec.rope import NEEDS_PARAMETERS, VARIANT_NAMES
 
 # Named overrides (CLI flags) -> dotted path in the spec.
 OVERRIDE_PATHS: dict[str, str] = {
@@ -236,6 +236,12 @@ def _select_variants(spec: ExperimentSpec, variants: str | Sequence[str], source
     for name in names:
         if name not in available and name.lower() in by_lower:
             name = by_lower[name.lower()]  # `--variants YaRN` means yarn
+        if name not in available and name.lower() in NEEDS_PARAMETERS:
+            raise SpecError(
+                f"Variant '{name.lower()}' needs {NEEDS_PARAMETERS[name.lower()]}: it has no built-in default.",
+                f"Define it under `variants:` in a spec, e.g. `{name.lower()}: {{variant: {name.lower()}, ...}}`, "
+                "and select it by that name.",
+            )
         if name not in available:
             raise unknown_name_error("variant", name, available, SpecError)
         selected[name] = available[name].model_dump(mode="json", exclude_unset=True)

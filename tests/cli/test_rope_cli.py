@@ -117,7 +117,7 @@ def test_bad_input_raises_spec_error_in_process():
     [
         (
             ["--variant", "yarm"],
-            "Error: Unknown RoPE variant 'yarm'. Did you mean 'yarn'? Available: dynamic-ntk, llama3, ntk, pi, rope, yarn.",
+            "Error: Unknown RoPE variant 'yarm'. Did you mean 'yarn'? Available: abf, dynamic-ntk, llama3, longrope, ntk, ntk-by-parts, pi, rope, yarn.",
         ),
         (["--variant", "pi", "--scale", "0"], "Error: --scale: must be > 0 (got 0.0)"),
         (
@@ -142,3 +142,52 @@ def test_bad_input_one_line_exit_1_no_traceback(args, message):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert proc.stderr.splitlines()[0] == message
+
+
+def test_new_variants_json_equal_reference(tmp_path):
+    """The issue's acceptance: `rlab rope inspect --variant abf / longrope / ntk-by-parts` match transformers."""
+    abf = inspect_json("--variant", "abf", "--head-dim", "128", "--base", "10000", "--new-base", "500000")
+    ref, _ = hf_inv_freq("linear", 128, factor=1.0, rope_theta=500000.0)  # default rope at the new theta
+    assert_rel(abf["inv_freq"], ref) and abf["attention_factor"] == 1.0
+
+    parts = inspect_json(
+        "--variant", "ntk-by-parts", "--head-dim", "64", "--scale", "4", "--original-len", "2048"
+    )
+    ref, factor = hf_inv_freq(
+        "yarn", 64, factor=4.0, original_max_position_embeddings=2048, attention_factor=1.0
+    )
+    assert_rel(parts["inv_freq"], ref) and parts["attention_factor"] == factor == 1.0
+
+    factors = {
+        "short_factor": [1.0 + i / 100 for i in range(32)],
+        "long_factor": [1.0 + i / 8 for i in range(32)],
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"rope_scaling": {"type": "longrope", **factors}}))
+    for seq_len in ("2048", "8192"):
+        got = inspect_json(
+            "--variant", "longrope", "--head-dim", "64", "--scale", "4", "--original-len", "2048",
+            "--factors-file", str(path), "--seq-len", seq_len,
+        )  # fmt: skip
+        ref, factor = hf_inv_freq(
+            "longrope", 64, int(seq_len), factor=4.0, original_max_position_embeddings=2048, **factors
+        )
+        assert_rel(got["inv_freq"], ref)
+        assert got["attention_factor"] == pytest.approx(factor, rel=1e-9) and factor > 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variant", "abf"], "Error: --new-base: required for variant 'abf'"),
+        (["--variant", "abf", "--new-base", "5000"], "Error: --new-base: must be above base for abf"),
+        (
+            ["--variant", "longrope", "--factors-file", "/nonexistent.json"],
+            "Error: --factors-file: cannot read",
+        ),
+    ],
+)
+def test_new_variant_bad_input_names_the_flag(args, message):
+    result = runner.invoke(app, ["rope", "inspect", *args])
+    assert result.exit_code != 0 and isinstance(result.exception, SpecError)
+    assert f"Error: {result.exception.message}".startswith(message)
