@@ -6,9 +6,11 @@
     rlab rope inspect --variant longrope --scale 4 --factors-file phi3/config.json --seq-len 8192
 
 Without `--json` it prints a short table (frequency, wavelength in tokens, ratio to plain rope,
-turns over the original context); with `--json` the full inverse frequencies and the attention
-factor, which is also how the variants are checked from outside. torch is imported only when
-the command runs, never at `rlab --help`.
+turns over the original context, the target and a short window) and the geometry of the extension
+(`rlab.core.rope_geometry`: critical dimension, extrapolation bound, the base lower bound for the target,
+warnings); with `--json` the full inverse frequencies, the attention factor and the geometry, which is
+also how the variants are checked from outside. torch is imported only when the command runs, never at
+`rlab --help`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ FLAGS = {
     "original_len": "--original-len",
     "head_dim": "--head-dim",
     "seq_len": "--seq-len",
+    "target_len": "--target-len",
+    "window": "--window",
     "beta_fast": "--beta-fast",
     "beta_slow": "--beta-slow",
     "attention_factor": "--attention-factor",
@@ -86,8 +90,16 @@ def inspect(
         "--factors-file",
         help="longrope: JSON with short_factor and long_factor (top level, or a config.json's rope_scaling).",
     ),
+    target_len: int | None = typer.Option(
+        None,
+        "--target-len",
+        help="Target context for the geometry (default: L0 x scale, or 4 x L0 when scale is 1).",
+    ),
+    window: int | None = typer.Option(
+        None, "--window", help="A short attention window in tokens (e.g. 512): which pairs turn within it."
+    ),
     as_json: bool = typer.Option(
-        False, "--json", help="Print JSON: inv_freq (all of them), attention_factor, ..."
+        False, "--json", help="Print JSON: inv_freq (all of them), attention_factor, geometry, ..."
     ),
 ) -> None:
     """Print a variant's inverse frequencies and attention factor."""
@@ -107,7 +119,7 @@ def inspect(
         factors_file=factors_file,
     )
     try:
-        _inspect(fields, head_dim, seq_len, as_json)
+        _inspect(fields, head_dim, seq_len, target_len, window, as_json)
     except SpecError as exc:
         raise SpecError(_with_flag_names(exc.message), exc.hint) from None
 
@@ -118,16 +130,30 @@ def _with_flag_names(message: str) -> str:
     return f"{FLAGS[field]}: {rest}" if sep and field in FLAGS else message
 
 
-def _inspect(fields: dict[str, Any], head_dim: int, seq_len: int | None, as_json: bool) -> None:
+def _inspect(
+    fields: dict[str, Any],
+    head_dim: int,
+    seq_len: int | None,
+    target_len: int | None,
+    window: int | None,
+    as_json: bool,
+) -> None:
     from rlab.errors import SpecError
     from rlab.spec.rope import build_rope_spec, parse_variant
 
     spec = build_rope_spec(**{**fields, "variant": parse_variant(fields["variant"])})
     base, scale, original_len = spec.base, spec.factor, spec.original_len
-    if seq_len is not None and seq_len <= 0:
-        raise SpecError(f"seq_len: must be > 0 (got {seq_len})")
+    assert base is not None and original_len is not None  # the flags always give them
+    for name, value in (("seq_len", seq_len), ("target_len", target_len), ("window", window)):
+        if value is not None and value <= 0:
+            raise SpecError(f"{name}: must be > 0 (got {value})")
+    target = target_len or (round(original_len * scale) if scale > 1 else 4 * original_len)
 
     from rlab.core import rope as rope_lib  # imports torch
+    from rlab.core import rope_geometry
+
+    rope_lib.check_head_dim(head_dim)
+    geometry = rope_geometry.assess(spec, head_dim, target)
 
     freqs = rope_lib.inv_freq(spec, head_dim, seq_len).tolist()
     plain = rope_lib.inv_freq(build_rope_spec(base=base), head_dim).tolist()
@@ -144,14 +170,36 @@ def _inspect(fields: dict[str, Any], head_dim: int, seq_len: int | None, as_json
         "inv_freq": freqs,
         "attention_factor": mscale,
         "logit_scale": mscale**2,
+        "target_len": target,
+        "window": window,
+        "window_pairs": None if window is None else rope_geometry.critical_pairs(freqs, window),
+        "geometry": geometry.as_json(),
     }
     if as_json:
         typer.echo(json.dumps(report))
         return
     _print_table(report, plain)
+    _print_geometry(report, geometry)
+
+
+def _print_geometry(report: dict, geometry: Any) -> None:
+    from rlab.cli.console import out
+
+    lines = geometry.summary()
+    if report["window"] is not None:
+        lines.append(
+            f"a short window of {report['window']} tokens: {report['window_pairs']} of {geometry.pairs} pairs "
+            "of this variant turn a full period within it"
+        )
+    out.print("geometry:", highlight=False)
+    for line in lines:
+        out.print(f"  {line}", highlight=False, markup=False)
+    for line in geometry.warnings():
+        out.print(f"  warning: {line}", highlight=False, markup=False, style="yellow")
 
 
 def _print_table(report: dict, plain: list[float]) -> None:
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
@@ -165,17 +213,26 @@ def _print_table(report: dict, plain: list[float]) -> None:
         else range(n)
     )
     shown = "" if n <= TABLE_ROWS else f", showing {len(rows)} of {n} (--json for all)"
-    table = Table(title=escape(f"{report['variant']}: {report['formula']}{shown}"), title_justify="left")
-    for column in ("i", "inv_freq", "wavelength (tokens)", "ratio to rope", "turns in L0"):
-        table.add_column(column, justify="right")
+    table = Table(
+        title=escape(f"{report['variant']}: {report['formula']}{shown}"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    columns = ["i", "inv_freq", "wavelength (tokens)", "ratio to rope", "turns in L0", "in target"]
+    if report["window"] is not None:
+        columns.append("in window")
+    for column in columns:
+        table.add_column(column, justify="right", min_width=len(column))
     for i in rows:
         wavelength = 2 * math.pi / freqs[i]
         table.add_row(
             str(i),
-            f"{freqs[i]:.6g}",
+            f"{freqs[i]:.4g}",
             f"{wavelength:,.1f}",
             f"{freqs[i] / plain[i]:.4f}",
             f"{report['original_len'] / wavelength:.3g}",
+            f"{report['target_len'] / wavelength:.3g}",
+            *([f"{report['window'] / wavelength:.3g}"] if report["window"] is not None else []),
         )
     out.print(table)
     out.print(

@@ -41,6 +41,7 @@ from rlab.paths import BaseLayout, meta_file
 from rlab.spec.experiment import ExperimentSpec
 
 if TYPE_CHECKING:
+    from rlab.core.checkpoint import CheckpointInfo
     from rlab.spec.run import RunConfig
 
 DISK_MARGIN = 1.1
@@ -89,6 +90,7 @@ def preflight_continue(
     missing base checkpoint is expected, not a problem.
     """
     pf = Preflight(spec)
+    info: CheckpointInfo | None = None
     base, layout = base_layout(spec), experiment_layout(spec)
     step = spec.base_step
     if step is not None:
@@ -99,9 +101,13 @@ def preflight_continue(
             if not (base_made_by_pretrain and spec.pretrain is not None):
                 pf.problem(exc)
         if pf.base is not None:
-            _check_architecture(pf, base.checkpoint_dir(spec.base.tag), step)
+            info = _check_architecture(pf, base.checkpoint_dir(spec.base.tag), step)
     if pf.base is not None:
         spec = pf.spec = resolve_lengths(spec, pf.base)
+        if info is not None:
+            from rlab.core.rope_geometry import plan_geometry_warnings
+
+            pf.warnings += plan_geometry_warnings(spec, info.model_config)
     try:
         check_batch(spec.train, spec.launch.world_size)
     except RlabError as exc:
@@ -128,17 +134,18 @@ def preflight_continue(
     return pf
 
 
-def _check_architecture(pf: Preflight, ckpt_dir: Path, step: int) -> None:
+def _check_architecture(pf: Preflight, ckpt_dir: Path, step: int) -> CheckpointInfo | None:
     """A base of an architecture rlab does not know (its keys) stops the run before any clone; a model file
     that cannot be read is a warning here (the job's own load stops on it with the same message)."""
     from rlab.core.checkpoint import UnreadableModelFile, inspect_checkpoint
 
     try:
-        inspect_checkpoint(ckpt_dir, step)
+        return inspect_checkpoint(ckpt_dir, step)
     except UnreadableModelFile as exc:
         pf.warnings.append(exc.message)
     except RlabError as exc:
         pf.problem(exc)
+    return None
 
 
 def _check_tags(pf: Preflight, *, resume: bool, force: bool) -> None:

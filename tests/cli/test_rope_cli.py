@@ -191,3 +191,20 @@ def test_new_variant_bad_input_names_the_flag(args, message):
     result = runner.invoke(app, ["rope", "inspect", *args])
     assert result.exit_code != 0 and isinstance(result.exception, SpecError)
     assert f"Error: {result.exception.message}".startswith(message)
+
+
+def test_geometry_in_json_and_table():
+    got = inspect_json("--variant", "ntk", "--scale", "4", "--base", "100000", "--window", "512")
+    geometry = got["geometry"]
+    assert (
+        got["target_len"] == 8192
+        and geometry["critical_pairs_l0"] == 33
+        and geometry["critical_dim_l0"] == 66
+    )
+    assert geometry["base_lower_bound"] == pytest.approx(0.0424 * 8192**1.628)
+    assert got["window_pairs"] == sum(1 for f in got["inv_freq"] if 2 * 3.141592653589793 / f <= 512)
+    result = runner.invoke(app, ["rope", "inspect", "--variant", "ntk", "--scale", "4"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())  # rich wraps at the terminal's width
+    assert "in target" in text and "critical dimension (Liu et al. 2024): 41 of 64" in text
+    assert "warning: ntk: rotary base 4.09e+04 is below 1.0e+05" in text
