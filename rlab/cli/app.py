@@ -30,6 +30,7 @@ from rlab.cli import (
     status_cmd,
 )
 from rlab.cli.examples import epilog
+from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.errors import RlabError, os_error
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=True,
+    cls=RlabGroup,
 )
 
 # The mission: continue -> eval -> report. Each command's --help ends with examples (rlab.cli.examples).
@@ -54,7 +56,7 @@ for _name, _function, _panel in (
     ("validate", spec_cmd.validate, "Spec"),
     ("schema", spec_cmd.schema, "Spec"),
 ):
-    app.command(_name, rich_help_panel=_panel, epilog=epilog(_name))(_function)
+    app.command(_name, cls=RlabCommand, rich_help_panel=_panel, epilog=epilog(_name))(_function)
 app.add_typer(rope_cmd.app, name="rope", rich_help_panel="Inspect")
 app.add_typer(data_cmd.app, name="data", rich_help_panel="Set-up")
 app.add_typer(bundle_cmd.app, name="bundle", rich_help_panel="Set-up")
@@ -69,7 +71,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version."
+        False, "--version", metavar="", callback=_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
     """Controlled context-extension (RoPE scaling) experiments on nanochat-style GPT models.
@@ -110,38 +112,8 @@ def rich_help(exc) -> None:
 
 @functools.cache
 def click_command():
-    """The click command Typer builds from `app` (what `app()` runs), built once per process.
-
-    Switches (`--help`, `--version`, completion) show no `<bool>` type column, like rlab's own.
-    """
-    from typer import rich_utils
-
-    rich_utils.RANGE_STRING = ""  # a range goes into the help text instead (below), not the type column
-    command = typer.main.get_command(app)
-    stack = [command]
-    while stack:
-        cmd = stack.pop()
-        option = cmd.get_help_option(typer.Context(cmd))
-        for param in [*cmd.params, *([option] if option is not None else [])]:
-            _tidy_help(param)
-        stack.extend(getattr(cmd, "commands", {}).values())
-    return command
-
-
-def _tidy_help(param) -> None:
-    """Short type column for 80-column help: no `<bool>` on switches; `N (>= 1)` instead of `<int range> [x>=1]`."""
-    if getattr(param, "is_flag", False) and param.metavar is None:
-        param.metavar = ""
-    low, high = getattr(param, "min", None), getattr(param, "max", None)
-    if (low is not None or high is not None) and param.metavar is None and not getattr(param, "count", False):
-        bare = param.bare_type() if hasattr(param, "bare_type") else ""
-        param.metavar = "N" if "int" in bare else "X"
-        bounds = (
-            " to ".join(str(b) for b in (low, high) if b is not None)
-            if low is not None and high is not None
-            else (f">= {low}" if low is not None else f"<= {high}")
-        )
-        param.help = f"{param.help or ''} (range: {bounds})".strip()
+    """The click command Typer builds from `app` (what `app()` runs), built once per process."""
+    return typer.main.get_command(app)
 
 
 def main() -> None:

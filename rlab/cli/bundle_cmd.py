@@ -7,9 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.cli.options import BaseDirOpt
 
-app = typer.Typer(help="Download and check the DCLM CORE eval bundle.", no_args_is_help=True)
+app = typer.Typer(help="Download and check the DCLM CORE eval bundle.", no_args_is_help=True, cls=RlabGroup)
 
 _STYLE = {"ok": "green", "modified": "yellow", "missing": "red", "unknown": "cyan"}
 _MEANING = {
@@ -39,7 +40,7 @@ def _render(directory: Path) -> None:
             out.print(f"[{_STYLE[status]}]{n} {status}[/]: {_MEANING[status]}")
 
 
-@app.command("check")
+@app.command("check", cls=RlabCommand)
 def check(
     directory: Annotated[
         Optional[Path],
@@ -57,7 +58,7 @@ def check(
     _render(bundle_root(base_dir or default_base_dir(), directory))
 
 
-@app.command("download")
+@app.command("download", cls=RlabCommand)
 def download(
     base_dir: BaseDirOpt = None,
     url: Annotated[str, typer.Option("--url", help="Where to fetch the zip from.")] = "",

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import typer
 
+from rlab.cli.options import at_least
+
 
 class CompareFormat(str, Enum):
     md = "md"
@@ -75,7 +77,8 @@ def compare(
         20000,
         "--draws",
         "--bootstrap",
-        min=100,
+        metavar="N",
+        callback=at_least(100),
         help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
         rich_help_panel="Statistics",
     ),

@@ -6,16 +6,15 @@
 
 Sequence: resolve spec + flags -> preflight (reads the base step's meta: L0, loader position;
 plans every tag and collects every problem, `rlab.orchestrate.preflight`) -> lock the tags ->
-clone -> launch -> watch. The helpers below (`execute`, `render_plan`) are shared with `rlab pretrain`.
+clone -> launch -> watch (`rlab.orchestrate.training`). This module parses flags and renders: the
+plan of a dry run (`render_plan`, shared with `rlab pretrain`) and a reporter for the sequence.
 """
 
 from __future__ import annotations
 
 # Heavy imports (pydantic specs, the orchestrator, rich tables) are local to the functions that use
 # them, so `rlab --help` stays fast; the command's signature names only typer and option aliases.
-import signal
-import time
-from pathlib import Path
+import json
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -39,16 +38,13 @@ from rlab.cli.options import (
     StepsOpt,
     at_least,
 )
-from rlab.errors import LaunchError
 
 if TYPE_CHECKING:
     from rlab.orchestrate.base_info import BaseInfo
-    from rlab.orchestrate.launch import Job, JobState
-    from rlab.orchestrate.prepare import TagPlan
+    from rlab.orchestrate.launch import Job
+    from rlab.orchestrate.reporter import Reporter
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import RunConfig
-
-LOG_TAIL_LINES = 15
 
 
 def continue_training(
@@ -119,16 +115,21 @@ def continue_training(
     launcher: LauncherOpt = None,
     dry_run: DryRunOpt = False,
     json_out: Annotated[
-        bool, typer.Option("--json", metavar="", help="With --dry-run: the resolved plan as JSON on stdout.")
+        bool,
+        typer.Option(
+            "--json",
+            metavar="",
+            help="JSON on stdout: with --dry-run the resolved plan; else one object per event (JSON lines).",
+        ),
     ] = False,
     resume: ResumeOpt = False,
     force: ForceOpt = False,
 ) -> None:
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
-    from rlab.cli.console import err
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.preflight import plan_json, preflight_continue
-    from rlab.orchestrate.prepare import build_jobs, tag_plans
+    from rlab.orchestrate.prepare import build_jobs
+    from rlab.orchestrate.training import start_continue, submit_slurm
     from rlab.spec.loading import load_spec
 
     spec = load_spec(
@@ -155,220 +156,37 @@ def continue_training(
     spec = with_default_nproc(spec, visible_gpus())
     pf = preflight_continue(spec, resume=resume, force=force)
     spec, runs = pf.spec, pf.runs
-    if json_out and not dry_run:
-        raise typer.BadParameter(
-            "--json goes with --dry-run (the plan as JSON; nothing runs).", param_hint="--json"
-        )
     if dry_run:
+        reporter = console_reporter(json_out)
         trained = [run for run in runs if run.train.steps > 0]  # training-free arms are a clone, not a job
         jobs = build_jobs(spec, trained)
         if json_out:
-            import json
-
             typer.echo(json.dumps(plan_json(pf, jobs), indent=2))
         else:
             render_plan(spec, runs, jobs, title=f"rlab continue: {spec.experiment} (dry run)", base=pf.base)
-            render_findings(pf.warnings)
+            for line in pf.warnings:
+                reporter.warning(line)
         if not pf.ok:
             raise pf.error()
         if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing
-            submit_slurm(spec, trained, submit=False)
+            submit_slurm(spec, trained, reporter, submit=False)
         return
-    render_findings(pf.warnings)
-    if not pf.ok:
-        raise pf.error()
-    if pf.base is not None:
-        err.print(
-            f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
-            f"train data {_data_start_text(runs)}",
-            highlight=False,
-        )
-    plans = tag_plans(spec, runs, resume=resume, force=force)
-    execute(spec, plans, rerun=lambda names: rerun_command(spec, names))
+    start_continue(pf, resume=resume, force=force, reporter=run_reporter(json_out))
 
 
-def render_findings(warnings: list[str]) -> None:
-    """Warnings of the preflight, one line each, on stderr."""
-    from rlab.cli.console import err
-
-    for line in warnings:
-        err.print(f"[yellow]warning:[/] {line}", highlight=False)
-
-
-def _data_start_text(runs: list[RunConfig]) -> str:
-    start = runs[0].data_start if runs else None
-    return start.describe() if start is not None else "from the beginning"
-
-
-def execute(spec: ExperimentSpec, plans: list[TagPlan], rerun) -> None:
-    """Apply tag plans, write configs and the resolved spec, then launch locally or via SLURM."""
-    from rlab.cli.console import err
-    from rlab.orchestrate.clone import describe_paths
-    from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
-    from rlab.orchestrate.lock import TagLocks
-    from rlab.orchestrate.plan import base_layout
-    from rlab.orchestrate.prepare import build_jobs
-
-    launch = spec.launch
-    torchrun = None if launch.launcher == "slurm" else resolve_program(launch.torchrun)
-    slots = device_slots(launch, visible_gpus()) if launch.launcher == "local" else [None]
-    for plan in plans:
-        if plan.delete:
-            err.print(f"[yellow]--force: deleting {plan.run.tag}:[/]")
-            for line in describe_paths(list(plan.delete)):
-                err.print(f"  {line}", highlight=False)
-    if launch.launcher == "slurm":  # the jobs run elsewhere: no local lock outlives this process
-        runs = _prepare(spec, plans)
-        if runs:
-            submit_slurm(spec, runs)
-        return
-    with TagLocks(base_layout(spec), [p.run.tag for p in plans]) as locks:
-        runs = _prepare(spec, plans)
-        if runs:
-            jobs = build_jobs(spec, runs, torchrun=torchrun)
-            launch_and_watch(spec, jobs, slots, rerun, keep_fds={run.tag: locks.fd(run.tag) for run in runs})
-
-
-def _prepare(spec: ExperimentSpec, plans: list[TagPlan]) -> list[RunConfig]:
-    """Delete/clone the tags, say what happened to each, write the resolved specs and run configs."""
-    from rlab.cli.console import out
-    from rlab.orchestrate.prepare import apply_tag_plans, save_resolved_specs, write_run_configs
-
-    runs = apply_tag_plans(spec, plans)
-    for plan, run in zip(plans, runs):
-        verb = {"clone": "cloned from", "replace": "re-cloned from", "resume": "resuming"}[plan.action]
-        source = (
-            f" {run.lineage.parent_tag}@{run.lineage.parent_step}"
-            if run.lineage and verb != "resuming"
-            else ""
-        )
-        if run.lineage is None:  # a from-scratch run (`rlab pretrain`): nothing is cloned
-            verb, source = (
-                {"clone": "new", "replace": "replaced, training from scratch", "resume": "resuming"}[
-                    plan.action
-                ],
-                "",
-            )
-        out.print(f"{run.tag}: {verb}{source}", highlight=False)
-    save_resolved_specs(spec, runs)
-    write_run_configs(spec, runs)
-    for run in runs:
-        if run.train.steps == 0:
-            out.print(
-                f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base at {run.train.seq_len} "
-                "tokens, nothing trained; no job)",
-                highlight=False,
-            )
-    return [run for run in runs if run.train.steps > 0]
-
-
-def launch_and_watch(spec: ExperimentSpec, jobs: list[Job], slots, rerun, keep_fds=None) -> list[JobState]:
-    """Run jobs with a live table; summary at the end; Ctrl-C stops every job and says how to resume."""
-    from rich.live import Live
-
-    from rlab.cli.console import out
-    from rlab.orchestrate.launch import run_jobs
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.orchestrate.watch import MetricsTail, progress_table
-
-    tails = {job.tag: MetricsTail(job.metrics) for job in jobs}
-    where = (
-        "concurrently on " + ", ".join(",".join(s) for s in slots if s) if len(slots) > 1 else "one at a time"
-    )
-    out.print(
-        f"Launching {len(jobs)} job(s) {where}; logs in {experiment_layout(spec).root / 'runs'}/<tag>/train.log",
-        highlight=False,
-    )
-    previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
-    states: list[JobState] = []
-    try:
-        with Live(progress_table([], {}), console=out, refresh_per_second=2, transient=False) as live:
-
-            def tick(current: list[JobState]) -> None:
-                states[:] = current
-                live.update(progress_table(current, {tag: t.poll() for tag, t in tails.items()}))
-
-            try:
-                run_jobs(jobs, slots, on_tick=tick, keep_fds=keep_fds)
-            except KeyboardInterrupt:
-                live.stop()
-                stopped = [s.job.variant for s in states if s.state in ("interrupted", "pending")]
-                raise LaunchError(
-                    f"Interrupted: stopped every job (no processes left). Unfinished: {', '.join(stopped) or 'none'}.",
-                    f"Resume with: {rerun(stopped)}" if stopped else None,
-                ) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    out.line()
-    _summary(states, rerun)
-    out.print(
-        f"next: rlab eval --spec {experiment_layout(spec).resolved_spec} --all",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
-    return states
-
-
-def _sigterm_to_interrupt(signum, frame) -> None:  # noqa: ARG001
-    raise KeyboardInterrupt
-
-
-def _summary(states: list[JobState], rerun) -> None:
-    from rich.table import Table
-
+def console_reporter(to_stderr: bool = False) -> Reporter:
+    """The console reporter; `to_stderr` for --json output, so stdout carries only the JSON."""
     from rlab.cli.console import err, out
-    from rlab.orchestrate.watch import tail_lines, worker_error
+    from rlab.cli.reporting import ConsoleReporter
 
-    table = Table(title="Summary", title_justify="left")
-    for column in ("variant", "tag", "state", "exit", "time", "log"):
-        table.add_column(column)
-    for s in states:
-        seconds = s.seconds
-        table.add_row(
-            s.job.variant,
-            s.job.tag,
-            s.state,
-            "-" if s.returncode is None else str(s.returncode),
-            "-" if seconds is None else time.strftime("%H:%M:%S", time.gmtime(seconds)),
-            str(s.job.log),
-        )
-    out.print(table)
-    failed = [s for s in states if s.state != "done"]
-    for s in failed:
-        own = worker_error(s.job.log)
-        if own:
-            err.print(f"[red]── {s.job.tag} failed (exit {s.returncode}):[/] {own}", highlight=False)
-        err.print(f"[red]── last lines of {s.job.log}:[/]", highlight=False)
-        for line in tail_lines(s.job.log, LOG_TAIL_LINES):
-            err.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
-    if failed:
-        first = worker_error(failed[0].job.log)
-        raise LaunchError(
-            f"{len(failed)} of {len(states)} job(s) failed: {', '.join(s.job.tag for s in failed)}; "
-            f"log: {failed[0].job.log}." + (f"\n{failed[0].job.tag}: {first}" if first else ""),
-            "Rerun just these with:\n" + "\n".join(f"  {rerun([s.job.variant])}" for s in failed),
-        )
+    return ConsoleReporter(out=err if to_stderr else out, err=err)
 
 
-def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
-    """The command that resumes `variants` with the settings their tags were trained with.
+def run_reporter(as_json: bool) -> Reporter:
+    """What a training run reports to: the console, or with --json one JSON object per event on stdout."""
+    from rlab.orchestrate.reporter import JsonReporter
 
-    One variant: its tag's own resolved spec (runs/<tag>/spec.resolved.yaml), which no other run
-    overwrites; several: the experiment's resolved spec. Paths the environment would override
-    (it beats recorded paths) are given as flags, so the command works as printed.
-    """
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.paths import env_base_dir, env_results_root
-
-    layout = experiment_layout(spec)
-    path = layout.tag_spec(spec.tag_for(variants[0])) if len(variants) == 1 else layout.resolved_spec
-    flags = ""
-    if env_base_dir() not in (None, spec.base.base_dir):
-        flags += f" --base-dir {spec.base.base_dir}"
-    if env_results_root() not in (None, spec.results_dir):
-        flags += f" --results-dir {spec.results_dir}"
-    return f"rlab continue --spec {path} --variants {','.join(variants)} --resume{flags}"
+    return JsonReporter(emit=typer.echo) if as_json else console_reporter()
 
 
 def render_plan(
@@ -422,42 +240,3 @@ def render_plan(
     out.print("Commands:", highlight=False)
     for job in jobs:
         out.print(f"  {job.command()}", highlight=False, markup=False, soft_wrap=True)
-
-
-def submit_slurm(spec: ExperimentSpec, runs: list[RunConfig], *, submit: bool = True) -> list[Path]:
-    """Write one sbatch script per run (and submit each unless `submit` is False)."""
-    import os
-
-    from rlab.cli.console import out
-    from rlab.orchestrate.launch import resolve_program
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.orchestrate.slurm import sbatch_script, write_script
-    from rlab.orchestrate.slurm import submit as sbatch
-
-    layout = experiment_layout(spec)
-    try:
-        torchrun = resolve_program(spec.launch.torchrun)
-    except LaunchError:
-        torchrun = spec.launch.torchrun  # resolved on the compute node
-    scripts = []
-    for index, run in enumerate(runs):
-        text = sbatch_script(
-            tag=run.tag,
-            config_path=layout.run_config(run.tag),
-            log_path=layout.train_log(run.tag),
-            launch=spec.launch,
-            index=index,
-            torchrun=torchrun,
-            workdir=Path(os.getcwd()),
-        )
-        path = write_script(layout.sbatch_script(run.tag), text)
-        scripts.append(path)
-        if submit:
-            job_id = sbatch(path)
-            out.print(
-                f"{run.tag}: submitted SLURM job {job_id} ({path}); log: {layout.train_log(run.tag)}",
-                highlight=False,
-            )
-        else:
-            out.print(f"{run.tag}: wrote {path}", highlight=False)
-    return scripts

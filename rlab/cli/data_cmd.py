@@ -11,12 +11,14 @@ from pathlib import Path
 
 import typer
 
+from rlab.cli.help_layout import RlabCommand, RlabGroup
+from rlab.cli.options import at_least
 from rlab.data.defaults import DEFAULT_VOCAB_SIZE
 
-app = typer.Typer(help="Prepare corpora and tokenizers.", no_args_is_help=True)
+app = typer.Typer(help="Prepare corpora and tokenizers.", no_args_is_help=True, cls=RlabGroup)
 
 
-@app.command("prepare")
+@app.command("prepare", cls=RlabCommand)
 def prepare(
     corpus: list[str] = typer.Option(
         ["default"],
@@ -113,7 +115,7 @@ def _summary(manifest: dict, base_dir: Path, out) -> None:
         out.print(f"[yellow]note:[/] {note}")
 
 
-@app.command("long-docs")
+@app.command("long-docs", cls=RlabCommand)
 def long_docs(
     base_dir: Path | None = typer.Option(
         None,
@@ -130,7 +132,8 @@ def long_docs(
     min_tokens: int | None = typer.Option(
         None,
         "--min-tokens",
-        min=1,
+        metavar="N",
+        callback=at_least(1),
         help="Keep documents with at least this many tokens (default: the longest eval length of --spec, or "
         "2x the default continued-training length).",
     ),

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from rlab.cli.options import at_least
 from rlab.errors import LaunchError, SpecError
 
 
@@ -48,7 +49,8 @@ def run_demo(
         ),
     ] = None,
     vocab_size: Annotated[
-        Optional[int], typer.Option("--vocab-size", min=265, help="Tokenizer vocabulary.")
+        Optional[int],
+        typer.Option("--vocab-size", metavar="N", callback=at_least(265), help="Tokenizer vocabulary."),
     ] = None,
     no_check: Annotated[
         bool,

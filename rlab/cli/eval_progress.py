@@ -12,14 +12,11 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any
 
-from rlab.evals.progress import PROGRESS_ENV, new_bar, parse_event
+from rlab.evals.progress import new_bar
 
 
 class EvalProgressView(AbstractContextManager):
-    """Draws progress events on `console` (a rich Console on a terminal); `handle` says which lines it took."""
-
-    env = {PROGRESS_ENV: "events"}
-    """What the worker's environment needs for this view."""
+    """Draws the progress events of `rlab.orchestrate.evaluation.run_one` on `console` (a terminal)."""
 
     def __init__(self, console: Any) -> None:
         self.bar = new_bar(console)
@@ -32,18 +29,8 @@ class EvalProgressView(AbstractContextManager):
     def __exit__(self, *exc: object) -> None:
         self.bar.stop()
 
-    def handle(self, line: str) -> bool:
-        """Update the bar when `line` is a progress event (True); False for any other line."""
-        event = parse_event(line)
-        if event is None:
-            return False
-        name, done, total = event
+    def update(self, name: str, done: int, total: int) -> None:
+        """Move eval `name`'s bar to `done` of `total` (a bar per eval, added at its first event)."""
         if name not in self._tasks:
             self._tasks[name] = self.bar.add_task(name, total=total)
         self.bar.update(self._tasks[name], completed=done, total=total)
-        return True
-
-
-def keep_in_log(line: str) -> bool:
-    """Whether an output line of the worker belongs in eval.log (progress events do not)."""
-    return parse_event(line) is None

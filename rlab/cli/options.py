@@ -26,10 +26,10 @@ class Launcher(str, Enum):
     slurm = "slurm"
 
 
-def at_least(low: int):
+def at_least(low: float):
     """A callback refusing numbers below `low` (click's own `min=` prints `[x>=1]` into every help line)."""
 
-    def check(value: int | None) -> int | None:
+    def check(value: float | None) -> float | None:
         if value is not None and value < low:
             raise typer.BadParameter(f"must be >= {low} (got {value})")
         return value

@@ -4,7 +4,8 @@
     rlab pretrain --spec experiments/smoke.yaml --steps 4 --base-dir /tmp/smoke
 
 The base is then what `rlab continue` clones for every variant. Launching and watching are
-the same as for `rlab continue` (one torchrun job, output in runs/<base tag>/train.log).
+the same as for `rlab continue` (`rlab.orchestrate.training`: one torchrun job, output in
+runs/<base tag>/train.log).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.continue_cmd import execute, render_plan
+from rlab.cli.continue_cmd import render_plan, run_reporter
 from rlab.cli.options import (
     BaseDirOpt,
     BaseTagOpt,
@@ -26,6 +27,7 @@ from rlab.cli.options import (
     ResultsDirOpt,
     ResumeOpt,
     SpecOpt,
+    at_least,
 )
 
 
@@ -35,7 +37,10 @@ def pretrain(
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
     steps: Annotated[
-        Optional[int], typer.Option("--steps", min=1, help="Steps (spec: pretrain.train.steps).")
+        Optional[int],
+        typer.Option(
+            "--steps", metavar="N", callback=at_least(1), help="Steps (spec: pretrain.train.steps)."
+        ),
     ] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
@@ -45,8 +50,9 @@ def pretrain(
 ) -> None:
     """Train the spec's base model from scratch (its `pretrain:` section) into the base tag."""
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
-    from rlab.orchestrate.plan import experiment_layout, plan_pretrain
-    from rlab.orchestrate.prepare import build_jobs, tag_plans
+    from rlab.orchestrate.plan import plan_pretrain
+    from rlab.orchestrate.prepare import build_jobs
+    from rlab.orchestrate.training import start_pretrain
     from rlab.spec.loading import load_spec
 
     spec = load_spec(
@@ -64,10 +70,4 @@ def pretrain(
     if dry_run:
         render_plan(spec, [run], build_jobs(spec, [run]), title=f"rlab pretrain: {run.tag} (dry run)")
         return
-    plans = tag_plans(spec, [run], resume=resume, force=force)
-    layout = experiment_layout(spec)
-
-    def rerun(_names: list[str]) -> str:
-        return f"rlab pretrain --spec {layout.resolved_spec} --resume"
-
-    execute(spec, plans, rerun=rerun)
+    start_pretrain(spec, run, resume=resume, force=force, reporter=run_reporter(as_json=False))

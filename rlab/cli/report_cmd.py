@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 
+from rlab.cli.options import at_least
 from rlab.errors import RlabError, SpecError
 
 
@@ -164,7 +165,8 @@ def build_report(
         20000,
         "--draws",
         "--bootstrap",
-        min=100,
+        metavar="N",
+        callback=at_least(100),
         help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
         rich_help_panel="Statistics",
     ),

@@ -24,9 +24,10 @@ from typing import Any
 
 import typer
 
+from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.variants import VARIANT_NAMES
 
-app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True)
+app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True, cls=RlabGroup)
 
 
 TABLE_ROWS = 16  # a head dim of 128 has 64 frequencies; the table shows an even sample of them
@@ -51,7 +52,7 @@ FLAGS = {
 }
 
 
-@app.command("inspect")
+@app.command("inspect", cls=RlabCommand)
 def inspect(
     variant: str = typer.Option(
         "rope",

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt
+from rlab.cli.options import BaseDirOpt, at_least
 
 
 def sample(
@@ -16,20 +16,44 @@ def sample(
     ],
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="Text to continue (BOS is prepended).")] = "",
     step: Annotated[
-        Optional[int], typer.Option("--step", min=0, help="Checkpoint step (default: newest complete).")
+        Optional[int],
+        typer.Option(
+            "--step", metavar="N", callback=at_least(0), help="Checkpoint step (default: newest complete)."
+        ),
     ] = None,
     num_samples: Annotated[
-        int, typer.Option("--num-samples", "-n", min=1, help="Independent samples (batched rows).")
+        int,
+        typer.Option(
+            "--num-samples",
+            "-n",
+            metavar="N",
+            callback=at_least(1),
+            help="Independent samples (batched rows).",
+        ),
     ] = 1,
     temperature: Annotated[
-        float, typer.Option("--temperature", min=0.0, help="0 = greedy; 1 = the model's distribution.")
+        float,
+        typer.Option(
+            "--temperature",
+            metavar="X",
+            callback=at_least(0.0),
+            help="0 = greedy; 1 = the model's distribution.",
+        ),
     ] = 1.0,
     top_k: Annotated[
         Optional[int],
-        typer.Option("--top-k", min=1, help="Sample among the k most likely tokens (default: all)."),
+        typer.Option(
+            "--top-k",
+            metavar="N",
+            callback=at_least(1),
+            help="Sample among the k most likely tokens (default: all).",
+        ),
     ] = None,
     max_tokens: Annotated[
-        int, typer.Option("--max-tokens", min=1, help="Tokens to generate per sample.")
+        int,
+        typer.Option(
+            "--max-tokens", metavar="N", callback=at_least(1), help="Tokens to generate per sample."
+        ),
     ] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same samples).")] = 42,
     device: Annotated[

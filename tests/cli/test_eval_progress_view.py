@@ -7,21 +7,26 @@ import sys
 
 from rich.console import Console
 
-from rlab.cli.eval_progress import EvalProgressView, keep_in_log
+from rlab.cli.reporting import ConsoleReporter
 from rlab.evals.progress import EVENT_PREFIX
+from rlab.orchestrate.evaluation import keep_in_log
 from rlab.orchestrate.launch import run_streaming
 
 
-def test_view_takes_event_lines_and_leaves_the_rest():
+def test_console_reporter_draws_progress_on_a_terminal_and_prints_worker_lines_as_text(tmp_path):
     buffer = io.StringIO()
-    with EvalProgressView(Console(file=buffer, force_terminal=True, width=100)) as view:
-        assert view.handle(EVENT_PREFIX + '{"eval": "core", "done": 0, "total": 500}')
-        assert view.handle(EVENT_PREFIX + '{"eval": "core", "done": 500, "total": 500}')
-        assert not view.handle("2026-11-23 01:00:00 [rank 0] INFO rlab.evals.runner: evaluating ...")
-        assert not view.handle(EVENT_PREFIX + "not json")
+    terminal = Console(file=buffer, force_terminal=True, width=100)
+    reporter = ConsoleReporter(out=terminal, err=terminal)
+    assert reporter.wants_progress_events
+    with reporter.evaluating("d2", ["core"], tmp_path):
+        reporter.eval_progress("d2", "core", 0, 500)
+        reporter.worker_line("d2", "[bold]not markup[/] [/broken")
+        reporter.eval_progress("d2", "core", 500, 500)
     text = buffer.getvalue()
     assert "core" in text and "500/500" in text and "ETA" in text
-    assert view.env == {"RLAB_PROGRESS": "events"}
+    assert "[bold]not markup[/] [/broken" in text
+    piped = ConsoleReporter(out=Console(file=io.StringIO()), err=Console(file=io.StringIO()))
+    assert not piped.wants_progress_events  # a file or CI: the worker logs every 10% itself
 
 
 def test_event_lines_reach_the_view_but_not_the_log(tmp_path):

@@ -1,0 +1,314 @@
+"""What `rlab eval` will run: the request (typed flags) resolved into one eval config per tag.
+
+    plan = plan_evals(EvalRequest(tag="d20-pi"))   # spec, one EvalRunConfig + command per tag
+
+The spec to evaluate with is --spec; else the experiment's saved resolved spec, found through the
+tag's checkpoint meta; else defaults. The eval flags are applied to it, the CORE task selection and
+every tag and step checked, before anything runs (`rlab.orchestrate.evaluation` runs the plan).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlab.errors import CheckpointError, RlabError, SpecError, unknown_name_error
+from rlab.paths import BaseLayout, ExperimentLayout, default_results_root, find_eval_bundle, meta_file
+
+if TYPE_CHECKING:
+    from rlab.spec.experiment import ExperimentSpec
+    from rlab.spec.run import EvalRunConfig
+
+EVAL_SWITCHES = ("bpb", "bpb_length", "core", "passkey", "ruler")
+"""The evals a flag turns on or off (`--bpb/--no-bpb`, ...)."""
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What `rlab eval` was asked, as typed values (None = not given: the spec's or the default)."""
+
+    tag: str | None = None
+    all_tags: bool = False
+    spec_path: Path | None = None
+    experiment: str | None = None
+    base_dir: Path | None = None
+    base_tag: str | None = None
+    results_dir: Path | None = None
+    step: int | None = None
+    switches: dict[str, bool | None] = field(default_factory=dict)
+    """Eval name (EVAL_SWITCHES) -> on/off; a missing name is left as the spec has it."""
+    lengths: list[int] | None = None
+    max_per_task: int | None = None
+    tasks: list[str] | None = None
+    eval_bundle: Path | None = None
+    nproc: int | None = None
+    force: bool = False
+
+    def rerun_command(self, tag: str) -> str:
+        """This request for `tag` alone as a command line, paths absolute (it works from any directory)."""
+        import shlex
+
+        args = ["rlab", "eval", "--tag", tag]
+        for flag, path in (
+            ("--spec", self.spec_path),
+            ("--base-dir", self.base_dir),
+            ("--results-dir", self.results_dir),
+            ("--eval-bundle", self.eval_bundle),
+        ):
+            if path is not None:
+                args += [flag, str(Path(path).expanduser().resolve())]
+        for flag, value in (
+            ("--experiment", self.experiment),
+            ("--base-tag", self.base_tag),
+            ("--step", self.step),
+            ("--max-per-task", self.max_per_task),
+            ("--nproc", self.nproc),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
+        for name in EVAL_SWITCHES:
+            on = self.switches.get(name)
+            if on is not None:
+                args.append(f"--{'' if on else 'no-'}{name.replace('_', '-')}")
+        if self.lengths is not None:
+            args += ["--lengths", ",".join(map(str, self.lengths))]
+        if self.tasks is not None:
+            args += ["--tasks", ",".join(self.tasks)]
+        if self.force:
+            args.append("--force")
+        return shlex.join(args)
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """What `rlab eval` will run: the spec, one config per tag, and the processes per worker."""
+
+    request: EvalRequest
+    spec: ExperimentSpec
+    configs: list[EvalRunConfig]
+    nproc: int
+    missing_bundle: RlabError | None = None
+    """CORE is asked for but no bundle is found: a dry run says so, a run refuses before it starts."""
+
+    @property
+    def layout(self) -> ExperimentLayout:
+        from rlab.orchestrate.plan import experiment_layout
+
+        return experiment_layout(self.spec)
+
+    def argv(self, index: int, *, resolve: bool) -> list[str]:
+        """The command of the index-th tag's worker (torchrun resolved to its path when `resolve`)."""
+        from rlab.orchestrate.launch import EVAL_MODULE, python_argv, resolve_program, torchrun_argv
+
+        cfg = self.configs[index]
+        path = self.layout.eval_run_config(cfg.tag)
+        if self.nproc <= 1:
+            return python_argv(path, EVAL_MODULE)
+        launch = self.spec.launch.model_copy(
+            update={
+                "nproc_per_node": self.nproc,
+                "gpus_per_variant": None,
+                "nnodes": 1,
+                "node_rank": 0,
+                "rdzv_endpoint": None,
+                "max_restarts": 0,
+            }
+        )
+        if resolve:
+            launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
+        return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{cfg.tag}", module=EVAL_MODULE)
+
+    def entry(self, index: int, *, resolve: bool) -> dict[str, Any]:
+        """One tag's plan as JSON (what `rlab eval --json` lists)."""
+        cfg, layout = self.configs[index], self.layout
+        return {
+            "tag": cfg.tag,
+            "step": cfg.step,
+            "evals": list(cfg.eval.evals),
+            "out_dir": str(cfg.out_dir),
+            "eval_json": str(layout.eval_json(cfg.tag)),
+            "log": str(layout.eval_log(cfg.tag)),
+            "command": self.argv(index, resolve=resolve),
+        }
+
+
+def plan_evals(request: EvalRequest) -> EvalPlan:
+    """Resolve the spec and every tag's eval config; every problem found here, before anything runs."""
+    from rlab.evals.core_bundle import check_task_selection, no_bundle_error
+    from rlab.orchestrate.launch import visible_gpus
+    from rlab.orchestrate.plan import base_layout
+    from rlab.orchestrate.prepare import with_saved_variants
+
+    if request.tag is None and not request.all_tags:
+        raise SpecError(
+            "Which tag? rlab eval needs --tag TAG (or --all with --spec/--experiment).",
+            "List the tags with `rlab ls`.",
+        )
+    if request.tag is not None and request.all_tags:
+        raise SpecError("--tag and --all contradict each other.", "Give one of them.")
+    spec, meta = resolve_eval_spec(request)
+    spec = apply_eval_flags(spec, request)
+    base = base_layout(spec)
+    check_task_selection(spec.eval, base.root)  # a typo in the CORE tasks fails here, not in the worker
+    if request.all_tags:
+        spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
+        tags = [t for t in experiment_eval_tags(spec) if base.checkpoint_dir(t).is_dir()]
+        if not tags:
+            raise CheckpointError(
+                f"No trained variant of experiment '{spec.experiment}' under {base.checkpoints_root}.",
+                "Run `rlab continue` first, or name a tag with --tag.",
+            )
+    else:
+        assert request.tag is not None
+        tags = [request.tag]
+    configs = [_tag_config(spec, base, name, request, meta if name == request.tag else None) for name in tags]
+    nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
+    missing = None
+    if "core" in spec.eval.evals and find_eval_bundle(base.root, spec.eval.core_bundle) is None:
+        missing = no_bundle_error(base.root)  # said before any worker starts, with how to get one
+    return EvalPlan(request, spec, configs, nproc, missing)
+
+
+def _tag_config(
+    spec: ExperimentSpec, base: BaseLayout, name: str, request: EvalRequest, meta: dict | None
+) -> EvalRunConfig:
+    from rlab.orchestrate.clone import checkpoint_steps, list_tags
+    from rlab.orchestrate.plan import plan_eval
+
+    ckpt_dir = base.checkpoint_dir(name)
+    if not ckpt_dir.is_dir():
+        available = list_tags(base)
+        if not available:
+            raise CheckpointError(
+                f"Tag '{name}' not found: {base.checkpoints_root} has no checkpoints.",
+                "Check --base-dir, or run `rlab continue` first.",
+            )
+        error = unknown_name_error("tag", name, available, CheckpointError)
+        raise CheckpointError(f"{error.message} (in {base.checkpoints_root})", "See `rlab ls`.")
+    step = request.step
+    steps = checkpoint_steps(ckpt_dir)
+    if step is not None and step not in steps:
+        raise CheckpointError(
+            f"No checkpoint for step {step} in {ckpt_dir} (found: {', '.join(map(str, steps)) or 'none'}).",
+            "Choose one with --step.",
+        )
+    if name == spec.base.tag:  # the base itself: a reference arm, at the step the variants started from
+        cfg = plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step)
+    else:
+        tag_meta = meta or newest_meta(ckpt_dir)
+        cfg = plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step)
+    return cfg.model_copy(update={"force": request.force})
+
+
+def newest_meta(ckpt_dir: Path) -> dict | None:
+    """The newest checkpoint meta of a tag folder as a dict, or None when there is none or it is unreadable."""
+    from rlab.orchestrate.clone import checkpoint_steps
+
+    steps = checkpoint_steps(ckpt_dir)
+    if not steps:
+        return None
+    try:
+        data = json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def experiment_eval_tags(spec: ExperimentSpec) -> list[str]:
+    """The tags `--all` evaluates: the spec's, plus those `rlab continue` made from the experiment's saved
+    resolved spec (its --seeds and --zero-shot are there, not in the spec file)."""
+    from rlab.orchestrate.plan import experiment_layout, experiment_tags
+    from rlab.spec.loading import load_spec
+
+    tags = experiment_tags(spec)
+    saved = experiment_layout(spec).resolved_spec
+    if saved.exists():
+        try:
+            train = load_spec(saved, resolve=False).train
+        except Exception:  # an unreadable saved spec adds nothing; the spec given still works
+            train = None
+        if train is not None:
+            update = {
+                "seeds": max(train.seeds, spec.train.seeds),
+                "zero_shot": train.zero_shot or spec.train.zero_shot,
+                "steps": train.steps,
+            }
+            tags = (
+                experiment_tags(spec.model_copy(update={"train": spec.train.model_copy(update=update)}))
+                + tags
+            )
+    return list(dict.fromkeys(tags))
+
+
+def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, dict | None]:
+    """The spec to evaluate with: --spec; else the experiment's saved resolved spec; else defaults.
+
+    Without --spec, the tag's checkpoint meta says which experiment and base it belongs to.
+    """
+    from rlab.orchestrate.plan import base_layout
+    from rlab.spec.loading import load_spec
+
+    experiment, base_tag = request.experiment, request.base_tag
+    named: dict[str, Any] = dict(
+        base_dir=request.base_dir, results_dir=request.results_dir, name=experiment, base_tag=base_tag
+    )
+    if request.spec_path is not None:
+        return load_spec(request.spec_path, **named), None
+    meta = None
+    if request.tag is not None:
+        probe = load_spec(None, base_dir=request.base_dir, results_dir=request.results_dir)
+        meta = newest_meta(base_layout(probe).checkpoint_dir(request.tag))
+    if meta is not None:
+        run_config = meta.get("run_config") or {}
+        experiment = experiment or run_config.get("experiment")
+        lineage = meta.get("lineage") or {}
+        named["base_tag"] = base_tag or lineage.get("parent_tag") or (request.tag if not lineage else None)
+        named["name"] = experiment
+    if experiment is not None:
+        saved = ExperimentLayout(request.results_dir or default_results_root(), experiment).resolved_spec
+        if saved.exists():
+            return load_spec(saved, **named), meta
+    if request.tag is None:
+        raise SpecError("--all needs --spec or --experiment (whose resolved spec lists the variants).")
+    return load_spec(None, **named), meta
+
+
+def apply_eval_flags(spec: ExperimentSpec, request: EvalRequest) -> ExperimentSpec:
+    """`spec` with the request's eval switches, lengths, CORE tasks and bundle; a bad value is a SpecError."""
+    from pydantic import ValidationError
+
+    from rlab.spec.eval import EvalSpec
+    from rlab.spec.loading import format_validation_error
+
+    data = spec.eval.model_dump(mode="json")
+    evals = list(data["evals"])
+    for name in EVAL_SWITCHES:
+        value = request.switches.get(name)
+        if value is True and name not in evals:
+            evals.append(name)
+        elif value is False and name in evals:
+            evals.remove(name)
+    if request.lengths is not None:
+        data["lengths"] = list(request.lengths)
+    if request.max_per_task is not None:
+        data["max_per_task"] = request.max_per_task
+    if request.eval_bundle is not None:
+        data["core_bundle"] = str(request.eval_bundle)
+    if request.tasks is not None:
+        if request.switches.get("core") is False:
+            raise SpecError("--tasks picks CORE tasks, --no-core turns CORE off.", "Give one of them.")
+        data["core_tasks"] = list(request.tasks)
+        if "core" not in evals:
+            evals.append("core")
+    data["evals"] = evals
+    if not evals:
+        raise SpecError(
+            "No evals left to run.", "Enable one with --bpb, --bpb-length, --core, --passkey or --ruler."
+        )
+    try:
+        new_eval = EvalSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, "eval flags").replace("  ", "  eval.")) from None
+    return spec.model_copy(update={"eval": new_eval})

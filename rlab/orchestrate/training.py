@@ -1,0 +1,258 @@
+"""The training sequence of `rlab continue` and `rlab pretrain`: clone -> lock -> launch -> watch.
+
+    start_continue(preflight, resume=False, force=False, reporter=SilentReporter())
+    start_pretrain(spec, run, resume=False, force=False, reporter=SilentReporter())
+
+After the preflight (`rlab.orchestrate.preflight`) found nothing in the way: decide each tag's fate
+(`prepare.tag_plans`), take the tags' locks, clone, write the resolved specs and run configs, then run
+the torchrun jobs (or submit them to SLURM) and watch their metrics until they end. What happens is
+told to a `Reporter`; a failure or an interrupt is raised as an `RlabError` whose hint is the command
+that resumes exactly the unfinished tags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rlab.errors import LaunchError
+from rlab.orchestrate.launch import Job, JobState
+from rlab.orchestrate.preflight import Preflight
+from rlab.orchestrate.prepare import TagPlan
+from rlab.orchestrate.reporter import JobFailure, Reporter
+from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.run import RunConfig
+
+LOG_TAIL_LINES = 15
+RerunFn = Callable[[list[str]], str]
+"""The command that resumes the given variants."""
+
+
+def start_continue(pf: Preflight, *, resume: bool, force: bool, reporter: Reporter) -> list[JobState]:
+    """`rlab continue` after its preflight: the base line, then the tags cloned, trained and watched."""
+    from rlab.orchestrate.prepare import tag_plans
+
+    spec, runs = pf.spec, pf.runs
+    for line in pf.warnings:
+        reporter.warning(line)
+    if not pf.ok:
+        raise pf.error()
+    if pf.base is not None:
+        reporter.notice(
+            f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
+            f"train data {data_start_text(runs)}"
+        )
+    plans = tag_plans(spec, runs, resume=resume, force=force)
+    return train_tags(spec, plans, reporter, rerun=lambda names: rerun_command(spec, names))
+
+
+def start_pretrain(
+    spec: ExperimentSpec, run: RunConfig, *, resume: bool, force: bool, reporter: Reporter
+) -> list[JobState]:
+    """`rlab pretrain`: the base tag trained from scratch through the same sequence."""
+    from rlab.orchestrate.plan import experiment_layout
+    from rlab.orchestrate.prepare import tag_plans
+
+    plans = tag_plans(spec, [run], resume=resume, force=force)
+    resolved = experiment_layout(spec).resolved_spec.resolve()
+    return train_tags(spec, plans, reporter, rerun=lambda _names: f"rlab pretrain --spec {resolved} --resume")
+
+
+def data_start_text(runs: Sequence[RunConfig]) -> str:
+    """Where the runs' train data starts, in words."""
+    start = runs[0].data_start if runs else None
+    return start.describe() if start is not None else "from the beginning"
+
+
+def train_tags(
+    spec: ExperimentSpec, plans: list[TagPlan], reporter: Reporter, rerun: RerunFn
+) -> list[JobState]:
+    """Apply tag plans under the tags' locks, write configs and the resolved specs, then launch and watch
+    (local) or submit (SLURM). Returns every local job's final state."""
+    from rlab.orchestrate.clone import describe_paths
+    from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
+    from rlab.orchestrate.lock import TagLocks
+    from rlab.orchestrate.plan import base_layout
+    from rlab.orchestrate.prepare import build_jobs
+
+    launch = spec.launch
+    torchrun = None if launch.launcher == "slurm" else resolve_program(launch.torchrun)
+    slots = device_slots(launch, visible_gpus()) if launch.launcher == "local" else [None]
+    for plan in plans:
+        if plan.delete:
+            reporter.notice(f"--force: deleting {plan.run.tag}:")
+            for line in describe_paths(list(plan.delete)):
+                reporter.notice(f"  {line}")
+    if launch.launcher == "slurm":  # the jobs run elsewhere: no local lock outlives this process
+        runs = prepare_runs(spec, plans, reporter)
+        if runs:
+            submit_slurm(spec, runs, reporter)
+        return []
+    with TagLocks(base_layout(spec), [p.run.tag for p in plans]) as locks:
+        runs = prepare_runs(spec, plans, reporter)
+        if not runs:
+            return []
+        jobs = build_jobs(spec, runs, torchrun=torchrun)
+        return launch_and_watch(
+            spec, jobs, slots, reporter, rerun, keep_fds={run.tag: locks.fd(run.tag) for run in runs}
+        )
+
+
+_VERBS = {"clone": "cloned from", "replace": "re-cloned from", "resume": "resuming"}
+_SCRATCH_VERBS = {"clone": "new", "replace": "replaced, training from scratch", "resume": "resuming"}
+
+
+def prepare_runs(spec: ExperimentSpec, plans: list[TagPlan], reporter: Reporter) -> list[RunConfig]:
+    """Delete/clone the tags, say what happened to each, write the resolved specs and run configs;
+    returns the runs that train (a training-free arm is its clone)."""
+    from rlab.orchestrate.prepare import apply_tag_plans, save_resolved_specs, write_run_configs
+
+    runs = apply_tag_plans(spec, plans)
+    for plan, run in zip(plans, runs):
+        if run.lineage is None:  # a from-scratch run (`rlab pretrain`): nothing is cloned
+            reporter.info(f"{run.tag}: {_SCRATCH_VERBS[plan.action]}")
+        elif plan.action == "resume":
+            reporter.info(f"{run.tag}: resuming")
+        else:
+            reporter.info(
+                f"{run.tag}: {_VERBS[plan.action]} {run.lineage.parent_tag}@{run.lineage.parent_step}"
+            )
+    save_resolved_specs(spec, runs)
+    write_run_configs(spec, runs)
+    for run in runs:
+        if run.train.steps == 0:
+            reporter.info(
+                f"{run.tag}: training-free arm ({run.variant}'s RoPE on the base at {run.train.seq_len} "
+                "tokens, nothing trained; no job)"
+            )
+    return [run for run in runs if run.train.steps > 0]
+
+
+def launch_and_watch(
+    spec: ExperimentSpec,
+    jobs: list[Job],
+    slots: Sequence[tuple[str, ...] | None],
+    reporter: Reporter,
+    rerun: RerunFn,
+    keep_fds: dict[str, int | None] | None = None,
+) -> list[JobState]:
+    """Run the jobs and report their progress; then their summary, each failure's reason, and what is next.
+
+    An interrupt (Ctrl-C, or SIGTERM turned into one by the CLI) stops every job before it is raised
+    as a `LaunchError` naming the command that resumes the unfinished ones.
+    """
+    from rlab.orchestrate.launch import run_jobs
+    from rlab.orchestrate.plan import experiment_layout
+    from rlab.orchestrate.watch import MetricsTail
+
+    tails = {job.tag: MetricsTail(job.metrics) for job in jobs}
+    where = (
+        "concurrently on " + ", ".join(",".join(s) for s in slots if s) if len(slots) > 1 else "one at a time"
+    )
+    layout = experiment_layout(spec)
+    reporter.info(f"Launching {len(jobs)} job(s) {where}; logs in {layout.root / 'runs'}/<tag>/train.log")
+    states: list[JobState] = []
+    fds = {tag: fd for tag, fd in (keep_fds or {}).items() if fd is not None}
+    with reporter.watching() as tick:
+
+        def on_tick(current: list[JobState]) -> None:
+            states[:] = current
+            tick(current, {tag: t.poll() for tag, t in tails.items()})
+
+        try:
+            run_jobs(jobs, slots, on_tick=on_tick, keep_fds=fds)
+        except KeyboardInterrupt:
+            stopped = [s.job.variant for s in states if s.state in ("interrupted", "pending")]
+            interrupted = LaunchError(
+                f"Interrupted: stopped every job (no processes left). Unfinished: {', '.join(stopped) or 'none'}.",
+                f"Resume with: {rerun(stopped)}" if stopped else None,
+            )
+        else:
+            interrupted = None
+    if interrupted is not None:
+        raise interrupted
+    reporter.jobs_ended(states)
+    failed = [s for s in states if s.state != "done"]
+    failures = [job_failure(s) for s in failed]
+    for failure in failures:
+        reporter.job_failed(failure)
+    if failed:
+        first = failures[0]
+        raise LaunchError(
+            f"{len(failed)} of {len(states)} job(s) failed: {', '.join(s.job.tag for s in failed)}; "
+            f"log: {first.log}." + (f"\n{first.tag}: {first.reason}" if first.reason else ""),
+            "Rerun just these with:\n" + "\n".join(f"  {rerun([s.job.variant])}" for s in failed),
+        )
+    reporter.next_step(f"rlab eval --spec {layout.resolved_spec} --all")
+    return states
+
+
+def job_failure(state: JobState) -> JobFailure:
+    """What a failed job's log says: its own reason and its last lines."""
+    from rlab.orchestrate.watch import tail_lines, worker_error
+
+    return JobFailure(
+        tag=state.job.tag,
+        returncode=state.returncode,
+        log=state.job.log,
+        reason=worker_error(state.job.log),
+        tail=tail_lines(state.job.log, LOG_TAIL_LINES),
+    )
+
+
+def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
+    """The command that resumes `variants` with the settings their tags were trained with.
+
+    One variant: its tag's own resolved spec (runs/<tag>/spec.resolved.yaml), which no other run
+    overwrites; several: the experiment's resolved spec. Paths the environment would override
+    (it beats recorded paths) are given as flags, so the command works as printed.
+    """
+    from rlab.orchestrate.plan import experiment_layout
+    from rlab.paths import env_base_dir, env_results_root
+
+    layout = experiment_layout(spec)
+    path = layout.tag_spec(spec.tag_for(variants[0])) if len(variants) == 1 else layout.resolved_spec
+    flags = ""
+    if env_base_dir() not in (None, spec.base.base_dir):
+        flags += f" --base-dir {spec.base.base_dir}"
+    if env_results_root() not in (None, spec.results_dir):
+        flags += f" --results-dir {spec.results_dir}"
+    return f"rlab continue --spec {path} --variants {','.join(variants)} --resume{flags}"
+
+
+def submit_slurm(
+    spec: ExperimentSpec, runs: list[RunConfig], reporter: Reporter, *, submit: bool = True
+) -> list[Path]:
+    """Write one sbatch script per run (and submit each unless `submit` is False)."""
+    from rlab.orchestrate.launch import resolve_program
+    from rlab.orchestrate.plan import experiment_layout
+    from rlab.orchestrate.slurm import sbatch_script, write_script
+    from rlab.orchestrate.slurm import submit as sbatch
+
+    layout = experiment_layout(spec)
+    try:
+        torchrun = resolve_program(spec.launch.torchrun)
+    except LaunchError:
+        torchrun = spec.launch.torchrun  # resolved on the compute node
+    scripts = []
+    for index, run in enumerate(runs):
+        text = sbatch_script(
+            tag=run.tag,
+            config_path=layout.run_config(run.tag),
+            log_path=layout.train_log(run.tag),
+            launch=spec.launch,
+            index=index,
+            torchrun=torchrun,
+            workdir=Path(os.getcwd()),
+        )
+        path = write_script(layout.sbatch_script(run.tag), text)
+        scripts.append(path)
+        if submit:
+            job_id = sbatch(path)
+            reporter.info(
+                f"{run.tag}: submitted SLURM job {job_id} ({path}); log: {layout.train_log(run.tag)}"
+            )
+        else:
+            reporter.info(f"{run.tag}: wrote {path}")
+    return scripts
