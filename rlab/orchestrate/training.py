@@ -153,6 +153,7 @@ def launch_and_watch(
     layout = experiment_layout(spec)
     reporter.info(f"Launching {len(jobs)} job(s) {where}; logs in {layout.root / 'runs'}/<tag>/train.log")
     states: list[JobState] = []
+    interrupted: LaunchError | None = None
     fds = {tag: fd for tag, fd in (keep_fds or {}).items() if fd is not None}
     with reporter.watching() as tick:
 
@@ -168,8 +169,6 @@ def launch_and_watch(
                 f"Interrupted: stopped every job (no processes left). Unfinished: {', '.join(stopped) or 'none'}.",
                 f"Resume with: {rerun(stopped)}" if stopped else None,
             )
-        else:
-            interrupted = None
     if interrupted is not None:
         raise interrupted
     reporter.jobs_ended(states)
