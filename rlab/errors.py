@@ -14,6 +14,9 @@ from collections.abc import Iterable
 class RlabError(Exception):
     """A user-facing error: `message` says what is wrong, `hint` what to do about it."""
 
+    exit_code: int = 1
+    """What `rlab` exits with when this error ends a command."""
+
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -45,6 +48,30 @@ class LaunchError(RlabError):
 
 class EvalError(RlabError):
     """An evaluation cannot run (missing bundle, malformed task file, ...)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be (the CLI installs the handler), so the same clean-up runs."""
+
+
+SIGINT_EXIT = 130
+"""128 + SIGINT: the shell's exit status of a command stopped by Ctrl-C."""
+SIGTERM_EXIT = 143
+"""128 + SIGTERM."""
+
+
+def interrupt_exit_code(exc: BaseException) -> int:
+    """130 for Ctrl-C, 143 for SIGTERM (a `Terminated`, also as the cause of click's Abort)."""
+    terminated = isinstance(exc, Terminated) or isinstance(exc.__cause__, Terminated)
+    return SIGTERM_EXIT if terminated else SIGINT_EXIT
+
+
+class Interrupted(RlabError):
+    """A run stopped by Ctrl-C or SIGTERM after its jobs were stopped; exits 130 or 143, as the signal says."""
+
+    def __init__(self, message: str, hint: str | None = None, *, cause: BaseException | None = None) -> None:
+        super().__init__(message, hint)
+        self.exit_code = interrupt_exit_code(cause) if cause is not None else SIGINT_EXIT
 
 
 def unknown_name_error(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 
 import typer
@@ -31,7 +32,7 @@ from rlab.cli import (
 )
 from rlab.cli.examples import epilog
 from rlab.cli.help_layout import RlabCommand, RlabGroup
-from rlab.errors import RlabError, os_error
+from rlab.errors import RlabError, Terminated, interrupt_exit_code, os_error
 
 app = typer.Typer(
     name="rlab",
@@ -116,13 +117,27 @@ def click_command():
     return typer.main.get_command(app)
 
 
+def _terminated(signum: int, frame: object) -> None:  # noqa: ARG001
+    raise Terminated
+
+
 def main() -> None:
     """Console-script entry point: run the app; a user error is a message and exit 1, never a traceback.
 
     Click runs outside its standalone mode so that everything comes back here: a usage error is two
-    lines (exit 2), an `RlabError` its message and hint (exit 1), and an OSError that escaped a command
-    (a full disk, a read-only folder) names the path (exit 1). `RLAB_DEBUG=1` shows the traceback.
+    lines (exit 2), an `RlabError` its message and hint (its `exit_code`: 1, or 130/143 for a run that
+    Ctrl-C/SIGTERM stopped), and an OSError that escaped a command (a full disk, a read-only folder)
+    names the path (exit 1). SIGTERM is raised as `Terminated` (a KeyboardInterrupt), so a run stops
+    its jobs exactly as on Ctrl-C. `RLAB_DEBUG=1` shows the traceback.
     """
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        _run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run() -> None:
     debug = bool(os.environ.get("RLAB_DEBUG"))
     try:
         code = click_command()(standalone_mode=False, prog_name="rlab")  # click's errors come back here
@@ -135,13 +150,14 @@ def main() -> None:
         else:
             render_usage_error(exc)
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt) as exc:  # click turns an interrupt into Abort (cause kept)
+        render_error(RlabError("Interrupted."))
+        sys.exit(interrupt_exit_code(exc))
     except RlabError as exc:
         if debug:
             raise
         render_error(exc)
-        sys.exit(1)
+        sys.exit(exc.exit_code)
     except BrokenPipeError:  # `rlab ls | head`: the reader left; nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout at exit
         sys.exit(1)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlab.errors import EvalError
+from rlab.errors import EvalError, Interrupted
 from rlab.orchestrate.eval_plan import EvalPlan
 from rlab.orchestrate.reporter import JobFailure, Reporter
 from rlab.paths import ExperimentLayout
@@ -57,12 +57,16 @@ def run_evals(plan: EvalPlan, reporter: Reporter) -> list[EvalOutcome]:
     outcomes = []
     for index, cfg in enumerate(plan.configs):
         write_config(cfg, layout.eval_run_config(cfg.tag))
-        outcomes.append(run_one(cfg, plan.argv(index, resolve=True), layout, reporter))
+        argv = plan.argv(index, resolve=True)
+        outcomes.append(run_one(cfg, argv, layout, reporter, rerun=plan.request.rerun_command(cfg.tag)))
     return outcomes
 
 
-def run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout, reporter: Reporter) -> EvalOutcome:
-    """Run one tag's eval worker, its output teed to eval.log and its lines (minus torchrun's) reported."""
+def run_one(
+    cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout, reporter: Reporter, *, rerun: str
+) -> EvalOutcome:
+    """Run one tag's eval worker, its output teed to eval.log and its lines (minus torchrun's) reported;
+    an interrupt stops it and is raised with `rerun`, the command that runs it again."""
     from rlab.evals.progress import PROGRESS_ENV, parse_event
     from rlab.orchestrate.launch import run_streaming
     from rlab.orchestrate.launcher_noise import LauncherNoiseFilter
@@ -87,10 +91,11 @@ def run_one(cfg: EvalRunConfig, argv: list[str], layout: ExperimentLayout, repor
     try:
         with reporter.evaluating(cfg.tag, cfg.eval.evals, cfg.out_dir):
             code = run_streaming(argv, log_path, env=env, on_line=on_line, keep_in_log=keep_in_log)
-    except KeyboardInterrupt:
-        raise EvalError(
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (rlab.errors.Terminated)
+        raise Interrupted(
             f"Interrupted: the eval of {cfg.tag} was stopped (no processes left).",
-            f"Rerun it with: rlab eval --tag {cfg.tag}",
+            f"Rerun it with: {rerun}",
+            cause=exc,
         ) from None
     if code != 0:
         reported = read_error_file(error_file)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rlab.errors import LaunchError
+from rlab.errors import Interrupted, LaunchError
 from rlab.orchestrate.launch import Job, JobState
 from rlab.orchestrate.preflight import Preflight
 from rlab.orchestrate.prepare import TagPlan
@@ -153,7 +153,7 @@ def launch_and_watch(
     layout = experiment_layout(spec)
     reporter.info(f"Launching {len(jobs)} job(s) {where}; logs in {layout.root / 'runs'}/<tag>/train.log")
     states: list[JobState] = []
-    interrupted: LaunchError | None = None
+    interrupted: Interrupted | None = None
     fds = {tag: fd for tag, fd in (keep_fds or {}).items() if fd is not None}
     with reporter.watching() as tick:
 
@@ -163,11 +163,12 @@ def launch_and_watch(
 
         try:
             run_jobs(jobs, slots, on_tick=on_tick, keep_fds=fds)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (rlab.errors.Terminated)
             stopped = [s.job.variant for s in states if s.state in ("interrupted", "pending")]
-            interrupted = LaunchError(
+            interrupted = Interrupted(
                 f"Interrupted: stopped every job (no processes left). Unfinished: {', '.join(stopped) or 'none'}.",
                 f"Resume with: {rerun(stopped)}" if stopped else None,
+                cause=exc,
             )
     if interrupted is not None:
         raise interrupted

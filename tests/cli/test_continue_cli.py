@@ -495,8 +495,9 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     assert {"smoke", "smoke-pi", "smoke-yarn"} <= set(tags) and "evaluated" in json.dumps(tags["smoke-pi"])
 
 
-def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
-    import signal
+@pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path, signum, code):
+    """Ctrl-C exits 130 and SIGTERM 143 (the shell's 128 + signal), after every job was stopped."""
     import time
 
     script = tmp_path / "slow-torchrun"
@@ -536,9 +537,9 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path):
     time.sleep(0.3)
     pids = [int(p) for f in tmp_path.glob("pids-*") for p in f.read_text().split()]
     assert len(pids) == 2  # the first job (launcher + its child) runs; the second waits its turn
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 1 and "Traceback" not in stderr
+    assert proc.returncode == code and "Traceback" not in stderr
     text = " ".join(stderr.split())
     assert "Interrupted: stopped every job" in text and "Unfinished: pi, yarn" in text
     assert (
