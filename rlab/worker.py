@@ -1,6 +1,8 @@
 """The one entry point of rlab's torchrun workers (`python -m rlab.core.train`, `python -m rlab.evals`).
 
-Both read one resolved-config JSON and declare no flags. Errors are rendered the same way for both:
+Both read one resolved-config JSON and declare no flags. Each dies with the process that launched it
+(`die_with_launcher`: torchrun's agent, or rlab for a single-process eval), so no worker outlives its
+launcher, whatever killed it. Errors are rendered the same way for both:
 an `RlabError` is one `error: <message> <hint>` line on stderr and exit code 1 (with `RLAB_DEBUG=1` the
 traceback instead), and, when the launcher set `RLAB_ERROR_FILE`, the message and hint are also written
 there as JSON so that the CLI can show them as its own error instead of torchrun's failure report.
@@ -56,10 +58,31 @@ def read_error_file(path: Path) -> tuple[str, str | None] | None:
         return None
 
 
+def die_with_launcher() -> bool:
+    """SIGKILL this worker when its parent dies (Linux PR_SET_PDEATHSIG); False when the launcher is gone already.
+
+    Under torchrun the parent is the elastic agent, whose pid `rlab.orchestrate.lifeline` put into
+    RLAB_LAUNCHER_PID: a parent other than that means the agent died before the signal was armed. A
+    checkpoint being written when the signal comes is never half-written (`rlab.atomic_io`).
+    """
+    import signal
+
+    from rlab.orchestrate.lifeline import LAUNCHER_ENV, die_with_parent
+
+    launcher = os.environ.get(LAUNCHER_ENV)
+    parent = os.getppid()
+    if launcher and launcher.isdigit() and int(launcher) != os.getpid():
+        parent = int(launcher)  # started by the launched command (torchrun), not exec'd as it
+    return die_with_parent(parent, signal.SIGKILL)
+
+
 def run_worker(argv: list[str], usage: str, job: Callable[[Path], object]) -> int:
     """Run `job(config_path)`; returns the process exit code (0, 1 for a user error, 2 for usage)."""
     from rlab.errors import RlabError
 
+    if not die_with_launcher():
+        sys.stderr.write("error: the launcher of this worker has exited; not starting.\n")
+        return 1
     configure_logging()
     if len(argv) != 1:
         sys.stderr.write(f"usage: {usage}\n")

@@ -5,8 +5,11 @@ the GPUs: one job at a time on every device by default, or several at once on di
 ``CUDA_VISIBLE_DEVICES`` sets when ``gpus_per_variant`` is smaller than what is visible.
 `run_jobs` starts each job in its own process group with its output in its own log file,
 keeps going when one fails, and on Ctrl-C (or any exception) terminates every group it
-started before re-raising, so no worker is left behind. Every job runs under
-`rlab.orchestrate.lifeline`, so it gets SIGTERM when rlab dies by any signal, SIGKILL included.
+started before re-raising. Every job runs under `rlab.orchestrate.lifeline`, so it gets SIGTERM
+when rlab dies by any signal, SIGKILL included; its workers die with their launcher (`rlab.worker`).
+A job ends only once none of its processes is left: each job's environment carries a unique
+``RLAB_JOB_ID``, and whatever still carries it when the launcher has exited is killed and waited
+for (`rlab.orchestrate.job_processes`), wherever it was re-parented.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from rlab.errors import LaunchError
+from rlab.orchestrate.job_processes import JOB_ENV, stop_job
 from rlab.spec.experiment import ExperimentSpec, LaunchSpec
 
 log = logging.getLogger(__name__)
@@ -218,25 +222,26 @@ def run_jobs(
     states = [JobState(job) for job in jobs]
     pending = deque(states)
     free = list(slots)
-    running: dict[int, tuple[JobState, subprocess.Popen, tuple[str, ...] | None, BinaryIO]] = {}
+    running: dict[int, tuple[JobState, subprocess.Popen, tuple[str, ...] | None, BinaryIO, str]] = {}
     try:
         while pending or running:
             while pending and free:
                 state = pending.popleft()
                 devices = free.pop(0)
-                proc, fh = _start(state.job, devices, (keep_fds or {}).get(state.job.tag))
+                proc, fh, job_id = _start(state.job, devices, (keep_fds or {}).get(state.job.tag))
                 state.state, state.devices, state.started, state.pid = (
                     "running",
                     devices,
                     time.time(),
                     proc.pid,
                 )
-                running[proc.pid] = (state, proc, devices, fh)
-            for pid, (state, proc, devices, fh) in list(running.items()):
+                running[proc.pid] = (state, proc, devices, fh, job_id)
+            for pid, (state, proc, devices, fh, job_id) in list(running.items()):
                 code = proc.poll()
                 if code is None:
                     continue
-                _kill_group(pid, signal.SIGKILL)  # workers a crashed launcher left behind
+                _kill_group(pid, signal.SIGKILL)
+                stop_job(job_id)  # workers a crashed launcher left behind, in whatever session they are
                 fh.close()
                 state.returncode, state.ended = code, time.time()
                 state.state = "done" if code == 0 else "failed"
@@ -248,8 +253,9 @@ def run_jobs(
             if pending or running:
                 time.sleep(poll_s)
     except BaseException:
-        terminate_all([proc for _, proc, _, _ in running.values()], grace_s)
-        for state, proc, _, fh in running.values():
+        terminate_all([proc for _, proc, _, _, _ in running.values()], grace_s)
+        for state, proc, _, fh, job_id in running.values():
+            stop_job(job_id)
             fh.close()
             state.state, state.returncode, state.ended = "interrupted", proc.returncode, time.time()
         if on_tick is not None:
@@ -258,13 +264,21 @@ def run_jobs(
     return states
 
 
+def new_job_id() -> str:
+    """A unique ``RLAB_JOB_ID`` for one launched job."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
 def _start(
     job: Job, devices: tuple[str, ...] | None, keep_fd: int | None = None
-) -> tuple[subprocess.Popen, BinaryIO]:
+) -> tuple[subprocess.Popen, BinaryIO, str]:
     from rlab.orchestrate.lifeline import lifeline_argv
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices)}
+    job_id = new_job_id()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices), JOB_ENV: job_id}
     fh = open(job.log, "ab")
     fh.write(f"# rlab: {job.command(devices)}\n".encode())
     fh.flush()
@@ -282,7 +296,7 @@ def _start(
         fh.close()
         raise LaunchError(f"Cannot start {job.argv[0]} for {job.tag}: {exc.strerror}.") from None
     log.info("started %s (pid %d): %s", job.tag, proc.pid, job.command(devices))
-    return proc, fh
+    return proc, fh, job_id
 
 
 def _kill_group(pgid: int, sig: int) -> bool:
@@ -322,12 +336,14 @@ def run_streaming(
     """Run one command in its own process group, teeing its output to `log_path` (and `on_line`);
     lines for which `keep_in_log` is false (progress events) go to `on_line` only.
 
-    Returns the exit code; on KeyboardInterrupt the group is terminated and the interrupt re-raised.
+    Returns the exit code once no process of the command is left; on KeyboardInterrupt the group is
+    terminated and the interrupt re-raised.
     """
     from rlab.orchestrate.lifeline import lifeline_argv
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    job_id = new_job_id()
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), JOB_ENV: job_id}
     with open(log_path, "ab") as fh:
         fh.write(f"# rlab: {format_command(argv, env)}\n".encode())
         try:
@@ -352,7 +368,9 @@ def run_streaming(
                     on_line(line)
             code = proc.wait()
             _kill_group(proc.pid, signal.SIGKILL)
+            stop_job(job_id)  # workers a crashed launcher left behind
             return code
         except BaseException:
             terminate_all([proc])
+            stop_job(job_id)
             raise

@@ -5,6 +5,10 @@ means a SIGKILL of rlab's process group never reaches them. This shim asks Linux
 command SIGTERM when its parent (rlab) dies (PR_SET_PDEATHSIG survives exec), then execs it.
 torchrun answers SIGTERM by stopping its workers, so killing rlab by any signal leaves nothing
 running. Elsewhere than Linux it just execs the command.
+
+It also puts its own pid, which the command keeps across exec, into ``RLAB_LAUNCHER_PID``: a worker
+torchrun starts is that process's child and dies with it (`rlab.worker.die_with_launcher`), so a
+SIGKILLed torchrun (the OOM killer's choice) leaves no worker training on.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import sys
 from collections.abc import Sequence
 
 PR_SET_PDEATHSIG = 1
+LAUNCHER_ENV = "RLAB_LAUNCHER_PID"
+"""The pid of the launched command (torchrun), set by this shim; its workers' expected parent."""
 
 
 def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
@@ -38,6 +44,7 @@ def main(args: list[str]) -> None:
     if not die_with_parent(int(args[0])):
         sys.exit(1)  # rlab died before we started: do not start an orphan
     cmd = args[2:]
+    os.environ[LAUNCHER_ENV] = str(os.getpid())  # exec keeps the pid: this is the launcher's
     try:
         os.execvp(cmd[0], cmd)
     except OSError as exc:

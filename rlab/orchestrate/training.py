@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rlab.errors import Interrupted, LaunchError
@@ -93,7 +94,10 @@ def train_tags(
         runs = prepare_runs(spec, plans, reporter)
         if not runs:
             return []
-        jobs = build_jobs(spec, runs, torchrun=torchrun)
+        jobs = [
+            replace(job, env={**job.env, **locks.env(job.tag)})  # its workers count as holding the tag
+            for job in build_jobs(spec, runs, torchrun=torchrun)
+        ]
         return launch_and_watch(
             spec, jobs, slots, reporter, rerun, keep_fds={run.tag: locks.fd(run.tag) for run in runs}
         )

@@ -1,0 +1,90 @@
+"""The faults a long GPU job meets, on 2 CPU ranks under torchrun (gloo) with the tiny smoke model.
+
+Each test reproduces one failure of the fault drill in issue 29 through the real CLI and workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlab.orchestrate.clone import checkpoint_steps
+from rlab.orchestrate.lock import lock_holder
+from rlab.paths import BaseLayout, ExperimentLayout
+from tests.cli.test_continue_cli import REPO, _processes_mentioning, pretrained_smoke_base, write_spec
+
+pytestmark = pytest.mark.slow
+
+LONG_RUN = """name: drill
+base: {tag: smoke, step: 4}
+train: {seq_len: 128, steps: 100000, device_batch_size: 2, eval_every: never, save_every: 2, keep_last: 3,
+        eval_tokens: 1024, lr: {warmup_steps: 1}}
+variants:
+  pi: {variant: pi, factor: 4.0}
+"""
+
+
+def _start_continue(spec: Path, base: Path, results: Path, *extra: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "rlab", "continue", "--spec", str(spec), "--base-dir", str(base)]
+    argv += ["--results-dir", str(results), "--variants", "pi", "--nproc", "2", *extra]
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True
+    )
+
+
+def _wait_for_training(layout: ExperimentLayout, tag: str, seconds: float = 240) -> None:
+    deadline = time.time() + seconds
+    metrics = layout.metrics_file(tag)
+    while time.time() < deadline:
+        if metrics.exists() and '"train"' in metrics.read_text():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{tag} never logged a step")
+
+
+def _agent(run_json: Path) -> int:
+    """The torchrun agent of a job (its program is torchrun; its workers run `-m rlab.core.train`)."""
+
+    def program(pid: int) -> str:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        return Path(argv[1].decode()).name if len(argv) > 1 else ""
+
+    (agent,) = [p for p in _processes_mentioning(str(run_json)) if program(p) == "torchrun"]
+    return agent
+
+
+def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_checkpoint(
+    tiny_base_dir, tmp_path
+):
+    """The OOM killer's choice: the agent dies, the workers (each in its own session) must not train on,
+    and the tag's lock is free only once no process of the job is left."""
+    base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    results = tmp_path / "drill-results"
+    layout, tag = ExperimentLayout(results, "drill"), "smoke-drill-pi"
+    proc = _start_continue(write_spec(tmp_path, LONG_RUN), base_dir, results)
+    try:
+        _wait_for_training(layout, tag)
+        assert len(_processes_mentioning(str(layout.run_config(tag)))) == 3  # the agent and two workers
+        os.kill(_agent(layout.run_config(tag)), signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1 and "Traceback" not in stderr
+    assert "1 of 1 job(s) failed: smoke-drill-pi" in " ".join(stderr.split())
+    # the moment rlab has exited (the lock with it), no process of the job is left ...
+    assert _processes_mentioning(str(layout.run_config(tag))) == []
+    assert lock_holder(BaseLayout(base_dir), tag) is None
+    steps = checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag))
+    time.sleep(3)
+    # ... and nothing writes to the tag afterwards
+    assert checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag)) == steps
+    records = [json.loads(line) for line in layout.metrics_file(tag).read_text().splitlines()]
+    assert max(r.get("step", 0) for r in records) <= max(steps) + 2
