@@ -31,10 +31,14 @@ BLOCK = 256  # query rows per block
 _EXPLICIT_MIN_T, _EXPLICIT_MAX_T = 2 * BLOCK, 4 * BLOCK  # the measured window where it beats SDPA on a CPU
 
 
+def blocked_applies(device: torch.device, T: int) -> bool:
+    """True where the blocked explicit kernel is the faster one: a CPU, T in [512, 1024], T a multiple of BLOCK."""
+    return device.type == "cpu" and _EXPLICIT_MIN_T <= T <= _EXPLICIT_MAX_T and T % BLOCK == 0
+
+
 def use_blocked(q: torch.Tensor) -> bool:
-    """True where the blocked explicit kernel is the faster one: CPU tensors, T in [512, 1024], T a multiple of BLOCK."""
-    T = q.size(-2)
-    return q.device.type == "cpu" and _EXPLICIT_MIN_T <= T <= _EXPLICIT_MAX_T and T % BLOCK == 0
+    """`blocked_applies` for q (B, H, T, d)."""
+    return blocked_applies(q.device, q.size(-2))
 
 
 def blocked_causal_attention(

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn.attention import SDPBackend, activate_flash_attention_impl, sdpa_kernel
 
+from rlab.core.attention import WindowKernel, blocked_applies, use_flex
+
 logger = logging.getLogger(__name__)
 
 FA3_MODULE = "flash_attn_interface"  # FlashAttention-3's Python interface (its `hopper/` build)
@@ -110,6 +112,28 @@ def attention_kernels(
         name = _NAMES.get(backend, backend.name)
         if fa3 and backend == SDPBackend.FLASH_ATTENTION:
             name = "FlashAttention-3"
-        if not cuda:
-            name = f"{name} (CPU)"
+        if not cuda:  # torch's CPU kernels: a flash-style one, or the unfused math
+            name = "flash (CPU kernel)" if backend == SDPBackend.FLASH_ATTENTION else f"{name} (CPU)"
         yield name
+
+
+def describe_attention(
+    sdpa: str,
+    window_sizes: list[int | None],
+    seq_len: int,
+    device: torch.device,
+    window_kernel: WindowKernel,
+    compiled: bool,
+) -> str:
+    """One line: the kernel of the full-context layers, and how the sliding-window layers attend, at rows of
+    `seq_len` tokens (a window covering the whole row is plain causal attention)."""
+    if not compiled and blocked_applies(device, seq_len):
+        line = "rlab's blocked causal kernel (CPU, uncompiled) for full-context layers"
+    else:
+        line = f"SDPA {sdpa} for full-context layers"
+    windowed = [w for w in window_sizes if w is not None and w < seq_len - 1]
+    if windowed:
+        how = "FlexAttention block masks" if use_flex(window_kernel, device) else "SDPA with a dense mask"
+        sizes = ", ".join(str(w) for w in sorted(set(windowed)))
+        line += f"; {len(windowed)} sliding-window layer(s) (window {sizes}) through {how}"
+    return line

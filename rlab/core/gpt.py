@@ -153,13 +153,8 @@ class GPT(nn.Module):
             if arch.value_embeds
             else None
         )
-        self.stream_dtype = (
-            torch.float32
-        )  # wte, value embeddings and the residual stream (`set_stream_dtype`)
         self.window_kernel: WindowKernel = "auto"  # how sliding-window layers attend (rlab.core.attention)
-        self._block_masks: dict[
-            tuple[int, int, int, str], BlockMask
-        ] = {}  # FlexAttention masks, by window and shape
+        self._block_masks: dict[tuple[int, int, int, str], BlockMask] = {}  # FlexAttention's, by shape
         self.set_rope(rope if rope is not None else RopeSpec())
 
     # --- RoPE and windows ---
@@ -277,12 +272,16 @@ class GPT(nn.Module):
 
     # --- precision ---
 
+    @property
+    def stream_dtype(self) -> torch.dtype:
+        """The residual stream's dtype: the token embedding's (`set_stream_dtype`), as in nanochat."""
+        return self.transformer.wte.weight.dtype
+
     def set_stream_dtype(self, dtype: torch.dtype) -> None:
         """Keep wte, the value embeddings and the residual stream in `dtype` (bf16 on a GPU halves their
         memory and the stream's saved activations, as nanochat does: `rlab.core.precision`); fp32 (the
         default) is the reference. Matrices stay fp32 (autocast runs their matmuls), and a bf16 stream
         needs autocast on for them. State dicts keep the parameters' dtype, as nanochat's do."""
-        self.stream_dtype = dtype
         self.transformer.wte.to(dtype=dtype)
         for ve in (self.value_embeds or {}).values():
             ve.to(dtype=dtype)
@@ -380,7 +379,7 @@ class GPT(nn.Module):
         The previous token is t-1 in a plain row, `prev_index` (B, T) (-1 = none) in a packed one, and the
         cache's last embedding for the first token after a cached prefix.
         """
-        x = norm(self.transformer.wte(idx))  # type: ignore[operator]  # (B, T, C)
+        x = norm(self.transformer.wte(idx))  # type: ignore[operator]  # (B, T, C), in the stream's dtype (wte's)
         if self.smear_gate is None or self.smear_lambda is None:
             return x
         prev = kv_cache.prev_embedding if kv_cache is not None else None

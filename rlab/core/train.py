@@ -317,6 +317,24 @@ class Trainer:
     def amp(self):
         return autocast_context(self.device, self.amp_dtype)
 
+    def _hold_attention_kernels(self, stack: contextlib.ExitStack) -> str:
+        """Select the attention kernels for the run (held until `stack` closes); the line train.log shows."""
+        import torch
+
+        from rlab.core.attention_backends import attention_kernels, describe_attention
+
+        c = self.model.config
+        dtype = self.amp_dtype or torch.float32
+        sdpa = stack.enter_context(attention_kernels(self.device, c.n_head, c.n_kv_head, c.head_dim, dtype))
+        return describe_attention(
+            sdpa,
+            self.model.window_sizes,
+            self.plan.seq_len,
+            self.device,
+            self.model.window_kernel,
+            self.compiled,
+        )
+
     def _rng_state(self) -> dict[str, Any]:
         import torch
 
@@ -610,7 +628,7 @@ class Trainer:
         step = start
         kernels = contextlib.ExitStack()
         try:
-            logger.info("attention: %s", kernels.enter_context(self._attention_kernels()))
+            logger.info("attention: %s", self._hold_attention_kernels(kernels))
             self.model.train()
             self.memory.reset()
             for step in range(start, end):
@@ -620,6 +638,7 @@ class Trainer:
                     # then freeze them out of the collector's scans (nanochat saw ~500 ms pauses without).
                     gc.collect()
                     gc.freeze()
+                    logger.debug("gc: %d objects frozen after the first step", gc.get_freeze_count())
                 done = step + 1
                 self.metrics.write(record)
                 self.tracker.log(
@@ -669,37 +688,6 @@ class Trainer:
             progress.close()
             self.loader.close()
             self.metrics.close()
-
-    def _attention_kernels(self) -> contextlib.AbstractContextManager[str]:
-        """The attention kernels for this run, held while it trains; yields the line train.log shows."""
-        import torch
-
-        from rlab.core.attention import use_flex
-        from rlab.core.attention_backends import attention_kernels
-
-        model, c = self.model, self.model.config
-        dtype = self.amp_dtype or torch.float32
-
-        @contextlib.contextmanager
-        def held():
-            with attention_kernels(self.device, c.n_head, c.n_kv_head, c.head_dim, dtype) as sdpa:
-                windows = sorted(
-                    {w for w in model.window_sizes if w is not None and w < self.plan.seq_len - 1}
-                )
-                line = f"SDPA {sdpa} for full-context layers"
-                if windows:
-                    n = sum(1 for w in model.window_sizes if w in windows)
-                    how = (
-                        "FlexAttention block masks"
-                        if use_flex(model.window_kernel, self.device)
-                        else "SDPA with a dense mask"
-                    )
-                    line += (
-                        f"; {n} sliding-window layer(s) (window {', '.join(map(str, windows))}) through {how}"
-                    )
-                yield line
-
-        return held()
 
 
 def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> dict[str, Any]:

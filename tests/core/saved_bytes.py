@@ -53,16 +53,19 @@ def head_and_layer_bytes(
     t2: int,
     compile_backend: str | None = None,
     amp: bool = False,
-) -> tuple[float, float]:
-    """(head bytes/token, bytes/token/layer) of a training step of `make_model(n_layer)`.
+    per_layer: bool = True,
+) -> tuple[float, float | None]:
+    """(head bytes/token, bytes/token/layer or None without `per_layer`) of a training step of
+    `make_model(n_layer)`.
 
     Head: a 1-layer model's loss step minus its trunk-only step (`hidden_states`). Per layer: the
     2-layer trunk minus the 1-layer trunk. Each figure is a slope over t1 -> t2 tokens (batch 1).
     """
     gen = torch.Generator().manual_seed(0)
     figures = {}
-    for n_layer in (1, 2):
+    for n_layer in (1, 2) if per_layer else (1,):
         model = make_model(n_layer)
+        model.precompute_tables(t2, "cpu")  # as the trainer does: tables made mid-trace would be saved once
         loss_fn: Callable = model
         trunk_fn: Callable = model.hidden_states
         if compile_backend is not None:
@@ -87,5 +90,5 @@ def head_and_layer_bytes(
         if n_layer == 1:
             figures["loss"] = per_token(model, loss_step, t1, t2)
     head = figures["loss"] - figures[("trunk", 1)]
-    layer = figures[("trunk", 2)] - figures[("trunk", 1)]
+    layer = figures[("trunk", 2)] - figures[("trunk", 1)] if per_layer else None
     return head, layer
