@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -186,7 +186,5 @@ def window_attention(
         raise ValueError("a FlexAttention window over several queries needs its block mask")
     k, v = k.to(q.dtype), v.to(q.dtype)  # FlexAttention wants one dtype (SDPA's autocast would cast them)
     eager = q.device.type != "cuda" or torch.compiler.is_compiling()
-    attend = flex_attention if eager else _compiled_flex()
-    out = attend(q, k, v, block_mask=mask.block_mask, scale=scale, enable_gqa=enable_gqa)
-    assert isinstance(out, torch.Tensor)
-    return out
+    attend = cast(Callable[..., torch.Tensor], flex_attention if eager else _compiled_flex())
+    return attend(q, k, v, block_mask=mask.block_mask, scale=scale, enable_gqa=enable_gqa)

@@ -404,7 +404,7 @@ class GPT(nn.Module):
         idx: torch.Tensor,
         cos_sin: list[tuple[torch.Tensor, torch.Tensor]],
         kv_cache: KVCache | None,
-        masks: list[torch.Tensor | None],
+        masks: list[torch.Tensor | SlidingWindow | None],
         at: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """The blocks over the embedding x (B, T, C) -> final-normed hidden states (B, T, C), or (N, C) at
