@@ -6,8 +6,9 @@ Attention: separate q/k/v/out projections, grouped-query (n_kv_head <= n_head), 
 embeddings (nanochat-2026, alternating layers), v gets `3 * sigmoid(ve_gate(x[..., :12]))` times the
 layer's value embedding of the token, one gate per kv head. MLP: 4x hidden, relu(x)^2. No biases.
 
-Masks: `attn_mask` (bool, True = may attend, broadcastable to (B, 1, Tq, Tk)) replaces the causal
-rule when given; the model builds it for packed rows and for sliding windows (`GPT._layer_masks`).
+Masks: `attn_mask` replaces the causal rule when given: a boolean tensor (True = may attend, broadcastable
+to (B, 1, Tq, Tk)) for packed rows, a `SlidingWindow` for windowed layers (FlexAttention or a dense mask,
+`rlab.core.attention`); the model builds them (`GPT._layer_masks`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 
 from rlab.core import rope as rope_lib
 from rlab.core.architecture import Architecture, has_value_embed
-from rlab.core.attention import causal_attention
+from rlab.core.attention import SlidingWindow, causal_attention, window_attention
 
 VE_GATE_CHANNELS = (
     12  # nanochat-2026: the value-embedding gate reads the first 12 channels of the block input
@@ -26,8 +27,16 @@ VE_GATE_CHANNELS = (
 
 
 def norm(x: torch.Tensor) -> torch.Tensor:
-    """RMSNorm over the last dim, no learnable parameters."""
-    return F.rms_norm(x, (x.size(-1),))
+    """RMSNorm over the last dim, no learnable parameters, in x's dtype.
+
+    CUDA's autocast runs rms_norm in fp32 and hands an fp32 tensor on; a bf16 residual stream
+    (`GPT.set_stream_dtype`) stays bf16 through its norms, as nanochat-2026 keeps it. (CPU autocast
+    leaves rms_norm alone, so CPU numerics are the plain call's.)
+    """
+    if x.dtype == torch.float32 or x.device.type != "cuda":
+        return F.rms_norm(x, (x.size(-1),))
+    with torch.autocast("cuda", enabled=False):
+        return F.rms_norm(x, (x.size(-1),))
 
 
 class KVCache:
@@ -38,7 +47,8 @@ class KVCache:
     length-dependent RoPE variants (dynamic-ntk) are evaluated, so that decoding token by token
     uses exactly the frequencies of one full forward over `seq_len` tokens. `prev_embedding`
     (B, 1, C) is the last token's normed embedding, which the smear gate (nanochat-2026) mixes
-    into the next token.
+    into the next token. `dtype` None: the dtype of the first keys inserted (bf16 under autocast, so
+    a GPU's cache takes half the memory of an fp32 one).
     """
 
     def __init__(
@@ -48,7 +58,7 @@ class KVCache:
         head_dim: int,
         num_layers: int,
         device: torch.device | str,
-        dtype: torch.dtype,
+        dtype: torch.dtype | None = None,
         seq_len: int | None = None,
     ) -> None:
         self.batch_size = batch_size
@@ -63,10 +73,11 @@ class KVCache:
         self._capacity = 0
         self._k: list[torch.Tensor] = []
         self._v: list[torch.Tensor] = []
-        if seq_len:
+        if seq_len and dtype is not None:
             self._grow(seq_len)
 
     def _grow(self, needed: int) -> None:
+        assert self.dtype is not None, "the cache's dtype is set before it holds anything"
         capacity = max(needed, 2 * self._capacity, 64)
         shape = (self.batch_size, self.num_kv_heads, capacity, self.head_dim)  # (B, H_kv, cap, d)
         new_k = [torch.zeros(shape, device=self.device, dtype=self.dtype) for _ in range(self.num_layers)]
@@ -79,8 +90,10 @@ class KVCache:
     def insert(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k, v (B, H_kv, T, d) at positions pos..pos+T-1; return all keys/values so far (B, H_kv, pos+T, d)."""
         stop = self.pos + k.size(2)
+        if self.dtype is None:
+            self.dtype = k.dtype
         if stop > self._capacity:
-            self._grow(stop)
+            self._grow(max(stop, self.seq_len or 0))
         self._k[layer][:, :, self.pos : stop] = k
         self._v[layer][:, :, self.pos : stop] = v
         return self._k[layer][:, :, :stop], self._v[layer][:, :, :stop]
@@ -121,10 +134,11 @@ class CausalSelfAttention(nn.Module):
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         scale: float,
         kv_cache: KVCache | None,
-        attn_mask: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | SlidingWindow | None = None,
     ) -> torch.Tensor:
         """x (B, T, C) normed block input; ve (B, T, H_kv*d) this layer's value embedding or None.
-        `attn_mask` (bool, broadcastable to (B, 1, T, Tk), True = may attend) replaces the causal rule."""
+        `attn_mask` (a bool tensor broadcastable to (B, 1, T, Tk), True = may attend, or a `SlidingWindow`)
+        replaces the causal rule."""
         B, T, C = x.shape
         cos, sin = cos_sin
         q = self._queries(x, cos, sin).transpose(1, 2)  # (B, H, T, d)
@@ -135,7 +149,9 @@ class CausalSelfAttention(nn.Module):
             k, v = k.to(q.dtype), v.to(q.dtype)
         Tq, Tk = q.size(2), k.size(2)
         gqa = self.n_head != self.n_kv_head
-        if attn_mask is not None:
+        if isinstance(attn_mask, SlidingWindow):
+            y = window_attention(q, k, v, attn_mask, scale, enable_gqa=gqa)
+        elif attn_mask is not None:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=gqa)
         elif Tq == Tk:
             y = causal_attention(q, k, v, scale, enable_gqa=gqa)
@@ -180,7 +196,7 @@ class CausalSelfAttention(nn.Module):
         ve: torch.Tensor | None,
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         scale: float,
-        attn_mask: torch.Tensor | None,
+        attn_mask: torch.Tensor | SlidingWindow | None,
         at: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only; rows non-decreasing.
@@ -212,6 +228,8 @@ class CausalSelfAttention(nn.Module):
             keys = torch.arange(T, device=x.device)  # (T,)
             mask = keys[None, None, :] <= grid_col[:, :, None]  # (B, S, T)
         else:
+            if isinstance(attn_mask, SlidingWindow):
+                attn_mask = attn_mask.dense()
             full = attn_mask.expand(B, 1, T, T)[:, 0]  # (B, T, T)
             mask = full.gather(1, grid_col[:, :, None].expand(-1, -1, T))  # (B, S, T)
         y = F.scaled_dot_product_attention(
@@ -243,7 +261,7 @@ class Block(nn.Module):
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         scale: float,
         kv_cache: KVCache | None,
-        attn_mask: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | SlidingWindow | None = None,
     ) -> torch.Tensor:
         x = x + self.attn(norm(x), ve, cos_sin, scale, kv_cache, attn_mask)
         x = x + self.mlp(norm(x))
@@ -255,7 +273,7 @@ class Block(nn.Module):
         ve: torch.Tensor | None,
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         scale: float,
-        attn_mask: torch.Tensor | None,
+        attn_mask: torch.Tensor | SlidingWindow | None,
         at: tuple[torch.Tensor, torch.Tensor],
     ) -> torch.Tensor:
         """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only."""

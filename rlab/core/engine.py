@@ -11,7 +11,10 @@ time against the cache. Design points, each a lesson from reference implementati
   and the step, instead of a CUDA device-side assert inside `torch.multinomial`;
 * RoPE positions continue from the cache position (`KVCache.pos`), so decoding past the
   cached length (and past the training length) uses the same positions as one full forward.
-  The tests check that cached decoding equals recomputing the full forward every step.
+  The tests check that cached decoding equals recomputing the full forward every step;
+* memory: the prefill computes logits for its last position only (fp32 logits for every prompt
+  position would take 4 GiB per row at 16k tokens), and the cache keeps keys and values in the
+  dtype they come in (bf16 under a GPU's autocast).
 """
 
 from __future__ import annotations
@@ -77,18 +80,14 @@ class Engine:
             return torch.device("cpu")
 
     def _new_cache(self, batch_size: int, total_len: int, device: torch.device) -> KVCache:
+        """A cache in the dtype the keys come in (bf16 under a GPU's autocast, fp32 on a CPU)."""
         cfg = self.model.config
-        try:
-            dtype = next(self.model.parameters()).dtype
-        except (StopIteration, AttributeError):
-            dtype = torch.float32
         return KVCache(
             batch_size=batch_size,
             num_kv_heads=cfg.n_kv_head,
             head_dim=cfg.n_embd // cfg.n_head,
             num_layers=cfg.n_layer,
             device=device,
-            dtype=dtype,
             seq_len=total_len,
         )
 
@@ -120,7 +119,7 @@ class Engine:
             return rows
         cache = self._new_cache(num_samples, len(prompt) + max_tokens, device)
         ids = torch.tensor([list(prompt)] * num_samples, dtype=torch.long, device=device)  # (B, T0)
-        logits = self.model(ids, kv_cache=cache)[:, -1, :]  # (B, V)
+        logits = self.model(ids, kv_cache=cache, last_logits=True)[:, -1, :]  # prefill: (B, V) only
         done = [False] * num_samples
         for step in range(max_tokens):
             nxt = sample_next(logits, generator, temperature, top_k, name=self.name, step=step)  # (B,)
@@ -152,7 +151,7 @@ class Engine:
         rows: list[list[int]] = [[] for _ in range(B)]
         if max_tokens <= 0:
             return rows
-        logits = self.model(ids, kv_cache=cache)[:, -1, :]  # (B, V)
+        logits = self.model(ids, kv_cache=cache, last_logits=True)[:, -1, :]  # prefill: (B, V) only
         for step in range(max_tokens):
             nxt = sample_next(logits, None, 0.0, None, name=self.name, step=step)  # (B,)
             for r, tok in enumerate(nxt.tolist()):

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import BlockMask
 
 from rlab.core import rope as rope_lib
 from rlab.core.architecture import (
@@ -48,6 +49,7 @@ from rlab.core.architecture import (
     key_list,
     window_sizes,
 )
+from rlab.core.attention import SlidingWindow, WindowKernel, use_flex, window_block_mask
 from rlab.core.blocks import Block, KVCache, norm
 from rlab.core.head_loss import softcap_cross_entropy
 from rlab.errors import CheckpointError, SpecError
@@ -151,6 +153,8 @@ class GPT(nn.Module):
             if arch.value_embeds
             else None
         )
+        self.window_kernel: WindowKernel = "auto"  # how sliding-window layers attend (rlab.core.attention)
+        self._block_masks: dict[tuple[int, int, int, str], BlockMask] = {}  # FlexAttention's, by shape
         self.set_rope(rope if rope is not None else RopeSpec())
 
     # --- RoPE and windows ---
@@ -219,11 +223,12 @@ class GPT(nn.Module):
         device,
         attn_mask: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
-    ) -> list[torch.Tensor | None]:
-        """Per layer, the attention mask (bool, (B or 1, 1, T, start+T), True = may attend), or None for
-        the plain causal rule. A window w lets query position p see key positions p-w .. p (nanochat's
-        `0 <= i - j <= w`); it is dropped where no query could reach past it."""
-        banded: dict[int | None, torch.Tensor | None] = {None: attn_mask}
+    ) -> list[torch.Tensor | SlidingWindow | None]:
+        """Per layer, the attention mask: packed rows' bool (B, 1, T, T) (True = may attend), a
+        `SlidingWindow` for a windowed layer, or None for the plain causal rule. A window w lets query
+        position p see key positions p-w .. p (nanochat's `0 <= i - j <= w`); it is dropped where no query
+        could reach past it."""
+        banded: dict[int | None, torch.Tensor | SlidingWindow | None] = {None: attn_mask}
         masks = []
         for w in self.window_sizes:
             if w is not None and w not in banded:  # None (no window) is always there
@@ -238,16 +243,48 @@ class GPT(nn.Module):
                 elif start + T - 1 <= w:
                     banded[w] = None
                 else:
-                    # query p = start + i sees keys j with p - w <= j <= p: a band, cut straight out of ones
-                    # (4x faster than comparing position grids, which dominated long CPU evals)
-                    band = (
-                        torch.ones(T, start + T, dtype=torch.bool, device=device)
-                        .tril_(start)
-                        .triu_(start - w)
-                    )
-                    banded[w] = band[None, None]  # (1, 1, T, Tk)
+                    banded[w] = self._window(w, T, start, torch.device(device))
             masks.append(banded[w])
         return masks
+
+    def _window(self, window: int, T: int, start: int, device: torch.device) -> SlidingWindow:
+        """The `SlidingWindow` of a layer; on the FlexAttention path its block mask comes from the cache
+        (`precompute_tables` fills it before torch.compile traces the model)."""
+        if not use_flex(self.window_kernel, device):
+            return SlidingWindow(window, T, start, device)
+        block_mask = None
+        if T > 1:  # one decoding step reads the window's keys instead
+            key = (window, T, start, str(device))
+            block_mask = self._block_masks.get(key)
+            if block_mask is None:
+                if len(self._block_masks) >= 64:  # evals at many lengths, chunked prefill: keep it bounded
+                    self._block_masks.clear()
+                block_mask = self._block_masks[key] = window_block_mask(window, T, start, device)
+        return SlidingWindow(window, T, start, device, flex=True, block_mask=block_mask)
+
+    def precompute_tables(self, seq_len: int, device: torch.device | str) -> None:
+        """Build the rotary tables and FlexAttention block masks rows of `seq_len` tokens use, before
+        torch.compile traces the model: built inside the compiled forward they would be a mutation of the
+        model there, and step 2 would recompile."""
+        self._rotations(0, seq_len, device, seq_len)
+        if use_flex(self.window_kernel, torch.device(device)):
+            self._layer_masks(seq_len, 0, device)
+
+    # --- precision ---
+
+    @property
+    def stream_dtype(self) -> torch.dtype:
+        """The residual stream's dtype: the token embedding's (`set_stream_dtype`), as in nanochat."""
+        return self.transformer.wte.weight.dtype
+
+    def set_stream_dtype(self, dtype: torch.dtype) -> None:
+        """Keep wte, the value embeddings and the residual stream in `dtype` (bf16 on a GPU halves their
+        memory and the stream's saved activations, as nanochat does: `rlab.core.precision`); fp32 (the
+        default) is the reference. Matrices stay fp32 (autocast runs their matmuls), and a bf16 stream
+        needs autocast on for them. State dicts keep the parameters' dtype, as nanochat's do."""
+        self.transformer.wte.to(dtype=dtype)
+        for ve in (self.value_embeds or {}).values():
+            ve.to(dtype=dtype)
 
     # --- initialisation ---
 
@@ -294,10 +331,13 @@ class GPT(nn.Module):
         targets: torch.Tensor | None = None,
         kv_cache: KVCache | None = None,
         loss_reduction: str = "mean",
+        last_logits: bool = False,
     ) -> torch.Tensor:
         """idx (B, T) long -> logits (B, T, vocab_size) fp32; with targets (-1 = ignore) -> the loss.
 
         `loss_reduction="none"` returns per-token losses (B*T,) (0 at ignored targets), for BPB.
+        `last_logits`: the last position's logits only, (B, 1, vocab_size): a prefill before decoding
+        reads nothing else (the full fp32 logits at 16k tokens would take 4 GiB per row).
         """
         B, T = idx.shape
         start = kv_cache.pos if kv_cache is not None else 0
@@ -310,9 +350,9 @@ class GPT(nn.Module):
             kv_cache.advance(T)
 
         if targets is None:
-            return self.logits_at(x)  # (B, T, V) fp32
-        if (loss_reduction == "none" and torch.is_grad_enabled()) or torch.compiler.is_compiling():
-            # Per-token losses to differentiate, or torch.compile (which fuses this chain itself): the plain path.
+            return self.logits_at(x[:, -1:] if last_logits else x)  # (B, T or 1, V) fp32
+        if loss_reduction == "none" and torch.is_grad_enabled():
+            # Per-token losses to differentiate (nothing trains on these): the plain path.
             logits = self.logits_at(x)
             return F.cross_entropy(
                 logits.view(-1, logits.size(-1)),
@@ -320,7 +360,8 @@ class GPT(nn.Module):
                 ignore_index=-1,
                 reduction=loss_reduction,
             )
-        # The same loss, chunked, with the head's gradients formed in one pass (see rlab.core.head_loss).
+        # The same loss, chunked, with the head's gradients formed in one pass; eager also under torch.compile,
+        # so the compiled backward never keeps the (tokens x vocab) logits (see rlab.core.head_loss).
         return softcap_cross_entropy(
             x.reshape(B * T, -1),
             self.lm_head.weight,
@@ -338,7 +379,7 @@ class GPT(nn.Module):
         The previous token is t-1 in a plain row, `prev_index` (B, T) (-1 = none) in a packed one, and the
         cache's last embedding for the first token after a cached prefix.
         """
-        x = norm(self.transformer.wte(idx))  # type: ignore[operator]  # (B, T, C)
+        x = norm(self.transformer.wte(idx))  # type: ignore[operator]  # (B, T, C), in the stream's dtype (wte's)
         if self.smear_gate is None or self.smear_lambda is None:
             return x
         prev = kv_cache.prev_embedding if kv_cache is not None else None
@@ -363,7 +404,7 @@ class GPT(nn.Module):
         idx: torch.Tensor,
         cos_sin: list[tuple[torch.Tensor, torch.Tensor]],
         kv_cache: KVCache | None,
-        masks: list[torch.Tensor | None],
+        masks: list[torch.Tensor | SlidingWindow | None],
         at: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """The blocks over the embedding x (B, T, C) -> final-normed hidden states (B, T, C), or (N, C) at

@@ -10,6 +10,12 @@ back-propagated, so nothing is wasted): the backward only scales them by the inc
 Without grad (evaluation) nothing is kept, so per-token losses at a long context never hold the
 full logits tensor either.
 
+Under torch.compile it stays outside the compiled graph (`torch.compiler.disable`: the graph breaks
+at the head and this runs eagerly). Traced, the chain would be fused, but the compiled backward would
+keep the whole (tokens x vocab) fp32 logits, 136 KiB per token at vocab 65,536 (8 x 8192 tokens: 68
+GiB); here the backward keeps only the hidden states' gradient (2 or 4 x width bytes per token) and
+the lm_head's (vocab x width, once per step), which becomes that parameter's gradient.
+
 The result equals `GPT.forward`'s plain definition (same matmul dtype under autocast, soft-cap and
 softmax in fp32) up to float rounding; `tests/core/test_head_loss.py` checks values and gradients.
 """
@@ -167,6 +173,7 @@ class _SoftcapCrossEntropy(torch.autograd.Function):
         )
 
 
+@torch.compiler.disable
 def softcap_cross_entropy(
     hidden: torch.Tensor,
     weight: torch.Tensor,

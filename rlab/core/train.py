@@ -25,6 +25,7 @@ processes resumes with 1 and the reverse.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import random
@@ -160,7 +161,7 @@ def sample_text(
     with torch.no_grad():
         for _ in range(max_tokens):
             with amp():
-                logits = model(x[:, -model.config.sequence_len :])  # (1, T, V)
+                logits = model(x[:, -model.config.sequence_len :], last_logits=True)  # (1, 1, V)
             nxt = logits[:, -1].float().argmax(dim=-1, keepdim=True)  # (1, 1)
             x = torch.cat([x, nxt], dim=1)
     return tokenizer.decode(x[0, 1:].tolist())
@@ -177,6 +178,7 @@ class Trainer:
 
         from rlab.core.gpt import GPT, GPTConfig
         from rlab.core.metrics import MemoryMeter, MetricsWriter, device_peak_flops
+        from rlab.core.precision import stream_dtype
         from rlab.core.tokenizer import Tokenizer, load_token_bytes
         from rlab.tracking import make_tracker
 
@@ -201,6 +203,9 @@ class Trainer:
             model.load_nanochat_state_dict(self.start.model_state)
             self.start.model_state = None  # free the CPU copy
         self.model = model.to(self.device)
+        self.amp_dtype = resolve_dtype(self.spec.dtype, self.device)
+        # bf16 embeddings and residual stream on a GPU, as nanochat (before the optimizers see the parameters)
+        self.model.set_stream_dtype(stream_dtype(self.device, self.amp_dtype))
         if on_model is not None:
             on_model(self.model)
 
@@ -220,7 +225,8 @@ class Trainer:
         )
         self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": int(self.lr_policy["warmup_steps"])})
 
-        self.amp_dtype = resolve_dtype(self.spec.dtype, self.device)
+        for length in {self.plan.seq_len, *(p.seq_len for p in self.spec.seq_len_warmup)}:
+            self.model.precompute_tables(length, self.device)  # outside the compiled region
         self.train_model = self._wrap_model()
         self.compiled = self.train_model is not self._eager_model
 
@@ -257,7 +263,11 @@ class Trainer:
             info.world_size,
             self.plan.grad_accum_steps,
             self.plan.tokens_per_step,
-            "bf16 autocast (fp32 master)" if self.amp_dtype else "fp32",
+            (
+                f"bf16 autocast (fp32 master, {str(self.model.stream_dtype).removeprefix('torch.')} stream)"
+                if self.amp_dtype
+                else "fp32"
+            ),
             self.compiled,
             self.start.step,
             self.end_step,
@@ -273,17 +283,16 @@ class Trainer:
 
     def _wrap_model(self):
         import torch
-        from torch.nn.parallel import DistributedDataParallel as DDP
 
-        model = self.model
-        if self.info.is_distributed:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            model = DDP(model, device_ids=ids)
+        from rlab.core.distributed import wrap_ddp
+
+        model = wrap_ddp(self.model, self.device) if self.info.is_distributed else self.model
         self._eager_model = model
         if not self.compile_wanted:
             return model
         try:
-            return torch.compile(model)
+            # Fixed shapes (a row length is one graph; a warmup length another), as nanochat compiles.
+            return torch.compile(model, dynamic=False)
         except Exception as exc:  # noqa: BLE001 - any backend failure means "run eager"
             logger.warning("torch.compile unavailable (%s); training uncompiled", exc)
             return model
@@ -307,6 +316,24 @@ class Trainer:
 
     def amp(self):
         return autocast_context(self.device, self.amp_dtype)
+
+    def _hold_attention_kernels(self, stack: contextlib.ExitStack) -> str:
+        """Select the attention kernels for the run (held until `stack` closes); the line train.log shows."""
+        import torch
+
+        from rlab.core.attention_backends import attention_kernels, describe_attention
+
+        c = self.model.config
+        dtype = self.amp_dtype or torch.float32
+        sdpa = stack.enter_context(attention_kernels(self.device, c.n_head, c.n_kv_head, c.head_dim, dtype))
+        return describe_attention(
+            sdpa,
+            self.model.window_sizes,
+            self.plan.seq_len,
+            self.device,
+            self.model.window_kernel,
+            self.compiled,
+        )
 
     def _rng_state(self) -> dict[str, Any]:
         import torch
@@ -599,11 +626,19 @@ class Trainer:
             return {"step": start, "val_bpb": None, "skipped": self.skipped_total}
         progress = TrainProgress(self.info.is_main, start, end, self.cfg.tag)
         step = start
+        kernels = contextlib.ExitStack()
         try:
+            logger.info("attention: %s", self._hold_attention_kernels(kernels))
             self.model.train()
             self.memory.reset()
             for step in range(start, end):
                 record = self.train_step(step)
+                if step == start:
+                    # Setup's objects (model, loader, compiled graphs) live for the whole run: collect once,
+                    # then freeze them out of the collector's scans (nanochat saw ~500 ms pauses without).
+                    gc.collect()
+                    gc.freeze()
+                    logger.debug("gc: %d objects frozen after the first step", gc.get_freeze_count())
                 done = step + 1
                 self.metrics.write(record)
                 self.tracker.log(
@@ -648,6 +683,8 @@ class Trainer:
             self.tracker.finish(1)
             raise
         finally:
+            gc.unfreeze()  # a caller in the same process (tests, notebooks) gets its collector back
+            kernels.close()
             progress.close()
             self.loader.close()
             self.metrics.close()

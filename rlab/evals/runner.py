@@ -141,7 +141,8 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     import torch
 
     from rlab.core.checkpoint import find_last_step, load_model, read_meta
-    from rlab.core.distributed import init_distributed
+    from rlab.core.distributed import configure_allocator, init_distributed, verify_allocator
+    from rlab.core.precision import stream_dtype
     from rlab.core.tokenizer import Tokenizer, load_token_bytes
     from rlab.paths import BaseLayout
 
@@ -157,8 +158,14 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     out_dir = Path(cfg.out_dir)
     previous = kept_sections(out_dir, facts, list(fns), cfg.force)
 
+    alloc_conf = configure_allocator()  # no-op when the worker entry set it; before CUDA initialises
     info = init_distributed()
+    alloc = verify_allocator(alloc_conf)
+    if info.device_type == "cuda":
+        log.info("allocator: %s", alloc)
     model, meta = load_model(ckpt_dir, step, info.device)
+    cuda = info.device_type == "cuda"
+    model.set_stream_dtype(stream_dtype(info.device, torch.bfloat16 if cuda else None))  # as in training
     model.eval()
     rope = model.rope.model_dump(mode="json")  # the tag's own config, before any eval-time switch
     rope_eval = apply_eval_rope(
@@ -166,7 +173,6 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     )
     name = f"{cfg.tag} step {step}"
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
-    cuda = info.device_type == "cuda"
     autocast = partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16) if cuda else nullcontext
     ctx = EvalContext(
         model=model,

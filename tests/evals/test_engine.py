@@ -67,3 +67,41 @@ def test_all_zero_distribution_raises():
         sample_next(logits, None, temperature=1e-300, top_k=None, name="m", step=5)
     with pytest.raises(EvalError, match="non-finite"):
         sample_next(torch.tensor([[float("inf"), 0.0]]), None, 1.0, None)
+
+
+def _lm_head_shapes(model) -> list[tuple[int, ...]]:
+    shapes: list[tuple[int, ...]] = []
+    model.lm_head.register_forward_hook(lambda mod, args, out: shapes.append(tuple(out.shape)))
+    return shapes
+
+
+@pytest.mark.parametrize("architecture", ["nanochat-2025", "nanochat-2026"])
+def test_prefill_computes_the_last_positions_logits_only_and_tokens_are_unchanged(architecture):
+    """The prompt's logits are (B, 1, V): the lm_head never sees more than one position per row, and the
+    greedy tokens are those of recomputing the full forward (every position's logits) at each step."""
+    torch.set_num_threads(1)
+    model = random_gpt(300, sequence_len=64, seed=5, architecture=architecture)
+    shapes = _lm_head_shapes(model)
+    prompts = [[256] + list(range(i, i + 40)) for i in (3, 50, 90)]
+    out = Engine(model).greedy(prompts, max_tokens=12)
+    padded = model.config.padded_vocab_size
+    assert shapes[0] == (3, 1, padded)  # the prefill
+    assert set(shapes) == {(3, 1, padded)}  # and every decoding step
+    shapes.clear()
+    assert out == [_greedy_by_recompute(model, p, 12) for p in prompts]
+    sampled = Engine(model).generate(prompts[0], num_samples=2, max_tokens=5, temperature=0.0)
+    assert sampled == [out[0][:5], out[0][:5]]
+
+
+def test_the_kv_cache_keeps_the_dtype_the_keys_come_in():
+    """fp32 without autocast (a CPU eval), bf16 under autocast (a GPU eval runs under bf16 autocast)."""
+    from rlab.core.blocks import KVCache
+
+    model = random_gpt(300, sequence_len=64, seed=5)
+    for amp, dtype in ((False, torch.float32), (True, torch.bfloat16)):
+        cache = KVCache(2, 2, model.config.head_dim, 2, "cpu", seq_len=30)
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            model(torch.randint(0, 300, (2, 20)), kv_cache=cache, last_logits=True)
+        assert cache.dtype == dtype
+        assert {t.dtype for t in cache._k + cache._v} == {dtype}
+        assert cache._k[0].shape[2] >= 30  # room for the planned length from the first insert

@@ -309,3 +309,20 @@ def test_torchrun_two_ranks_match_one_process(tiny_base_dir, tmp_path, bundle_co
     assert one.passkey.cells == two.passkey.cells
     for a, b in zip(one.bpb_length.lengths, two.bpb_length.lengths, strict=True):
         assert a.tokens == b.tokens and abs(a.bpb - b.bpb) < 1e-5
+
+
+def test_the_eval_worker_sets_the_training_allocator_option(
+    tiny_base_dir, tmp_path, bundle_copy, monkeypatch
+):
+    """Before CUDA could initialise (here: none), under both names torch reads, as the training worker does."""
+    import torch
+
+    from rlab.core.distributed import ALLOC_CONF_VARS, DEFAULT_ALLOC_CONF
+    from rlab.evals.runner import run_evals
+
+    torch.set_num_threads(1)
+    for var in ALLOC_CONF_VARS:
+        monkeypatch.delenv(var, raising=False)
+    base = make_base(tiny_base_dir, tmp_path)
+    run_evals(eval_config(base, tmp_path, bundle_copy, evals=("passkey",)))
+    assert [os.environ.get(var) for var in ALLOC_CONF_VARS] == [DEFAULT_ALLOC_CONF] * 2
