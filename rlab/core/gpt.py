@@ -275,7 +275,9 @@ class GPT(nn.Module):
     @property
     def stream_dtype(self) -> torch.dtype:
         """The residual stream's dtype: the token embedding's (`set_stream_dtype`), as in nanochat."""
-        return self.transformer.wte.weight.dtype
+        wte = self.transformer.wte
+        assert isinstance(wte, nn.Embedding)
+        return wte.weight.dtype
 
     def set_stream_dtype(self, dtype: torch.dtype) -> None:
         """Keep wte, the value embeddings and the residual stream in `dtype` (bf16 on a GPU halves their
