@@ -1,12 +1,13 @@
-"""The trainer under torchrun x2: a run with the optimizer state sharded equals one with it replicated, and its
-per-rank files make exactly the replicated run's state when one process loads them."""
+"""The trainer under torchrun x2: a run with the optimizer state sharded equals one with it replicated, its
+per-rank files make exactly the replicated run's state when one process loads them, and a resume at 2 ranks
+from them continues bit for bit."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from rlab.core.checkpoint import load_optim_set, read_meta
+from rlab.core.checkpoint import delete_checkpoint, load_optim_set, read_meta
 from rlab.core.optim_shards import named_state
 from tests.train.helpers import make_run_config, torchrun, train_records
 
@@ -47,3 +48,19 @@ def test_sharded_run_equals_replicated_run(train_base, tmp_path):
             parts = [state[key] for _, state in merged[name]]
             got = parts[0] if value.dim() == 0 else torch.cat(parts)
             assert torch.equal(got, value), (name, key)
+
+    # killed after step 3 and resumed at 2 ranks: the same weights at step 6 as the uninterrupted run
+    delete_checkpoint(ckpts / "sharded", 6)
+    cfg = make_run_config(
+        train_base,
+        tmp_path / "sharded",
+        tag="sharded",
+        steps=6,
+        save_every=3,
+        shard_optimizer=True,
+        resume=True,
+    )
+    torchrun(cfg, tmp_path / "resume.json")
+    assert read_meta(ckpts / "sharded", 6)["train_state"]["resumed_from"] == 3
+    resumed = torch.load(ckpts / "sharded" / "model_000006.pt")
+    assert all(torch.equal(resumed[k], a[k]) for k in a)
