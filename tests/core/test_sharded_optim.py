@@ -185,3 +185,30 @@ def test_compiled_newton_schulz_is_within_bf16_rounding_of_torch_muon():
     set_grads(model, 0)
     muon.step()
     assert muon.compile_ns  # compiled, not fallen back to eager
+
+
+@pytest.mark.parametrize("architecture", ARCHS)
+def test_state_moves_through_any_world_sizes_unchanged(architecture):
+    """Loading needs no process group, so every rank of a world size can be built in one process: the state
+    of one step goes 1 -> 4 -> 3 -> 8 -> 2 -> 1 ranks (3: indivisible rows, AdamW replicated) and comes back
+    bit for bit, and at each world size every rank holds exactly what `optimizer_state_bytes` says."""
+    from rlab.core.optim_shards import load_optimizer_state, named_state, optimizer_shard
+
+    model = tiny_model(architecture)
+    full = build_optimizers(model, LRSpec(), 32)
+    set_grads(model, 0)
+    for opt in full:
+        opt.step()
+    files = [{**optimizer_shard(full, 0), "save_id": "x"}]
+    for world in (4, 3, 8, 2, 1):
+        ranks = [build_optimizers(model, LRSpec(), 32, rank=r, world_size=world) for r in range(world)]
+        for opts in ranks:
+            load_optimizer_state(opts, files)
+        counted = optimizer_state_bytes(model.parameter_groups(), world)
+        assert tuple(state_bytes(opts) for opts in ranks) == counted.per_rank, world
+        files = [{**optimizer_shard(opts, r), "save_id": "x"} for r, opts in enumerate(ranks)]
+        assert len(files) == world and all(f["world_size"] == world for f in files)
+    before, after = named_state([{**optimizer_shard(full, 0)}], []), named_state(files, [])
+    assert before.keys() == after.keys() == {n for n, _ in model.named_parameters()}
+    for name, [(_, state)] in before.items():
+        assert all(torch.equal(value, after[name][0][1][key]) for key, value in state.items()), name
