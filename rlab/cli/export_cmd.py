@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt, switch
+from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt, at_least, switch
 
 
 def export_tag(
@@ -19,7 +19,10 @@ def export_tag(
         Path, typer.Option("--out", "-o", metavar="DIR", file_okay=False, help="Folder to write (created).")
     ],
     step: Annotated[
-        Optional[int], typer.Option("--step", min=0, help="Checkpoint step (default: newest complete).")
+        Optional[int],
+        typer.Option(
+            "--step", metavar="N", callback=at_least(0), help="Checkpoint step (default: newest complete)."
+        ),
     ] = None,
     format: Annotated[  # noqa: A002 - the flag's name
         str,
