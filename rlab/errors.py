@@ -50,6 +50,10 @@ class EvalError(RlabError):
     """An evaluation cannot run (missing bundle, malformed task file, ...)."""
 
 
+class ExportError(RlabError):
+    """A checkpoint cannot be exported (a RoPE the target cannot express, a round trip that does not match)."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be (the CLI installs the handler), so the same clean-up runs."""
 

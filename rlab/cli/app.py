@@ -22,6 +22,7 @@ from rlab.cli import (
     data_cmd,
     demo_cmd,
     eval_cmd,
+    export_cmd,
     ls_cmd,
     pretrain_cmd,
     report_cmd,
@@ -54,6 +55,7 @@ for _name, _function, _panel in (
     ("ls", ls_cmd.list_tags, "Inspect"),
     ("status", status_cmd.status, "Inspect"),
     ("sample", sample_cmd.sample, "Inspect"),
+    ("export", export_cmd.export_tag, "Inspect"),
     ("validate", spec_cmd.validate, "Spec"),
     ("schema", spec_cmd.schema, "Spec"),
 ):

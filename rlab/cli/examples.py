@@ -41,6 +41,16 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("rlab status -e demo --json", ""),
     ],
     "sample": [("rlab sample --tag d20-yarn --prompt 'The capital of France is'", "")],
+    "export": [
+        (
+            "rlab export --tag d20-yarn --format hf --out exports/d20-yarn",
+            "transformers folder, checked round trip",
+        ),
+        (
+            "rlab export --tag d20-pi --step 26400 --out exports/d20-pi --json",
+            "a given step; the check as JSON",
+        ),
+    ],
     "validate": [
         ("rlab validate experiments/demo.yaml", "spec, base dir, tags, disk"),
         ("rlab validate --spec-only my.yaml", "the file alone"),

@@ -1,0 +1,155 @@
+"""The README card of an exported folder: what the model is, where it came from, what it measured, how to load it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlab.records import EvalDoc
+
+
+@dataclass(frozen=True)
+class Ancestor:
+    """One checkpoint of the arm's lineage (itself first, then its parent, ...)."""
+
+    tag: str
+    step: int
+    variant: str | None
+    rope: str | None
+    tokens_trained: int | None
+    seq_len: int | None
+
+
+def lineage(
+    checkpoints_root: Path, tag: str, step: int, meta: dict[str, Any] | None, limit: int = 20
+) -> list[Ancestor]:
+    """The chain of checkpoints this one was cloned from, read from each meta's `lineage` (stops where a meta is
+    missing: a nanochat base records none)."""
+    from rlab.paths import meta_file
+
+    chain: list[Ancestor] = []
+    seen: set[tuple[str, int]] = set()
+    while meta is not None and (tag, step) not in seen and len(chain) < limit:
+        seen.add((tag, step))
+        rope = meta.get("rope")
+        chain.append(
+            Ancestor(
+                tag=tag,
+                step=step,
+                variant=meta.get("variant"),
+                rope=_describe_rope(rope),
+                tokens_trained=meta.get("tokens_trained"),
+                seq_len=(meta.get("model_config") or {}).get("sequence_len"),
+            )
+        )
+        parent = meta.get("lineage") or {}
+        if not parent.get("parent_tag"):
+            break
+        tag, step = str(parent["parent_tag"]), int(parent["parent_step"])
+        path = meta_file(checkpoints_root / tag, step)
+        meta = json.loads(path.read_text()) if path.is_file() else None
+        if meta is None:
+            chain.append(Ancestor(tag, step, None, None, None, None))
+    return chain
+
+
+def _describe_rope(rope: Any) -> str | None:
+    from rlab.spec.rope import RopeSpec
+
+    if not isinstance(rope, dict):
+        return None
+    try:
+        return RopeSpec.model_validate(rope).describe()
+    except ValueError:
+        return None
+
+
+def result_lines(doc: EvalDoc | None, where: Path | None) -> Iterator[str]:
+    """The tag's measured numbers from its eval.json (rlab eval), one bullet each."""
+    if doc is None:
+        yield f"- No evaluation found{f' at {where}' if where else ''} (`rlab eval --tag ...` writes one)."
+        return
+    m = doc.metrics
+    yield f"From `{where}` (step {doc.step}, experiment `{doc.experiment}`):"
+    if m.bpb is not None:
+        for split in ("train", "val"):
+            value = getattr(m.bpb, split)
+            if value is not None and value.bpb is not None:
+                yield f"- {split} BPB {value.bpb:.4f} ({value.docs} whole documents, {value.tokens:,} tokens)"
+    if m.bpb_length is not None:
+        cells = ", ".join(f"{r.length}: {r.bpb:.4f}" for r in m.bpb_length.lengths if r.bpb is not None)
+        yield f"- BPB by context length ({m.bpb_length.protocol}): {cells}"
+    if m.core is not None and m.core.core is not None:
+        yield f"- {m.core.label}: {m.core.core:.4f}"
+    if m.passkey is not None:
+        cells = ", ".join(f"{r.length}: {r.accuracy:.2f} (n={r.n})" for r in m.passkey.by_length)
+        yield f"- passkey accuracy by length: {cells}"
+    if m.ruler is not None:
+        cells = ", ".join(f"{r.length}: {r.score:.2f}" for r in m.ruler.by_length)
+        yield f"- RULER-style mean score by length: {cells}"
+    if m.copy_distance is not None:
+        cells = ", ".join(f"d={w.distance}: {w.gain:+.3f}" for w in m.copy_distance.windows)
+        yield f"- copy gain by distance (nats/token): {cells}"
+
+
+def render_card(
+    *,
+    title: str,
+    architecture: str,
+    model_class: str,
+    remote_code: bool,
+    rope_text: str,
+    rope_parameters: dict[str, Any],
+    chain: list[Ancestor],
+    results: list[str],
+    roundtrip: str,
+    notes: list[str],
+) -> str:
+    """README.md of the folder (markdown)."""
+    load = "AutoModelForCausalLM.from_pretrained(folder" + (
+        ", trust_remote_code=True)" if remote_code else ")"
+    )
+    lines = [
+        f"# {title}",
+        "",
+        f"A {architecture} GPT exported by rlab (`rlab export --format hf`), loaded by transformers as "
+        f"`{model_class}`{' from `modeling_rlab_nanochat.py` in this folder (trust_remote_code)' if remote_code else ''}.",
+        "",
+        "```python",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        f"model = {load}",
+        "tokenizer = AutoTokenizer.from_pretrained(folder)  # prepends <|bos|>, as the model trained",
+        "```",
+        "",
+        "## RoPE",
+        "",
+        f"{rope_text}; in transformers' vocabulary:",
+        "",
+        "```json",
+        json.dumps(rope_parameters, indent=2),
+        "```",
+        "",
+        "## Lineage",
+        "",
+        "| tag | step | variant | RoPE | sequence_len | tokens trained |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {a.tag} | {a.step} | {a.variant or ''} | {a.rope or ''} | {a.seq_len or ''} | "
+            f"{'' if a.tokens_trained is None else f'{a.tokens_trained:,}'} |"
+            for a in chain
+        ),
+        "",
+        "## Results",
+        "",
+        *results,
+        "",
+        "## Export check",
+        "",
+        roundtrip,
+        "",
+        *(["## Notes", "", *(f"- {n}" for n in notes), ""] if notes else []),
+    ]
+    return "\n".join(lines)
