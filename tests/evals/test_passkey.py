@@ -39,7 +39,7 @@ class EchoKeyModel(torch.nn.Module):
         self.history: list[list[int]] = []
         self.prompt_len = 0
 
-    def forward(self, idx, targets=None, kv_cache=None, loss_reduction="mean"):
+    def forward(self, idx, targets=None, kv_cache=None, loss_reduction="mean", last_logits=False):
         rows = idx.tolist()
         if kv_cache is None or kv_cache.pos == 0:
             self.history, self.prompt_len = rows, len(rows[0])
@@ -54,7 +54,7 @@ class EchoKeyModel(torch.nn.Module):
             answer = h[at : h.index(self.stop, at)] + [self.stop]
             done = len(h) - self.prompt_len
             logits[b, -1, answer[min(done, len(answer) - 1)]] = 10.0
-        return logits
+        return logits[:, -1:] if last_logits else logits
 
 
 @pytest.mark.parametrize("depth", [0.0, 0.25, 0.5, 0.9])
