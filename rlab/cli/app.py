@@ -24,6 +24,7 @@ from rlab.cli import (
     eval_cmd,
     export_cmd,
     ls_cmd,
+    memory_cmd,
     pretrain_cmd,
     report_cmd,
     rope_cmd,
@@ -56,6 +57,7 @@ for _name, _function, _panel in (
     ("status", status_cmd.status, "Inspect"),
     ("sample", sample_cmd.sample, "Inspect"),
     ("export", export_cmd.export_tag, "Inspect"),
+    ("memory", memory_cmd.memory, "Inspect"),
     ("validate", spec_cmd.validate, "Spec"),
     ("schema", spec_cmd.schema, "Spec"),
 ):

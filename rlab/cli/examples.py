@@ -40,6 +40,14 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("rlab status", "runs and evals in progress or unfinished"),
         ("rlab status -e demo --json", ""),
     ],
+    "memory": [
+        (
+            "rlab memory --meta meta_021400.json --seq-len 8192 --device-batch-size 8 --nproc 8",
+            "d20 at 8k on 8 GPUs",
+        ),
+        ("rlab memory --tag d20 --seq-len 8192 --nproc 8 --total-batch-size 524288 --json", "as JSON"),
+        ("rlab memory --tag d20-pi --eval", "BPB at the longest length, generation prefill"),
+    ],
     "sample": [("rlab sample --tag d20-yarn --prompt 'The capital of France is'", "")],
     "export": [
         (

@@ -27,13 +27,15 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
+from rlab.core.target_device import device_type
+
 BLOCK = 256  # query rows per block
 _EXPLICIT_MIN_T, _EXPLICIT_MAX_T = 2 * BLOCK, 4 * BLOCK  # the measured window where it beats SDPA on a CPU
 
 
 def blocked_applies(device: torch.device, T: int) -> bool:
     """True where the blocked explicit kernel is the faster one: a CPU, T in [512, 1024], T a multiple of BLOCK."""
-    return device.type == "cpu" and _EXPLICIT_MIN_T <= T <= _EXPLICIT_MAX_T and T % BLOCK == 0
+    return device_type(device) == "cpu" and _EXPLICIT_MIN_T <= T <= _EXPLICIT_MAX_T and T % BLOCK == 0
 
 
 def use_blocked(q: torch.Tensor) -> bool:
@@ -87,7 +89,7 @@ FLEX_BLOCK = 128  # FlexAttention's default sparse block size
 
 def use_flex(kernel: WindowKernel, device: torch.device) -> bool:
     """Whether windowed layers run through FlexAttention on `device` under the `kernel` setting."""
-    return kernel == "flex" or (kernel == "auto" and device.type == "cuda")
+    return kernel == "flex" or (kernel == "auto" and device_type(device) == "cuda")
 
 
 @dataclass

@@ -120,14 +120,18 @@ def shutdown_distributed(synchronize: bool = False) -> None:
         dist.destroy_process_group()
 
 
+DDP_OPTIONS: dict[str, Any] = {"gradient_as_bucket_view": True}
+"""The trainer's DistributedDataParallel options. `gradient_as_bucket_view`: each parameter's .grad is a view
+into DDP's all-reduce bucket rather than a second copy of every gradient (the size of the fp32 parameters:
+about 2 GiB at d20). The memory plan (`rlab.memory.plan`) counts DDP's buckets from these."""
+
+
 def wrap_ddp(model: Any, device: Any) -> Any:
-    """DDP around `model` (in a process group). `gradient_as_bucket_view`: each parameter's .grad is a view
-    into DDP's all-reduce bucket rather than a second copy of every gradient (the size of the fp32
-    parameters: about 2 GiB at d20)."""
+    """DDP around `model` (in a process group), with `DDP_OPTIONS`."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     ids = [device.index] if device.type == "cuda" else None
-    return DDP(model, device_ids=ids, gradient_as_bucket_view=True)
+    return DDP(model, device_ids=ids, **DDP_OPTIONS)
 
 
 def all_reduce_sum(tensor, info: DistInfo):

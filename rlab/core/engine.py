@@ -91,6 +91,11 @@ class Engine:
             seq_len=total_len,
         )
 
+    def prefill(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Run the prompts ids (B, T0) into `cache`; the logits (B, V) of their last position (the only
+        ones computed)."""
+        return self.model(ids, kv_cache=cache, last_logits=True)[:, -1, :]  # (B, V)
+
     @torch.no_grad()
     def generate(
         self,
@@ -119,7 +124,7 @@ class Engine:
             return rows
         cache = self._new_cache(num_samples, len(prompt) + max_tokens, device)
         ids = torch.tensor([list(prompt)] * num_samples, dtype=torch.long, device=device)  # (B, T0)
-        logits = self.model(ids, kv_cache=cache, last_logits=True)[:, -1, :]  # prefill: (B, V) only
+        logits = self.prefill(ids, cache)  # (B, V)
         done = [False] * num_samples
         for step in range(max_tokens):
             nxt = sample_next(logits, generator, temperature, top_k, name=self.name, step=step)  # (B,)
@@ -151,7 +156,7 @@ class Engine:
         rows: list[list[int]] = [[] for _ in range(B)]
         if max_tokens <= 0:
             return rows
-        logits = self.model(ids, kv_cache=cache, last_logits=True)[:, -1, :]  # prefill: (B, V) only
+        logits = self.prefill(ids, cache)  # (B, V)
         for step in range(max_tokens):
             nxt = sample_next(logits, None, 0.0, None, name=self.name, step=step)  # (B,)
             for r, tok in enumerate(nxt.tolist()):

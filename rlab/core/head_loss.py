@@ -22,7 +22,11 @@ softmax in fp32) up to float rounding; `tests/core/test_head_loss.py` checks val
 
 from __future__ import annotations
 
+import weakref
+
 import torch
+
+from rlab.core.target_device import device_type
 
 # Elements of one chunk's (rows x vocab) fp32 block: 8 MiB stays in a CPU's cache; a GPU wants big kernels.
 _CHUNK_ELEMENTS = {"cpu": 1 << 21}
@@ -34,23 +38,33 @@ _GROUP_ELEMENTS = 1 << 25
 
 def chunk_rows(device: torch.device, vocab_size: int) -> int:
     """Rows per chunk for this device and vocab size (at least 16)."""
-    budget = _CHUNK_ELEMENTS.get(device.type, _DEFAULT_CHUNK_ELEMENTS)
+    budget = _CHUNK_ELEMENTS.get(device_type(device), _DEFAULT_CHUNK_ELEMENTS)
     return max(16, budget // vocab_size)
 
 
 _CPU_SCRATCH: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+# Under a FakeTensorMode (the memory planner's traces) each mode keeps its own, so no fake buffer reaches a real run.
+_FAKE_SCRATCH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scratch_cache() -> dict[tuple[str, torch.dtype], torch.Tensor]:
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode()
+    return _CPU_SCRATCH if mode is None else _FAKE_SCRATCH.setdefault(mode, {})
 
 
 def _scratch(name: str, shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A (rows x vocab) work buffer. On a CPU it is kept for the next call: freshly allocated multi-MiB
     blocks come back from the OS page by page, which cost about 6% of a training step at the benchmark
     config. GPUs have PyTorch's caching allocator for this."""
-    if device.type != "cpu":
+    if device_type(device) != "cpu":
         return torch.empty(shape, dtype=dtype, device=device)
     rows, cols = shape
-    buf = _CPU_SCRATCH.get((name, dtype))
+    cache = _scratch_cache()
+    buf = cache.get((name, dtype))
     if buf is None or buf.shape[1] != cols or buf.shape[0] < rows:
-        buf = _CPU_SCRATCH[(name, dtype)] = torch.empty(shape, dtype=dtype)
+        buf = cache[(name, dtype)] = torch.empty(shape, dtype=dtype)
     return buf[:rows]
 
 

@@ -1,0 +1,110 @@
+"""What torch.compile keeps for the backward, measured on the CPU without compiling any kernel.
+
+On CUDA the trainer runs the model under torch.compile. Its AOTAutograd stage traces forward and
+backward into one graph and a partitioner (inductor's min-cut rematerialisation) decides which forward
+values the backward gets; everything else it recomputes. Those values are the outputs of the forward
+graph beyond the loss. Here dynamo and AOTAutograd run with inductor's decompositions and partitioner on
+fake tensors, and a stand-in "compiler" counts the storages of those extra outputs each time a forward
+graph runs, instead of generating code.
+
+Compiling the full depth is slow on a CPU (about a minute for d20), and the blocks are alike, so the
+model is compiled at two small depths: the difference is one block, the rest is the embedding and the
+loss head. The kernels' own working memory (inductor's buffers) is not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from rlab.memory.shape import TrainShape
+
+PROBE_DEPTH = 2  # compiled at this depth and one more
+
+
+@dataclass(frozen=True)
+class CompiledSaved:
+    """Bytes the compiled forward keeps for the backward, per rank."""
+
+    per_layer: int
+    outside_blocks: int  # the embedding and the loss head
+    n_layer: int
+
+    @property
+    def total(self) -> int:
+        return self.per_layer * self.n_layer + self.outside_blocks
+
+
+def _counting_backend(counts: list[int]):
+    """An AOTAutograd backend whose forward "compiler" returns the graph itself, wrapped to add up the
+    storages of the saved outputs (those after the partitioner's `num_fwd_outputs`) at every call."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    split = {"num_fwd_outputs": 1}
+
+    def partition(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
+        split["num_fwd_outputs"] = num_fwd_outputs
+        return min_cut_rematerialization_partition(
+            joint, joint_inputs, compiler="inductor", num_fwd_outputs=num_fwd_outputs, **kwargs
+        )
+
+    def forward_compiler(gm: torch.fx.GraphModule, example_inputs):
+        user_outputs = split["num_fwd_outputs"]
+
+        def run(*args):
+            outs = gm(*args)
+            seen, total = set(), 0
+            for t in outs[user_outputs:]:
+                if isinstance(t, torch.Tensor):
+                    st = t.untyped_storage()
+                    if st._cdata not in seen:
+                        seen.add(st._cdata)
+                        total += st.nbytes()
+            counts.append(total)
+            return outs
+
+        return run
+
+    return aot_autograd(
+        fw_compiler=forward_compiler,
+        bw_compiler=lambda gm, example_inputs: gm,
+        partition_fn=partition,
+        decompositions=select_decomp_table(),
+    )
+
+
+def _saved_at_depth(shape: TrainShape, depth: int) -> int:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from rlab.core.gpt import GPT, GPTConfig
+
+    counts: list[int] = []
+    config = GPTConfig.from_dict({**shape.config, "n_layer": depth})
+    torch._dynamo.reset()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = GPT(config)
+        compiled = torch.compile(model, backend=_counting_backend(counts), dynamic=False, fullgraph=False)
+        rows = (shape.device_batch_size, shape.seq_len)
+        x = torch.randint(0, shape.config["vocab_size"], rows)
+        cast = (
+            torch.autocast("cpu", dtype=torch.bfloat16)
+            if shape.dtype == "bfloat16"
+            else contextlib.nullcontext()
+        )
+        with cast:
+            compiled(x, x)
+    torch._dynamo.reset()
+    return sum(counts)
+
+
+def compiled_saved(shape: TrainShape) -> CompiledSaved:
+    """What the compiled forward of `shape` keeps for the backward (see the module docstring)."""
+    n_layer = shape.config["n_layer"]
+    low = min(PROBE_DEPTH, n_layer)
+    at_low = _saved_at_depth(shape, low)
+    per_layer = _saved_at_depth(shape, low + 1) - at_low
+    return CompiledSaved(per_layer=per_layer, outside_blocks=at_low - low * per_layer, n_layer=n_layer)

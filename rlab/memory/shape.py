@@ -1,0 +1,162 @@
+"""The shape of one rank's training step: the model, the rows it trains on, the world around it.
+
+A `TrainShape` comes from a checkpoint meta (nanochat's or rlab's `meta_XXXXXX.json`) or a tag's newest
+checkpoint, plus the run's sequence length, device batch size, number of ranks and gradient accumulation.
+The model's `sequence_len` is set to the run's, as a continued run sets it (`rlab.core.train_start`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+
+from rlab.errors import CheckpointError, SpecError
+
+NANOCHAT_2026_KEYS = ("window_pattern",)  # a nanochat model_config with these keys is a 2026 model
+
+
+class TrainShape(BaseModel):
+    """One rank's share of a training step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config: dict[str, Any]
+    """GPTConfig fields (nanochat's model_config plus architecture, window_pattern, rotary_base)."""
+    seq_len: PositiveInt
+    device_batch_size: PositiveInt
+    nproc: PositiveInt = 1
+    grad_accum_steps: PositiveInt = 1
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    device: Literal["cuda", "cpu"] = "cuda"
+    compile: bool = True
+    """Whether the trainer runs the model under torch.compile (train.compile); unset: on for CUDA, off on a CPU."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_compile(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("compile") is None:
+            data = {**data, "compile": data.get("device", "cuda") == "cuda"}
+        return data
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per rank per micro-batch."""
+        return self.device_batch_size * self.seq_len
+
+    @property
+    def total_batch_size(self) -> int:
+        """Tokens per optimizer step across all ranks."""
+        return self.tokens * self.nproc * self.grad_accum_steps
+
+    def with_batch(self, device_batch_size: int, grad_accum_steps: int) -> TrainShape:
+        return self.model_copy(
+            update={"device_batch_size": device_batch_size, "grad_accum_steps": grad_accum_steps}
+        )
+
+    def describe(self) -> str:
+        c = self.config
+        return (
+            f"{c.get('architecture', 'nanochat-2025')} n_layer {c['n_layer']}, n_embd {c['n_embd']}, "
+            f"{c['n_head']} heads ({c['n_kv_head']} kv), vocab {c['vocab_size']:,}; "
+            f"{self.device_batch_size} x {self.seq_len} tokens per rank, {self.nproc} rank(s), "
+            f"accumulation {self.grad_accum_steps}, {self.dtype} on {self.device}"
+            + (", compiled" if self.compile else "")
+        )
+
+
+def model_config_from_meta(meta: dict[str, Any], source: str = "meta") -> dict[str, Any]:
+    """GPTConfig fields from a checkpoint meta. The architecture is the meta's (rlab writes it), else
+    nanochat-2026 when its model_config has a window_pattern (only 2026 nanochat writes one), else 2025."""
+    config = meta.get("model_config")
+    need = ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd")
+    if not isinstance(config, dict) or any(not isinstance(config.get(k), int) for k in need):
+        raise CheckpointError(
+            f"{source}: no usable model_config (needs integer {', '.join(need)}).",
+            "Pass a meta_XXXXXX.json written by nanochat or rlab.",
+        )
+    arch = meta.get("architecture") or (
+        "nanochat-2026" if any(k in config for k in NANOCHAT_2026_KEYS) else "nanochat-2025"
+    )
+    out = {k: config[k] for k in need}
+    out["architecture"] = arch
+    if "window_pattern" in config:
+        out["window_pattern"] = str(config["window_pattern"]).upper()
+    return out
+
+
+def read_meta_file(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"Meta file not found: {path}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: cannot read the meta JSON ({exc}).") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: not a meta JSON object.")
+    return meta
+
+
+def accumulation_for(total_batch_size: int | None, device_batch_size: int, seq_len: int, nproc: int) -> int:
+    """Gradient-accumulation steps that keep `total_batch_size` (1 when it is unset); SpecError when it does not divide."""
+    per_micro = device_batch_size * seq_len * nproc
+    if total_batch_size is None:
+        return 1
+    if total_batch_size % per_micro:
+        raise SpecError(
+            f"total batch {total_batch_size} tokens is not a multiple of device_batch_size x seq_len x nproc "
+            f"= {device_batch_size} x {seq_len} x {nproc} = {per_micro}."
+        )
+    return total_batch_size // per_micro
+
+
+def shape_from_meta(
+    meta: dict[str, Any],
+    *,
+    seq_len: int | None = None,
+    device_batch_size: int | None = None,
+    nproc: int = 1,
+    total_batch_size: int | None = None,
+    dtype: Literal["bfloat16", "float32"] = "bfloat16",
+    device: Literal["cuda", "cpu"] = "cuda",
+    compile: bool | None = None,
+    source: str = "meta",
+) -> TrainShape:
+    """The training shape of continuing the checkpoint `meta` describes.
+
+    Unset values come from the meta: its sequence length, and nanochat's `device_batch_size` (rlab
+    writes it too). `total_batch_size` (tokens per step) sets the gradient accumulation.
+    """
+    config = model_config_from_meta(meta, source)
+    seq = seq_len or config["sequence_len"]
+    batch = device_batch_size or meta.get("device_batch_size")
+    if not isinstance(batch, int) or batch < 1:
+        raise SpecError(f"{source} records no device_batch_size: pass --device-batch-size.")
+    accum = accumulation_for(total_batch_size, batch, seq, nproc)
+    return TrainShape(
+        config={**config, "sequence_len": seq},
+        seq_len=seq,
+        device_batch_size=batch,
+        nproc=nproc,
+        grad_accum_steps=accum,
+        dtype=dtype,
+        device=device,
+        compile=compile,
+    )
+
+
+def meta_of_tag(base_dir: Path, tag: str, step: int | None = None) -> tuple[dict[str, Any], str]:
+    """(meta, where it came from) of a tag's checkpoint at `step` (default: its newest), the
+    architecture read from the weights' keys (`inspect_checkpoint`) rather than guessed from the meta."""
+    from rlab.core.checkpoint import find_last_step, inspect_checkpoint, read_meta
+    from rlab.paths import BaseLayout
+
+    ckpt_dir = BaseLayout(Path(base_dir)).checkpoint_dir(tag)
+    step = find_last_step(ckpt_dir) if step is None else step
+    if step is None:
+        raise CheckpointError(f"No checkpoint of tag '{tag}' in {ckpt_dir}.", "List the tags with `rlab ls`.")
+    meta = read_meta(ckpt_dir, step)
+    info = inspect_checkpoint(ckpt_dir, step)
+    return {**meta, "architecture": info.architecture}, f"{tag}@{step}"

@@ -1,0 +1,216 @@
+"""One training step of rlab's own GPT, run under fake tensors and counted (`rlab.memory.tracker`).
+
+`trace_step` builds the model and the optimizers with the trainer's own code (`GPT`, `build_optimizers`)
+inside a `FakeTensorMode` (no memory is allocated: d20 at 8 x 8192 tokens takes seconds on a CPU) and
+runs what `rlab.core.train` runs per step: for each micro-batch a forward under bf16 autocast (the CUDA
+path's dtypes) and `(loss / accum).backward()`, then the grad norm, clipping and every optimizer's
+`step()`, and `zero_grad(set_to_none=True)`. Two steps run, so the optimizer state (made at the first
+step) is alive during the second; at most two micro-batches per step, after which every step looks the same.
+
+What the trace counts is eager autograd. On CUDA the trainer runs the model under torch.compile, whose
+partitioner decides for itself what to keep for the backward (often less than eager, since it
+recomputes cheap pointwise ops; `rlab.memory.compiled` measures its choice). DDP is not run here (it
+cannot run on fake tensors): its gradient buckets are added by the plan from the trainer's DDP options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rlab.memory.shape import TrainShape
+from rlab.memory.tracker import LiveTensors, SavedTensors
+
+CUDA_BLOCK = 512  # the CUDA caching allocator hands out multiples of 512 bytes
+TRACED_STEPS = 2  # the second step has the first one's optimizer state
+TRACED_MICRO_STEPS = 2  # from the second micro-batch on, gradients exist during the backward
+
+
+@dataclass
+class StepTrace:
+    """Bytes per rank, as counted in one traced step (before DDP)."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+    weight_copies: int  # the casts autocast keeps of the weights for the backward (bf16)
+    saved: Counter[str]  # saved activations by region: embed, layers, head
+    head_transient: int  # the most the loss head holds on top of what it keeps, forward or backward
+    peak: int
+    peak_phase: str
+    peak_parts: dict[str, int] = field(default_factory=dict)  # what was alive at the peak, by kind
+
+    @property
+    def activations(self) -> int:
+        return sum(self.saved.values())
+
+
+def build_model(shape: TrainShape) -> torch.nn.Module:
+    """The model as the trainer builds it for this shape (weights uninitialised: their values do not matter)."""
+    from rlab.core.gpt import GPT, GPTConfig
+
+    return GPT(GPTConfig.from_dict(shape.config))
+
+
+def _optimizers(model: torch.nn.Module, shape: TrainShape) -> list[torch.optim.Optimizer]:
+    from rlab.core.optim import build_optimizers
+    from rlab.spec.train import LRSpec
+
+    return build_optimizers(model, LRSpec(), shape.config["n_embd"])
+
+
+class _Regions:
+    """Forward hooks that move the counters through embed -> layers -> head as the forward runs, and a
+    tensor hook that marks where the head's backward ends (the gradient reaches the last block's output)."""
+
+    def __init__(self, blocks: list[torch.nn.Module], tracker: LiveTensors, saved: SavedTensors) -> None:
+        self.tracker, self.saved = tracker, saved
+        self.head_backward_end = 0
+        last = blocks[-1]
+        self.handles = [b.register_forward_pre_hook(self._enter_block) for b in blocks]
+        self.handles.append(last.register_forward_hook(self._leave_last))
+
+    def _enter_block(self, module, args) -> None:
+        self.saved.region = "layers"
+
+    def _leave_last(self, module, args, output) -> None:
+        self.saved.region = "head"
+        self.tracker.set_phase("forward-head")
+        if isinstance(output, torch.Tensor) and output.requires_grad:
+            output.register_hook(self._head_backward_done)
+
+    def _head_backward_done(self, grad: torch.Tensor) -> None:
+        self.head_backward_end = self.tracker.live_bytes
+        self.tracker.set_phase("backward")
+
+    def close(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _autocast(shape: TrainShape) -> contextlib.AbstractContextManager:
+    if shape.dtype == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def trace_step(shape: TrainShape, *, fake: bool = True) -> StepTrace:
+    """Run `shape`'s training step (see the module docstring) under the counters; bytes per rank.
+
+    `fake=False` runs it for real (small shapes only: the tests compare both).
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from rlab.core.target_device import planning_for
+
+    tracker = LiveTensors(round_to=CUDA_BLOCK if shape.device == "cuda" else 1)
+    saved = SavedTensors(tracker)
+    grads: set[int] = set()
+    state: set[int] = set()
+    mode = FakeTensorMode() if fake else contextlib.nullcontext()
+    micro = min(shape.grad_accum_steps, TRACED_MICRO_STEPS)
+    with planning_for(shape.device), mode, tracker:
+        tracker.set_phase("setup")
+        model = build_model(shape)
+        tracker.register_parameters(model.parameters())
+        optimizers = _optimizers(model, shape)
+        gen = torch.Generator().manual_seed(0) if not fake else None
+        rows = (shape.device_batch_size, shape.seq_len)
+        vocab = shape.config["vocab_size"]
+        x = torch.randint(0, vocab, rows, generator=gen)
+        y = torch.randint(0, vocab, rows, generator=gen)
+        regions = _Regions(list(model.transformer.h), tracker, saved)
+        try:
+            head_fwd = head_bwd = 0
+            for step in range(TRACED_STEPS):
+                for i in range(micro):
+                    counting = step == 0 and i == 0
+                    saved.region = "embed"
+                    tracker.set_phase("forward")
+                    with saved.hooks(count=counting), _autocast(shape):
+                        loss = model(x, y)
+                    kept = tracker.live_bytes
+                    tracker.set_phase("backward-head")
+                    (loss / shape.grad_accum_steps).backward()
+                    del loss
+                    if counting:
+                        head_fwd = tracker.phase_peak("forward-head") - kept
+                        after = max(kept, regions.head_backward_end)  # what the head's backward left (grads)
+                        head_bwd = tracker.phase_peak("backward-head") - after
+                    grads |= tracker.tokens_of(p.grad for p in model.parameters())
+                tracker.set_phase("optimizer")
+                _optimizer_step(model, optimizers)
+                state |= tracker.tokens_of(
+                    t
+                    for opt in optimizers
+                    for s in opt.state.values()
+                    for t in s.values()
+                    if torch.is_tensor(t)
+                )
+                for opt in optimizers:
+                    opt.zero_grad(set_to_none=True)
+        finally:
+            regions.close()
+        sizes = _sizes(tracker, model, optimizers)
+    return StepTrace(
+        parameters=sizes["parameters"],
+        gradients=sizes["gradients"],
+        optimizer=sizes["optimizer"],
+        weight_copies=saved.weights,
+        saved=saved.by_region,
+        head_transient=max(head_fwd, head_bwd, 0),
+        peak=tracker.peak.bytes,
+        peak_phase=tracker.peak.phase,
+        peak_parts=_peak_parts(tracker, grads, state, saved.tokens),
+    )
+
+
+def _optimizer_step(model: torch.nn.Module, optimizers: list[torch.optim.Optimizer]) -> None:
+    """What `Trainer.train_step` does between the backward and zero_grad: total norm, clip, step."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+    torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm, foreach=True)
+    for opt in optimizers:
+        opt.step()
+
+
+def _sizes(tracker: LiveTensors, model: torch.nn.Module, optimizers: list[Any]) -> dict[str, int]:
+    """Parameter, gradient (one per parameter, in its dtype) and optimizer-state bytes, rounded as the tracker rounds."""
+    rounded = tracker._rounded
+
+    def storage_bytes(tensors) -> int:
+        seen, total = set(), 0
+        for t in tensors:
+            st = t.untyped_storage()
+            if st._cdata not in seen:
+                seen.add(st._cdata)
+                total += rounded(st.nbytes())
+        return total
+
+    params = [p for p in model.parameters()]
+    state = [t for opt in optimizers for s in opt.state.values() for t in s.values() if torch.is_tensor(t)]
+    return {
+        "parameters": storage_bytes(params),
+        "gradients": sum(rounded(p.numel() * p.element_size()) for p in params if p.requires_grad),
+        "optimizer": storage_bytes(t for t in state if t.dim() > 0),
+    }
+
+
+def _peak_parts(tracker: LiveTensors, grads: set[int], state: set[int], saved: set[int]) -> dict[str, int]:
+    """The storages alive at the peak, by kind (the first kind that claims a storage wins)."""
+    kinds = (
+        ("parameters", tracker.parameters),
+        ("gradients", grads),
+        ("optimizer", state),
+        ("weight_copies", tracker.weight_copies),
+        ("activations", saved),
+    )
+    parts: Counter[str] = Counter()
+    for token, size in tracker.peak.alive.items():
+        kind = next((name for name, tokens in kinds if token in tokens), "transient")
+        parts[kind] += size
+    return dict(parts)
