@@ -5,7 +5,8 @@ inside a `FakeTensorMode` (no memory is allocated: d20 at 8 x 8192 tokens takes 
 runs what `rlab.core.train` runs per step: for each micro-batch a forward under bf16 autocast (the CUDA
 path's dtypes) and `(loss / accum).backward()`, then the grad norm, clipping and every optimizer's
 `step()`, and `zero_grad(set_to_none=True)`. Two steps run, so the optimizer state (made at the first
-step) is alive during the second; at most two micro-batches per step, after which every step looks the same.
+step) is alive during the second (whose update is not run: it would hold what the first one held); at most
+two micro-batches per step, after which every step looks the same.
 
 What the trace counts is eager autograd. On CUDA the trainer runs the model under torch.compile, whose
 partitioner decides for itself what to keep for the backward (often less than eager, since it
@@ -142,15 +143,10 @@ def trace_step(shape: TrainShape, *, fake: bool = True) -> StepTrace:
                         after = max(kept, regions.head_backward_end)  # what the head's backward left (grads)
                         head_bwd = tracker.phase_peak("backward-head") - after
                     grads |= tracker.tokens_of(p.grad for p in model.parameters())
-                tracker.set_phase("optimizer")
-                _optimizer_step(model, optimizers)
-                state |= tracker.tokens_of(
-                    t
-                    for opt in optimizers
-                    for s in opt.state.values()
-                    for t in s.values()
-                    if torch.is_tensor(t)
-                )
+                if step == 0:  # the second step's update would hold what the first one held
+                    tracker.set_phase("optimizer")
+                    _optimizer_step(model, optimizers)
+                    state |= tracker.tokens_of(_state_tensors(optimizers))
                 for opt in optimizers:
                     opt.zero_grad(set_to_none=True)
         finally:
@@ -178,6 +174,10 @@ def _optimizer_step(model: torch.nn.Module, optimizers: list[torch.optim.Optimiz
         opt.step()
 
 
+def _state_tensors(optimizers: list[torch.optim.Optimizer]) -> list[torch.Tensor]:
+    return [t for opt in optimizers for s in opt.state.values() for t in s.values() if torch.is_tensor(t)]
+
+
 def _sizes(tracker: LiveTensors, model: torch.nn.Module, optimizers: list[Any]) -> dict[str, int]:
     """Parameter, gradient (one per parameter, in its dtype) and optimizer-state bytes, rounded as the tracker rounds."""
     rounded = tracker._rounded
@@ -191,8 +191,8 @@ def _sizes(tracker: LiveTensors, model: torch.nn.Module, optimizers: list[Any]) 
                 total += rounded(st.nbytes())
         return total
 
-    params = [p for p in model.parameters()]
-    state = [t for opt in optimizers for s in opt.state.values() for t in s.values() if torch.is_tensor(t)]
+    params = list(model.parameters())
+    state = _state_tensors(optimizers)
     return {
         "parameters": storage_bytes(params),
         "gradients": sum(rounded(p.numel() * p.element_size()) for p in params if p.requires_grad),

@@ -1,0 +1,66 @@
+"""The evals' plan against real CPU runs: the KV cache and the peaks of BPB and of a prefill."""
+
+from __future__ import annotations
+
+import torch
+
+from rlab.memory.eval_plan import EvalShape, plan_evals
+from tests.memory.conftest import profiled_peak, small_config
+
+
+def _shape() -> EvalShape:
+    return EvalShape(
+        config=small_config(n_layer=2, n_embd=128, seq_len=128),
+        train_seq_len=128,
+        longest=512,
+        block=64,
+        device_batch_size=8,
+        answer_tokens=16,
+        dtype="float32",
+        device="cpu",
+    )
+
+
+def _model(shape: EvalShape):
+    from rlab.core.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.from_dict(shape.config))
+    model.init_weights()
+    return model.eval()
+
+
+def test_eval_plan_matches_real_bpb_and_prefill_runs():
+    from rlab.core.bpb import score_tokens
+    from rlab.core.engine import Engine
+
+    shape = _shape()
+    plan = plan_evals(shape)
+    rows, L, V = plan.bpb.rows, shape.longest, shape.config["vocab_size"]
+    assert rows == shape.batch_tokens // L == plan.prefill.rows
+    token_bytes = torch.ones(V, dtype=torch.long)
+
+    def bpb() -> None:
+        model = _model(shape)
+        x = torch.randint(0, V, (rows, L))
+        y = torch.full((rows, L), -1, dtype=torch.long)
+        y[:, L - shape.block :] = torch.randint(0, V, (rows, shape.block))
+        score_tokens(model, x, y, token_bytes)  # what evaluate_bpb_blocks runs per batch
+
+    cache_bytes = []
+
+    def prefill() -> None:
+        model = _model(shape)
+        engine = Engine(model)
+        with torch.no_grad():
+            cache = engine._new_cache(rows, L, torch.device("cpu"))
+            engine.prefill(torch.randint(0, V, (rows, L - shape.answer_tokens)), cache)
+        cache_bytes.append(sum(t.untyped_storage().nbytes() for t in cache._k + cache._v))
+
+    gib = 2**30
+    for planned, measured in (
+        (plan.bpb.peak_gib, profiled_peak(bpb)),
+        (plan.prefill.peak_gib, profiled_peak(prefill)),
+    ):
+        assert abs(planned * gib - measured) <= 0.10 * measured, (planned * gib, measured)
+    assert round(cache_bytes[0] / gib, 3) == plan.prefill.kv_cache_gib

@@ -1,0 +1,72 @@
+"""`rlab memory`: the plan from a nanochat d20 meta (the fixture) and from a tag, as a table and as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.inproc import run_main
+from tests.memory.conftest import D20_META
+
+
+@pytest.mark.slow  # d20 under fake tensors: about 15 s on a shared 2-core CPU
+def test_json_from_a_d20_meta_at_a_small_shape():
+    res = run_main(
+        "memory", "--meta", str(D20_META), "--seq-len", "256", "--device-batch-size", "1", "--nproc", "8",
+        "--gpu-memory", "80", "--eager", "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.text
+    plan = json.loads(res.out)
+    assert plan["shape"]["config"]["n_layer"] == 20 and plan["shape"]["config"]["vocab_size"] == 65536
+    assert plan["shape"]["nproc"] == 8 and plan["shape"]["compile"] is False
+    assert 2.0 < plan["parameters_gib"] < 2.2  # d20: 561M fp32 parameters
+    assert plan["ddp_buckets_gib"] == plan["gradients_gib"]  # DDP without bucket views: a second copy
+    assert plan["fits"] is True and plan["peak_gib"] < plan["budget_gib"] == 72.0
+    assert plan["activations_gib"] == plan["eager_activations_gib"] > 0
+
+
+def test_table_from_a_tag_and_its_accumulation(tmp_path):
+    base = tmp_path / "base"
+    ckpt = base / "base_checkpoints" / "d2"
+    ckpt.mkdir(parents=True)
+    meta = json.loads(D20_META.read_text())
+    meta["model_config"].update(n_layer=2, n_embd=128, n_head=2, n_kv_head=2, vocab_size=512)
+    (ckpt / "meta_000020.json").write_text(json.dumps(meta))
+    _write_keys(ckpt / "model_000020.pt", n_layer=2)
+    res = run_main(
+        "memory", "--tag", "d2", "--base-dir", str(base), "--seq-len", "128", "--device-batch-size", "2",
+        "--total-batch-size", "1024", "--eager",
+    )  # fmt: skip
+    assert res.code == 0, res.text
+    assert "d2@20" in res.out and "accumulation 4" in res.out
+    assert "peak" in res.out and "fits" in res.out
+
+
+def test_eval_plan_json():
+    res = run_main("memory", "--meta", str(D20_META), "--seq-len", "512", "--eval", "--json")
+    assert res.code == 0, res.text
+    plan = json.loads(res.out)
+    assert plan["shape"]["longest"] == 1024  # 2 x the training length
+    assert plan["prefill"]["kv_cache_gib"] > 0 and plan["peak_gib"] >= plan["parameters_gib"]
+
+
+def test_needs_exactly_one_source():
+    assert run_main("memory").code == 2
+    assert run_main("memory", "--meta", str(D20_META), "--tag", "d20").code == 2
+
+
+def test_a_missing_meta_is_one_line():
+    res = run_main("memory", "--meta", "/nonexistent/meta_000001.json")
+    assert res.code == 1 and res.exception is None
+    assert "Meta file not found" in res.err
+
+
+def _write_keys(path, n_layer: int) -> None:
+    """A model file with nanochat-2025's state-dict keys (tiny tensors: only the keys are read, for the
+    architecture)."""
+    import torch
+
+    from rlab.core.architecture import NANOCHAT_2025, state_dict_keys
+
+    torch.save({k: torch.zeros(1) for k in state_dict_keys(NANOCHAT_2025, n_layer)}, path)

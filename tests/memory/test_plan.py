@@ -1,0 +1,115 @@
+"""The training plan against reality on a CPU: saved bytes and the peak of real runs at small shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlab.memory.plan import batch_candidates, peak_with_ddp, plan_training
+from rlab.memory.shape import TrainShape
+from rlab.memory.trace import trace_step
+from tests.memory.conftest import profiled_peak, small_config
+
+
+def _shape(dtype: str = "float32", batch: int = 4, accum: int = 1, **config) -> TrainShape:
+    return TrainShape(
+        config=small_config(**config),
+        seq_len=config.get("seq_len", 256),
+        device_batch_size=batch,
+        grad_accum_steps=accum,
+        dtype=dtype,
+        device="cpu",
+    )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_traced_saved_bytes_equal_what_hooks_see_in_a_real_forward(dtype):
+    """The fake trace counts exactly the storages a real forward saves (independent count, by storage)."""
+    from rlab.core.gpt import GPT, GPTConfig
+
+    shape = _shape(dtype)
+    traced = trace_step(shape)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.from_dict(shape.config))
+    model.init_weights()
+    x = torch.randint(0, shape.config["vocab_size"], (shape.device_batch_size, shape.seq_len))
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        seen.setdefault(st.data_ptr(), st.nbytes())
+        return t
+
+    cast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), cast:
+        model(x, x)
+    assert traced.activations > 0
+    assert sum(seen.values()) == traced.activations + traced.weight_copies
+    assert set(traced.saved) == {"embed", "layers", "head"}
+
+
+@pytest.mark.parametrize(("dtype", "accum"), [("float32", 1), ("bfloat16", 2)])
+def test_planned_peak_is_within_10_percent_of_a_real_training_run(
+    memory_base: Path, tmp_path: Path, dtype, accum
+):
+    """The plan's peak vs the CPU allocator's peak over a real two-step `train()` (model, optimizer, data
+    loader, checkpoint save and all), measured with torch's profiler."""
+    from rlab.core import head_loss
+    from rlab.core.tokenizer import Tokenizer
+    from rlab.core.train import train
+    from tests.train.helpers import make_run_config
+
+    n_layer, n_embd, seq, batch = 2, 128, 256, 8
+    cfg = make_run_config(
+        memory_base,
+        tmp_path / "run",
+        init={"kind": "scratch", "model": {"n_layer": n_layer, "n_embd": n_embd, "n_head": 2}},
+        steps=2,
+        seq_len=seq,
+        device_batch_size=batch,
+        total_batch_size=batch * seq * accum,
+        dtype=dtype,
+        eval_every="never",
+    )
+    head_loss._CPU_SCRATCH.clear()  # the CPU head keeps its scratch between calls: start as a fresh process does
+    measured = profiled_peak(lambda: train(cfg))
+    vocab = Tokenizer.from_directory(memory_base / "tokenizer").vocab_size
+    shape = _shape(
+        dtype, batch=batch, accum=accum, n_layer=n_layer, n_embd=n_embd, vocab_size=vocab, seq_len=seq
+    )
+    planned = plan_training(shape, suggest=False).peak_gib * 2**30
+    assert abs(planned - measured) <= 0.10 * measured, (planned, measured)
+
+
+def test_ddp_buckets_follow_the_trainers_ddp_options(monkeypatch):
+    from rlab.core import train
+
+    trace = trace_step(_shape())
+    assert peak_with_ddp(trace.peak, trace, nproc=1) == (trace.peak, 0)
+    monkeypatch.setitem(train.DDP_OPTIONS, "gradient_as_bucket_view", False)
+    assert peak_with_ddp(trace.peak, trace, nproc=2) == (trace.peak + trace.gradients, trace.gradients)
+    monkeypatch.setitem(train.DDP_OPTIONS, "gradient_as_bucket_view", True)
+    peak, extra = peak_with_ddp(trace.peak, trace, nproc=2)
+    assert extra == 0
+    assert peak == trace.peak - trace.peak_parts.get("gradients", 0) + trace.gradients
+
+
+def test_batch_candidates_keep_the_tokens_per_step():
+    shape = _shape(batch=8, accum=1)
+    assert batch_candidates(shape) == [(4, 2), (2, 4), (1, 8)]
+    assert batch_candidates(_shape(batch=6, accum=2)) == [(4, 3), (3, 4), (2, 6), (1, 12)]
+
+
+def test_a_plan_that_does_not_fit_names_the_largest_batch_that_does():
+    shape = _shape(batch=8)
+    full = plan_training(shape, suggest=False).peak_gib
+    quarter = plan_training(shape.with_batch(2, 4), suggest=False).peak_gib
+    memory = (full + quarter) / 2 / 0.9  # the budget (90%) lies between the two peaks
+    plan = plan_training(shape, memory)
+    assert not plan.fits
+    s = plan.suggestion
+    assert s is not None and s.device_batch_size in (4, 2)
+    assert s.device_batch_size * s.grad_accum_steps == 8
+    assert s.peak_gib <= plan.budget_gib
