@@ -17,6 +17,7 @@ BENCHMARKS = {
     "train": "bench.train_bench",
     "data": "bench.data_bench",
     "eval": "bench.eval_bench",
+    "memory": "bench.memory_bench",
     "gpu": "bench.gpu_bench",  # says so and returns where there is no CUDA
 }
 

@@ -15,7 +15,9 @@ loss head. The kernels' own working memory (inductor's buffers) is not counted.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -77,16 +79,23 @@ def _counting_backend(counts: list[int]):
     )
 
 
-def _saved_at_depth(shape: TrainShape, depth: int) -> int:
-    from torch._subclasses.fake_tensor import FakeTensorMode
+MakeModel = Callable[[dict[str, Any]], torch.nn.Module]
+"""Builds the model of a config (nanochat's model_config keys): rlab's GPT, or another to compare."""
 
+
+def rlab_model(config: dict[str, Any]) -> torch.nn.Module:
     from rlab.core.gpt import GPT, GPTConfig
 
+    return GPT(GPTConfig.from_dict(config))
+
+
+def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_model) -> int:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
     counts: list[int] = []
-    config = GPTConfig.from_dict({**shape.config, "n_layer": depth})
     torch._dynamo.reset()
     with FakeTensorMode(allow_non_fake_inputs=True):
-        model = GPT(config)
+        model = make_model({**shape.config, "n_layer": depth})
         compiled = torch.compile(model, backend=_counting_backend(counts), dynamic=False, fullgraph=False)
         rows = (shape.device_batch_size, shape.seq_len)
         x = torch.randint(0, shape.config["vocab_size"], rows)
@@ -101,10 +110,10 @@ def _saved_at_depth(shape: TrainShape, depth: int) -> int:
     return sum(counts)
 
 
-def compiled_saved(shape: TrainShape) -> CompiledSaved:
+def compiled_saved(shape: TrainShape, make_model: MakeModel = rlab_model) -> CompiledSaved:
     """What the compiled forward of `shape` keeps for the backward (see the module docstring)."""
     n_layer = shape.config["n_layer"]
     low = min(PROBE_DEPTH, n_layer)
-    at_low = _saved_at_depth(shape, low)
-    per_layer = _saved_at_depth(shape, low + 1) - at_low
+    at_low = _saved_at_depth(shape, low, make_model)
+    per_layer = _saved_at_depth(shape, low + 1, make_model) - at_low
     return CompiledSaved(per_layer=per_layer, outside_blocks=at_low - low * per_layer, n_layer=n_layer)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,18 +51,18 @@ class StepTrace:
         return sum(self.saved.values())
 
 
-def build_model(shape: TrainShape) -> torch.nn.Module:
-    """The model as the trainer builds it for this shape (weights uninitialised: their values do not matter)."""
+Built = tuple[torch.nn.Module, list[torch.optim.Optimizer], list[torch.nn.Module]]
+"""What a step is traced on: the model, its optimizers and its blocks (in order)."""
+
+
+def build_training(shape: TrainShape) -> Built:
+    """rlab's model and optimizers as the trainer builds them for this shape (the weights' values do not matter)."""
     from rlab.core.gpt import GPT, GPTConfig
-
-    return GPT(GPTConfig.from_dict(shape.config))
-
-
-def _optimizers(model: torch.nn.Module, shape: TrainShape) -> list[torch.optim.Optimizer]:
     from rlab.core.optim import build_optimizers
     from rlab.spec.train import LRSpec
 
-    return build_optimizers(model, LRSpec(), shape.config["n_embd"])
+    model = GPT(GPTConfig.from_dict(shape.config))
+    return model, build_optimizers(model, LRSpec(), shape.config["n_embd"]), list(model.transformer.h)
 
 
 class _Regions:
@@ -99,10 +100,14 @@ def _autocast(shape: TrainShape) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
-def trace_step(shape: TrainShape, *, fake: bool = True) -> StepTrace:
+def trace_step(
+    shape: TrainShape, *, fake: bool = True, build: Callable[[TrainShape], Built] = build_training
+) -> StepTrace:
     """Run `shape`'s training step (see the module docstring) under the counters; bytes per rank.
 
-    `fake=False` runs it for real (small shapes only: the tests compare both).
+    `fake=False` runs it for real (small shapes only: the tests compare both). `build` makes the model
+    and optimizers (inside the counters); another GPT (nanochat's own, in `bench.memory_bench`) is
+    traced with the same counters by passing its builder.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -116,15 +121,14 @@ def trace_step(shape: TrainShape, *, fake: bool = True) -> StepTrace:
     micro = min(shape.grad_accum_steps, TRACED_MICRO_STEPS)
     with planning_for(shape.device), mode, tracker:
         tracker.set_phase("setup")
-        model = build_model(shape)
+        model, optimizers, blocks = build(shape)
         tracker.register_parameters(model.parameters())
-        optimizers = _optimizers(model, shape)
         gen = torch.Generator().manual_seed(0) if not fake else None
         rows = (shape.device_batch_size, shape.seq_len)
         vocab = shape.config["vocab_size"]
         x = torch.randint(0, vocab, rows, generator=gen)
         y = torch.randint(0, vocab, rows, generator=gen)
-        regions = _Regions(list(model.transformer.h), tracker, saved)
+        regions = _Regions(blocks, tracker, saved)
         try:
             head_fwd = head_bwd = 0
             for step in range(TRACED_STEPS):
@@ -163,6 +167,28 @@ def trace_step(shape: TrainShape, *, fake: bool = True) -> StepTrace:
         peak_phase=tracker.peak.phase,
         peak_parts=_peak_parts(tracker, grads, state, saved.tokens),
     )
+
+
+def saved_by_region(shape: TrainShape, build: Callable[[TrainShape], Built] = build_training) -> Counter[str]:
+    """What autograd saves in one forward of `shape` (no backward, no optimizer step: saving happens in
+    the forward), by region, under fake tensors: cheaper than `trace_step` when only the saved bytes matter."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from rlab.core.target_device import planning_for
+
+    tracker = LiveTensors()
+    saved = SavedTensors(tracker)
+    with planning_for(shape.device), FakeTensorMode(), tracker:
+        model, _, blocks = build(shape)
+        tracker.register_parameters(model.parameters())
+        x = torch.randint(0, shape.config["vocab_size"], (shape.device_batch_size, shape.seq_len))
+        regions = _Regions(blocks, tracker, saved)
+        try:
+            with saved.hooks(), _autocast(shape):
+                model(x, x)
+        finally:
+            regions.close()
+    return saved.by_region
 
 
 def _optimizer_step(model: torch.nn.Module, optimizers: list[torch.optim.Optimizer]) -> None:

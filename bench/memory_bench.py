@@ -1,0 +1,233 @@
+"""Memory per rank of rlab's GPT next to nanochat d314e96's own GPT at the same shape, counted the same way.
+
+    NANOCHAT_DIR=/tmp/nanochat-d314e96 python -m bench memory     # d20, 8 x 8192 tokens per rank, 8 ranks
+    python -m bench.memory_bench --size tiny                       # the bench-smoke size
+    git -C <nanochat clone> archive d314e96 | tar -x -C /tmp/nanochat-d314e96   # a d314e96 tree (never committed)
+
+Both models go through the same counters (`rlab.memory`), under fake tensors on the CPU (no memory is
+allocated; no GPU needed):
+
+* saved KiB per token per layer, and for the loss head per token: what one forward saves for the
+  backward, as the slope between one and two rows per rank (so fixed costs such as the lm_head's
+  gradient are not spread over the tokens). Eager: autograd's saved-tensor hooks under bf16 autocast.
+  Compiled: what torch.compile's partitioner keeps (both trainers compile the model on CUDA); its
+  "head" column is everything outside the blocks (embedding and loss head).
+* peak GiB per rank: one traced training step at the full shape (model, optimizer state as each
+  optimizer keeps it per rank, gradients, DDP buckets for rlab, whose trainer wraps DDP; nanochat's
+  d314e96 optimizers reduce gradients themselves), with the saved activations replaced by the compiled
+  count. rlab's figure is `rlab memory`'s; nanochat's is the same arithmetic on its step.
+
+nanochat as it runs on CUDA: `wte` in bf16 (its `init_weights` casts it there), bf16 autocast, and under
+torchrun its DistAdamW (ZeRO-2 state slices) and DistMuon (momentum on the owning rank); here those run on
+a fake process group of the same world size, as rank 0, with their own `@torch.compile` switched off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+SIZES = {
+    "d20": dict(n_layer=20, n_embd=1280, n_head=10, vocab_size=65536, seq_len=8192, batch=8, nproc=8),
+    "tiny": dict(n_layer=2, n_embd=128, n_head=2, vocab_size=512, seq_len=256, batch=2, nproc=2),
+}
+KIB, GIB = 2**10, 2**30
+HEAD_TARGET_KIB = 8.0  # issue 27: the loss head keeps at most 8 KiB per token
+PEAK_TARGET_GIB = 72.0  # issue 27: d20 at 8 x 8192 per rank on 8 ranks within 90% of 80 GiB
+
+
+def _shape(size: dict[str, Any], batch: int | None = None):
+    from rlab.memory.shape import TrainShape
+
+    config = {
+        "sequence_len": size["seq_len"],
+        "vocab_size": size["vocab_size"],
+        "n_layer": size["n_layer"],
+        "n_head": size["n_head"],
+        "n_kv_head": size["n_head"],
+        "n_embd": size["n_embd"],
+        "architecture": "nanochat-2025",
+    }
+    return TrainShape(
+        config=config, seq_len=size["seq_len"], device_batch_size=batch or size["batch"], nproc=size["nproc"]
+    )
+
+
+# ----- nanochat d314e96's GPT, built as its base_train builds it on CUDA -----------------------------
+
+
+def _nanochat_modules(nanochat_dir: Path):
+    if str(nanochat_dir) not in sys.path:
+        sys.path.insert(0, str(nanochat_dir))
+    import nanochat.gpt as gpt
+
+    return gpt
+
+
+def nanochat_model(nanochat_dir: Path) -> Callable[[dict[str, Any]], Any]:
+    gpt = _nanochat_modules(nanochat_dir)
+
+    def make(config: dict[str, Any]):
+        import torch
+
+        keys = ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd")
+        model = gpt.GPT(gpt.GPTConfig(**{k: config[k] for k in keys}))
+        model.transformer.wte.to(dtype=torch.bfloat16)  # what its init_weights does on CUDA
+        return model
+
+    return make
+
+
+def nanochat_build(nanochat_dir: Path):
+    make = nanochat_model(nanochat_dir)
+
+    def build(shape):
+        model = make(shape.config)
+        with contextlib.redirect_stdout(None):  # its optimizers print their parameter groups
+            optimizers = model.setup_optimizers()
+        return model, optimizers, list(model.transformer.h)
+
+    return build
+
+
+@contextlib.contextmanager
+def fake_world(nproc: int) -> Iterator[None]:
+    """Rank 0 of a fake process group of `nproc` ranks (collectives do nothing), as torchrun's environment
+    says; torch.compile off inside (nanochat compiles its optimizer steps, which cannot run on fake tensors)."""
+    import torch
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": str(nproc)}
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=nproc)
+    disabled = torch._dynamo.config.disable
+    torch._dynamo.config.disable = True
+    try:
+        yield
+    finally:
+        torch._dynamo.config.disable = disabled
+        dist.destroy_process_group()
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# ----- the counts ------------------------------------------------------------------------------------
+
+
+def eager_per_token(size: dict[str, Any], build) -> dict[str, float]:
+    """KiB per token saved by eager autograd: per layer, and by the loss head."""
+    from rlab.memory.trace import saved_by_region
+
+    one, two = (saved_by_region(_shape(size, b), build) for b in (1, 2))
+    tokens = size["seq_len"]
+    return {
+        "eager_layer": (two["layers"] - one["layers"]) / tokens / size["n_layer"] / KIB,
+        "eager_head": (two["head"] - one["head"]) / tokens / KIB,
+    }
+
+
+def compiled_per_token(size: dict[str, Any], make_model) -> dict[str, float]:
+    """KiB per token kept by torch.compile's partitioner: per layer, and outside the blocks."""
+    from rlab.memory.compiled import compiled_saved
+
+    one, two = (compiled_saved(_shape(size, b), make_model) for b in (1, 2))
+    tokens = size["seq_len"]
+    return {
+        "compiled_layer": (two.per_layer - one.per_layer) / tokens / KIB,
+        "compiled_outside": (two.outside_blocks - one.outside_blocks) / tokens / KIB,
+    }
+
+
+def rlab_row(size: dict[str, Any]) -> dict[str, float]:
+    from rlab.memory.compiled import rlab_model
+    from rlab.memory.plan import plan_training
+    from rlab.memory.trace import build_training
+
+    return {
+        **eager_per_token(size, build_training),
+        **compiled_per_token(size, rlab_model),
+        "peak": plan_training(_shape(size), suggest=False).peak_gib,
+    }
+
+
+def nanochat_row(size: dict[str, Any], nanochat_dir: Path) -> dict[str, float]:
+    """nanochat's counts; its peak: its traced step at the full shape, the saved activations replaced by
+    the compiled count (no DDP)."""
+    from rlab.memory.compiled import compiled_saved
+    from rlab.memory.trace import trace_step
+
+    shape, make = _shape(size), nanochat_model(nanochat_dir)
+    with fake_world(size["nproc"]):
+        eager = eager_per_token(size, nanochat_build(nanochat_dir))
+        trace = trace_step(shape, build=nanochat_build(nanochat_dir))
+    kept = trace.peak_parts.get("activations", 0) + trace.peak_parts.get("weight_copies", 0)
+    peak = (trace.peak - kept + compiled_saved(shape, make).total) / GIB
+    return {**eager, **compiled_per_token(size, make), "peak": peak}
+
+
+def main(argv: list[str]) -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(prog="python -m bench.memory_bench")
+    parser.add_argument("--size", choices=sorted(SIZES), default="d20")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    size = SIZES[args.size]
+    nanochat = os.environ.get("NANOCHAT_DIR")
+    t0 = time.perf_counter()
+    print(
+        f"{args.size}: n_layer {size['n_layer']}, n_embd {size['n_embd']}, vocab {size['vocab_size']:,}; "
+        f"{size['batch']} x {size['seq_len']} tokens per rank, {size['nproc']} ranks; bf16; "
+        "counted under fake tensors on the CPU (no GPU)",
+        flush=True,
+    )
+    rows = {"rlab": rlab_row(size)}
+    if nanochat:
+        rows["nanochat d314e96"] = nanochat_row(size, Path(nanochat))
+    _print(rows)
+    if nanochat:
+        r, n = rows["rlab"], rows["nanochat d314e96"]
+        print(
+            f"\nrlab / nanochat: saved per token per layer {r['compiled_layer'] / n['compiled_layer']:.2f}x "
+            f"compiled, {r['eager_layer'] / n['eager_layer']:.2f}x eager (goal <= 1); "
+            f"peak {r['peak'] / n['peak']:.2f}x"
+        )
+    else:
+        print("\n(no nanochat column: set NANOCHAT_DIR to a nanochat d314e96 tree)")
+    r = rows["rlab"]
+    if args.size == "d20":
+        print(
+            f"goals: head <= {HEAD_TARGET_KIB:g} KiB/token: eager {r['eager_head']:.1f} "
+            f"({'met' if r['eager_head'] <= HEAD_TARGET_KIB else 'not met'}); `rlab memory` peak <= "
+            f"{PEAK_TARGET_GIB:g} GiB: {r['peak']:.1f} ({'met' if r['peak'] <= PEAK_TARGET_GIB else 'not met'})"
+        )
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+def _print(rows: dict[str, dict[str, float]]) -> None:
+    head = (
+        f"{'':<18}{'saved KiB/token/layer':>24}{'head KiB/token':>16}{'outside blocks':>16}{'peak GiB':>10}"
+    )
+    print(head)
+    print(f"{'':<18}{'eager':>12}{'compiled':>12}{'eager':>16}{'compiled':>16}{'per rank':>10}")
+    for name, r in rows.items():
+        print(
+            f"{name:<18}{r['eager_layer']:>12.2f}{r['compiled_layer']:>12.2f}{r['eager_head']:>16.2f}"
+            f"{r['compiled_outside']:>16.2f}{r['peak']:>10.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
