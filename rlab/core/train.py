@@ -229,6 +229,7 @@ class Trainer:
             self.model.precompute_tables(length, self.device)  # outside the compiled region
         self.train_model = self._wrap_model()
         self.compiled = self.train_model is not self._eager_model
+        self.compile_checked = False
 
         self.flops_per_token = self.model.estimate_flops()
         self.peak_flops = device_peak_flops(self.device, self.spec.peak_flops)
@@ -374,16 +375,39 @@ class Trainer:
         return total / n
 
     def _step_losses(self, batches: list) -> Any:
+        if self.compiled and not self.compile_checked:
+            self._check_compile(*batches[0])
+        return self._forward_backward(batches)
+
+    def _check_compile(self, x, y) -> None:
+        """The first compiled forward + backward (where compilation happens), on the first micro-batch with
+        DDP's gradient sync off, so a rank whose compile failed leaves no other rank waiting in an all-reduce.
+
+        A compiler error on any rank (an all-reduced flag) makes every rank continue uncompiled; any other
+        error propagates. The gradients are dropped: the step itself runs next, as it would have.
+        """
+        from rlab.core.step_failures import any_rank, describe, is_compiler_error
+
+        self.compile_checked = True
+        error: BaseException | None = None
+        sync = self._eager_model.no_sync() if self.info.is_distributed else contextlib.nullcontext()
         try:
-            return self._forward_backward(batches)
-        except Exception as exc:  # noqa: BLE001
-            if not self.compiled:
+            with sync:
+                with self.amp():
+                    loss = self.train_model(x, y)
+                loss.backward()
+        except Exception as exc:
+            if not is_compiler_error(exc):
                 raise
-            logger.warning("torch.compile failed at the first step (%s); continuing uncompiled", exc)
-            for p in self.model.parameters():
-                p.grad = None
+            error = exc
+        for p in self.model.parameters():
+            p.grad = None
+        if any_rank(error is not None, self.info):
+            reason = describe(error) if error is not None else "on another rank"
+            logger.warning(
+                "torch.compile failed at the first step (%s); every rank continues uncompiled", reason
+            )
             self.train_model, self.compiled = self._eager_model, False
-            return self._forward_backward(batches)
 
     def train_step(self, step: int) -> dict[str, Any]:
         """One optimizer step (possibly skipped); returns the metrics record."""
@@ -613,6 +637,43 @@ class Trainer:
             "max_seq_len": self.plan.seq_len,
         }
 
+    # --- failures ---
+
+    def _explained(self, fn: Callable[[int], Any], step: int, arg: int) -> Any:
+        """`fn(arg)`, with an out-of-memory or distributed failure re-raised as one line naming this rank
+        (and, for memory, the plan's device batch that fits; `rlab.core.step_failures`)."""
+        from rlab.core.step_failures import distributed_error, is_distributed_error, is_oom
+
+        try:
+            return fn(arg)
+        except Exception as exc:
+            if is_oom(exc):
+                raise self._oom_error(exc, step) from exc
+            if is_distributed_error(exc):
+                raise distributed_error(exc, step, self.info) from exc
+            raise
+
+    def _oom_error(self, exc: BaseException, step: int) -> TrainingError:
+        from rlab.core.step_failures import device_memory_gib, oom_error, plan_in_subprocess
+
+        self.memory.release_cached()
+        plan = plan_in_subprocess(self.memory_shape(), device_memory_gib(self.device))
+        return oom_error(exc, step, self.info, plan)
+
+    def memory_shape(self) -> dict[str, Any]:
+        """This run's training shape as `rlab memory` takes it (`rlab.memory.shape.TrainShape`)."""
+        config = {**self.model.config.nanochat_dict(), "architecture": self.model.config.architecture}
+        return {
+            "config": config,
+            "seq_len": self.plan.seq_len,
+            "device_batch_size": self.plan.device_batch_size,
+            "nproc": self.info.world_size,
+            "grad_accum_steps": self.plan.grad_accum_steps,
+            "dtype": "bfloat16" if self.amp_dtype is not None else "float32",
+            "device": "cuda" if self.device.type == "cuda" else "cpu",
+            "compile": self.compiled,
+        }
+
     # --- the run ---
 
     def run(self) -> dict[str, Any]:
@@ -632,7 +693,7 @@ class Trainer:
             self.model.train()
             self.memory.reset()
             for step in range(start, end):
-                record = self.train_step(step)
+                record = self._explained(self.train_step, step + 1, step)
                 if step == start:
                     # Setup's objects (model, loader, compiled graphs) live for the whole run: collect once,
                     # then freeze them out of the collector's scans (nanochat saw ~500 ms pauses without).
@@ -661,11 +722,11 @@ class Trainer:
                 )
                 last = done == end
                 if spec.eval_every is not None and (done % spec.eval_every == 0 or last):
-                    self.evaluate(done)
+                    self._explained(self.evaluate, done, done)
                 if spec.sample_every is not None and (done % spec.sample_every == 0 or last):
-                    self.sample(done)
+                    self._explained(self.sample, done, done)
                 if last or (spec.save_every is not None and done % spec.save_every == 0):
-                    self.save(done)
+                    self._explained(self.save, done, done)
             step = end
             self.metrics.write(
                 {"type": "done", "step": end, "skipped": self.skipped_total, "val_bpb": self.last_val_bpb}
