@@ -19,6 +19,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from rlab.errors import TrainingError
@@ -43,12 +44,14 @@ def compiler_error_types() -> tuple[type[BaseException], ...]:
     )
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and what it wraps: a compiler error's inner exception, the cause, the context."""
     seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = getattr(current, "inner_exception", None) or current.__cause__ or current.__context__
 
 
 def is_oom(exc: BaseException) -> bool:

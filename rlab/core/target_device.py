@@ -21,7 +21,7 @@ _planned: str | None = None
 
 def device_type(device: Any) -> str:
     """The device type to choose kernels for: the planned one inside `planning_for`, else `device`'s."""
-    return _planned or getattr(device, "type", str(device))
+    return _planned or str(getattr(device, "type", device))
 
 
 @contextmanager

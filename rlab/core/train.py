@@ -672,6 +672,7 @@ class Trainer:
             "dtype": "bfloat16" if self.amp_dtype is not None else "float32",
             "device": "cuda" if self.device.type == "cuda" else "cpu",
             "compile": self.compiled,
+            "shard_optimizer": bool(self.spec.shard_optimizer),
         }
 
     # --- the run ---

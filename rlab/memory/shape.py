@@ -33,6 +33,8 @@ class TrainShape(BaseModel):
     device: Literal["cuda", "cpu"] = "cuda"
     compile: bool = True
     """Whether the trainer runs the model under torch.compile (train.compile); unset: on for CUDA, off on a CPU."""
+    shard_optimizer: bool = True
+    """Whether the optimizer state is sharded across the ranks (train.shard_optimizer)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -122,6 +124,7 @@ def shape_from_meta(
     dtype: Literal["bfloat16", "float32"] = "bfloat16",
     device: Literal["cuda", "cpu"] = "cuda",
     compile: bool | None = None,
+    shard_optimizer: bool = True,
     source: str = "meta",
 ) -> TrainShape:
     """The training shape of continuing the checkpoint `meta` describes.
@@ -144,6 +147,7 @@ def shape_from_meta(
         dtype=dtype,
         device=device,
         compile=compile,
+        shard_optimizer=shard_optimizer,
     )
 
 

@@ -4,7 +4,8 @@
 inside a `FakeTensorMode` (no memory is allocated: d20 at 8 x 8192 tokens takes seconds on a CPU) and
 runs what `rlab.core.train` runs per step: for each micro-batch a forward under bf16 autocast (the CUDA
 path's dtypes) and `(loss / accum).backward()`, then the grad norm, clipping and every optimizer's
-`step()`, and `zero_grad(set_to_none=True)`. Two steps run, so the optimizer state (made at the first
+`step()`, and `zero_grad(set_to_none=True)`. With several ranks the optimizers run as rank 0 of a fake
+process group (`rlab.memory.fake_world`), so their state is what one rank keeps of it. Two steps run, so the optimizer state (made at the first
 step) is alive during the second (whose update is not run: it would hold what the first one held); at most
 two micro-batches per step, after which every step looks the same.
 
@@ -56,13 +57,17 @@ Built = tuple[torch.nn.Module, list[torch.optim.Optimizer], list[torch.nn.Module
 
 
 def build_training(shape: TrainShape) -> Built:
-    """rlab's model and optimizers as the trainer builds them for this shape (the weights' values do not matter)."""
+    """rlab's model and optimizers as the trainer builds them for this shape, as rank 0 of `shape.nproc`
+    (the weights' values do not matter). Muon's Newton-Schulz runs uncompiled here (fake tensors cannot
+    run compiled kernels); its buffers are the same."""
     from rlab.core.gpt import GPT, GPTConfig
     from rlab.core.optim import build_optimizers
     from rlab.spec.train import LRSpec
 
     model = GPT(GPTConfig.from_dict(shape.config))
-    return model, build_optimizers(model, LRSpec(), shape.config["n_embd"]), list(model.transformer.h)
+    world = shape.nproc if shape.shard_optimizer else 1
+    optimizers = build_optimizers(model, LRSpec(), shape.config["n_embd"], rank=0, world_size=world)
+    return model, optimizers, list(model.transformer.h)  # type: ignore[arg-type]  # ModuleDict members are untyped
 
 
 class _Regions:
@@ -117,9 +122,11 @@ def trace_step(
     saved = SavedTensors(tracker)
     grads: set[int] = set()
     state: set[int] = set()
+    from rlab.memory.fake_world import fake_world
+
     mode = FakeTensorMode() if fake else contextlib.nullcontext()
     micro = min(shape.grad_accum_steps, TRACED_MICRO_STEPS)
-    with planning_for(shape.device), mode, tracker:
+    with fake_world(shape.nproc), planning_for(shape.device), mode, tracker:
         tracker.set_phase("setup")
         model, optimizers, blocks = build(shape)
         tracker.register_parameters(model.parameters())
@@ -194,7 +201,7 @@ def saved_by_region(shape: TrainShape, build: Callable[[TrainShape], Built] = bu
 def _optimizer_step(model: torch.nn.Module, optimizers: list[torch.optim.Optimizer]) -> None:
     """What `Trainer.train_step` does between the backward and zero_grad: total norm, clip, step."""
     params = [p for p in model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None], foreach=True)
     torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm, foreach=True)
     for opt in optimizers:
         opt.step()

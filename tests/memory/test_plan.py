@@ -113,3 +113,11 @@ def test_a_plan_that_does_not_fit_names_the_largest_batch_that_does():
     assert s is not None and s.device_batch_size in (4, 2)
     assert s.device_batch_size * s.grad_accum_steps == 8
     assert s.peak_gib <= plan.budget_gib
+
+
+def test_sharded_optimizer_state_is_one_ranks_share():
+    """As rank 0 of 2 (a fake process group), the optimizers keep about half the state they keep alone."""
+    sharded = trace_step(_shape().model_copy(update={"nproc": 2}))
+    whole = trace_step(_shape().model_copy(update={"nproc": 2, "shard_optimizer": False}))
+    assert whole.optimizer > 0
+    assert 0.3 * whole.optimizer < sharded.optimizer < 0.7 * whole.optimizer
