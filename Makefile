@@ -14,10 +14,10 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.stamp-install
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast test-slow lint bench demo data clean help gpu-check
+.PHONY: install test test-fast test-slow lint bench bench-smoke demo data clean help gpu-check
 
 help:
-	@echo "make demo | test | test-fast | test-slow | lint | bench | gpu-check | install [TORCH=...] | clean"
+	@echo "make demo | test | test-fast | test-slow | lint | bench | bench-smoke | gpu-check | install [TORCH=...] | clean"
 
 install: $(STAMP)
 
@@ -50,15 +50,22 @@ lint: install
 bench: install
 	$(BIN)/python -m bench
 
+# Every benchmark at a tiny size (CI runs it after the tests): they still run; the figures mean nothing.
+bench-smoke: install
+	$(BIN)/python -m bench --smoke
+
 # On a CUDA machine: the CUDA torch build into its own venv (.venv-gpu, so the CPU one stays), then the
 # `gpu` tests (they skip themselves on CPU) and the GPU benchmark (real trainer, bf16 + compile, NCCL).
-# NANOCHAT_DIR=<a nanochat d314e96 tree> adds nanochat's own base_train as the anchor.
+# NANOCHAT_DIR=<a nanochat d314e96 tree> adds nanochat's own base_train as the anchor (it also needs psutil,
+# installed into the CUDA venv here: rlab itself does not use it).
 GPU_TORCH ?= torch==2.9.1
+GPU_EXTRA ?= psutil
 GPU_TORCH_INDEX ?= https://download.pytorch.org/whl/cu128
 GPU_VENV ?= .venv-gpu
 
 gpu-check:
 	$(MAKE) install VENV=$(GPU_VENV) TORCH="$(GPU_TORCH)" TORCH_INDEX="$(GPU_TORCH_INDEX)"
+	$(GPU_VENV)/bin/python -m pip install -q $(GPU_EXTRA)
 	$(GPU_VENV)/bin/python -c "import torch, sys; ok = torch.cuda.is_available(); print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'GPUs', torch.cuda.device_count()); sys.exit(0 if ok else 'no CUDA device visible: gpu-check needs a GPU machine')"
 	$(GPU_VENV)/bin/python -m pytest -m gpu -q -p no:cacheprovider $(PYTEST_ARGS)
 	$(GPU_VENV)/bin/python -m bench gpu

@@ -6,6 +6,7 @@ the same run (e.g. achieved FLOP/s over a matmul peak measured seconds before).
 
     python -m bench              # all benchmarks
     python -m bench train eval   # only these
+    python -m bench --smoke      # every benchmark at a tiny size (make bench-smoke, in CI): they run, nothing more
 """
 
 from __future__ import annotations
@@ -22,12 +23,35 @@ BENCHMARKS = {
 }
 
 
+# Arguments that make each benchmark tiny: `--smoke` checks that every benchmark still runs (in CI, on a
+# 2-core CPU, within about two minutes in all); its figures mean nothing.
+SMOKE = {
+    "train": [
+        "--tiny",
+        "--steps",
+        "4",
+        "--rounds",
+        "1",
+        "--loss-steps",
+        "6",
+        "--no-compile",
+        "--threads",
+        "2",
+    ],
+    "data": ["--tokens", "20000", "--batch-size", "4", "--seq-len", "128"],
+    "eval": ["--configs", "tiny", "--per-task", "4", "--tasks", "copa,lambada_openai", "--batch-rows", "4"],
+    "memory": ["--size", "tiny", "--eager-only"],
+    "gpu": ["--cpu", "--steps", "3"],  # the GPU bench's flow on the CPU (rlab's trainer only)
+}
+
+
 def main(argv: list[str]) -> None:
-    names = argv or list(BENCHMARKS)
+    smoke = "--smoke" in argv
+    names = [a for a in argv if a != "--smoke"] or list(BENCHMARKS)
     for name in names:
         module = importlib.import_module(BENCHMARKS[name])
-        print(f"\n=== bench: {name} ===", flush=True)
-        module.main([])
+        print(f"\n=== bench: {name}{' (smoke size)' if smoke else ''} ===", flush=True)
+        module.main(SMOKE[name] if smoke else [])
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
     import torch
 
     from rlab.core.tokenizer import Tokenizer
-    from rlab.evals.bpb import evaluate_bpb
+    from rlab.evals.bpb import score_documents
     from rlab.evals.core_bundle import load_bundle, load_task_data
     from rlab.evals.core_metric import evaluate_task, subsample
 
@@ -108,7 +108,8 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
 
     bundle = load_bundle(args.bundle)
     data = {}
-    for label in TASKS:
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    for label in tasks:
         task = bundle.task(label)
         data[label] = (task, *subsample(load_task_data(task), args.per_task))
 
@@ -151,8 +152,8 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
         sync()
         return verdicts, time.perf_counter() - t0, in_early[0]
 
-    run("copa", True)  # warm-up (allocator, kernels)
-    run("copa", False)
+    run(tasks[0], True)  # warm-up (allocator, kernels)
+    run(tasks[0], False)
     print(f"  CORE, {args.per_task} examples per task; one-at-a-time and batched interleaved per task")
     print(
         f"  ceiling = one-at-a-time time / time the batched path spends in blocks 1..{len(early_blocks)} of "
@@ -164,7 +165,7 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
     )
     total_single = total_batched = total_floor = 0.0
     n_total, all_same = 0, True
-    for label in TASKS:
+    for label in tasks:
         single, t_single, _ = run(label, False)
         batched, t_batched, t_floor = run(label, True)
         same = single == batched
@@ -187,20 +188,16 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
     )
     print(f"  batched time in blocks 1..{len(early_blocks)}: {total_floor / total_batched:.0%}")
 
+    # BPB as `rlab eval` scores it (whole documents in windows of the training length, the lm_head at
+    # counted positions only): random documents of T + 1 tokens, B windows per forward.
     B, T, steps = args.batch_rows, c["seq_len"], 4
     g = torch.Generator().manual_seed(0)
-    batches = [
-        (
-            torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device),
-            torch.randint(0, tok.vocab_size, (B, T), generator=g).to(device),
-        )
-        for _ in range(steps)
-    ]
+    docs = [torch.randint(0, tok.vocab_size, (T + 1,), generator=g).tolist() for _ in range(B * steps)]
     token_bytes = tok.token_bytes().to(device=device, dtype=torch.long)
-    evaluate_bpb(model, batches[:1], 1, token_bytes)
+    score_documents(model, docs[:B], T, token_bytes, B * T)  # warm-up
     sync()
     t0 = time.perf_counter()
-    res = evaluate_bpb(model, batches, steps, token_bytes)
+    res = score_documents(model, docs, T, token_bytes, B * T)
     sync()
     dt = time.perf_counter() - t0
     print(f"  BPB: {res.tokens} tokens in {dt:.2f}s = {res.tokens / dt:,.0f} tokens/s (batch {B}x{T})")
@@ -217,6 +214,7 @@ def main(argv: list[str]) -> None:
         "--configs", default="realistic,realistic-2048,tiny", help=f"comma-separated, from {sorted(CONFIGS)}"
     )
     ap.add_argument("--per-task", type=int, default=16)
+    ap.add_argument("--tasks", default=",".join(TASKS), help="comma-separated CORE task labels")
     ap.add_argument("--batch-rows", type=int, default=8, help="rows of seq-len tokens per batched forward")
     ap.add_argument(
         "--seq-len",

@@ -1,17 +1,23 @@
-"""GPU figures (issue 17): the real trainer on CUDA, bf16 + torch.compile under torchrun (NCCL), a
-d12-sized model at seq 2048 and 8192, with tokens/s and MFU against the GPU's bf16 peak; peak memory
-per in-training eval interval (evals + samples every few steps, which must stay flat); and, as an
-anchor in the same call, nanochat's own `base_train` on the same shape and data when `NANOCHAT_DIR`
-points at a nanochat tree (d314e96: `git archive d314e96` of its public repository, carried as files).
-CORE examples/s batched vs one-at-a-time and BPB tokens/s on the GPU come from `bench.eval_bench`.
+"""GPU figures for the user's run: the d20 shape at 8192 tokens on every GPU here, next to nanochat's own trainer.
 
-    python -m bench gpu                              # or: make gpu-check
-    NANOCHAT_DIR=/path/to/nanochat-d314e96 python -m bench gpu
-    python -m bench.gpu_bench --steps 40 --seq-lens 2048,8192
+    make gpu-check                                          # CUDA venv, the gpu tests, then this
+    NANOCHAT_DIR=/tmp/nanochat-d314e96 python -m bench gpu  # with nanochat d314e96's base_train as the anchor
+    python -m bench.gpu_bench --steps 40 --device-batch-size 4
+    python -m bench.gpu_bench --cpu --steps 4               # the same flow on the CPU at a tiny shape (smoke)
 
-On a machine without CUDA it says so and returns (the CPU benchmarks are `python -m bench train eval`).
-Both trainers read the same prepared base dir (rlab's embedded corpus, nanochat's layout), so the
-anchor's tokens/s are on the same model shape, batch and data.
+What runs, in one call:
+1. a base dir with a synthetic corpus (random words: no network) and a 65,536-token tokenizer, so the
+   model is exactly d20 (n_layer 20, n_embd 1280, 10 heads of 128, vocab 65,536);
+2. the memory plan of that shape (`rlab memory`, counted on the CPU) for the ranks found here;
+3. rlab's real trainer under torchrun on all visible GPUs (DDP over NCCL, bf16 + torch.compile), at
+   seq 8192 and the shipped spec's device batch (experiments/rope_scaling_d20.yaml), one micro-batch per
+   rank, with in-training evals and samples (whose peak memory must stay flat);
+4. nanochat d314e96's `scripts.base_train` at the same depth, length, batch and data (`NANOCHAT_DIR`;
+   it needs psutil, which `make gpu-check` installs).
+
+Printed: tokens/s and MFU of both, rlab's as a ratio of nanochat's; the plan's predicted peak next to the
+measured `torch.cuda.max_memory_allocated` of rank 0 (both trainers' own figures); the eval-interval peaks.
+On a machine without CUDA it says so and returns (the CPU benchmarks are `python -m bench`).
 """
 
 from __future__ import annotations
@@ -19,173 +25,242 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-DEPTH = 12  # nanochat's d12: width 64 * depth = 768, heads of 128
-BATCH_FOR_SEQ = {2048: 16, 8192: 4}  # 32k tokens per step at either length
+REPO = Path(__file__).resolve().parents[1]
+SPEC = REPO / "experiments" / "rope_scaling_d20.yaml"
+D20 = {"depth": 20, "n_embd": 1280, "n_head": 10, "vocab": 65536, "seq_len": 8192}
+CPU_SMOKE = {"depth": 2, "n_embd": 128, "n_head": 2, "vocab": 1024, "seq_len": 256}
+GIB, MIB = 2**30, 2**20
 
 
-def _prepare_base(root: Path) -> Path:
-    from rlab.data.prepare import prepare_data
+def _synthetic_base(root: Path, vocab: int) -> Path:
+    """A base dir whose corpus is random words (enough distinct ones for `vocab` BPE tokens), prepared by
+    rlab's own pipeline in nanochat's layout (shards, tokenizer.pkl, token_bytes.pt)."""
+    from rlab.data.prepare import PrepareOptions, prepare_data
 
+    rng = random.Random(0)
+    words = [
+        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 10))) for _ in range(120_000)
+    ]
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True)
+    docs, length = (1200, 2000) if vocab > 8192 else (40, 600)  # 65,536 BPE tokens need many distinct words
+    for i in range(docs):
+        text = " ".join(rng.choice(words) + ("." if rng.random() < 0.07 else "") for _ in range(length))
+        (corpus / f"{i:05d}.txt").write_text(text)
     base = root / "base"
-    prepare_data(base, vocab_size=8192)
+    prepare_data(base, [corpus], vocab_size=vocab, options=PrepareOptions(shard_chars=4_000_000))
     return base
 
 
-def _run_rlab(base: Path, root: Path, seq_len: int, steps: int) -> dict:
-    """The real trainer under torchrun on one GPU; its metrics.jsonl summarised."""
+def shipped_device_batch() -> int:
+    """The d20 spec's train.device_batch_size (what the user's run uses per rank)."""
+    import yaml
+
+    return int(yaml.safe_load(SPEC.read_text())["train"]["device_batch_size"])
+
+
+def _plan(shape: dict[str, int], batch: int, nproc: int, device: str) -> Any:
+    from rlab.memory.plan import plan_training
+    from rlab.memory.shape import TrainShape
+
+    config = {
+        "sequence_len": shape["seq_len"],
+        "vocab_size": shape["vocab"],
+        "n_layer": shape["depth"],
+        "n_head": shape["n_head"],
+        "n_kv_head": shape["n_head"],
+        "n_embd": shape["n_embd"],
+        "architecture": "nanochat-2025",
+    }
+    ts = TrainShape(
+        config=config, seq_len=shape["seq_len"], device_batch_size=batch, nproc=nproc, device=device
+    )
+    return plan_training(ts, suggest=False)
+
+
+def _torchrun(nproc: int, module: list[str], **kwargs) -> subprocess.CompletedProcess:
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        *module,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, **kwargs)
+
+
+def run_rlab(
+    base: Path, root: Path, shape: dict[str, int], batch: int, nproc: int, steps: int, cuda: bool
+) -> dict:
+    """rlab's trainer under torchrun; its metrics.jsonl summarised (past compilation and warm-up)."""
     from rlab.spec.run import RunConfig
 
-    tag = f"bench-{seq_len}"
-    run_dir = root / "runs" / tag
-    batch = BATCH_FOR_SEQ.get(seq_len, max(1, 32768 // seq_len))
+    run_dir = root / "runs" / "bench"
     cfg = RunConfig.model_validate(
         {
             "experiment": "gpu-bench",
-            "tag": tag,
+            "tag": "bench",
             "variant": "rope",
             "base_dir": str(base),
             "run_dir": str(run_dir),
             "init": {
                 "kind": "scratch",
-                "model": {"n_layer": DEPTH, "n_embd": 64 * DEPTH, "n_head": DEPTH * 64 // 128},
+                "model": {"n_layer": shape["depth"], "n_embd": shape["n_embd"], "n_head": shape["n_head"]},
             },
             "rope": {},
             "tracking": {"wandb": "disabled"},
             "train": {
-                "seq_len": seq_len,
+                "seq_len": shape["seq_len"],
                 "steps": steps,
                 "device_batch_size": batch,
-                "dtype": "bfloat16",
-                "compile": True,
+                "dtype": "bfloat16" if cuda else "float32",
+                "compile": cuda,
                 "eval_every": max(1, steps // 4),
                 "sample_every": max(1, steps // 4),
-                "eval_tokens": 4 * batch * seq_len,
+                "eval_tokens": batch * shape["seq_len"] * nproc,
                 "save_every": None,
                 "lr": {"warmup_steps": 2},
             },
         }
     )
-    run_json = root / f"{tag}.json"
+    run_json = root / "bench.json"
     run_json.write_text(cfg.model_dump_json())
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=1",
-        "-m",
-        "rlab.core.train",
-        str(run_json),
-    ]
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = _torchrun(nproc, ["-m", "rlab.core.train", str(run_json)])
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in records if r["type"] == "train"][3:]  # past compilation and warm-up
-    evals = [r for r in records if r["type"] == "eval"]
+    train = [r for r in records if r["type"] == "train"]
+    settled = train[3:] or train[-1:]  # past compilation and warm-up
     return {
-        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in train),
-        "mfu": statistics.median(r["mfu"] for r in train) if train[0].get("mfu") is not None else None,
-        "eval_peaks_mb": [round(r["peak_mem_mb"]) for r in evals],
+        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in settled),
+        "mfu": statistics.median(r["mfu"] for r in settled) if settled[0].get("mfu") is not None else None,
+        "peak_gib": max(r["peak_mem_mb"] for r in train) * MIB / GIB,
+        "eval_peaks_mb": [round(r["peak_mem_mb"]) for r in records if r["type"] == "eval"],
         "alloc_verified": "'verified': True" in proc.stderr,
     }
 
 
-def _run_nanochat(nanochat_dir: Path, base: Path, seq_len: int, steps: int) -> dict:
-    """nanochat's own base_train on the same shape, batch and data (its tok/sec lines, median past warm-up)."""
-    batch = BATCH_FOR_SEQ.get(seq_len, max(1, 32768 // seq_len))
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=1",
+def run_nanochat(
+    nanochat_dir: Path, base: Path, shape: dict[str, int], batch: int, nproc: int, steps: int
+) -> dict:
+    """nanochat's base_train at the same depth, length, batch and data: its tok/sec and mfu lines (median past
+    warm-up) and its "Peak memory usage" line."""
+    module = [
         "-m",
         "scripts.base_train",
-        f"--depth={DEPTH}",
-        f"--max_seq_len={seq_len}",
+        f"--depth={shape['depth']}",
+        f"--max_seq_len={shape['seq_len']}",
         f"--device_batch_size={batch}",
-        f"--total_batch_size={batch * seq_len}",
+        f"--total_batch_size={batch * shape['seq_len'] * nproc}",
         f"--num_iterations={steps}",
         "--eval_every=100000",
-        f"--eval_tokens={batch * seq_len}",
+        f"--eval_tokens={batch * shape['seq_len'] * nproc}",
         "--core_metric_every=-1",
         "--sample_every=100000",
-        f"--model_tag=bench{seq_len}",
+        "--model_tag=bench",
     ]
     env = dict(os.environ, NANOCHAT_BASE_DIR=str(base), PYTHONPATH=str(nanochat_dir))
-    proc = subprocess.run(argv, cwd=nanochat_dir, env=env, capture_output=True, text=True)
+    proc = _torchrun(nproc, module, cwd=nanochat_dir, env=env)
     rates = [float(m.replace(",", "")) for m in re.findall(r"tok/sec: ([\d,]+)", proc.stdout)][3:]
     mfus = [float(m) for m in re.findall(r"mfu: ([\d.]+)", proc.stdout)][3:]
+    peak = re.findall(r"Peak memory usage: ([\d.]+)MiB", proc.stdout)
     if proc.returncode != 0 or not rates:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
     return {
         "tokens_per_s": statistics.median(rates),
         "mfu_percent": statistics.median(mfus) if mfus else None,
+        "peak_gib": float(peak[-1]) * MIB / GIB if peak else None,
     }
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_bench")
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--seq-lens", default="2048,8192")
+    parser.add_argument("--device-batch-size", type=int, default=None, help="default: the shipped d20 spec's")
+    parser.add_argument(
+        "--cpu", action="store_true", help="the same flow on the CPU at a tiny shape (a smoke test)"
+    )
+    parser.add_argument("--seq-lens", default=None, help=argparse.SUPPRESS)  # the old flag, ignored
     args = parser.parse_args(argv)
     import torch
 
-    if not torch.cuda.is_available():
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.cpu:
         print("no CUDA device: the GPU benchmark did not run (see `make gpu-check` on a GPU machine)")
         return
+    shape = D20 if cuda else CPU_SMOKE
+    nproc = torch.cuda.device_count() if cuda else 1
+    batch = args.device_batch_size or (shipped_device_batch() if cuda else 2)
+    where = f"{nproc} x {torch.cuda.get_device_name(0)}" if cuda else "CPU (smoke: figures mean nothing)"
+    print(f"device: {where}, torch {torch.__version__}", flush=True)
     print(
-        f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
-        f"{torch.cuda.device_count()} GPU(s)",
+        f"shape: n_layer {shape['depth']}, n_embd {shape['n_embd']}, {shape['n_head']} heads, vocab "
+        f"{shape['vocab']:,}, {batch} x {shape['seq_len']} tokens per rank, {nproc} rank(s), {args.steps} steps",
         flush=True,
     )
-    nanochat = os.environ.get("NANOCHAT_DIR")
+    nanochat = os.environ.get("NANOCHAT_DIR") if cuda else None
     with tempfile.TemporaryDirectory(prefix="rlab-gpu-bench-") as tmp:
         root = Path(tmp)
-        base = _prepare_base(root)
+        base = _synthetic_base(root, shape["vocab"])
+        plan = _plan(shape, batch, nproc, "cuda" if cuda else "cpu")
         print(
-            f"\n{'seq':>6} {'trainer':>9} {'tokens/s':>10} {'MFU':>7} {'vs nanochat':>12}  eval-interval peaks (MB)"
+            f"memory plan (rlab memory): peak {plan.peak_gib:.2f} GiB per rank (at {plan.peak_phase})",
+            flush=True,
         )
-        for seq_len in (int(s) for s in args.seq_lens.split(",")):
-            ours = _run_rlab(base, root, seq_len, args.steps)
-            anchor = _run_nanochat(Path(nanochat), base, seq_len, args.steps) if nanochat else None
-            if "error" in ours:
-                print(f"{seq_len:>6} {'rlab':>9}  failed: {ours['error']}")
-                continue
-            ratio = (
-                f"{ours['tokens_per_s'] / anchor['tokens_per_s']:.2f}x"
-                if anchor and "error" not in anchor
-                else "-"
-            )
-            mfu = f"{100 * ours['mfu']:.1f}%" if ours["mfu"] is not None else "-"
-            peaks = ours["eval_peaks_mb"]
-            flat = (
-                f" (max/min past the first {max(peaks[1:]) / min(peaks[1:]):.3f})" if len(peaks) > 2 else ""
-            )
-            print(
-                f"{seq_len:>6} {'rlab':>9} {ours['tokens_per_s']:>10,.0f} {mfu:>7} {ratio:>12}  {peaks}{flat}; "
-                f"allocator verified: {ours['alloc_verified']}"
-            )
-            if anchor is not None:
-                if "error" in anchor:
-                    print(f"{seq_len:>6} {'nanochat':>9}  failed: {anchor['error']}")
-                else:
-                    amfu = f"{anchor['mfu_percent']:.1f}%" if anchor["mfu_percent"] is not None else "-"
-                    print(f"{seq_len:>6} {'nanochat':>9} {anchor['tokens_per_s']:>10,.0f} {amfu:>7}")
-        if not nanochat:
-            print("(no anchor: set NANOCHAT_DIR to a nanochat d314e96 tree to time its base_train alongside)")
-    from bench import eval_bench
+        ours = run_rlab(base, root, shape, batch, nproc, args.steps, cuda)
+        anchor = run_nanochat(Path(nanochat), base, shape, batch, nproc, args.steps) if nanochat else None
+    _report(plan, ours, anchor, cuda)
 
-    print("\n--- CORE batched vs one-at-a-time and BPB tokens/s on CUDA ---", flush=True)
-    eval_bench.main(["--device", "cuda", "--configs", "realistic,realistic-2048"])
+
+def _report(plan: Any, ours: dict, anchor: dict | None, cuda: bool) -> None:
+    print(f"\n{'trainer':<10}{'tokens/s':>12}{'MFU':>8}{'peak GiB':>10}{'planned':>9}")
+    if "error" in ours:
+        print(f"{'rlab':<10}  failed: {ours['error']}")
+    else:
+        mfu = f"{100 * ours['mfu']:.1f}%" if ours["mfu"] is not None else "-"
+        print(
+            f"{'rlab':<10}{ours['tokens_per_s']:>12,.0f}{mfu:>8}{ours['peak_gib']:>10.2f}{plan.peak_gib:>9.2f}"
+        )
+    if anchor is not None:
+        if "error" in anchor:
+            print(f"{'nanochat':<10}  failed: {anchor['error']}")
+        else:
+            amfu = f"{anchor['mfu_percent']:.1f}%" if anchor["mfu_percent"] is not None else "-"
+            apeak = f"{anchor['peak_gib']:.2f}" if anchor["peak_gib"] is not None else "-"
+            print(f"{'nanochat':<10}{anchor['tokens_per_s']:>12,.0f}{amfu:>8}{apeak:>10}{'':>9}")
+    elif cuda:
+        print("(no anchor: set NANOCHAT_DIR to a nanochat d314e96 tree to time its base_train alongside)")
+    if "error" in ours:
+        return
+    if cuda:
+        print(
+            f"plan vs measured peak: {plan.peak_gib:.2f} vs {ours['peak_gib']:.2f} GiB "
+            f"({plan.peak_gib / ours['peak_gib'] - 1:+.1%})"
+        )
+    if anchor is not None and "error" not in anchor:
+        line = f"rlab / nanochat: tokens/s {ours['tokens_per_s'] / anchor['tokens_per_s']:.2f}x (goal >= 1)"
+        if anchor["peak_gib"]:
+            line += f", peak memory {ours['peak_gib'] / anchor['peak_gib']:.2f}x (goal <= 1)"
+        print(line)
+    peaks = ours["eval_peaks_mb"]
+    flat = f" (max/min past the first: {max(peaks[1:]) / min(peaks[1:]):.3f})" if len(peaks) > 2 else ""
+    print(f"eval-interval peaks (MB): {peaks}{flat}; allocator verified: {ours['alloc_verified']}")
+    if cuda:
+        from bench import eval_bench
+
+        print("\n--- CORE batched vs one-at-a-time and BPB tokens/s on CUDA ---", flush=True)
+        eval_bench.main(["--device", "cuda", "--configs", "realistic,realistic-2048"])
 
 
 if __name__ == "__main__":

@@ -53,8 +53,19 @@ def _build(variant: str = "rope", factor: float = 4.0):
         sequence_len=SEQ, vocab_size=VOCAB, n_layer=DEPTH, n_head=HEADS, n_kv_head=HEADS, n_embd=WIDTH
     )
     # The variants extend an original context of SEQ / factor, so their scaling is active at SEQ.
+    extra: dict = {}
+    if variant == "abf":  # no default can stand for its new base: Llama-2-Long's
+        extra = {"new_base": 500000.0}
+    elif (
+        variant == "longrope"
+    ):  # per-dimension factors: none for the fast half, the full factor for the slow one
+        half = WIDTH // HEADS // 2
+        extra = {
+            "short_factor": [1.0] * half,
+            "long_factor": [1.0] * (half // 2) + [factor] * (half - half // 2),
+        }
     rope = RopeSpec(
-        variant=variant, factor=1.0 if variant == "rope" else factor, original_len=SEQ // int(factor)
+        variant=variant, factor=1.0 if variant == "rope" else factor, original_len=SEQ // int(factor), **extra
     )
     model = GPT(config, rope=rope)
     model.init_weights()
@@ -146,6 +157,12 @@ def _loss_curves(steps: int, amp_dtype) -> None:
     )
 
 
+def _use_tiny_config() -> None:
+    """Shrink the fixed config (module constants, read by every helper) for `--tiny`."""
+    global DEPTH, WIDTH, HEADS, SEQ, VOCAB, BATCH
+    DEPTH, WIDTH, HEADS, SEQ, VOCAB, BATCH = 2, 64, 1, 128, 512, 2
+
+
 def main(argv: list[str]) -> None:
     import torch
 
@@ -175,7 +192,14 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="skip the bf16 + torch.compile row (compiling takes about a minute on 2 cores)",
     )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="a 2-layer, width-64 model at seq 128 (a smoke test, not a figure)",
+    )
     args = parser.parse_args(argv)
+    if args.tiny:
+        _use_tiny_config()
     if args.threads:
         torch.set_num_threads(args.threads)
 

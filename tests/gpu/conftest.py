@@ -1,4 +1,20 @@
-"""The GPU tests reuse the training tests' tiny base dir and the eval tests' tokenizer and bundle."""
+"""The GPU tests reuse the training tests' tiny base dir and the eval tests' tokenizer and bundle.
 
-from tests.evals.conftest import bundle, tokenizer  # noqa: F401  (fixtures, used by name)
+The CORE tests need a CORE bundle (the tests' subset in tests/fixtures/eval_bundle): where it is absent
+they skip, saying so, instead of failing at load time.
+"""
+
+import pytest
+
+from tests.conftest import EVAL_BUNDLE_DIR
+from tests.evals.conftest import tokenizer  # noqa: F401  (fixture, used by name)
 from tests.train.conftest import train_base  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def bundle():
+    if not (EVAL_BUNDLE_DIR / "core.yaml").is_file():
+        pytest.skip(f"no CORE bundle at {EVAL_BUNDLE_DIR} (core.yaml): the CORE GPU tests need one")
+    from rlab.evals.core_bundle import load_bundle
+
+    return load_bundle(EVAL_BUNDLE_DIR)

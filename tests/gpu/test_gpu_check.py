@@ -20,6 +20,9 @@ def test_gpu_check_installs_the_cuda_build_into_its_own_venv_then_runs_gpu_tests
     assert "VENV=.venv-gpu" in out and "download.pytorch.org/whl/cu128" in out and "torch==2.9.1" in out
     assert ".venv-gpu/bin/python -m pytest -m gpu" in out
     assert ".venv-gpu/bin/python -m bench gpu" in out
+    assert (
+        ".venv-gpu/bin/python -m pip install -q psutil" in out
+    )  # nanochat's base_train (the anchor) needs it
     assert "sys.exit(0 if ok else" in out  # stops with a clear line when no GPU is visible
 
 
