@@ -22,26 +22,14 @@ BENCHMARKS = {
     "gpu": "bench.gpu_bench",  # says so and returns where there is no CUDA
 }
 
-
 # Arguments that make each benchmark tiny: `--smoke` checks that every benchmark still runs (in CI, on a
 # 2-core CPU, within about two minutes in all); its figures mean nothing.
 SMOKE = {
-    "train": [
-        "--tiny",
-        "--steps",
-        "4",
-        "--rounds",
-        "1",
-        "--loss-steps",
-        "6",
-        "--no-compile",
-        "--threads",
-        "2",
-    ],
-    "data": ["--tokens", "20000", "--batch-size", "4", "--seq-len", "128"],
-    "eval": ["--configs", "tiny", "--per-task", "4", "--tasks", "copa,lambada_openai", "--batch-rows", "4"],
-    "memory": ["--size", "tiny", "--eager-only"],
-    "gpu": ["--cpu", "--steps", "3"],  # the GPU bench's flow on the CPU (rlab's trainer only)
+    "train": "--tiny --steps 4 --rounds 1 --loss-steps 6 --no-compile --threads 2 --variants rope,yarn,longrope",
+    "data": "--tokens 20000 --batch-size 4 --seq-len 128",
+    "eval": "--configs tiny --per-task 4 --tasks copa,lambada_openai --batch-rows 4",
+    "memory": "--size tiny --eager-only",
+    "gpu": "--cpu --steps 3",  # the GPU bench's flow on the CPU (rlab's trainer only)
 }
 
 
@@ -51,7 +39,7 @@ def main(argv: list[str]) -> None:
     for name in names:
         module = importlib.import_module(BENCHMARKS[name])
         print(f"\n=== bench: {name}{' (smoke size)' if smoke else ''} ===", flush=True)
-        module.main(SMOKE[name] if smoke else [])
+        module.main(SMOKE[name].split() if smoke else [])
 
 
 if __name__ == "__main__":

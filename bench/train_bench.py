@@ -197,6 +197,9 @@ def main(argv: list[str]) -> None:
         action="store_true",
         help="a 2-layer, width-64 model at seq 128 (a smoke test, not a figure)",
     )
+    parser.add_argument(
+        "--variants", default=None, help="comma-separated RoPE variants to time (default: all)"
+    )
     args = parser.parse_args(argv)
     if args.tiny:
         _use_tiny_config()
@@ -266,8 +269,9 @@ def main(argv: list[str]) -> None:
     amp = torch.bfloat16 if cpu_has_fast_bf16() else None
     if args.loss_steps:
         _loss_curves(args.loss_steps, amp)
+    names = args.variants.split(",") if args.variants else list(VARIANT_NAMES)
     steps = {}
-    for v in VARIANT_NAMES:
+    for v in names:
         model, opts = _build(v)
         steps[v] = _make_step(model, opts, amp)
         steps[v]()  # warm-up (tables, kernels)
@@ -277,7 +281,7 @@ def main(argv: list[str]) -> None:
         f"RoPE variants ({'bf16' if amp else 'fp32'}, factor 4, L0 {SEQ // 4}, median of "
         f"{args.rounds * (BLOCK_STEPS - 1)} steps in {args.rounds} interleaved rounds):"
     )
-    for v in VARIANT_NAMES:
+    for v in names:
         med = statistics.median(rope_times[v])
         print(f"  {v:<12}{med * 1e3:>8.0f} ms  {med / base - 1:>+7.1%} vs rope")
 
