@@ -40,6 +40,7 @@ from rlab.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from rlab.memory.plan import MemoryPlan
     from rlab.orchestrate.base_info import BaseInfo
     from rlab.orchestrate.launch import Job
     from rlab.orchestrate.reporter import Reporter
@@ -163,7 +164,14 @@ def continue_training(
         if json_out:
             typer.echo(json.dumps(plan_json(pf, jobs), indent=2))
         else:
-            render_plan(spec, runs, jobs, title=f"rlab continue: {spec.experiment} (dry run)", base=pf.base)
+            render_plan(
+                spec,
+                runs,
+                jobs,
+                title=f"rlab continue: {spec.experiment} (dry run)",
+                base=pf.base,
+                memory=pf.memory,
+            )
             for line in pf.warnings:
                 reporter.warning(line)
         if not pf.ok:
@@ -190,9 +198,15 @@ def run_reporter(as_json: bool) -> Reporter:
 
 
 def render_plan(
-    spec: ExperimentSpec, runs: list[RunConfig], jobs: list[Job], title: str, base: BaseInfo | None = None
+    spec: ExperimentSpec,
+    runs: list[RunConfig],
+    jobs: list[Job],
+    title: str,
+    base: BaseInfo | None = None,
+    memory: MemoryPlan | None = None,
 ) -> None:
-    """The plan as a table (RoPE with its L0 and factor, seq_len, steps per tag), then each job's exact command.
+    """The plan as a table (RoPE with its L0 and factor, seq_len, steps per tag, and on GPUs each job's
+    planned peak memory per rank), then each job's exact command.
 
     What every tag shares (source checkpoint, world size) is one line above the table, so the table fits
     80 columns; the commands are soft-wrapped, never cut, so they can be copied.
@@ -215,7 +229,7 @@ def render_plan(
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("tag", no_wrap=True)
     table.add_column("rope", overflow="fold")
-    for column in ("seq", "steps", "tok/step"):
+    for column in ("seq", "steps", "tok/step") + (("GiB/rank",) if memory is not None else ()):
         table.add_column(column, justify="right", no_wrap=True)
     for run in runs:
         batch = (
@@ -224,8 +238,18 @@ def render_plan(
         l0 = run.rope.original_len or (base.sequence_len if base else None)
         rope = run.rope.with_original_len(l0) if l0 else run.rope
         seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
-        table.add_row(run.tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}")
+        cells = [run.tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}"]
+        if memory is not None:
+            cells.append(f"{memory.peak_gib:.1f}" if run.train.steps > 0 else "-")
+        table.add_row(*cells)
     out.print(table)
+    if memory is not None:
+        verdict = "fits" if memory.fits else "[red]does not fit[/]"
+        out.print(
+            f"memory per rank (`rlab memory`): peak {memory.peak_gib:.1f} GiB of {memory.budget_gib:.1f} usable "
+            f"on a {memory.gpu_memory_gib:.0f} GiB GPU: {verdict}",
+            highlight=False,
+        )
     layout = experiment_layout(spec)
     out.print(f"base dir: {spec.base.base_dir}   results: {layout.root}", highlight=False)
     if base is not None:

@@ -9,6 +9,7 @@ the buffers its collectives need, while the memory plan counts them under fake t
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -36,7 +37,9 @@ def fake_world(world_size: int, *, environ: bool = False, compile_off: bool = Fa
     disabled = torch._dynamo.config.disable
     torch._dynamo.config.disable = compile_off or disabled
     try:
-        yield
+        with warnings.catch_warnings():  # torch's renames of collectives the traced code still calls
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.distributed")
+            yield
     finally:
         torch._dynamo.config.disable = disabled
         dist.destroy_process_group()

@@ -26,6 +26,8 @@ class BaseInfo:
     """The recorded loader position; None when the base records none."""
     experiment: str | None = None
     """The experiment that wrote it (rlab metas of continued tags), for lineage checks."""
+    model: dict[str, Any] | None = None
+    """The meta's model_config and architecture (rlab writes one), for the memory plan."""
 
 
 def read_base_info(base: BaseLayout, tag: str, step: int) -> BaseInfo:
@@ -55,6 +57,7 @@ def read_base_info(base: BaseLayout, tag: str, step: int) -> BaseInfo:
         sequence_len=seq_len,
         data_start=loader_position(meta, tag, step),
         experiment=_experiment_of(meta),
+        model={"model_config": config, "architecture": meta.get("architecture")},
     )
 
 

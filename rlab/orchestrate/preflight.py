@@ -42,6 +42,7 @@ from rlab.spec.experiment import ExperimentSpec
 
 if TYPE_CHECKING:
     from rlab.core.checkpoint import CheckpointInfo
+    from rlab.memory.plan import MemoryPlan
     from rlab.spec.run import RunConfig
 
 DISK_MARGIN = 1.1
@@ -57,6 +58,8 @@ class Preflight:
     runs: list[RunConfig] = field(default_factory=list)
     errors: list[RlabError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    memory: MemoryPlan | None = None
+    """The per-rank memory plan of a GPU launch (None on a CPU launch, or with no base to plan from)."""
 
     @property
     def ok(self) -> bool:
@@ -131,6 +134,7 @@ def preflight_continue(
     _check_launcher(pf)
     if pf.base is not None:  # with no base here at all, its missing data is no news
         _check_inputs(pf)
+    _check_memory(pf)
     return pf
 
 
@@ -268,6 +272,27 @@ def _check_launcher(pf: Preflight) -> None:
         pf.problem(exc)
 
 
+def _check_memory(pf: Preflight) -> None:
+    """A GPU launch whose memory plan does not fit is a problem naming the device batch that does
+    (`rlab.orchestrate.memory_check`); CPU launches are not planned."""
+    from rlab.orchestrate.launch import visible_gpus
+    from rlab.orchestrate.memory_check import does_not_fit, gpu_launch, plan_continue_memory
+
+    trained = [run.tag for run in pf.runs if run.train.steps > 0]
+    if pf.base is None or not trained or not gpu_launch(pf.spec.launch, visible_gpus()):
+        return
+    try:
+        pf.memory = plan_continue_memory(pf.spec, pf.base)
+    except RlabError as exc:  # e.g. batch arithmetic that does not divide, reported on its own
+        pf.warnings.append(f"memory plan not made: {exc.message}")
+        return
+    except Exception as exc:  # noqa: BLE001 - tracing the model failed: say so, do not block the launch
+        pf.warnings.append(f"memory plan failed ({type(exc).__name__}: {exc}); the GPU fit was not checked")
+        return
+    if not pf.memory.fits:
+        pf.problem(does_not_fit(pf.memory, trained))
+
+
 def _check_inputs(pf: Preflight) -> None:
     """Data the workers and the later evals read: warnings (a base dir may get its data later)."""
     base = base_layout(pf.spec)
@@ -315,6 +340,7 @@ def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
                 else {**run.data_start.model_dump(mode="json"), "describe": run.data_start.describe()},
                 "nproc": launch.procs_per_job,
                 "nnodes": launch.nnodes,
+                "peak_gib": pf.memory.peak_gib if pf.memory is not None and train.steps > 0 else None,
                 "command": commands.get(run.tag),
             }
         )
@@ -329,6 +355,7 @@ def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
         "target_len": pf.spec.target_len,
         "results": str(experiment_layout(pf.spec).root),
         "tags": tags,
+        "memory": None if pf.memory is None else pf.memory.model_dump(mode="json"),
         "warnings": pf.warnings,
         "problems": pf.problems,
         "ok": pf.ok,

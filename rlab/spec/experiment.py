@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from rlab.spec.base import StrictModel
 from rlab.spec.eval import EvalSpec
@@ -102,6 +102,9 @@ class LaunchSpec(StrictModel):
     """torchrun program; the plain name is looked up next to the running Python first, then on PATH."""
     slurm: SlurmSpec = SlurmSpec()
     """sbatch settings, used when launcher is slurm."""
+    gpu_memory_gib: PositiveFloat | None = None
+    """Memory of one GPU in GiB, for the memory plan's fit check of a GPU launch; null = this machine's first
+    CUDA device's, else 80 (an H100's)."""
 
     @field_validator("rdzv_endpoint")
     @classmethod
