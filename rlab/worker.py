@@ -3,8 +3,8 @@
 Both read one resolved-config JSON and declare no flags. Each dies with the process that launched it
 (`die_with_launcher`: torchrun's agent, or rlab for a single-process eval), so no worker outlives its
 launcher, whatever killed it. Errors are rendered the same way for both:
-an `RlabError` is one `error: <message> <hint>` line on stderr and exit code 1 (with `RLAB_DEBUG=1` the
-traceback instead), and, when the launcher set `RLAB_ERROR_FILE`, the message and hint are also written
+an `RlabError`, or a filesystem error (full disk, read-only folder, named as `rlab.errors.os_error` names it), is
+one `error: <message> <hint>` line on stderr and exit code 1 (with `RLAB_DEBUG=1` the traceback instead), and, when the launcher set `RLAB_ERROR_FILE`, the message and hint are also written
 there as JSON so that the CLI can show them as its own error instead of torchrun's failure report.
 """
 
@@ -15,6 +15,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlab.errors import RlabError
 
 ERROR_FILE_ENV = "RLAB_ERROR_FILE"
 
@@ -78,7 +82,7 @@ def die_with_launcher() -> bool:
 
 def run_worker(argv: list[str], usage: str, job: Callable[[Path], object]) -> int:
     """Run `job(config_path)`; returns the process exit code (0, 1 for a user error, 2 for usage)."""
-    from rlab.errors import RlabError
+    from rlab.errors import RlabError, os_error
 
     if not die_with_launcher():
         sys.stderr.write("error: the launcher of this worker has exited; not starting.\n")
@@ -92,10 +96,29 @@ def run_worker(argv: list[str], usage: str, job: Callable[[Path], object]) -> in
     except RlabError as exc:
         if os.environ.get("RLAB_DEBUG"):
             raise
-        line = exc.message.replace("\n", " ") + (f" {exc.hint}" if exc.hint else "")
-        sys.stderr.write(f"error: {line}\n")
-        error_file = os.environ.get(ERROR_FILE_ENV)
-        if error_file:
-            write_error_file(Path(error_file), exc.message, exc.hint)
-        return 1
+        return _report(exc)
+    except OSError as exc:
+        if os.environ.get("RLAB_DEBUG") or not is_file_error(exc):
+            raise
+        return _report(os_error(exc))  # a full disk, a read-only folder: one line naming the path
     return 0
+
+
+def is_file_error(exc: OSError) -> bool:
+    """A filesystem error the user can act on (names a file, or a full disk), not a peer's dropped connection."""
+    import errno
+
+    return exc.filename is not None or exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+def _report(exc: RlabError) -> int:
+    """One `error: <message> <hint>` line on stderr (and the error file); returns exit code 1."""
+    line = exc.message.replace("\n", " ") + (f" {exc.hint}" if exc.hint else "")
+    sys.stderr.write(f"error: {line}\n")
+    error_file = os.environ.get(ERROR_FILE_ENV)
+    if error_file:
+        try:
+            write_error_file(Path(error_file), exc.message, exc.hint)
+        except OSError:  # the disk that failed the job may hold the error file too: the line above stays
+            pass
+    return 1

@@ -73,6 +73,6 @@ def download(
     from rlab.paths import BaseLayout, eval_bundle_cache
 
     target = BaseLayout(base_dir).eval_bundle_dir if base_dir is not None else eval_bundle_cache()
-    err.print(f"Downloading {url or BUNDLE_URL} ...")
+    err.print(f"Downloading {url or BUNDLE_URL} ...", markup=False)
     download_bundle(target, url=url or BUNDLE_URL, force=force)
     _render(target)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.cli.options import at_least
@@ -112,7 +113,7 @@ def _summary(manifest: dict, base_dir: Path, out) -> None:
         f"total {stats['prepare_s']:.1f}s"
     )
     for note in manifest.get("notes", []):
-        out.print(f"[yellow]note:[/] {note}")
+        out.print(f"[yellow]note:[/] {escape(note)}")
 
 
 @app.command("long-docs", cls=RlabCommand)
@@ -199,4 +200,4 @@ def _long_docs_summary(manifest, root: Path, out) -> None:
         f"training overlap {manifest.overlap_check} · set sha256 {manifest.set_sha256[:16]}", highlight=False
     )
     for note in manifest.notes:
-        out.print(f"[yellow]note:[/] {note}")
+        out.print(f"[yellow]note:[/] {escape(note)}")

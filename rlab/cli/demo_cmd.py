@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from rlab.cli.options import at_least
 from rlab.errors import LaunchError, SpecError
@@ -100,7 +101,9 @@ def run_demo(
             if stage.argv
             else "(in-process) copy loss of the base within its training length"
         )
-        out.print(f"\n[bold cyan]== {stage.name}[/]  [dim]{command}[/]", highlight=False, soft_wrap=True)
+        out.print(
+            f"\n[bold cyan]== {stage.name}[/]  [dim]{escape(command)}[/]", highlight=False, soft_wrap=True
+        )
         if dry_run:
             continue
         sys.stdout.flush()  # the stage header before the stage's own output, also when piped to a log
@@ -183,4 +186,4 @@ def _report_timings(timings: list[tuple[str, float]], experiment_dir: Path) -> N
     tmp = experiment_dir / "demo_timings.csv.tmp"
     tmp.write_text("\n".join(lines) + "\n")
     tmp.replace(experiment_dir / "demo_timings.csv")
-    out.print(f"Results: {experiment_dir}/results.csv, comparison.md, plots/")
+    out.print(f"Results: {experiment_dir}/results.csv, comparison.md, plots/", markup=False)

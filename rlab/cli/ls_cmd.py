@@ -119,9 +119,9 @@ def list_tags(
         )
         return
     if not records:
-        out.print(f"No checkpoints under {base.checkpoints_root}.", highlight=False)
+        out.print(f"No checkpoints under {base.checkpoints_root}.", highlight=False, markup=False)
         return
-    out.print(f"Tags in {base.checkpoints_root}", highlight=False)
+    out.print(f"Tags in {base.checkpoints_root}", highlight=False, markup=False)
     out.print(records_table(records, out.width))
     out.print(
         "bpb: val BPB (eval.json, else the last in-training one); pk: passkey accuracy. All fields: --json",

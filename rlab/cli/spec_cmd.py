@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from rlab.cli.options import BaseDirOpt, ResultsDirOpt
 
@@ -34,7 +35,7 @@ def validate(
     if not spec_only:  # the checks `rlab continue` runs; a base that `pretrain:` makes may not exist yet
         pf = preflight_continue(with_default_nproc(spec, visible_gpus()), base_made_by_pretrain=True)
         for line in pf.warnings:
-            err.print(f"[yellow]warning:[/] {line}", highlight=False)
+            err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
         if not pf.ok:
             raise pf.error()
         spec = pf.spec
@@ -50,7 +51,7 @@ def validate(
     )
     if spec.pretrain is not None:
         parts.append(f"pretrain {spec.pretrain.train.steps} steps at {spec.pretrain.train.seq_len}")
-    out.print(f"[green]OK[/] {spec_path}: " + "; ".join(parts), highlight=False)
+    out.print(f"[green]OK[/] {escape(str(spec_path))}: " + escape("; ".join(parts)), highlight=False)
 
 
 def schema(
@@ -69,4 +70,4 @@ def schema(
         from rlab.atomic_io import write_text_atomic
 
         write_text_atomic(output, text)
-        out.print(f"wrote {output}", highlight=False)
+        out.print(f"wrote {output}", highlight=False, markup=False)

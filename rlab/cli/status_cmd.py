@@ -49,14 +49,20 @@ def status(
             + (f" in experiment {experiment}" if experiment else "")
             + f" (base dir {base.root}, results {results_root}). Finished tags: rlab ls",
             highlight=False,
+            markup=False,
         )
         return
     if runs:
-        out.print("Training runs", highlight=False)
+        out.print("Training runs", highlight=False, markup=False)
         out.print(records_table(runs, out.width))
         for r in runs:
             if r["state"] == "training":
-                out.print(f"{r['tag']}: {r['holder']}; log {r['log']}", highlight=False, soft_wrap=True)
+                out.print(
+                    f"{r['tag']}: {r['holder']}; log {r['log']}",
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
+                )
             else:
                 hint = (
                     f"rlab continue --spec {results_root / r['experiment'] / 'spec.resolved.yaml'} "
@@ -68,6 +74,7 @@ def status(
                 out.print(
                     f"{r['tag']}: {r['state']}{reason}; log {r['log']}; finish it with: {hint}",
                     highlight=False,
+                    markup=False,
                     soft_wrap=True,
                 )
     for r in evals:
@@ -75,5 +82,6 @@ def status(
             f"{r['tag']} ({r['experiment']}): {r['state']}; log {r['log']}; "
             f"rerun: rlab eval --tag {r['tag']} -e {r['experiment']}",
             highlight=False,
+            markup=False,
             soft_wrap=True,
         )

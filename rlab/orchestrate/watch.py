@@ -109,23 +109,33 @@ def tail_lines(path: Path, n: int = 15) -> list[str]:
 RANK_PREFIX = re.compile(r"^\[[^\]]*\]:\s*")
 """The "[0]:"-style rank prefix torchrun can put in front of a worker's line."""
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ")
+_PEER_FAILURE = re.compile(
+    r"(closed|reset) by peer|Broken pipe|DistBackendError|Connection refused|Socket Timeout|"
+    r"communicator was aborted|ProcessGroup\w*.*(abort|[Tt]imeout)",
+)
+"""A rank's failure that only echoes another rank's: its peer went away (gloo/NCCL)."""
 
 
 def worker_error(path: Path) -> str | None:
-    """A failed job's own reason: the worker's ``error: ...`` line (rlab workers print one for every
-    user-facing failure), else the last exception line of a worker traceback; torchrun's own
-    ChildFailedError boilerplate is skipped. None when the log has neither."""
+    """A failed job's root cause, as plain text: the first ``error: ...`` line a worker printed (rlab workers
+    print one for every user-facing failure, a full disk included), else the first exception line of a
+    worker traceback that is not a peer's disconnect (a rank whose peer died reports only that), else the
+    first such disconnect; torchrun's own ChildFailedError boilerplate is skipped. None when the log has
+    none of them."""
     if not path.exists():
         return None
-    own, exception = None, None
+    own, exception, peer = None, None, None
     with open(path, errors="replace") as fh:
         for raw in fh:
             line = RANK_PREFIX.sub("", raw.strip())
             if line.startswith("error: "):
                 own = own or line[len("error: ") :]
             elif _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
-                exception = line
-    return own or exception
+                if _PEER_FAILURE.search(line):
+                    peer = peer or line
+                else:
+                    exception = exception or line
+    return own or exception or peer
 
 
 def format_eta(seconds: float | None) -> str:

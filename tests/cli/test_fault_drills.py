@@ -88,3 +88,89 @@ def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_check
     assert checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag)) == steps
     records = [json.loads(line) for line in layout.metrics_file(tag).read_text().splitlines()]
     assert max(r.get("step", 0) for r in records) <= max(steps) + 2
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MiB tmpfs (needs root and a kernel that allows the mount; skipped elsewhere)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)]).returncode
+    ):
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """Take every free byte of the filesystem under `folder`."""
+    filler = folder / "filler"
+    with open(filler, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 20))
+                fh.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
+    tiny_base_dir, tmp_path, small_disk
+):
+    """The disk fills while the job trains: the summary names rank 0's "No space left" and the file (not rank 1's
+    "Connection closed by peer"), as text, without a traceback; freed, --resume goes on from the last checkpoint."""
+    import shutil
+
+    base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    small_base = small_disk / "base"
+    shutil.copytree(base_dir, small_base)
+    results = tmp_path / "disk-results"
+    layout, tag = ExperimentLayout(results, "drill"), "smoke-drill-pi"
+    spec = write_spec(tmp_path, LONG_RUN)
+    proc = _start_continue(spec, small_base, results)
+    try:
+        _wait_for_training(layout, tag)
+        filler = _fill(small_disk)
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = " ".join(stderr.split())
+    assert proc.returncode == 1, stderr[-3000:]
+    assert "Traceback" not in stderr and "MarkupError" not in stderr
+    assert f"{tag}: No space left writing {small_base / 'base_checkpoints' / tag}" in text, stderr[-3000:]
+    assert "Connection closed by peer" not in text.split("Rerun just these with")[0].split("job(s) failed")[1]
+    steps = checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))
+    filler.unlink()
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlab",
+            "continue",
+            "--spec",
+            str(layout.tag_spec(tag)),
+            "--variants",
+            "pi",
+            "--resume",
+            "--nproc",
+            "2",
+            "--steps",
+            str(max(steps) + 2 - 4),  # the run's steps count from the base step (4)
+            "--base-dir",
+            str(small_base),
+            "--results-dir",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert max(checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))) == max(steps) + 2

@@ -1,0 +1,85 @@
+"""A failed job's summary names its root cause as plain text: the first rank's own error, never a peer's
+disconnect, and never rendered as markup."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from rlab.orchestrate.watch import worker_error
+from tests.cli.inproc import run_main
+from tests.cli.test_continue_cli import write_spec
+from tests.orchestrate.helpers import make_checkpoint
+
+FULL_DISK_LOG = """\
+# rlab: torchrun --standalone --nnodes=1 --nproc-per-node=2 -m rlab.core.train run.json
+2026-11-23 01:00:00 [rank 0] INFO rlab.core.train: step 10/60
+Traceback (most recent call last):
+  File "/x/rlab/core/train.py", line 633, in run
+RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:61544
+Traceback (most recent call last):
+  File "/x/rlab/atomic_io.py", line 40, in write_bytes_atomic
+OSError: [Errno 28] No space left on device: '/mnt/small/base_checkpoints/d2-pi/model_000012.pt.tmp'
+E1123 01:00:01.000000 123 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1)
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError: boilerplate
+"""
+
+
+def test_the_root_cause_is_not_a_peer_disconnect(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(FULL_DISK_LOG)
+    assert worker_error(log) == (
+        "OSError: [Errno 28] No space left on device: '/mnt/small/base_checkpoints/d2-pi/model_000012.pt.tmp'"
+    )
+    log.write_text(FULL_DISK_LOG + "error: No space left writing /mnt/small/x.pt (1 MiB to write).\n")
+    assert (
+        worker_error(log) == "No space left writing /mnt/small/x.pt (1 MiB to write)."
+    )  # its own line first
+    log.write_text(FULL_DISK_LOG.split("Traceback", 2)[0] + "Traceback" + FULL_DISK_LOG.split("Traceback")[1])
+    assert "Connection closed by peer" in (worker_error(log) or "")  # all there is: still said
+
+
+def test_a_worker_names_a_full_disk_in_one_line(tmp_path):
+    program = (
+        "import errno, sys\n"
+        "from rlab.worker import run_worker\n"
+        "def job(path):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device', str(path))\n"
+        f"sys.exit(run_worker([{str(tmp_path / 'model_000012.pt')!r}], 'usage', job))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    (line,) = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert f"No space left writing {tmp_path / 'model_000012.pt'}" in line
+
+
+def test_worker_lines_and_reasons_are_printed_as_text_not_markup(tmp_path):
+    """A `[/]` in a worker's error line once ended in rich's MarkupError and a 61-line traceback."""
+    make_checkpoint(tmp_path / "base", "d20", steps=(20,))
+    script = tmp_path / "fake-torchrun"
+    script.write_text(
+        "#!/bin/sh\n"
+        'echo "[bold]progress[/] of [/broken]"\n'
+        'echo "error: cannot write /data/[run]/x.pt [/] (disk)"\n'
+        "exit 1\n"
+    )
+    script.chmod(0o755)
+    spec = write_spec(tmp_path, f"name: mk\nlaunch: {{torchrun: {script}}}\n")
+    outcome = run_main(
+        "continue",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(tmp_path / "base"),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--from-step",
+        "20",
+        "--variants",
+        "pi",
+    )
+    assert outcome.exception is None and outcome.code == 1, outcome.text
+    assert "Traceback" not in outcome.text
+    assert "── d20-mk-pi failed (exit 1): cannot write /data/[run]/x.pt [/] (disk)" in outcome.err
+    assert "  [bold]progress[/] of [/broken]" in outcome.err  # the log tail, verbatim
+    assert "d20-mk-pi: cannot write /data/[run]/x.pt [/] (disk)" in " ".join(outcome.err.split())
