@@ -340,6 +340,28 @@ class CopyDistanceMetric(Record):
     windows: list[CopyWindow]
 
 
+class WindowsAt(Record):
+    """The attention windows of one input length (`rlab.core.architecture.eval_window_sizes`)."""
+
+    length: int
+    windows: list[int] | None
+    """Per layer, how far back a query attends; null = the model has no windowed layers."""
+    capped_at: int | None
+    """The farthest back any layer attends when that is less than the input needs (length - 1): the model
+    cannot use the whole window (the report marks such lengths); null = some layer sees the whole input."""
+
+
+class AttentionRecord(Record):
+    """How attention windows were sized in this evaluation, at every length its evals used."""
+
+    rule: Literal["extend", "scale", "capped"]
+    """`eval.attention_windows` (it matters only for windowed models past their sequence_len)."""
+    windowed: bool
+    """The model has sliding-window layers (nanochat-2026 `window_pattern`)."""
+    sequence_len: int
+    lengths: list[WindowsAt]
+
+
 class EvalMetrics(Record):
     """One optional section per eval (absent = not run); keys are `rlab.spec.eval.EvalName`s."""
 
@@ -364,6 +386,8 @@ class EvalDoc(Record):
     rope: dict[str, Any]
     rope_eval: dict[str, Any] | None = None
     """How the RoPE frequencies were chosen during this evaluation (`rlab.evals.rope_eval`; dynamic-ntk's rule)."""
+    attention: AttentionRecord | None = None
+    """How attention windows were sized at each eval length (`rlab.evals.windows`); absent in older files."""
     train_seq_len: int
     checkpoint: CheckpointFacts
     metrics: EvalMetrics
@@ -457,6 +481,9 @@ SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
 """The EvalSpec fields each section depends on. A section not listed depends on every field except
 `evals` and `device_batch_size` (which evals never depend on: BPB is invariant to it, tested)."""
 _NEVER_RELEVANT = ("evals", "device_batch_size")
+WINDOWED_SECTIONS = ("bpb_length", "passkey", "ruler", "copy_distance")
+"""Sections that evaluate past the model's sequence_len, so `eval.attention_windows` changes what they measure
+(for a windowed model: the runner adds the rule to their settings, `rlab.evals.windows.window_setting`)."""
 
 
 def short_hash(data: Any) -> str:

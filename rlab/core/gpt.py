@@ -15,7 +15,8 @@ Optional parts, switched on by the architecture (`rlab.core.architecture`; all o
 - resid/x0 lambdas: before block i, x = resid_lambdas[i] * x + x0_lambdas[i] * x0 (x0 = the smeared embedding)
 - value embeddings on alternating layers, the last included, gated per kv head (in the block)
 - backout: the residual after block n_layer // 2, times backout_lambda, subtracted before the final norm
-- sliding windows: per layer, a query sees at most `window` tokens back (`window_sizes`)
+- sliding windows: per layer, a query sees at most `window` tokens back (`windows_at`: as trained up to
+  sequence_len; beyond it as `set_eval_windows` says, see `rlab.core.architecture.eval_window_sizes`)
 - q and k times `qk_scale` after the QK-norm; the rotary base (10000 / 100000) fills the RoPE spec
 
 State-dict keys are nanochat's (`transformer.wte.weight`, `transformer.h.{i}.attn.c_q.weight`, ...,
@@ -43,6 +44,7 @@ from rlab.core.architecture import (
     DEFAULT_WINDOW_PATTERN,
     NANOCHAT_2025,
     NANOCHAT_CONFIG_KEYS,
+    eval_window_sizes,
     full_context_layers,
     get_architecture,
     has_value_embed,
@@ -53,6 +55,7 @@ from rlab.core.attention import SlidingWindow, WindowKernel, use_flex, window_bl
 from rlab.core.blocks import Block, KVCache, norm
 from rlab.core.head_loss import softcap_cross_entropy
 from rlab.errors import CheckpointError, SpecError
+from rlab.spec.eval import AttentionWindows
 from rlab.spec.rope import RopeSpec
 
 __all__ = ["GPT", "GPTConfig", "KVCache", "LOGIT_SOFTCAP"]
@@ -155,6 +158,7 @@ class GPT(nn.Module):
         )
         self.window_kernel: WindowKernel = "auto"  # how sliding-window layers attend (rlab.core.attention)
         self._block_masks: dict[tuple[int, int, int, str], BlockMask] = {}  # FlexAttention's, by shape
+        self.eval_windows: AttentionWindows = "capped"
         self.set_rope(rope if rope is not None else RopeSpec())
 
     # --- RoPE and windows ---
@@ -181,16 +185,26 @@ class GPT(nn.Module):
         self._softmax_scales = [
             rope_lib.softmax_scale(plain if p else self.rope, head_dim) for p in self._plain_layers
         ]
-        self.window_sizes: list[int | None] = [None] * self.config.n_layer
-        if self.arch.sliding_windows:
-            context = (
-                self.config.sequence_len
-                if self.rope.windows == "scale"
-                else rope_lib.required_original_len(self.rope)
-            )
-            self.window_sizes = list(window_sizes(self.config.window_pattern, self.config.n_layer, context))
+        self.window_sizes = self.windows_at(self.config.sequence_len)  # as trained
         if self.rope.variant.value != "rope":
             log.info("RoPE variant %s", self.rope.describe())
+
+    def set_eval_windows(self, rule: AttentionWindows) -> None:
+        """How windowed layers meet inputs longer than sequence_len (`eval.attention_windows`); the model
+        starts "capped" (nanochat's behaviour), evals choose (`rlab.core.architecture.eval_window_sizes`)."""
+        self.eval_windows = rule
+
+    def windows_at(self, length: int) -> list[int | None]:
+        """Per layer, the attention window for an input of `length` tokens (None = unlimited: no windows)."""
+        if not self.arch.sliding_windows:
+            return [None] * self.config.n_layer
+        c = self.config
+        trained = (
+            c.sequence_len if self.rope.windows == "scale" else rope_lib.required_original_len(self.rope)
+        )
+        return list(
+            eval_window_sizes(c.window_pattern, c.n_layer, c.sequence_len, trained, length, self.eval_windows)
+        )
 
     def global_layers(self) -> list[bool]:
         """Per layer, whether it attends over the full context (an L layer; every layer without windows)."""
@@ -223,14 +237,16 @@ class GPT(nn.Module):
         device,
         attn_mask: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
+        length: int | None = None,
     ) -> list[torch.Tensor | SlidingWindow | None]:
         """Per layer, the attention mask: packed rows' bool (B, 1, T, T) (True = may attend), a
         `SlidingWindow` for a windowed layer, or None for the plain causal rule. A window w lets query
         position p see key positions p-w .. p (nanochat's `0 <= i - j <= w`); it is dropped where no query
-        could reach past it."""
+        could reach past it. `length` is the input length the windows are sized for (`windows_at`; default
+        start + T, a KV cache passes its planned length)."""
         banded: dict[int | None, torch.Tensor | SlidingWindow | None] = {None: attn_mask}
         masks = []
-        for w in self.window_sizes:
+        for w in self.windows_at(length if length is not None else start + T):
             if w is not None and w not in banded:  # None (no window) is always there
                 if attn_mask is not None:  # packed rows: distances are between rotary positions
                     pos = (
@@ -347,7 +363,8 @@ class GPT(nn.Module):
         cos_sin = self._rotations(start, T, idx.device, freq_len)  # per layer: (1, T, 1, d/2) each, fp32
 
         x = self._embed(idx, kv_cache)  # (B, T, C)
-        x = self._trunk(x, idx, cos_sin, kv_cache, self._layer_masks(T, start, idx.device))
+        masks = self._layer_masks(T, start, idx.device, length=freq_len)
+        x = self._trunk(x, idx, cos_sin, kv_cache, masks)
         if kv_cache is not None:
             kv_cache.advance(T)
 
@@ -462,9 +479,8 @@ class GPT(nn.Module):
             _previous_visible(attn_mask) if attn_mask is not None and self.smear_gate is not None else None
         )
         x = self._embed(idx, prev_index=prev_index)  # (B, T, C)
-        return self._trunk(
-            x, idx, cos_sin, None, self._layer_masks(T, 0, idx.device, attn_mask, positions), at
-        )
+        masks = self._layer_masks(T, 0, idx.device, attn_mask, positions, length=freq_len)
+        return self._trunk(x, idx, cos_sin, None, masks, at)
 
     def logits_at(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (..., C) from `hidden_states` -> soft-capped fp32 logits (..., vocab_size), as `forward`

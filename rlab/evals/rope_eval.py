@@ -59,7 +59,7 @@ def apply_eval_rope(model, spec: EvalSpec, target_len: int) -> dict[str, Any]:
             factor=scale,
             original_len=rope.original_len,
             layers=rope.layers,
-            windows=rope.windows,
+            windows=rope.windows,  # the attention windows stay the ones the model was trained with
         )
     )
     return {

@@ -33,6 +33,7 @@ from rlab.evals import outputs
 from rlab.evals.progress import ProgressDisplay
 from rlab.evals.registry import EvalContext, EvalOutcome, get_eval, release_memory
 from rlab.evals.rope_eval import apply_eval_rope
+from rlab.evals.windows import apply_eval_windows, lengths_in_use, window_setting
 from rlab.spec.run import EvalRunConfig
 
 log = logging.getLogger(__name__)
@@ -189,9 +190,15 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
         world_size=info.world_size,
         autocast=autocast,
     )
+    from rlab.evals.registry import eval_lengths
+
+    attention = apply_eval_windows(model, cfg.eval, lengths_in_use(cfg.eval, eval_lengths(ctx)))
     log.info(
         "evaluating %s (%s) on %d rank(s): %s", name, model.rope.describe(), info.world_size, ", ".join(fns)
     )
+    capped = [f"{w.length} (sees {w.capped_at})" for w in attention.lengths if w.capped_at is not None]
+    if capped:
+        log.warning("%s: context capped by its attention windows at length(s) %s", name, ", ".join(capped))
     settings = cfg.eval.model_dump(mode="json")
     outcomes: dict[str, EvalOutcome] = {}
     runs: dict[str, rec.SectionRun] = {}
@@ -202,6 +209,8 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
             outcome = fn(ctx)
             ctx.progress = None
             outcomes[eval_name] = outcome
+            if eval_name in rec.WINDOWED_SECTIONS:
+                outcome.settings_extra.update(window_setting(model))
             runs[eval_name] = _section_run(
                 eval_name, settings, outcome, round(time.perf_counter() - t0, 3), info.world_size, cuda
             )
@@ -214,7 +223,7 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
             "(not finite); nothing was written.",
             "Check the checkpoint (a non-finite weight gives NaN everywhere).",
         )
-    doc = merge_doc(previous, cfg, facts, rope, ctx.train_seq_len, outcomes, runs, rope_eval)
+    doc = merge_doc(previous, cfg, facts, rope, ctx.train_seq_len, outcomes, runs, rope_eval, attention)
     if info.is_main:
         write_outputs(out_dir, Path(cfg.core_csv), doc, outcomes)
     del model, ctx
@@ -250,6 +259,7 @@ def merge_doc(
     outcomes: dict[str, EvalOutcome],
     runs: dict[str, rec.SectionRun],
     rope_eval: dict | None = None,
+    attention: rec.AttentionRecord | None = None,
 ) -> rec.EvalDoc:
     """The new eval.json: the previous one's sections not re-run (when kept), plus this run's."""
     sections = previous.metrics.model_dump(exclude_none=True) if previous is not None else {}
@@ -263,6 +273,7 @@ def merge_doc(
         variant=cfg.variant,
         rope=rope,
         rope_eval=rope_eval,
+        attention=attention,
         train_seq_len=train_seq_len,
         checkpoint=facts,
         metrics=rec.EvalMetrics.model_validate(sections),

@@ -12,6 +12,8 @@ from rlab.spec.base import StrictModel
 EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
 PplProtocol = Literal["same_targets", "sliding", "truncated"]
+AttentionWindows = Literal["extend", "scale", "capped"]
+"""How windowed layers (nanochat-2026 `window_pattern`) meet an input longer than the model's sequence_len."""
 CoreTaskPattern = Annotated[
     str,
     StringConstraints(
@@ -85,6 +87,13 @@ class EvalSpec(StrictModel):
     """copy_distance windows in tokens (the copy's distance grows with the window); null = the BPB-vs-length lengths."""
     copy_trials: PositiveInt = 32
     """copy_distance records per window (the independent units of its intervals)."""
+    attention_windows: AttentionWindows = "extend"
+    """Sliding-window models (nanochat-2026) at lengths beyond their sequence_len: extend (default: the
+    full-context layers, whose window is the training length, attend across the whole input, so a longer
+    eval length means more context; short windows stay as trained), scale (every window as nanochat would
+    size it for a model of that length) or capped (windows as trained, nanochat's behaviour: the model then
+    sees at most sequence_len tokens back, and the report marks those lengths as capped). No effect on
+    models without windows. See rlab.core.architecture.eval_window_sizes."""
     device_batch_size: PositiveInt = 8
     """Sequences per forward pass."""
     seed: int = Field(1234)
