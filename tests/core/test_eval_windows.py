@@ -108,7 +108,11 @@ def test_apply_eval_windows_records_the_rule_and_capped_lengths():
         64: ([16, 16], 16),
     }
     record = apply_eval_windows(model, EvalSpec(), [64])  # the default: extend
-    assert record.rule == "extend" and record.lengths[0].windows == [64, 64] and record.lengths[0].capped_at is None
+    assert (
+        record.rule == "extend"
+        and record.lengths[0].windows == [64, 64]
+        and record.lengths[0].capped_at is None
+    )
     assert window_setting(model) == {"attention_windows": "extend"}
     plain = random_gpt(300, sequence_len=16)  # nanochat-2025: no windows, nothing is ever capped
     record = apply_eval_windows(plain, EvalSpec(attention_windows="capped"), [64])
@@ -128,4 +132,6 @@ def test_dynamic_ntk_fixed_keeps_the_trained_windows(windows):
     model = _windowed(rope=RopeSpec(variant="dynamic-ntk", factor=4.0, original_len=4, windows=windows))
     before = model.window_sizes
     apply_eval_rope(model, EvalSpec(dynamic_ntk="fixed"), 16)
-    assert model.rope.variant.value == "ntk" and model.rope.windows == windows and model.window_sizes == before
+    assert (
+        model.rope.variant.value == "ntk" and model.rope.windows == windows and model.window_sizes == before
+    )

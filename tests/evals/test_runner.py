@@ -21,7 +21,9 @@ from tests.evals.conftest import random_gpt
 TAG = "d2-rope"
 
 
-def make_base(tiny_base_dir: Path, root: Path, seq_len: int = 32) -> Path:
+def make_base(
+    tiny_base_dir: Path, root: Path, seq_len: int = 32, architecture: str = "nanochat-2025"
+) -> Path:
     """A base dir sharing the tiny corpus/tokenizer, plus a random checkpoint under TAG."""
     from rlab.core.checkpoint import save_checkpoint
     from rlab.core.tokenizer import Tokenizer
@@ -31,7 +33,7 @@ def make_base(tiny_base_dir: Path, root: Path, seq_len: int = 32) -> Path:
     for sub in ("base_data", "tokenizer", "long_docs"):
         (base / sub).symlink_to(tiny_base_dir / sub)
     tok = Tokenizer.from_directory(base / "tokenizer")
-    model = random_gpt(tok.vocab_size, sequence_len=seq_len, seed=7)
+    model = random_gpt(tok.vocab_size, sequence_len=seq_len, seed=7, architecture=architecture)
     meta = {"step": 5, "model_config": model.config.to_dict(), "tokens_trained": 1000}
     save_checkpoint(base / "base_checkpoints" / TAG, 5, model.state_dict(), meta)
     return base
@@ -161,6 +163,43 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
             "bpb_docs.csv",
         ]
     )
+
+
+def test_windowed_model_records_its_windows_and_the_rule_in_the_settings(
+    tiny_base_dir, tmp_path, bundle_copy
+):
+    """A nanochat-2026 checkpoint (full-context layers of 32) evaluated at 64 tokens: extended by default, capped
+    on request; the rule is a setting of every long-context section and eval.json lists the windows."""
+    import torch
+
+    from rlab.evals.runner import run_evals
+
+    torch.set_num_threads(1)
+    base = make_base(tiny_base_dir, tmp_path, architecture="nanochat-2026")
+    docs = {}
+    for rule in ("extend", "capped"):
+        cfg = eval_config(base, tmp_path / rule, bundle_copy, evals=("bpb", "bpb_length"))
+        cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"attention_windows": rule})})
+        docs[rule] = run_evals(cfg)
+    extend, capped = docs["extend"], docs["capped"]
+    assert (
+        extend.attention.rule == "extend"
+        and extend.attention.windowed
+        and extend.attention.sequence_len == 32
+    )
+    caps = {r: {w.length: w.capped_at for w in d.attention.lengths} for r, d in docs.items()}
+    assert caps["extend"][64] is None and caps["capped"][64] == 32 and caps["capped"][32] is None
+    assert extend.measured["bpb_length"].settings["attention_windows"] == "extend"
+    assert capped.measured["bpb_length"].settings["attention_windows"] == "capped"
+    assert "attention_windows" not in extend.measured["bpb"].settings  # never past the training length
+    assert extend.measured["bpb"].settings_hash == capped.measured["bpb"].settings_hash
+    bpb = {r: {row.length: row.bpb for row in d.metrics.bpb_length.lengths} for r, d in docs.items()}
+    assert bpb["extend"][32] == bpb["capped"][32] and bpb["extend"][64] != bpb["capped"][64]
+    from rlab.report.comparability import mismatches
+
+    found = mismatches(capped.model_copy(update={"tag": "other"}), extend)
+    assert [(m.section, m.what) for m in found] == [("bpb_length", "eval settings")]
+    assert "attention_windows: 'capped' vs 'extend'" in found[0].detail
 
 
 def test_partial_re_eval_keeps_the_other_sections(tiny_base_dir, tmp_path, bundle_copy):
