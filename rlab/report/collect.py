@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from rlab.report import estimates as est
 from rlab.report import frames as fr
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, reference_arm, seed_of
+from rlab.report.endpoints import Primary, add_units, choose_primary, context_caps, dynamic_ntk_note
 from rlab.report.inference import Verdict
 from rlab.report.sources import ExperimentSources, TagSources, read_experiment
 
@@ -48,15 +48,6 @@ class Footnotes:
         if text not in self.items:
             self.items.append(text)
         return self.items.index(text) + 1
-
-
-@dataclass
-class Primary:
-    """The experiment's one primary endpoint: BPB over the same targets at these lengths, vs the baseline."""
-
-    metric: str
-    lengths: list[int]
-    description: str
 
 
 @dataclass
@@ -100,6 +91,16 @@ class ReportData:
     """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
     copy_cells: pd.DataFrame | None = None
     """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.cells`)."""
+    context_caps: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Per tag: length -> the most tokens back its model attends there, where its windows cap the context."""
+
+    def arm_caps(self, key: str) -> dict[int, int]:
+        """Lengths at which some tag of the arm cannot attend to the whole input -> the smallest reach."""
+        out: dict[int, int] = {}
+        for tag in self.arm(key).tags:
+            for length, cap in self.context_caps.get(tag, {}).items():
+                out[length] = min(cap, out.get(length, cap))
+        return out
 
     def arm(self, key: str) -> Arm:
         return next(a for a in self.arms if a.key == key)
@@ -118,9 +119,7 @@ class ReportData:
 # ---------------------------------------------------------------- per-tag inputs to the statistics
 
 
-def _tag_data(
-    src: TagSources, bpb_len: pd.DataFrame, passkey: pd.DataFrame, primary: list[int]
-) -> est.TagData:
+def _tag_data(src: TagSources, bpb_len: pd.DataFrame, passkey: pd.DataFrame, primary: Primary) -> est.TagData:
     units, clustered = est.units_by_metric(src.csvs.get("bpb_units"))
     data = est.TagData(tag=src.tag, units=units, clustered=clustered)
     bpb = src.metric("bpb") or {}
@@ -129,44 +128,20 @@ def _tag_data(
         data.points[f"{split}_bpb"] = fr.num(entry.get("bpb") if isinstance(entry, dict) else None)
     for r in bpb_len.itertuples(index=False):
         data.points[f"bpb_len_{r.length}"] = fr.num(r.bpb)
-    if primary and all(f"bpb_len_{L}" in data.points for L in primary):
-        data.points[est.PRIMARY] = sum(data.points[f"bpb_len_{L}"] for L in primary) / len(primary)
     core = src.metric("core")
     if core is not None:
         data.points["core"] = fr.num(core.get("core"))
         data.core_examples = src.csvs.get("core_examples")
     data.passkey = passkey if len(passkey) else None
     data.passkey_trials = src.csvs.get("passkey_trials")
-    est.add_primary_units(data, primary)
+    add_units(data, primary)
     return data
-
-
-def _primary(meta: pd.DataFrame, bpb_length: pd.DataFrame) -> Primary:
-    """BPB at the continued-training length and at twice it (those measured), else val BPB."""
-    trained = meta[meta["kind"] == "continued"]["train_seq_len"].dropna()
-    measured = set(bpb_length["length"].astype(int)) if len(bpb_length) else set()
-    if len(trained):
-        train_len = int(Counter(trained.astype(int)).most_common(1)[0][0])
-        lengths = [L for L in (train_len, 2 * train_len) if L in measured]
-        if lengths:
-            what = " and ".join(str(L) for L in lengths)
-            return Primary(
-                est.PRIMARY,
-                lengths,
-                f"BPB at {what} tokens of context (mean over the same targets"
-                f"{' at both lengths' if len(lengths) > 1 else ''}; training length {train_len})",
-            )
-    return Primary("val_bpb", [], "validation BPB")
 
 
 def _metrics_of(datas: list[est.TagData], has_core: bool, has_passkey: bool, primary: Primary) -> list[str]:
     names = {m for d in datas for m, v in d.points.items() if not math.isnan(v)}
     lengths = sorted(int(m[8:]) for m in names if m.startswith("bpb_len_"))
-    out = [
-        m
-        for m in (est.PRIMARY, "train_bpb", "val_bpb")
-        if m in names and (m != est.PRIMARY or primary.lengths)
-    ]
+    out = list(dict.fromkeys(m for m in (primary.metric, "train_bpb", "val_bpb") if m in names))
     out += [f"bpb_len_{L}" for L in lengths]
     if has_core:
         out.append("core")
@@ -224,6 +199,10 @@ def _known_variant(name: str, variants: set[str]) -> str:
 def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     core = src.metric("core")
     extra = []
+    lengths = [w.length for w in src.eval.attention.lengths] if src.eval and src.eval.attention else []
+    lengths += [int(r["length"]) for r in (src.metric("bpb_length") or {}).get("lengths") or []]
+    dyn = dynamic_ntk_note(src, kind_of(src), lengths)
+    marks = [notes.add(dyn)] if dyn is not None else []  # the note names its tag itself
     if core is not None and core.get("partial"):
         missing = core.get("missing_tasks") or []
         extra.append("partial CORE" + (f" (missing: {', '.join(map(str, missing))})" if missing else ""))
@@ -240,7 +219,7 @@ def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
                 f"{what} not measured at length(s) {', '.join(lengths)} (skipped by the eval: "
                 f"{skipped[0].get('reason', 'no reason given')})"
             )
-    return [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
+    return marks + [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
 
 
 def arm_mismatches(
@@ -378,13 +357,13 @@ def assemble(
     core_tasks = fr.stack(core_parts, keys, ["task", "type", "accuracy", "centered", "baseline", "n"])
     curves = fr.stack([fr.curves_frame(t) for t in tags], keys, ["type", "step", "loss", "val_bpb"])
 
-    primary = _primary(
-        meta if pairing.primary_from is None else meta[meta["experiment"] == pairing.primary_from], bpb_length
+    caps = {t.tag: context_caps(t) for t in tags}
+    primary = choose_primary(
+        meta if pairing.primary_from is None else meta[meta["experiment"] == pairing.primary_from],
+        bpb_length,
+        caps,
     )
-    data = {
-        t.tag: _tag_data(t, bl, pk, primary.lengths)
-        for t, bl, pk in zip(tags, bpb_parts, pk_parts, strict=True)
-    }
+    data = {t.tag: _tag_data(t, bl, pk, primary) for t, bl, pk in zip(tags, bpb_parts, pk_parts, strict=True)}
     if base is not None and base.kind != "continued":
         notes.add(f"baseline variant '{baseline}' has no continued arm; compared against {base.key}")
     with_core = [
@@ -467,6 +446,7 @@ def assemble(
         tag_notes=tag_notes,
         sources=sources,
         best=best,
+        context_caps=caps,
         mismatches=[m for ms in found.values() for m in ms],
         allow_mismatch=allow_mismatch,
     )

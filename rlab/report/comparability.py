@@ -71,7 +71,7 @@ def metric_section(metric: str) -> str:
     """The eval section a report metric comes from (train_bpb -> bpb, bpb_len_512 -> bpb_length, ...)."""
     if metric in ("train_bpb", "val_bpb"):
         return "bpb"
-    if metric.startswith("bpb_len_") or metric == "primary_bpb":  # the primary endpoint is BPB at length
+    if metric.startswith("bpb_len_") or metric in ("primary_bpb", "extension_bpb"):  # primary: BPB at length
         return "bpb_length"
     if metric.startswith("passkey"):
         return "passkey"

@@ -36,6 +36,7 @@ from rlab.report.sources import ExperimentSources, read_experiment, spec_variant
 from rlab.report.tables import Table, mde_text, verdict_text
 
 METRIC_NAMES = {
+    "extension_bpb": "BPB extension (beyond − at the training length)",
     "primary_bpb": "primary BPB",
     "train_bpb": "train BPB",
     "val_bpb": "val BPB",
@@ -335,7 +336,14 @@ def _cell(metric: str, r: pd.Series) -> str:
 
 
 def _metric_order(metrics) -> list[str]:
-    rank = {"primary_bpb": 0, "val_bpb": 1, "train_bpb": 2, "core": 9, "passkey_overall": 10}
+    rank = {
+        "extension_bpb": 0,
+        "primary_bpb": 0,
+        "val_bpb": 1,
+        "train_bpb": 2,
+        "core": 9,
+        "passkey_overall": 10,
+    }
     return sorted(set(metrics), key=lambda m: (rank.get(m, 3), int(m[8:]) if m.startswith("bpb_len_") else 0))
 
 

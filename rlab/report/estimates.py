@@ -24,11 +24,24 @@ from rlab.report.arms import Arm
 from rlab.report.inference import Verdict
 
 PRIMARY = "primary_bpb"
-"""The metric name of the primary endpoint (see `primary_lengths`)."""
+"""The level primary endpoint: BPB at the lengths of `endpoints.Primary` (where no extension can be measured)."""
+EXTENSION = "extension_bpb"
+"""The extension primary endpoint: BPB beyond the training length minus BPB at it, on the same targets
+(`add_extension_units`); lower = the arm keeps more of what it does at the training length."""
+PRIMARY_METRICS = (PRIMARY, EXTENSION)
 ALPHA = inf.ALPHA
 FAMILIES = ("primary", "secondary")
 """The report's two families of table verdicts (the copy section declares a third, `copy`)."""
-LOWER_IS_BETTER = {"train_bpb": True, "val_bpb": True, PRIMARY: True, "core": False, "passkey_overall": False}
+LOWER_IS_BETTER = {
+    "train_bpb": True,
+    "val_bpb": True,
+    PRIMARY: True,
+    EXTENSION: True,
+    "core": False,
+    "passkey_overall": False,
+}
+NO_RELATIVE = (EXTENSION,)
+"""Differences of differences: a percent of the baseline's (possibly ~0 or negative) extension means nothing."""
 
 
 def lower_is_better(metric: str) -> bool:
@@ -80,6 +93,29 @@ def units_by_metric(frame: pd.DataFrame | None) -> tuple[dict[str, pd.DataFrame]
         },
         clustered,
     )
+
+
+def add_extension_units(data: TagData, reference: int, lengths: list[int]) -> None:
+    """Units of the extension endpoint: per block, nats at each length minus nats at `reference` (the same
+    targets, so the same bytes), pooled over `lengths`; its BPB is the mean of BPB(L) - BPB(reference)."""
+    ref = data.units.get(f"len_{reference}")
+    if ref is None:
+        return
+    parts = []
+    for length in lengths:
+        u = data.units.get(f"len_{length}")
+        if u is None:
+            return
+        joined = u.merge(ref[["unit", "nats", "bytes"]], on="unit", suffixes=("", "_ref"))
+        if len(joined) != len(u) or not (joined["bytes"] == joined["bytes_ref"]).all():
+            return  # not the same targets at both lengths: no extension estimand from these units
+        parts.append(
+            joined.assign(unit=f"{length}:" + joined["unit"], nats=joined["nats"] - joined["nats_ref"])[
+                ["unit", "nats", "bytes", "cluster"]
+            ]
+        )
+    if parts:
+        data.units[units_name(EXTENSION)] = pd.concat(parts, ignore_index=True)
 
 
 def add_primary_units(data: TagData, lengths: list[int]) -> None:
@@ -313,7 +349,7 @@ def _paired(
 
 
 def _family_of(metric: str, kind: str) -> str:
-    return "primary" if metric == PRIMARY and kind == "continued" else "secondary"
+    return "primary" if metric in PRIMARY_METRICS and kind == "continued" else "secondary"
 
 
 def compare_arms(
@@ -386,7 +422,7 @@ def compare_arms(
                     n_seeds=diff.n_seeds,
                     interval="t",
                 )
-                if got.rel_pct is not None:
+                if got.rel_pct is not None and metric not in NO_RELATIVE:
                     row.update(rel_pct=got.rel_pct[0], rel_low=got.rel_pct[1], rel_high=got.rel_pct[2])
             rows.append(row)
     return pd.DataFrame.from_records(rows, columns=COMPARISON_COLUMNS)
@@ -459,7 +495,7 @@ def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:
             frame.at[i, "family_size"] = family.size
             frame.at[i, "mde"] = mde = test.mde(family.mde_alpha)
             ref = frame.at[i, "ref_value"]
-            if bpb_metric(frame.at[i, "metric"]) and ref > 0:
+            if bpb_metric(frame.at[i, "metric"]) and frame.at[i, "metric"] not in NO_RELATIVE and ref > 0:
                 frame.at[i, "mde_rel_pct"] = 100.0 * mde / ref
     frame.loc[frame["p_holm"].isna(), "family"] = ""
     return frame

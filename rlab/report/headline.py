@@ -77,8 +77,13 @@ def sentence(data: ReportData, arm: str) -> str:
         call = "**within noise** (not significant" + (f"; {mde} at 80% power" if mde else "") + ")"
     else:
         call = f"**{word}** than {b}"
+    values = (
+        f"extension {value:+.4f} vs {base_value:+.4f} BPB, difference"
+        if metric == est.EXTENSION
+        else f"{value:.4f} vs {base_value:.4f} BPB,"
+    )
     return (
-        f"**{arm}** vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; "
+        f"**{arm}** vs {b}: {values} {rel + ' = ' if rel else ''}{absolute}; "
         f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})."
     )
 
@@ -108,6 +113,16 @@ def mismatch_line(data: ReportData) -> str:
 def warnings(data: ReportData) -> list[str]:
     """What limits the verdicts: comparability, seeds, unit counts, clustering."""
     out = [mismatch_line(data)] if data.mismatches else []
+    if data.primary.note:
+        out.append(f"Primary endpoint: {data.primary.note}.")
+    elif data.primary.capped:
+        out.append(
+            "Primary endpoint: left out "
+            + ", ".join(
+                f"{L} tokens ({', '.join(t)} cannot attend to it)" for L, t in data.primary.capped.items()
+            )
+            + "."
+        )
     if data.baseline_arm is None:
         out.append(f"No outputs of the baseline variant '{data.baseline}': nothing is compared.")
     primary = data.comparisons[data.comparisons["family"] == "primary"]
@@ -144,9 +159,15 @@ def disagreements(data: ReportData) -> list[str]:
     measures, so the reader knows which question each answers."""
     if data.primary.metric == "val_bpb":
         return []
+    # an extension is a difference of two lengths: its level counterpart is BPB at the longest of them
+    at_length = (
+        f"bpb_len_{max(data.primary.lengths)}"
+        if data.primary.metric == est.EXTENSION
+        else data.primary.metric
+    )
     names = []
     for arm in sentences_arms(data):
-        val, prim = comparison(data, arm, "val_bpb"), comparison(data, arm, data.primary.metric)
+        val, prim = comparison(data, arm, "val_bpb"), comparison(data, arm, at_length)
         if val is None or prim is None or math.isnan(val["diff"]) or math.isnan(prim["diff"]):
             continue
         dv, dp = _direction(val), _direction(prim)
@@ -160,7 +181,7 @@ def disagreements(data: ReportData) -> list[str]:
         f"most targets see short context (general text prediction); BPB at length scores the same targets "
         f"of long documents, each predicted from about L tokens of context (what longer context buys). A "
         f"RoPE change can cost a little at short context while using long context better; the primary "
-        f"endpoint is the second."
+        f"endpoint is about the second."
     ]
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from rlab.report.arms import KIND_ORDER
 from rlab.report.collect import ReportData
-from rlab.report.estimates import passkey_summary
+from rlab.report.estimates import NO_RELATIVE, passkey_summary
 from rlab.report.inference import Verdict
 
 BLANK = ""
@@ -259,10 +259,23 @@ def _lengths(data: ReportData) -> list[int]:
 def _length_about(data: ReportData) -> str:
     n = _units_phrase(data, f"bpb_len_{_lengths(data)[0]}") if _lengths(data) else ""
     unit = "documents" if data.clustered else "blocks"
+    capped = (
+        " A cell marked (capped at N) is a length the arm cannot attend to: its attention windows let it see "
+        "at most N tokens back there (eval.attention_windows), so it measures N tokens of context, not L."
+        if any(data.context_caps.values())
+        else ""
+    )
     return (
         f"The same target tokens scored at every context length, each predicted from about L tokens of "
         f"context ({n} {unit}); (train) = continued-training length, (L0) = the base's original length."
+        + capped
     )
+
+
+def _capped(data: ReportData, arm: str, length: int) -> str:
+    """` (capped at N)` where the arm's windows cap the context at this length, else ''."""
+    cap = data.arm_caps(arm).get(length)
+    return "" if cap is None else f" (capped at {cap})"
 
 
 def length_table(data: ReportData) -> Table:
@@ -275,7 +288,7 @@ def length_table(data: ReportData) -> Table:
         row = {"arm": data.label(arm)}
         for L in lengths:
             v, lo, hi, _ = scalar(data, arm, f"bpb_len_{L}")
-            row[headers[L]] = _pm(v, lo, hi, 3)
+            row[headers[L]] = _pm(v, lo, hi, 3) + (_capped(data, arm, L) if not math.isnan(v) else "")
         rows.append(row)
     for L in lengths:
         best |= _significant_best(data, f"bpb_len_{L}", headers[L], order)
@@ -305,8 +318,10 @@ def length_change_table(data: ReportData) -> Table:
                 row[headers[L]] = BLANK
                 continue
             word = verdict_text(comp, short=True)
-            row[headers[L]] = _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2) + (
-                f" ({word})" if word else ""
+            row[headers[L]] = (
+                _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2)
+                + (f" ({word})" if word else "")
+                + _capped(data, arm, L)
             )
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
@@ -340,12 +355,14 @@ def zero_shot_table(data: ReportData) -> Table:
             v, lo, hi, _ = scalar(data, key, metric) if key else (math.nan,) * 3 + (pd.NA,)
             comp = comparison(data, key, metric) if key else None
             row[kind] = _pm(v, lo, hi, 4)
-            row[heads[kind]] = (
+            change = (
                 _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
-                + f" ({verdict_text(comp, short=True)})"
+                if comp is not None and not math.isnan(comp["rel_pct"])
+                else _change(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
                 if comp is not None
                 else BLANK
             )
+            row[heads[kind]] = change + f" ({verdict_text(comp, short=True)})" if comp is not None else BLANK
         rows.append(row)
     base_key = next((a.key for a in data.arms if a.kind == "base"), None)
     if base_key:
@@ -358,7 +375,8 @@ def zero_shot_table(data: ReportData) -> Table:
         f"Zero-shot vs continued: {data.primary.description}",
         frame,
         set(),
-        "Δ: relative change in %, 95% paired interval; verdicts Holm-adjusted within their family (continued: "
+        ("Δ: difference in BPB" if data.primary.metric in NO_RELATIVE else "Δ: relative change in %")
+        + ", 95% paired interval; verdicts Holm-adjusted within their family (continued: "
         "primary; zero-shot: secondary). Each column compares "
         "arms in the same condition, so the zero-shot Δ is the RoPE change alone and the continued Δ "
         "the variant after the same training.",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 import pandas as pd
 
 from rlab.records import PROVENANCE_COLUMNS
-from rlab.report.estimates import bpb_metric, lower_is_better
+from rlab.report.estimates import NO_RELATIVE, bpb_metric, lower_is_better
 from rlab.report.frames import ROPE_FIELDS
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ RUN = (
 )
 """Run facts, then the provenance columns of `rlab.records.ResultsRow`."""
 _METRIC_RE = re.compile(
-    r"^(primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+)|copy_gain_d(\d+))(.*)$"
+    r"^(extension_bpb|primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+)|copy_gain_d(\d+))(.*)$"
 )
 _DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_tasks", "_partial", "_missing_tasks")
 _COMPARISON_KINDS = (
@@ -58,7 +58,8 @@ def _metric_rank(col: str) -> tuple[int, int, str] | None:
         return None
     name, len_bpb, len_pk, copy_d, rest = m.groups()
     rank = {
-        "primary_bpb": (0, 0),
+        "extension_bpb": (0, 0),
+        "primary_bpb": (0, 1),
         "train_bpb": (1, 0),
         "val_bpb": (2, 0),
         "core": (4, 0),
@@ -181,6 +182,8 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
             for field in names:
                 if field == "mde_rel_pct" and not bpb_metric(str(r.metric)):
                     continue
+                if (field.startswith("rel") or field == "mde_rel_pct") and r.metric in NO_RELATIVE:
+                    continue  # a difference of differences has no relative change: no empty columns
                 row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
     _copy_columns(data, rows)
     for tag, marks in data.tag_notes.items():

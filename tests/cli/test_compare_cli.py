@@ -62,7 +62,7 @@ def test_compare_json_arms_and_baseline(root):
     doc = json.loads(outcome.out)
     pairs = {(c["arm"], c["reference"]) for c in doc["comparisons"]}
     assert pairs == {("fy/yarn", "fx/yarn")} and doc["pairing"] == "by arm"
-    primary = next(c for c in doc["comparisons"] if c["metric"] == "primary_bpb")
+    primary = next(c for c in doc["comparisons"] if c["metric"] == "extension_bpb")
     assert primary["verdict"] == "better" and primary["diff_high"] < 0 and primary["n_units"] == 24
     outcome = run_main(
         "compare", "fx", "fy", "--results-dir", str(root), "--baseline", "FX/Rope", "--json", *BOOT
@@ -86,7 +86,7 @@ def test_cross_experiment_eval_differences_are_not_paired(root):
     by = {c["metric"]: c for c in doc["comparisons"]}
     assert by["val_bpb"]["verdict"] == "not comparable" and by["val_bpb"]["diff"] is None
     assert by["val_bpb"]["p_value"] is None  # out of the Holm family
-    assert by["primary_bpb"]["verdict"] == "better"  # BPB vs length was measured alike
+    assert by["extension_bpb"]["verdict"] == "better"  # BPB vs length was measured alike
     assert any("bpb_tokens: 999 vs 4096" in m for m in doc["mismatches"])
 
 
@@ -111,7 +111,7 @@ def test_training_differences_are_reported_not_blocking(root):
     outcome = run_main("compare", "fx", "fy", "--results-dir", str(root), "--arms", "yarn", "--json", *BOOT)
     doc = json.loads(outcome.out)
     assert any("step 20 vs 10" in n for n in doc["training_differences"])
-    assert next(c for c in doc["comparisons"] if c["metric"] == "primary_bpb")["verdict"] == "better"
+    assert next(c for c in doc["comparisons"] if c["metric"] == "extension_bpb")["verdict"] == "better"
 
 
 @pytest.mark.parametrize(

@@ -46,15 +46,15 @@ def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_pa
     assert set(arms) == {"rope", "yarn", "rope (zero-shot)", "yarn (zero-shot)", "base"}
     assert arms["yarn"].n_seeds == 3 and arms["yarn"].seeds == [42, 43, 44]
     comp = data.comparisons.set_index(["arm", "metric"])
-    assert comp.loc[("yarn", "primary_bpb"), "family"] == "primary"
-    assert comp.loc[("yarn (zero-shot)", "primary_bpb"), "reference"] == "rope (zero-shot)"
+    assert comp.loc[("yarn", "extension_bpb"), "family"] == "primary"
+    assert comp.loc[("yarn (zero-shot)", "extension_bpb"), "reference"] == "rope (zero-shot)"
     md = layout.comparison_md.read_text().splitlines()
-    assert md[2].startswith("**Answer** (primary endpoint: BPB at 128 and 256 tokens")
+    assert md[2].startswith("**Answer** (primary endpoint: extension: BPB at 256 minus BPB at 128 tokens")
     assert md[4].startswith("- **yarn** vs rope: ") and "3 seeds" in md[4]
     assert any(line.startswith("## Zero-shot vs continued") for line in md)
     html = layout.comparison_md.with_suffix(".html").read_text()
     assert "data:image/png;base64," in html and 'src="plots/' not in html
     csv = pd.read_csv(layout.results_csv).set_index("tag")
-    assert (csv.loc[tags, "primary_bpb_n_units"] > 0).all()
+    assert (csv.loc[tags, "extension_bpb_n_units"] > 0).all()
     assert csv.loc["smoke-yarn-seed2", "compared_with"] == "rope"
     assert csv.loc["smoke-yarn-zeroshot", "compared_with"] == "rope (zero-shot)"
