@@ -199,9 +199,9 @@ def _known_variant(name: str, variants: set[str]) -> str:
 def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
     core = src.metric("core")
     extra = []
-    lengths = [w.length for w in src.eval.attention.lengths] if src.eval and src.eval.attention else []
-    lengths += [int(r["length"]) for r in (src.metric("bpb_length") or {}).get("lengths") or []]
-    dyn = dynamic_ntk_note(src, kind_of(src), lengths)
+    used = [w.length for w in src.eval.attention.lengths] if src.eval and src.eval.attention else []
+    used += [int(r["length"]) for r in (src.metric("bpb_length") or {}).get("lengths") or []]
+    dyn = dynamic_ntk_note(src, kind_of(src), used)
     marks = [notes.add(dyn)] if dyn is not None else []  # the note names its tag itself
     if core is not None and core.get("partial"):
         missing = core.get("missing_tasks") or []
