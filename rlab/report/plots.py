@@ -137,6 +137,7 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     )
     lengths = sorted(set(diffs["length"]) | {m[0] for m in _marks(data)})
     band = _zero_band(diffs)
+    any_capped = False
     for i, variant in enumerate(variants):
         ax = axes[i // ncols][i % ncols]
         ax.axhspan(*band, color="0.85", alpha=0.7, zorder=0, linewidth=0)
@@ -158,6 +159,12 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
             rows = diffs[(diffs["variant"] == variant) & (diffs["kind"] == kind)]
             if len(rows):
                 _draw_diff(ax, rows, colors[variant], style, kind)
+                capped = rows[[_capped_pair(data, r.arm, r.reference, r.length) for r in rows.itertuples()]]
+                if len(capped):
+                    any_capped = True
+                    ax.scatter(
+                        capped["length"], capped["diff"], marker="X", s=60, color=colors[variant], zorder=5
+                    )
         ax.set_title(variant, fontsize=10.5, color=colors[variant], fontweight="bold")
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(L) for L in lengths], fontsize=8)
@@ -194,6 +201,9 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     for _, style, text in _marks(data):
         handles.append(Line2D([], [], color="0.35", linestyle=style))
         labels.append(text)
+    if any_capped:
+        handles.append(Line2D([], [], color="0.2", marker="X", linestyle="none", markersize=7))
+        labels.append("context capped by attention\nwindows (not L tokens)")
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8.5, frameon=False)
     fig.suptitle(
         f"BPB difference vs {data.baseline} by context length, paired on the same targets "
@@ -202,6 +212,11 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     )
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _capped_pair(data: ReportData, arm: str, reference: str, length: int) -> bool:
+    """Either side of a difference cannot attend to the whole input at this length."""
+    return any(length in data.arm_caps(k) for k in (arm, reference) if any(a.key == k for a in data.arms))
 
 
 def _zero_band(diffs: pd.DataFrame) -> tuple[float, float]:
