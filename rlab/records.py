@@ -338,6 +338,9 @@ class CopyDistanceMetric(Record):
     passage: int
     prefix: int
     windows: list[CopyWindow]
+    nested: bool = False
+    """Records are nested across windows (the same passage, control and filler; only the gap varies), so a
+    record's gains at two distances are paired; absent (false) in files of older rlab versions."""
 
 
 class WindowsAt(Record):

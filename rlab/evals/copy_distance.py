@@ -21,9 +21,13 @@ filler's context does for prediction: measured on a nanochat-2026 base whose att
 not reach the first X at all, that "gain" was +0.7 nats/token.)
 
 Windows run from below to beyond the training length, so the dependency distance grows with
-the window: at a window past what a RoPE variant handles, the copy stops helping. Every record
-is drawn from `random.Random(seed, window, i)`, so every tag is scored on the same records, and
-records are the independent units of the intervals (a per-record bootstrap of the gain).
+the window: at a window past what a RoPE variant handles, the copy stops helping. Records are
+**nested** across windows: record i is drawn once, from `random.Random(seed, i)`, for the longest
+window of the run (X, Y, the prefix and a filler as long as that window's gap), and at a shorter
+window keeps the filler's last `gap` tokens, so the text right before the repeat is the same at every
+distance and only the gap varies. Every tag is scored on the same records, and a record's gains at
+two distances are paired (the report's retention of the copy, gain far / gain near, is estimated per
+record). Records are the independent units of the intervals (a per-record bootstrap of the gain).
 Ranks take records i = rank (mod world) and the per-record sums are all-reduced.
 """
 
@@ -84,6 +88,17 @@ def _span(rng: random.Random, docs: Sequence[Sequence[int]], n: int) -> list[int
     return list(doc[start : start + n])
 
 
+def _gap(window: int, passage: int, prefix: int) -> int:
+    gap = window - prefix - 2 * passage
+    if gap < 0:
+        raise EvalError(
+            f"Copy-by-distance window {window} is too short: a record needs at least "
+            f"{prefix + 2 * passage} tokens.",
+            "Use longer eval lengths.",
+        )
+    return gap
+
+
 def build_record(
     docs: Sequence[Sequence[int]],
     bos: int,
@@ -92,18 +107,16 @@ def build_record(
     index: int,
     passage: int = PASSAGE,
     prefix: int = PREFIX,
+    longest: int | None = None,
 ) -> CopyRecord:
-    """The `index`-th record at `window` (deterministic from seed, window and index)."""
-    gap = window - prefix - 2 * passage
-    if gap < 0:
-        raise EvalError(
-            f"Copy-by-distance window {window} is too short: a record needs at least "
-            f"{prefix + 2 * passage} tokens.",
-            "Use longer eval lengths.",
-        )
-    rng = random.Random(f"copy:{seed}:{window}:{index}")
+    """The `index`-th record at `window`, nested in the one at `longest` (default `window`): deterministic
+    from seed, index and the longest window; at `window` it keeps the last gap tokens of that filler."""
+    gap = _gap(window, passage, prefix)
+    full = _gap(max(window, longest or window), passage, prefix)
+    rng = random.Random(f"copy:{seed}:{prefix + 2 * passage + full}:{index}")
     x = _span(rng, docs, passage)
-    filler = _span(rng, docs, prefix + gap)
+    drawn = _span(rng, docs, prefix + full)
+    filler = drawn[:prefix] + drawn[len(drawn) - gap :]  # the prefix, then the gap's tail
     for _ in range(CONTROL_DRAWS):  # only a degenerate set repeats a passage exactly
         y = _span(rng, docs, passage)
         if y != x:
@@ -177,8 +190,9 @@ def evaluate_copy_distance(
     rank, world = _world()
     rows: list[dict] = []
     parts = stages(progress, [2 * records * w for w in windows])  # forward tokens (records and controls)
+    longest = max(windows, default=0)
     for window, part in zip(windows, parts):
-        recs = [build_record(docs, bos, window, seed, i, passage) for i in range(records)]
+        recs = [build_record(docs, bos, window, seed, i, passage, longest=longest) for i in range(records)]
         per_rec = torch.zeros(records, 3, dtype=torch.float64)
         mine = list(range(rank, records, world))
         per_batch = max(1, batch_tokens // (2 * window))

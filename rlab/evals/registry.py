@@ -472,12 +472,14 @@ def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
     windows_summary = [
         rec.CopyWindow(**{k: w[k] for k in rec.CopyWindow.model_fields}) for w in cd.summarize(rows)
     ]
-    metric = rec.CopyDistanceMetric(passage=cd.PASSAGE, prefix=cd.PREFIX, windows=windows_summary)
+    metric = rec.CopyDistanceMetric(
+        passage=cd.PASSAGE, prefix=cd.PREFIX, windows=windows_summary, nested=True
+    )
     table = [rec.CopyRow(**r) for r in rows]
     return EvalOutcome(
         metric,
         {ctx.out_dir / outputs.COPY_DISTANCE_CSV: (rec.CopyRow, table)},
-        settings_extra={"windows_used": windows},
+        settings_extra={"windows_used": windows, "records": "nested"},
     )
 
 

@@ -31,6 +31,41 @@ def test_record_repeats_the_passage_at_the_stated_distance(window):
     )
 
 
+def test_records_are_nested_across_windows():
+    """The same passage, control and prefix at every window of a run, and the text before the repeat too:
+    only the gap grows, so a record's gains at two distances are paired."""
+    windows = (72, 128, 300)
+    recs = {w: cd.build_record(DOCS, 1, w, seed=3, index=5, longest=300) for w in windows}
+    longest = recs[300]
+    for w, rec in recs.items():
+        first, second = rec.first, rec.second
+        assert rec.second - rec.first == cd.distance_of(w) and len(rec.tokens) == w + 1
+        assert (
+            rec.tokens[: first + cd.PASSAGE] == longest.tokens[: longest.first + cd.PASSAGE]
+        )  # BOS, prefix, X
+        assert rec.control[: first + cd.PASSAGE] == longest.control[: longest.first + cd.PASSAGE]  # ... and Y
+        gap = rec.tokens[first + cd.PASSAGE : second]
+        assert gap == longest.tokens[longest.second - len(gap) : longest.second]  # the filler's tail
+        assert rec.tokens[second:] == longest.tokens[longest.second :]  # the repeat itself
+    assert recs[72].tokens[recs[72].first + cd.PASSAGE : recs[72].second] == []  # no gap at all
+    assert cd.build_record(DOCS, 1, 300, seed=3, index=5) == longest  # the longest window is itself
+    assert cd.build_record(DOCS, 1, 128, seed=3, index=5, longest=128) != recs[128]  # nested in another run
+
+
+def test_evaluated_records_share_their_passage_across_windows():
+    torch.set_num_threads(1)
+    model = random_gpt(1024, sequence_len=128)
+    rows = cd.evaluate_copy_distance(
+        model, DOCS, 1, [96, 128], records=3, seed=0, batch_tokens=512, device="cpu"
+    )
+    alone = cd.evaluate_copy_distance(
+        model, DOCS, 1, [128], records=3, seed=0, batch_tokens=512, device="cpu"
+    )
+    assert [r["copy_nats"] for r in rows if r["window"] == 128] == pytest.approx(
+        [r["copy_nats"] for r in alone], abs=1e-6
+    )  # the longest window's records do not depend on the shorter ones
+
+
 def test_records_are_deterministic_and_differ_by_index():
     a = cd.build_record(DOCS, 1, 128, seed=0, index=0)
     assert a == cd.build_record(DOCS, 1, 128, seed=0, index=0)

@@ -31,7 +31,8 @@ def _attention(caps: dict[int, int | None], rule: str = "capped") -> dict:
         "windowed": True,
         "sequence_len": 128,
         "lengths": [
-            {"length": L, "windows": [cap or L, cap or L], "capped_at": cap} for L, cap in sorted(caps.items())
+            {"length": L, "windows": [cap or L, cap or L], "capped_at": cap}
+            for L, cap in sorted(caps.items())
         ],
     }
 
@@ -89,7 +90,9 @@ def test_dynamic_ntk_curves_are_annotated_with_their_scale_per_length(fx):
 
     _edit(fx, "fx-yarn", to_dynamic)
     data = collect(fx, "rope", n_boot=300)
-    note = next(n for n in data.footnotes.items if n.startswith("fx-yarn: dynamic-ntk is evaluated per window"))
+    note = next(
+        n for n in data.footnotes.items if n.startswith("fx-yarn: dynamic-ntk is evaluated per window")
+    )
     # s = 4, L0 = 32: scale s*L/L0 - (s-1) = 5 at 64, 13 at 128 (where it trained), 29 at 256, 61 at 512
     assert "effective scale 5 at 64, 13 at 128, 29 at 256, 61 at 512" in note
     assert "it trained at 128 tokens, i.e. at scale 13" in note
