@@ -90,7 +90,9 @@ class ReportData:
     best: dict[str, str] = field(default_factory=dict)
     """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
     copy_cells: pd.DataFrame | None = None
-    """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.cells`)."""
+    """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.analyse`)."""
+    copy_retention: pd.DataFrame | None = None
+    """The copy's retention beyond L0 per arm and distance, verdicts in the same family (`copy_retention`)."""
     context_caps: dict[str, dict[int, int]] = field(default_factory=dict)
     """Per tag: length -> the most tokens back its model attends there, where its windows cap the context."""
 
@@ -453,7 +455,7 @@ def assemble(
     from rlab.report import copy_distance
     from rlab.report.wide import ID, wide_frame
 
-    out.copy_cells = copy_distance.cells(out, seed, draws)
+    out.copy_cells, out.copy_retention = copy_distance.analyse(out, seed, draws)
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
     log.info(
         "collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)",

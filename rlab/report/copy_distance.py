@@ -7,7 +7,9 @@ studentized 95% intervals over records (the same records for every tag, so diffe
 paired by record; several seeds of an arm are the replicates of training noise, `rlab.report.inference`). The
 paired differences with the baseline variant in the same condition are the **copy family**: Holm over its
 testable comparisons (at least `MIN_UNITS` records, some variation), familywise 5%, each p from a sign-flip test
-over records (one seed) or the t test over seeds; "within noise" carries its MDE at 80% power. The report's
+over records (one seed) or the t test over seeds; "within noise" carries its MDE at 80% power. Beside each
+level, each arm's retention of the copy beyond L0 (its gain there over its own gain within L0, per nested record:
+`rlab.report.copy_retention`) is compared with the reference's in the same family (`analyse`). The report's
 opening repeats them, and results.csv carries them (`wide_columns`). (The primary endpoint is BPB; this section
 is what makes long-range use visible on a tiny model.)
 """
@@ -22,7 +24,9 @@ from typing import cast
 import pandas as pd
 
 from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
+from rlab.report import copy_retention as retention
 from rlab.report import inference as inf
+from rlab.report.copy_plot import plot
 from rlab.report.inference import Verdict
 
 COPY_PLOT = "copy_distance.png"
@@ -42,6 +46,8 @@ class CopySection:
     """Set when the base does not use context within its training length (see `base_caveat`)."""
     answer: list[str] = field(default_factory=list)
     """The verdicts at a glance, for the report's opening (see `answer_lines`)."""
+    retention: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per arm and distance beyond L0: retention of the copy and its verdict (`rlab.report.copy_retention`)."""
 
 
 def _records(data) -> pd.DataFrame:
@@ -68,6 +74,18 @@ def _by_seed(g: pd.DataFrame, column: str = "gain") -> pd.DataFrame:
     return g.pivot_table(index="record", columns="seed", values=column, aggfunc="mean").dropna()
 
 
+def _nested_arms(data) -> set[str]:
+    """Arms every tag of which scored copy records nested across windows (paired gains across distances)."""
+    flags: dict[str, bool] = {}
+    for src in data.sources.tags if data.sources else []:
+        entry = src.metric("copy_distance")
+        if entry is None or src.tag not in set(data.meta["tag"]):
+            continue
+        key = data.arm_of(src.tag).key
+        flags[key] = flags.get(key, True) and bool(entry.get("nested"))
+    return {k for k, v in flags.items() if v}
+
+
 def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> str | None:
     """The arm an arm is compared with: the baseline variant in the same condition."""
     if variant == baseline or kind == "base":
@@ -78,10 +96,16 @@ def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> st
 
 def cells(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> pd.DataFrame:
     """Per arm and window: levels with their intervals, and the paired difference of gain with the reference arm,
-    its test and (after Holm over the copy family) its verdict and MDE."""
+    its test and (after Holm over the copy family) its verdict and MDE (`analyse`, without the retention)."""
+    return analyse(data, seed, draws)[0]
+
+
+def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The section's two estimands, decided in one copy family: per arm and window the level (gain) and its paired
+    difference with the reference arm; per arm and window beyond L0 the retention and its paired difference."""
     recs = _records(data)
     if recs.empty:
-        return recs
+        return recs, pd.DataFrame(columns=retention.COLUMNS)
     arms = set(recs["arm"])
     rows, tests = [], []
     groups = cast(
@@ -122,7 +146,24 @@ def cells(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> pd.DataFrame
                 )
         rows.append(row)
         tests.append(test)
-    family, adjusted, verdicts = inf.decide_family(FAMILY, tests, [False] * len(tests))
+
+    def gains_of(arm: str, window: int) -> pd.DataFrame:
+        return _by_seed(recs[(recs["arm"] == arm) & (recs["window"] == window)])
+
+    planned = retention.plan(
+        recs,
+        gains_of,
+        _nested_arms(data),
+        _section_lengths(data)[0],
+        lambda kind, variant: _reference_arm(arms, kind, variant, data.baseline),
+        {a: data.arm_caps(a) for a in arms},
+    )
+    kept_rows, kept_tests = retention.estimate(recs, gains_of, planned, seed, draws)
+    family, adjusted, verdicts = inf.decide_family(
+        FAMILY, tests + kept_tests, [False] * (len(tests) + len(kept_tests))
+    )
+    kept = retention.fill(kept_rows, kept_tests, adjusted[len(tests) :], verdicts[len(tests) :], family)
+    adjusted, verdicts = adjusted[: len(tests)], verdicts[: len(tests)]
     for row, test, p, v in zip(rows, tests, adjusted, verdicts, strict=True):
         row.update(
             diff=test.estimate if test else math.nan,
@@ -136,7 +177,8 @@ def cells(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> pd.DataFrame
         )
     out = pd.DataFrame(rows)
     out.attrs["family"] = family
-    return out
+    kept.attrs["family"] = family
+    return out, kept
 
 
 def family(c: pd.DataFrame) -> inf.Family:
@@ -252,8 +294,9 @@ def base_caveat(c: pd.DataFrame, base_len: int | None) -> str | None:
     )
 
 
-def table_markdown(c: pd.DataFrame) -> str:
-    """Rows: arms; columns: distance (window); cells: copy loss, gain ± half-width, copy accuracy."""
+def table_markdown(c: pd.DataFrame, caps: dict[str, dict[int, int]] | None = None) -> str:
+    """Rows: arms; columns: distance (window); cells: copy loss, gain ± half-width, copy accuracy, and where the
+    arm's attention windows cap the context at that window (`caps`: arm -> window -> reach), the reach."""
     windows = sorted(set(c["window"]))
     header = (
         "| arm | "
@@ -270,56 +313,13 @@ def table_markdown(c: pd.DataFrame) -> str:
                 continue
             r = r.iloc[0]
             h = (r["gain_high"] - r["gain_low"]) / 2
-            cellsx.append(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%})")
+            cap = (caps or {}).get(arm, {}).get(w)
+            capped = f", capped at {cap}" if cap is not None else ""
+            cellsx.append(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%}{capped})")
         lines.append(f"| {arm} | " + " | ".join(cellsx) + " |")
     control = c.groupby("window")["control"].mean()
     lines.append("| _control (mean over arms)_ | " + " | ".join(f"{control[w]:.2f}" for w in windows) + " |")
     return "\n".join(lines) + "\n"
-
-
-def plot(c: pd.DataFrame, path: Path, base_len: int | None, train_len: int | None) -> Path | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    kinds = [k for k in ("zero-shot", "continued") if k in set(c["kind"])]
-    if not kinds:
-        kinds = list(dict.fromkeys(c["kind"]))
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.2), sharey=True, squeeze=False)
-    base = c[c["kind"] == "base"]
-    for ax, kind in zip(axes[0], kinds):
-        for variant, g in c[c["kind"] == kind].groupby("variant", sort=False):
-            g = g.sort_values("distance")
-            ax.errorbar(
-                g["distance"],
-                g["gain"],
-                yerr=[g["gain"] - g["gain_low"], g["gain_high"] - g["gain"]],
-                marker="o",
-                capsize=2,
-                label=variant,
-            )
-        if not base.empty:
-            b = base.sort_values("distance")
-            ax.plot(b["distance"], b["gain"], color="black", ls=":", marker="x", label="base")
-        ax.axhline(0.0, color="grey", ls="--", lw=0.8, label="no use of the earlier copy")
-        for length, name in ((base_len, "L0"), (train_len, "train len")):
-            if length:
-                ax.axvline(length, color="grey", lw=0.8)
-                ax.text(length, ax.get_ylim()[1] if ax.lines else 0, f" {name}", va="top", fontsize=8)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"{kind}: gain from a passage seen d tokens back")
-        ax.set_xlabel("distance d to the first occurrence (tokens)")
-    axes[0][0].set_ylabel("gain (nats/token vs control; higher = uses it)")
-    handles, labels = axes[0][-1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
-    return path
 
 
 def tag_levels(data) -> pd.DataFrame:
@@ -349,10 +349,30 @@ def metric_name(distance: int) -> str:
 
 
 def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
-    """The section, or None when no tag has copy-distance results (cells from `ReportData.copy_cells`)."""
-    c = data.copy_cells if getattr(data, "copy_cells", None) is not None else cells(data, seed)
+    """The section, or None when no tag has copy-distance results (cells from `ReportData.copy_cells` and
+    `copy_retention`, decided in `collect`)."""
+    if getattr(data, "copy_cells", None) is not None:
+        c, kept = data.copy_cells, data.copy_retention
+    else:
+        c, kept = analyse(data, seed)
     if c.empty:
         return None
+    kept = kept if kept is not None else pd.DataFrame(columns=retention.COLUMNS)
+    base_len, train_len = _section_lengths(data)
+    caps = {a: data.arm_caps(a) for a in set(c["arm"])}
+    return CopySection(
+        c,
+        sentences(c, base_len, train_len) + retention.sentences(kept),
+        table_markdown(c, caps),
+        plot(c, plots_dir / COPY_PLOT, base_len, train_len, kept),
+        base_caveat(c, base_len),
+        answer_lines(c, base_len, train_len) + retention.answer_lines(kept, train_len, family(c)),
+        kept,
+    )
+
+
+def _section_lengths(data) -> tuple[int | None, int | None]:
+    """(L0, the continued-training length) as the section uses them."""
     lengths = (
         data.meta.groupby("kind")["train_seq_len"].max() if "train_seq_len" in data.meta else pd.Series()
     )
@@ -363,14 +383,7 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     if base_len is None and "rope_original_len" in data.meta:  # no base arm: L0 as every variant records it
         original = data.meta["rope_original_len"].dropna()
         base_len = int(original.max()) if len(original) else None
-    return CopySection(
-        c,
-        sentences(c, base_len, train_len),
-        table_markdown(c),
-        plot(c, plots_dir / COPY_PLOT, base_len, train_len),
-        base_caveat(c, base_len),
-        answer_lines(c, base_len, train_len),
-    )
+    return base_len, train_len
 
 
 def markdown(section: CopySection) -> list[str]:
@@ -393,4 +406,5 @@ def markdown(section: CopySection) -> list[str]:
     if section.plot is not None:
         lines += [f"![Copy loss by distance](plots/{COPY_PLOT})", ""]
     lines += [section.table_md]
+    lines += retention.markdown(section.retention)
     return lines

@@ -38,7 +38,7 @@ def _attention(caps: dict[int, int | None], rule: str = "capped") -> dict:
 
 
 def test_extension_units_give_the_difference_of_bpb_at_two_lengths(fx):
-    data = collect(fx, "rope", n_boot=300)
+    data = collect(fx, "rope", draws=300)
     assert data.primary.metric == est.EXTENSION and data.primary.lengths == [256, 512]
     assert data.primary.reference == 128 and not data.primary.note
     units = pd.read_csv(fx.eval_dir("fx-yarn") / "bpb_units.csv")
@@ -58,7 +58,7 @@ def test_extension_units_give_the_difference_of_bpb_at_two_lengths(fx):
 def test_capped_lengths_are_left_out_of_the_primary_and_labelled(fx):
     for tag in CONTINUED:
         _edit(fx, tag, lambda d: d.update(attention=_attention({64: None, 128: None, 256: None, 512: 128})))
-    data = collect(fx, "rope", n_boot=300)
+    data = collect(fx, "rope", draws=300)
     assert data.primary.metric == est.EXTENSION and data.primary.lengths == [256]
     assert data.primary.capped == {512: sorted(CONTINUED)}
     assert any("left out 512 tokens" in w for w in warnings(data))
@@ -67,14 +67,14 @@ def test_capped_lengths_are_left_out_of_the_primary_and_labelled(fx):
     change = length_change_table(data).frame.set_index("arm")
     assert change.loc["yarn", "512"].endswith("(capped at 128)")
     assert "cannot attend to" in length_table(data).about
-    out = write_report(fx, n_boot=200)  # the headline plot marks the capped points
+    out = write_report(fx, draws=200)  # the headline plot marks the capped points
     assert any(p.name == "bpb_vs_length.png" for p in out.written)
 
 
 def test_no_attendable_length_past_training_falls_back_to_the_level_and_says_why(fx):
     for tag in CONTINUED:
         _edit(fx, tag, lambda d: d.update(attention=_attention({128: None, 256: 128, 512: 128})))
-    out = write_report(fx, n_boot=300)
+    out = write_report(fx, draws=300)
     data = out.data
     assert data.primary.metric == est.PRIMARY and data.primary.lengths == [128] and data.primary.note
     assert "a level, not an extension" in data.primary.description
@@ -89,7 +89,7 @@ def test_dynamic_ntk_curves_are_annotated_with_their_scale_per_length(fx):
         doc["rope_eval"] = {"variant": "dynamic-ntk", "dynamic_ntk": "per_window"}
 
     _edit(fx, "fx-yarn", to_dynamic)
-    data = collect(fx, "rope", n_boot=300)
+    data = collect(fx, "rope", draws=300)
     note = next(
         n for n in data.footnotes.items if n.startswith("fx-yarn: dynamic-ntk is evaluated per window")
     )
