@@ -12,8 +12,8 @@ from rlab import records as rec
 from rlab.evals.outputs import COPY_DISTANCE_CSV
 from rlab.report import copy_retention as ret
 from rlab.report import inference as inf
-from rlab.report.inference import Verdict
 from rlab.report.build import write_report
+from rlab.report.inference import Verdict
 
 WITHIN, FAR = 32, 256  # windows: within L0 (32 in the fixture) and beyond it
 
