@@ -27,6 +27,7 @@ from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
 from rlab.report import copy_retention as retention
 from rlab.report import inference as inf
 from rlab.report.copy_plot import plot
+from rlab.report.copy_records import by_seed, nested_arms, records, section_lengths
 from rlab.report.inference import Verdict
 
 COPY_PLOT = "copy_distance.png"
@@ -50,42 +51,6 @@ class CopySection:
     """Per arm and distance beyond L0: retention of the copy and its verdict (`rlab.report.copy_retention`)."""
 
 
-def _records(data) -> pd.DataFrame:
-    """One row per arm, seed (tag), window and record: control, copy, accuracy and gain."""
-    frames = []
-    for src in data.sources.tags if data.sources else []:
-        df = src.csvs.get("copy_distance")
-        if df is None or df.empty or src.tag not in set(data.meta["tag"]):
-            continue
-        arm = data.arm_of(src.tag)
-        frames.append(
-            df.assign(
-                tag=src.tag, seed=arm.tags.index(src.tag), arm=arm.key, kind=arm.kind, variant=arm.variant
-            )
-        )
-    if not frames:
-        return pd.DataFrame()
-    recs = pd.concat(frames, ignore_index=True)
-    return recs.assign(gain=recs["control_nats"] - recs["copy_nats"])  # what seeing the passage earlier saves
-
-
-def _by_seed(g: pd.DataFrame, column: str = "gain") -> pd.DataFrame:
-    """records x seeds of one arm and window (records every seed has)."""
-    return g.pivot_table(index="record", columns="seed", values=column, aggfunc="mean").dropna()
-
-
-def _nested_arms(data) -> set[str]:
-    """Arms every tag of which scored copy records nested across windows (paired gains across distances)."""
-    flags: dict[str, bool] = {}
-    for src in data.sources.tags if data.sources else []:
-        entry = src.metric("copy_distance")
-        if entry is None or src.tag not in set(data.meta["tag"]):
-            continue
-        key = data.arm_of(src.tag).key
-        flags[key] = flags.get(key, True) and bool(entry.get("nested"))
-    return {k for k, v in flags.items() if v}
-
-
 def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> str | None:
     """The arm an arm is compared with: the baseline variant in the same condition."""
     if variant == baseline or kind == "base":
@@ -103,7 +68,7 @@ def cells(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> pd.DataFrame
 def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The section's two estimands, decided in one copy family: per arm and window the level (gain) and its paired
     difference with the reference arm; per arm and window beyond L0 the retention and its paired difference."""
-    recs = _records(data)
+    recs = records(data)
     if recs.empty:
         return recs, pd.DataFrame(columns=retention.COLUMNS)
     arms = set(recs["arm"])
@@ -113,7 +78,7 @@ def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.D
         list(recs.groupby(["arm", "kind", "variant", "window", "distance"], sort=False)),
     )
     for (arm, kind, variant, window, distance), g in groups:
-        gains = _by_seed(g)
+        gains = by_seed(g)
         level = inf.level(gains.to_numpy().T)
         row = {
             "arm": arm,
@@ -134,7 +99,7 @@ def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.D
         ref = _reference_arm(arms, kind, variant, data.baseline)
         test = None
         if ref is not None:
-            ref_gains = _by_seed(recs[(recs["arm"] == ref) & (recs["window"] == window)])
+            ref_gains = by_seed(recs[(recs["arm"] == ref) & (recs["window"] == window)])
             mine, theirs = gains.align(ref_gains, join="inner", axis=0)
             if len(mine):
                 row["ref"] = ref
@@ -148,13 +113,13 @@ def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.D
         tests.append(test)
 
     def gains_of(arm: str, window: int) -> pd.DataFrame:
-        return _by_seed(recs[(recs["arm"] == arm) & (recs["window"] == window)])
+        return by_seed(recs[(recs["arm"] == arm) & (recs["window"] == window)])
 
     planned = retention.plan(
         recs,
         gains_of,
-        _nested_arms(data),
-        _section_lengths(data)[0],
+        nested_arms(data),
+        section_lengths(data)[0],
         lambda kind, variant: _reference_arm(arms, kind, variant, data.baseline),
         {a: data.arm_caps(a) for a in arms},
     )
@@ -322,32 +287,6 @@ def table_markdown(c: pd.DataFrame, caps: dict[str, dict[int, int]] | None = Non
     return "\n".join(lines) + "\n"
 
 
-def tag_levels(data) -> pd.DataFrame:
-    """Per tag and window (each seed on its own): gain with its studentized interval and record count."""
-    recs = _records(data)
-    rows = []
-    for (tag, window, distance), g in recs.groupby(["tag", "window", "distance"]) if len(recs) else []:
-        level = inf.level(g.groupby("record")["gain"].mean().to_numpy())
-        if level is not None:
-            rows.append(
-                {
-                    "tag": tag,
-                    "window": int(cast(int, window)),
-                    "distance": int(cast(int, distance)),
-                    "gain": level.estimate,
-                    "gain_low": level.low,
-                    "gain_high": level.high,
-                    "n": level.n_units,
-                }
-            )
-    return pd.DataFrame(rows, columns=["tag", "window", "distance", "gain", "gain_low", "gain_high", "n"])
-
-
-def metric_name(distance: int) -> str:
-    """The results.csv name of the copy gain at one distance (``copy_gain_d472``)."""
-    return f"copy_gain_d{distance}"
-
-
 def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     """The section, or None when no tag has copy-distance results (cells from `ReportData.copy_cells` and
     `copy_retention`, decided in `collect`)."""
@@ -358,7 +297,7 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     if c.empty:
         return None
     kept = kept if kept is not None else pd.DataFrame(columns=retention.COLUMNS)
-    base_len, train_len = _section_lengths(data)
+    base_len, train_len = section_lengths(data)
     caps = {a: data.arm_caps(a) for a in set(c["arm"])}
     return CopySection(
         c,
@@ -369,21 +308,6 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
         answer_lines(c, base_len, train_len) + retention.answer_lines(kept, train_len, family(c)),
         kept,
     )
-
-
-def _section_lengths(data) -> tuple[int | None, int | None]:
-    """(L0, the continued-training length) as the section uses them."""
-    lengths = (
-        data.meta.groupby("kind")["train_seq_len"].max() if "train_seq_len" in data.meta else pd.Series()
-    )
-    base_len = int(lengths["base"]) if "base" in lengths and pd.notna(lengths["base"]) else None
-    train_len = (
-        int(lengths["continued"]) if "continued" in lengths and pd.notna(lengths["continued"]) else None
-    )
-    if base_len is None and "rope_original_len" in data.meta:  # no base arm: L0 as every variant records it
-        original = data.meta["rope_original_len"].dropna()
-        base_len = int(original.max()) if len(original) else None
-    return base_len, train_len
 
 
 def markdown(section: CopySection) -> list[str]:

@@ -226,6 +226,36 @@ def fill(
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def per_tag(recs: pd.DataFrame, inside: int | None) -> pd.DataFrame:
+    """Per tag (one seed) and window beyond `inside`: retention, its interval and the records behind it."""
+    columns = ["tag", "window", "distance", "retention", "low", "high", "n"]
+    if inside is None or recs.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for tag, g in recs.groupby("tag"):
+        by = g.pivot_table(index="record", columns="window", values="gain")
+        distance = g.groupby("window")["distance"].first()
+        for window in (w for w in by.columns if w > inside and inside in by.columns):
+            pair = by[[inside, window]].dropna()
+            if not len(pair) or pair[inside].mean() <= 0:
+                continue
+            _, psi = linearized(pair[window].to_numpy(), pair[inside].to_numpy())
+            level = inf.level(psi)
+            if level is not None:
+                rows.append(
+                    [
+                        tag,
+                        int(window),
+                        int(distance[window]),
+                        level.estimate,
+                        level.low,
+                        level.high,
+                        len(pair),
+                    ]
+                )
+    return pd.DataFrame(rows, columns=columns)
+
+
 # ---------------------------------------------------------------- rendering
 
 

@@ -10,6 +10,7 @@ is positive), the Holm-adjusted ``_p_holm_vs_<b>`` and ``_verdict_vs_<b>``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import pandas as pd
@@ -32,7 +33,7 @@ RUN = (
 )
 """Run facts, then the provenance columns of `rlab.records.ResultsRow`."""
 _METRIC_RE = re.compile(
-    r"^(extension_bpb|primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+)|copy_gain_d(\d+))(.*)$"
+    r"^(extension_bpb|primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+)|copy_gain_d(\d+)|copy_retention_d(\d+))(.*)$"
 )
 _DETAIL_ORDER = ("", "_ci_low", "_ci_high", "_n_units", "_tasks", "_partial", "_missing_tasks")
 _COMPARISON_KINDS = (
@@ -56,7 +57,7 @@ def _metric_rank(col: str) -> tuple[int, int, str] | None:
     m = _METRIC_RE.match(col)
     if not m:
         return None
-    name, len_bpb, len_pk, copy_d, rest = m.groups()
+    name, len_bpb, len_pk, copy_d, kept_d, rest = m.groups()
     rank = {
         "extension_bpb": (0, 0),
         "primary_bpb": (0, 1),
@@ -66,7 +67,15 @@ def _metric_rank(col: str) -> tuple[int, int, str] | None:
         "passkey_overall": (5, 0),
     }.get(name)
     if rank is None:
-        rank = (3, int(len_bpb)) if len_bpb else (6, int(len_pk)) if len_pk else (7, int(copy_d))
+        rank = (
+            (3, int(len_bpb))
+            if len_bpb
+            else (6, int(len_pk))
+            if len_pk
+            else (7, int(copy_d))
+            if copy_d
+            else (8, int(kept_d))
+        )
     return rank[0], rank[1], rest
 
 
@@ -119,10 +128,11 @@ def comparison_columns(metric: str, baseline: str) -> dict[str, str]:
 
 
 def _copy_columns(data: ReportData, rows: dict[str, dict]) -> None:
-    """Copy gain per distance: each tag's own value, interval and records; its arm's paired difference with the
-    reference arm (the baseline variant in the same condition), interval, records, Holm p in the copy family,
-    verdict and MDE. No p-value where the comparison is untestable (fewer than 20 records, no variation)."""
-    from rlab.report.copy_distance import metric_name, tag_levels
+    """Copy gain per distance and, beyond L0, the copy's retention (`copy_retention_d<d>`): each tag's own value,
+    interval and records; its arm's paired difference with the reference arm (the baseline variant in the same
+    condition), interval, records, Holm p in the copy family, verdict and MDE. No p-value where the comparison is
+    untestable (fewer than 20 records, no variation, no copy within L0 to retain)."""
+    from rlab.report.copy_records import metric_name, retention_name, tag_levels, tag_retentions
 
     cells = data.copy_cells
     if cells is None or cells.empty:
@@ -131,20 +141,38 @@ def _copy_columns(data: ReportData, rows: dict[str, dict]) -> None:
         name, row = metric_name(int(cast(int, r.distance))), rows[str(r.tag)]
         row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = r.gain, r.gain_low, r.gain_high
         row[f"{name}_n_units"] = r.n
+    for r in tag_retentions(data).itertuples(index=False):
+        name, row = retention_name(int(cast(int, r.distance))), rows[str(r.tag)]
+        row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = r.retention, r.low, r.high
+        row[f"{name}_n_units"] = r.n
     by_arm = {arm.key: arm.tags for arm in data.arms}
-    for r in cells[cells["ref"].notna()].itertuples(index=False):
-        names = comparison_columns(metric_name(r.distance), data.baseline)
+    kept = data.copy_retention if data.copy_retention is not None else cells.iloc[:0]
+    tested = [(metric_name, cells[cells["ref"].notna()]), (retention_name, kept[kept["diff"].notna()])]
+    for name_of, frame in tested:
+        _copy_comparisons(data, rows, by_arm, name_of, frame)
+
+
+def _copy_comparisons(
+    data: ReportData,
+    rows: dict[str, dict],
+    by_arm: dict[str, list[str]],
+    name_of: Callable[[int], str],
+    frame: pd.DataFrame,
+) -> None:
+    """The arm's comparison columns of one copy estimand (level or retention) on each of its tags' rows."""
+    for r in frame.itertuples(index=False):
+        names = comparison_columns(name_of(int(cast(int, r.distance))), data.baseline)
         values = {
             "diff": r.diff,
             "diff_low": r.diff_low,
             "diff_high": r.diff_high,
             "n_units": r.diff_n,
             "p_holm": r.p_holm,
-            "family": "copy" if not pd.isna(r.p_holm) else "",
+            "family": "copy" if not pd.isna(cast(float, r.p_holm)) else "",
             "verdict": r.verdict,
             "mde": r.mde,
         }
-        for tag in by_arm.get(r.arm, []):
+        for tag in by_arm.get(str(r.arm), []):
             rows[tag]["compared_with"] = rows[tag].get("compared_with") or r.ref
             rows[tag].update({names[k]: v for k, v in values.items()})
 

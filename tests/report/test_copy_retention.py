@@ -154,3 +154,9 @@ def test_report_shows_retention_beside_the_level(fx):
     # 2 arms x (3 windows of levels + 2 windows beyond L0 of retention)
     assert "(copy family: 10 comparisons, Holm, familywise error 5%)" in answer
     assert (fx.plots_dir / "copy_distance.png").is_file()
+    csv = out.data.results.set_index("tag")  # results.csv: each tag's retention, its arm's verdict vs rope
+    assert csv.loc["fx-yarn", "copy_retention_d216"] == pytest.approx(0.9, abs=0.02)
+    assert csv.loc["fx-yarn", "copy_retention_d216_n_units"] == 24
+    assert csv.loc["fx-yarn", "copy_retention_d216_verdict_vs_rope"] == "better"
+    assert csv.loc["fx-pi", "copy_retention_d216_verdict_vs_rope"] == "≈ within noise"
+    assert csv.loc["fx-pi", "copy_retention_d216_mde_vs_rope"] > 0
