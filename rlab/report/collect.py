@@ -93,14 +93,15 @@ class ReportData:
     """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.analyse`)."""
     copy_retention: pd.DataFrame | None = None
     """The copy's retention beyond L0 per arm and distance, verdicts in the same family (`copy_retention`)."""
-    context_caps: dict[str, dict[int, int]] = field(default_factory=dict)
-    """Per tag: length -> the most tokens back its model attends there, where its windows cap the context."""
+    context_caps: dict[str, dict[int, int] | None] = field(default_factory=dict)
+    """Per tag: length -> the most tokens back its model attends there, where its windows cap the context
+    (None: its eval.json does not record the windows)."""
 
     def arm_caps(self, key: str) -> dict[int, int]:
         """Lengths at which some tag of the arm cannot attend to the whole input -> the smallest reach."""
         out: dict[int, int] = {}
         for tag in self.arm(key).tags:
-            for length, cap in self.context_caps.get(tag, {}).items():
+            for length, cap in (self.context_caps.get(tag) or {}).items():
                 out[length] = min(cap, out.get(length, cap))
         return out
 

@@ -6,8 +6,10 @@ length T minus BPB at T, over the same target tokens (`estimates.add_extension_u
 loses less, or gains more, from the longer context). A length enters only when every continued arm can
 attend to all of it: a windowed model evaluated under `eval.attention_windows: capped` sees at most its
 training length, so "BPB at 2T" would be BPB at T again (eval.json's `attention` record says where the
-context is capped; `context_caps`). Where no such length was measured the endpoint falls back to the
-level, BPB at T, and says why; with no BPB-vs-length at all, to val BPB.
+context is capped; `context_caps`). An eval.json without that record (written before rlab recorded
+windows) cannot show the lengths were attended to, so its lengths past T are not used either. Where no
+such length remains the endpoint falls back to the level, BPB at T, and says why; with no BPB-vs-length
+at all, to val BPB.
 
 `dynamic_ntk_note` states what the curves of a dynamic-ntk arm evaluated per window mean: its frequencies
 change with the length (effective scale s*L/L0 - (s-1)), so points at other lengths than the one it was
@@ -45,12 +47,14 @@ class Primary:
     """Extension lengths left out because these continued tags cannot attend to them."""
 
 
-def context_caps(src: TagSources) -> dict[int, int]:
+def context_caps(src: TagSources) -> dict[int, int] | None:
     """Length -> the most tokens back the tag's model attends at that length, where that is less than the
-    input needs (its windows cap the context); lengths absent are fully visible or unrecorded."""
-    attention = src.eval.attention if src.eval is not None else None
+    input needs (its windows cap the context); lengths absent are fully visible. None: not recorded."""
+    if src.eval is None:
+        return {}  # not evaluated: nothing measured to judge
+    attention = src.eval.attention
     if attention is None:
-        return {}
+        return None
     return {w.length: w.capped_at for w in attention.lengths if w.capped_at is not None}
 
 
@@ -58,7 +62,9 @@ def cap_text(cap: int) -> str:
     return f"capped at {cap} tokens of context"
 
 
-def choose_primary(meta: pd.DataFrame, bpb_length: pd.DataFrame, caps: dict[str, dict[int, int]]) -> Primary:
+def choose_primary(
+    meta: pd.DataFrame, bpb_length: pd.DataFrame, caps: dict[str, dict[int, int] | None]
+) -> Primary:
     """The extension at 2T and 4T where measured and attendable by every continued arm; else BPB at T; else
     val BPB (T = the continued arms' most common training length)."""
     continued = meta[meta["kind"] == "continued"]
@@ -70,9 +76,10 @@ def choose_primary(meta: pd.DataFrame, bpb_length: pd.DataFrame, caps: dict[str,
     if train_len not in measured:
         return Primary("val_bpb", [], "validation BPB")
     wanted = [m * train_len for m in EXTENSION_MULTIPLES if m * train_len in measured]
-    capped = {L: [t for t in continued["tag"] if L in caps.get(t, {})] for L in wanted}
+    unknown = sorted(t for t in continued["tag"] if caps.get(t, {}) is None)
+    capped = {L: [t for t in continued["tag"] if L in (caps.get(t) or {})] for L in wanted}
     capped = {L: tags for L, tags in capped.items() if tags}
-    usable = [L for L in wanted if L not in capped]
+    usable = [L for L in wanted if L not in capped and not unknown]
     if usable:
         what = " and ".join(str(L) for L in usable)
         return Primary(
@@ -84,7 +91,14 @@ def choose_primary(meta: pd.DataFrame, bpb_length: pd.DataFrame, caps: dict[str,
             reference=train_len,
             capped=capped,
         )
-    if capped:
+    if wanted and unknown:
+        why = (
+            f"no extension endpoint: the eval.json of {', '.join(unknown)} does not record its attention windows "
+            f"(evaluated before rlab recorded them), so BPB at {', '.join(map(str, wanted))} tokens may be BPB "
+            "with the training length's context again (a windowed model's full-context layers stop there); "
+            "re-run `rlab eval` to measure the extension"
+        )
+    elif capped:
         why = (
             f"no extension endpoint: at {', '.join(map(str, capped))} tokens the continued arms' attention "
             f"windows cap the context at their training length (eval.attention_windows: capped), so BPB "

@@ -82,6 +82,14 @@ def test_no_attendable_length_past_training_falls_back_to_the_level_and_says_why
     assert "**Answer** (primary endpoint: BPB at 128 tokens" in fx.comparison_md.read_text()
 
 
+def test_evals_that_do_not_record_their_windows_give_no_extension(fx):
+    """An eval.json from before rlab recorded attention windows cannot show that 2T was seen as 2T of context."""
+    _edit(fx, "fx-pi", lambda d: d.pop("attention"))
+    data = collect(fx, "rope", draws=300)
+    assert data.primary.metric == est.PRIMARY and data.primary.lengths == [128]
+    assert "fx-pi does not record its attention windows" in data.primary.note
+
+
 def test_dynamic_ntk_curves_are_annotated_with_their_scale_per_length(fx):
     def to_dynamic(doc: dict) -> None:
         doc["variant"] = "dynamic-ntk"
