@@ -84,6 +84,8 @@ class Planned:
     ref: str | None
     note: str
     """Why it has no test ('' when it has one, or when it has no reference)."""
+    nested: bool = True
+    """The arm's records are nested across windows (else only the ratio of means is defined, no interval)."""
 
 
 def within_window(windows: list[int], base_len: int | None) -> int | None:
@@ -129,7 +131,7 @@ def plan(
             blind = [x for x in (arm, ref) if x is not None and (caps or {}).get(x, {}).get(window, d) < d]
             if blind and not note:
                 note = f"{', '.join(blind)} cannot attend {d} tokens back (attention windows capped)"
-            out.append(Planned(arm, kind, variant, int(window), inside, ref, note))
+            out.append(Planned(arm, kind, variant, int(window), inside, ref, note, arm in nested))
     return out
 
 
@@ -169,10 +171,12 @@ def estimate(
             "note": p.note,
         }
         if len(within) and (within.to_numpy().mean(axis=0) > 0).all():
-            _, psi = linearized(beyond.to_numpy().T, within.to_numpy().T)
-            level = inf.level(psi)
+            ratio, psi = linearized(beyond.to_numpy().T, within.to_numpy().T)
+            level = inf.level(psi) if p.nested else None  # records of two windows pair only when nested
             if level is not None:
                 row.update(retention=level.estimate, retention_low=level.low, retention_high=level.high)
+            else:
+                row.update(retention=float(ratio.mean()))
         test = None
         if p.ref is not None and not p.note:
             test = _compare(gains, p, seed, draws)
@@ -276,14 +280,16 @@ def verdict_word(r) -> str:
 def _cell(r) -> str:
     if pd.isna(r["retention"]):
         return "n/a"
+    if pd.isna(r["retention_low"]):
+        return f"{r['retention']:.2f}"
     return f"{r['retention']:.2f} [{r['retention_low']:.2f}, {r['retention_high']:.2f}]"
 
 
-def _vs(r) -> str:
+def _vs(r, shared: str = "") -> str:
     word = verdict_word(r)
     if word and not pd.isna(r["diff"]):
         return f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{word}**"
-    if r["ref"] is not None and r["note"]:
+    if r["ref"] is not None and r["note"] and r["note"] != shared:
         return f" (no verdict: {r['note']})"
     return ""
 
@@ -294,10 +300,14 @@ def sentences(kept: pd.DataFrame) -> list[str]:
     for (kind, _), at in kept.groupby(["kind", "window"], sort=False):
         if kind == "base":
             continue
-        parts = [f"{r['variant']} {_cell(r)}{_vs(r)}" for _, r in at.iterrows()]
+        notes = set(at[at["ref"].notna()]["note"])
+        shared = notes.pop() if len(notes) == 1 else ""  # one reason for every arm: said once
+        parts = [f"{r['variant']} {_cell(r)}{_vs(r, shared)}" for _, r in at.iterrows()]
         out.append(
             f"{kind} arms, retention at distance {at['distance'].iloc[0]} (gain there / gain at "
-            f"{at['within_distance'].iloc[0]}, same records): " + "; ".join(parts)
+            f"{at['within_distance'].iloc[0]}, same records): "
+            + "; ".join(parts)
+            + (f" (no verdicts: {shared})" if shared else "")
         )
     return out
 
@@ -342,7 +352,13 @@ def markdown(kept: pd.DataFrame) -> list[str]:
         "(the longest distance within L0), on the same records (nested: the same passage and filler, only the "
         "gap grows), with its studentized 95% interval; 1 = keeps all of it, 0 = none. Beside it, the difference "
         "from the reference arm's retention, paired by record, with its verdict (in the copy family, with the "
-        f"levels). n/a: no copy within L0 to retain (gain's 95% lower bound < {USEFUL_GAIN:g}).",
+        f"levels). n/a: no copy within L0 to retain (gain's 95% lower bound < {USEFUL_GAIN:g})."
+        + (
+            " Here no arm's records are nested across windows (evaluated before rlab nested them): the cells are "
+            "ratios of mean gains over different records, with no interval and no verdict."
+            if kept["retention_low"].isna().all()
+            else ""
+        ),
         "",
         "| arm | " + " | ".join(f"d={distance[w]} (W={w})" for w in windows) + " |",
         "|" + "---|" * (len(windows) + 1),

@@ -157,7 +157,7 @@ def dynamic_ntk_note(src: TagSources, kind: str, lengths: Iterable[int]) -> str 
     trained = (
         f"it trained at {doc.train_seq_len} tokens, i.e. at scale {fixed_scale(float(factor), original, doc.train_seq_len):g}"
         if kind == "continued"
-        else "nothing was trained with these frequencies (plain rope up to L0)"
+        else f"it was not trained: the base it was applied to trained with plain rope (scale 1) at {original} tokens"
     )
     return (
         f"{src.tag}: dynamic-ntk is evaluated per window (Hugging Face's rule, eval.dynamic_ntk: per_window), so "
