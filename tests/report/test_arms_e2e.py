@@ -7,6 +7,7 @@ import pytest
 
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.report.collect import collect
+from rlab.report.inference import Verdict
 from tests.cli.test_continue_cli import EXPERIMENTS, pretrained_smoke_base, rlab
 
 
@@ -46,7 +47,10 @@ def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_pa
     assert set(arms) == {"rope", "yarn", "rope (zero-shot)", "yarn (zero-shot)", "base"}
     assert arms["yarn"].n_seeds == 3 and arms["yarn"].seeds == [42, 43, 44]
     comp = data.comparisons.set_index(["arm", "metric"])
-    assert comp.loc[("yarn", "extension_bpb"), "family"] == "primary"
+    primary = comp.loc[("yarn", "extension_bpb")]
+    assert primary["reference"] == "rope" and primary["n_seeds"] == 3
+    # the smoke run scores fewer than 20 documents: the primary comparison is untestable, so in no family
+    assert primary["verdict"] == Verdict.TOO_FEW_UNITS and primary["family"] == ""
     assert comp.loc[("yarn (zero-shot)", "extension_bpb"), "reference"] == "rope (zero-shot)"
     md = layout.comparison_md.read_text().splitlines()
     assert md[2].startswith("**Answer** (primary endpoint: extension: BPB at 256 minus BPB at 128 tokens")

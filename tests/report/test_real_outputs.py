@@ -108,10 +108,10 @@ def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
     assert list(res.index) == ["d2-pi", "d2-rope"]
     for col in ("train_bpb", "val_bpb", "bpb_len_16", "bpb_len_64", "core", "passkey_len_256"):
         assert res[col].notna().all(), col
-    assert (data.scalars.query("metric != 'passkey_overall'")["interval"] == "bootstrap").all()
+    assert (data.scalars.query("metric != 'passkey_overall'")["interval"] == "t").all()
     comp = data.comparisons.set_index(["arm", "metric"])
-    assert comp.loc[("pi", "val_bpb"), "interval"] == "paired"
-    assert comp.loc[("pi", "core"), "interval"] == "paired"
+    assert comp.loc[("pi", "val_bpb"), "interval"] == "t"
+    assert comp.loc[("pi", "core"), "interval"] == "t"
     assert not data.mismatches  # evaluated alike: comparable
     for col in ("code_version", "eval_settings_hash", "eval_data_hash", "world_size", "dtype"):
         assert res[col].notna().all() and res[col].nunique() == 1, col
