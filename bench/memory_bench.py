@@ -76,13 +76,19 @@ def _nanochat_modules(nanochat_dir: Path):
 def nanochat_model(nanochat_dir: Path) -> Callable[[dict[str, Any]], Any]:
     gpt = _nanochat_modules(nanochat_dir)
 
-    def make(config: dict[str, Any]):
+    def make(config: dict[str, Any], shape=None):
         import torch
 
+        from rlab.memory.trace import on_cpu
+
         keys = ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd")
-        model = gpt.GPT(gpt.GPTConfig(**{k: config[k] for k in keys}))
-        model.transformer.wte.to(dtype=torch.bfloat16)  # what its init_weights does on CUDA
-        return model
+
+        def build():
+            model = gpt.GPT(gpt.GPTConfig(**{k: config[k] for k in keys}))
+            model.transformer.wte.to(dtype=torch.bfloat16)  # what its init_weights does on CUDA
+            return model
+
+        return on_cpu(build)
 
     return make
 

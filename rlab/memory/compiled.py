@@ -79,14 +79,24 @@ def _counting_backend(counts: list[int]):
     )
 
 
-MakeModel = Callable[[dict[str, Any]], torch.nn.Module]
-"""Builds the model of a config (nanochat's model_config keys): rlab's GPT, or another to compare."""
+MakeModel = Callable[[dict[str, Any], TrainShape], torch.nn.Module]
+"""Builds the model of a config (nanochat's model_config keys) for a shape: rlab's GPT, or another to compare."""
 
 
-def rlab_model(config: dict[str, Any]) -> torch.nn.Module:
+def rlab_model(config: dict[str, Any], shape: TrainShape) -> torch.nn.Module:
+    """rlab's GPT as the trainer prepares it for the shape's device and dtype (`rlab.core.precision`)."""
     from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.precision import stream_dtype
+    from rlab.memory.trace import on_cpu
 
-    return GPT(GPTConfig.from_dict(config))
+    amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
+
+    def build() -> torch.nn.Module:
+        model = GPT(GPTConfig.from_dict(config))
+        model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))
+        return model
+
+    return on_cpu(build)
 
 
 def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_model) -> int:
@@ -95,7 +105,7 @@ def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_
     counts: list[int] = []
     torch._dynamo.reset()
     with FakeTensorMode(allow_non_fake_inputs=True):
-        model = make_model({**shape.config, "n_layer": depth})
+        model = make_model({**shape.config, "n_layer": depth}, shape)
         compiled = torch.compile(model, backend=_counting_backend(counts), dynamic=False, fullgraph=False)
         rows = (shape.device_batch_size, shape.seq_len)
         x = torch.randint(0, shape.config["vocab_size"], rows)

@@ -23,7 +23,7 @@ import torch
 from pydantic import BaseModel, ConfigDict
 
 from rlab.memory.plan import DEFAULT_GPU_MEMORY_GIB, FIT_FRACTION, GIB
-from rlab.memory.trace import CUDA_BLOCK
+from rlab.memory.trace import CUDA_BLOCK, on_cpu
 from rlab.memory.tracker import LiveTensors
 
 
@@ -120,13 +120,21 @@ def plan_evals(shape: EvalShape, gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.precision import stream_dtype
     from rlab.core.target_device import planning_for
 
     bpb_rows = max(1, shape.batch_tokens // shape.longest)
     gen_rows = max(1, shape.batch_tokens // shape.longest)  # run_jobs: batch_tokens // (prompt + answer)
     tracker = LiveTensors(round_to=CUDA_BLOCK if shape.device == "cuda" else 1)
     with planning_for(shape.device), FakeTensorMode(), tracker:
-        model = GPT(GPTConfig.from_dict(shape.config)).eval()
+        amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
+
+        def build() -> torch.nn.Module:
+            model = GPT(GPTConfig.from_dict(shape.config))
+            model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))  # as the eval worker does
+            return model
+
+        model = on_cpu(build).eval()
         params = tracker.live_bytes
         tracker.set_phase("bpb")
         _bpb_forward(model, shape, bpb_rows)

@@ -62,12 +62,36 @@ def build_training(shape: TrainShape) -> Built:
     run compiled kernels); its buffers are the same."""
     from rlab.core.gpt import GPT, GPTConfig
     from rlab.core.optim import build_optimizers
+    from rlab.core.precision import stream_dtype
     from rlab.spec.train import LRSpec
 
-    model = GPT(GPTConfig.from_dict(shape.config))
+    # as `rlab.core.train.Trainer` prepares it: the embeddings' and residual stream's dtype for the device,
+    # then the optimizers, then the rotary tables (and block masks) built outside the compiled region
+    amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
+
+    def build() -> torch.nn.Module:
+        model = GPT(GPTConfig.from_dict(shape.config))
+        model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))
+        return model
+
+    model = on_cpu(build)
     world = shape.nproc if shape.shard_optimizer else 1
     optimizers = build_optimizers(model, LRSpec(), shape.config["n_embd"], rank=0, world_size=world)
+    model.precompute_tables(shape.seq_len, "cpu")
     return model, optimizers, list(model.transformer.h)  # type: ignore[arg-type]  # ModuleDict members are untyped
+
+
+def on_cpu(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+    """`build()` run on the meta device, then given (uninitialised) CPU storage, which is fake inside a
+    FakeTensorMode. Built directly as fake tensors, a module could not change a parameter's dtype
+    (`Module.to` swaps fake parameters, and a FakeTensorMode holds weak references to some of them, which
+    forbids the swap); on the meta device it can, and `to_empty` then makes fresh parameters."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily(), torch.device("meta"):  # real meta tensors, not fake ones
+        model = build()
+    # `to_empty`, made from shapes alone: a FakeTensorMode accepts no real (meta) tensor as an input
+    return model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device="cpu"))
 
 
 class _Regions:

@@ -83,6 +83,8 @@ class LiveTensors(TorchDispatchMode):
         return None if st is None else self._by_cdata.get(st._cdata)
 
     def _add(self, t: torch.Tensor) -> int | None:
+        if t.device.type == "meta":  # no memory (a model built on the meta device before it gets storage)
+            return None
         st = _storage(t)
         if st is None:
             return None

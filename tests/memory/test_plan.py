@@ -84,13 +84,13 @@ def test_planned_peak_is_within_10_percent_of_a_real_training_run(
 
 
 def test_ddp_buckets_follow_the_trainers_ddp_options(monkeypatch):
-    from rlab.core import train
+    from rlab.core import distributed
 
     trace = trace_step(_shape())
     assert peak_with_ddp(trace.peak, trace, nproc=1) == (trace.peak, 0)
-    monkeypatch.setitem(train.DDP_OPTIONS, "gradient_as_bucket_view", False)
+    monkeypatch.setitem(distributed.DDP_OPTIONS, "gradient_as_bucket_view", False)
     assert peak_with_ddp(trace.peak, trace, nproc=2) == (trace.peak + trace.gradients, trace.gradients)
-    monkeypatch.setitem(train.DDP_OPTIONS, "gradient_as_bucket_view", True)
+    monkeypatch.setitem(distributed.DDP_OPTIONS, "gradient_as_bucket_view", True)
     peak, extra = peak_with_ddp(trace.peak, trace, nproc=2)
     assert extra == 0
     assert peak == trace.peak - trace.peak_parts.get("gradients", 0) + trace.gradients
