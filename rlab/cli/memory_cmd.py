@@ -158,7 +158,7 @@ def render_plan(plan: Any, source: str) -> None:
     table.add_column("")
     acts = "torch.compile's saved tensors" if plan.compiled_activations_gib is not None else "eager autograd"
     rows = [
-        ("parameters (fp32)", plan.parameters_gib, ""),
+        ("parameters", plan.parameters_gib, "fp32 matrices, embeddings in the stream dtype"),
         ("gradients", plan.gradients_gib, ""),
         (
             "DDP buckets",

@@ -21,7 +21,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -69,7 +69,7 @@ def build_training(shape: TrainShape) -> Built:
     # then the optimizers, then the rotary tables (and block masks) built outside the compiled region
     amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
 
-    def build() -> torch.nn.Module:
+    def build() -> GPT:
         model = GPT(GPTConfig.from_dict(shape.config))
         model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))
         return model
@@ -81,7 +81,10 @@ def build_training(shape: TrainShape) -> Built:
     return model, optimizers, list(model.transformer.h)  # type: ignore[arg-type]  # ModuleDict members are untyped
 
 
-def on_cpu(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
+
+
+def on_cpu(build: Callable[[], ModuleT]) -> ModuleT:
     """`build()` run on the meta device, then given (uninitialised) CPU storage, which is fake inside a
     FakeTensorMode. Built directly as fake tensors, a module could not change a parameter's dtype
     (`Module.to` swaps fake parameters, and a FakeTensorMode holds weak references to some of them, which
