@@ -187,6 +187,11 @@ def window_attention(
     if mask.block_mask is None:
         raise ValueError("a FlexAttention window over several queries needs its block mask")
     k, v = k.to(q.dtype), v.to(q.dtype)  # FlexAttention wants one dtype (SDPA's autocast would cast them)
+    if q.device.type == "cpu" and q.requires_grad and device_type(q.device) == "cuda":
+        # The memory planner's trace of the CUDA path (`rlab.core.target_device`): FlexAttention has no CPU
+        # backward, and keeps for it what SDPA's flash kernel keeps (q, k, v, the output, the log-sum-exp),
+        # so that kernel stands in. Values are not computed here (fake tensors), only what is kept.
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=enable_gqa)
     eager = q.device.type != "cuda" or torch.compiler.is_compiling()
     attend = cast(Callable[..., torch.Tensor], flex_attention if eager else _compiled_flex())
     return attend(q, k, v, block_mask=mask.block_mask, scale=scale, enable_gqa=enable_gqa)

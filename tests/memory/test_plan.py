@@ -121,3 +121,14 @@ def test_sharded_optimizer_state_is_one_ranks_share():
     whole = trace_step(_shape().model_copy(update={"nproc": 2, "shard_optimizer": False}))
     assert whole.optimizer > 0
     assert 0.3 * whole.optimizer < sharded.optimizer < 0.7 * whole.optimizer
+
+
+def test_windowed_layers_plan_the_cuda_kernel():
+    """nanochat-2026 windows: on CUDA FlexAttention keeps O(T) for the backward; the CPU's dense mask
+    through SDPA keeps the T x T attention weights. The plan of the CUDA path counts the former."""
+    config = {**small_config(n_layer=2, n_embd=128, seq_len=512), "architecture": "nanochat-2026"}
+    config["window_pattern"] = "SL"
+    shape = TrainShape(config=config, seq_len=512, device_batch_size=2, compile=False)
+    on_gpu = trace_step(shape)
+    on_cpu = trace_step(shape.model_copy(update={"device": "cpu"}))
+    assert on_gpu.saved["layers"] < on_cpu.saved["layers"]
