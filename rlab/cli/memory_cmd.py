@@ -242,7 +242,7 @@ def _eval_plan(
         f"({shape.device_batch_size} x {shape.train_seq_len}), longest length {shape.longest:,}",
         highlight=False,
     )
-    out.print(f"  parameters (fp32)           {plan.parameters_gib:7.2f} GiB", highlight=False)
+    out.print(f"  parameters                  {plan.parameters_gib:7.2f} GiB", highlight=False)
     out.print(
         f"  BPB at {plan.bpb.length:,}: {plan.bpb.rows} row(s)   peak {plan.bpb.peak_gib:7.2f} GiB",
         highlight=False,

@@ -70,3 +70,22 @@ def _write_keys(path, n_layer: int) -> None:
     from rlab.core.architecture import NANOCHAT_2025, state_dict_keys
 
     torch.save({k: torch.zeros(1) for k in state_dict_keys(NANOCHAT_2025, n_layer)}, path)
+
+
+@pytest.mark.slow  # d20 at 8 x 8192 with its torch.compile count: about a minute on a shared 2-core CPU
+def test_the_shipped_d20_spec_fits_an_80_gib_gpu():
+    """Issue 27's bar: d20 at the shipped spec's device batch x 8192 per rank on 8 ranks plans <= 72 GiB."""
+    import yaml
+
+    from tests.conftest import REPO_ROOT
+
+    train = yaml.safe_load((REPO_ROOT / "experiments" / "rope_scaling_d20.yaml").read_text())["train"]
+    res = run_main(
+        "memory", "--meta", str(D20_META), "--seq-len", str(train["seq_len"]),
+        "--device-batch-size", str(train["device_batch_size"]), "--total-batch-size", str(train["total_batch_size"]),
+        "--nproc", "8", "--gpu-memory", "80", "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.text
+    plan = json.loads(res.out)
+    assert plan["shape"]["compile"] is True and plan["compiled_activations_gib"] is not None
+    assert plan["peak_gib"] <= 72.0 and plan["fits"] is True
