@@ -5,7 +5,9 @@ from __future__ import annotations
 import typing
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+
+from rlab.spec.bounds import Every
 
 _DISABLED_SPELLINGS = {"never", "off", "disabled", "none", "no"}
 
@@ -18,7 +20,7 @@ def _disabled_to_none(value: Any) -> Any:
     return value
 
 
-Cadence = Annotated[PositiveInt | None, BeforeValidator(_disabled_to_none)]
+Cadence = Annotated[Every | None, BeforeValidator(_disabled_to_none)]
 """Every N steps; `never` (or null/off/false) disables it. Zero and negative numbers are errors,
 so a sentinel such as -1 can never silently mean "every step" (`step % -1 == 0`)."""
 

@@ -8,6 +8,15 @@ from typing import Annotated, Literal
 from pydantic import Field, PositiveInt, StringConstraints, field_validator
 
 from rlab.spec.base import StrictModel
+from rlab.spec.bounds import (
+    MAX_LENGTHS,
+    DeviceBatch,
+    EvalLength,
+    Length,
+    NonEmpty,
+    TokenCount,
+    Trials,
+)
 
 EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
@@ -28,64 +37,69 @@ PASSKEY_MAX_DEPTH = 0.9
 class EvalSpec(StrictModel):
     """Which evals run and how big they are."""
 
-    evals: tuple[EvalName, ...] = ("bpb", "bpb_length", "core", "passkey", "ruler")
+    evals: Annotated[tuple[EvalName, ...], NonEmpty(8)] = ("bpb", "bpb_length", "core", "passkey", "ruler")
     """Evals to run: bpb (train/val), bpb_length (BPB vs context length), core (DCLM CORE), passkey, ruler
     (RULER-style synthetic long-context tasks),
     copy_distance (loss on a passage repeated at a known distance; not in the default list)."""
-    bpb_tokens: PositiveInt = 262144
+    bpb_tokens: TokenCount = 262144
     """Tokens per split for train/val BPB."""
-    target_len: PositiveInt | None = None
+    target_len: Length | None = None
     """The continued-training length the default length grid is built around (its longest length is 2x this);
     null = the experiment's train.seq_len (rlab eval fills it in)."""
-    lengths: tuple[PositiveInt, ...] | None = None
+    lengths: Annotated[tuple[EvalLength, ...], NonEmpty()] | None = None
     """Context lengths in tokens for BPB-vs-length, passkey and the RULER-style tasks; null = the default grid:
     L0/2, L0, 2*L0, ... up to 2*target_len (L0 = the base's training length, target_len included)."""
-    extra_lengths: tuple[PositiveInt, ...] = ()
+    extra_lengths: tuple[EvalLength, ...] = Field((), max_length=MAX_LENGTHS)
     """Lengths added to `lengths` or to the default grid."""
-    length_tokens: PositiveInt = 65536
+    length_tokens: TokenCount = 65536
     """Scored tokens per length for BPB-vs-length (capped by the long-document set)."""
-    length_block: PositiveInt | None = None
+    length_block: Length | None = None
     """BPB-vs-length scoring block B: each window scores its last B targets (left context L-B..L-1),
     the same targets at every length; null = the shortest length // 2 (see rlab.evals.bpb_length)."""
     ppl_protocol: PplProtocol = "same_targets"
     """BPB-vs-length protocol: same_targets (default: the same target tokens at every length, paired), sliding
     (the YaRN repository's sliding-window perplexity: window L, stride ppl_stride, BOS per window) or truncated
     (YaRN's --truncate: the first L-1 tokens of each document in one window). See rlab.evals.sliding_ppl."""
-    ppl_stride: PositiveInt = 256
+    ppl_stride: Length = 256
     """Stride of the sliding protocol (YaRN's --sliding-window, default 256)."""
-    ppl_docs: PositiveInt = 10
+    ppl_docs: Trials = 10
     """Documents the sliding/truncated protocols score (YaRN's --samples): the first this many of the
     long-document set with at least the longest length in tokens (YaRN's --dataset-min-tokens)."""
     core_bundle: Path | None = None
     """DCLM CORE bundle dir; null = <base_dir>/eval_bundle."""
-    core_tasks: tuple[CoreTaskPattern, ...] | None = None
+    core_tasks: Annotated[tuple[CoreTaskPattern, ...], Field(max_length=10_000)] | None = None
     """CORE tasks to run, lm-eval style: labels of the bundle's core.yaml or globs (`arc_*`); null = all of them.
     A subset is reported as "CORE (k of N tasks)" and is not comparable with the full CORE (`rlab eval --tasks`)."""
     max_per_task: PositiveInt | None = None
     """Evaluate at most N examples per CORE task (deterministic subsample); null = all."""
-    passkey_lengths: tuple[PositiveInt, ...] | None = None
+    passkey_lengths: Annotated[tuple[EvalLength, ...], NonEmpty()] | None = None
     """Passkey prompt lengths in tokens; null = the eval lengths."""
-    passkey_depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75)
+    passkey_depths: Annotated[tuple[float, ...], NonEmpty()] = (0.0, 0.25, 0.5, 0.75)
     """Where the needle sits: the fraction of the filler before it (at most 0.9, so the key is never next to
     the question)."""
-    passkey_trials: PositiveInt = 20
+    passkey_trials: Trials = 20
     """Trials per (length, depth), each with its own random key in 1..50000 (YaRN's range)."""
-    ruler_tasks: tuple[RulerTaskName, ...] = ("niah_multikey", "niah_multivalue", "vt", "cwe")
+    ruler_tasks: Annotated[tuple[RulerTaskName, ...], NonEmpty()] = (
+        "niah_multikey",
+        "niah_multivalue",
+        "vt",
+        "cwe",
+    )
     """RULER-style tasks (Hsieh et al. 2024): multi-key and multi-value needles, variable tracking,
     common-word extraction. See rlab.evals.ruler."""
-    ruler_lengths: tuple[PositiveInt, ...] | None = None
+    ruler_lengths: Annotated[tuple[EvalLength, ...], NonEmpty()] | None = None
     """Total lengths (prompt + answer) of the RULER-style tasks; null = the eval lengths."""
-    ruler_trials: PositiveInt = 20
+    ruler_trials: Trials = 20
     """Independently generated examples per (task, length)."""
     dynamic_ntk: Literal["per_window", "fixed"] = "per_window"
     """How dynamic-ntk's scale is chosen: per_window (Hugging Face's behaviour: frequencies from each forward's
     own length, so context and frequencies change together along the length axis) or fixed (frequencies
     evaluated once at dynamic_ntk_len for every window)."""
-    dynamic_ntk_len: PositiveInt | None = None
+    dynamic_ntk_len: Length | None = None
     """Length at which a fixed dynamic-ntk evaluates its frequencies; null = target_len."""
-    copy_lengths: tuple[PositiveInt, ...] | None = None
+    copy_lengths: Annotated[tuple[EvalLength, ...], NonEmpty()] | None = None
     """copy_distance windows in tokens (the copy's distance grows with the window); null = the BPB-vs-length lengths."""
-    copy_trials: PositiveInt = 32
+    copy_trials: Trials = 32
     """copy_distance records per window (the independent units of its intervals)."""
     attention_windows: AttentionWindows = "extend"
     """Sliding-window models (nanochat-2026) at lengths beyond their sequence_len: extend (default: the
@@ -94,7 +108,7 @@ class EvalSpec(StrictModel):
     size it for a model of that length) or capped (windows as trained, nanochat's behaviour: the model then
     sees at most sequence_len tokens back, and the report marks those lengths as capped). No effect on
     models without windows. See rlab.core.architecture.eval_window_sizes."""
-    device_batch_size: PositiveInt = 8
+    device_batch_size: DeviceBatch = 8
     """Sequences per forward pass."""
     seed: int = Field(1234)
     """Seed for subsampling, few-shot draws, passkeys and the RULER-style examples."""

@@ -14,11 +14,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from rlab.spec.base import StrictModel
+from rlab.spec.bounds import (
+    MAX_FACTOR,
+    MAX_NODES,
+    MAX_PROCS_PER_NODE,
+    MAX_RESTARTS,
+    MAX_VARIANTS,
+    InRange,
+    Length,
+    StepCount,
+)
 from rlab.spec.eval import EvalSpec
 from rlab.spec.rope import RopeSpec, default_variant_specs
 from rlab.spec.tracking import TrackingSpec
@@ -27,7 +37,14 @@ from rlab.spec.train import ModelSpec, TrainSpec
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+MAX_NAME = 100
+"""Longest experiment, tag or variant name: each becomes part of a folder name (the OS allows 255 bytes)."""
+
+
 def _check_name(kind: str, value: str) -> str:
+    if len(value) > MAX_NAME:
+        subject = "" if kind in ("name", "tag") else f"{kind} "  # the YAML path already says which
+        raise ValueError(f"{subject}must be 1 to {MAX_NAME} characters (got {len(value):,})")
     if not _NAME_RE.match(value):
         raise ValueError(
             f"{kind} {value!r} must start with a letter or digit and contain only letters, digits, '.', '_' or '-'"
@@ -43,7 +60,7 @@ class BaseSpec(StrictModel):
     then $NANOCHAT_BASE_DIR, then ~/.cache/nanochat."""
     tag: str = "d20"
     """Base model tag: checkpoints live in <base_dir>/base_checkpoints/<tag>/."""
-    step: NonNegativeInt | None = None
+    step: StepCount | None = None
     """Checkpoint step to start from (--from-step); required by `rlab continue`."""
 
     @field_validator("tag")
@@ -80,21 +97,21 @@ class LaunchSpec(StrictModel):
 
     launcher: Literal["local", "slurm"] = "local"
     """local: run torchrun here; slurm: write an sbatch script per variant and submit it."""
-    nproc_per_node: PositiveInt | None = None
+    nproc_per_node: Annotated[int, InRange(1, MAX_PROCS_PER_NODE)] | None = None
     """Processes (GPUs, or CPU processes with gloo) per node for each job; null = every visible GPU, or 1 on CPU."""
-    nnodes: PositiveInt = 1
+    nnodes: Annotated[int, InRange(1, MAX_NODES)] = 1
     """Nodes per job; > 1 needs rdzv_endpoint (or the SLURM launcher, which fills it in)."""
-    node_rank: NonNegativeInt = 0
+    node_rank: Annotated[int, InRange(0, MAX_NODES - 1)] = 0
     """This machine's rank among the nodes (multi-node local launches; run the same command on each node)."""
     rdzv_endpoint: str | None = None
     """Rendezvous host[:port] shared by all nodes; null = single node, torchrun --standalone (it picks a free
     port itself, so concurrent jobs never collide)."""
     rdzv_port: int = Field(29500, ge=1024, le=65000)
     """Multi-node rendezvous port when rdzv_endpoint names none; the i-th variant uses rdzv_port + i."""
-    gpus_per_variant: PositiveInt | None = None
+    gpus_per_variant: Annotated[int, InRange(1, MAX_PROCS_PER_NODE)] | None = None
     """GPUs per job; null = all nproc_per_node (jobs run one after another). Fewer than the GPUs available runs
     variants concurrently on disjoint CUDA_VISIBLE_DEVICES sets."""
-    max_restarts: NonNegativeInt = 0
+    max_restarts: Annotated[int, InRange(0, MAX_RESTARTS)] = 0
     """torchrun --max-restarts: restarts of a failed job's workers before it counts as failed."""
     env: dict[str, str] = {}
     """Environment variables added to every job (e.g. NCCL_DEBUG: INFO)."""
@@ -169,13 +186,13 @@ class ExperimentSpec(StrictModel):
     """Results root; null = $RLAB_RESULTS_DIR, then ./results."""
     base: BaseSpec = BaseSpec()
     """The base checkpoint every variant starts from."""
-    target_len: PositiveInt | None = None
+    target_len: Length | None = None
     """Target context length of the extension; null = 4 x the base checkpoint's sequence_len (its meta).
     train.seq_len defaults to it, and each variant's factor defaults to target_len / L0."""
-    scale: float | None = Field(None, ge=1.0)
+    scale: Annotated[float, InRange(1.0, MAX_FACTOR)] | None = None
     """Scale factor for built-in variants named with --variants that the spec does not define;
     null = target_len / L0 (from the base checkpoint)."""
-    variants: dict[str, RopeSpec] = {}
+    variants: dict[str, RopeSpec] = Field({}, max_length=MAX_VARIANTS)
     """Variant name -> RoPE config. Each runs as tag <base.tag>-<name>. --variants selects among these and the
     built-ins (rope, pi, ntk, dynamic-ntk, yarn, llama3, ntk-by-parts at `scale`; abf and longrope need
     parameters of their own, so only a spec defines them)."""

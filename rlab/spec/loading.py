@@ -27,6 +27,7 @@ from rlab.paths import (
     env_results_root,
     recorded_results_root,
 )
+from rlab.spec.bounds import shown
 from rlab.spec.experiment import ExperimentSpec
 from rlab.spec.rope import NEEDS_PARAMETERS, VARIANT_NAMES
 
@@ -52,6 +53,8 @@ OVERRIDE_PATHS: dict[str, str] = {
     "launcher": "launch.launcher",
 }
 
+MAX_PROBLEM_LINES = 12
+"""Problems listed one per line; the rest are counted (a list of 5000 bad entries is not 5000 lines)."""
 _SCHEMA_HINT = "Run `rlab validate SPEC` to check a file, `rlab schema` for every key."
 
 
@@ -158,6 +161,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(text)
     except RecursionError:
         raise SpecError(f"{path}: nested too deeply to be a spec.", _SCHEMA_HINT) from None
+    except ValueError as exc:  # an integer past Python's 4300-digit limit for reading numbers
+        reason = "a number of more than 4,300 digits" if "digits" in str(exc) else shown(str(exc), 80)
+        raise SpecError(f"{path}: a value that cannot be read: {reason}.", _SCHEMA_HINT) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -197,7 +203,10 @@ def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:
         if not lines:
             return spec
     header = f"{source}: {len(lines)} problem(s) in the spec:"
-    raise SpecError("\n".join([header, *(f"  {line}" for line in lines)]), _SCHEMA_HINT)
+    shown_lines = [f"  {line}" for line in lines[:MAX_PROBLEM_LINES]]
+    if len(lines) > MAX_PROBLEM_LINES:
+        shown_lines.append(f"  ... and {len(lines) - MAX_PROBLEM_LINES} more")
+    raise SpecError("\n".join([header, *shown_lines]), _SCHEMA_HINT)
 
 
 def _check_variant_names(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -268,5 +277,5 @@ def _error_line(error: ErrorDetails) -> str:
     if error.get("type") not in ("extra_forbidden", "missing", "value_error") and not isinstance(
         got, (dict, list)
     ):
-        message = f"{message} (got {got!r})"
+        message = f"{message} (got {shown(got)})"
     return f"{path}: {message}"

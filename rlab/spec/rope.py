@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rlab.errors import SpecError
 from rlab.spec.base import StrictModel
+from rlab.spec.bounds import MAX_FACTOR, InRange, Length, RotaryBase
 from rlab.variants import (
     EXTENSION_VARIANTS,
     NEEDS_PARAMETERS,
@@ -39,11 +40,11 @@ class RopeSpec(StrictModel):
     variant: RopeVariant = RopeVariant.rope
     """Which scaling: rope (none), pi, ntk (static NTK-aware), dynamic-ntk, yarn, llama3, abf (a raised base),
     ntk-by-parts (YaRN's ramp, no temperature), longrope (per-frequency factors)."""
-    base: float | None = Field(None, gt=0)
+    base: RotaryBase | None = None
     """Rotary base (theta); null = the checkpoint's (nanochat-2025: 10000, nanochat-2026: 100000)."""
-    factor: float = 1.0
+    factor: Annotated[float, InRange(0, MAX_FACTOR)] = 1.0
     """Scale factor s: target context / original context. Must be >= 1 for extension variants."""
-    original_len: int | None = Field(None, gt=0)
+    original_len: Length | None = None
     """Original (pretraining) context length L0; null = the checkpoint's sequence_len."""
     beta_fast: float = Field(32.0, gt=0)
     """YaRN: rotations per original context above which a dimension is left unscaled."""
@@ -56,13 +57,13 @@ class RopeSpec(StrictModel):
     """llama3: wavelengths longer than L0/low_freq_factor are fully interpolated."""
     high_freq_factor: float = Field(4.0, gt=0)
     """llama3: wavelengths shorter than L0/high_freq_factor are left unscaled."""
-    new_base: float | None = Field(None, gt=0)
+    new_base: RotaryBase | None = None
     """abf: the raised rotary base the model continues with (Llama-2-Long: 10000 -> 500000, Qwen3: 1000000);
     `base` stays the checkpoint's. Required for abf, unused by the others."""
-    short_factor: list[float] | None = None
+    short_factor: Annotated[list[float], Field(max_length=65536)] | None = None
     """longrope: per-frequency divisors up to L0, d/2 numbers (index 0 = the highest frequency); null =
     from factors_file."""
-    long_factor: list[float] | None = None
+    long_factor: Annotated[list[float], Field(max_length=65536)] | None = None
     """longrope: per-frequency divisors past L0 (the sequence, or a KV cache's planned length), d/2 numbers."""
     factors_file: Path | None = None
     """longrope: a JSON file holding short_factor and long_factor (at top level, or under rope_scaling /

@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
 from rlab.spec.base import Cadence, StrictModel
+from rlab.spec.bounds import (
+    MAX_LENGTHS,
+    MAX_SEEDS,
+    DeviceBatch,
+    Every,
+    InRange,
+    Length,
+    RotaryBase,
+    StepCount,
+    TokenCount,
+)
 
 
 class ModelSpec(StrictModel):
     """Architecture of a model trained from scratch (the demo's base). Continued runs take it from the checkpoint."""
 
-    n_layer: PositiveInt = 4
+    n_layer: Annotated[int, InRange(1, 1024)] = 4
     """Number of transformer blocks (nanochat's depth)."""
-    n_embd: PositiveInt = 256
+    n_embd: Annotated[int, InRange(1, 2**16)] = 256
     """Model width."""
-    n_head: PositiveInt = 4
+    n_head: Annotated[int, InRange(1, 1024)] = 4
     """Query heads; head_dim = n_embd / n_head must be even."""
-    n_kv_head: PositiveInt | None = None
+    n_kv_head: Annotated[int, InRange(1, 1024)] | None = None
     """Key/value heads (GQA); null = n_head."""
     architecture: Literal["nanochat-2025", "nanochat-2026"] = "nanochat-2025"
     """Which nanochat generation's parts the model has (rlab.core.architecture), with its rotary base
     (2025: 10000, 2026: 100000). nanochat-2026 adds value embeddings, residual scalars, backout, sliding
     windows and smear: the previous token's embedding mixed into each position, a shortcut that lets a
     small model learn to copy from context in fewer tokens."""
-    rotary_base: float | None = Field(None, gt=0)
+    rotary_base: RotaryBase | None = None
     """RoPE base theta; null = the architecture's. It is written into the checkpoint, and every variant
     that leaves its base to the checkpoint (clones, zero-shot arms) gets it. A small base makes the
     slowest frequencies turn within a few times the training length, as they do in large models at
@@ -66,7 +77,7 @@ class LRSpec(StrictModel):
     """nanochat-2026 only: AdamW LR for x0_lambdas (resid_lambdas get 1% of it), as nanochat's scalar_lr."""
     weight_decay: float = Field(0.0, ge=0)
     """Weight decay for the Muon group."""
-    warmup_steps: int = Field(20, ge=0)
+    warmup_steps: StepCount = 20
     """Linear warmup steps at the start of this run (a fresh optimizer needs them)."""
     warmdown_frac: float = Field(0.2, ge=0, le=1)
     """Fraction of the run's steps over which the LR decays linearly at the end."""
@@ -77,33 +88,33 @@ class LRSpec(StrictModel):
 class SeqLenPhase(StrictModel):
     """One phase of a sequence-length warmup: `steps` optimizer steps on rows of `seq_len` tokens."""
 
-    seq_len: PositiveInt
-    steps: PositiveInt
+    seq_len: Length
+    steps: Every
 
 
 class TrainSpec(StrictModel):
     """How one run trains. Steps count optimizer updates in *this* run (added to the start step)."""
 
-    seq_len: PositiveInt = 1024
+    seq_len: Length = 1024
     """Training sequence length in tokens. Continued runs: left unset, it is the experiment's target_len."""
-    steps: NonNegativeInt = 100
+    steps: StepCount = 100
     """Optimizer steps to run. 0 = training-free: each variant's tag is the base with its RoPE applied (tag
     <tag>-zeroshot, a clone plus meta, no torchrun)."""
-    seq_len_warmup: list[SeqLenPhase] = []
+    seq_len_warmup: list[SeqLenPhase] = Field([], max_length=MAX_LENGTHS)
     """Sequence-length warmup (a curriculum): the run's first steps split each row of seq_len tokens into
     rows of the phase's length, in order, then train at seq_len. Tokens per step stay the same; only the
     attention span is shorter. A small model learns to copy from context (an induction head) within a few
     hundred steps in short windows and hardly at all in long ones (experiments/probes/induction.py), and
     the copy it learns short carries to longer windows. Each length must divide seq_len."""
-    seeds: PositiveInt = 1
+    seeds: Annotated[int, InRange(1, MAX_SEEDS)] = 1
     """Training replicates per variant: replicate i (tag suffix -seed<i> for i >= 1) trains with seed + i, i.e. a
     different data order on the same token budget from the same data start. The report averages them."""
     zero_shot: bool = False
     """Also make each variant's training-free arm (<tag>-zeroshot: the base with the variant's RoPE, nothing
     trained) and evaluate the base itself, so the report shows zero-shot and continued side by side."""
-    device_batch_size: PositiveInt = 8
+    device_batch_size: DeviceBatch = 8
     """Sequences per rank per micro-batch."""
-    total_batch_size: PositiveInt | None = None
+    total_batch_size: TokenCount | None = None
     """Tokens per optimizer step across all ranks; null = one micro-batch per rank (no accumulation).
     Must equal device_batch_size * seq_len * world_size * grad_accum_steps for a whole grad_accum_steps."""
     lr: LRSpec = LRSpec()
@@ -111,15 +122,15 @@ class TrainSpec(StrictModel):
     """Clip the global grad norm to this; null disables clipping (the norm is still computed)."""
     explode_threshold: float | None = Field(None, gt=0)
     """Skip the update when the grad norm exceeds this (null: only non-finite norms are skipped)."""
-    max_consecutive_skips: PositiveInt = 10
+    max_consecutive_skips: Every = 10
     """Stop with an error after this many skipped (non-finite or exploding) steps in a row."""
     eval_every: Cadence = 100
     """Run val BPB every N steps (and at the end); `never` disables."""
-    eval_tokens: PositiveInt = 65536
+    eval_tokens: TokenCount = 65536
     """Validation tokens per in-training val BPB."""
     save_every: Cadence = None
     """Save a checkpoint every N steps; `never` = only at the end."""
-    keep_last: PositiveInt | None = None
+    keep_last: Every | None = None
     """Keep only the newest K checkpoints written by this run (the source step is never deleted)."""
     sample_every: Cadence = None
     """Print a short sample every N steps; `never` disables."""

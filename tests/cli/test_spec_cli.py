@@ -34,7 +34,7 @@ def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
         f"{spec}:",
         "base.tag:",
         "variants.yarn.beta_fast: must be > beta_slow",
-        "train.steps: Input should be greater than or equal to 0 (got -5)",
+        "train.steps: must be from 0 to 1,000,000,000 (got -5)",
         "train.lr.warmdown_frac:",
         "launch.rdzv_endpoint: required when nnodes > 1",
         "tracking.wandb:",
