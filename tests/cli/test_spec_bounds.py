@@ -40,7 +40,10 @@ INVALID = [
         "variants: {pi: {variant: pi, original_len: 1000000000}}",
         "variants.pi.original_len: must be from 1 to 16,777,216",
     ),
-    ("variants: {pi: {variant: pi, base: 1.0e+300}}", "variants.pi.base: must be from 2 to 1,000,000,000,000"),
+    (
+        "variants: {pi: {variant: pi, base: 1.0e+300}}",
+        "variants.pi.base: must be from 2 to 1,000,000,000,000",
+    ),
     ("launch: {nnodes: 1000000000, rdzv_endpoint: h}", "launch.nnodes: must be from 1 to 65,536"),
     ("launch: {max_restarts: 1000000000}", "launch.max_restarts: must be from 0 to 1,000"),
     ("eval: {passkey_trials: 1000000000}", "eval.passkey_trials: must be from 1 to 100,000"),
