@@ -163,8 +163,10 @@ def window_block_mask(
 
 @functools.cache
 def _compiled_flex() -> Callable[..., torch.Tensor]:
-    """flex_attention compiled once per process: eager flex_attention materialises all scores."""
-    return torch.compile(flex_attention, dynamic=False)
+    """flex_attention compiled for the uncompiled model (evals, samples): eager flex_attention would
+    materialise all scores. Shapes left dynamic: evals visit many lengths. (A compiled model compiles
+    flex_attention as part of its own graph, at its fixed shapes.)"""
+    return torch.compile(flex_attention)
 
 
 def window_attention(

@@ -54,6 +54,7 @@ from rlab.core.architecture import (
 from rlab.core.attention import SlidingWindow, WindowKernel, use_flex, window_block_mask
 from rlab.core.blocks import Block, KVCache, norm
 from rlab.core.head_loss import softcap_cross_entropy
+from rlab.core.precision import autocast_dtype
 from rlab.errors import CheckpointError, SpecError
 from rlab.spec.eval import AttentionWindows
 from rlab.spec.rope import RopeSpec
@@ -215,14 +216,21 @@ class GPT(nn.Module):
     def _rotations(
         self, start: int, T: int, device, freq_len: int | None, positions: torch.Tensor | None = None
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per layer, cos and sin for positions start .. start+T-1 ((1, T, 1, d/2) each, fp32), or at
-        `positions` (B, T) ((B, T, 1, d/2) each): the variant's, or plain rope's where it leaves a layer."""
+        """Per layer, cos and sin for positions start .. start+T-1 ((1, T, 1, d/2) each), or at
+        `positions` (B, T) ((B, T, 1, d/2) each): the variant's, or plain rope's where it leaves a layer.
+
+        fp32, or under autocast in its dtype (what q and k come in): cast once here, every layer shares the
+        cast (cast in each layer, each would keep its own copy for the backward, 256 bytes/token/layer at
+        head_dim 128). The tables themselves stay fp32."""
+        low = autocast_dtype(torch.device(device).type)
 
         def rotation(tables: rope_lib.RotaryTables) -> tuple[torch.Tensor, torch.Tensor]:
             if positions is None:
-                return tables.get(start, T, device, freq_len)
-            cos, sin = tables.get(0, int(positions.max()) + 1, device, freq_len)  # (1, P, 1, d/2)
-            return cos[0, positions], sin[0, positions]
+                cos, sin = tables.get(start, T, device, freq_len)
+            else:
+                cos, sin = tables.get(0, int(positions.max()) + 1, device, freq_len)  # (1, P, 1, d/2)
+                cos, sin = cos[0, positions], sin[0, positions]
+            return (cos.to(low), sin.to(low)) if low is not None else (cos, sin)
 
         scaled = rotation(self._rotary)
         if self._plain_rotary is None:
@@ -360,7 +368,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         start = kv_cache.pos if kv_cache is not None else 0
         freq_len = kv_cache.freq_len(T) if kv_cache is not None else T
-        cos_sin = self._rotations(start, T, idx.device, freq_len)  # per layer: (1, T, 1, d/2) each, fp32
+        cos_sin = self._rotations(start, T, idx.device, freq_len)  # per layer: (1, T, 1, d/2) each
 
         x = self._embed(idx, kv_cache)  # (B, T, C)
         masks = self._layer_masks(T, start, idx.device, length=freq_len)

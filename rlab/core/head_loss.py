@@ -26,6 +26,7 @@ import weakref
 
 import torch
 
+from rlab.core.precision import autocast_dtype
 from rlab.core.target_device import device_type
 
 # Elements of one chunk's (rows x vocab) fp32 block: 8 MiB stays in a CPU's cache; a GPU wants big kernels.
@@ -70,8 +71,7 @@ def _scratch(name: str, shape: tuple[int, int], dtype: torch.dtype, device: torc
 
 def _compute_dtype(hidden: torch.Tensor) -> torch.dtype:
     """The dtype the lm_head matmul runs in: autocast's when it is on (as nn.Linear would), else the input's."""
-    kind = hidden.device.type
-    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else hidden.dtype
+    return autocast_dtype(hidden.device.type) or hidden.dtype
 
 
 def _chunk_loss(

@@ -24,3 +24,11 @@ def stream_dtype(device: torch.device, amp_dtype: torch.dtype | None) -> torch.d
     if device.type == "cuda" and amp_dtype == torch.bfloat16:
         return torch.bfloat16
     return torch.float32
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast runs matmuls in on this device type, None when it is off (or the device has no
+    autocast: the meta device, on which memory plans trace the model)."""
+    if device_type not in ("cuda", "cpu"):
+        return None
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None

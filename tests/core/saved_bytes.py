@@ -65,7 +65,13 @@ def head_and_layer_bytes(
     figures = {}
     for n_layer in (1, 2) if per_layer else (1,):
         model = make_model(n_layer)
-        model.precompute_tables(t2, "cpu")  # as the trainer does: tables made mid-trace would be saved once
+        # as the trainer does: tables made mid-trace would be saved once (code before precompute_tables:
+        # an eager forward at t2 builds them)
+        if hasattr(model, "precompute_tables"):
+            model.precompute_tables(t2, "cpu")
+        else:
+            with torch.no_grad():
+                model(torch.zeros(1, t2, dtype=torch.long))
         loss_fn: Callable = model
         trunk_fn: Callable = model.hidden_states
         if compile_backend is not None:
@@ -92,3 +98,53 @@ def head_and_layer_bytes(
     head = figures["loss"] - figures[("trunk", 1)]
     layer = figures[("trunk", 2)] - figures[("trunk", 1)] if per_layer else None
     return head, layer
+
+
+def main() -> None:
+    """Head and per-layer saved KiB/token of a d20-wide model (1280 = 10 heads of 128, vocab 65,536) at a
+    short sequence under CPU bf16 autocast; `--stream bf16` forces the GPU's bf16 stream. Run it against
+    another checkout (PYTHONPATH) for a before/after table."""
+    import argparse
+
+    from rlab.core.gpt import GPT, GPTConfig
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--backend", default="none", help="torch.compile backend (none = eager)")
+    parser.add_argument("--stream", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--architecture", default="nanochat-2025")
+    parser.add_argument("--t1", type=int, default=64)
+    parser.add_argument("--t2", type=int, default=128)
+    parser.add_argument("--per-layer", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    vocab = 65536
+
+    def make(n_layer: int) -> torch.nn.Module:
+        torch.manual_seed(0)
+        config = GPTConfig(
+            sequence_len=2048,
+            vocab_size=vocab,
+            n_layer=n_layer,
+            n_head=10,
+            n_kv_head=10,
+            n_embd=1280,
+            architecture=args.architecture,
+        )
+        model = GPT(config)
+        model.init_weights()
+        if args.stream == "bf16":
+            model.set_stream_dtype(torch.bfloat16)
+        return model
+
+    backend = None if args.backend == "none" else args.backend
+    head, layer = head_and_layer_bytes(
+        make, vocab, args.t1, args.t2, backend, amp=True, per_layer=args.per_layer
+    )
+    print(
+        f"backend {args.backend}, stream {args.stream}: head {head / KIB:.2f} KiB/token"
+        + (f", {layer / KIB:.2f} KiB/token/layer" if layer is not None else "")
+    )
+
+
+if __name__ == "__main__":
+    main()
