@@ -39,7 +39,8 @@ FAMILY = "copy"
 class CopySection:
     cells: pd.DataFrame
     """arm, kind, variant, window, distance, copy, control, gain(_low/_high), acc, n, n_seeds, ref, diff(_low/_high),
-    p_value, p_holm, verdict, mde, diff_n (records both sides had)."""
+    p_value, p_holm, verdict, mde, diff_n (records both sides had), unit_var and seed_var (the terms of the
+    difference's se²)."""
     sentences: list[str]
     table_md: str
     plot: Path | None = None
@@ -135,6 +136,8 @@ def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.D
             diff_low=test.low if test else math.nan,
             diff_high=test.high if test else math.nan,
             diff_n=test.n_units if test else pd.NA,
+            unit_var=test.unit_var if test else math.nan,  # the noise `rlab power` plans from
+            seed_var=test.seed_var if test else math.nan,
             p_value=math.nan if test is None or test.p_value is None else test.p_value,
             p_holm=math.nan if p is None else p,
             verdict=v,
