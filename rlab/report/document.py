@@ -248,9 +248,8 @@ def html_text(value: Text) -> str:
 
 
 def _html_cell(cell: Cell) -> str:
-    classes = [
-        c for c in ("best" if cell.best and cell.text else "", VERDICT_CLASS.get(cell.verdict, "")) if c
-    ]
+    kind = VERDICT_CLASS.get(cell.verdict, "") if cell.verdict is not None else ""
+    classes = [c for c in ("best" if cell.best and cell.text else "", kind) if c]
     attr = f' class="{" ".join(classes)}"' if classes else ""
     body = html.escape(cell.text)
     return f"<td{attr}>{f'<em>{body}</em>' if cell.em else body}</td>"
