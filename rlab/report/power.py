@@ -369,14 +369,22 @@ def _endpoint_rank(endpoint: str) -> tuple[int, int]:
 
 
 def _copy_noise(data: ReportData, pilot: str, spread: Spread) -> list[Noise]:
-    from rlab.report.copy_distance import metric_name
+    from rlab.report.copy_records import metric_name
 
     cells = data.copy_cells
     if cells is None or cells.empty or "unit_var" not in cells:
         return []
     rows = cells[cells["ref"].notna() & (cells["verdict"] != inf.Verdict.UNTESTABLE)]
     rows = rows[rows["diff"].notna()]
-    size = len(rows)
+    kept = getattr(data, "copy_retention", None)  # retention comparisons share the copy family
+    tested = (
+        0
+        if kept is None or kept.empty
+        else int(
+            (kept["diff"].notna() & ~kept["verdict"].isin([inf.Verdict.UNTESTABLE, inf.Verdict.NONE])).sum()
+        )
+    )
+    size = len(rows) + tested
     out = []
     for distance, g in rows.groupby("distance"):
         g = g.rename(columns={"diff_n": "n_units", "ref": "reference"})
