@@ -21,7 +21,7 @@ Two roots:
       results/<exp>/evals/<tag>/eval.json   every metric of one tag
       results/<exp>/evals/<tag>/*.csv       bpb_by_length.csv, passkey.csv, core_examples.csv, bpb_docs.csv
       results/<exp>/results_<variant>.csv   per-task CORE of one variant
-      results/<exp>/results.csv, comparison.md, plots/*.png
+      results/<exp>/results.csv, comparison.md, comparison.html, plots/*.png
 
 The environment is read here and only here: ``RLAB_BASE_DIR`` then ``NANOCHAT_BASE_DIR``
 then nanochat's default ``~/.cache/nanochat`` for the base dir; ``RLAB_RESULTS_DIR`` for
@@ -252,6 +252,10 @@ class ExperimentLayout:
     @property
     def comparison_md(self) -> Path:
         return self.root / "comparison.md"
+
+    @property
+    def comparison_html(self) -> Path:
+        return self.root / "comparison.html"
 
     @property
     def plots_dir(self) -> Path:

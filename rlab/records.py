@@ -482,8 +482,9 @@ SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "copy_distance": ("copy_lengths", "copy_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
 }
 """The EvalSpec fields each section depends on. A section not listed depends on every field except
-`evals` and `device_batch_size` (which evals never depend on: BPB is invariant to it, tested)."""
-_NEVER_RELEVANT = ("evals", "device_batch_size")
+`evals`, `device_batch_size` (which evals never depend on: BPB is invariant to it, tested) and `target_mde`
+(planning only)."""
+_NEVER_RELEVANT = ("evals", "device_batch_size", "target_mde")
 WINDOWED_SECTIONS = ("bpb_length", "passkey", "ruler", "copy_distance")
 """Sections that evaluate past the model's sequence_len, so `eval.attention_windows` changes what they measure
 (for a windowed model: the runner adds the rule to their settings, `rlab.evals.windows.window_setting`)."""

@@ -89,7 +89,7 @@ def compare(
 ) -> None:
     """Compare two or more experiments: paired differences where they were evaluated alike, one report."""
     from rlab.cli.console import out
-    from rlab.cli.report_cmd import _escape, _markdown_bold, _rich_table
+    from rlab.cli.report_view import rich_table, rich_text
     from rlab.paths import ComparisonLayout
     from rlab.report.compare import collect_comparison, write_comparison
 
@@ -102,11 +102,11 @@ def compare(
         typer.echo(_json(report))
         return
     if not quiet:
-        for line in report.answer:
-            out.print(_markdown_bold(_escape(line)), soft_wrap=True)
+        for item in report.items:
+            out.print(rich_text(item.text), soft_wrap=True)
         out.print()
         for table in report.tables[:2]:  # the experiments and the paired differences; estimates in the file
-            out.print(_rich_table(table))
+            out.print(rich_table(table))
             out.print()
     out.print("[bold]Wrote[/]")
     for path in report.written:

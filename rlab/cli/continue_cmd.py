@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from rlab.orchestrate.base_info import BaseInfo
     from rlab.orchestrate.launch import Job
     from rlab.orchestrate.reporter import Reporter
+    from rlab.report.power_spec import PowerCheck
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import RunConfig
 
@@ -161,8 +162,9 @@ def continue_training(
         reporter = console_reporter(json_out)
         trained = [run for run in runs if run.train.steps > 0]  # training-free arms are a clone, not a job
         jobs = build_jobs(spec, trained)
+        check = power_check(spec, pf.base.sequence_len if pf.base else None)
         if json_out:
-            typer.echo(json.dumps(plan_json(pf, jobs), indent=2))
+            typer.echo(json.dumps({**plan_json(pf, jobs), "power": check.as_dict()}, indent=2))
         else:
             render_plan(
                 spec,
@@ -172,6 +174,7 @@ def continue_training(
                 base=pf.base,
                 memory=pf.memory,
             )
+            render_power(check, reporter)
             for line in pf.warnings:
                 reporter.warning(line)
         if not pf.ok:
@@ -180,6 +183,22 @@ def continue_training(
             submit_slurm(spec, trained, reporter, submit=False)
         return
     start_continue(pf, resume=resume, force=force, reporter=run_reporter(json_out))
+
+
+def power_check(spec: ExperimentSpec, l0: int | None) -> PowerCheck:
+    """What the planned evals can detect vs `eval.target_mde` (`rlab.report.power_spec`)."""
+    from rlab.report.power_spec import check_experiment
+
+    return check_experiment(spec, l0)
+
+
+def render_power(check: PowerCheck, reporter: Reporter) -> None:
+    """The power line, then a warning per underpowered endpoint class."""
+    from rlab.cli.console import out
+
+    out.print(check.line(), highlight=False, markup=False, soft_wrap=True)
+    for line in check.warnings():
+        reporter.warning(line)
 
 
 def console_reporter(to_stderr: bool = False) -> Reporter:

@@ -119,8 +119,19 @@ def run_demo(
                 f"Demo stage '{stage.name}' failed (exit {code}).", f"Rerun it alone: {command}"
             )
     if dry_run:
+        _power_line(spec, base_dir, results_dir)
         return
     _report_timings(timings, results_dir / _experiment_name(spec))
+
+
+def _power_line(spec: Path, base_dir: Path, results_dir: Path) -> None:
+    """What the demo's evals can detect vs its eval.target_mde (the power line `rlab continue --dry-run` prints)."""
+    from rlab.cli.continue_cmd import console_reporter, power_check, render_power
+    from rlab.spec.loading import load_spec
+
+    resolved = load_spec(spec, base_dir=base_dir.resolve(), results_dir=results_dir.resolve())
+    l0 = resolved.pretrain.train.seq_len if resolved.pretrain is not None else None
+    render_power(power_check(resolved, l0), console_reporter())
 
 
 def _go_no_go(base_dir: Path, spec: Path, enforce: bool = True) -> None:

@@ -34,6 +34,19 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("rlab demo", "the whole mission on CPU, minutes"),
         ("rlab demo --dry-run", "the commands only"),
     ],
+    "power": [
+        ("rlab power -e demo", "pilot: results/demo's per-unit files; targets from its spec"),
+        (
+            "rlab power -e demo --mde primary=0.005 --mde copy_gain=0.05 --endpoints primary,copy_gain",
+            "other targets",
+        ),
+        ("rlab power -e demo --seed-sd core=0.0052 --endpoints core", "with nanochat's run-to-run CORE SD"),
+        (
+            "rlab power --unit-sd core=0.57 --seed-sd core=0.0052 --mde core=0.01 --family-size 8",
+            "no pilot: stated noise",
+        ),
+        ("rlab power -e demo --json", "every endpoint, with units needed at 1-10 seeds"),
+    ],
     "pretrain": [("rlab pretrain --spec experiments/demo.yaml", "train the spec's base from scratch")],
     "ls": [("rlab ls", "every tag: state, seq_len, RoPE, metrics"), ("rlab ls --json", "the same as JSON")],
     "status": [

@@ -60,47 +60,6 @@ def resolve_target(
     )
 
 
-def _rich_table(table):
-    from rich.table import Table as RichTable
-
-    out = RichTable(
-        title=table.title, title_justify="left", caption=table.caption or None, caption_justify="left"
-    )
-    for i, col in enumerate(table.frame.columns):
-        out.add_column(str(col), justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for r, row in enumerate(table.frame.itertuples(index=False)):
-        cells = []
-        for col, val in zip(table.frame.columns, row, strict=True):
-            text = str(val)
-            style = "bold green" if (r, col) in table.best and text else None
-            from rlab.report.tables import verdict_class
-
-            style = {"better": "green", "worse": "red", "few": "yellow"}.get(verdict_class(text), style)
-            cells.append(f"[{style}]{_escape(text)}[/]" if style else _escape(text))
-        out.add_row(*cells)
-    return out
-
-
-def _markdown_bold(text: str) -> str:
-    """The report's **bold** verdict words as rich markup (green better, red worse)."""
-    import re
-
-    def style(m: re.Match) -> str:
-        inner = m.group(1)
-        colour = (
-            "green"
-            if "better" in inner
-            else "red"
-            if "worse" in inner
-            else "yellow"
-            if "no verdict" in inner
-            else ""
-        )
-        return f"[bold {colour}]{inner}[/]" if colour else f"[bold]{inner}[/]"
-
-    return re.sub(r"\*\*([^*]+)\*\*", style, text)
-
-
 def _escape(text: str) -> str:
     from rich.markup import escape
 
@@ -208,12 +167,14 @@ def build_report(
         typer.echo(_report_json(name, report))
         return
     if not quiet:
-        for line in report.answer:
-            out.print(_markdown_bold(_escape(line)))
+        from rlab.cli.report_view import rich_table, rich_text
+
+        for item in report.items:
+            out.print(rich_text(item.text))
         out.print()
         for table in report.tables:
             if not table.frame.empty:
-                out.print(_rich_table(table))
+                out.print(rich_table(table))
                 out.print()
         notes = report.data.footnotes.items
         if notes:

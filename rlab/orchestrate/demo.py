@@ -72,5 +72,8 @@ def demo_stages(
         Stage("check", None),
         Stage("continue", [*rlab_cmd, "continue", "--spec", str(spec), *where, *results, "--force"]),
         Stage("eval", [*rlab_cmd, "eval", "--spec", str(spec), "--all", *where, *results, *core]),
-        Stage("report", [*rlab_cmd, "report", "--spec", str(spec), "--results-dir", str(results_dir)]),
+        Stage(
+            "report",
+            [*rlab_cmd, "report", "--spec", str(spec), "--results-dir", str(results_dir), "--format", "html"],
+        ),
     ]

@@ -26,6 +26,7 @@ import pandas as pd
 from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ComparisonLayout, ExperimentLayout
 from rlab.report import comparability as cmp
+from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, group_arms
@@ -33,7 +34,7 @@ from rlab.report.collect import NOT_COMPARABLE, Pairing, ReportData, assemble
 from rlab.report.headline import family_tag, multiplicity_note
 from rlab.report.inference import Verdict
 from rlab.report.sources import ExperimentSources, read_experiment, spec_variant_names
-from rlab.report.tables import Table, mde_text, verdict_text
+from rlab.report.tables import Table, mde_text, section, verdict_of, verdict_text
 
 METRIC_NAMES = {
     "extension_bpb": "BPB extension (beyond − at the training length)",
@@ -261,13 +262,21 @@ def _unit_word(data: ReportData, metric: str) -> str:
     )
 
 
-def sentence(data: ReportData, row: pd.Series) -> str:
+def sentence(data: ReportData, row: pd.Series) -> doc.Text:
     """One compared pair on the primary endpoint: both values, the paired difference, the verdict."""
     arm, ref, metric = row["arm"], row["reference"], row["metric"]
     if row["verdict"] == NOT_COMPARABLE:
-        return f"**{arm}** vs {ref}: **no verdict: not comparable** (evaluated differently; see the warning)."
+        return doc.text(
+            doc.strong(arm),
+            f" vs {ref}: ",
+            doc.verdict(Verdict.NOT_COMPARABLE, "no verdict: not comparable"),
+            " (evaluated differently; see the warning).",
+        )
     if math.isnan(row["diff"]):
-        return f"**{arm}** vs {ref}: no paired comparison on the primary endpoint (missing eval outputs)."
+        return doc.text(
+            doc.strong(arm),
+            f" vs {ref}: no paired comparison on the primary endpoint (missing eval outputs).",
+        )
     values = data.scalars.set_index(["arm", "metric"])["value"]
     rel = (
         f"{row['rel_pct']:+.2f}% [{row['rel_low']:+.2f}, {row['rel_high']:+.2f}] = "
@@ -281,41 +290,67 @@ def sentence(data: ReportData, row: pd.Series) -> str:
     n = "?" if pd.isna(row["n_units"]) else int(row["n_units"])
     mde = mde_text(row)
     call = (
-        f"**no verdict: {word.label(n if isinstance(n, int) else None)}**"
+        doc.text(doc.verdict(word, f"no verdict: {word.label(n if isinstance(n, int) else None)}"))
         if word in (Verdict.TOO_FEW_UNITS, Verdict.UNTESTABLE)
-        else "**within noise** (not significant" + (f"; {mde} at 80% power" if mde else "") + ")"
+        else doc.text(
+            doc.verdict(word, "within noise"),
+            " (not significant" + (f"; {mde} at 80% power" if mde else "") + ")",
+        )
         if word is Verdict.WITHIN_NOISE
-        else f"**{word}** than {ref}"
+        else doc.text(doc.verdict(word), f" than {ref}")
     )
     seeds = data.arm(arm).n_seeds
-    return (
-        f"**{arm}** vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; "
-        f"{call} (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
-        f"{family_tag(data, row)})."
+    return doc.text(
+        doc.strong(arm),
+        f" vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; ",
+        call,
+        f" (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
+        f"{family_tag(data, row)}).",
     )
 
 
-def answer_lines(comp: Comparison) -> list[str]:
+def answer_items(comp: Comparison) -> list[doc.Item]:
     data = comp.data
     c = data.comparisons
     primary = c[c["metric"] == data.primary.metric]
-    lines = [sentence(data, r) for _, r in primary.iterrows() if r["kind"] == "continued"]
-    if not lines:
-        lines = [f"No compared pair has the primary endpoint ({data.primary.description}) on both sides."]
+    items = [doc.Item(sentence(data, r)) for _, r in primary.iterrows() if r["kind"] == "continued"]
+    if not items:
+        items = [
+            doc.Item(
+                doc.text(
+                    f"No compared pair has the primary endpoint ({data.primary.description}) on both sides."
+                )
+            )
+        ]
     if data.mismatches:
-        lines.append(
-            "Warning: not comparable, so no estimate or verdict where these apply: "
-            + "; ".join(dict.fromkeys(m.sentence() for m in data.mismatches))
-            + "."
+        items.append(
+            doc.Item(
+                doc.prose(
+                    "Warning: not comparable, so no estimate or verdict where these apply: "
+                    + "; ".join(dict.fromkeys(m.sentence() for m in data.mismatches))
+                    + "."
+                ),
+                "warning",
+            )
         )
     single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
     if single:
-        lines.append(
-            "Warning: one training seed per arm: the intervals cover evaluation noise only, not "
-            "seed-to-seed training noise."
+        items.append(
+            doc.Item(
+                doc.text(
+                    "Warning: one training seed per arm: the intervals cover evaluation noise only, not "
+                    "seed-to-seed training noise."
+                ),
+                "warning",
+            )
         )
-    lines += [f"Note: {n}" for n in comp.training_notes]
-    return lines
+    items += [doc.Item(doc.prose(f"Note: {n}"), "note") for n in comp.training_notes]
+    return items
+
+
+def answer_lines(comp: Comparison) -> list[str]:
+    """`answer_items` as markdown lines."""
+    return [doc.md_text(i.text) for i in answer_items(comp)]
 
 
 def _cell(metric: str, r: pd.Series) -> str:
@@ -352,12 +387,15 @@ def differences_table(comp: Comparison) -> Table:
     c = comp.data.comparisons
     pairs = list(dict.fromkeys(zip(c["arm"], c["reference"], strict=True)))
     heads = {p: f"{p[0]} − {p[1]}" for p in pairs}
-    rows = []
+    rows: list[dict[str, str]] = []
+    verdicts: dict[tuple[int, str], Verdict] = {}
     for m in _metric_order(c["metric"]):
         row = {"metric": metric_name(m)}
         for p in pairs:
             hit = c[(c["arm"] == p[0]) & (c["reference"] == p[1]) & (c["metric"] == m)]
             row[heads[p]] = _cell(m, hit.iloc[0]) if len(hit) else ""
+            if len(hit) and row[heads[p]] and (v := verdict_of(hit.iloc[0])) is not None:
+                verdicts[(len(rows), heads[p])] = v
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["metric", *heads.values()])
     return Table(
@@ -375,6 +413,7 @@ def differences_table(comp: Comparison) -> Table:
             if comp.by_arm
             else f"Every arm is compared with `{comp.data.baseline}`."
         ),
+        verdicts=verdicts,
     )
 
 
@@ -485,73 +524,54 @@ def plot_differences(comp: Comparison, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def render_markdown(comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int) -> str:
-    from rlab.report.tables import to_markdown
+def comparison_document(
+    comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int
+) -> doc.Document:
+    """The comparison as one document (rendered to comparison.md and comparison.html)."""
+    from rlab.report.estimates import families
 
     data = comp.data
     pairing = (
-        f"each arm vs the same arm of `{comp.experiments[0]}`"
+        doc.text("each arm vs the same arm of ", doc.code(comp.experiments[0]))
         if comp.by_arm
-        else f"every arm vs `{data.baseline}`"
+        else doc.text("every arm vs ", doc.code(data.baseline))
     )
-    lines = [
-        f"# Comparison: {' vs '.join(f'`{e}`' for e in comp.experiments)}",
-        "",
-        f"**Answer** (primary endpoint: {data.primary.description}; {pairing}):",
-        "",
+    blocks: list[doc.Block] = [
+        doc.Paragraph(
+            doc.text(doc.strong("Answer"), f" (primary endpoint: {data.primary.description}; ", pairing, "):")
+        ),
+        doc.Bullets(answer_items(comp), role="answer"),
     ]
-    lines += [f"- {s}" for s in answer_lines(comp)] + [""]
     if plot is not None:
-        lines += [f"![Paired BPB difference by context length](plots/{plot.name})", ""]
-    lines += [method(comp, seed, draws), ""]
-    for t in tabs:
-        lines += [f"## {t.title}", ""] + ([t.about, ""] if t.about else []) + [to_markdown(t).rstrip("\n")]
-        lines += (["", f"_{t.caption}_"] if t.caption else []) + [""]
+        blocks.append(doc.Image(plot, f"plots/{plot.name}", "Paired BPB difference by context length"))
+    blocks.append(doc.Paragraph(doc.prose(method(comp, seed, draws))))
+    blocks += [section(t) for t in tabs]
     if data.footnotes.items:
-        lines += ["## Notes", ""] + [f"{i}. {n}" for i, n in enumerate(data.footnotes.items, start=1)] + [""]
-    return "\n".join(lines)
-
-
-def render_html(comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int) -> str:
-    import html as h
-
-    from rlab.report.build import _CSS, _img, _inline
-    from rlab.report.tables import to_html
-
-    title = f"Comparison: {' vs '.join(comp.experiments)}"
-    parts = [
-        '<!doctype html>\n<html><head><meta charset="utf-8">',
-        f"<title>rlab compare: {h.escape(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>{h.escape(title)}</h1>",
-        '<ul class="answer">' + "".join(f"<li>{_inline(s)}</li>" for s in answer_lines(comp)) + "</ul>",
-    ]
-    if plot is not None:
-        parts.append(_img(plot, "Paired BPB difference by context length"))
-    parts.append(f"<p>{_inline(method(comp, seed, draws))}</p>")
-    for t in tabs:
-        parts += [
-            f"<h2>{h.escape(t.title)}</h2>",
-            f'<p class="about">{_inline(t.about)}</p>' if t.about else "",
-            to_html(t),
-            f'<p class="caption">{h.escape(t.caption)}</p>' if t.caption else "",
-        ]
-    if comp.data.footnotes.items:
-        parts.append(
-            "<h2>Notes</h2><ol>"
-            + "".join(f"<li>{h.escape(n)}</li>" for n in comp.data.footnotes.items)
-            + "</ol>"
-        )
-    parts.append("</body></html>\n")
-    return "\n".join(p for p in parts if p)
+        blocks.append(doc.Section("Notes", [doc.Numbered(list(data.footnotes.items))]))
+    title = doc.text("Comparison: ")
+    for i, e in enumerate(comp.experiments):
+        title = doc.text(title, " vs " if i else "", doc.code(e))
+    return doc.Document(
+        title,
+        blocks,
+        html_title=f"rlab compare: Comparison: {' vs '.join(comp.experiments)}",
+        families=list(families(data.comparisons).values()),
+    )
 
 
 @dataclass
 class ComparisonOutput:
     comparison: Comparison
     tables: list[Table]
-    answer: list[str]
+    items: list[doc.Item]
+    """The opening lines: one sentence per compared pair, then warnings and notes."""
     written: list[Path]
+    document: doc.Document
+
+    @property
+    def answer(self) -> list[str]:
+        """The opening lines as markdown (JSON, tests)."""
+        return [doc.md_text(i.text) for i in self.items]
 
 
 def write_comparison(
@@ -572,10 +592,11 @@ def write_comparison(
     if plot is None:
         plot_path.unlink(missing_ok=True)
     written = [plot] if plot is not None else []
+    document = comparison_document(comp, tabs, plot, seed, draws)
     with lock_for(layout.comparison_md):
-        write_text_atomic(layout.comparison_md, render_markdown(comp, tabs, plot, seed, draws))
+        write_text_atomic(layout.comparison_md, doc.to_markdown(document))
         written.append(layout.comparison_md)
         if fmt == "html":
-            write_text_atomic(layout.comparison_html, render_html(comp, tabs, plot, seed, draws))
+            write_text_atomic(layout.comparison_html, doc.to_html(document))
             written.append(layout.comparison_html)
-    return ComparisonOutput(comp, tabs, answer_lines(comp), written)
+    return ComparisonOutput(comp, tabs, answer_items(comp), written, document)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
 from rlab.report import copy_retention as retention
+from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report.copy_plot import plot
 from rlab.report.copy_records import by_seed, nested_arms, records, section_lengths
@@ -39,13 +40,14 @@ FAMILY = "copy"
 class CopySection:
     cells: pd.DataFrame
     """arm, kind, variant, window, distance, copy, control, gain(_low/_high), acc, n, n_seeds, ref, diff(_low/_high),
-    p_value, p_holm, verdict, mde, diff_n (records both sides had)."""
-    sentences: list[str]
-    table_md: str
+    p_value, p_holm, verdict, mde, diff_n (records both sides had), unit_var and seed_var (the terms of the
+    difference's se²)."""
+    sentences: list[doc.Text]
+    table: doc.TableBlock
     plot: Path | None = None
     caveat: str | None = None
     """Set when the base does not use context within its training length (see `base_caveat`)."""
-    answer: list[str] = field(default_factory=list)
+    answer: list[doc.Text] = field(default_factory=list)
     """The verdicts at a glance, for the report's opening (see `answer_lines`)."""
     retention: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per arm and distance beyond L0: retention of the copy and its verdict (`rlab.report.copy_retention`)."""
@@ -135,6 +137,8 @@ def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.D
             diff_low=test.low if test else math.nan,
             diff_high=test.high if test else math.nan,
             diff_n=test.n_units if test else pd.NA,
+            unit_var=test.unit_var if test else math.nan,  # the noise `rlab power` plans from
+            seed_var=test.seed_var if test else math.nan,
             p_value=math.nan if test is None or test.p_value is None else test.p_value,
             p_holm=math.nan if p is None else p,
             verdict=v,
@@ -151,16 +155,18 @@ def family(c: pd.DataFrame) -> inf.Family:
     return c.attrs.get("family", inf.Family(FAMILY, 0))
 
 
-def _verdict(row) -> str:
-    """The verdict word as the section prints it ('' where there is no comparison)."""
+def _verdict(row) -> doc.Span | None:
+    """The verdict as the section prints it (None where there is no comparison)."""
     v = Verdict(row["verdict"]) if "verdict" in row and isinstance(row["verdict"], str) else Verdict.NONE
     if v is Verdict.WITHIN_NOISE:
-        return "within noise" + (f" (MDE {row['mde']:.2f})" if not pd.isna(row["mde"]) else "")
+        return doc.verdict(
+            v, "within noise" + (f" (MDE {row['mde']:.2f})" if not pd.isna(row["mde"]) else "")
+        )
     n = None if pd.isna(row.get("diff_n", pd.NA)) else int(row["diff_n"])
-    return v.label(n)
+    return doc.verdict(v, v.label(n)) if v is not Verdict.NONE else None
 
 
-def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> list[str]:
+def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> list[doc.Text]:
     """Verdict-style lines: the base within its training length, then each arm at the longest distance."""
     out = []
     base = c[c["kind"] == "base"]
@@ -169,9 +175,13 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
         if not inside.empty:
             r = inside.loc[inside["window"].idxmax()]
             out.append(
-                f"**base** (trained at {base_len}) at distance {r['distance']}: copy loss {r['copy']:.2f} vs "
-                f"{r['control']:.2f} nats/token in the control, gain {r['gain']:+.2f} "
-                f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}] (n={r['n']} records; copy accuracy {r['acc']:.0%})"
+                doc.text(
+                    doc.strong("base"),
+                    f" (trained at {base_len}) at distance {r['distance']}: copy loss {r['copy']:.2f} vs "
+                    f"{r['control']:.2f} nats/token in the control, gain {r['gain']:+.2f} "
+                    f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}] (n={r['n']} records; copy accuracy "
+                    f"{r['acc']:.0%})",
+                )
             )
     for kind in ("zero-shot", "continued"):
         sub = c[c["kind"] == kind]
@@ -183,23 +193,22 @@ def sentences(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> l
             if base_len and kind == "zero-shot" and window <= base_len:
                 continue
             at = sub[sub["window"] == window]
-            parts = []
-            for _, r in at.iterrows():
-                v = _verdict(r)
-                cmp_ = (
-                    f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{v}**"
-                    if v
-                    else ""
-                )
-                parts.append(f"{r['variant']} {r['gain']:+.2f}{cmp_}")
-            out.append(
+            parts: list[doc.Part] = [
                 f"{kind} arms at distance {at['distance'].iloc[0]} (window {window}): gain "
-                + "; ".join(parts)
-            )
+            ]
+            for i, (_, r) in enumerate(at.iterrows()):
+                v = _verdict(r)
+                parts.append(("; " if i else "") + f"{r['variant']} {r['gain']:+.2f}")
+                if v is not None:
+                    parts += [
+                        f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] ",
+                        v,
+                    ]
+            out.append(doc.text(*parts))
     return out
 
 
-def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> list[str]:
+def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -> list[doc.Text]:
     """The section's verdicts at a glance, for the report's opening: the base's gain within L0, then each
     condition's paired differences at the first distance that tests it (zero-shot: the first window past
     L0; continued: the training length), best first."""
@@ -209,9 +218,11 @@ def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -
         r = base.loc[base["window"].idxmax()]
         if r["gain_low"] >= USEFUL_GAIN:
             out.append(
-                f"Long-range use: the base predicts a passage it saw {r['distance']} tokens back (within its "
-                f"training length {base_len}) {r['gain']:+.2f} nats/token better than an unseen one "
-                f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], copy accuracy {r['acc']:.0%}."
+                doc.text(
+                    f"Long-range use: the base predicts a passage it saw {r['distance']} tokens back (within its "
+                    f"training length {base_len}) {r['gain']:+.2f} nats/token better than an unseen one "
+                    f"[{r['gain_low']:+.2f}, {r['gain_high']:+.2f}], copy accuracy {r['acc']:.0%}."
+                )
             )
     tests = (
         ("zero-shot", lambda w: base_len is not None and w > base_len, "past L0"),
@@ -223,14 +234,18 @@ def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -
         if not windows:
             continue
         at = sub[sub["window"] == windows[0]].sort_values("diff", ascending=False)
-        parts = [
-            f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{_verdict(r)}**"
-            for _, r in at.iterrows()
-        ]
-        out.append(
+        parts: list[doc.Part] = [
             f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
-            f"gain in nats/token vs {at['ref'].iloc[0]}: " + "; ".join(parts) + f" ({family(c).describe()})."
-        )
+            f"gain in nats/token vs {at['ref'].iloc[0]}: "
+        ]
+        for i, (_, r) in enumerate(at.iterrows()):
+            parts.append(
+                ("; " if i else "")
+                + f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] "
+            )
+            parts.append(_verdict(r) or doc.verdict(Verdict.NONE))
+        parts.append(f" ({family(c).describe()}).")
+        out.append(doc.text(*parts))
     return out
 
 
@@ -259,32 +274,32 @@ def base_caveat(c: pd.DataFrame, base_len: int | None) -> str | None:
     )
 
 
-def table_markdown(c: pd.DataFrame, caps: dict[str, dict[int, int]] | None = None) -> str:
+def table(c: pd.DataFrame, caps: dict[str, dict[int, int]] | None = None) -> doc.TableBlock:
     """Rows: arms; columns: distance (window); cells: copy loss, gain ± half-width, copy accuracy, and where the
     arm's attention windows cap the context at that window (`caps`: arm -> window -> reach), the reach."""
     windows = sorted(set(c["window"]))
-    header = (
-        "| arm | "
-        + " | ".join(f"d={c[c['window'] == w]['distance'].iloc[0]} (W={w})" for w in windows)
-        + " |"
-    )
-    lines = [header, "|" + "---|" * (len(windows) + 1)]
+    columns = ["arm", *(f"d={c[c['window'] == w]['distance'].iloc[0]} (W={w})" for w in windows)]
+    rows = []
     for arm in dict.fromkeys(c["arm"]):
-        cellsx = []
+        cells = [doc.Cell(str(arm))]
         for w in windows:
             r = c[(c["arm"] == arm) & (c["window"] == w)]
             if r.empty:
-                cellsx.append("")
+                cells.append(doc.Cell(""))
                 continue
             r = r.iloc[0]
             h = (r["gain_high"] - r["gain_low"]) / 2
             cap = (caps or {}).get(arm, {}).get(w)
             capped = f", capped at {cap}" if cap is not None else ""
-            cellsx.append(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%}{capped})")
-        lines.append(f"| {arm} | " + " | ".join(cellsx) + " |")
+            cells.append(
+                doc.Cell(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%}{capped})")
+            )
+        rows.append(cells)
     control = c.groupby("window")["control"].mean()
-    lines.append("| _control (mean over arms)_ | " + " | ".join(f"{control[w]:.2f}" for w in windows) + " |")
-    return "\n".join(lines) + "\n"
+    rows.append(
+        [doc.Cell("control (mean over arms)", em=True), *(doc.Cell(f"{control[w]:.2f}") for w in windows)]
+    )
+    return doc.TableBlock(columns, rows, align="plain")
 
 
 def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
@@ -302,7 +317,7 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     return CopySection(
         c,
         sentences(c, base_len, train_len) + retention.sentences(kept),
-        table_markdown(c, caps),
+        table(c, caps),
         plot(c, plots_dir / COPY_PLOT, base_len, train_len, kept),
         base_caveat(c, base_len),
         answer_lines(c, base_len, train_len) + retention.answer_lines(kept, train_len, family(c)),
@@ -310,10 +325,9 @@ def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
     )
 
 
-def markdown(section: CopySection) -> list[str]:
-    lines = [
-        "## Long-range use: copy loss by distance",
-        "",
+def section(copy: CopySection) -> doc.Section:
+    """The section as a document section: what it measures, the verdict lines, the plot, the table."""
+    about = doc.prose(
         "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
         "occurrence, at the end of a window of W tokens; its control is the same window with another passage "
         "in place of the first occurrence (rlab.evals.copy_distance). Cells: mean loss on the repeat "
@@ -321,14 +335,13 @@ def markdown(section: CopySection) -> list[str]:
         "interval over records, and the greedy copy accuracy. Comparisons are paired differences of gain "
         "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
         "condition, with unadjusted 95% intervals; their verdicts form the "
-        f"{family(section.cells).describe()} (p from sign-flip tests over records, or the t test over seeds; "
+        f"{family(copy.cells).describe()} (p from sign-flip tests over records, or the t test over seeds; "
         f'fewer than {inf.MIN_UNITS} records or no variation: no test, in no family). "Within noise" gives '
-        "its MDE in nats/token, the smallest difference its test would find with 80% power at alpha / m.",
-        "",
-    ]
-    lines += [f"- {s}" for s in section.sentences] + [""]
-    if section.plot is not None:
-        lines += [f"![Copy loss by distance](plots/{COPY_PLOT})", ""]
-    lines += [section.table_md]
-    lines += retention.markdown(section.retention)
-    return lines
+        "its MDE in nats/token, the smallest difference its test would find with 80% power at alpha / m."
+    )
+    blocks: list[doc.Block] = [doc.Paragraph(about), doc.Bullets([doc.Item(t) for t in copy.sentences])]
+    if copy.plot is not None:
+        blocks.append(doc.Image(copy.plot, f"plots/{COPY_PLOT}", "Copy loss by distance"))
+    blocks.append(copy.table)
+    blocks += retention.blocks(copy.retention)
+    return doc.Section("Long-range use: copy loss by distance", blocks)

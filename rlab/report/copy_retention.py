@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
+from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report.inference import Verdict
 
@@ -285,16 +286,23 @@ def _cell(r) -> str:
     return f"{r['retention']:.2f} [{r['retention_low']:.2f}, {r['retention_high']:.2f}]"
 
 
-def _vs(r, shared: str = "") -> str:
+def verdict_span(r) -> doc.Span | None:
+    """The verdict as a typed span (None where untested)."""
     word = verdict_word(r)
-    if word and not pd.isna(r["diff"]):
-        return f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] **{word}**"
+    v = Verdict(r["verdict"]) if isinstance(r["verdict"], str) else Verdict.NONE
+    return doc.verdict(v, word) if word else None
+
+
+def _vs(r, shared: str = "") -> list[doc.Part]:
+    span = verdict_span(r)
+    if span is not None and not pd.isna(r["diff"]):
+        return [f", vs {r['ref']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] ", span]
     if r["ref"] is not None and r["note"] and r["note"] != shared:
-        return f" (no verdict: {r['note']})"
-    return ""
+        return [f" (no verdict: {r['note']})"]
+    return []
 
 
-def sentences(kept: pd.DataFrame) -> list[str]:
+def sentences(kept: pd.DataFrame) -> list[doc.Text]:
     """One line per condition and distance beyond L0: each arm's retention, and its verdict vs the reference."""
     out = []
     for (kind, _), at in kept.groupby(["kind", "window"], sort=False):
@@ -302,17 +310,18 @@ def sentences(kept: pd.DataFrame) -> list[str]:
             continue
         notes = set(at[at["ref"].notna()]["note"])
         shared = notes.pop() if len(notes) == 1 else ""  # one reason for every arm: said once
-        parts = [f"{r['variant']} {_cell(r)}{_vs(r, shared)}" for _, r in at.iterrows()]
-        out.append(
+        parts: list[doc.Part] = [
             f"{kind} arms, retention at distance {at['distance'].iloc[0]} (gain there / gain at "
             f"{at['within_distance'].iloc[0]}, same records): "
-            + "; ".join(parts)
-            + (f" (no verdicts: {shared})" if shared else "")
-        )
+        ]
+        for i, (_, r) in enumerate(at.iterrows()):
+            parts += [("; " if i else "") + f"{r['variant']} {_cell(r)}", *_vs(r, shared)]
+        parts.append(f" (no verdicts: {shared})" if shared else "")
+        out.append(doc.text(*parts))
     return out
 
 
-def answer_lines(kept: pd.DataFrame, train_len: int | None, family: inf.Family) -> list[str]:
+def answer_lines(kept: pd.DataFrame, train_len: int | None, family: inf.Family) -> list[doc.Text]:
     """The retention verdicts at a glance: zero-shot arms at the first distance past L0, continued arms at the
     training length (the same distances as the level lines), best first."""
     out = []
@@ -322,33 +331,35 @@ def answer_lines(kept: pd.DataFrame, train_len: int | None, family: inf.Family) 
         if not windows:
             continue
         at = sub[sub["window"] == windows[0]].sort_values("diff", ascending=False)
-        parts = [
-            f"{r['variant']} {r['retention']:.2f} ({r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}]) "
-            f"**{verdict_word(r)}**"
-            for _, r in at.iterrows()
-        ]
         ref = at["ref"].iloc[0]
         ref_ret = kept[(kept["arm"] == ref) & (kept["window"] == windows[0])]["retention"]
-        out.append(
+        parts: list[doc.Part] = [
             f"Retention of the copy, {kind} arms (gain at distance {at['distance'].iloc[0]} / the same arm's gain "
             f"at {at['within_distance'].iloc[0]}, within L0; {ref} keeps "
             f"{float(ref_ret.iloc[0]) if len(ref_ret) else math.nan:.2f}): difference vs {ref}: "
-            + "; ".join(parts)
-            + f" ({family.describe()})."
-        )
+        ]
+        for i, (_, r) in enumerate(at.iterrows()):
+            parts.append(
+                ("; " if i else "")
+                + f"{r['variant']} {r['retention']:.2f} ({r['diff']:+.2f} [{r['diff_low']:+.2f}, "
+                f"{r['diff_high']:+.2f}]) "
+            )
+            parts.append(verdict_span(r) or doc.verdict(Verdict.NONE))
+        parts.append(f" ({family.describe()}).")
+        out.append(doc.text(*parts))
     return out
 
 
-def markdown(kept: pd.DataFrame) -> list[str]:
-    """The retention table: arms x distances beyond L0, and what it measures."""
+def blocks(kept: pd.DataFrame) -> list[doc.Block]:
+    """The retention table (arms x distances beyond L0, each tested cell with its verdict) and what it measures."""
     if kept.empty:
         return []
     windows = sorted(set(kept["window"]))
     distance = {w: int(kept[kept["window"] == w]["distance"].iloc[0]) for w in windows}
     within = int(kept["within_distance"].iloc[0])
-    lines = [
-        "",
-        f"**Retention of the copy** beyond L0: gain at distance d over the same arm's gain at d = {within} "
+    about = doc.text(
+        doc.strong("Retention of the copy"),
+        f" beyond L0: gain at distance d over the same arm's gain at d = {within} "
         "(the longest distance within L0), on the same records (nested: the same passage and filler, only the "
         "gap grows), with its studentized 95% interval; 1 = keeps all of it, 0 = none. Beside it, the difference "
         "from the reference arm's retention, paired by record, with its verdict (in the copy family, with the "
@@ -359,23 +370,25 @@ def markdown(kept: pd.DataFrame) -> list[str]:
             if kept["retention_low"].isna().all()
             else ""
         ),
-        "",
-        "| arm | " + " | ".join(f"d={distance[w]} (W={w})" for w in windows) + " |",
-        "|" + "---|" * (len(windows) + 1),
-    ]
+    )
+    rows = []
     for arm in dict.fromkeys(kept["arm"]):
-        row = []
+        cells = [doc.Cell(str(arm))]
         for w in windows:
             hit = kept[(kept["arm"] == arm) & (kept["window"] == w)]
             if hit.empty:
-                row.append("")
+                cells.append(doc.Cell(""))
                 continue
             r = hit.iloc[0]
-            word = verdict_word(r)
-            tested = f"; {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] {word}"
-            row.append(_cell(r) + (tested if word and not pd.isna(r["diff"]) else ""))
-        lines.append(f"| {arm} | " + " | ".join(row) + " |")
-    return lines + [""]
+            span = verdict_span(r)
+            if span is not None and not pd.isna(r["diff"]):
+                tested = f"; {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] {span.text}"
+                cells.append(doc.Cell(_cell(r) + tested, span.verdict))
+            else:
+                cells.append(doc.Cell(_cell(r)))
+        rows.append(cells)
+    columns = ["arm", *(f"d={distance[w]} (W={w})" for w in windows)]
+    return [doc.Paragraph(about), doc.TableBlock(columns, rows, align="plain")]
 
 
 def draw(ax, kept: pd.DataFrame, kind: str, base_len: int | None, train_len: int | None) -> None:

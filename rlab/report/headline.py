@@ -1,13 +1,14 @@
 """The report's first lines: one sentence per variant on the primary endpoint, then what limits them.
 
-The same sentences open comparison.md, comparison.html and the terminal output. They are plain
-text with ``**bold**`` for the verdict word (markdown; the HTML and terminal renderers translate).
+The same sentences open comparison.md, comparison.html and the terminal output: each a `document.Text` whose
+verdict is a span carrying its `Verdict` (markdown prints it bold; HTML and the terminal colour it by the enum).
 """
 
 from __future__ import annotations
 
 import math
 
+from rlab.report import document as doc
 from rlab.report import estimates as est
 from rlab.report import inference as inf
 from rlab.report.collect import ReportData
@@ -38,14 +39,17 @@ def _unit_word(data: ReportData, metric: str) -> str:
     return "documents" if data.clustered else "eval units"
 
 
-def sentence(data: ReportData, arm: str) -> str:
+def sentence(data: ReportData, arm: str) -> doc.Text:
     """One variant's answer on the primary endpoint: estimate, interval, verdict, units, seeds."""
     metric, b = data.primary.metric, data.baseline
     comp = comparison(data, arm, metric)
     value, _, _, _ = scalar(data, arm, metric)
     base_value, _, _, _ = scalar(data, data.baseline_arm, metric) if data.baseline_arm else (math.nan,) * 4
     if comp is None or data.baseline_arm is None or math.isnan(comp["diff"]):
-        return f"**{arm}**: no paired comparison with {b} on the primary endpoint (missing eval outputs)."
+        return doc.text(
+            doc.strong(arm),
+            f": no paired comparison with {b} on the primary endpoint (missing eval outputs).",
+        )
     n = (
         "?"
         if comp["n_units"] is None or (isinstance(comp["n_units"], float) and math.isnan(comp["n_units"]))
@@ -64,27 +68,36 @@ def sentence(data: ReportData, arm: str) -> str:
         f" [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]" if not math.isnan(comp["diff_low"]) else ""
     )
     word = Verdict(comp["verdict"])
+    call: doc.Text
     if word is Verdict.NOT_COMPARABLE:
-        call = "**no verdict: not comparable** (evaluated or trained differently; see above)"
-    elif word is Verdict.TOO_FEW_UNITS:
-        call = (
-            f"**no verdict: {word.label(n if isinstance(n, int) else None)}**; to get more, {_hint(metric)}"
+        call = doc.text(
+            doc.verdict(word, "no verdict: not comparable"), " (evaluated or trained differently; see above)"
         )
+    elif word is Verdict.TOO_FEW_UNITS:
+        label = f"no verdict: {word.label(n if isinstance(n, int) else None)}"
+        call = doc.text(doc.verdict(word, label), f"; to get more, {_hint(metric)}")
     elif word is Verdict.UNTESTABLE:
-        call = "**no verdict: untestable** (no variation between the arms on these units)"
+        call = doc.text(
+            doc.verdict(word, "no verdict: untestable"), " (no variation between the arms on these units)"
+        )
     elif word is Verdict.WITHIN_NOISE:
         mde = mde_text(comp)
-        call = "**within noise** (not significant" + (f"; {mde} at 80% power" if mde else "") + ")"
+        call = doc.text(
+            doc.verdict(word, "within noise"),
+            " (not significant" + (f"; {mde} at 80% power" if mde else "") + ")",
+        )
     else:
-        call = f"**{word}** than {b}"
+        call = doc.text(doc.verdict(word), f" than {b}")
     values = (
         f"extension {value:+.4f} vs {base_value:+.4f} BPB, difference"
         if metric == est.EXTENSION
         else f"{value:.4f} vs {base_value:.4f} BPB,"
     )
-    return (
-        f"**{arm}** vs {b}: {values} {rel + ' = ' if rel else ''}{absolute}; "
-        f"{call} (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})."
+    return doc.text(
+        doc.strong(arm),
+        f" vs {b}: {values} {rel + ' = ' if rel else ''}{absolute}; ",
+        call,
+        f" (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)}).",
     )
 
 
@@ -94,7 +107,7 @@ def family_tag(data: ReportData, comp) -> str:
     return f"{fam.describe()}" if fam is not None else "in no family"
 
 
-def sentences(data: ReportData) -> list[str]:
+def sentences(data: ReportData) -> list[doc.Text]:
     """One sentence per continued variant (the baseline excluded), in table order."""
     return [sentence(data, a) for a in sentences_arms(data)]
 

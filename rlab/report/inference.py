@@ -23,8 +23,9 @@ arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean o
   arms, structural zeros): the p-value is None, the comparison enters no family and gets no verdict.
 * **Families** (`holm`, `Family`, `decide`): verdicts are Holm-adjusted within one declared family whose size
   counts only testable comparisons.
-* **MDE** (`Comparison.mde`): the smallest true difference the test would find with 80% power at a given level,
-  ``(t(1 - alpha/2, df) + t(power, df)) · se``, printed beside every "within noise".
+* **MDE** (`Comparison.mde`, `mde`): the smallest true difference the test would find with 80% power at a given
+  level, ``(t(1 - alpha/2, df) + t(power, df)) · se``, printed beside every "within noise". `planned_se` gives the
+  se (and df) of a planned experiment from per-unit and per-seed SDs, for `rlab.report.power`.
 
 Nothing here reads files or frames: callers pass arrays (`rlab.report.estimates`, `rlab.report.copy_distance`).
 `tests/report/test_calibration.py` checks false-positive rates and coverage by simulation through these functions.
@@ -109,6 +110,10 @@ class Comparison:
     """How `p_value` was computed: ``sign-flip (exact)``, ``sign-flip (Monte Carlo)``, ``t`` or ``t over seeds``."""
     reason: str | None = None
     """Why there is no p-value: ``too few units`` or ``no variation``."""
+    unit_var: float = math.nan
+    """The unit term of se² (unit noise of the estimate); times `n_units`, the per-unit variance a plan scales."""
+    seed_var: float = math.nan
+    """The seed term of se² (0 with one seed); times `n_seeds`, the per-seed variance a plan scales."""
 
     @property
     def testable(self) -> bool:
@@ -127,9 +132,32 @@ class Comparison:
 
     def mde(self, alpha: float = ALPHA, power: float = POWER) -> float:
         """Smallest true |difference| a two-sided test at `alpha` finds with probability `power` (NaN if no se)."""
-        if not (self.se > 0 and self.df > 0) or math.isnan(self.se):
-            return math.nan
-        return float((stats.t.ppf(1 - alpha / 2, self.df) + stats.t.ppf(power, self.df)) * self.se)
+        return mde(self.se, self.df, alpha, power)
+
+
+def mde(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """``(t(1 - alpha/2, df) + t(power, df)) · se``: the minimum detectable effect of a t-type test with this
+    standard error (NaN without one). The report quotes it beside "within noise"; `rlab.report.power` plans
+    with it, so a plan and the report it leads to agree."""
+    if not (se > 0 and df > 0) or math.isnan(se):
+        return math.nan
+    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * se)
+
+
+def planned_se(
+    unit_sd: float, n_units: int, seed_sd: float | None = None, n_seeds: int = 1
+) -> tuple[float, float]:
+    """(se, df) that `compare` would give for a difference with per-unit SD `unit_sd` over `n_units` units and,
+    with several seeds, per-seed SD `seed_sd` of the seed-level differences over `n_seeds` seeds.
+
+    The same two terms as `compare`'s: se² = unit_sd² / n + seed_sd² / S; df = n - 1 with one seed, S - 1 with
+    several (the seed is the replicate). The unit term is taken not to shrink with seeds (conservative: unit
+    heterogeneity of the effect stays when seeds are averaged)."""
+    var = unit_sd**2 / n_units
+    if n_seeds >= MIN_SEEDS:
+        var += (seed_sd or 0.0) ** 2 / n_seeds
+        return math.sqrt(var), n_seeds - 1.0
+    return math.sqrt(var), max(n_units - 1.0, 1.0)
 
 
 def rng_for(seed: int, key: str) -> np.random.Generator:
@@ -185,8 +213,9 @@ def _seed_estimates(y: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 def _terms(
     ya: np.ndarray, yb: np.ndarray | None, weights: np.ndarray, strata: np.ndarray | None
-) -> tuple[float, float, float, int]:
-    """(estimate, se, df, seeds) of mean(a) - mean(b) (or of a alone when `yb` is None)."""
+) -> tuple[float, float, float, int, float, float]:
+    """(estimate, se, df, seeds, unit term, seed term) of mean(a) - mean(b) (or of a alone when `yb` is None);
+    se² = unit term + seed term."""
     n = ya.shape[1]
     a_s = _seed_estimates(ya, weights)
     b_s = _seed_estimates(yb, weights) if yb is not None else np.zeros(1)
@@ -202,7 +231,7 @@ def _terms(
     if seed_terms:  # Satterthwaite's df trusts a seed variance estimated on 2-4 df: 6-7% false positives at
         df = min(d for _, d in seed_terms)  # 3 seeds in simulation. The seed is the replicate: S - 1 df.
     seeds = min(len(a_s), len(b_s)) if yb is not None else len(a_s)
-    return estimate, se, df, seeds
+    return estimate, se, df, seeds, sum(v for v, _ in terms), sum(v for v, _ in seed_terms)
 
 
 def _interval(estimate: float, se: float, df: float, level: float) -> tuple[float, float]:
@@ -272,9 +301,19 @@ def compare(
     if n == 0 or not w.sum() > 0:
         return Comparison(math.nan, math.nan, math.nan, math.nan, math.nan, None, n, reason="no units")
     strata_arr = None if strata is None else np.asarray(strata)
-    estimate, se, df, seeds = _terms(ya, yb, w, strata_arr)
+    estimate, se, df, seeds, unit_var, seed_var = _terms(ya, yb, w, strata_arr)
     low, high = _interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
-    base = dict(estimate=estimate, low=low, high=high, se=se, df=df, n_units=n, n_seeds=seeds)
+    base = dict(
+        estimate=estimate,
+        low=low,
+        high=high,
+        se=se,
+        df=df,
+        n_units=n,
+        n_seeds=seeds,
+        unit_var=unit_var,
+        seed_var=seed_var,
+    )
     if n < min_units:
         return Comparison(**base, p_value=None, reason="too few units")
     if se <= _NO_VARIATION * max(1.0, float(np.abs(ya).max()), float(np.abs(yb).max())) / w.mean():
@@ -302,9 +341,13 @@ def level(
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     if n == 0 or not w.sum() > 0:
         return None
-    estimate, se, df, seeds = _terms(ys, None, w, None if strata is None else np.asarray(strata))
+    estimate, se, df, seeds, unit_var, seed_var = _terms(
+        ys, None, w, None if strata is None else np.asarray(strata)
+    )
     low, high = _interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
-    return Comparison(estimate, low, high, se, df, None, n, seeds, method="t", reason="a level, not a test")
+    return Comparison(
+        estimate, low, high, se, df, None, n, seeds, "t", "a level, not a test", unit_var, seed_var
+    )
 
 
 def ratio_values(nats: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

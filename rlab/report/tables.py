@@ -13,13 +13,13 @@ baseline is positive.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from rlab.report import document as doc
 from rlab.report.arms import KIND_ORDER
 from rlab.report.collect import ReportData
 from rlab.report.estimates import NO_RELATIVE, passkey_summary
@@ -38,6 +38,14 @@ def mde_text(comp: pd.Series, short: bool = False) -> str:
     if rel is not None and not pd.isna(rel):
         return f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
     return f"MDE {mde:.4f}"
+
+
+def verdict_of(comp: pd.Series | None) -> Verdict | None:
+    """The typed verdict of a comparison row (None without one)."""
+    if comp is None:
+        return None
+    v = Verdict(comp["verdict"])
+    return None if v is Verdict.NONE else v
 
 
 def verdict_text(comp: pd.Series | None, short: bool = False) -> str:
@@ -63,6 +71,8 @@ class Table:
     caption: str = ""
     about: str = ""
     """What the table measures: which data, which lengths, which units."""
+    verdicts: dict[tuple[int, str], Verdict] = field(default_factory=dict)
+    """(row position, column name) -> the verdict that cell states (renderers colour it by the enum)."""
 
 
 def _fmt(value: float, digits: int = 4) -> str:
@@ -170,7 +180,8 @@ def _units_phrase(data: ReportData, metric: str) -> str:
 def bpb_table(data: ReportData) -> Table:
     b = data.baseline
     order = arm_order(data)
-    rows = []
+    rows: list[dict[str, str]] = []
+    verdicts: dict[tuple[int, str], Verdict] = {}
     for arm in order:
         row = {"arm": data.label(arm)}
         for metric, col in (("train_bpb", "train BPB"), ("val_bpb", "val BPB")):
@@ -181,6 +192,8 @@ def bpb_table(data: ReportData) -> Table:
             _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"]) if comp is not None else BLANK
         )
         row["verdict"] = verdict_text(comp)
+        if (word := verdict_of(comp)) is not None:
+            verdicts[(len(rows), "verdict")] = word
         rows.append(row)
     frame = pd.DataFrame(
         rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"]
@@ -197,6 +210,7 @@ def bpb_table(data: ReportData) -> Table:
         about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
         f"splits (val: {_units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
         "modelling, not the use of long context." + references_note(data),
+        verdicts=verdicts,
     )
 
 
@@ -217,10 +231,13 @@ def core_name(data: ReportData) -> str:
 def core_table(data: ReportData) -> Table:
     b = data.baseline
     order = arm_order(data)
-    rows = []
+    rows: list[dict[str, str]] = []
+    verdicts: dict[tuple[int, str], Verdict] = {}
     for arm in order:
         v, lo, hi, n = scalar(data, arm, "core")
         comp = comparison(data, arm, "core")
+        if (word := verdict_of(comp)) is not None:
+            verdicts[(len(rows), "verdict")] = word
         rows.append(
             {
                 "arm": data.label(arm),
@@ -242,6 +259,7 @@ def core_table(data: ReportData) -> Table:
         "shared examples. No relative change: a baseline at or below 0 makes it meaningless.",
         about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
         "centered on random guessing." + references_note(data),
+        verdicts=verdicts,
     )
 
 
@@ -307,7 +325,8 @@ def length_change_table(data: ReportData) -> Table:
     """Relative BPB change vs the baseline at each length, with the (Holm-adjusted) verdict."""
     lengths = _lengths(data)
     headers = {L: _length_header(data, L) for L in lengths}
-    rows = []
+    rows: list[dict[str, str]] = []
+    verdicts: dict[tuple[int, str], Verdict] = {}
     for arm in arm_order(data):
         if not (data.comparisons["arm"] == arm).any():  # the baseline, or the zero-shot arms' reference
             continue
@@ -323,6 +342,8 @@ def length_change_table(data: ReportData) -> Table:
                 + (f" ({word})" if word else "")
                 + _capped(data, arm, L)
             )
+            if (v := verdict_of(comp)) is not None:
+                verdicts[(len(rows), headers[L])] = v
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
     return Table(
@@ -334,6 +355,7 @@ def length_change_table(data: ReportData) -> Table:
         about=_length_about(data)
         + " Paired difference of each arm minus the baseline in %, 95% interval."
         + references_note(data),
+        verdicts=verdicts,
     )
 
 
@@ -346,7 +368,8 @@ def zero_shot_table(data: ReportData) -> Table:
         for kind in ("zero-shot", "continued")
     }
     heads = {kind: f"{kind} Δ vs {refs[kind] or data.baseline_arm or data.baseline}" for kind in refs}
-    rows = []
+    rows: list[dict[str, str]] = []
+    verdicts: dict[tuple[int, str], Verdict] = {}
     variants = [data.arm(k).variant for k in arm_order(data) if data.arm(k).kind != "base"]
     for variant in dict.fromkeys(variants):
         row = {"variant": variant}
@@ -355,6 +378,8 @@ def zero_shot_table(data: ReportData) -> Table:
             v, lo, hi, _ = scalar(data, key, metric) if key else (math.nan,) * 3 + (pd.NA,)
             comp = comparison(data, key, metric) if key else None
             row[kind] = _pm(v, lo, hi, 4)
+            if (word := verdict_of(comp)) is not None:
+                verdicts[(len(rows), heads[kind])] = word
             change = (
                 _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
                 if comp is not None and not math.isnan(comp["rel_pct"])
@@ -382,6 +407,7 @@ def zero_shot_table(data: ReportData) -> Table:
         "the variant after the same training.",
         about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
         "continued = after continued pretraining at the training length.",
+        verdicts=verdicts,
     )
 
 
@@ -399,7 +425,8 @@ def passkey_table(data: ReportData) -> Table:
     pk = data.passkey
     lengths = sorted(set(pk["length"].astype(int))) if len(pk) else []
     headers = {L: _length_header(data, L) for L in lengths}
-    rows = []
+    rows: list[dict[str, str]] = []
+    verdicts: dict[tuple[int, str], Verdict] = {}
     for arm in arm_order(data):
         tags = data.arm(arm).tags
         part = pk[pk["tag"].isin(tags)]
@@ -413,6 +440,8 @@ def passkey_table(data: ReportData) -> Table:
             row[headers[L]] = _passkey_cell(cells, L)
         comp = comparison(data, arm, "passkey_overall")
         row["verdict"] = verdict_text(comp)
+        if (v := verdict_of(comp)) is not None:
+            verdicts[(len(rows), "verdict")] = v
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["arm", *headers.values(), "verdict"])
     return Table(
@@ -423,6 +452,7 @@ def passkey_table(data: ReportData) -> Table:
         "pooled, paired by key (sign-flip test of the discordant keys, Holm-adjusted in the secondary family).",
         about="A random key hidden at several depths of filler text of each length; the model must "
         "repeat it.",
+        verdicts=verdicts,
     )
 
 
@@ -486,57 +516,30 @@ def all_tables(data: ReportData) -> list[Table]:
     return [t for t in tables if _has_values(t)]
 
 
-# ---------------------------------------------------------------- renderers
+# ---------------------------------------------------------------- into the document model
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def to_markdown(table: Table) -> str:
-    """A GitHub pipe table; best cells in bold; the first column left-aligned, the rest right-aligned."""
-    frame = table.frame
-    if frame.empty:
-        return "_(no data yet)_\n"
-    cols = list(frame.columns)
-    lines = [
-        "| " + " | ".join(_md_cell(c) for c in cols) + " |",
-        "|" + "|".join([":---"] + ["---:"] * (len(cols) - 1)) + "|",
+def block(table: Table) -> doc.TableBlock:
+    """The table as a document table: display strings, the verdict each cell states, the significant best."""
+    columns = [str(c) for c in table.frame.columns]
+    rows = [
+        [
+            doc.Cell(
+                "" if val is None else str(val),
+                table.verdicts.get((i, col)),
+                (i, col) in table.best,
+            )
+            for col, val in zip(columns, row, strict=True)
+        ]
+        for i, row in enumerate(table.frame.itertuples(index=False))
     ]
-    for i, row in enumerate(frame.itertuples(index=False)):
-        cells = []
-        for col, val in zip(cols, row, strict=True):
-            text = _md_cell(val)
-            cells.append(f"**{text}**" if (i, col) in table.best and text else text)
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return doc.TableBlock(columns, rows)
 
 
-def verdict_class(text: str) -> str:
-    """CSS class of a cell by the verdict it carries ('' when none)."""
-    text = str(text)
-    if text == "better" or text.endswith("(better)"):
-        return "better"
-    if text == "worse" or text.endswith("(worse)"):
-        return "worse"
-    if text.startswith("too few units"):
-        return "few"
-    if text.startswith("≈") or text.endswith("(≈)") or "(≈;" in text:
-        return "noise"
-    return ""
-
-
-def to_html(table: Table) -> str:
-    frame = table.frame
-    if frame.empty:
-        return "<p><em>(no data yet)</em></p>\n"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for i, row in enumerate(frame.itertuples(index=False)):
-        cells = []
-        for col, val in zip(frame.columns, row, strict=True):
-            classes = [c for c in ("best" if (i, col) in table.best and val else "", verdict_class(val)) if c]
-            cls = f' class="{" ".join(classes)}"' if classes else ""
-            cells.append(f"<td{cls}>{html.escape(str(val))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>\n"
+def section(table: Table) -> doc.Section:
+    """`## title`, what it measures, the table, then its caption (when it has rows)."""
+    blocks: list[doc.Block] = [doc.Paragraph(doc.prose(table.about), "about")] if table.about else []
+    blocks.append(block(table))
+    if table.caption and not table.frame.empty:
+        blocks.append(doc.Paragraph(doc.prose(table.caption), "caption"))
+    return doc.Section(table.title, blocks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveInt, StringConstraints, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, StringConstraints, field_validator
 
 from rlab.spec.base import StrictModel
 from rlab.spec.bounds import (
@@ -32,6 +32,24 @@ CoreTaskPattern = Annotated[
 """A CORE task label of the bundle's core.yaml, or a shell glob over them (`arc_*`)."""
 PASSKEY_MAX_DEPTH = 0.9
 """The needle is placed after at most this fraction of the filler, so filler always separates it from the question."""
+
+
+class TargetMde(StrictModel):
+    """The smallest true differences between two arms the experiment should detect: `rlab power` plans units and
+    seeds for them, and `rlab continue --dry-run` warns when the planned evals cannot (80% power at each
+    family's alpha / m, the level the report quotes its MDEs at). In each endpoint's own units."""
+
+    primary: PositiveFloat = 0.01
+    """The primary endpoint (BPB, bits per byte): 0.01 is ~1% of a d20's BPB, the size of the non-PI
+    differences context-extension papers report."""
+    bpb: PositiveFloat = 0.01
+    """Every other BPB endpoint (each length of BPB vs length, train and val BPB), bits per byte."""
+    core: PositiveFloat = 0.02
+    """CORE (centered accuracy): about 4x nanochat's run-to-run SD of 0.0052 (7 identical runs)."""
+    passkey: PositiveFloat = 0.1
+    """Passkey accuracy (a fraction): 10 points."""
+    copy_gain: PositiveFloat = 0.1
+    """Copy gain at one distance (nats/token)."""
 
 
 class EvalSpec(StrictModel):
@@ -108,6 +126,9 @@ class EvalSpec(StrictModel):
     size it for a model of that length) or capped (windows as trained, nanochat's behaviour: the model then
     sees at most sequence_len tokens back, and the report marks those lengths as capped). No effect on
     models without windows. See rlab.core.architecture.eval_window_sizes."""
+    target_mde: TargetMde = TargetMde()
+    """Effect sizes the evals should be able to detect (`rlab power`, the power line of `rlab continue --dry-run`);
+    planning only: no eval reads it."""
     device_batch_size: DeviceBatch = 8
     """Sequences per forward pass."""
     seed: int = Field(1234)

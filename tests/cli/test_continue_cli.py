@@ -115,6 +115,11 @@ def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
         result.stdout.split()
     )
     assert "No train data in" in result.stderr  # a warning, not an error
+    # the power line: what the planned evals can detect vs eval.target_mde, noise from the defaults (no pilot)
+    said = " ".join(result.stdout.split())
+    assert "power: MDE at 80% power, family alpha/m, 1 seed, noise from default noise (no pilot)" in said
+    assert "primary " in said and "at 128 documents" in said  # 65536 targets in blocks of 512
+    assert "underpowered for eval.target_mde.primary = 0.01" in " ".join(result.stderr.split())
     assert not results.exists() and snapshot(BaseLayout(base).checkpoint_dir("d20")) == before
     assert sorted(p.name for p in BaseLayout(base).checkpoints_root.iterdir()) == ["d20"]
 
@@ -128,6 +133,8 @@ def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
     plan = json.loads(result.stdout)
     assert plan["ok"] and plan["problems"] == [] and plan["base"]["L0"] == 2048 and plan["target_len"] == 8192
     assert [t["tag"] for t in plan["tags"]] == ["d20-pi", "d20-ntk", "d20-yarn"]
+    primary = next(e for e in plan["power"]["endpoints"] if e["endpoint"] == "primary")
+    assert primary["family_size"] == 2 and primary["n_units"] > 0 and primary["source"].startswith("default")
     for tag in plan["tags"]:
         assert (tag["L0"], tag["factor"], tag["seq_len"]) == (2048, 4.0, 8192)
         assert tag["rope"]["original_len"] == 2048 and tag["rope"]["factor"] == 4.0

@@ -19,6 +19,7 @@ COMMANDS = [
     ["compare"],
     ["demo"],
     ["pretrain"],
+    ["power"],
     ["ls"],
     ["status"],
     ["sample"],

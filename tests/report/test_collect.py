@@ -181,7 +181,8 @@ def test_column_order_is_stable_whatever_the_input_order(fx):
 
 
 def test_tables_mark_best_only_when_significant(fx):
-    from rlab.report.tables import core_table, core_task_table, length_table, passkey_table, to_markdown
+    from rlab.report.document import md_table
+    from rlab.report.tables import block, core_table, core_task_table, length_table, passkey_table
 
     data = collect(fx, "rope", draws=500)
     lt = length_table(data)
@@ -193,6 +194,6 @@ def test_tables_mark_best_only_when_significant(fx):
     cell = pk.frame.set_index("arm").loc["rope", "256"]
     assert cell.startswith("0.17 [") and cell.endswith("n=12")  # accuracy [Wilson interval] n=keys
     assert "best" not in core_task_table(data).frame.columns
-    md = to_markdown(lt)
+    md = "\n".join(md_table(block(lt)))
     assert md.splitlines()[1] == "|:---|---:|---:|---:|---:|"
     assert "| yarn | **1.490 ± 0.0" in md

@@ -98,7 +98,10 @@ def test_the_caveat_opens_the_report_among_the_warnings(fx):
     data = collect(fx, None, draws=200)
     caveat = copy_distance.base_caveat(_base_cells(0.0, -0.05, 0.05), base_len=256)
     section = copy_distance.CopySection(
-        cells=_base_cells(0.0, -0.05, 0.05), sentences=[], table_md="", caveat=caveat
+        cells=_base_cells(0.0, -0.05, 0.05),
+        sentences=[],
+        table=copy_distance.table(_base_cells(0.0, -0.05, 0.05)),
+        caveat=caveat,
     )
     lines = answer_lines(data, section)
     assert f"Warning: {caveat}" in lines
@@ -163,7 +166,10 @@ def test_the_opening_says_so_when_the_base_copies_within_its_training_length():
     def cells(gain, low, high):
         return _base_cells(gain, low, high).assign(diff=np.nan, diff_low=np.nan, diff_high=np.nan, ref=None)
 
-    (line,) = answer_lines(cells(1.5, 1.2, 1.8), base_len=256, train_len=1024)
+    from rlab.report.document import plain
+
+    (text,) = answer_lines(cells(1.5, 1.2, 1.8), base_len=256, train_len=1024)
+    line = plain(text)
     assert "216 tokens back (within its training length 256) +1.50 nats/token better" in line
     assert (
         answer_lines(cells(0.02, 0.01, 0.03), base_len=256, train_len=1024) == []

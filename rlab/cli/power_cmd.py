@@ -1,0 +1,299 @@
+"""`rlab power`: how many units and seeds each endpoint needs for a target MDE (`rlab.report.power`).
+
+    rlab power -e demo                                   # pilot: results/demo's per-unit files
+    rlab power --unit-sd core=0.57 --seed-sd core=0.0052 --mde core=0.01 --family-size 8
+
+This module resolves the pilot and the stated numbers, and renders the plan as a table or JSON.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, at_least
+from rlab.errors import RlabError
+
+if TYPE_CHECKING:
+    from rlab.report.power import EndpointPlan, Noise
+
+STATED_PANEL = "Stated noise and targets"
+
+
+class Spread(str, Enum):
+    """Which of an endpoint's pilot comparisons sets its noise (`rlab.report.power.Spread`)."""
+
+    median = "median"
+    max = "max"
+
+
+def _pairs(values: list[str] | None, flag: str, integer: bool = False) -> dict[str, float]:
+    """NAME=VALUE pairs (repeated flag or comma-separated) -> {name: value > 0}."""
+    out: dict[str, float] = {}
+    for item in (p.strip() for v in values or [] for p in v.split(",")):
+        if not item:
+            continue
+        name, sep, raw = item.partition("=")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if not sep or not name.strip() or not value > 0 or value == float("inf"):
+            raise RlabError(
+                f"{flag} {item!r}: expected NAME=VALUE with a positive number (e.g. {flag} core=0.02).",
+                "NAME is an endpoint class (primary, bpb, core, passkey, copy_gain) or an endpoint (bpb_len_2048).",
+            )
+        out[name.strip()] = float(int(value)) if integer else value
+    return out
+
+
+def _stated_only(
+    unit_sd: dict[str, float], seed_sd: dict[str, float], family_size: int | None
+) -> list[Noise]:
+    """Endpoints known only from stated SDs (no pilot): one per name given to --unit-sd."""
+    from rlab.report import power
+    from rlab.report.power_spec import CLASS_UNITS
+
+    out = []
+    for name in unit_sd:
+        cls = name if name in power.CLASSES else power.endpoint_class(name, "")
+        family = power.class_family(cls)
+        out.append(
+            power.Noise(
+                endpoint=name,
+                family=family,
+                family_size=family_size or 1,
+                unit=CLASS_UNITS.get(cls, power.unit_word(name)),
+                unit_sd=None,
+            )
+        )
+    return power.with_stated(out, unit_sd, seed_sd)
+
+
+UNIT_SHORT = {"documents": "docs", "examples": "ex", "keys": "keys", "records": "rec", "blocks": "blocks"}
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None or x != x else f"{x:.{digits}g}"
+
+
+def _row(p: EndpointPlan, with_seed: bool) -> list[str]:
+    """endpoint, unit SD, (seed SD,) pilot size, MDE there, target, units at 1 seed, seeds x units."""
+    n = p.noise
+    unit = UNIT_SHORT.get(n.unit, n.unit)
+    size = "-" if not n.n_units else f"{n.n_units:,} {unit}" + (f" x{n.n_seeds}" if n.n_seeds > 1 else "")
+    mde = _num(p.mde_now) if n.unit_sd is not None else "no var." if n.n_units else "no units"
+    if p.underpowered:
+        mde = f"[red]{mde}[/]"
+    one = p.one_seed
+    covered = p.with_seeds
+    if covered is not None:
+        several = f"{covered.seeds} x {covered.units:,}"
+    else:
+        several = "-" if n.seed_sd is None or n.unit_sd is None else f"> {max(o.seeds for o in p.options)}"
+    return [
+        n.endpoint,
+        _num(n.unit_sd),
+        *([_num(n.seed_sd)] if with_seed else []),
+        size,
+        mde,
+        _num(p.target),
+        "-" if one is None or one.units is None else f"{one.units:,}",
+        several,
+    ]
+
+
+def power_plan(
+    spec_path: SpecOpt = None,
+    experiment: Annotated[
+        Optional[str],
+        typer.Option(
+            "--experiment",
+            "-e",
+            metavar="NAME",
+            help="Pilot: an experiment with evals (folder under the results dir). (default: the spec's)",
+        ),
+    ] = None,
+    mde: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--mde",
+            metavar="NAME=X",
+            help="Target MDE by class (primary, bpb, core, passkey, copy_gain) or endpoint, in its units "
+            "(spec: eval.target_mde; default primary=0.01 bpb=0.01 core=0.02 passkey=0.1 copy_gain=0.1).",
+            rich_help_panel=STATED_PANEL,
+        ),
+    ] = None,
+    unit_sd: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--unit-sd",
+            metavar="NAME=SD",
+            help="SD of one unit's paired difference (replaces the pilot's; without a pilot, the endpoints).",
+            rich_help_panel=STATED_PANEL,
+        ),
+    ] = None,
+    seed_sd: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--seed-sd",
+            metavar="NAME=SD",
+            help="Run-to-run SD of one arm's value across training seeds (x√2 for a difference), e.g. "
+            "core=0.0052: nanochat dev/LEADERBOARD.md Run 4, 7 identical d24 runs.",
+            rich_help_panel=STATED_PANEL,
+        ),
+    ] = None,
+    family_size: Annotated[
+        Optional[int],
+        typer.Option(
+            "--family-size",
+            metavar="M",
+            callback=at_least(1),
+            help="Comparisons per family (MDE at alpha/M). (default: the pilot's; 1 without one)",
+            rich_help_panel=STATED_PANEL,
+        ),
+    ] = None,
+    endpoints: Annotated[
+        Optional[str],
+        typer.Option(
+            "--endpoints", metavar="NAMES", help="Only these endpoints or classes, comma-separated."
+        ),
+    ] = None,
+    seeds: Annotated[
+        str, typer.Option("--seeds", metavar="S,..", help="Seed counts per arm to plan for.")
+    ] = "1,2,3,5,8,10",
+    power_level: Annotated[
+        float, typer.Option("--power", metavar="P", help="Power at the target MDE.", callback=at_least(0.5))
+    ] = 0.8,
+    spread: Annotated[
+        Spread,
+        typer.Option(
+            "--noise",
+            case_sensitive=False,
+            help="Per endpoint, the pilot comparisons' median noise, or the noisiest (every comparison reaches "
+            "the target).",
+        ),
+    ] = Spread.median,
+    baseline: Annotated[
+        Optional[str],
+        typer.Option(
+            "--baseline", metavar="NAME", help="The pilot's baseline variant. (default: the spec's)"
+        ),
+    ] = None,
+    results_dir: ResultsDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Plan units and seeds per endpoint for a target MDE at 80% power, from a pilot or stated noise.
+
+    For each endpoint (each metric within its family of verdicts): its noise (unit SD of a paired difference;
+    seed SD, training noise, when the pilot has >= 2 seeds or one is stated), the MDE at the pilot's size at
+    the family's alpha / m (the level the report quotes MDEs at, with the same formula), and the fewest
+    documents / examples / keys / records that reach the target with 1 seed and with the fewest seeds (>= 2)
+    that can. The pilot's noise per endpoint is its comparisons' median (--noise max: the noisiest). The
+    nanochat figure for --seed-sd:
+    dev/LEADERBOARD.md "Run 4" (commit 4b40774), the same d24 run 7 times: CORE SD 0.0052.
+    """
+    from rlab.report import power
+    from rlab.spec.eval import TargetMde
+
+    stated_unit = _pairs(unit_sd, "--unit-sd")
+    stated_seed = _pairs(seed_sd, "--seed-sd")
+    targets_given = _pairs(mde, "--mde")
+    try:
+        seed_grid = tuple(sorted({int(s) for s in seeds.split(",") if s.strip()}))
+    except ValueError:
+        seed_grid = ()
+    if not seed_grid or min(seed_grid) < 1:
+        raise RlabError(f"--seeds {seeds!r}: expected positive integers, e.g. 1,3,5.")
+    targets = TargetMde()
+    pilot_name = None
+    if spec_path is not None:
+        from rlab.spec.loading import load_spec
+
+        targets = load_spec(spec_path).eval.target_mde
+    if experiment is None and spec_path is None and stated_unit:
+        noises = _stated_only(stated_unit, stated_seed, family_size)
+    else:
+        from rlab.cli.report_cmd import resolve_target
+        from rlab.paths import ExperimentLayout
+
+        name, root = resolve_target(experiment, spec_path, results_dir)
+        layout = ExperimentLayout(root, name)
+        if not any(layout.root.glob("evals/*/eval.json")):
+            raise RlabError(
+                f"Experiment '{name}' has no evals to serve as a pilot (no eval.json under {layout.root}/evals).",
+                "Run a small pilot first (rlab eval), or state the noise: rlab power --unit-sd core=0.57 ...",
+            )
+        pilot = power.read_pilot(layout, baseline, spread.value)
+        pilot_name = pilot.name
+        if spec_path is None and pilot.targets is not None:
+            targets = pilot.targets
+        noises = power.with_stated(pilot.noises, stated_unit, stated_seed)
+    if family_size is not None:
+        from dataclasses import replace
+
+        noises = [replace(n, family_size=family_size) for n in noises]
+    if endpoints:
+        wanted = {e.strip() for e in endpoints.split(",") if e.strip()}
+        noises = [
+            n for n in noises if n.endpoint in wanted or power.endpoint_class(n.endpoint, n.family) in wanted
+        ]
+    if not noises:
+        raise RlabError("No endpoint to plan.", "Check --endpoints, or state one: --unit-sd core=0.57.")
+    plans = power.plan(noises, targets, targets_given, power=power_level, seeds=seed_grid)
+    if json_out:
+        import json
+
+        typer.echo(
+            json.dumps(
+                {"pilot": pilot_name, "power": power_level, "endpoints": [p.as_dict() for p in plans]},
+                indent=2,
+            )
+        )
+        return
+    _render(plans, pilot_name, power_level)
+
+
+def _render(plans: list[EndpointPlan], pilot: str | None, power_level: float) -> None:
+    """One table, a section per family (its size m and the level alpha/m), then where the noise came from."""
+    from rich import box
+    from rich.table import Table
+
+    from rlab.cli.console import out
+
+    out.print(
+        f"[bold]Power plan[/]: {power_level:.0%} power at each family's alpha/m (the level the report quotes MDEs "
+        f"at); noise from {f'pilot {pilot}' if pilot else 'the stated SDs'}",
+        highlight=False,
+    )
+    groups: dict[tuple[str, int], list[EndpointPlan]] = {}
+    for p in plans:
+        groups.setdefault((p.noise.family, p.noise.family_size), []).append(p)
+    for (family, size), rows in groups.items():
+        table = Table(
+            title=f"{family} family: m = {size}, alpha/m = {rows[0].alpha:.2g}",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 1),
+        )
+        with_seed = any(p.noise.seed_sd is not None for p in rows)
+        names = ("endpoint", "unit SD", *(("seed SD",) if with_seed else ()), "now", "MDE", "target")
+        for name in (*names, "1 seed", ">=2 seeds"):
+            table.add_column(name, justify="left" if name == "endpoint" else "right", no_wrap=True)
+        for p in rows:
+            table.add_row(*_row(p, with_seed))
+        out.print(table)
+    out.print(
+        "now: the pilot's units (x seeds) and the MDE they give (red: above the target; no var.: the pilot shows "
+        "no variation to plan from); 1 seed: units that reach the target (training noise not covered); >=2 "
+        "seeds: the fewest seeds that reach it x units (needs a seed SD: a pilot with --seeds >= 2, or --seed-sd).",
+        highlight=False,
+    )
+    sources = list(dict.fromkeys(s for p in plans for s in (p.noise.source, p.noise.seed_source) if s))
+    if sources:
+        extra = " (per endpoint, the median of its comparisons; --noise max: the noisiest)" if pilot else ""
+        out.print(f"Noise: {'; '.join(sources)}{extra}.", highlight=False, markup=False)

@@ -1,0 +1,62 @@
+"""The report's document pieces on the terminal: verdicts coloured by their `Verdict`, never by their wording.
+
+`rich_text` turns a `rlab.report.document.Text` into a rich Text (strong spans bold, code cyan, a verdict bold
+in its colour); `rich_table` a report `Table` into a rich table, cells coloured by the verdict they state and the
+significant best in bold green. Shared by `rlab report` and `rlab compare`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table as RichTable
+from rich.text import Text as RichText
+
+from rlab.report.inference import Verdict
+
+if TYPE_CHECKING:
+    from rlab.report.document import Text
+    from rlab.report.tables import Table
+
+VERDICT_STYLE = {
+    Verdict.BETTER: "green",
+    Verdict.WORSE: "red",
+    Verdict.TOO_FEW_UNITS: "yellow",
+    Verdict.UNTESTABLE: "yellow",
+    Verdict.NOT_COMPARABLE: "yellow",
+}
+
+
+def rich_text(value: Text) -> RichText:
+    out = RichText()
+    for span in value:
+        if span.verdict is not None:
+            out.append(span.text, style=f"bold {VERDICT_STYLE.get(span.verdict, '')}".strip())
+        elif span.strong:
+            out.append(span.text, style="bold")
+        elif span.code:
+            out.append(span.text, style="cyan")
+        elif span.em:
+            out.append(span.text, style="italic")
+        else:
+            out.append(span.text)
+    return out
+
+
+def rich_table(table: Table) -> RichTable:
+    out = RichTable(
+        title=table.title, title_justify="left", caption=table.caption or None, caption_justify="left"
+    )
+    for i, col in enumerate(table.frame.columns):
+        out.add_column(str(col), justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for r, row in enumerate(table.frame.itertuples(index=False)):
+        cells = []
+        for col, val in zip(table.frame.columns, row, strict=True):
+            text = str(val)
+            verdict = table.verdicts.get((r, col))
+            style = VERDICT_STYLE.get(verdict) if verdict is not None else None
+            if style is None and (r, col) in table.best and text:
+                style = "bold green"
+            cells.append(RichText(text, style=style or ""))
+        out.add_row(*cells)
+    return out
