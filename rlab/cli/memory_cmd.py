@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from rlab.cli.options import BaseDirOpt, JsonOpt, at_least, switch
+
+if TYPE_CHECKING:
+    from rlab.core.checkpoint_meta import CheckpointMeta
 
 
 class Dtype(str, Enum):
@@ -97,27 +100,35 @@ def memory(
 ) -> None:
     """Per-rank memory of a training shape: parameters, gradients, DDP buckets, optimizer state, saved
     activations, the loss head, and the peak against the GPU's memory."""
-    from rlab.memory.shape import meta_of_tag, read_meta_file
+    from rlab.core.checkpoint_meta import load_meta
+    from rlab.memory.shape import meta_of_tag
     from rlab.paths import default_base_dir
 
     if (meta is None) == (tag is None):
         raise typer.BadParameter("give exactly one of --meta FILE or --tag TAG.", param_hint="--meta/--tag")
     if meta is not None:
-        meta_dict, source = read_meta_file(meta), str(meta)
+        checkpoint_meta, source = load_meta(meta), str(meta)
     else:
         root = Path(base_dir) if base_dir is not None else default_base_dir()
-        meta_dict, source = meta_of_tag(root, str(tag), step)
+        checkpoint_meta, source = meta_of_tag(root, str(tag), step)
     memory_gib = gpu_memory if gpu_memory is not None else cuda_memory_gib()
     if evals:
         _eval_plan(
-            meta_dict, source, seq_len, device_batch_size, eval_length, dtype.value, memory_gib, json_out
+            checkpoint_meta,
+            source,
+            seq_len,
+            device_batch_size,
+            eval_length,
+            dtype.value,
+            memory_gib,
+            json_out,
         )
         return
     from rlab.memory.plan import plan_training
     from rlab.memory.shape import shape_from_meta
 
     shape = shape_from_meta(
-        meta_dict,
+        checkpoint_meta,
         seq_len=seq_len,
         device_batch_size=device_batch_size,
         nproc=nproc,
@@ -209,7 +220,7 @@ def render_plan(plan: Any, source: str) -> None:
 
 
 def _eval_plan(
-    meta: dict[str, Any],
+    meta: CheckpointMeta,
     source: str,
     seq_len: int | None,
     batch: int | None,
@@ -219,17 +230,16 @@ def _eval_plan(
     json_out: bool,
 ) -> None:
     from rlab.cli.console import out
-    from rlab.core.checkpoint import rope_from_meta
     from rlab.memory.eval_plan import eval_shape_from, plan_evals
     from rlab.memory.shape import model_config_from_meta
 
-    config = model_config_from_meta(meta, source)
+    config = model_config_from_meta(meta)
     train_len = seq_len or config["sequence_len"]
     shape = eval_shape_from(
         config,
         train_seq_len=train_len,
         longest=longest,
-        original_len=rope_from_meta(meta).original_len,
+        original_len=meta.rope_spec().original_len,
         device_batch_size=batch or 8,
         dtype=dtype,  # type: ignore[arg-type]
     )

@@ -80,7 +80,7 @@ def sample(
         device=device,
     )
     err.print(
-        f"[dim]{tag} step {meta['step']} · temperature {temperature:g} · top-k {top_k or 'all'} · seed {seed}[/]"
+        f"[dim]{tag} step {meta.step} · temperature {temperature:g} · top-k {top_k or 'all'} · seed {seed}[/]"
     )
     for i, text in enumerate(texts):
         if num_samples > 1:

@@ -11,36 +11,41 @@ A tag's state comes from what is on disk, never from guessing:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlab.paths import BaseLayout, ExperimentLayout, meta_file
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
+
+if TYPE_CHECKING:
+    from rlab.core.checkpoint_meta import CheckpointMeta
 
 LIVE_STATES = ("training", "stopped", "failed")
 
 
 def tag_records(base: BaseLayout, results_root: Path) -> list[dict[str, Any]]:
     """One JSON-able record per tag under the base dir, in tag order."""
-    from rlab.orchestrate.clone import checkpoint_steps, list_tags
+    from rlab.core.checkpoint_meta import newest_meta
+    from rlab.orchestrate.clone import list_tags
 
     experiments = _experiments(results_root)
     records = []
     for tag in list_tags(base):
         steps = checkpoint_steps(base.checkpoint_dir(tag))
-        meta = _read_json(meta_file(base.checkpoint_dir(tag), steps[-1])) if steps else {}
-        records.append(_record(base, tag, steps, meta or {}, experiments))
+        meta = newest_meta(base.checkpoint_dir(tag))
+        records.append(_record(base, tag, steps, meta, experiments))
     return records
 
 
 def _record(
-    base: BaseLayout, tag: str, steps: list[int], meta: dict, experiments: list[ExperimentLayout]
+    base: BaseLayout,
+    tag: str,
+    steps: list[int],
+    meta: CheckpointMeta | None,
+    experiments: list[ExperimentLayout],
 ) -> dict:
     from rlab.orchestrate.watch import MetricsTail
 
-    lineage = meta.get("lineage") or {}
-    run_config = meta.get("run_config") or {}
-    model = meta.get("model_config") or {}
+    lineage = meta.lineage if meta is not None else None
     run = next((exp for exp in experiments if exp.metrics_file(tag).exists()), None)
     progress = MetricsTail(run.metrics_file(tag)).poll() if run else None
     evals = {exp.experiment: exp.eval_json(tag) for exp in experiments if exp.eval_json(tag).exists()}
@@ -62,15 +67,15 @@ def _record(
         metrics["val_bpb"] = progress.val_bpb
     return {
         "tag": tag,
-        "variant": meta.get("variant") or run_config.get("variant"),
+        "variant": meta.variant_name if meta is not None else None,
         "state": state,
         "steps": steps,
         "step": progress.step
         if progress is not None and progress.step is not None
         else (steps[-1] if steps else None),
         "end_step": progress.end_step if progress is not None else None,
-        "seq_len": (run_config.get("train") or {}).get("seq_len") or model.get("sequence_len"),
-        "from": f"{lineage['parent_tag']}@{lineage['parent_step']}" if lineage.get("parent_tag") else None,
+        "seq_len": _seq_len(meta),
+        "from": f"{lineage.parent_tag}@{lineage.parent_step}" if lineage is not None else None,
         "rope": _rope_text(meta),
         "architecture": _architecture(base, tag, steps),
         "experiment": run.experiment if run else (next(iter(evals), None)),
@@ -134,46 +139,45 @@ def _lock_holder(base: BaseLayout, tag: str) -> str | None:
     return lock_holder(base, tag)
 
 
-def _rope_text(meta: dict) -> str:
-    from rlab.spec.rope import RopeSpec
+def _seq_len(meta: CheckpointMeta | None) -> int | None:
+    """The length the tag trains at (its run config), else its checkpoint's."""
+    if meta is None:
+        return None
+    train = meta.run_config.train if meta.run_config is not None else None
+    return (train.seq_len if train is not None else None) or meta.sequence_len
 
-    rope = meta.get("rope")
-    if rope:
-        try:
-            return RopeSpec.model_validate(rope).describe()
-        except ValueError:
-            return str(rope.get("variant", "?"))
-    seq = (meta.get("model_config") or {}).get("sequence_len")
-    return f"rope (L0={seq})" if seq else "-"
+
+def _rope_text(meta: CheckpointMeta | None) -> str:
+    if meta is None:
+        return "-"
+    if meta.rope is not None:
+        return meta.rope.describe()
+    return f"rope (L0={meta.sequence_len})"
 
 
 def _headline(path: Path) -> dict[str, float | None]:
     """val BPB, CORE and passkey accuracy from an eval.json, whichever it has (CORE on a subset of the bundle's
-    tasks: with core_tasks and core_bundle_tasks, the k and N of "k of N tasks")."""
-    metrics = (_read_json(path) or {}).get("metrics") or {}
-    found: dict[str, float | None] = {}
-    for key, chain in (
-        ("val_bpb", ("bpb", "val", "bpb")),
-        ("core", ("core", "core")),
-        ("passkey", ("passkey", "overall")),
-    ):
-        value: Any = metrics
-        for part in chain:
-            value = value.get(part) if isinstance(value, dict) else None
-        if isinstance(value, (int, float)):
-            found[key] = float(value)
-    core = metrics.get("core")
-    if "core" in found and isinstance(core, dict) and isinstance(core.get("selection"), list):
-        found["core_tasks"] = len(
-            core["selection"]
-        )  # a subset (rlab eval --tasks): never shown as the full CORE
-        found["core_bundle_tasks"] = core.get("bundle_tasks")
-    return found
+    tasks: with core_tasks and core_bundle_tasks, the k and N of "k of N tasks"); nothing from an eval.json
+    this rlab cannot read."""
+    from rlab.records import ContractError, read_eval_doc
 
-
-def _read_json(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        metrics = read_eval_doc(path).metrics
+    except ContractError:
+        return {}
+    val = metrics.bpb.val if metrics.bpb is not None else None
+    found: dict[str, float | None] = {}
+    for key, value in (
+        ("val_bpb", val.bpb if val is not None else None),
+        ("core", metrics.core.core if metrics.core is not None else None),
+        ("passkey", metrics.passkey.overall if metrics.passkey is not None else None),
+    ):
+        if value is not None:
+            found[key] = float(value)
+    core = metrics.core
+    if "core" in found and core is not None and core.selection is not None:
+        found["core_tasks"] = len(
+            core.selection
+        )  # a subset (rlab eval --tasks): never shown as the full CORE
+        found["core_bundle_tasks"] = core.bundle_tasks
+    return found

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rlab.errors import CheckpointError
 from rlab.spec.eval import AttentionWindows
+
+if TYPE_CHECKING:
+    from rlab.core.checkpoint_meta import CheckpointMeta, ModelShape
 
 NANOCHAT_CONFIG_KEYS = ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd")
 """meta["model_config"] keys of both generations (nanochat-2026 adds window_pattern)."""
@@ -112,13 +115,12 @@ def state_dict_keys(arch: Architecture, n_layer: int) -> set[str]:
     return keys
 
 
-def detect_architecture(meta: dict[str, Any], keys: Iterable[str], source: str) -> Architecture:
+def detect_architecture(meta: CheckpointMeta, keys: Iterable[str], source: str) -> Architecture:
     """The generation whose key set `keys` is (after nanochat's patches); `CheckpointError` naming
     `source` and the keys that fit none. A meta naming its architecture (rlab writes one) must agree."""
-    model_config = meta.get("model_config") or {}
-    n_layer = int(model_config["n_layer"])
+    n_layer = meta.shape.n_layer
     found = {k.removeprefix(COMPILE_PREFIX) for k in keys}
-    named = meta.get("architecture")
+    named = meta.architecture
     if named is not None:
         get_architecture(str(named))  # an unknown name is an error on its own
     candidates = []
@@ -133,7 +135,7 @@ def detect_architecture(meta: dict[str, Any], keys: Iterable[str], source: str) 
             raise CheckpointError(
                 f"{source}: meta says architecture '{named}' but the weights are {arch.name}."
             )
-        pattern = str(model_config.get("window_pattern") or "L").upper()
+        pattern = (meta.shape.window_pattern or DEFAULT_WINDOW_PATTERN).upper()
         if set(pattern) != {"L"} and not arch.sliding_windows:  # all-"L" means no windows: same model
             raise CheckpointError(
                 f"{source}: model_config has window_pattern {pattern!r} but the weights are {arch.name} "
@@ -161,11 +163,11 @@ def detect_architecture(meta: dict[str, Any], keys: Iterable[str], source: str) 
     )
 
 
-def window_pattern(arch: Architecture, model_config: dict[str, Any]) -> str:
+def window_pattern(arch: Architecture, shape: ModelShape) -> str:
     """The layer pattern of S(hort)/L(ong) windows; "L" for architectures without windows."""
     if not arch.sliding_windows:
         return DEFAULT_WINDOW_PATTERN
-    return str(model_config.get("window_pattern") or DEFAULT_WINDOW_PATTERN).upper()
+    return (shape.window_pattern or DEFAULT_WINDOW_PATTERN).upper()
 
 
 def full_context_layers(pattern: str, n_layer: int) -> list[bool]:

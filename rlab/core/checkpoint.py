@@ -9,18 +9,18 @@ plus rlab's: rope, lineage, loader state, run config, ...).
 Every file is written to a hidden temp name, fsynced and renamed into place, and the meta is
 written *last*: a checkpoint is complete if and only if its meta file exists. A crash mid-save
 therefore leaves either the previous checkpoint set or temp files that nothing ever reads
-(`list_steps` only reports steps whose meta and model both exist). With several ranks, rank 0 first
+(`rlab.paths.checkpoint_steps` only reports steps whose meta and model both exist). With several ranks, rank 0 first
 removes the step's old meta (`begin_checkpoint`), the other ranks then write their optimizer files
 (`write_optim_file`), and only after all of them rank 0 writes the model, its own file and the meta.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlab.atomic_io import atomic_write
 from rlab.core.architecture import (
@@ -32,79 +32,21 @@ from rlab.core.architecture import (
     key_list,
     window_pattern,
 )
+from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
 from rlab.errors import CheckpointError, TrainingError
-from rlab.paths import checkpoint_steps as list_steps
-from rlab.paths import meta_file, model_file, optim_file
+from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file
+
+if TYPE_CHECKING:
+    from rlab.core.gpt import GPT
+    from rlab.spec.rope import RopeSpec
 
 logger = logging.getLogger(__name__)
 
 
 def find_last_step(ckpt_dir: Path) -> int | None:
     """Newest complete checkpoint step, or None when there is none."""
-    steps = list_steps(ckpt_dir)
+    steps = checkpoint_steps(ckpt_dir)
     return steps[-1] if steps else None
-
-
-def read_meta(ckpt_dir: Path, step: int) -> dict[str, Any]:
-    """The meta JSON of one checkpoint, checked: UTF-8, a JSON object, a usable model_config and rope.
-
-    `CheckpointError` naming the file (and the field) otherwise, or listing the steps that do exist.
-    """
-    path = meta_file(Path(ckpt_dir), step)
-    if not path.exists() or not model_file(Path(ckpt_dir), step).exists():
-        found = list_steps(ckpt_dir)
-        listing = ", ".join(str(s) for s in found) if found else "none"
-        raise CheckpointError(
-            f"No complete checkpoint for step {step} in {ckpt_dir} (found: {listing}).",
-            hint="Choose one of the listed steps." if found else "Check the base dir and tag.",
-        )
-    corrupt = "The file is corrupt; restore it from a copy or choose another step."
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CheckpointError(
-            f"{path}: meta is not UTF-8 text (byte {exc.start}: {exc.reason}).", corrupt
-        ) from None
-    try:
-        meta = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(
-            f"{path}: unreadable meta JSON ({exc.msg} at line {exc.lineno} column {exc.colno}).", corrupt
-        ) from None
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{path}: meta must be a JSON object (got {type(meta).__name__}).", corrupt)
-    _check_model_config(meta.get("model_config"), path, corrupt)
-    if meta.get("rope") is not None:
-        from pydantic import ValidationError
-
-        from rlab.spec.rope import RopeSpec
-
-        try:
-            RopeSpec.model_validate(meta["rope"])
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise CheckpointError(
-                f"{path}: meta rope.{'.'.join(map(str, first['loc']))}: {first['msg']}.", corrupt
-            ) from None
-    return meta
-
-
-def _check_model_config(config: Any, path: Path, hint: str) -> None:
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{path}: meta has no model_config object.", hint)
-    for key in NANOCHAT_CONFIG_KEYS:
-        value = config.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise CheckpointError(
-                f"{path}: model_config.{key} must be a positive integer (got {value!r}).", hint
-            )
-    pattern = config.get("window_pattern")
-    if pattern is not None and (
-        not isinstance(pattern, str) or not pattern or set(pattern.upper()) - {"S", "L"}
-    ):
-        raise CheckpointError(
-            f"{path}: model_config.window_pattern must be letters S and L (got {pattern!r}).", hint
-        )
 
 
 def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
@@ -134,7 +76,7 @@ def save_checkpoint(
     ckpt_dir: Path,
     step: int,
     model_state: dict[str, Any],
-    meta: dict[str, Any],
+    meta: CheckpointMeta,
     optim_state: dict[str, Any] | None = None,
     optim_files: int = 1,
 ) -> None:
@@ -162,8 +104,7 @@ def save_checkpoint(
     for stale in _optim_ranks(ckpt_dir, step):
         if stale >= optim_files:
             optim_file(ckpt_dir, step, stale).unlink(missing_ok=True)
-    text = json.dumps(meta, indent=2, default=str) + "\n"
-    atomic_write(meta_file(ckpt_dir, step), lambda fh: fh.write(text), binary=False)
+    write_meta(ckpt_dir, step, meta)
     logger.info("saved checkpoint %s step %d", ckpt_dir, step)
 
 
@@ -250,19 +191,6 @@ def load_optim_set(ckpt_dir: Path, step: int) -> list[dict[str, Any]] | None:
     return payloads
 
 
-def rope_from_meta(meta: dict[str, Any], arch: Architecture | None = None):
-    """The checkpoint's RoPE config; a nanochat meta without one is plain rope at its sequence_len.
-
-    With `arch`, a base left to the checkpoint is filled with the architecture's rotary base.
-    """
-    from rlab.spec.rope import RopeSpec
-
-    seq_len = int(meta["model_config"]["sequence_len"])
-    spec = RopeSpec.model_validate(meta["rope"]) if meta.get("rope") else RopeSpec()
-    spec = spec.with_original_len(seq_len)
-    return spec.with_base(arch.rotary_base) if arch is not None else spec
-
-
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What a checkpoint is, from its meta and its state-dict keys (no weights read)."""
@@ -312,14 +240,15 @@ def _read_state_dict(path: Path, device: Any = "cpu", mmap: bool = False) -> dic
     return state
 
 
-def _info(ckpt_dir: Path, step: int, meta: dict[str, Any], keys) -> tuple[CheckpointInfo, Architecture]:
+def _info(
+    ckpt_dir: Path, step: int, meta: CheckpointMeta, keys: Iterable[str]
+) -> tuple[CheckpointInfo, Architecture]:
     path = model_file(ckpt_dir, step)
     arch = detect_architecture(meta, keys, str(path))
-    config = dict(meta["model_config"])
-    pattern = window_pattern(arch, config)
-    base = float(rope_from_meta(meta, arch).base)
+    pattern = window_pattern(arch, meta.shape)
+    base = float(meta.rope_spec(arch.rotary_base).base or arch.rotary_base)
     model_config = {
-        **{k: config[k] for k in NANOCHAT_CONFIG_KEYS},
+        **{k: getattr(meta.shape, k) for k in NANOCHAT_CONFIG_KEYS},
         "window_pattern": pattern,
         "architecture": arch.name,
         "rotary_base": base,
@@ -330,7 +259,7 @@ def _info(ckpt_dir: Path, step: int, meta: dict[str, Any], keys) -> tuple[Checkp
         architecture=arch.name,
         window_pattern=pattern,
         rotary_base=base,
-        sequence_len=int(config["sequence_len"]),
+        sequence_len=meta.sequence_len,
         model_config=model_config,
     )
     return info, arch
@@ -351,7 +280,7 @@ def inspect_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
 
 def load_checkpoint_state(
     ckpt_dir: Path, step: int, device: Any = "cpu"
-) -> tuple[dict[str, Any], dict[str, Any], CheckpointInfo]:
+) -> tuple[dict[str, Any], CheckpointMeta, CheckpointInfo]:
     """(state dict, meta, info) of one checkpoint, every check done: meta parses, the file reads, the
     keys are a known architecture (patched forward as nanochat's loader does), every tensor is finite.
     Every load (eval, continue, resume, sample) goes through here."""
@@ -380,7 +309,9 @@ def load_state_dict_file(ckpt_dir: Path, step: int, device: Any = "cpu") -> dict
     return load_checkpoint_state(ckpt_dir, step, device)[0]
 
 
-def load_model(ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rope=None):
+def load_model(
+    ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rope: RopeSpec | None = None
+) -> tuple[GPT, CheckpointMeta]:
     """(GPT, meta) for `step` (None = newest complete); `rope` overrides the checkpoint's RoPE config."""
     from rlab.core.gpt import GPT, GPTConfig
 
@@ -393,7 +324,7 @@ def load_model(ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rop
             )
     state, meta, info = load_checkpoint_state(ckpt_dir, step, device)
     config = GPTConfig.from_dict(info.model_config)
-    spec = rope if rope is not None else rope_from_meta(meta)
+    spec = rope if rope is not None else meta.rope_spec()
     model = GPT(config, rope=spec.with_original_len(config.sequence_len)).to(device)
     model.load_nanochat_state_dict(state, source=str(info.path))
     return model, meta

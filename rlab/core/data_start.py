@@ -25,7 +25,10 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlab.core.checkpoint_meta import CheckpointMeta
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ class NanochatPosition:
         return f"nanochat shard {self.pq_idx}, row group {self.rg_idx} ({w}, pass {self.epoch})"
 
 
-def nanochat_world_size(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> tuple[int | None, str]:
+def nanochat_world_size(ckpt_dir: Path, step: int, meta: CheckpointMeta | None) -> tuple[int | None, str]:
     """The base run's world size (or a multiple of it) and how it was found; (None, why) when unknown."""
     from rlab.paths import optim_file
 
@@ -80,30 +83,31 @@ def nanochat_world_size(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> tupl
         shards += 1
     if shards:
         return shards, f"{shards} optimizer shard(s) beside the checkpoint"
-    user = meta.get("user_config") or {}
-    try:
-        total = int(user.get("total_batch_size") or 0)
-        per_rank = int(meta.get("device_batch_size") or user["device_batch_size"]) * int(
-            meta.get("max_seq_len") or user["max_seq_len"]
-        )
-    except (KeyError, TypeError, ValueError):
+    if meta is None:
         return None, "no optimizer shards and no batch arithmetic in the meta"
+    user = meta.user_config
+    batch = meta.device_batch_size or (user.device_batch_size if user is not None else None)
+    seq_len = meta.max_seq_len or (user.max_seq_len if user is not None else None)
+    if batch is None or seq_len is None:
+        return None, "no optimizer shards and no batch arithmetic in the meta"
+    total = (user.total_batch_size if user is not None else None) or 0
+    per_rank = batch * seq_len
     if total > 0 and per_rank > 0 and total % per_rank == 0:
         return total // per_rank, "batch arithmetic in the meta (world size x grad accumulation, a bound)"
     return None, "no optimizer shards and no usable batch arithmetic in the meta"
 
 
-def nanochat_position(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> NanochatPosition | None:
+def nanochat_position(ckpt_dir: Path, step: int, meta: CheckpointMeta) -> NanochatPosition | None:
     """The position recorded in a nanochat meta (None when it records none), with its world size."""
-    state = meta.get("dataloader_state_dict")
-    if not isinstance(state, dict) or "pq_idx" not in state or "rg_idx" not in state:
+    state = meta.dataloader_state_dict
+    if state is None or state.pq_idx is None or state.rg_idx is None:
         return None
     world, how = nanochat_world_size(ckpt_dir, step, meta)
     log.info(
         "nanochat loader position pq_idx=%s rg_idx=%s; world size %s from %s",
-        state["pq_idx"],
-        state["rg_idx"],
+        state.pq_idx,
+        state.rg_idx,
         world,
         how,
     )
-    return NanochatPosition(int(state["pq_idx"]), int(state["rg_idx"]), world, int(state.get("epoch") or 1))
+    return NanochatPosition(state.pq_idx, state.rg_idx, world, state.epoch or 1)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
+from rlab.core.checkpoint_meta import CheckpointMeta
 from rlab.core.gpt import KVCache
 from rlab.errors import EvalError
 
@@ -179,7 +180,7 @@ def sample_checkpoint(
     top_k: int | None = None,
     seed: int = 42,
     device: str | None = None,
-) -> tuple[list[str], dict]:
+) -> tuple[list[str], CheckpointMeta]:
     """Load `tag` (newest complete step unless `step`) and continue `prompt` `num_samples` times.
 
     Returns the decoded continuations and the checkpoint meta. BOS is prepended to the prompt,
@@ -196,7 +197,7 @@ def sample_checkpoint(
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
     model, meta = load_model(layout.checkpoint_dir(tag), step, dev)
     model.eval()
-    engine = Engine(model, name=f"{tag} step {meta['step']}")
+    engine = Engine(model, name=f"{tag} step {meta.step}")
     bos = tokenizer.bos_token_id
     rows = engine.generate(
         tokenizer.encode(prompt, prepend=bos),

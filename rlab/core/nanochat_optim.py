@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlab.core.checkpoint_meta import OptimizerImport
 from rlab.paths import model_file, optim_file
 
 logger = logging.getLogger(__name__)
@@ -79,16 +80,17 @@ class ImportReport:
             + "".join(f"; {n}" for n in self.notes)
         )
 
-    def to_meta(self) -> dict[str, Any]:
-        return {
-            "restored": self.restored,
-            "reason": self.reason,
-            "format": self.format,
-            "world_size": self.world_size,
-            "nanochat_step": self.nanochat_step,
-            "muon_momentum": self.muon_momentum,
-            "notes": self.notes,
-        }
+    def to_meta(self) -> OptimizerImport:
+        """The meta's `optimizer.import` record."""
+        return OptimizerImport(
+            restored=self.restored,
+            reason=self.reason,
+            format=self.format,
+            world_size=self.world_size,
+            nanochat_step=self.nanochat_step,
+            muon_momentum=self.muon_momentum,
+            notes=self.notes,
+        )
 
 
 # name and shape of every parameter in nanochat's model order (the model file's key order)

@@ -37,10 +37,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlab import __version__
+from rlab.core.checkpoint_meta import (
+    CheckpointMeta,
+    LoaderState,
+    ModelShape,
+    OptimizerRecord,
+    RunConfigRecord,
+    TrainState,
+)
 from rlab.core.distributed import DistInfo
 from rlab.core.train_start import StartPoint, resolve_start, run_key, start_optimizers  # noqa: F401
 from rlab.errors import SpecError, TrainingError
-from rlab.paths import BaseLayout
+from rlab.paths import BaseLayout, optim_file
 from rlab.provenance import code_version
 from rlab.spec.run import RunConfig
 from rlab.spec.train import TrainSpec
@@ -223,7 +231,7 @@ class Trainer:
             world_size=info.world_size if shard else 1,
             compile_ns=self.compile_wanted,
         )
-        self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": int(self.lr_policy["warmup_steps"])})
+        self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": self.lr_policy.warmup_steps})
 
         for length in {self.plan.seq_len, *(p.seq_len for p in self.spec.seq_len_warmup)}:
             self.model.precompute_tables(length, self.device)  # outside the compiled region
@@ -557,10 +565,9 @@ class Trainer:
         from rlab.core.distributed import barrier, broadcast_object, gather_objects
         from rlab.core.optim_shards import optimizer_shard, writes_file
 
-        loader_state = {
-            "world_size": self.info.world_size,
-            "ranks": gather_objects(self.loader.state_dict(), self.info),
-        }
+        loader_state = LoaderState(
+            world_size=self.info.world_size, ranks=gather_objects(self.loader.state_dict(), self.info)
+        )
         model_state = self.model.state_dict()
         bad = nonfinite_tensors(model_state)  # replicas are identical, so every rank decides alike
         if bad:
@@ -583,8 +590,7 @@ class Trainer:
             write_optim_file(self.ckpt_dir, step, self.info.rank, payload)
         barrier(self.info)  # every other rank's file is in place before rank 0 completes the step
         if self.info.is_main:
-            meta = self._meta(step, loader_state, payload)
-            meta["replica_param_checksums"] = checksums  # identical when DDP kept the replicas in sync
+            meta = self._meta(step, loader_state, payload, checksums)
             save_checkpoint(
                 self.ckpt_dir, step, model_state, meta, payload, optim_files=int(payload["world_size"])
             )
@@ -595,47 +601,50 @@ class Trainer:
                     self.written_steps.remove(gone)
         barrier(self.info)
 
-    def _meta(self, step: int, loader_state: dict[str, Any], optim: dict[str, Any]) -> dict[str, Any]:
+    def _meta(
+        self, step: int, loader_state: LoaderState, optim: dict[str, Any], checksums: list[float]
+    ) -> CheckpointMeta:
         cfg = self.cfg
         files = int(optim["world_size"])
-        return {
-            "step": step,
-            "model_config": self.model.config.nanochat_dict(),  # nanochat's GPTConfig takes exactly these
-            "architecture": self.model.config.architecture,
-            "rope": self.model.rope.model_dump(mode="json"),
-            "lineage": self.start.lineage,
-            "tag": cfg.tag,
-            "variant": cfg.variant,
-            "val_bpb": self.last_val_bpb,
-            "tokens_trained": self.tokens_trained,
-            "loader_state": loader_state,
-            "data_start": self.start.data_start,
-            "run_config": cfg.model_dump(mode="json"),
-            "optimizer": {
-                "format": optim["format"],
-                "files": [f"optim_{step:06d}_rank{r}.pt" for r in range(files)],
-                "sharded": files > 1,  # one file per rank, each rank's share; loads at any world size
-                "save_id": optim["save_id"],
-                "at_start": self.start.optimizer_note,
-                "import": self.start.optimizer_import,
-            },
-            "world_size": self.info.world_size,
-            "rlab_version": RLAB_VERSION,
-            "code_version": code_version().model_dump(mode="json"),
-            "train_state": {
-                "run_key": run_key(cfg),
-                "run_start_step": self.start.run_start_step,
-                "end_step": self.end_step,
-                "skipped_total": self.skipped_total,
-                "run_tokens": self.run_tokens,
-                "lr_policy": self.lr_policy,
-                "resumed_from": self.start.resumed_from,
-                "dtype": "bfloat16" if self.amp_dtype is not None else "float32",
-            },
+        return CheckpointMeta(
+            step=step,
+            val_bpb=self.last_val_bpb,
+            shape=ModelShape(**self.model.config.nanochat_dict()),  # nanochat's GPTConfig takes exactly these
             # nanochat's own keys, so its tools read our checkpoints
-            "device_batch_size": self.plan.device_batch_size,
-            "max_seq_len": self.plan.seq_len,
-        }
+            device_batch_size=self.plan.device_batch_size,
+            max_seq_len=self.plan.seq_len,
+            architecture=self.model.config.architecture,
+            rope=self.model.rope,
+            lineage=self.start.lineage,
+            tag=cfg.tag,
+            variant=cfg.variant,
+            tokens_trained=self.tokens_trained,
+            loader_state=loader_state,
+            data_start=self.start.data_start,
+            run_config=RunConfigRecord.model_validate(cfg.model_dump(mode="json")),
+            optimizer=OptimizerRecord(
+                format=optim["format"],
+                files=[optim_file(self.ckpt_dir, step, r).name for r in range(files)],
+                sharded=files > 1,  # one file per rank, each rank's share; loads at any world size
+                save_id=optim["save_id"],
+                at_start=self.start.optimizer_note,
+                imported=self.start.optimizer_import,
+            ),
+            world_size=self.info.world_size,
+            rlab_version=RLAB_VERSION,
+            code_version=code_version(),
+            train_state=TrainState(
+                run_key=run_key(cfg),
+                run_start_step=self.start.run_start_step,
+                end_step=self.end_step,
+                skipped_total=self.skipped_total,
+                run_tokens=self.run_tokens,
+                lr_policy=self.lr_policy,
+                resumed_from=self.start.resumed_from,
+                dtype="bfloat16" if self.amp_dtype is not None else "float32",
+            ),
+            replica_param_checksums=checksums,  # identical when DDP kept the replicas in sync
+        )
 
     # --- failures ---
 

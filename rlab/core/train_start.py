@@ -28,9 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.core.checkpoint_meta import (
+    CheckpointMeta,
+    DataStartRecord,
+    LrPolicy,
+    OptimizerImport,
+)
 from rlab.paths import BaseLayout
 from rlab.spec.rope import RopeSpec
-from rlab.spec.run import CheckpointInit, RunConfig
+from rlab.spec.run import CheckpointInit, Lineage, RunConfig
 
 logger = logging.getLogger("rlab.core.train")
 
@@ -47,7 +53,7 @@ class StartPoint:
     model_state: dict[str, Any] | None  # None: from-scratch init
     model_config: dict[str, Any]
     rope: RopeSpec
-    lineage: dict[str, Any] | None
+    lineage: Lineage | None
     tokens_trained: int = 0  # tokens of applied steps behind the starting weights (the base's included)
     run_tokens: int = 0  # tokens this run had consumed before `step` (resume only)
     optim_files: list[dict[str, Any]] | None = (
@@ -55,12 +61,12 @@ class StartPoint:
     )
     nanochat_optim: tuple[Path, int] | None = None  # (dir, step) whose per-rank shards to import
     optimizer_note: str = "fresh"
-    optimizer_import: dict[str, Any] | None = None
-    lr_policy: dict[str, Any] | None = None  # a resumed run's recorded {peak_lr_scale, warmup_steps}
+    optimizer_import: OptimizerImport | None = None
+    lr_policy: LrPolicy | None = None  # a resumed run's recorded peak-LR scale and warmup
     fresh_continuation: bool = False  # weights from a checkpoint, optimizer state not (yet) restored
     loader_state: dict[str, Any] | None = None
     loader_after: Any = None  # rlab.core.data_start.NanochatPosition
-    data_start: dict[str, Any] = field(default_factory=lambda: {"source": "beginning"})
+    data_start: DataStartRecord = field(default_factory=lambda: DataStartRecord(source="beginning"))
     skipped_total: int = 0
     resumed_from: int | None = None
     protected_steps: set[int] = field(default_factory=set)
@@ -73,14 +79,15 @@ def run_key(cfg: RunConfig) -> str:
     return f"{cfg.experiment}/{cfg.tag}<-{src}"
 
 
-def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> tuple[int, dict[str, Any]] | None:
-    from rlab.core.checkpoint import list_steps, read_meta
+def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> int | None:
+    from rlab.core.checkpoint_meta import read_meta
+    from rlab.paths import checkpoint_steps
 
     key = run_key(cfg)
-    steps = list_steps(ckpt_dir)
+    steps = checkpoint_steps(ckpt_dir)
     for step in reversed(steps):
-        meta = read_meta(ckpt_dir, step)
-        if (meta.get("train_state") or {}).get("run_key") == key:
+        state = read_meta(ckpt_dir, step).train_state
+        if state is not None and state.run_key == key:
             if step != steps[-1]:
                 logger.warning(
                     "newest checkpoint %d of %s was not written by this run; resuming at %d",
@@ -88,37 +95,32 @@ def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> tuple[int, dict[str, Any]
                     cfg.tag,
                     step,
                 )
-            return step, meta
+            return step
     return None
 
 
-def tokens_in_meta(meta: dict[str, Any], step: int) -> int:
-    """Tokens behind a checkpoint: rlab's `tokens_trained`, or nanochat's step x total_batch_size."""
-    if meta.get("tokens_trained") is not None:
-        return int(meta["tokens_trained"])
-    total = (meta.get("user_config") or {}).get("total_batch_size")
-    return step * int(total) if isinstance(total, int) and total > 0 else 0
-
-
-def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> tuple[dict | None, Any, dict]:
+def resolve_data_start(
+    cfg: RunConfig, layout: BaseLayout, init_dir: Path
+) -> tuple[dict[str, Any] | None, Any, DataStartRecord]:
     """(rlab loader state, nanochat position, meta record) of where this run's train data starts."""
-    from rlab.core.checkpoint import read_meta
+    from rlab.core.checkpoint_meta import read_meta
     from rlab.core.data_start import NanochatPosition, nanochat_world_size
     from rlab.errors import CheckpointError
+    from rlab.paths import meta_file
 
     ds = cfg.data_start
     if ds is None:
-        return None, None, {"source": "beginning"}
-    record = ds.model_dump(mode="json")
-    record["describe"] = ds.describe()
+        return None, None, DataStartRecord(source="beginning")
+    record = ds.model_dump(mode="json") | {"describe": ds.describe()}
     if ds.source == "rlab":
-        return ds.loader_state, None, record
+        return ds.loader_state, None, DataStartRecord.model_validate(record)
     base_dir = layout.checkpoint_dir(ds.tag)
+    meta: CheckpointMeta | None
     try:
         meta = read_meta(base_dir, ds.step)
     except CheckpointError:  # the base went away; a clone of it carries the same files
         base_dir = init_dir
-        meta = read_meta(init_dir, ds.step) if (init_dir / f"meta_{ds.step:06d}.json").exists() else {}
+        meta = read_meta(init_dir, ds.step) if meta_file(init_dir, ds.step).exists() else None
     world, how = nanochat_world_size(base_dir, ds.step, meta)
     after = NanochatPosition(int(ds.pq_idx or 0), int(ds.rg_idx or 0), world, int(ds.epoch or 1))
     record.update(
@@ -139,12 +141,14 @@ def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> tu
     )
     if after.epoch > 1:
         logger.info("the base had already passed over all train data %d time(s)", after.epoch - 1)
-    return None, after, record
+    return None, after, DataStartRecord.model_validate(record)
 
 
 def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
     """Decide the starting weights, RoPE, optimizer source and data position."""
-    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set, rope_from_meta
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set
+    from rlab.errors import CheckpointError
+    from rlab.paths import meta_file
 
     target_dir = layout.checkpoint_dir(cfg.tag)
     protected: set[int] = set()
@@ -154,13 +158,17 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
     loader_state, after, data_record = resolve_data_start(cfg, layout, init_dir)
 
     if cfg.resume:
-        found = _resumable_step(cfg, target_dir)
-        if found is None:
+        step = _resumable_step(cfg, target_dir)
+        if step is None:
             logger.info("resume: no checkpoint of this run in %s yet; starting from init", target_dir)
         else:
-            step, meta = found
-            state = meta["train_state"]
             model_state, meta, info = load_checkpoint_state(target_dir, step)
+            state = meta.train_state
+            if state is None or state.run_start_step is None:
+                raise CheckpointError(
+                    f"{meta_file(target_dir, step)}: meta has no train_state.run_start_step to resume from.",
+                    "Resume with the rlab that wrote it, or start over with --force.",
+                )
             files = load_optim_set(target_dir, step)
             own = files is not None
             logger.info(
@@ -168,21 +176,21 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             )
             return StartPoint(
                 step=step,
-                run_start_step=int(state["run_start_step"]),
+                run_start_step=state.run_start_step,
                 model_state=model_state,
                 model_config=info.model_config,
-                rope=rope_from_meta(meta),
-                lineage=meta.get("lineage"),
-                tokens_trained=tokens_in_meta(meta, step),
-                run_tokens=int(state["run_tokens"]) if "run_tokens" in state else 0,
+                rope=meta.rope_spec(),
+                lineage=meta.lineage,
+                tokens_trained=meta.tokens_behind(),
+                run_tokens=state.run_tokens or 0,
                 optim_files=files,
                 optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
-                optimizer_import=(meta.get("optimizer") or {}).get("import"),
-                lr_policy=state.get("lr_policy"),
-                loader_state=meta.get("loader_state"),
+                optimizer_import=meta.optimizer.imported if meta.optimizer is not None else None,
+                lr_policy=state.lr_policy,
+                loader_state=meta.loader_state.model_dump() if meta.loader_state is not None else None,
                 loader_after=after,
-                data_start=meta.get("data_start") or data_record,
-                skipped_total=int(state.get("skipped_total", 0)),
+                data_start=meta.data_start or data_record,
+                skipped_total=state.skipped_total or 0,
                 resumed_from=step,
                 protected_steps=protected,
             )
@@ -195,7 +203,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         src_len = int(src_config["sequence_len"])
         # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
         # recorded it in its meta; otherwise it is the source's training length.
-        cloned_len = (meta.get("rope") or {}).get("original_len") if cfg.init.tag == cfg.tag else None
+        cloned_len = meta.rope.original_len if meta.rope is not None and cfg.init.tag == cfg.tag else None
         rope = cfg.rope.with_original_len(int(cloned_len or src_len))
         files = load_optim_set(src_dir, cfg.init.step)
         own = files is not None
@@ -208,11 +216,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             if not shards
             else "pending nanochat import"
         )
-        lineage = (
-            cfg.lineage.model_dump()
-            if cfg.lineage
-            else {"parent_tag": cfg.init.tag, "parent_step": cfg.init.step}
-        )
+        lineage = cfg.lineage or Lineage(parent_tag=cfg.init.tag, parent_step=cfg.init.step)
         logger.info(
             "starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
             cfg.tag,
@@ -230,7 +234,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
             model_config={**src_config, "sequence_len": seq_len},
             rope=rope,
             lineage=lineage,
-            tokens_trained=tokens_in_meta(meta, cfg.init.step),
+            tokens_trained=meta.tokens_behind(),
             optim_files=files,
             nanochat_optim=nanochat,
             optimizer_note=note,
@@ -260,17 +264,17 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
         model_state=None,
         model_config=model_config,
         rope=cfg.rope.with_original_len(seq_len),
-        lineage=cfg.lineage.model_dump() if cfg.lineage else None,
+        lineage=cfg.lineage,
         loader_state=loader_state,
         loader_after=after,
         data_start=data_record,
     )
 
 
-def fresh_lr_policy(steps: int, warmup_steps: int) -> dict[str, Any]:
+def fresh_lr_policy(steps: int, warmup_steps: int) -> LrPolicy:
     """The LR policy of a continuation that could not restore its optimizer state."""
     warmup = max(warmup_steps, math.ceil(FRESH_MIN_WARMUP_FRAC * steps), 1)
-    return {"peak_lr_scale": FRESH_LR_SCALE, "warmup_steps": warmup}
+    return LrPolicy(peak_lr_scale=FRESH_LR_SCALE, warmup_steps=warmup)
 
 
 def start_optimizers(
@@ -283,7 +287,7 @@ def start_optimizers(
     rank: int = 0,
     world_size: int = 1,
     compile_ns: bool = False,
-) -> tuple[list, dict[str, Any]]:
+) -> tuple[list, LrPolicy]:
     """Build the optimizers (state sharded over `world_size` ranks) and load the state `start` names;
     returns (optimizers, lr_policy).
 
@@ -319,16 +323,16 @@ def start_optimizers(
             start.optimizer_note = (
                 f"fresh: the source's optimizer files are foreign and were not imported ({report.reason})"
             )
-    policy = start.lr_policy or {"peak_lr_scale": 1.0, "warmup_steps": spec.lr.warmup_steps}
+    policy = start.lr_policy or LrPolicy(peak_lr_scale=1.0, warmup_steps=spec.lr.warmup_steps)
     if start.resumed_from is None and start.fresh_continuation:
         policy = fresh_lr_policy(spec.steps, spec.lr.warmup_steps)
         start.optimizer_note += (
-            f"; peak LRs x{policy['peak_lr_scale']:g} with {policy['warmup_steps']} warmup step(s)"
+            f"; peak LRs x{policy.peak_lr_scale:g} with {policy.warmup_steps} warmup step(s)"
         )
         logger.warning(
             "continuing %s with a fresh optimizer: %s", "from a trained checkpoint", start.optimizer_note
         )
-    scale = float(policy["peak_lr_scale"])
+    scale = policy.peak_lr_scale
     if scale != 1.0:
         for opt in optimizers:
             for g in opt.param_groups:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab import records as rec
+from rlab.core.checkpoint_meta import CheckpointMeta
 from rlab.errors import EvalError, unknown_name_error
 from rlab.evals import outputs
 from rlab.evals.progress import ProgressFn, stages
@@ -38,7 +39,7 @@ class EvalContext:
 
     model: Any
     tokenizer: Any
-    meta: dict
+    meta: CheckpointMeta
     spec: EvalSpec
     device: Any
     base_dir: Path
@@ -57,7 +58,7 @@ class EvalContext:
 
     @property
     def train_seq_len(self) -> int:
-        return int(self.meta["model_config"]["sequence_len"])
+        return self.meta.sequence_len
 
     @property
     def original_len(self) -> int:

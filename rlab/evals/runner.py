@@ -17,7 +17,6 @@ is written and the worker exits non-zero.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab import records as rec
+from rlab.core.checkpoint_meta import CheckpointMeta, meta_sha256, read_meta
 from rlab.errors import EvalError
 from rlab.evals import outputs
 from rlab.evals.progress import ProgressDisplay
@@ -42,37 +42,20 @@ HEADLINE_FIELDS = ("bpb", "core", "overall")
 """Numbers that must be finite in every section that has them (else the metric could not be computed)."""
 
 
-def checkpoint_facts(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> rec.CheckpointFacts:
+def checkpoint_facts(ckpt_dir: Path, step: int, meta: CheckpointMeta) -> rec.CheckpointFacts:
     """What the checkpoint's meta says about its training (nanochat metas leave most of it null)."""
-    from rlab.paths import meta_file
-
-    run_cfg = meta.get("run_config") or {}
-    train_cfg = run_cfg.get("train") or {}
-    state = meta.get("train_state") or {}
-    code = meta.get("code_version")
-    data_start = meta.get("data_start", run_cfg.get("data_start", train_cfg.get("data_start")))
+    state = meta.train_state
     return rec.CheckpointFacts(
         step=step,
-        meta_sha256=hashlib.sha256(meta_file(ckpt_dir, step).read_bytes()).hexdigest()[:16],
-        tokens_trained=meta.get("tokens_trained"),
-        skipped_steps=state.get("skipped_total"),
-        data_start=_data_start_label(data_start),
-        seed=train_cfg.get("seed"),
-        train_code_version=rec.CodeVersion.model_validate(code).label if isinstance(code, dict) else None,
-        train_world_size=meta.get("world_size"),
-        train_dtype=state.get("dtype"),
+        meta_sha256=meta_sha256(ckpt_dir, step),
+        tokens_trained=meta.tokens_trained,
+        skipped_steps=state.skipped_total if state is not None else None,
+        data_start=meta.data_start_label,
+        seed=meta.train_seed,
+        train_code_version=meta.code_version.label if meta.code_version is not None else None,
+        train_world_size=meta.world_size,
+        train_dtype=state.dtype if state is not None else None,
     )
-
-
-def _data_start_label(data_start: Any) -> str | None:
-    """`beginning`, the trainer's `describe` of a DataStart (`after d20@21400 (pq 3, rg 17)`), else a hash."""
-    if data_start is None or isinstance(data_start, str):
-        return data_start
-    if isinstance(data_start, dict) and isinstance(data_start.get("describe"), str):
-        return data_start["describe"]
-    if isinstance(data_start, dict) and set(data_start) == {"source"}:
-        return str(data_start["source"])
-    return rec.short_hash(data_start)
 
 
 def kept_sections(
@@ -141,7 +124,7 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     """Run the configured evals for one tag; returns the eval.json document (on every rank)."""
     import torch
 
-    from rlab.core.checkpoint import find_last_step, load_model, read_meta
+    from rlab.core.checkpoint import find_last_step, load_model
     from rlab.core.distributed import configure_allocator, init_distributed, verify_allocator
     from rlab.core.precision import stream_dtype
     from rlab.core.tokenizer import Tokenizer, load_token_bytes
@@ -169,9 +152,7 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     model.set_stream_dtype(stream_dtype(info.device, torch.bfloat16 if cuda else None))  # as in training
     model.eval()
     rope = model.rope.model_dump(mode="json")  # the tag's own config, before any eval-time switch
-    rope_eval = apply_eval_rope(
-        model, cfg.eval, int(cfg.eval.target_len or meta["model_config"]["sequence_len"])
-    )
+    rope_eval = apply_eval_rope(model, cfg.eval, int(cfg.eval.target_len or meta.sequence_len))
     name = f"{cfg.tag} step {step}"
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
     autocast = partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16) if cuda else nullcontext

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlab.core.checkpoint_meta import CheckpointMeta, load_meta
+from rlab.errors import CheckpointError
 from rlab.records import EvalDoc
 
 
@@ -24,7 +26,7 @@ class Ancestor:
 
 
 def lineage(
-    checkpoints_root: Path, tag: str, step: int, meta: dict[str, Any] | None, limit: int = 20
+    checkpoints_root: Path, tag: str, step: int, meta: CheckpointMeta | None, limit: int = 20
 ) -> list[Ancestor]:
     """The chain of checkpoints this one was cloned from, read from each meta's `lineage` (stops where a meta is
     missing: a nanochat base records none)."""
@@ -34,36 +36,31 @@ def lineage(
     seen: set[tuple[str, int]] = set()
     while meta is not None and (tag, step) not in seen and len(chain) < limit:
         seen.add((tag, step))
-        rope = meta.get("rope")
         chain.append(
             Ancestor(
                 tag=tag,
                 step=step,
-                variant=meta.get("variant"),
-                rope=_describe_rope(rope),
-                tokens_trained=meta.get("tokens_trained"),
-                seq_len=(meta.get("model_config") or {}).get("sequence_len"),
+                variant=meta.variant,
+                rope=meta.rope.describe() if meta.rope is not None else None,
+                tokens_trained=meta.tokens_trained,
+                seq_len=meta.sequence_len,
             )
         )
-        parent = meta.get("lineage") or {}
-        if not parent.get("parent_tag"):
+        parent = meta.lineage
+        if parent is None:
             break
-        tag, step = str(parent["parent_tag"]), int(parent["parent_step"])
-        path = meta_file(checkpoints_root / tag, step)
-        meta = json.loads(path.read_text()) if path.is_file() else None
+        tag, step = parent.parent_tag, parent.parent_step
+        meta = _parent_meta(meta_file(checkpoints_root / tag, step))
         if meta is None:
             chain.append(Ancestor(tag, step, None, None, None, None))
     return chain
 
 
-def _describe_rope(rope: Any) -> str | None:
-    from rlab.spec.rope import RopeSpec
-
-    if not isinstance(rope, dict):
-        return None
+def _parent_meta(path: Path) -> CheckpointMeta | None:
+    """A parent's meta; None when it is gone or unreadable (the chain stops there)."""
     try:
-        return RopeSpec.model_validate(rope).describe()
-    except ValueError:
+        return load_meta(path) if path.is_file() else None
+    except CheckpointError:
         return None
 
 

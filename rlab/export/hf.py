@@ -23,9 +23,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlab.errors import ExportError
+
+if TYPE_CHECKING:
+    from rlab.core.checkpoint_meta import CheckpointMeta
 
 ROUNDTRIP_TOLERANCE = 1e-3
 """Largest |logit difference| (logits soft-capped at 15, float32) allowed between rlab and the exported model.
@@ -329,7 +332,7 @@ def check_roundtrip(model: Any, tokenizer: Any, folder: Path, remote: bool) -> R
 
 def _write_card(
     model: Any,
-    meta: dict[str, Any],
+    meta: CheckpointMeta,
     layout: Any,
     tag: str,
     step: int,
@@ -371,13 +374,13 @@ def _write_card(
     (out / "README.md").write_text(card)
 
 
-def _eval_doc(meta: dict[str, Any], tag: str, results_root: Path | None) -> tuple[Any, Path | None]:
+def _eval_doc(meta: CheckpointMeta, tag: str, results_root: Path | None) -> tuple[Any, Path | None]:
     """The tag's eval.json (its experiment's, under the results root), or (None, where it was looked for)."""
     from rlab.errors import RlabError
     from rlab.paths import ExperimentLayout, default_results_root
     from rlab.records import read_eval_doc
 
-    experiment = (meta.get("run_config") or {}).get("experiment") or meta.get("experiment")
+    experiment = meta.experiment_name
     if not experiment:
         return None, None
     path = ExperimentLayout(results_root or default_results_root(), str(experiment)).eval_json(tag)

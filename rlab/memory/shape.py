@@ -7,15 +7,14 @@ The model's `sequence_len` is set to the run's, as a continued run sets it (`rla
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
+from rlab.core.architecture import NANOCHAT_CONFIG_KEYS
+from rlab.core.checkpoint_meta import CheckpointMeta
 from rlab.errors import CheckpointError, SpecError
-
-NANOCHAT_2026_KEYS = ("window_pattern",)  # a nanochat model_config with these keys is a 2026 model
 
 
 class TrainShape(BaseModel):
@@ -69,36 +68,17 @@ class TrainShape(BaseModel):
         )
 
 
-def model_config_from_meta(meta: dict[str, Any], source: str = "meta") -> dict[str, Any]:
+def model_config_from_meta(meta: CheckpointMeta) -> dict[str, Any]:
     """GPTConfig fields from a checkpoint meta. The architecture is the meta's (rlab writes it), else
     nanochat-2026 when its model_config has a window_pattern (only 2026 nanochat writes one), else 2025."""
-    config = meta.get("model_config")
-    need = ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd")
-    if not isinstance(config, dict) or any(not isinstance(config.get(k), int) for k in need):
-        raise CheckpointError(
-            f"{source}: no usable model_config (needs integer {', '.join(need)}).",
-            "Pass a meta_XXXXXX.json written by nanochat or rlab.",
-        )
-    arch = meta.get("architecture") or (
-        "nanochat-2026" if any(k in config for k in NANOCHAT_2026_KEYS) else "nanochat-2025"
+    shape = meta.shape
+    out: dict[str, Any] = {k: getattr(shape, k) for k in NANOCHAT_CONFIG_KEYS}
+    out["architecture"] = meta.architecture or (
+        "nanochat-2026" if shape.window_pattern is not None else "nanochat-2025"
     )
-    out = {k: config[k] for k in need}
-    out["architecture"] = arch
-    if "window_pattern" in config:
-        out["window_pattern"] = str(config["window_pattern"]).upper()
+    if shape.window_pattern is not None:
+        out["window_pattern"] = shape.window_pattern.upper()
     return out
-
-
-def read_meta_file(path: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"Meta file not found: {path}") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: cannot read the meta JSON ({exc}).") from None
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{path}: not a meta JSON object.")
-    return meta
 
 
 def accumulation_for(total_batch_size: int | None, device_batch_size: int, seq_len: int, nproc: int) -> int:
@@ -115,7 +95,7 @@ def accumulation_for(total_batch_size: int | None, device_batch_size: int, seq_l
 
 
 def shape_from_meta(
-    meta: dict[str, Any],
+    meta: CheckpointMeta,
     *,
     seq_len: int | None = None,
     device_batch_size: int | None = None,
@@ -132,10 +112,10 @@ def shape_from_meta(
     Unset values come from the meta: its sequence length, and nanochat's `device_batch_size` (rlab
     writes it too). `total_batch_size` (tokens per step) sets the gradient accumulation.
     """
-    config = model_config_from_meta(meta, source)
+    config = model_config_from_meta(meta)
     seq = seq_len or config["sequence_len"]
-    batch = device_batch_size or meta.get("device_batch_size")
-    if not isinstance(batch, int) or batch < 1:
+    batch = device_batch_size or meta.device_batch_size
+    if batch is None or batch < 1:
         raise SpecError(f"{source} records no device_batch_size: pass --device-batch-size.")
     accum = accumulation_for(total_batch_size, batch, seq, nproc)
     return TrainShape(
@@ -151,10 +131,11 @@ def shape_from_meta(
     )
 
 
-def meta_of_tag(base_dir: Path, tag: str, step: int | None = None) -> tuple[dict[str, Any], str]:
+def meta_of_tag(base_dir: Path, tag: str, step: int | None = None) -> tuple[CheckpointMeta, str]:
     """(meta, where it came from) of a tag's checkpoint at `step` (default: its newest), the
     architecture read from the weights' keys (`inspect_checkpoint`) rather than guessed from the meta."""
-    from rlab.core.checkpoint import find_last_step, inspect_checkpoint, read_meta
+    from rlab.core.checkpoint import find_last_step, inspect_checkpoint
+    from rlab.core.checkpoint_meta import read_meta
     from rlab.paths import BaseLayout
 
     ckpt_dir = BaseLayout(Path(base_dir)).checkpoint_dir(tag)
@@ -163,4 +144,4 @@ def meta_of_tag(base_dir: Path, tag: str, step: int | None = None) -> tuple[dict
         raise CheckpointError(f"No checkpoint of tag '{tag}' in {ckpt_dir}.", "List the tags with `rlab ls`.")
     meta = read_meta(ckpt_dir, step)
     info = inspect_checkpoint(ckpt_dir, step)
-    return {**meta, "architecture": info.architecture}, f"{tag}@{step}"
+    return meta.model_copy(update={"architecture": info.architecture}), f"{tag}@{step}"

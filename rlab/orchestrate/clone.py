@@ -15,7 +15,6 @@ interrupted clone leaves no half-made tag behind.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import shutil
@@ -25,9 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
 from rlab.errors import CheckpointError, unknown_name_error
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file, optim_file
 from rlab.spec.rope import RopeSpec
+from rlab.spec.run import Lineage
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def clone_checkpoint(
     dst_dir = base.checkpoint_dir(dst_tag)
     if dst_dir.exists():
         raise CheckpointError(f"Tag '{dst_tag}' already exists: {dst_dir}.", "Use --resume or --force.")
-    meta = json.loads(meta_file(src_dir, step).read_text())
+    meta = read_meta(src_dir, step)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst_tag}.clone-", dir=base.checkpoints_root))
     tmp.chmod(src_dir.stat().st_mode & 0o777)  # mkdtemp makes it 0700; a tag folder looks like its source
     used: set[str] = set()
@@ -132,12 +133,8 @@ def clone_checkpoint(
             experiment=experiment,
             sequence_len=sequence_len,
         )
-        meta_text = json.dumps(new_meta, indent=2) + "\n"
-        with open(meta_file(tmp, step), "w") as fh:
-            fh.write(meta_text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        total += len(meta_text)
+        write_meta(tmp, step, new_meta)
+        total += meta_file(tmp, step).stat().st_size
         os.rename(tmp, dst_dir)  # atomic on one filesystem; fails if dst_dir appeared meanwhile
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -158,7 +155,7 @@ def clone_checkpoint(
 
 
 def clone_meta(
-    meta: dict,
+    meta: CheckpointMeta,
     *,
     src_tag: str,
     step: int,
@@ -167,7 +164,7 @@ def clone_meta(
     variant: str,
     experiment: str | None = None,
     sequence_len: int | None = None,
-) -> dict:
+) -> CheckpointMeta:
     """The clone's meta: the source's, with the new tag, variant, RoPE config, lineage and owning experiment.
 
     What the variant leaves to the checkpoint (L0, the rotary base) is filled from the source, so a base
@@ -178,39 +175,22 @@ def clone_meta(
     training-free arm is the variant *at the target length*: a nanochat-2026 model's attention windows
     follow sequence_len, so an arm left at L0 would never attend further than L0 back, whatever its
     RoPE, unlike the continued arm it is compared with."""
-    model_config = meta.get("model_config") or {}
-    parent_rope = meta.get("rope")
-    original_len = (parent_rope or {}).get("original_len") or model_config.get("sequence_len")
-    if rope.original_len is None and original_len:
-        rope = rope.with_original_len(int(original_len))
-    parent_base = (parent_rope or {}).get("base")
-    if parent_base:
-        rope = rope.with_base(float(parent_base))
-    new = dict(meta)
-    if sequence_len is not None:
-        new["model_config"] = {**model_config, "sequence_len": int(sequence_len)}
-    new.update(
+    parent_rope = meta.rope
+    original_len = (parent_rope.original_len if parent_rope is not None else None) or meta.sequence_len
+    rope = rope.with_original_len(original_len)
+    if parent_rope is not None and parent_rope.base:
+        rope = rope.with_base(parent_rope.base)
+    update: dict[str, object] = dict(
         tag=dst_tag,
         variant=variant,
-        rope=rope.model_dump(mode="json"),
+        rope=rope,
         parent_rope=parent_rope,
-        lineage={"parent_tag": src_tag, "parent_step": step},
+        lineage=Lineage(parent_tag=src_tag, parent_step=step),
         experiment=experiment,
     )
-    return new
-
-
-def tag_owner(meta: dict, tag: str) -> str | None:
-    """The experiment that owns `tag`, from one of its metas: the run that trained it, else the clone's record."""
-    run_config = meta.get("run_config")
-    if (
-        isinstance(run_config, dict)
-        and run_config.get("tag") == tag
-        and isinstance(run_config.get("experiment"), str)
-    ):
-        return run_config["experiment"]
-    owner = meta.get("experiment")
-    return owner if isinstance(owner, str) else None
+    if sequence_len is not None:
+        update["shape"] = meta.shape.model_copy(update={"sequence_len": int(sequence_len)})
+    return meta.model_copy(update=update)
 
 
 def _link_or_copy(src: Path, dst: Path, method: CloneMethod) -> str:

@@ -54,7 +54,7 @@ def check_base(base_dir: Path, tag: str, seed: int = 1234) -> CheckResult:
     layout = BaseLayout(base_dir)
     model, meta = load_model(layout.checkpoint_dir(tag), None, torch.device("cpu"))
     model.eval()
-    seq_len = int(meta["model_config"]["sequence_len"])
+    seq_len = meta.sequence_len
     tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
     docs = tokenizer.encode(load_long_docs(base_dir).texts)
     shortest = cd.PREFIX + 2 * cd.PASSAGE + 8

@@ -9,13 +9,13 @@ every tag and step checked, before anything runs (`rlab.orchestrate.evaluation` 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlab.core.checkpoint_meta import CheckpointMeta, newest_meta
 from rlab.errors import CheckpointError, RlabError, SpecError, unknown_name_error
-from rlab.paths import BaseLayout, ExperimentLayout, default_results_root, find_eval_bundle, meta_file
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, default_results_root, find_eval_bundle
 
 if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
@@ -172,9 +172,9 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
 
 
 def _tag_config(
-    spec: ExperimentSpec, base: BaseLayout, name: str, request: EvalRequest, meta: dict | None
+    spec: ExperimentSpec, base: BaseLayout, name: str, request: EvalRequest, meta: CheckpointMeta | None
 ) -> EvalRunConfig:
-    from rlab.orchestrate.clone import checkpoint_steps, list_tags
+    from rlab.orchestrate.clone import list_tags
     from rlab.orchestrate.plan import plan_eval
 
     ckpt_dir = base.checkpoint_dir(name)
@@ -198,22 +198,8 @@ def _tag_config(
         cfg = plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step)
     else:
         tag_meta = meta or newest_meta(ckpt_dir)
-        cfg = plan_eval(spec, name, variant=(tag_meta or {}).get("variant"), step=step)
+        cfg = plan_eval(spec, name, variant=tag_meta.variant if tag_meta is not None else None, step=step)
     return cfg.model_copy(update={"force": request.force})
-
-
-def newest_meta(ckpt_dir: Path) -> dict | None:
-    """The newest checkpoint meta of a tag folder as a dict, or None when there is none or it is unreadable."""
-    from rlab.orchestrate.clone import checkpoint_steps
-
-    steps = checkpoint_steps(ckpt_dir)
-    if not steps:
-        return None
-    try:
-        data = json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def experiment_eval_tags(spec: ExperimentSpec) -> list[str]:
@@ -242,7 +228,7 @@ def experiment_eval_tags(spec: ExperimentSpec) -> list[str]:
     return list(dict.fromkeys(tags))
 
 
-def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, dict | None]:
+def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, CheckpointMeta | None]:
     """The spec to evaluate with: --spec; else the experiment's saved resolved spec; else defaults.
 
     Without --spec, the tag's checkpoint meta says which experiment and base it belongs to.
@@ -261,10 +247,9 @@ def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, dict | None
         probe = load_spec(None, base_dir=request.base_dir, results_dir=request.results_dir)
         meta = newest_meta(base_layout(probe).checkpoint_dir(request.tag))
     if meta is not None:
-        run_config = meta.get("run_config") or {}
-        experiment = experiment or run_config.get("experiment")
-        lineage = meta.get("lineage") or {}
-        named["base_tag"] = base_tag or lineage.get("parent_tag") or (request.tag if not lineage else None)
+        experiment = experiment or (meta.run_config.experiment if meta.run_config is not None else None)
+        lineage = meta.lineage
+        named["base_tag"] = base_tag or (lineage.parent_tag if lineage is not None else request.tag)
         named["name"] = experiment
     if experiment is not None:
         saved = ExperimentLayout(request.results_dir or default_results_root(), experiment).resolved_spec

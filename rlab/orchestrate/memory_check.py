@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rlab.errors import LaunchError, RlabError
+from rlab.errors import CheckpointError, LaunchError, RlabError
 
 if TYPE_CHECKING:
     from rlab.memory.plan import MemoryPlan
@@ -49,7 +49,9 @@ def training_shape(spec: ExperimentSpec, base: BaseInfo) -> dict[str, Any]:
 
     train = spec.train
     world = spec.launch.world_size
-    config = model_config_from_meta(base.model or {}, f"{base.tag}@{base.step}")
+    if base.meta is None:
+        raise CheckpointError(f"{base.tag}@{base.step}: no meta to read the model's shape from.")
+    config = model_config_from_meta(base.meta)
     return {
         "config": {**config, "sequence_len": train.seq_len},
         "seq_len": train.seq_len,

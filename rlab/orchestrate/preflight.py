@@ -11,22 +11,20 @@ eval bundle). `rlab continue` refuses to start while `problems` is non-empty; `-
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlab.core.checkpoint_meta import newest_meta
 from rlab.errors import CheckpointError, LaunchError, RlabError
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
 from rlab.orchestrate.clone import (
     checkpoint_files,
-    checkpoint_steps,
     require_checkpoint,
     tag_action,
     tag_exists_error,
-    tag_owner,
 )
 from rlab.orchestrate.lock import lock_holder
 from rlab.orchestrate.plan import (
@@ -37,7 +35,7 @@ from rlab.orchestrate.plan import (
     plan_continue,
     resolve_lengths,
 )
-from rlab.paths import BaseLayout, meta_file
+from rlab.paths import BaseLayout
 from rlab.spec.experiment import ExperimentSpec
 
 if TYPE_CHECKING:
@@ -177,15 +175,10 @@ def _check_tags(pf: Preflight, *, resume: bool, force: bool) -> None:
 def resume_mismatch(base: BaseLayout, run: RunConfig) -> RlabError | None:
     """Why `--resume` must not continue `run.tag`: another experiment owns it, or it was cloned from
     another base step than this plan's. None when it may (or when it has no complete checkpoint yet)."""
-    ckpt_dir = base.checkpoint_dir(run.tag)
-    steps = checkpoint_steps(ckpt_dir)
-    if not steps:
-        return None
-    try:
-        meta = json.loads(meta_file(ckpt_dir, steps[-1]).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None  # the worker reports an unreadable meta with its own error
-    owner = tag_owner(meta, run.tag)
+    meta = newest_meta(base.checkpoint_dir(run.tag))
+    if meta is None:
+        return None  # none yet, or unreadable: the worker reports an unreadable meta with its own error
+    owner = meta.owner(run.tag)
     if owner is not None and owner != run.experiment:
         return CheckpointError(
             f"Tag '{run.tag}' belongs to experiment '{owner}', not '{run.experiment}': resuming it here would mix "
@@ -193,17 +186,12 @@ def resume_mismatch(base: BaseLayout, run: RunConfig) -> RlabError | None:
             "Give this experiment its own `name:` (its tags are then <base>-<name>-<variant>), or replace the tag "
             "with --force.",
         )
-    lineage = meta.get("lineage") or {}
-    want = run.lineage
-    if (
-        want is not None
-        and lineage
-        and (lineage.get("parent_tag"), lineage.get("parent_step")) != (want.parent_tag, want.parent_step)
-    ):
-        were = f"{lineage.get('parent_tag')}@{lineage.get('parent_step')}"
+    lineage, want = meta.lineage, run.lineage
+    if want is not None and lineage is not None and lineage != want:
+        were = f"{lineage.parent_tag}@{lineage.parent_step}"
         return CheckpointError(
             f"Tag '{run.tag}' was cloned from {were}, but this plan starts from {want.parent_tag}@{want.parent_step}.",
-            f"Resume it with --base-tag {lineage.get('parent_tag')} --from-step {lineage.get('parent_step')}, or "
+            f"Resume it with --base-tag {lineage.parent_tag} --from-step {lineage.parent_step}, or "
             f"re-clone it from {want.parent_tag}@{want.parent_step} with --force.",
         )
     return None

@@ -8,6 +8,7 @@ import torch
 from rlab.core.gpt import GPT, GPTConfig, KVCache
 from rlab.errors import CheckpointError, SpecError
 from rlab.spec.rope import RopeSpec
+from tests.core.tiny_checkpoints import tiny_meta
 
 torch.set_num_threads(1)
 
@@ -230,11 +231,7 @@ def test_a_variant_that_leaves_its_base_to_the_checkpoint_gets_the_models_own(tm
     assert model.rope.base == 2000.0
 
     model.set_rope(RopeSpec())
-    meta = {
-        "step": 1,
-        "model_config": model.config.nanochat_dict(),
-        "rope": model.rope.model_dump(mode="json"),
-    }
+    meta = tiny_meta(1, model.config.nanochat_dict(), rope=model.rope.model_dump(mode="json"))
     save_checkpoint(tmp_path, 1, model.state_dict(), meta)
     info = inspect_checkpoint(tmp_path, 1)
     assert info.rotary_base == 500.0 and info.model_config["rotary_base"] == 500.0

@@ -12,6 +12,7 @@ from rlab.errors import CheckpointError
 from rlab.paths import optim_file
 from rlab.spec.train import LRSpec
 from tests.core.test_sharded_optim import set_grads, tiny_model
+from tests.core.tiny_checkpoints import tiny_meta
 
 
 def test_a_set_is_read_whole_and_checked(tmp_path):
@@ -31,7 +32,7 @@ def test_a_set_is_read_whole_and_checked(tmp_path):
 def test_a_set_of_fewer_ranks_removes_the_older_files_of_higher_ranks(tmp_path):
     for rank in range(3):
         write_optim_file(tmp_path, 4, rank, {"rank": rank})
-    save_checkpoint(tmp_path, 4, {"w": torch.ones(2)}, {"step": 4}, {"rank": 0}, optim_files=2)
+    save_checkpoint(tmp_path, 4, {"w": torch.ones(2)}, tiny_meta(4), {"rank": 0}, optim_files=2)
     assert sorted(p.name for p in tmp_path.glob("optim_*")) == [
         "optim_000004_rank0.pt",
         "optim_000004_rank1.pt",

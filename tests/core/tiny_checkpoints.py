@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from rlab.core.checkpoint import save_checkpoint
+from rlab.core.checkpoint_meta import CheckpointMeta
 from rlab.core.gpt import GPT, GPTConfig
 from rlab.paths import BaseLayout
 from rlab.spec.rope import RopeSpec
@@ -19,6 +20,13 @@ SHAPES: dict[str, dict[str, Any]] = {
     ),
 }
 """head dim 16, GQA; the 2026 model has short windows (SSSL), value embeddings, smear and backout."""
+
+TINY_SHAPE = {"sequence_len": 8, "vocab_size": 4, "n_layer": 1, "n_head": 1, "n_kv_head": 1, "n_embd": 3}
+
+
+def tiny_meta(step: int, model_config: dict[str, Any] | None = None, **fields: Any) -> CheckpointMeta:
+    """A valid meta of `step` (a small model_config unless one is given), plus any other meta keys."""
+    return CheckpointMeta.model_validate({"step": step, "model_config": model_config or TINY_SHAPE, **fields})
 
 
 def random_model(architecture: str, rope: RopeSpec | None = None, seed: int = 0, **shape: Any) -> GPT:
@@ -38,14 +46,14 @@ def write_checkpoint(
     """`model` saved as `<base_dir>/base_checkpoints/<tag>/model_<step>.pt` + meta, as rlab's trainer writes them."""
     ckpt = BaseLayout(base_dir).checkpoint_dir(tag)
     ckpt.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "step": step,
-        "model_config": model.config.nanochat_dict(),
-        "architecture": model.config.architecture,
-        "rope": model.rope.model_dump(mode="json"),
-        "tag": tag,
-        "variant": model.rope.variant.value,
+    meta = tiny_meta(
+        step,
+        model.config.nanochat_dict(),
+        architecture=model.config.architecture,
+        rope=model.rope.model_dump(mode="json"),
+        tag=tag,
+        variant=model.rope.variant.value,
         **(extra_meta or {}),
-    }
+    )
     save_checkpoint(ckpt, step, model.state_dict(), meta)
     return ckpt

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rlab.core.data_start import NanochatPosition, nanochat_position, nanochat_world_size
+from tests.core.tiny_checkpoints import tiny_meta
 from tests.data.test_loader import _epoch_ids, _gathered, _ids, _loader, tagged_dir, tok  # noqa: F401
 
 # tagged_dir: 4 train shards x 4 row groups x 10 docs; shard s, row group g holds docs 40s+10g .. 40s+10g+9.
@@ -96,16 +97,18 @@ def test_state_keeps_the_seed_it_was_saved_with(tagged_dir, tok):  # noqa: F811
 
 
 def test_world_size_from_shards_or_batch_arithmetic(tmp_path):
-    meta = {
-        "dataloader_state_dict": {"pq_idx": 2, "rg_idx": 5},
-        "device_batch_size": 4,
-        "max_seq_len": 256,
-        "user_config": {"total_batch_size": 8192},
-    }
+    meta = tiny_meta(
+        20,
+        dataloader_state_dict={"pq_idx": 2, "rg_idx": 5},
+        device_batch_size=4,
+        max_seq_len=256,
+        user_config={"total_batch_size": 8192},
+    )
     assert nanochat_world_size(tmp_path, 20, meta)[0] == 8  # 8192 / (4 x 256): world size x grad accum
     for r in range(2):
         (tmp_path / f"optim_000020_rank{r}.pt").write_bytes(b"")
     assert nanochat_world_size(tmp_path, 20, meta)[0] == 2
     assert nanochat_position(tmp_path, 20, meta) == NanochatPosition(2, 5, 2, 1)
-    assert nanochat_position(tmp_path, 20, {"user_config": {}}) is None
-    assert nanochat_world_size(tmp_path / "none", 20, {})[0] is None
+    assert nanochat_position(tmp_path, 20, tiny_meta(20, user_config={})) is None
+    assert nanochat_world_size(tmp_path / "none", 20, tiny_meta(20))[0] is None
+    assert nanochat_world_size(tmp_path / "none", 20, None)[0] is None

@@ -16,6 +16,7 @@ from rlab.errors import EvalError
 from rlab.evals.registry import get_eval
 from rlab.spec.eval import EvalSpec
 from rlab.spec.run import EvalRunConfig, write_config
+from tests.core.tiny_checkpoints import tiny_meta
 from tests.evals.conftest import random_gpt
 
 TAG = "d2-rope"
@@ -34,7 +35,9 @@ def make_base(
         (base / sub).symlink_to(tiny_base_dir / sub)
     tok = Tokenizer.from_directory(base / "tokenizer")
     model = random_gpt(tok.vocab_size, sequence_len=seq_len, seed=7, architecture=architecture)
-    meta = {"step": 5, "model_config": model.config.to_dict(), "tokens_trained": 1000}
+    meta = tiny_meta(
+        5, model.config.nanochat_dict(), architecture=model.config.architecture, tokens_trained=1000
+    )
     save_checkpoint(base / "base_checkpoints" / TAG, 5, model.state_dict(), meta)
     return base
 
@@ -239,7 +242,7 @@ def test_fewer_evals_on_another_checkpoint_refuse_then_drop_with_force(tiny_base
         base / "base_checkpoints" / TAG,
         9,
         model.state_dict(),
-        {"step": 9, "model_config": model.config.to_dict(), "tokens_trained": 2000},
+        tiny_meta(9, model.config.nanochat_dict(), tokens_trained=2000),
     )
     cfg = eval_config(base, tmp_path, bundle_copy, evals=("bpb",))
     before = (out / "eval.json").read_text()
@@ -265,7 +268,7 @@ def test_a_metric_that_cannot_be_computed_fails_and_writes_nothing(tiny_base_dir
 
     model = random_gpt(512, sequence_len=32, seed=7)
     ckpt = base / "base_checkpoints" / TAG
-    save_checkpoint(ckpt, 6, model.state_dict(), {"step": 6, "model_config": model.config.to_dict()})
+    save_checkpoint(ckpt, 6, model.state_dict(), tiny_meta(6, model.config.nanochat_dict()))
     state = model.state_dict()
     state["lm_head.weight"][0, 0] = float("nan")  # as a crashed or foreign trainer might leave it
     torch.save(state, model_file(ckpt, 6))

@@ -16,10 +16,19 @@ REF = nanochat_reference_path("head")
 
 
 def _base_with_meta(tmp_path, meta: dict, tag="d20", step=21400) -> BaseLayout:
+    """A base whose meta is `meta` with its model_config filled out (the plan reads sequence_len only)."""
     base = BaseLayout(tmp_path / "base")
     ckpt = base.checkpoint_dir(tag)
     ckpt.mkdir(parents=True)
-    (ckpt / f"meta_{step:06d}.json").write_text(json.dumps(meta))
+    shape = {
+        "vocab_size": 512,
+        "n_layer": 2,
+        "n_head": 2,
+        "n_kv_head": 2,
+        "n_embd": 32,
+        **meta["model_config"],
+    }
+    (ckpt / f"meta_{step:06d}.json").write_text(json.dumps({"step": step, **meta, "model_config": shape}))
     return base
 
 

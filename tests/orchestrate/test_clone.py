@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from rlab.core.checkpoint_meta import CheckpointMeta
 from rlab.errors import CheckpointError
 from rlab.orchestrate import clone as clone_mod
 from rlab.orchestrate.clone import (
@@ -148,15 +149,17 @@ def test_a_clone_keeps_the_sources_own_rotary_base():
     architecture."""
     from rlab.orchestrate.clone import clone_meta
 
-    meta = {
-        "model_config": {"sequence_len": 256},
-        "rope": {"variant": "rope", "base": 600.0, "original_len": 256},
-    }
+    shape = {"sequence_len": 256, "vocab_size": 512, "n_layer": 2, "n_head": 1, "n_kv_head": 1, "n_embd": 64}
+    meta = CheckpointMeta.model_validate(
+        {"step": 1, "model_config": shape, "rope": {"variant": "rope", "base": 600.0, "original_len": 256}}
+    )
     kw = dict(src_tag="b", step=1, dst_tag="b-yarn", variant="yarn")
-    assert clone_meta(meta, rope=YARN, **kw)["rope"]["base"] == 600.0
-    assert clone_meta(meta, rope=YARN.model_copy(update={"base": 5e5}), **kw)["rope"]["base"] == 5e5
-    nanochat = clone_meta({"model_config": {"sequence_len": 256}}, rope=YARN, **kw)["rope"]
-    assert nanochat["base"] is None and nanochat["original_len"] == 256
+    assert clone_meta(meta, rope=YARN, **kw).rope.base == 600.0
+    assert clone_meta(meta, rope=YARN.model_copy(update={"base": 5e5}), **kw).rope.base == 5e5
+    nanochat = clone_meta(
+        CheckpointMeta.model_validate({"step": 1, "model_config": shape}), rope=YARN, **kw
+    ).rope
+    assert nanochat.base is None and nanochat.original_len == 256
 
 
 def test_a_training_free_arm_is_the_variant_at_the_target_length():
@@ -176,11 +179,11 @@ def test_a_training_free_arm_is_the_variant_at_the_target_length():
         "window_pattern": "SL",
         "architecture": "nanochat-2026",
     }
-    meta = {"model_config": config}
+    meta = CheckpointMeta.model_validate({"step": 1, "model_config": config})
     kw = dict(src_tag="b", step=1, dst_tag="b-yarn-zeroshot", rope=YARN, variant="yarn")
     free = clone_meta(meta, sequence_len=1024, **kw)
-    model = GPTConfig.from_dict(free["model_config"])
+    model = GPTConfig.from_dict(free.shape.nanochat_kwargs())
     assert window_sizes(model.window_pattern, model.n_layer, model.sequence_len) == [256, 1024]
-    assert free["rope"]["original_len"] == 256
-    assert meta["model_config"]["sequence_len"] == 256  # the source's meta is not touched
-    assert clone_meta(meta, **kw)["model_config"]["sequence_len"] == 256
+    assert free.rope.original_len == 256
+    assert meta.sequence_len == 256  # the source's meta is not touched
+    assert clone_meta(meta, **kw).sequence_len == 256

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 
 def _checkpoint(base: Path, tiny_base_dir: Path, tag: str, rope) -> None:
     from rlab.core.checkpoint import save_checkpoint
+    from rlab.core.checkpoint_meta import CheckpointMeta
     from rlab.core.tokenizer import Tokenizer
     from tests.evals.conftest import random_gpt
 
@@ -30,7 +31,9 @@ def _checkpoint(base: Path, tiny_base_dir: Path, tag: str, rope) -> None:
         "tokens_trained": 1000,
         "rope": rope.model_dump(mode="json"),
     }
-    save_checkpoint(base / "base_checkpoints" / tag, 5, model.state_dict(), meta)
+    save_checkpoint(
+        base / "base_checkpoints" / tag, 5, model.state_dict(), CheckpointMeta.model_validate(meta)
+    )
 
 
 def _two_task_bundle(tmp_path: Path) -> Path:

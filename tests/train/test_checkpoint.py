@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,20 +11,20 @@ import time
 import pytest
 import torch
 
-from rlab.core.checkpoint import find_last_step, list_steps, prune_checkpoints, read_meta, save_checkpoint
+from rlab.core.checkpoint import find_last_step, prune_checkpoints, save_checkpoint
+from rlab.core.checkpoint_meta import read_meta
 from rlab.errors import CheckpointError, TrainingError
-from rlab.paths import meta_file, model_file, optim_file
+from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file
+from tests.conftest import REPO_ROOT
+from tests.core.tiny_checkpoints import tiny_meta
 
 
 def _state(value: float = 1.0) -> dict[str, torch.Tensor]:
     return {"transformer.wte.weight": torch.full((4, 3), value), "lm_head.weight": torch.ones(4, 3)}
 
 
-_CONFIG = {"sequence_len": 8, "vocab_size": 4, "n_layer": 1, "n_head": 1, "n_kv_head": 1, "n_embd": 3}
-
-
 def test_save_writes_nanochat_layout_and_meta_last(tmp_path):
-    meta = {"step": 7, "model_config": _CONFIG}
+    meta = tiny_meta(7)
     save_checkpoint(tmp_path, 7, _state(), meta, {"format": "rlab.optim/1"})
     assert model_file(tmp_path, 7).name == "model_000007.pt"
     assert optim_file(tmp_path, 7, 0).exists() and meta_file(tmp_path, 7).exists()
@@ -36,26 +35,26 @@ def test_save_writes_nanochat_layout_and_meta_last(tmp_path):
 
 
 def test_step_without_meta_is_incomplete(tmp_path):
-    save_checkpoint(tmp_path, 1, _state(), {"step": 1})
+    save_checkpoint(tmp_path, 1, _state(), tiny_meta(1))
     torch.save(_state(), model_file(tmp_path, 2))  # model but no meta: an interrupted save
     (tmp_path / ".model_000003.pt.abc.tmp").write_bytes(b"partial")
-    assert list_steps(tmp_path) == [1] and find_last_step(tmp_path) == 1
+    assert checkpoint_steps(tmp_path) == [1] and find_last_step(tmp_path) == 1
     with pytest.raises(CheckpointError, match=r"step 2 .*found: 1"):
         read_meta(tmp_path, 2)
 
 
 def test_refuses_non_finite_weights(tmp_path):
     with pytest.raises(TrainingError, match="non-finite"):
-        save_checkpoint(tmp_path, 3, _state(float("nan")), {"step": 3})
-    assert list_steps(tmp_path) == [] and not model_file(tmp_path, 3).exists()
+        save_checkpoint(tmp_path, 3, _state(float("nan")), tiny_meta(3))
+    assert checkpoint_steps(tmp_path) == [] and not model_file(tmp_path, 3).exists()
 
 
 def test_prune_keeps_newest_and_protected(tmp_path):
     for s in (10, 20, 30, 40):
-        save_checkpoint(tmp_path, s, _state(), {"step": s}, {"format": "x"})
+        save_checkpoint(tmp_path, s, _state(), tiny_meta(s), {"format": "x"})
     deleted = prune_checkpoints(tmp_path, 2, candidates=[20, 30, 40])  # 10 = the source step, protected
     assert deleted == [20]
-    assert list_steps(tmp_path) == [10, 30, 40]
+    assert checkpoint_steps(tmp_path) == [10, 30, 40]
     assert not optim_file(tmp_path, 20, 0).exists()
 
 
@@ -64,8 +63,9 @@ import os, sys, time
 from pathlib import Path
 import torch
 import rlab.core.checkpoint as ck
+from tests.core.tiny_checkpoints import tiny_meta
 ckpt, hang_at = Path(sys.argv[1]), int(sys.argv[2])
-ck.save_checkpoint(ckpt, 1, {"w": torch.ones(8)}, {"step": 1}, {"format": "rlab.optim/1"})
+ck.save_checkpoint(ckpt, 1, {"w": torch.ones(8)}, tiny_meta(1), {"format": "rlab.optim/1"})
 calls = []
 real_fsync = os.fsync
 def fsync(fd):
@@ -75,7 +75,7 @@ def fsync(fd):
         time.sleep(60)
     real_fsync(fd)
 os.fsync = fsync  # the shared os module: rlab.atomic_io calls it for every file and folder
-ck.save_checkpoint(ckpt, 2, {"w": torch.full((1 << 16,), 2.0)}, {"step": 2}, {"format": "rlab.optim/1"})
+ck.save_checkpoint(ckpt, 2, {"w": torch.full((1 << 16,), 2.0)}, tiny_meta(2), {"format": "rlab.optim/1"})
 """
 
 
@@ -86,7 +86,7 @@ def test_sigkill_during_save_leaves_previous_checkpoint(tmp_path, hang_at):
     # fsync calls in order: model tmp (1), dir (2), optim tmp (3), dir (4), meta tmp (5)
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(ckpt), str(hang_at)])
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(ckpt), str(hang_at)], cwd=REPO_ROOT)
     try:
         deadline = time.monotonic() + 60
         while not (ckpt / "READY").exists():
@@ -97,8 +97,8 @@ def test_sigkill_during_save_leaves_previous_checkpoint(tmp_path, hang_at):
     finally:
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert list_steps(ckpt) == [1]  # step 2 is not complete, whatever was written
+    assert checkpoint_steps(ckpt) == [1]  # step 2 is not complete, whatever was written
     assert find_last_step(ckpt) == 1
     assert torch.load(model_file(ckpt, 1))["w"].sum() == 8
-    assert json.loads(meta_file(ckpt, 1).read_text()) == {"step": 1}
+    assert read_meta(ckpt, 1) == tiny_meta(1)
     assert not meta_file(ckpt, 2).exists()

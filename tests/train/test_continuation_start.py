@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlab.core.checkpoint import read_meta
+from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
 from rlab.paths import model_file, optim_file
 from tests.train.helpers import make_run_config, train_records
@@ -34,7 +34,7 @@ def test_continuation_reads_on_where_the_base_stopped(train_base, tmp_path):
     )
 
     cont: list = []
-    data_start = {"source": "rlab", "tag": "base", "step": 4, "loader_state": meta["loader_state"]}
+    data_start = {"source": "rlab", "tag": "base", "step": 4, "loader_state": meta.loader_state.model_dump()}
     cfg = make_run_config(
         train_base,
         tmp_path / "cont",
@@ -52,13 +52,15 @@ def test_continuation_reads_on_where_the_base_stopped(train_base, tmp_path):
     seen = {tuple(row.tolist()) for batch in base_inputs for row in batch}
     assert not any(tuple(row.tolist()) in seen for batch in cont for row in batch)
     out = read_meta(train_base / "base_checkpoints" / "base-pi", 7)
-    assert out["data_start"]["source"] == "rlab" and out["data_start"]["step"] == 4
-    assert out["loader_state"]["ranks"][0]["seed"] == 7
+    assert out.data_start.source == "rlab" and out.data_start.step == 4
+    assert out.loader_state.ranks[0]["seed"] == 7
 
 
 def test_no_data_start_is_recorded_as_the_beginning(train_base, tmp_path):
     train(make_run_config(train_base, tmp_path / "run", steps=2))
-    assert read_meta(train_base / "base_checkpoints" / "d2", 2)["data_start"] == {"source": "beginning"}
+    assert read_meta(train_base / "base_checkpoints" / "d2", 2).data_start.model_dump() == {
+        "source": "beginning"
+    }
 
 
 def _poison_and_crash(poison_steps: set[int], start_step: int, crash_after_forwards: int | None):
@@ -102,12 +104,10 @@ def test_counts_are_exact_after_three_resumes(train_base, tmp_path):
     full = read_meta(train_base / "base_checkpoints" / "full", 12)
     cut = read_meta(train_base / "base_checkpoints" / "cut", 12)
     per_step = 4 * 32
-    assert cut["train_state"]["resumed_from"] == 8
-    assert full["train_state"]["skipped_total"] == cut["train_state"]["skipped_total"] == 2
-    assert (
-        full["tokens_trained"] == cut["tokens_trained"] == (12 - 2) * per_step
-    )  # skipped steps train nothing
-    assert full["train_state"]["run_tokens"] == cut["train_state"]["run_tokens"] == 12 * per_step
+    assert cut.train_state.resumed_from == 8
+    assert full.train_state.skipped_total == cut.train_state.skipped_total == 2
+    assert full.tokens_trained == cut.tokens_trained == (12 - 2) * per_step  # skipped steps train nothing
+    assert full.train_state.run_tokens == cut.train_state.run_tokens == 12 * per_step
     assert train_records(tmp_path / "cut")[-1]["tokens"] == 12 * per_step
     a = torch.load(model_file(train_base / "base_checkpoints" / "full", 12))
     b = torch.load(model_file(train_base / "base_checkpoints" / "cut", 12))
@@ -130,8 +130,8 @@ def test_tokens_of_a_continuation_start_from_the_bases(train_base, tmp_path):
         train(cfg, on_model=_poison_and_crash(set(), 3, 3))
     train(cfg.model_copy(update={"resume": True}))
     meta = read_meta(train_base / "base_checkpoints" / "cont", 7)
-    assert meta["tokens_trained"] == 3 * 4 * 32 + 4 * 4 * 64  # the base's, then this run's, each once
-    assert meta["train_state"]["run_tokens"] == 4 * 4 * 64
+    assert meta.tokens_trained == 3 * 4 * 32 + 4 * 4 * 64  # the base's, then this run's, each once
+    assert meta.train_state.run_tokens == 4 * 4 * 64
 
 
 def test_unusable_optimizer_state_means_warmup_at_a_reduced_lr(train_base, tmp_path):
@@ -154,15 +154,15 @@ def test_unusable_optimizer_state_means_warmup_at_a_reduced_lr(train_base, tmp_p
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(cfg, on_model=_poison_and_crash(set(), 2, 6))
     meta = read_meta(train_base / "base_checkpoints" / "cont", 5)  # crashed in step 8
-    note = meta["optimizer"]["at_start"]
+    note = meta.optimizer.at_start
     assert note.startswith("fresh") and "rank 0 missing" in note and f"x{FRESH_LR_SCALE:g}" in note
-    assert meta["optimizer"]["import"]["restored"] is False
-    assert meta["train_state"]["lr_policy"] == {"peak_lr_scale": FRESH_LR_SCALE, "warmup_steps": 1}
+    assert meta.optimizer.imported.restored is False
+    assert meta.train_state.lr_policy.model_dump() == {"peak_lr_scale": FRESH_LR_SCALE, "warmup_steps": 1}
     train(cfg.model_copy(update={"resume": True}))
     recs = train_records(tmp_path / "cont")
     assert recs[0]["lr_mult"] == 1.0  # warmup of 1 step (10% of 10)
     resumed = read_meta(train_base / "base_checkpoints" / "cont", 12)
-    assert resumed["train_state"]["lr_policy"] == meta["train_state"]["lr_policy"]
+    assert resumed.train_state.lr_policy == meta.train_state.lr_policy
     state = torch.load(optim_file(train_base / "base_checkpoints" / "cont", 12, 0), weights_only=False)
     peaks = [g["initial_lr"] for opt in state["optimizers"] for g in opt["state_dict"]["param_groups"]]
     assert peaks and all(p <= FRESH_LR_SCALE * 0.2 * (32 / 768) ** -0.5 + 1e-12 for p in peaks)

@@ -41,12 +41,12 @@ def rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
 def nanochat_rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
     """Each nanochat rank's first two resumed batches: rlab's loader at the base's position, packed
     as nanochat d314e96 packs (one B*T+1 window per batch)."""
+    from rlab.core.checkpoint_meta import load_meta
     from rlab.core.data import TokenLoader
     from rlab.core.data_start import nanochat_position
     from rlab.core.tokenizer import Tokenizer
 
-    meta = json.loads((CKPT / "meta_000020.json").read_text())
-    after = nanochat_position(CKPT, 20, meta)
+    after = nanochat_position(CKPT, 20, load_meta(CKPT / "meta_000020.json"))
     tok = Tokenizer.from_directory(REF / "tokenizer")
     out = []
     for rank in range(WORLD):
@@ -122,7 +122,7 @@ def test_resumed_step_matches_nanochats_with_the_imported_state(rank_batches, ex
 
 def test_world_size_one_continuation_trains_from_the_reference(tmp_path, expected):
     """The real trainer: a nanochat base dir, init d2@20, data after the base, optimizer imported."""
-    from rlab.core.checkpoint import read_meta
+    from rlab.core.checkpoint_meta import read_meta
     from rlab.core.train import train
     from tests.train.helpers import make_run_config, train_records
 
@@ -145,12 +145,10 @@ def test_world_size_one_continuation_trains_from_the_reference(tmp_path, expecte
     )
     train(cfg)
     meta = read_meta(base / "base_checkpoints" / "d2-rope", 22)
-    assert meta["optimizer"]["import"]["restored"] and meta["optimizer"]["at_start"].startswith(
-        "restored from nanochat"
-    )
-    assert meta["data_start"]["world_size"] == 2 and meta["data_start"]["pq_idx"] == 0
-    assert meta["loader_state"]["ranks"][0]["after"]["world_size"] == 2
-    assert meta["tokens_trained"] == 20 * 2048 + 2 * B * T  # nanochat's 20 x 2048 tokens, then ours
-    assert meta["train_state"]["lr_policy"]["peak_lr_scale"] == 1.0
+    assert meta.optimizer.imported.restored and meta.optimizer.at_start.startswith("restored from nanochat")
+    assert meta.data_start.world_size == 2 and meta.data_start.pq_idx == 0
+    assert meta.loader_state.ranks[0]["after"]["world_size"] == 2
+    assert meta.tokens_trained == 20 * 2048 + 2 * B * T  # nanochat's 20 x 2048 tokens, then ours
+    assert meta.train_state.lr_policy.peak_lr_scale == 1.0
     first = train_records(tmp_path / "run")[0]
     assert abs(first["loss"] - expected["raw_rank0_loss"]) < 0.5  # same weights, neighbouring text

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rlab.core.checkpoint import list_steps, read_meta
-from rlab.paths import meta_file
+from rlab.core.checkpoint_meta import read_meta
+from rlab.paths import checkpoint_steps, meta_file
 from tests.train.helpers import make_run_config, train_records
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def _kill_after(proc: subprocess.Popen, ckpt_dir: Path, step: int, timeout: floa
     """SIGKILL the job and all its workers once a checkpoint at or past `step` is complete."""
     deadline = time.monotonic() + timeout
     try:
-        while max(list_steps(ckpt_dir), default=0) < step:
+        while max(checkpoint_steps(ckpt_dir), default=0) < step:
             if proc.poll() is not None:
                 pytest.fail(f"job ended before step {step}: {proc.stderr.read()[-3000:]}")
             if time.monotonic() > deadline:
@@ -114,9 +114,9 @@ def test_three_kills_and_world_size_changes_keep_counts_exact(train_base, tmp_pa
 
     full = read_meta(train_base / "base_checkpoints" / "full", STEPS)
     cut = read_meta(ckpt, STEPS)
-    assert cut["world_size"] == 1 and cut["train_state"]["resumed_from"] >= 17
+    assert cut.world_size == 1 and cut.train_state.resumed_from >= 17
     assert full["tokens_trained"] == cut["tokens_trained"] == STEPS * PER_STEP
-    assert full["train_state"]["run_tokens"] == cut["train_state"]["run_tokens"] == STEPS * PER_STEP
-    assert full["train_state"]["skipped_total"] == cut["train_state"]["skipped_total"] == 0
+    assert full.train_state.run_tokens == cut.train_state.run_tokens == STEPS * PER_STEP
+    assert full.train_state.skipped_total == cut.train_state.skipped_total == 0
     last = [r for r in train_records(tmp_path / "cut") if r["step"] == STEPS][-1]
     assert last["tokens"] == STEPS * PER_STEP

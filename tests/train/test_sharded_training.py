@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlab.core.checkpoint import delete_checkpoint, load_optim_set, read_meta
+from rlab.core.checkpoint import delete_checkpoint, load_optim_set
+from rlab.core.checkpoint_meta import read_meta
 from rlab.core.optim_shards import named_state
 from tests.train.helpers import make_run_config, torchrun, train_records
 
@@ -22,10 +23,8 @@ def test_sharded_run_equals_replicated_run(train_base, tmp_path):
         )
         torchrun(cfg, tmp_path / f"{tag}.json")
     sharded, replicated = read_meta(ckpts / "sharded", 6), read_meta(ckpts / "replicated", 6)
-    assert sharded["optimizer"]["sharded"] and len(sharded["optimizer"]["files"]) == 2
-    assert not replicated["optimizer"]["sharded"] and replicated["optimizer"]["files"] == [
-        "optim_000006_rank0.pt"
-    ]
+    assert sharded.optimizer.sharded and len(sharded.optimizer.files) == 2
+    assert not replicated.optimizer.sharded and replicated.optimizer.files == ["optim_000006_rank0.pt"]
     assert not (ckpts / "replicated" / "optim_000006_rank1.pt").exists()
 
     # same losses and the same weights, bit for bit: AdamW is elementwise and Muon's update is per matrix
@@ -61,6 +60,6 @@ def test_sharded_run_equals_replicated_run(train_base, tmp_path):
         resume=True,
     )
     torchrun(cfg, tmp_path / "resume.json")
-    assert read_meta(ckpts / "sharded", 6)["train_state"]["resumed_from"] == 3
+    assert read_meta(ckpts / "sharded", 6).train_state.resumed_from == 3
     resumed = torch.load(ckpts / "sharded" / "model_000006.pt")
     assert all(torch.equal(resumed[k], a[k]) for k in a)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlab.core.checkpoint import delete_checkpoint, list_steps, read_meta
+from rlab.core.checkpoint import delete_checkpoint
+from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
+from rlab.paths import checkpoint_steps
 from tests.train.helpers import make_run_config, torchrun, train_records
 
 pytestmark = pytest.mark.slow
@@ -26,13 +28,13 @@ def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(tra
     assert recs[-1]["loss"] < recs[0]["loss"]
     ckpt = train_base / "base_checkpoints" / "d2"
     meta = read_meta(ckpt, 8)
-    sums = meta["replica_param_checksums"]
+    sums = meta.replica_param_checksums
     assert len(sums) == 2 and sums[0] == sums[1]  # identical weights on both ranks
-    assert meta["world_size"] == 2 and meta["loader_state"]["world_size"] == 2
-    assert len(meta["loader_state"]["ranks"]) == 2
+    assert meta.world_size == 2 and meta.loader_state.world_size == 2
+    assert len(meta.loader_state.ranks) == 2
     # the optimizer state is sharded: each rank wrote its own share
     files = ["optim_000008_rank0.pt", "optim_000008_rank1.pt"]
-    assert sorted(p.name for p in ckpt.glob("optim_000008_*")) == files == meta["optimizer"]["files"]
+    assert sorted(p.name for p in ckpt.glob("optim_000008_*")) == files == meta.optimizer.files
 
     # Saved with 2 processes, resumed with 1: drop step 8 as if the job had died after step 4.
     delete_checkpoint(ckpt, 8)
@@ -42,8 +44,8 @@ def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(tra
         )
     )
     meta = read_meta(ckpt, 8)
-    assert meta["world_size"] == 1 and meta["train_state"]["resumed_from"] == 4
-    assert meta["optimizer"]["at_start"] == "restored"
+    assert meta.world_size == 1 and meta.train_state.resumed_from == 4
+    assert meta.optimizer.at_start == "restored"
     # one stream per tag: the records up to the resumed step are kept, the interrupted attempt's later ones go
     streamed = train_records(run_dir)
     assert [r["step"] for r in streamed] == list(range(1, 9))
@@ -60,12 +62,12 @@ def test_one_process_resumed_with_two(train_base, tmp_path):
     with pytest.raises(RuntimeError, match="stop"):
         train(make_run_config(train_base, run_dir, **common), on_model=_stop_after_forwards(3))
     ckpt = train_base / "base_checkpoints" / "d2"
-    assert list_steps(ckpt) == [3]
+    assert checkpoint_steps(ckpt) == [3]
     torchrun(make_run_config(train_base, run_dir, resume=True, **common), tmp_path / "run.json")
     meta = read_meta(ckpt, 6)
-    assert meta["world_size"] == 2 and meta["train_state"]["resumed_from"] == 3
-    assert meta["optimizer"]["at_start"] == "restored"
-    sums = meta["replica_param_checksums"]
+    assert meta.world_size == 2 and meta.train_state.resumed_from == 3
+    assert meta.optimizer.at_start == "restored"
+    sums = meta.replica_param_checksums
     assert sums[0] == sums[1]
     resumed = [r for r in train_records(run_dir) if len(r.get("rank_losses") or []) == 2]
     assert [r["step"] for r in resumed] == [4, 5, 6]

@@ -9,10 +9,10 @@ import sys
 import pytest
 import torch
 
-from rlab.core.checkpoint import list_steps, read_meta
+from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
 from rlab.errors import TrainingError
-from rlab.paths import model_file, optim_file
+from rlab.paths import checkpoint_steps, model_file, optim_file
 from tests.train.helpers import make_run_config, train_records
 
 
@@ -55,13 +55,13 @@ def test_loss_decreases_and_run_is_recorded(train_base, tmp_path):
         assert key in rec
     assert rec["tokens"] == 30 * 4 * 32 and rec["flops_per_s"] > 0
     ckpt = train_base / "base_checkpoints" / "d2"
-    assert list_steps(ckpt) == [20, 30]  # keep_last=2
+    assert checkpoint_steps(ckpt) == [20, 30]  # keep_last=2
     meta = read_meta(ckpt, 30)
-    assert meta["model_config"]["sequence_len"] == 32 and meta["val_bpb"] == evals[-1]["val_bpb"]
-    assert meta["rope"]["variant"] == "rope" and meta["rope"]["original_len"] == 32
-    assert meta["loader_state"]["world_size"] == 1 and len(meta["loader_state"]["ranks"]) == 1
-    assert meta["optimizer"]["format"] == "rlab.optim/2" and meta["lineage"] is None
-    assert meta["run_config"]["tag"] == "d2" and meta["tokens_trained"] == 30 * 128
+    assert meta.sequence_len == 32 and meta.val_bpb == evals[-1]["val_bpb"]
+    assert meta.rope.variant == "rope" and meta.rope.original_len == 32
+    assert meta.loader_state.world_size == 1 and len(meta.loader_state.ranks) == 1
+    assert meta.optimizer.format == "rlab.optim/2" and meta.lineage is None
+    assert meta.run_config.tag == "d2" and meta.tokens_trained == 30 * 128
 
 
 def test_seq_len_warmup_trains_the_same_tokens_in_shorter_rows_first(train_base, tmp_path):
@@ -113,7 +113,7 @@ def test_resume_matches_uninterrupted_run(train_base, tmp_path, warmup):
 
     with pytest.raises(_Crash):  # dies during step 8 (2 micro-batches per step), after saving step 6
         train(make_run_config(train_base, cut_dir, tag="cut", **common), on_model=_crash_after(15))
-    assert list_steps(train_base / "base_checkpoints" / "cut") == [6]
+    assert checkpoint_steps(train_base / "base_checkpoints" / "cut") == [6]
     assert train_records(cut_dir, "failed")
     train(make_run_config(train_base, cut_dir, tag="cut", resume=True, **common))
 
@@ -131,7 +131,7 @@ def test_resume_matches_uninterrupted_run(train_base, tmp_path, warmup):
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-6, atol=1e-6)
     meta = read_meta(train_base / "base_checkpoints" / "cut", 12)
-    assert meta["train_state"]["resumed_from"] == 6 and meta["optimizer"]["at_start"] == "restored"
+    assert meta.train_state.resumed_from == 6 and meta.optimizer.at_start == "restored"
 
 
 def _poison_grads(at_backward: set[int]):
@@ -158,7 +158,7 @@ def test_nan_step_is_skipped_and_never_saved(train_base, tmp_path):
     assert recs[-1]["skipped"] == 2 and train_records(run_dir, "done")
     assert all(r["loss"] == r["loss"] for r in recs)  # the loss itself stayed finite
     ckpt = train_base / "base_checkpoints" / "d2"
-    for step in list_steps(ckpt):
+    for step in checkpoint_steps(ckpt):
         state = torch.load(model_file(ckpt, step))
         assert all(torch.isfinite(t).all() for t in state.values())
         assert torch.load(optim_file(ckpt, step, 0), weights_only=False)["format"] == "rlab.optim/2"
@@ -169,7 +169,7 @@ def test_consecutive_skips_stop_in_process(train_base, tmp_path):
     with pytest.raises(TrainingError, match="3 consecutive steps skipped"):
         train(cfg, on_model=_poison_grads({2, 3, 4, 5}))
     ckpt = train_base / "base_checkpoints" / "d2"
-    assert list_steps(ckpt) == [1, 2, 3]  # step 4 raised before its save
+    assert checkpoint_steps(ckpt) == [1, 2, 3]  # step 4 raised before its save
     first = torch.load(model_file(ckpt, 1))
     for step in (2, 3):  # skipped steps leave the weights untouched
         state = torch.load(model_file(ckpt, step))
@@ -196,7 +196,7 @@ def test_consecutive_skips_exit_code_and_message(train_base, tmp_path):
         len(errors) == 1 and "2 consecutive steps skipped" in errors[0] and "explode_threshold" in errors[0]
     )
     assert "Traceback" not in proc.stderr
-    assert list_steps(train_base / "base_checkpoints" / "d2") == []
+    assert checkpoint_steps(train_base / "base_checkpoints" / "d2") == []
 
 
 def _env():
@@ -223,15 +223,11 @@ def test_continue_from_checkpoint_with_new_rope_and_length(train_base, tmp_path)
     )
     assert train(cfg)["step"] == 7
     meta = read_meta(train_base / "base_checkpoints" / "base-yarn", 7)
-    assert meta["model_config"]["sequence_len"] == 64
-    assert (
-        meta["rope"]["variant"] == "yarn"
-        and meta["rope"]["original_len"] == 32
-        and meta["rope"]["factor"] == 2
-    )
-    assert meta["lineage"] == {"parent_tag": "base", "parent_step": 4}
-    assert meta["optimizer"]["at_start"].startswith("fresh") and "foreign" in meta["optimizer"]["at_start"]
-    assert meta["tokens_trained"] == 4 * 128 + 3 * 4 * 64
+    assert meta.sequence_len == 64
+    assert meta.rope.variant == "yarn" and meta.rope.original_len == 32 and meta.rope.factor == 2
+    assert meta.lineage.model_dump() == {"parent_tag": "base", "parent_step": 4}
+    assert meta.optimizer.at_start.startswith("fresh") and "foreign" in meta.optimizer.at_start
+    assert meta.tokens_trained == 4 * 128 + 3 * 4 * 64
     first = train_records(run_dir)[0]
     assert first["start_step"] == 4 and first["step"] == 5 and first["end_step"] == 7
     assert first["loss"] < 6.0  # starts from the trained weights, not from scratch (ln 512 = 6.24)
@@ -275,13 +271,13 @@ def test_continue_a_clone_keeps_the_source_step(train_base, tmp_path):
         keep_last=1,
     )
     train(cfg)
-    assert list_steps(train_base / "base_checkpoints" / "base-pi") == [
+    assert checkpoint_steps(train_base / "base_checkpoints" / "base-pi") == [
         4,
         7,
     ]  # the source step is never pruned
     meta = read_meta(train_base / "base_checkpoints" / "base-pi", 7)
-    assert meta["rope"]["original_len"] == 32 and meta["model_config"]["sequence_len"] == 64
-    assert meta["optimizer"]["at_start"] == "restored from the source checkpoint"  # rlab's own format
+    assert meta.rope.original_len == 32 and meta.sequence_len == 64
+    assert meta.optimizer.at_start == "restored from the source checkpoint"  # rlab's own format
     after = torch.load(model_file(train_base / "base_checkpoints" / "base", 4))
     assert all(torch.equal(before[k], after[k]) for k in before)  # hard links to the source stay untouched
 
@@ -303,7 +299,7 @@ def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
     train(cfg, on_model=captured.append)
     trained = captured[0].eval()
     loaded, meta = load_model(train_base / "base_checkpoints" / "base-yarn", None)
-    assert meta["step"] == 4 and loaded.rope == trained.rope and loaded.config == trained.config
+    assert meta.step == 4 and loaded.rope == trained.rope and loaded.config == trained.config
     idx = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(loaded(idx), trained(idx), rtol=0, atol=0)
@@ -329,7 +325,7 @@ def test_a_nanochat_2026_base_trains_from_scratch_and_continues(train_base, tmp_
     # told apart by its own keys (smear, value embeddings, lambdas), as nanochat's 2026 checkpoints are
     assert info.architecture == "nanochat-2026" and info.window_pattern == "SL" and info.rotary_base == 600
     meta = read_meta(train_base / "base_checkpoints" / "b26", 6)
-    assert meta["model_config"]["window_pattern"] == "SL" and "architecture" not in meta["model_config"]
+    assert meta.shape.window_pattern == "SL" and "architecture" not in meta.shape.nanochat_kwargs()
     cfg = make_run_config(
         train_base,
         tmp_path / "c",
