@@ -114,8 +114,8 @@ class PowerCheck:
             )
             out.append(
                 f"underpowered for eval.target_mde.{cls} = {_num(p.target)}: {cls} can detect {_num(p.mde_now)} with "
-                f"{n.n_units} {n.unit} (80% power at alpha {p.alpha:.2g} = 0.05/{n.family_size}); {reach}. "
-                f"Noise: {n.source}. See `rlab power`."
+                f"{n.n_units} {n.unit}{f' ({planned.note})' if planned and planned.note else ''} (80% power at "
+                f"alpha {p.alpha:.2g} = 0.05/{n.family_size}); {reach}. Noise: {n.source}. See `rlab power`."
             )
         return out
 
@@ -146,7 +146,8 @@ def planned_units(spec: ExperimentSpec, l0: int | None) -> dict[str, Planned]:
         docs = _long_docs(spec.base.base_dir, max(lengths) + 1) if spec.base.base_dir else None
         units: int | None = blocks if docs is None else min(blocks, docs)
         note = (
-            f"{blocks} blocks of {block} targets, one document each"
+            f"{blocks} blocks of {block} targets, taken as one document each: no long-document set in "
+            f"{spec.base.base_dir} to count them"
             if docs is None
             else f"{blocks} blocks of {block} targets over {units} of the {docs} long documents"
         )
