@@ -21,17 +21,17 @@ from rlab.report import power
 if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
 
-DEMO_SOURCE = "default: rlab's demo (results/demo, a 2.9M-parameter model, 1 seed), noisiest comparison"
+DEMO_SOURCE = "default: rlab's demo (results/demo, a 2.9M-parameter model, 1 seed), median comparison"
 DEFAULT_NOISE: dict[str, tuple[float, str]] = {
-    "primary": (0.074, f"{DEMO_SOURCE}; BPB per document of 2 lengths x 64 targets"),
-    "bpb": (0.085, f"{DEMO_SOURCE}; BPB per document of 64 targets"),
-    "core": (0.57, f"{DEMO_SOURCE}; centered accuracy per example"),
+    "primary": (0.045, f"{DEMO_SOURCE}; BPB per document of 64 targets at the training length"),
+    "bpb": (0.041, f"{DEMO_SOURCE}; BPB per document of 64 targets, its noisiest length"),
+    "core": (0.42, f"{DEMO_SOURCE}; centered accuracy per example"),
     "passkey": (0.71, "default: assumed, two arms disagree on half the keys (a 0/1 outcome per key)"),
-    "copy_gain": (0.74, f"{DEMO_SOURCE}; gain in nats/token per record"),
+    "copy_gain": (0.37, f"{DEMO_SOURCE}; gain in nats/token per record, its noisiest distance"),
 }
-"""Unit SD per endpoint class when there is no pilot: the noisiest comparison of the committed demo (refresh with
-`rlab power -e demo --json`), or an assumption where the demo has no variation. A real model's noise differs:
-run a pilot, or state it (`rlab power --unit-sd`)."""
+"""Unit SD per endpoint class when there is no pilot: the median comparison of the committed demo, per class its
+noisiest endpoint (`rlab power -e demo` prints them; refresh after regenerating the demo), or an assumption where
+the demo has no variation. A real model's noise differs: run a pilot, or state it (`rlab power --unit-sd`)."""
 DEFAULT_SEED_SD: dict[str, tuple[float, str]] = {
     "core": (power.NANOCHAT_CORE_SEED_SD, power.NANOCHAT_CORE_SOURCE),
 }
@@ -114,8 +114,8 @@ class PowerCheck:
             )
             out.append(
                 f"underpowered for eval.target_mde.{cls} = {_num(p.target)}: {cls} can detect {_num(p.mde_now)} with "
-                f"{n.n_units} {n.unit} (80% power at alpha {p.alpha:.2g} = 0.05/{n.family_size}); {reach}. "
-                f"Noise: {n.source}. See `rlab power`."
+                f"{n.n_units} {n.unit}{f' ({planned.note})' if planned and planned.note else ''} (80% power at "
+                f"alpha {p.alpha:.2g} = 0.05/{n.family_size}); {reach}. Noise: {n.source}. See `rlab power`."
             )
         return out
 
@@ -146,7 +146,8 @@ def planned_units(spec: ExperimentSpec, l0: int | None) -> dict[str, Planned]:
         docs = _long_docs(spec.base.base_dir, max(lengths) + 1) if spec.base.base_dir else None
         units: int | None = blocks if docs is None else min(blocks, docs)
         note = (
-            f"{blocks} blocks of {block} targets, one document each"
+            f"{blocks} blocks of {block} targets, taken as one document each: no long-document set in "
+            f"{spec.base.base_dir} to count them"
             if docs is None
             else f"{blocks} blocks of {block} targets over {units} of the {docs} long documents"
         )

@@ -142,8 +142,8 @@ def test_pilot_noise_reproduces_the_reports_mdes(fx):
             r.mde, rel=1e-9
         )
     noises = {(n.endpoint, n.family): n for n in power.noise_from_report(data, "fx", spread="max")}
-    primary = noises[("primary_bpb", "primary")]
-    rows = comps[(comps["metric"] == "primary_bpb") & (comps["family"] == "primary")]
+    primary = noises[(data.primary.metric, "primary")]  # fx: the extension BPB(2T) - BPB(T)
+    rows = comps[(comps["metric"] == data.primary.metric) & (comps["family"] == "primary")]
     assert primary.family_size == len(rows) and primary.unit == "documents" and primary.n_units == 24
     assert primary.unit_sd == pytest.approx(
         max(math.sqrt(v * n) for v, n in zip(rows.unit_var, rows.n_units))
