@@ -174,7 +174,8 @@ def continue_training(
                 base=pf.base,
                 memory=pf.memory,
             )
-            render_power(check, reporter)
+            if pf.ok:  # a plan that cannot run has nothing to power; its error comes first
+                render_power(check, reporter)
             for line in pf.warnings:
                 reporter.warning(line)
         if not pf.ok:
