@@ -109,6 +109,10 @@ class EvalSpec(StrictModel):
     """Total lengths (prompt + answer) of the RULER-style tasks; null = the eval lengths."""
     ruler_trials: Trials = 20
     """Independently generated examples per (task, length)."""
+    retrieval_choices: int = Field(10, ge=0)
+    """Passkey and RULER-style items are also scored by likelihood, beside generation: the right value against
+    retrieval_choices - 1 distractors of the same form (mean log-probability per token, CORE's multiple-choice
+    rule; chance = 1 / retrieval_choices). 0 = generation scores only. See rlab.evals.retrieval_likelihood."""
     dynamic_ntk: Literal["per_window", "fixed"] = "per_window"
     """How dynamic-ntk's scale is chosen: per_window (Hugging Face's behaviour: frequencies from each forward's
     own length, so context and frequencies change together along the length axis) or fixed (frequencies
@@ -139,6 +143,13 @@ class EvalSpec(StrictModel):
     def _some_tasks(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if value is not None and not value:
             raise ValueError("name at least one task, or leave it null for all of them")
+        return value
+
+    @field_validator("retrieval_choices")
+    @classmethod
+    def _two_or_more(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("retrieval_choices: 1 choice has nothing to beat; use 2 or more, or 0 for none")
         return value
 
     @field_validator("passkey_depths")
