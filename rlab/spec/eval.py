@@ -12,11 +12,15 @@ from rlab.spec.bounds import (
     MAX_LENGTHS,
     DeviceBatch,
     EvalLength,
+    InRange,
     Length,
     NonEmpty,
     TokenCount,
     Trials,
 )
+
+MAX_CHOICES = 1000
+"""Candidates per likelihood-scored retrieval item (each one more packed continuation of the prompt)."""
 
 EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
@@ -109,7 +113,7 @@ class EvalSpec(StrictModel):
     """Total lengths (prompt + answer) of the RULER-style tasks; null = the eval lengths."""
     ruler_trials: Trials = 20
     """Independently generated examples per (task, length)."""
-    retrieval_choices: int = Field(10, ge=0)
+    retrieval_choices: Annotated[int, InRange(0, MAX_CHOICES)] = 10
     """Passkey and RULER-style items are also scored by likelihood, beside generation: the right value against
     retrieval_choices - 1 distractors of the same form (mean log-probability per token, CORE's multiple-choice
     rule; chance = 1 / retrieval_choices). 0 = generation scores only. See rlab.evals.retrieval_likelihood."""
@@ -149,7 +153,7 @@ class EvalSpec(StrictModel):
     @classmethod
     def _two_or_more(cls, value: int) -> int:
         if value == 1:
-            raise ValueError("retrieval_choices: 1 choice has nothing to beat; use 2 or more, or 0 for none")
+            raise ValueError("1 choice has nothing to beat; use 2 or more, or 0 for none")
         return value
 
     @field_validator("passkey_depths")
