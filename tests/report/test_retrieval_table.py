@@ -8,9 +8,10 @@ import numpy as np
 
 from rlab import records as rec
 from rlab.evals.outputs import PASSKEY_CHOICES_CSV
+from rlab.report.build import write_report
 from rlab.report.collect import collect
 from rlab.report.retrieval import retrieval_table
-from rlab.report.tables import all_tables, to_markdown
+from rlab.report.tables import all_tables
 
 
 def add_choices(fx, tag: str, margins: dict[int, list[float]]) -> None:
@@ -66,7 +67,9 @@ def test_cells_carry_wilson_accuracy_and_studentized_margin(fx):
     assert "Retrieval: likelihood beside generation" in [
         t.title for t in all_tables(collect(fx, "rope", draws=200))
     ]
-    assert "| rope | passkey |" in to_markdown(table)
+    report = write_report(fx, baseline="rope", draws=200)
+    assert "Retrieval: likelihood beside generation" in fx.comparison_md.read_text()
+    assert report.document is not None
 
 
 def test_a_choices_file_breaking_its_contract_is_a_footnote(fx):
