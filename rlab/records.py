@@ -251,6 +251,56 @@ class PasskeyTrial(Record):
     correct: int
 
 
+class ChoiceTrial(Record):
+    """One item scored by likelihood (passkey_choices.csv, ruler_choices.csv; `rlab.evals.retrieval_likelihood`):
+    the right value's mean log-probability per token against the best distractor's. The unit of its intervals."""
+
+    columns: ClassVar[tuple[str, ...]] = (
+        "task",
+        "length",
+        "depth",
+        "trial",
+        "right_logp",
+        "best_other_logp",
+        "margin",
+        "correct",
+    )
+    task: str
+    length: int
+    depth: float | None = None
+    """passkey only: the needle's depth."""
+    trial: int
+    right_logp: float
+    best_other_logp: float
+    margin: float
+    """right_logp - best_other_logp (nats/token; > 0 = correct)."""
+    correct: int
+
+
+class ChoiceCell(Record):
+    """Likelihood-scored retrieval over the items of one length (and task)."""
+
+    task: str | None = None
+    length: int
+    accuracy: float
+    margin: float
+    n: int
+
+
+class LikelihoodRetrieval(Record):
+    """Passkey / RULER-style items scored by likelihood, beside their generation score (section `likelihood`)."""
+
+    scoring: str
+    choices: int
+    """Candidates per item: the right value and choices - 1 distractors of the same form."""
+    chance: float
+    accuracy: float | None
+    margin: float | None
+    n: int
+    by_length: list[ChoiceCell]
+    by_task: list[ChoiceCell] = Field(default_factory=list)
+
+
 class PasskeyMetric(Record):
     protocol: str | None = None
     lengths: list[int]
@@ -261,6 +311,8 @@ class PasskeyMetric(Record):
     by_length: list[PasskeyLength] = Field(default_factory=list)
     cells: list[PasskeyCell]
     skipped: list[Skipped] = Field(default_factory=list)
+    likelihood: LikelihoodRetrieval | None = None
+    """The same keys scored by likelihood (eval.retrieval_choices; null = not run)."""
 
 
 class RulerCell(Record):
@@ -314,6 +366,8 @@ class RulerMetric(Record):
     by_length: list[RulerLength]
     skipped: list[RulerSkipped] = Field(default_factory=list)
     long_docs: LongDocsSummary | None = None
+    likelihood: LikelihoodRetrieval | None = None
+    """The same examples scored by likelihood (eval.retrieval_choices; null = not run)."""
 
 
 class CopyWindow(Record):
@@ -477,8 +531,24 @@ SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
         *_ROPE_EVAL,
     ),
     "core": ("core_bundle", "max_per_task", "seed"),
-    "passkey": ("passkey_lengths", "passkey_depths", "passkey_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
-    "ruler": ("ruler_tasks", "ruler_lengths", "ruler_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
+    "passkey": (
+        "passkey_lengths",
+        "passkey_depths",
+        "passkey_trials",
+        "retrieval_choices",
+        *_LENGTHS,
+        "seed",
+        *_ROPE_EVAL,
+    ),
+    "ruler": (
+        "ruler_tasks",
+        "ruler_lengths",
+        "ruler_trials",
+        "retrieval_choices",
+        *_LENGTHS,
+        "seed",
+        *_ROPE_EVAL,
+    ),
     "copy_distance": ("copy_lengths", "copy_trials", *_LENGTHS, "seed", *_ROPE_EVAL),
 }
 """The EvalSpec fields each section depends on. A section not listed depends on every field except

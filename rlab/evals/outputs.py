@@ -16,6 +16,8 @@ PASSKEY_CSV = "passkey.csv"
 PASSKEY_TRIALS_CSV = "passkey_trials.csv"
 RULER_CSV = "ruler.csv"
 RULER_TRIALS_CSV = "ruler_trials.csv"
+PASSKEY_CHOICES_CSV = "passkey_choices.csv"
+RULER_CHOICES_CSV = "ruler_choices.csv"
 CORE_EXAMPLES_CSV = "core_examples.csv"
 COPY_DISTANCE_CSV = "copy_distance.csv"
 
@@ -23,8 +25,8 @@ SECTION_FILES: dict[str, tuple[str, ...]] = {
     "bpb": (BPB_DOCS_CSV,),
     "bpb_length": (BPB_BY_LENGTH_CSV,),
     "core": (CORE_EXAMPLES_CSV,),  # and the experiment's results_<variant>.csv (EvalRunConfig.core_csv)
-    "passkey": (PASSKEY_CSV, PASSKEY_TRIALS_CSV),
-    "ruler": (RULER_CSV, RULER_TRIALS_CSV),
+    "passkey": (PASSKEY_CSV, PASSKEY_TRIALS_CSV, PASSKEY_CHOICES_CSV),
+    "ruler": (RULER_CSV, RULER_TRIALS_CSV, RULER_CHOICES_CSV),
     "copy_distance": (COPY_DISTANCE_CSV,),
 }
 """Files in `evals/<tag>/` owned by each section, besides its rows of bpb_units.csv."""

@@ -404,7 +404,10 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
             ctx.batch_tokens,
             ctx.progress,
         )
-    metric = rec.PasskeyMetric.model_validate(res.metrics())
+    from rlab.evals.retrieval_adapters import passkey_items, score_likelihood
+
+    likelihood, choices = score_likelihood(ctx, passkey_items(ctx, res.records), outputs.PASSKEY_CHOICES_CSV)
+    metric = rec.PasskeyMetric.model_validate({**res.metrics(), "likelihood": likelihood})
     trials = [
         rec.PasskeyTrial(length=r.length, depth=r.depth, trial=r.trial, key=r.key, correct=int(r.correct))
         for r in res.records
@@ -414,6 +417,7 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
         {
             ctx.out_dir / outputs.PASSKEY_CSV: (rec.PasskeyCell, metric.cells),
             ctx.out_dir / outputs.PASSKEY_TRIALS_CSV: (rec.PasskeyTrial, trials),
+            **choices,
         },
         settings_extra={"lengths_used": lengths},
     )
@@ -439,13 +443,21 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
             ctx.batch_tokens,
             ctx.progress,
         )
-    metric = rec.RulerMetric.model_validate({**res.metrics(), "long_docs": _long_docs_summary(docs)})
+    from rlab.evals.retrieval_adapters import ruler_items, score_likelihood
+
+    likelihood, choices = score_likelihood(
+        ctx, ruler_items(ctx, docs.texts, res.records), outputs.RULER_CHOICES_CSV
+    )
+    metric = rec.RulerMetric.model_validate(
+        {**res.metrics(), "long_docs": _long_docs_summary(docs), "likelihood": likelihood}
+    )
     trials = [rec.RulerTrial(task=r.task, length=r.length, trial=r.trial, score=r.score) for r in res.records]
     return EvalOutcome(
         metric,
         {
             ctx.out_dir / outputs.RULER_CSV: (rec.RulerCell, metric.by_task),
             ctx.out_dir / outputs.RULER_TRIALS_CSV: (rec.RulerTrial, trials),
+            **choices,
         },
         data_hash=docs.manifest.set_sha256[:12],
         settings_extra={"lengths_used": lengths},

@@ -128,6 +128,8 @@ class Example:
     references: list[str]
     max_new: int
     """Tokens to decode: the prompt has `length - max_new` tokens."""
+    others: tuple[str, ...] = ()
+    """cwe: the list's words that occur once (likelihood scoring draws its distractors from them)."""
 
 
 def answer_budget(tokenizer, task: str, references: Sequence[str]) -> int:
@@ -268,7 +270,8 @@ def cwe(hay: Haystack, rng: random.Random, length: int) -> Example:
             body.pop()
         flat = [t for e in body for t in e]
         pad = [t for s in hay.sentences(rng, room - len(flat)) for t in s] if room > len(flat) else []
-        return Example([tok.bos_token_id, *pad, *head_ids, *flat, *tail_ids], common, budget)
+        once = tuple(rest[:others])
+        return Example([tok.bos_token_id, *pad, *head_ids, *flat, *tail_ids], common, budget, once)
     raise EvalError(f"length {length} is too short for 10 common words repeated 3 times and 10 other words")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta, load_meta
 from rlab.errors import CheckpointError
-from rlab.records import EvalDoc
+from rlab.records import EvalDoc, LikelihoodRetrieval
 
 
 @dataclass(frozen=True)
@@ -84,12 +84,21 @@ def result_lines(doc: EvalDoc | None, where: Path | None) -> Iterator[str]:
     if m.passkey is not None:
         cells = ", ".join(f"{r.length}: {r.accuracy:.2f} (n={r.n})" for r in m.passkey.by_length)
         yield f"- passkey accuracy by length: {cells}"
+    if m.passkey is not None and m.passkey.likelihood is not None:
+        yield _likelihood_line("passkey", m.passkey.likelihood)
     if m.ruler is not None:
         cells = ", ".join(f"{r.length}: {r.score:.2f}" for r in m.ruler.by_length)
         yield f"- RULER-style mean score by length: {cells}"
+        if m.ruler.likelihood is not None:
+            yield _likelihood_line("RULER-style", m.ruler.likelihood)
     if m.copy_distance is not None:
         cells = ", ".join(f"d={w.distance}: {w.gain:+.3f}" for w in m.copy_distance.windows)
         yield f"- copy gain by distance (nats/token): {cells}"
+
+
+def _likelihood_line(name: str, lik: LikelihoodRetrieval) -> str:
+    cells = ", ".join(f"{c.length}: {c.accuracy:.2f} (margin {c.margin:+.2f})" for c in lik.by_length)
+    return f"- {name} by likelihood ({lik.choices} choices, chance {lik.chance:.2f}): {cells}"
 
 
 def render_card(

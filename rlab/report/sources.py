@@ -27,6 +27,8 @@ EVAL_CSVS: dict[str, tuple[str, type[rec.Record]]] = {
     "bpb_units": (outputs.BPB_UNITS_CSV, rec.BpbUnit),
     "copy_distance": (outputs.COPY_DISTANCE_CSV, rec.CopyRow),
     "passkey_trials": (outputs.PASSKEY_TRIALS_CSV, rec.PasskeyTrial),
+    "passkey_choices": (outputs.PASSKEY_CHOICES_CSV, rec.ChoiceTrial),
+    "ruler_choices": (outputs.RULER_CHOICES_CSV, rec.ChoiceTrial),
 }
 
 

@@ -499,7 +499,15 @@ def main_tables(data: ReportData) -> list[Table]:
     tables += [bpb_table(data), core_table(data)]
     if len(data.passkey) and not passkey_all_zero(data):
         tables.append(passkey_table(data))
+    tables += _retrieval(data)
     return [t for t in tables if _has_values(t)]
+
+
+def _retrieval(data: ReportData) -> list[Table]:
+    from rlab.report.retrieval import retrieval_table
+
+    table = retrieval_table(data)
+    return [] if table is None else [table]
 
 
 def _has_values(table: Table) -> bool:
@@ -512,6 +520,7 @@ def all_tables(data: ReportData) -> list[Table]:
     tables += [length_table(data), bpb_table(data), core_table(data)]
     if len(data.passkey) and not passkey_all_zero(data):
         tables.append(passkey_table(data))
+    tables += _retrieval(data)
     tables.append(core_task_table(data))
     return [t for t in tables if _has_values(t)]
 

@@ -12,11 +12,15 @@ from rlab.spec.bounds import (
     MAX_LENGTHS,
     DeviceBatch,
     EvalLength,
+    InRange,
     Length,
     NonEmpty,
     TokenCount,
     Trials,
 )
+
+MAX_CHOICES = 1000
+"""Candidates per likelihood-scored retrieval item (each one more packed continuation of the prompt)."""
 
 EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
@@ -109,6 +113,10 @@ class EvalSpec(StrictModel):
     """Total lengths (prompt + answer) of the RULER-style tasks; null = the eval lengths."""
     ruler_trials: Trials = 20
     """Independently generated examples per (task, length)."""
+    retrieval_choices: Annotated[int, InRange(0, MAX_CHOICES)] = 10
+    """Passkey and RULER-style items are also scored by likelihood, beside generation: the right value against
+    retrieval_choices - 1 distractors of the same form (mean log-probability per token, CORE's multiple-choice
+    rule; chance = 1 / retrieval_choices). 0 = generation scores only. See rlab.evals.retrieval_likelihood."""
     dynamic_ntk: Literal["per_window", "fixed"] = "per_window"
     """How dynamic-ntk's scale is chosen: per_window (Hugging Face's behaviour: frequencies from each forward's
     own length, so context and frequencies change together along the length axis) or fixed (frequencies
@@ -139,6 +147,13 @@ class EvalSpec(StrictModel):
     def _some_tasks(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if value is not None and not value:
             raise ValueError("name at least one task, or leave it null for all of them")
+        return value
+
+    @field_validator("retrieval_choices")
+    @classmethod
+    def _two_or_more(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("1 choice has nothing to beat; use 2 or more, or 0 for none")
         return value
 
     @field_validator("passkey_depths")

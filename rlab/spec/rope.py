@@ -207,8 +207,10 @@ def build_rope_spec(**fields: Any) -> RopeSpec:
         for error in exc.errors():
             msg = str(error["msg"]).removeprefix("Value error, ")
             loc = ".".join(str(part) for part in error["loc"])
-            if loc and not msg.startswith(f"{loc}:"):  # a pydantic built-in check: add the offending value
-                msg = f"{loc}: {msg} (got {error.get('input')!r})"
+            if loc and not msg.startswith(
+                f"{loc}:"
+            ):  # a check without the field's name: add it (and the value)
+                msg = f"{loc}: {msg}" + ("" if "(got " in msg else f" (got {error.get('input')!r})")
             lines.append(msg)
         raise SpecError("; ".join(lines)) from None
 

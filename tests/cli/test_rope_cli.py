@@ -109,7 +109,7 @@ def test_help_lists_rope():
 def test_bad_input_raises_spec_error_in_process():
     result = runner.invoke(app, ["rope", "inspect", "--variant", "pi", "--scale", "-1"])
     assert result.exit_code != 0 and isinstance(result.exception, SpecError)
-    assert result.exception.message == "--scale: must be > 0 (got -1.0)"
+    assert result.exception.message == "--scale: must be from 0 to 1,024 (got -1.0)"  # the spec bound
 
 
 @pytest.mark.parametrize(

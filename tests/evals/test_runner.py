@@ -135,6 +135,18 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     assert m.ruler.units == 4 and m.ruler.by_length[0].n == 4
     assert len(rec.read_rows(out / "ruler_trials.csv", rec.RulerTrial)) == 4
     assert len(rec.read_rows(out / "ruler.csv", rec.RulerCell)) == 2
+    # the same items scored by likelihood, beside generation (eval.retrieval_choices, default 10)
+    lik = m.passkey.likelihood
+    assert lik is not None and lik.choices == 10 and lik.chance == 0.1 and lik.n == 4
+    choices = rec.read_rows(out / "passkey_choices.csv", rec.ChoiceTrial)
+    trials = rec.read_rows(out / "passkey_trials.csv", rec.PasskeyTrial)
+    assert [(c.length, c.depth, c.trial) for c in choices] == [(t.length, t.depth, t.trial) for t in trials]
+    assert all(math.isclose(c.margin, c.right_logp - c.best_other_logp) for c in choices)
+    assert [(c.task, c.length, c.n) for c in m.ruler.likelihood.by_task] == [
+        ("niah_multikey", 400, 2),
+        ("vt", 400, 2),
+    ]
+    assert len(rec.read_rows(out / "ruler_choices.csv", rec.ChoiceTrial)) == 4
     assert len(rec.read_rows(out / "bpb_by_length.csv", rec.LengthRow)) == 3
     assert len(rec.read_rows(out / "passkey.csv", rec.PasskeyCell)) == 2
     examples = rec.read_rows(out / "core_examples.csv", rec.CoreExample)
@@ -159,8 +171,10 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
             "bpb_by_length.csv",
             "passkey.csv",
             "passkey_trials.csv",
+            "passkey_choices.csv",
             "ruler.csv",
             "ruler_trials.csv",
+            "ruler_choices.csv",
             "core_examples.csv",
             "bpb_units.csv",
             "bpb_docs.csv",
