@@ -115,7 +115,7 @@ def test_three_kills_and_world_size_changes_keep_counts_exact(train_base, tmp_pa
     full = read_meta(train_base / "base_checkpoints" / "full", STEPS)
     cut = read_meta(ckpt, STEPS)
     assert cut.world_size == 1 and cut.train_state.resumed_from >= 17
-    assert full["tokens_trained"] == cut["tokens_trained"] == STEPS * PER_STEP
+    assert full.tokens_trained == cut.tokens_trained == STEPS * PER_STEP
     assert full.train_state.run_tokens == cut.train_state.run_tokens == STEPS * PER_STEP
     assert full.train_state.skipped_total == cut.train_state.skipped_total == 0
     last = [r for r in train_records(tmp_path / "cut") if r["step"] == STEPS][-1]

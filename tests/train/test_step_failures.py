@@ -155,7 +155,7 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.slow  # torchrun with 2 gloo processes
 def test_ranks_decide_the_fallback_together(train_base: Path, tmp_path: Path):
     """Rank 1's compiler fails, rank 0's does not: both continue uncompiled, in step with each other."""
-    from rlab.core.checkpoint import read_meta
+    from rlab.core.checkpoint_meta import read_meta
 
     cfg = make_run_config(train_base, tmp_path / "run", steps=3, compile=True)
     (tmp_path / "run.json").write_text(cfg.model_dump_json())
@@ -176,4 +176,4 @@ def test_ranks_decide_the_fallback_together(train_base: Path, tmp_path: Path):
     assert "[rank 1] WARNING" in proc.stderr and "simulated compiler failure on rank 1" in proc.stderr
     assert [r["step"] for r in train_records(tmp_path / "run")] == [1, 2, 3]
     meta = read_meta(train_base / "base_checkpoints" / "d2", 3)
-    assert len(set(meta["replica_param_checksums"])) == 1
+    assert len(set(meta.replica_param_checksums)) == 1
