@@ -25,7 +25,8 @@ Two roots:
 
 The environment is read here and only here: ``RLAB_BASE_DIR`` then ``NANOCHAT_BASE_DIR``
 then nanochat's default ``~/.cache/nanochat`` for the base dir; ``RLAB_RESULTS_DIR`` for
-the results root; ``RLAB_EVAL_BUNDLE`` for the CORE bundle (`find_eval_bundle`). Precedence: flags,
+the results root; ``RLAB_EVAL_BUNDLE`` for the CORE bundle (`find_eval_bundle`); ``RLAB_CACHE_DIR``, else
+``$XDG_CACHE_HOME/rlab``, else ``~/.cache/rlab`` for rlab's own cache (`cache_root`: memory plans). Precedence: flags,
 then the environment, then paths recorded in a spec rlab wrote (``spec.resolved.yaml``; its results
 root is where the file lies now).
 """
@@ -110,6 +111,24 @@ def find_eval_bundle(base_dir: Path, explicit: Path | None = None) -> Path | Non
     if named is not None:
         return named
     return next((p for p in eval_bundle_search(base_dir) if is_eval_bundle(p)), None)
+
+
+CACHE_DIR_ENV = "RLAB_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """rlab's own cache (things it can always recompute): ``$RLAB_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/rlab``, else ``~/.cache/rlab``."""
+    value = os.environ.get(CACHE_DIR_ENV)
+    if value:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "rlab"
+
+
+def memory_plan_cache_dir() -> Path:
+    """Where memory plans' counts are kept, one JSON per shape (`rlab.memory.plan_cache`)."""
+    return cache_root() / "memory_plans"
 
 
 def step_name(step: int) -> str:

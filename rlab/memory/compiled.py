@@ -7,36 +7,47 @@ graph beyond the loss. Here dynamo and AOTAutograd run with inductor's decomposi
 fake tensors, and a stand-in "compiler" counts the storages of those extra outputs each time a forward
 graph runs, instead of generating code.
 
-Compiling the full depth is slow on a CPU (about a minute for d20), and the blocks are alike, so the
-model is compiled at two small depths: the difference is one block, the rest is the embedding and the
-loss head. The kernels' own working memory (inductor's buffers) is not counted.
+Compiling the full depth is slow on a CPU, and the blocks repeat, so the model is compiled at two small
+depths one period of blocks apart (`probe_depths`): their difference is one period, the rest is the
+embedding and the loss head. A period is one block for nanochat-2025, and covers the alternating value
+embeddings and the window pattern for nanochat-2026 (`layer_period`), so the count at the full depth is
+exact, not an average (`tests/memory/test_compiled.py` compares it with a compile at the full depth).
+The model runs as the planned device runs it (`rlab.core.target_device.planning_for`): on CUDA the loss
+head works in a few large chunks (on the CPU's small ones it took most of the time), windows go through
+FlexAttention. The kernels' own working memory (inductor's buffers) is not counted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from rlab.memory.counts import CompiledSaved
 from rlab.memory.shape import TrainShape
 
-PROBE_DEPTH = 2  # compiled at this depth and one more
+
+def layer_period(config: dict[str, Any]) -> int:
+    """How many consecutive blocks make up the pattern the depth repeats: 1 when every block is alike,
+    2 with value embeddings on alternating layers, times the window pattern's length (lcm) with windows."""
+    from rlab.core.architecture import DEFAULT_WINDOW_PATTERN, get_architecture
+
+    arch = get_architecture(config.get("architecture", "nanochat-2025"))
+    period = 2 if arch.value_embeds else 1
+    if arch.sliding_windows:
+        period = math.lcm(period, len(config.get("window_pattern") or DEFAULT_WINDOW_PATTERN))
+    return period
 
 
-@dataclass(frozen=True)
-class CompiledSaved:
-    """Bytes the compiled forward keeps for the backward, per rank."""
-
-    per_layer: int
-    outside_blocks: int  # the embedding and the loss head
-    n_layer: int
-
-    @property
-    def total(self) -> int:
-        return self.per_layer * self.n_layer + self.outside_blocks
+def probe_depths(n_layer: int, period: int) -> tuple[int, int]:
+    """The two depths compiled for a model of `n_layer` blocks: the smallest depth with the same layout
+    of blocks (the same remainder modulo `period`: value embeddings sit on the layers of the last one's
+    parity, and the last layer is a long window) and one period more."""
+    low = (n_layer - 1) % period + 1
+    return low, low + period
 
 
 def _counting_backend(counts: list[int]):
@@ -102,9 +113,11 @@ def rlab_model(config: dict[str, Any], shape: TrainShape) -> torch.nn.Module:
 def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_model) -> int:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    from rlab.core.target_device import planning_for
+
     counts: list[int] = []
     torch._dynamo.reset()
-    with FakeTensorMode(allow_non_fake_inputs=True):
+    with planning_for(shape.device), FakeTensorMode(allow_non_fake_inputs=True):
         model = make_model({**shape.config, "n_layer": depth}, shape)
         compiled = torch.compile(model, backend=_counting_backend(counts), dynamic=False, fullgraph=False)
         rows = (shape.device_batch_size, shape.seq_len)
@@ -123,7 +136,10 @@ def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_
 def compiled_saved(shape: TrainShape, make_model: MakeModel = rlab_model) -> CompiledSaved:
     """What the compiled forward of `shape` keeps for the backward (see the module docstring)."""
     n_layer = shape.config["n_layer"]
-    low = min(PROBE_DEPTH, n_layer)
+    period = layer_period(shape.config)
+    low, high = probe_depths(n_layer, period)
     at_low = _saved_at_depth(shape, low, make_model)
-    per_layer = _saved_at_depth(shape, low + 1, make_model) - at_low
-    return CompiledSaved(per_layer=per_layer, outside_blocks=at_low - low * per_layer, n_layer=n_layer)
+    per_period = _saved_at_depth(shape, high, make_model) - at_low
+    return CompiledSaved(
+        total=at_low + (n_layer - low) // period * per_period, per_layer=per_period / period, n_layer=n_layer
+    )

@@ -8,6 +8,10 @@ autocast's weight copies, which the compiled graph saves as its own bf16 casts) 
 compiled graph's; the compiled kernels' working memory is taken to be the eager ops' at the peak.
 The result is one typed record (`MemoryPlan`, also what `rlab memory --json` prints).
 
+Counting is the slow part (seconds for d20 on a CPU); its result (`rlab.memory.counts.StepCounts`)
+depends on the shape and the code only, so it is cached on disk (`rlab.memory.plan_cache`): the next
+plan of the same shape, against any GPU, is read back in milliseconds.
+
 A plan fits when its peak is at most `FIT_FRACTION` of the GPU's memory: the rest is for what no
 trace of the model sees (the CUDA context, NCCL's buffers, torch.compile's workspaces, the caching
 allocator's fragmentation).
@@ -17,8 +21,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from rlab.memory.counts import StepCounts, StepTrace
 from rlab.memory.shape import TrainShape
-from rlab.memory.trace import StepTrace, trace_step
 
 GIB = 2**30
 KIB = 2**10
@@ -132,14 +136,30 @@ def plan_training(
     return plan
 
 
-def _plan(shape: TrainShape, gpu_memory_gib: float) -> MemoryPlan:
-    trace = trace_step(shape)
-    peak, kept = trace.peak, trace.activations
-    compiled = None
-    if shape.compile:
-        from rlab.memory.compiled import compiled_saved
+def count_step(shape: TrainShape) -> StepCounts:
+    """Trace `shape`'s training step, and count torch.compile's saved tensors when the run is compiled."""
+    from rlab.memory.trace import trace_step
 
-        compiled = compiled_saved(shape)
+    trace = trace_step(shape)
+    if not shape.compile:
+        return StepCounts(trace=trace)
+    from rlab.memory.compiled import compiled_saved
+
+    return StepCounts(trace=trace, compiled=compiled_saved(shape))
+
+
+def measure(shape: TrainShape) -> StepCounts:
+    """`shape`'s counts: from the plan cache, else counted now and cached."""
+    from rlab.memory.plan_cache import cached_counts
+
+    return cached_counts(shape, count_step)
+
+
+def _plan(shape: TrainShape, gpu_memory_gib: float) -> MemoryPlan:
+    counts = measure(shape)
+    trace, compiled = counts.trace, counts.compiled
+    peak, kept = trace.peak, trace.activations
+    if compiled is not None:
         eager_kept_at_peak = trace.peak_parts.get("activations", 0) + trace.peak_parts.get("weight_copies", 0)
         peak, kept = peak - eager_kept_at_peak + compiled.total, compiled.total
     peak, buckets = peak_with_ddp(peak, trace, shape.nproc)

@@ -20,36 +20,17 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
 
+from rlab.memory.counts import StepTrace
 from rlab.memory.shape import TrainShape
 from rlab.memory.tracker import LiveTensors, SavedTensors
 
 CUDA_BLOCK = 512  # the CUDA caching allocator hands out multiples of 512 bytes
 TRACED_STEPS = 2  # the second step has the first one's optimizer state
 TRACED_MICRO_STEPS = 2  # from the second micro-batch on, gradients exist during the backward
-
-
-@dataclass
-class StepTrace:
-    """Bytes per rank, as counted in one traced step (before DDP)."""
-
-    parameters: int
-    gradients: int
-    optimizer: int
-    weight_copies: int  # the casts autocast keeps of the weights for the backward (bf16)
-    saved: Counter[str]  # saved activations by region: embed, layers, head
-    head_transient: int  # the most the loss head holds on top of what it keeps, forward or backward
-    peak: int
-    peak_phase: str
-    peak_parts: dict[str, int] = field(default_factory=dict)  # what was alive at the peak, by kind
-
-    @property
-    def activations(self) -> int:
-        return sum(self.saved.values())
 
 
 Built = tuple[torch.nn.Module, list[torch.optim.Optimizer], list[torch.nn.Module]]
@@ -195,7 +176,7 @@ def trace_step(
         gradients=sizes["gradients"],
         optimizer=sizes["optimizer"],
         weight_copies=saved.weights,
-        saved=saved.by_region,
+        saved=dict(saved.by_region),
         head_transient=max(head_fwd, head_bwd, 0),
         peak=tracker.peak.bytes,
         peak_phase=tracker.peak.phase,
