@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlab.errors import EvalError
-from rlab.evals.core_bundle import CoreBundle, TaskSpec, load_task_data
+from rlab.evals.core.bundle import CoreBundle, TaskSpec, load_task_data
 from rlab.evals.progress import ProgressFn, report, stages
+from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
 log = logging.getLogger(__name__)
 
@@ -566,14 +567,6 @@ def subsample(
     return [rows[i] for i in order], order
 
 
-def _dist_info() -> tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 @dataclass
 class TaskScore:
     correct: list[bool]
@@ -604,7 +597,7 @@ def score_task(
     torch.distributed each rank scores a strided slice and the results are summed across ranks."""
     import torch
 
-    rank, world = _dist_info()
+    rank, world = rank_and_world()
     mine = list(range(rank, len(rows), world))
     examples = prepare_examples(
         tokenizer,
@@ -628,11 +621,7 @@ def score_task(
     for i, ok in zip(mine, verdicts):
         counts[i] = float(ok)
     counts[-1] = float(sum(ex.cropped for ex in examples))
-    if world > 1:
-        import torch.distributed as dist
-
-        dist.all_reduce(counts, op=dist.ReduceOp.SUM)
-    values = counts.tolist()
+    values = all_reduce_sum(counts).tolist()
     return TaskScore(correct=[bool(v) for v in values[:-1]], cropped=int(values[-1]))
 
 
