@@ -5,7 +5,7 @@ copies a passage hundreds of tokens back can still score 0 there, because it nev
 first number of its greedy output. Here every item is also scored by likelihood, beside the generation score
 and on the same prompts: the prompt is followed in turn by the right value and by `choices - 1` distractors
 of the same form, and the model's mean log-probability per token of each (CORE's multiple-choice rule,
-`rlab.evals.core.metric`, packed the same way: the prompt once, each candidate attending to it and itself)
+`rlab.evals.core.packed`, packed the same way: the prompt once, each candidate attending to it and itself)
 decides. An item is correct when the right value beats every distractor; its margin is the right value's
 mean log-probability minus the best distractor's (nats per token, > 0 when correct). Chance is 1 / choices.
 
@@ -144,7 +144,8 @@ def score_items(
     the results are summed across ranks, so they do not depend on world size."""
     import torch
 
-    from rlab.evals.core.metric import EncodedExample, score_examples_batched
+    from rlab.evals.core.packed import score_examples_batched
+    from rlab.evals.core.prompts import EncodedExample
 
     rank, world = rank_and_world()
     mine = list(range(rank, len(items), world))
