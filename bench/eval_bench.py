@@ -92,9 +92,9 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
     import torch
 
     from rlab.core.tokenizer import Tokenizer
-    from rlab.evals.bpb import score_documents
-    from rlab.evals.core_bundle import load_bundle, load_task_data
-    from rlab.evals.core_metric import evaluate_task, subsample
+    from rlab.evals.bpb.score import score_documents
+    from rlab.evals.core.bundle import load_bundle, load_task_data
+    from rlab.evals.core.metric import evaluate_task, subsample
 
     c = dict(CONFIGS[name], **({"seq_len": args.seq_len} if args.seq_len else {}))
     t0 = time.perf_counter()

@@ -122,7 +122,7 @@ class BpbSplit(Record):
     docs: int
     """Documents scored (each whole, each once)."""
     docs_available: int
-    """Documents in the split's pool (see `rlab.evals.bpb`)."""
+    """Documents in the split's pool (see `rlab.evals.bpb.score`)."""
     token_budget: int
     whole_split: bool
     """True when the budget exceeded the pool: every document was scored once, none twice."""
@@ -252,7 +252,7 @@ class PasskeyTrial(Record):
 
 
 class ChoiceTrial(Record):
-    """One item scored by likelihood (passkey_choices.csv, ruler_choices.csv; `rlab.evals.retrieval_likelihood`):
+    """One item scored by likelihood (passkey_choices.csv, ruler_choices.csv; `rlab.evals.retrieval.likelihood`):
     the right value's mean log-probability per token against the best distractor's. The unit of its intervals."""
 
     columns: ClassVar[tuple[str, ...]] = (
@@ -351,7 +351,7 @@ class RulerSkipped(Record):
 
 
 class RulerMetric(Record):
-    """RULER-style subset (`rlab.evals.ruler`): task definitions after Hsieh et al. 2024; not RULER scores."""
+    """RULER-style subset (`rlab.evals.ruler.tasks`): task definitions after Hsieh et al. 2024; not RULER scores."""
 
     name: str
     citation: str
@@ -618,7 +618,7 @@ class CoreExample(Record):
 
 
 class CopyRow(Record):
-    """One copy-by-distance record at one window (rlab.evals.copy_distance): the report's resampling unit."""
+    """One copy-by-distance record at one window (rlab.evals.copy_distance.task): the report's resampling unit."""
 
     columns: ClassVar[tuple[str, ...]] = (
         "window",

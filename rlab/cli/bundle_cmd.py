@@ -25,7 +25,7 @@ def _render(directory: Path) -> None:
     from rich.table import Table
 
     from rlab.cli.console import out
-    from rlab.evals.core_bundle import verify_bundle
+    from rlab.evals.core.bundle import verify_bundle
 
     checks = verify_bundle(directory)
     table = Table(title=f"CORE bundle {directory}")
@@ -52,7 +52,7 @@ def check(
     base_dir: BaseDirOpt = None,
 ) -> None:
     """Report which task files are present, missing, or differ from nanochat's bundle."""
-    from rlab.evals.core_bundle import bundle_root
+    from rlab.evals.core.bundle import bundle_root
     from rlab.paths import default_base_dir
 
     _render(bundle_root(base_dir or default_base_dir(), directory))
@@ -69,7 +69,7 @@ def download(
     Without --base-dir: into the default base dir (~/.cache/nanochat unless $RLAB_BASE_DIR or
     $NANOCHAT_BASE_DIR say otherwise), where rlab eval and rlab demo find it whatever their --base-dir."""
     from rlab.cli.console import err
-    from rlab.evals.bundle_download import BUNDLE_URL, download_bundle
+    from rlab.evals.core.bundle_download import BUNDLE_URL, download_bundle
     from rlab.paths import BaseLayout, eval_bundle_cache
 
     target = BaseLayout(base_dir).eval_bundle_dir if base_dir is not None else eval_bundle_cache()

@@ -14,7 +14,7 @@ def bundle_dir(
 ) -> Path:
     """The bundle `rlab eval` would use: --eval-bundle, else the spec's eval.core_bundle, else the one
     `rlab.paths.find_eval_bundle` finds ($RLAB_EVAL_BUNDLE, <base_dir>/eval_bundle, the download cache)."""
-    from rlab.evals.core_bundle import bundle_root
+    from rlab.evals.core.bundle import bundle_root
     from rlab.orchestrate.plan import base_layout
     from rlab.spec.loading import load_spec
 
@@ -36,7 +36,7 @@ def print_tasks(
     from rich.table import Table
 
     from rlab.cli.console import out
-    from rlab.evals.core_bundle import load_bundle, quiet_bundle_warnings
+    from rlab.evals.core.bundle import load_bundle, quiet_bundle_warnings
 
     with quiet_bundle_warnings():
         bundle = load_bundle(bundle_dir(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir))

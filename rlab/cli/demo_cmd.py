@@ -69,7 +69,7 @@ def run_demo(
     results/<experiment>/demo_timings.csv.
     """
     from rlab.cli.console import err, out
-    from rlab.evals.core_bundle import load_bundle, quiet_bundle_warnings
+    from rlab.evals.core.bundle import load_bundle, quiet_bundle_warnings
     from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
     from rlab.paths import EVAL_BUNDLE_ENV, find_eval_bundle
 

@@ -12,7 +12,7 @@ context extension is about.
 repeats are mixed into the very shards the trainer reads. `copy_document` adds documents made
 only of short spans written twice (`S S`), where copying is learned fastest. Lengths are in tokens, converted to
 characters with `chars_per_token` and cut at whitespace, so the text is tokenizer-independent
-(the eval, `rlab.evals.copy_distance`, builds its own documents with exact token distances).
+(the eval, `rlab.evals.copy_distance.task`, builds its own documents with exact token distances).
 Everything is drawn from one `random.Random(seed)`: the same texts and seed give the same output.
 """
 

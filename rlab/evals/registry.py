@@ -97,8 +97,8 @@ BPB_CONVENTION = (
 
 def run_bpb(ctx: EvalContext) -> EvalOutcome:
     """Train and val BPB, each over a fixed set of whole documents of about `bpb_tokens` targets."""
-    from rlab.evals.bpb import score_documents
-    from rlab.evals.doc_set import select_documents
+    from rlab.evals.bpb.doc_set import select_documents
+    from rlab.evals.bpb.score import score_documents
     from rlab.paths import BaseLayout
 
     T = ctx.train_seq_len
@@ -229,13 +229,13 @@ def _long_docs_summary(docs) -> rec.LongDocsSummary:
 
 
 def run_bpb_length(ctx: EvalContext) -> EvalOutcome:
-    """BPB vs context length on the long-document set: same targets at every length (rlab.evals.bpb_length),
-    or YaRN's sliding-window perplexity (rlab.evals.sliding_ppl) with eval.ppl_protocol."""
+    """BPB vs context length on the long-document set: same targets at every length (rlab.evals.bpb_length.same_targets),
+    or YaRN's sliding-window perplexity (rlab.evals.bpb_length.sliding) with eval.ppl_protocol."""
     docs = long_docs(ctx)
     lengths = eval_lengths(ctx)
     if ctx.spec.ppl_protocol != "same_targets":
         return _run_sliding(ctx, docs, lengths)
-    from rlab.evals.bpb_length import plan_blocks, score_plan
+    from rlab.evals.bpb_length.same_targets import plan_blocks, score_plan
 
     ids = docs.doc_ids
     plan = plan_blocks(
@@ -262,7 +262,7 @@ def run_bpb_length(ctx: EvalContext) -> EvalOutcome:
 
 
 def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
-    from rlab.evals.sliding_ppl import convention, evaluate_sliding
+    from rlab.evals.bpb_length.sliding import convention, evaluate_sliding
 
     truncate = ctx.spec.ppl_protocol == "truncated"
     need = max(lengths)
@@ -335,8 +335,8 @@ def _run_sliding(ctx: EvalContext, docs, lengths: list[int]) -> EvalOutcome:
 
 def run_core(ctx: EvalContext) -> EvalOutcome:
     """DCLM CORE on the bundle (partial when task files are missing), on eval.core_tasks when set."""
-    from rlab.evals.core_bundle import bundle_root, load_bundle, select_tasks
-    from rlab.evals.core_metric import evaluate_core
+    from rlab.evals.core.bundle import bundle_root, load_bundle, select_tasks
+    from rlab.evals.core.metric import evaluate_core
 
     bundle = load_bundle(bundle_root(ctx.base_dir, ctx.spec.core_bundle))
     labels = select_tasks(bundle, ctx.spec.core_tasks)
@@ -387,9 +387,9 @@ def run_core(ctx: EvalContext) -> EvalOutcome:
 
 
 def run_passkey(ctx: EvalContext) -> EvalOutcome:
-    """Passkey retrieval accuracy per (length, depth), one random key per trial (rlab.evals.passkey)."""
+    """Passkey retrieval accuracy per (length, depth), one random key per trial (rlab.evals.passkey.task)."""
     from rlab.core.engine import Engine
-    from rlab.evals.passkey import evaluate_passkey
+    from rlab.evals.passkey.task import evaluate_passkey
 
     lengths = list(ctx.spec.passkey_lengths or eval_lengths(ctx))
     with ctx.autocast():
@@ -404,7 +404,7 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
             ctx.batch_tokens,
             ctx.progress,
         )
-    from rlab.evals.retrieval_adapters import passkey_items, score_likelihood
+    from rlab.evals.retrieval.adapters import passkey_items, score_likelihood
 
     likelihood, choices = score_likelihood(ctx, passkey_items(ctx, res.records), outputs.PASSKEY_CHOICES_CSV)
     metric = rec.PasskeyMetric.model_validate({**res.metrics(), "likelihood": likelihood})
@@ -424,9 +424,9 @@ def run_passkey(ctx: EvalContext) -> EvalOutcome:
 
 
 def run_ruler(ctx: EvalContext) -> EvalOutcome:
-    """RULER-style synthetic tasks (rlab.evals.ruler), haystack from the long-document set."""
+    """RULER-style synthetic tasks (rlab.evals.ruler.tasks), haystack from the long-document set."""
     from rlab.core.engine import Engine
-    from rlab.evals.ruler import evaluate_ruler
+    from rlab.evals.ruler.tasks import evaluate_ruler
 
     docs = long_docs(ctx)
     lengths = list(ctx.spec.ruler_lengths or eval_lengths(ctx))
@@ -443,7 +443,7 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
             ctx.batch_tokens,
             ctx.progress,
         )
-    from rlab.evals.retrieval_adapters import ruler_items, score_likelihood
+    from rlab.evals.retrieval.adapters import ruler_items, score_likelihood
 
     likelihood, choices = score_likelihood(
         ctx, ruler_items(ctx, docs.texts, res.records), outputs.RULER_CHOICES_CSV
@@ -465,8 +465,8 @@ def run_ruler(ctx: EvalContext) -> EvalOutcome:
 
 
 def run_copy_distance(ctx: EvalContext) -> EvalOutcome:
-    """Loss on a passage repeated at a known distance vs the same passage unseen, by window (rlab.evals.copy_distance)."""
-    from rlab.evals import copy_distance as cd
+    """Loss on a passage repeated at a known distance vs the same passage unseen, by window (rlab.evals.copy_distance.task)."""
+    from rlab.evals.copy_distance import task as cd
 
     docs = ctx.tokenizer.encode(long_docs(ctx).texts)
     windows = list(ctx.spec.copy_lengths or eval_lengths(ctx))

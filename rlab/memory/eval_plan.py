@@ -4,7 +4,7 @@ The eval worker (`rlab.evals.runner`) holds the model (fp32 weights, bf16 autoca
 no backward, so its peak is one forward's working memory on top of the weights:
 
 * BPB vs length scores `batch_tokens // L` windows of the longest length L per forward
-  (`rlab.evals.bpb_length.evaluate_bpb_blocks` -> `rlab.core.bpb.score_tokens`): the trunk over every
+  (`rlab.evals.bpb_length.same_targets.evaluate_bpb_blocks` -> `rlab.core.bpb.score_tokens`): the trunk over every
   position, the loss head on the scored block of each window only;
 * passkey and the RULER-style tasks prefill `batch_tokens // (L + answer)` prompts of the longest length
   through the engine (`Engine.prefill`) into a KV cache sized for prompt + answer, then decode.
@@ -76,8 +76,8 @@ class EvalPlan(BaseModel):
 
 def longest_answer() -> int:
     """The most tokens any generation eval decodes (passkey, RULER-style tasks)."""
-    from rlab.evals.passkey import MAX_NEW_TOKENS
-    from rlab.evals.ruler import MAX_NEW
+    from rlab.evals.passkey.task import MAX_NEW_TOKENS
+    from rlab.evals.ruler.tasks import MAX_NEW
 
     return max(MAX_NEW_TOKENS, *MAX_NEW.values())
 
@@ -172,7 +172,7 @@ def eval_shape_from(
 ) -> EvalShape:
     """The eval shape of a tag trained at `train_seq_len` (from L0 = `original_len`): by default the longest
     length of the default grid (2 x train_seq_len) and its block (the shortest length L0/2, halved)."""
-    from rlab.evals.bpb_length import default_block
+    from rlab.evals.bpb_length.same_targets import default_block
     from rlab.evals.lengths import default_grid
 
     l0 = original_len or train_seq_len

@@ -2,7 +2,7 @@
 
 The demo is only worth continuing if the base model predicts a passage it saw earlier in its
 window far better than the same passage in a window where it did not appear
-(rlab.evals.copy_distance). If it does not,
+(rlab.evals.copy_distance.task). If it does not,
 every later comparison between RoPE variants measures nothing, so the demo stops and says why.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlab.errors import RlabError
-from rlab.evals.copy_distance import USEFUL_GAIN
+from rlab.evals.copy_distance.task import USEFUL_GAIN
 
 MIN_GAIN = USEFUL_GAIN
 """Nats per token the repeat must save over the control (the same passage, not seen before) at the longest
@@ -48,7 +48,7 @@ def check_base(base_dir: Path, tag: str, seed: int = 1234) -> CheckResult:
     from rlab.core.checkpoint import load_model
     from rlab.core.tokenizer import Tokenizer
     from rlab.data.long_docs import load_long_docs
-    from rlab.evals import copy_distance as cd
+    from rlab.evals.copy_distance import task as cd
     from rlab.paths import BaseLayout
 
     layout = BaseLayout(base_dir)

@@ -136,7 +136,7 @@ class EvalPlan:
 
 def plan_evals(request: EvalRequest) -> EvalPlan:
     """Resolve the spec and every tag's eval config; every problem found here, before anything runs."""
-    from rlab.evals.core_bundle import check_task_selection, no_bundle_error
+    from rlab.evals.core.bundle import check_task_selection, no_bundle_error
     from rlab.orchestrate.launch import visible_gpus
     from rlab.orchestrate.plan import base_layout
     from rlab.orchestrate.prepare import with_saved_variants

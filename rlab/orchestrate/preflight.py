@@ -295,7 +295,7 @@ def _check_inputs(pf: Preflight) -> None:
     if "core" in core.evals and not bundle.is_dir():
         pf.warnings.append(f"No CORE eval bundle in {bundle}: `rlab eval` will need it (`rlab bundle`).")
     else:
-        from rlab.evals.core_bundle import check_task_selection
+        from rlab.evals.core.bundle import check_task_selection
 
         try:  # a typo in eval.core_tasks would otherwise surface only at `rlab eval`, after training
             check_task_selection(core, base.eval_bundle_dir)

@@ -1,6 +1,6 @@
 """The copy-by-distance section of a report: does each arm still use a passage seen `d` tokens back?
 
-Reads every tag's ``copy_distance.csv`` (rlab.evals.copy_distance: one row per record and window)
+Reads every tag's ``copy_distance.csv`` (rlab.evals.copy_distance.task: one row per record and window)
 and gives, per arm and distance, the loss on the repeated passage (`copy`), on the same passage in
 the control window whose earlier passage is another one (`control`) and the gain between them, with
 studentized 95% intervals over records (the same records for every tag, so differences of gain between arms are
@@ -23,7 +23,7 @@ from typing import cast
 
 import pandas as pd
 
-from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
+from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
 from rlab.report import copy_retention as retention
 from rlab.report import document as doc
 from rlab.report import inference as inf
@@ -330,7 +330,7 @@ def section(copy: CopySection) -> doc.Section:
     about = doc.prose(
         "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
         "occurrence, at the end of a window of W tokens; its control is the same window with another passage "
-        "in place of the first occurrence (rlab.evals.copy_distance). Cells: mean loss on the repeat "
+        "in place of the first occurrence (rlab.evals.copy_distance.task). Cells: mean loss on the repeat "
         "(nats/token), the gain over the control (what seeing the passage earlier saves) with its studentized 95% "
         "interval over records, and the greedy copy accuracy. Comparisons are paired differences of gain "
         "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "

@@ -2,7 +2,7 @@
 
 `records` reads every tag's copy_distance.csv (one row per record and window) into one frame with its arm, kind,
 variant and seed; `by_seed` pivots one arm and window to records x seeds; `nested_arms` says whose records are
-nested across windows (`rlab.evals.copy_distance`), and `section_lengths` gives L0 and the continued-training
+nested across windows (`rlab.evals.copy_distance.task`), and `section_lengths` gives L0 and the continued-training
 length as the copy section uses them. `tag_levels` / `tag_retentions` are each tag's own gain and retention (one
 seed each) for results.csv (`copy_gain_d<d>`, `copy_retention_d<d>`).
 """

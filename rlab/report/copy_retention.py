@@ -8,7 +8,7 @@ arm also gets its retention at every distance d beyond L0:
     retention(d) = mean over records of gain(d) / mean over records of gain(d_in)
 
 where d_in is the longest distance within L0 (the window W <= L0). Copy records are nested across
-windows (`rlab.evals.copy_distance`: the same passage, control and filler, only the gap varies), so
+windows (`rlab.evals.copy_distance.task`: the same passage, control and filler, only the gap varies), so
 both gains come from the same records and the ratio is estimated per record: for each training seed,
 per-record values `psi_i = R + (b_i - R * w_i) / mean(w)` (the delta method's influence values) average
 to that seed's ratio R, so the studentized interval and test of `rlab.report.inference` apply to them
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rlab.evals.copy_distance import USEFUL_GAIN  # torch-free at import
+from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
 from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report.inference import Verdict

@@ -2,7 +2,7 @@
 
 Generation is the published protocol (passkey: the first generated number is the key; RULER-style: the
 fraction of the references in the greedy output); likelihood scores the same items by the right value's mean
-log-probability against distractors of the same form (`rlab.evals.retrieval_likelihood`), a graded signal a
+log-probability against distractors of the same form (`rlab.evals.retrieval.likelihood`), a graded signal a
 small model gives long before it writes the key. Per arm, eval and length: likelihood accuracy with its 95%
 Wilson interval over items, the mean margin (nats/token) with its studentized interval over items (the seed
 term included when an arm has several seeds), and the generation score. Levels, not tests: no verdict.
@@ -100,5 +100,5 @@ def retrieval_table(data: ReportData) -> Table | None:
         "score of the same items, n = items per seed.",
         about="Each passkey and RULER-style item scored twice: by generation (the published protocols) and by "
         "likelihood, the right value against distractors of the same form after the same prompt (CORE's "
-        "multiple-choice rule; rlab.evals.retrieval_likelihood). Levels per arm, no verdicts.",
+        "multiple-choice rule; rlab.evals.retrieval.likelihood). Levels per arm, no verdicts.",
     )

@@ -77,11 +77,11 @@ class EvalSpec(StrictModel):
     """Scored tokens per length for BPB-vs-length (capped by the long-document set)."""
     length_block: Length | None = None
     """BPB-vs-length scoring block B: each window scores its last B targets (left context L-B..L-1),
-    the same targets at every length; null = the shortest length // 2 (see rlab.evals.bpb_length)."""
+    the same targets at every length; null = the shortest length // 2 (see rlab.evals.bpb_length.same_targets)."""
     ppl_protocol: PplProtocol = "same_targets"
     """BPB-vs-length protocol: same_targets (default: the same target tokens at every length, paired), sliding
     (the YaRN repository's sliding-window perplexity: window L, stride ppl_stride, BOS per window) or truncated
-    (YaRN's --truncate: the first L-1 tokens of each document in one window). See rlab.evals.sliding_ppl."""
+    (YaRN's --truncate: the first L-1 tokens of each document in one window). See rlab.evals.bpb_length.sliding."""
     ppl_stride: Length = 256
     """Stride of the sliding protocol (YaRN's --sliding-window, default 256)."""
     ppl_docs: Trials = 10
@@ -108,7 +108,7 @@ class EvalSpec(StrictModel):
         "cwe",
     )
     """RULER-style tasks (Hsieh et al. 2024): multi-key and multi-value needles, variable tracking,
-    common-word extraction. See rlab.evals.ruler."""
+    common-word extraction. See rlab.evals.ruler.tasks."""
     ruler_lengths: Annotated[tuple[EvalLength, ...], NonEmpty()] | None = None
     """Total lengths (prompt + answer) of the RULER-style tasks; null = the eval lengths."""
     ruler_trials: Trials = 20
@@ -116,7 +116,7 @@ class EvalSpec(StrictModel):
     retrieval_choices: Annotated[int, InRange(0, MAX_CHOICES)] = 10
     """Passkey and RULER-style items are also scored by likelihood, beside generation: the right value against
     retrieval_choices - 1 distractors of the same form (mean log-probability per token, CORE's multiple-choice
-    rule; chance = 1 / retrieval_choices). 0 = generation scores only. See rlab.evals.retrieval_likelihood."""
+    rule; chance = 1 / retrieval_choices). 0 = generation scores only. See rlab.evals.retrieval.likelihood."""
     dynamic_ntk: Literal["per_window", "fixed"] = "per_window"
     """How dynamic-ntk's scale is chosen: per_window (Hugging Face's behaviour: frequencies from each forward's
     own length, so context and frequencies change together along the length axis) or fixed (frequencies

@@ -2,7 +2,7 @@
 
 The fixture's `val_bpb` / `train_bpb` were measured with nanochat's own loaders (one process), so the
 tests must score the same tokens. These are test code: rlab's own loaders (and its BPB) choose
-documents differently on purpose (`rlab.evals.bpb`).
+documents differently on purpose (`rlab.evals.bpb.score`).
 
 - nanochat d314e96 (`tokenizing_distributed_data_loader`): the split's documents in file/row-group
   order, each encoded with BOS prepended, concatenated into one stream and cut into consecutive

@@ -107,8 +107,8 @@ def test_bpb_with_nanochat_loader_semantics(reference, split):
 
 
 def _core_correct(reference, label: str, batched: bool) -> tuple[list[bool], list[bool]]:
-    from rlab.evals.core_bundle import load_bundle, load_task_data
-    from rlab.evals.core_metric import evaluate_task, subsample
+    from rlab.evals.core.bundle import load_bundle, load_task_data
+    from rlab.evals.core.metric import evaluate_task, subsample
 
     version, root, expected, model = reference
     tokenizer = Tokenizer.from_directory(root / "tokenizer")

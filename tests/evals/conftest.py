@@ -76,7 +76,7 @@ def tiny_gpt(tokenizer):
 
 @pytest.fixture(scope="session")
 def bundle():
-    from rlab.evals.core_bundle import load_bundle
+    from rlab.evals.core.bundle import load_bundle
 
     return load_bundle(EVAL_BUNDLE_DIR)
 

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from rlab.errors import EvalError
-from rlab.evals.bpb import doc_windows, score_documents
-from rlab.evals.bpb_length import Block, evaluate_bpb_blocks, evaluate_bpb_by_length, plan_blocks
+from rlab.evals.bpb.score import doc_windows, score_documents
+from rlab.evals.bpb_length.same_targets import Block, evaluate_bpb_blocks, evaluate_bpb_by_length, plan_blocks
 from tests.evals.conftest import random_gpt
 
 
@@ -68,7 +68,7 @@ def test_documents_match_manual_cross_entropy_and_exclude_specials():
 @pytest.mark.parametrize("variant", ["rope", "dynamic-ntk"])
 def test_documents_are_invariant_to_batch_size_and_rank_split(monkeypatch, variant):
     """Same per-document sums (1e-6 relative, fp32) at any batch size and any split across ranks."""
-    import rlab.evals.bpb as bpb_mod
+    import rlab.evals.bpb.score as bpb_mod
     from rlab.spec.rope import RopeSpec
 
     torch.set_num_threads(1)
@@ -84,7 +84,7 @@ def test_documents_are_invariant_to_batch_size_and_rank_split(monkeypatch, varia
     for world in (2, 3):
         per_doc = [[0.0, 0.0, 0] for _ in docs]
         for rank in range(world):
-            monkeypatch.setattr(bpb_mod, "_world", lambda r=rank, w=world: (r, w))
+            monkeypatch.setattr(bpb_mod, "rank_and_world", lambda r=rank, w=world: (r, w))
             part = score_documents(model, docs, 32, token_bytes, batch_tokens=96)
             for i, (n, b, t) in enumerate(part.units):
                 per_doc[i] = [per_doc[i][0] + n, per_doc[i][1] + b, per_doc[i][2] + t]

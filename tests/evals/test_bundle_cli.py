@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from rlab.cli.app import app
 from rlab.errors import EvalError
-from rlab.evals.bundle_download import install_from_zip
+from rlab.evals.core.bundle_download import install_from_zip
 from tests.conftest import EVAL_BUNDLE_DIR, full_eval_bundle
 
 

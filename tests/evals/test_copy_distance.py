@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlab.errors import EvalError
-from rlab.evals import copy_distance as cd
+from rlab.evals.copy_distance import task as cd
 from tests.evals.conftest import random_gpt
 
 DOCS = [list(range(10, 400)), list(range(500, 900))]

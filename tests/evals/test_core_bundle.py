@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlab.errors import EvalError
-from rlab.evals.core_bundle import load_bundle, load_task_data, verify_bundle
+from rlab.evals.core.bundle import load_bundle, load_task_data, verify_bundle
 from tests.conftest import EVAL_BUNDLE_DIR, full_eval_bundle
 
 

@@ -6,23 +6,18 @@ import math
 
 import pytest
 
-from rlab.evals.core_bundle import load_bundle, load_task_data
-from rlab.evals.core_metric import (
+from rlab.evals.core.bundle import load_bundle, load_task_data
+from rlab.evals.core.metric import (
     CoreResult,
     TaskResult,
-    _forward_rows,
     centered_accuracy,
-    crop_left,
     evaluate_core,
     evaluate_task,
-    fewshot_indices,
-    pack_example,
-    plan_rows,
-    prepare_example,
-    render_prompts,
-    score_examples_batched,
     subsample,
 )
+from rlab.evals.core.packed import pack_example, plan_rows, score_examples_batched
+from rlab.evals.core.prompts import crop_left, fewshot_indices, prepare_example, render_prompts
+from rlab.evals.core.reference import _forward_rows
 
 
 def test_multiple_choice_zero_shot_copa(bundle, tokenizer):
@@ -105,7 +100,7 @@ def test_long_prompts_are_cropped_to_the_context(bundle, tokenizer):
 
 def test_a_task_score_counts_the_examples_cropped_to_the_context(bundle, tokenizer, tiny_gpt):
     """What CORE's eval settings compare across arms (`cropped_to`): none cropped at a long enough context."""
-    from rlab.evals.core_metric import score_task
+    from rlab.evals.core.metric import score_task
 
     task = bundle.task("copa")
     rows, order = subsample(load_task_data(task), 8)
@@ -253,7 +248,7 @@ def test_core_mean_by_hand(bundle):
 
 
 def _batches_cost(widths, sizes, n_embd):
-    from rlab.evals.core_metric import FORWARD_OVERHEAD, _row_cost
+    from rlab.evals.core.packed import FORWARD_OVERHEAD, _row_cost
 
     cost, i = 0.0, 0
     for size in sizes:
@@ -267,7 +262,7 @@ def test_split_batches_is_the_cheapest_feasible_split():
     import itertools
     import random
 
-    from rlab.evals.core_metric import split_batches
+    from rlab.evals.core.packed import split_batches
 
     rng = random.Random(0)
     for _ in range(200):
@@ -296,7 +291,7 @@ def test_split_batches_is_the_cheapest_feasible_split():
 
 def test_prepare_examples_equals_prepare_example(bundle, tokenizer):
     """One tokenizer call for a task's prompts gives each example exactly what it gets alone."""
-    from rlab.evals.core_metric import prepare_examples
+    from rlab.evals.core.prompts import prepare_examples
 
     for label in ("arc_easy", "winograd", "lambada_openai"):
         task = bundle.task(label)

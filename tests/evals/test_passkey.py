@@ -10,7 +10,7 @@ import torch
 
 from rlab.core.engine import Engine
 from rlab.errors import EvalError
-from rlab.evals.passkey import (
+from rlab.evals.passkey.task import (
     FILLER,
     KEY_MAX,
     KEY_MIN,

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlab.core.gpt import GPT, GPTConfig
-from rlab.evals import retrieval_likelihood as rl
+from rlab.evals.retrieval import likelihood as rl
 from rlab.spec.rope import RopeSpec
 
 torch.set_num_threads(1)
@@ -137,7 +137,7 @@ def test_a_model_that_copies_retrieves_by_likelihood_above_chance(tokenizer):
     printed beside it, as the report shows both."""
     from rlab.core.engine import Engine
     from rlab.core.optim import build_optimizers, set_lr_multiplier
-    from rlab.evals.passkey import build_prompt, draw_key, evaluate_passkey
+    from rlab.evals.passkey.task import build_prompt, draw_key, evaluate_passkey
     from rlab.report.uncertainty import wilson
     from rlab.spec.train import LRSpec
 

@@ -11,8 +11,8 @@ import torch
 
 from rlab.core.engine import Engine
 from rlab.errors import EvalError
-from rlab.evals.generation import stable_seed
-from rlab.evals.ruler import MAX_NEW, TASKS, Haystack, evaluate_ruler, string_match_all
+from rlab.evals.retrieval.generation import stable_seed
+from rlab.evals.ruler.tasks import MAX_NEW, TASKS, Haystack, evaluate_ruler, string_match_all
 from tests.evals.conftest import bundle_texts, random_gpt
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlab.evals.sliding_ppl import evaluate_sliding, sliding_windows, truncated_window
+from rlab.evals.bpb_length.sliding import evaluate_sliding, sliding_windows, truncated_window
 from tests.evals.conftest import random_gpt
 
 

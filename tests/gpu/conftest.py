@@ -15,6 +15,6 @@ from tests.train.conftest import train_base  # noqa: F401
 def bundle():
     if not (EVAL_BUNDLE_DIR / "core.yaml").is_file():
         pytest.skip(f"no CORE bundle at {EVAL_BUNDLE_DIR} (core.yaml): the CORE GPU tests need one")
-    from rlab.evals.core_bundle import load_bundle
+    from rlab.evals.core.bundle import load_bundle
 
     return load_bundle(EVAL_BUNDLE_DIR)

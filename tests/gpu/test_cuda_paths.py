@@ -79,8 +79,8 @@ def test_non_finite_weights_raise_a_python_error_not_a_device_assert(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("label", ["copa", "arc_easy", "hellaswag", "lambada_openai"])
 def test_core_batched_equals_one_at_a_time(bundle, tokenizer, device, label):
-    from rlab.evals.core_bundle import load_task_data
-    from rlab.evals.core_metric import evaluate_task, subsample
+    from rlab.evals.core.bundle import load_task_data
+    from rlab.evals.core.metric import evaluate_task, subsample
 
     model = random_gpt(tokenizer.vocab_size).to(device)
     task = bundle.task(label)

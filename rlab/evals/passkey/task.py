@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rlab.errors import EvalError
-from rlab.evals.generation import GenJob, run_jobs, stable_seed
 from rlab.evals.progress import ProgressFn
+from rlab.evals.retrieval.generation import GenJob, run_jobs, stable_seed
 
 log = logging.getLogger(__name__)
 

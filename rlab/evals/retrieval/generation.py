@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rlab.evals.progress import ProgressFn, report, stages
+from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
 
 def stable_seed(*parts: object) -> int:
@@ -41,10 +42,8 @@ def run_jobs(
     """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks;
     `progress` gets (len(jobs) * tokens done / tokens of this rank's jobs, len(jobs)), prompt and answer counted."""
     import torch
-    import torch.distributed as dist
 
-    distributed = dist.is_available() and dist.is_initialized()
-    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    rank, world = rank_and_world()
     scores = torch.zeros(len(jobs), dtype=torch.float64, device=device)
     groups: dict[tuple[int, int], list[int]] = {}
     for i in range(rank, len(jobs), world):
@@ -62,6 +61,4 @@ def run_jobs(
                 scores[i] = float(score(i, out))
             done += (length + max_new) * len(chunk)
             report(part, done, total)
-    if distributed and world > 1:
-        dist.all_reduce(scores, op=dist.ReduceOp.SUM)
-    return scores.tolist()
+    return all_reduce_sum(scores).tolist()

@@ -36,8 +36,9 @@ from dataclasses import dataclass
 import torch
 
 from rlab.core.bpb import score_tokens
-from rlab.evals.bpb import LN2, _all_reduce_sum, _world
+from rlab.evals.bpb.score import LN2
 from rlab.evals.progress import ProgressFn, report, stages
+from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def score_windows(
     progress: ProgressFn | None = None,
 ) -> torch.Tensor:
     """(n_windows, [nats, bytes, tokens]) float64, summed over ranks (rank r scores windows i = r mod world)."""
-    rank, world = _world()
+    rank, world = rank_and_world()
     device = token_bytes.device
     out = torch.zeros(len(windows), 3, dtype=torch.float64, device=device)
     mine = list(range(rank, len(windows), world))
@@ -127,7 +128,7 @@ def score_windows(
                 out[i, 0], out[i, 1], out[i, 2] = nats[row], nbytes[row], ntok[row]
             done += len(chunk)
             report(progress, done, len(mine))
-    return _all_reduce_sum(out)
+    return all_reduce_sum(out)
 
 
 def evaluate_sliding(

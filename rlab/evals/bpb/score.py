@@ -5,7 +5,7 @@ Dividing by bytes rather than tokens makes models with different tokenizers comp
 it is nanochat's definition, so its numbers are what users compare against. Targets that are
 special tokens (0 bytes in `token_bytes`) or ignored (-1) count neither nats nor bytes.
 
-Train/val BPB (`score_documents`) score a fixed set of whole documents (`rlab.evals.doc_set`: chosen
+Train/val BPB (`score_documents`) score a fixed set of whole documents (`rlab.evals.bpb.doc_set`: chosen
 before anything is split across ranks, recorded by id and text hash). A document of n tokens (BOS
 first) has n - 1 targets, scored in consecutive windows of at most W targets (W = the model's training
 length): window c feeds tokens [cW, cW + W) and scores the next token of each, so a target's context is
@@ -18,8 +18,8 @@ non-zero on one rank only, so the sum is exact) and totals are summed in documen
 the same at any world size up to float rounding inside the forward (tested at 1e-6 relative in fp32).
 One unit per document goes to bpb_units.csv for the report's bootstrap.
 
-BPB vs context length lives in `rlab.evals.bpb_length` (same targets at every length) and
-`rlab.evals.sliding_ppl` (YaRN's sliding-window perplexity).
+BPB vs context length lives in `rlab.evals.bpb_length.same_targets` (same targets at every length) and
+`rlab.evals.bpb_length.sliding` (YaRN's sliding-window perplexity).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from rlab.evals.progress import ProgressFn, report
+from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
 log = logging.getLogger(__name__)
 
@@ -40,25 +41,9 @@ LN2 = math.log(2.0)
 _HEAD_ROWS = 2048  # positions per lm_head chunk: bounds the (rows, vocab) fp32 logits
 
 
-def _world() -> tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return t
-
-
-def _reduce_units(units, docs: int = 0, unit_docs: list[int] | None = None) -> BpbResult:
+def reduce_units(units, docs: int = 0, unit_docs: list[int] | None = None) -> BpbResult:
     """Sum per-unit (nats, bytes, tokens) rows across ranks into a `BpbResult` that keeps the units."""
-    _all_reduce_sum(units)
+    all_reduce_sum(units)
     rows = units.tolist()
     return BpbResult(
         nats=math.fsum(r[0] for r in rows),
@@ -133,7 +118,7 @@ def score_documents(
     Ranks take documents i = rank (mod world size); see the module docstring for why the result does not
     depend on the world size or on `batch_tokens` (positions per forward).
     """
-    rank, world = _world()
+    rank, world = rank_and_world()
     device = token_bytes.device
     rows = [(d, s, e) for d in range(rank, len(docs), world) for s, e in doc_windows(len(docs[d]), window)]
     rows.sort(key=lambda r: -(r[2] - r[1]))  # longest first: little padding; stable, so ties keep doc order
@@ -157,6 +142,6 @@ def score_documents(
         range(len(rows)), key=lambda k: (rows[k][0], rows[k][1])
     ):  # a document's windows in order
         per_doc[rows[k][0]] += row_sums[k]
-    return _reduce_units(
+    return reduce_units(
         torch.from_numpy(per_doc).to(device), docs=len(docs), unit_docs=list(range(len(docs)))
     )

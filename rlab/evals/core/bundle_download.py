@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from rlab.errors import EvalError
-from rlab.evals.core_bundle import load_bundle, load_task_data, verify_bundle
+from rlab.evals.core.bundle import load_bundle, load_task_data, verify_bundle
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ copies a passage hundreds of tokens back can still score 0 there, because it nev
 first number of its greedy output. Here every item is also scored by likelihood, beside the generation score
 and on the same prompts: the prompt is followed in turn by the right value and by `choices - 1` distractors
 of the same form, and the model's mean log-probability per token of each (CORE's multiple-choice rule,
-`rlab.evals.core_metric`, packed the same way: the prompt once, each candidate attending to it and itself)
+`rlab.evals.core.packed`, packed the same way: the prompt once, each candidate attending to it and itself)
 decides. An item is correct when the right value beats every distractor; its margin is the right value's
 mean log-probability minus the best distractor's (nats per token, > 0 when correct). Chance is 1 / choices.
 
@@ -30,8 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlab.evals.generation import stable_seed
 from rlab.evals.progress import ProgressFn
+from rlab.evals.ranks import all_reduce_sum, rank_and_world
+from rlab.evals.retrieval.generation import stable_seed
 
 DEFAULT_CHOICES = 10
 SCORING = (
@@ -142,12 +143,11 @@ def score_items(
     """Every item's (right, best distractor) mean log-probabilities; ranks take items i = rank (mod world) and
     the results are summed across ranks, so they do not depend on world size."""
     import torch
-    import torch.distributed as dist
 
-    from rlab.evals.core_metric import EncodedExample, score_examples_batched
+    from rlab.evals.core.packed import score_examples_batched
+    from rlab.evals.core.prompts import EncodedExample
 
-    distributed = dist.is_available() and dist.is_initialized()
-    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    rank, world = rank_and_world()
     mine = list(range(rank, len(items), world))
     examples = [
         EncodedExample(
@@ -168,8 +168,7 @@ def score_items(
             logp = [-loss for loss, _ in per_choice]  # mean log-probability per token of each candidate
             values[i, 0] = logp[0]
             values[i, 1] = max(logp[1:])
-    if distributed and world > 1:
-        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    all_reduce_sum(values)
     return [ChoiceScore(item, right, other) for item, (right, other) in zip(items, values.tolist())]
 
 

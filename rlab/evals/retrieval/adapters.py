@@ -2,7 +2,7 @@
 
 The items are the very prompts the generation scores used (passkey prompts rebuilt from their keys, RULER-style
 examples regenerated from their seeds), so the two scores of one item are paired; scoring and the record
-format are `rlab.evals.retrieval_likelihood`'s.
+format are `rlab.evals.retrieval.likelihood`'s.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 
 def passkey_items(ctx: EvalContext, records: Sequence[Any]) -> list[Any]:
     """The passkey trials as likelihood items (the same prompts and keys), when eval.retrieval_choices asks."""
-    from rlab.evals.passkey import build_prompt
-    from rlab.evals.retrieval_likelihood import make_item
+    from rlab.evals.passkey.task import build_prompt
+    from rlab.evals.retrieval.likelihood import make_item
 
     k = ctx.spec.retrieval_choices
     return [
@@ -46,9 +46,9 @@ def passkey_items(ctx: EvalContext, records: Sequence[Any]) -> list[Any]:
 def score_likelihood(
     ctx: EvalContext, items: Sequence[Any], csv_name: str, progress: ProgressFn | None = None
 ) -> tuple[dict | None, dict[Path, Table]]:
-    """Score `items` by likelihood (`rlab.evals.retrieval_likelihood`): the section's `likelihood` record and its
+    """Score `items` by likelihood (`rlab.evals.retrieval.likelihood`): the section's `likelihood` record and its
     choices CSV; (None, {}) when eval.retrieval_choices is 0 (a stale CSV of an earlier run is removed)."""
-    from rlab.evals import retrieval_likelihood as rl
+    from rlab.evals.retrieval import likelihood as rl
 
     if not items:
         (ctx.out_dir / csv_name).unlink(missing_ok=True)
@@ -88,9 +88,9 @@ def ruler_items(ctx: EvalContext, texts: Sequence[str], records: Sequence[Any]) 
     items, when eval.retrieval_choices asks; multi-value answers in the order the text gives them."""
     import random
 
-    from rlab.evals.generation import stable_seed
-    from rlab.evals.retrieval_likelihood import make_item
-    from rlab.evals.ruler import TASKS, Haystack
+    from rlab.evals.retrieval.generation import stable_seed
+    from rlab.evals.retrieval.likelihood import make_item
+    from rlab.evals.ruler.tasks import TASKS, Haystack
 
     k = ctx.spec.retrieval_choices
     if not k or not records:

@@ -27,7 +27,7 @@ unit also names its document (the cluster a bootstrap resamples: blocks of one d
 its topic and style). The documents are the base dir's long-document set (`rlab.data.long_docs`).
 
 Numbers from this protocol are not comparable with published sliding-window perplexities (YaRN,
-LongLoRA tables): for those use `eval.ppl_protocol: sliding` (`rlab.evals.sliding_ppl`).
+LongLoRA tables): for those use `eval.ppl_protocol: sliding` (`rlab.evals.bpb_length.sliding`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from dataclasses import dataclass
 import torch
 
 from rlab.core.bpb import score_tokens
-from rlab.evals.bpb import BpbResult, _reduce_units, _world
+from rlab.evals.bpb.score import BpbResult, reduce_units
 from rlab.evals.progress import ProgressFn, report, stages
+from rlab.evals.ranks import rank_and_world
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ def evaluate_bpb_blocks(
     Windows of one length all have `length` inputs, so up to batch_tokens // length of them
     share a forward with no padding. `docs` maps a document index to its tokens (BOS first).
     """
-    rank, world = _world()
+    rank, world = rank_and_world()
     device = token_bytes.device
     units = torch.zeros(len(blocks), 3, dtype=torch.float64, device=device)  # (N, [nats, bytes, tokens])
     mine = list(range(rank, len(blocks), world))
@@ -198,7 +199,7 @@ def evaluate_bpb_blocks(
         for row, b_i in enumerate(idxs):
             units[b_i, 0], units[b_i, 1], units[b_i, 2] = nats[row], nbytes[row], ntok[row]
         report(progress, i + len(idxs), len(mine))
-    return _reduce_units(units, docs=len({b.doc for b in blocks}), unit_docs=[b.doc for b in blocks])
+    return reduce_units(units, docs=len({b.doc for b in blocks}), unit_docs=[b.doc for b in blocks])
 
 
 def score_plan(

@@ -42,6 +42,7 @@ import numpy as np
 
 from rlab.errors import EvalError
 from rlab.evals.progress import ProgressFn, report, stages
+from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
 log = logging.getLogger(__name__)
 
@@ -139,14 +140,6 @@ def build_record(
     return CopyRecord(tokens, control, first, first + distance_of(window, passage, prefix))
 
 
-def _world() -> tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 def _score(model, records: Sequence[CopyRecord], passage: int, device) -> np.ndarray:
     """(n, 3) per record: mean loss on the final X in the control, in the record, and the record's greedy hits."""
     import torch
@@ -187,7 +180,7 @@ def evaluate_copy_distance(
     """Per-record rows (see COLUMNS) for every window; `docs` are token lists of natural text."""
     import torch
 
-    rank, world = _world()
+    rank, world = rank_and_world()
     rows: list[dict] = []
     parts = stages(progress, [2 * records * w for w in windows])  # forward tokens (records and controls)
     longest = max(windows, default=0)
@@ -202,11 +195,7 @@ def evaluate_copy_distance(
             per_rec[idx] = torch.from_numpy(_score(model, [recs[j] for j in idx], passage, device))
             report(part, i + len(idx), len(mine))
         if world > 1:
-            import torch.distributed as dist
-
-            per_rec = per_rec.to(device)
-            dist.all_reduce(per_rec)
-            per_rec = per_rec.cpu()
+            per_rec = all_reduce_sum(per_rec.to(device)).cpu()
         d = distance_of(window, passage)
         for i, (control, copy, acc) in enumerate(per_rec.tolist()):
             rows.append(

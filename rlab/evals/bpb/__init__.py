@@ -1,0 +1,1 @@
+"""Train and val bits per byte over fixed sets of whole documents (`score`, `doc_set`)."""
