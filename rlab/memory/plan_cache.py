@@ -27,7 +27,7 @@ from rlab.memory.shape import TrainShape
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT: Final = 1
 
 
 class PlanCacheFile(BaseModel):
