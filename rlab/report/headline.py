@@ -11,8 +11,8 @@ import math
 from rlab.report import document as doc
 from rlab.report import estimates as est
 from rlab.report import inference as inf
-from rlab.report.collect import ReportData
 from rlab.report.inference import Verdict
+from rlab.report.report_data import ReportData
 from rlab.report.tables import arm_order, comparison, mde_text, scalar
 
 MORE_UNITS_HINT = {

@@ -21,9 +21,9 @@ import pandas as pd
 
 from rlab.report import document as doc
 from rlab.report.arms import KIND_ORDER
-from rlab.report.collect import ReportData
 from rlab.report.estimates import NO_RELATIVE, passkey_summary
 from rlab.report.inference import Verdict
+from rlab.report.report_data import ReportData
 
 BLANK = ""
 VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
