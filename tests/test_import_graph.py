@@ -31,44 +31,73 @@ def import_graph() -> dict[str, set[str]]:
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join([*anchor, *([base] if base else [])])
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
+                    for alias in node.names
+                ]
             graph[name].update(t for t in targets if t in files and t != name)
     return graph
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle as a path (first module repeated at the end), or None."""
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    path: list[str] = []
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each group of modules that import each other (a strongly connected component of more than one module), as
+    one cycle through it (first module repeated at the end)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
 
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
         for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt) :] + [nxt]
-            if nxt not in state:
-                found = visit(nxt)
-                if found:
-                    return found
-        path.pop()
-        state[node] = 2
-        return None
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(group)
 
     for start in sorted(graph):
-        if start not in state:
-            found = visit(start)
-            if found:
-                return found
-    return None
+        if start not in index:
+            visit(start)
+    return [_path_through(graph, group) for group in groups]
+
+
+def _path_through(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """A cycle inside `group`, found by walking from its first module until a module repeats."""
+    path = [min(group)]
+    while True:
+        nxt = min(m for m in graph[path[-1]] if m in group)
+        if nxt in path:
+            return path[path.index(nxt) :] + [nxt]
+        path.append(nxt)
+
+
+PENDING: dict[frozenset[str], str] = {
+    frozenset({"rlab.evals.registry", "rlab.evals.retrieval.adapters"}): (
+        "branch i30-evals-once replaces rlab/evals/registry.py (EvalContext moves to rlab/evals/context.py); "
+        "remove this entry when it lands"
+    ),
+}
+"""Cycles another branch in flight removes, each with who removes it; nothing else may stay."""
 
 
 def test_the_graph_sees_lazy_imports() -> None:
     graph = import_graph()
     assert "rlab.core.checkpoint" in graph["rlab.cli.tag_state"]  # imported inside a function
     assert "rlab.core.gpt" in graph["rlab.core.checkpoint"]  # under TYPE_CHECKING and inside load_model
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
 def test_no_import_cycles() -> None:
-    cycle = find_cycle(import_graph())
-    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+    found = [c for c in cycles(import_graph()) if frozenset(c) not in PENDING]
+    assert not found, "import cycle(s):\n" + "\n".join(" -> ".join(c) for c in found)

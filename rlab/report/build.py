@@ -26,7 +26,8 @@ from rlab.report.estimates import families
 from rlab.report.plots import PLOT_FILES, write_plots
 from rlab.report.report_data import ReportData
 from rlab.report.results_csv import lock_for, write_results_csv
-from rlab.report.tables import Table, all_tables, main_tables, passkey_all_zero, section
+from rlab.report.table_model import Table
+from rlab.report.tables import all_tables, main_tables, passkey_all_zero, section
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from rlab.report import estimates as est
 from rlab.report import inference as inf
 from rlab.report.inference import Verdict
 from rlab.report.report_data import ReportData
-from rlab.report.tables import arm_order, comparison, mde_text, scalar
+from rlab.report.table_model import arm_order
+from rlab.report.tables import comparison, mde_text, scalar
 
 MORE_UNITS_HINT = {
     "bpb": "score more documents: raise eval.bpb_tokens (val/train BPB) or eval.length_tokens (BPB vs length), "
