@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
     import pyarrow.parquet as pq
     import torch
 
-    from rlab.core.data import TokenLoader, split_shards
+    from rlab.core.loader import TokenLoader, split_shards
     from rlab.core.tokenizer import Tokenizer
     from rlab.paths import BaseLayout, default_base_dir
 

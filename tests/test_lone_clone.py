@@ -21,6 +21,7 @@ DATA_TESTS = (
     "tests/orchestrate/test_base_info.py",
     "tests/core/test_nanochat_parity.py",
     "tests/core/test_nanochat_optim.py",
+    "tests/core/test_checkpoint_meta.py",
     "tests/cli/test_reference_default_evals.py",
 )
 

@@ -16,7 +16,7 @@ from rlab.report.inference import Verdict
 
 if TYPE_CHECKING:
     from rlab.report.document import Text
-    from rlab.report.tables import Table
+    from rlab.report.table_model import Table
 
 VERDICT_STYLE = {
     Verdict.BETTER: "green",

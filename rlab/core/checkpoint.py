@@ -23,17 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlab.atomic_io import atomic_write
-from rlab.core.architecture import (
-    COMPILE_PREFIX,
-    NANOCHAT_CONFIG_KEYS,
-    Architecture,
-    detect_architecture,
-    get_architecture,
-    key_list,
-    window_pattern,
-)
+from rlab.core.architecture import NANOCHAT_CONFIG_KEYS, Architecture, key_list
 from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
 from rlab.errors import CheckpointError, TrainingError
+from rlab.nanochat.detect import detect_architecture, window_pattern
+from rlab.nanochat.generations import get_architecture
+from rlab.nanochat.state_dict import patch_missing_keys, strip_compile_prefix
 from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file
 
 if TYPE_CHECKING:
@@ -284,12 +279,11 @@ def load_checkpoint_state(
     """(state dict, meta, info) of one checkpoint, every check done: meta parses, the file reads, the
     keys are a known architecture (patched forward as nanochat's loader does), every tensor is finite.
     Every load (eval, continue, resume, sample) goes through here."""
-    import torch
 
     ckpt_dir = Path(ckpt_dir)
     meta = read_meta(ckpt_dir, step)
     path = model_file(ckpt_dir, step)
-    state = {k.removeprefix(COMPILE_PREFIX): v for k, v in _read_state_dict(path, device).items()}
+    state = strip_compile_prefix(_read_state_dict(path, device))
     info, arch = _info(ckpt_dir, step, meta, state.keys())
     bad = nonfinite_tensors(state)
     if bad:
@@ -297,10 +291,7 @@ def load_checkpoint_state(
             f"{path}: non-finite values (NaN/Inf) in {key_list(bad)}.",
             "The weights are unusable; choose an earlier step (`rlab ls` lists them).",
         )
-    n_layer = int(info.model_config["n_layer"])
-    if arch.residual_scalars:  # nanochat's `_patch_missing_keys`: identity lambdas for older files
-        state.setdefault("resid_lambdas", torch.ones(n_layer, device=device))
-        state.setdefault("x0_lambdas", torch.zeros(n_layer, device=device))
+    patch_missing_keys(state, arch, meta.shape.n_layer, device)  # as nanochat's loader patches older files
     return state, meta, info
 
 

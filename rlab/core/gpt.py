@@ -40,13 +40,10 @@ from torch.nn.attention.flex_attention import BlockMask
 
 from rlab.core import rope as rope_lib
 from rlab.core.architecture import (
-    COMPILE_PREFIX,
     DEFAULT_WINDOW_PATTERN,
-    NANOCHAT_2025,
     NANOCHAT_CONFIG_KEYS,
     eval_window_sizes,
     full_context_layers,
-    get_architecture,
     has_value_embed,
     key_list,
     window_sizes,
@@ -56,6 +53,8 @@ from rlab.core.blocks import Block, KVCache, norm
 from rlab.core.head_loss import softcap_cross_entropy
 from rlab.core.precision import autocast_dtype
 from rlab.errors import CheckpointError, SpecError
+from rlab.nanochat.generations import DEFAULT_ARCHITECTURE, get_architecture
+from rlab.nanochat.state_dict import strip_compile_prefix
 from rlab.spec.eval import AttentionWindows
 from rlab.spec.rope import RopeSpec
 
@@ -79,7 +78,7 @@ class GPTConfig:
     n_kv_head: int = 6  # key/value heads (GQA: n_head must be a multiple of it)
     n_embd: int = 768  # residual width; head_dim = n_embd // n_head
     window_pattern: str = DEFAULT_WINDOW_PATTERN  # nanochat-2026: S/L per layer, tiled, the last layer L
-    architecture: str = NANOCHAT_2025.name  # which optional parts exist (`rlab.core.architecture`)
+    architecture: str = DEFAULT_ARCHITECTURE  # which optional parts exist (`rlab.nanochat.generations`)
     rotary_base: float | None = (
         None  # the model's own RoPE base (from its checkpoint); None = the architecture's
     )
@@ -503,7 +502,7 @@ class GPT(nn.Module):
     ) -> None:
         """Load a nanochat state dict (an optional `_orig_mod.` prefix is stripped; bf16 tensors are
         upcast to the parameters' dtype); CheckpointError naming `source` and the bad keys on mismatch."""
-        cleaned = {k.removeprefix(COMPILE_PREFIX): v for k, v in state_dict.items()}
+        cleaned = strip_compile_prefix(state_dict)
         expected = self.state_dict()
         missing = sorted(set(expected) - set(cleaned))
         unexpected = sorted(set(cleaned) - set(expected))

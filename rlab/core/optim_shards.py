@@ -17,7 +17,7 @@ order, Muon momentum from the one file that has it) and gives each optimizer the
 now, so a set written at one world size loads at any other. Files are memory-mapped, so a rank reads
 only the pages of the state it keeps. The same path loads rlab's earlier single-file format
 (`rlab.optim/1`: the full state of every rank, in rank 0's file) and nanochat's shards
-(`rlab.core.nanochat_optim` turns them into a `NamedState`). Every check looks at all parameters
+(`rlab.nanochat.optim_import` turns them into a `NamedState`). Every check looks at all parameters
 whatever this rank owns, so every rank decides alike whether the state fits.
 """
 

@@ -288,7 +288,8 @@ def assess_plan(
     """`assess` for every variant of a plan on a checkpoint (`CheckpointInfo.model_config`: its head dim, base,
     L0, architecture and window pattern); `train_len` is the length the continued runs train at (it sizes
     nanochat-2026's windows under `windows: scale`)."""
-    from rlab.core.architecture import full_context_layers, get_architecture, window_sizes
+    from rlab.core.architecture import full_context_layers, window_sizes
+    from rlab.nanochat.generations import get_architecture
 
     n_embd, n_head = int(model_config["n_embd"]), int(model_config["n_head"])  # type: ignore[call-overload]
     l0, n_layer = int(model_config["sequence_len"]), int(model_config["n_layer"])  # type: ignore[call-overload]

@@ -307,7 +307,7 @@ class Trainer:
             return model
 
     def _make_loader(self, split: Literal["train", "val"], state: dict[str, Any] | None, after=None):
-        from rlab.core.data import TokenLoader
+        from rlab.core.loader import TokenLoader
 
         return TokenLoader(
             self.layout.data_dir,

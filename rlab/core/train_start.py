@@ -7,7 +7,7 @@ Three ways in, decided by `resolve_start`:
   steps and the LR policy the run began with, so the steps that follow match an uninterrupted run.
 * **continue** (`init` = a checkpoint): the weights at that step; the optimizer state of that
   checkpoint when rlab wrote it, or rebuilt from nanochat's per-rank shards
-  (`rlab.core.nanochat_optim`); the train data from `cfg.data_start` (the base's recorded loader
+  (`rlab.nanochat.optim_import`); the train data from `cfg.data_start` (the base's recorded loader
   position, the same for every variant). A continuation whose optimizer state cannot be restored
   starts a fresh one at `FRESH_LR_SCALE` of the peak LRs with at least `FRESH_MIN_WARMUP_FRAC` of
   its steps as warmup (a fresh Adam at full LR knocks a trained model back; measured in the log).
@@ -65,7 +65,7 @@ class StartPoint:
     lr_policy: LrPolicy | None = None  # a resumed run's recorded peak-LR scale and warmup
     fresh_continuation: bool = False  # weights from a checkpoint, optimizer state not (yet) restored
     loader_state: dict[str, Any] | None = None
-    loader_after: Any = None  # rlab.core.data_start.NanochatPosition
+    loader_after: Any = None  # rlab.nanochat.loader_position.NanochatPosition
     data_start: DataStartRecord = field(default_factory=lambda: DataStartRecord(source="beginning"))
     skipped_total: int = 0
     resumed_from: int | None = None
@@ -104,8 +104,8 @@ def resolve_data_start(
 ) -> tuple[dict[str, Any] | None, Any, DataStartRecord]:
     """(rlab loader state, nanochat position, meta record) of where this run's train data starts."""
     from rlab.core.checkpoint_meta import read_meta
-    from rlab.core.data_start import NanochatPosition, nanochat_world_size
     from rlab.errors import CheckpointError
+    from rlab.nanochat.loader_position import NanochatPosition, nanochat_world_size
     from rlab.paths import meta_file
 
     ds = cfg.data_start
@@ -293,9 +293,9 @@ def start_optimizers(
 
     Updates `start.optimizer_note` / `start.optimizer_import` with what happened.
     """
-    from rlab.core.nanochat_optim import import_nanochat_optimizer
     from rlab.core.optim import build_optimizers
     from rlab.core.optim_shards import load_optimizer_state
+    from rlab.nanochat.optim_import import import_nanochat_optimizer
 
     def build() -> list:
         return build_optimizers(

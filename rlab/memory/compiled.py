@@ -33,7 +33,8 @@ from rlab.memory.shape import TrainShape
 def layer_period(config: dict[str, Any]) -> int:
     """How many consecutive blocks make up the pattern the depth repeats: 1 when every block is alike,
     2 with value embeddings on alternating layers, times the window pattern's length (lcm) with windows."""
-    from rlab.core.architecture import DEFAULT_WINDOW_PATTERN, get_architecture
+    from rlab.core.architecture import DEFAULT_WINDOW_PATTERN
+    from rlab.nanochat.generations import get_architecture
 
     arch = get_architecture(config.get("architecture", "nanochat-2025"))
     period = 2 if arch.value_embeds else 1

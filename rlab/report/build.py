@@ -21,11 +21,13 @@ from rlab.report import copy_distance, headline
 from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
-from rlab.report.collect import ReportData, collect
+from rlab.report.collect import collect
 from rlab.report.estimates import families
 from rlab.report.plots import PLOT_FILES, write_plots
+from rlab.report.report_data import ReportData
 from rlab.report.results_csv import lock_for, write_results_csv
-from rlab.report.tables import Table, all_tables, main_tables, passkey_all_zero, section
+from rlab.report.table_model import Table
+from rlab.report.tables import all_tables, main_tables, passkey_all_zero, section
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,13 @@ from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, group_arms
-from rlab.report.collect import NOT_COMPARABLE, Pairing, ReportData, assemble
+from rlab.report.collect import NOT_COMPARABLE, Pairing, assemble
 from rlab.report.headline import family_tag, multiplicity_note
 from rlab.report.inference import Verdict
+from rlab.report.report_data import ReportData
 from rlab.report.sources import ExperimentSources, read_experiment, spec_variant_names
-from rlab.report.tables import Table, mde_text, section, verdict_of, verdict_text
+from rlab.report.table_model import Table
+from rlab.report.tables import mde_text, section, verdict_of, verdict_text
 
 METRIC_NAMES = {
     "extension_bpb": "BPB extension (beyond − at the training length)",

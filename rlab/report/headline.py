@@ -11,9 +11,10 @@ import math
 from rlab.report import document as doc
 from rlab.report import estimates as est
 from rlab.report import inference as inf
-from rlab.report.collect import ReportData
 from rlab.report.inference import Verdict
-from rlab.report.tables import arm_order, comparison, mde_text, scalar
+from rlab.report.report_data import ReportData
+from rlab.report.table_model import arm_order
+from rlab.report.tables import comparison, mde_text, scalar
 
 MORE_UNITS_HINT = {
     "bpb": "score more documents: raise eval.bpb_tokens (val/train BPB) or eval.length_tokens (BPB vs length), "

@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from rlab.atomic_io import write_bytes_atomic
-from rlab.report.collect import ReportData
-from rlab.report.tables import arm_order, passkey_all_zero, train_lengths
+from rlab.report.report_data import ReportData
+from rlab.report.table_model import arm_order
+from rlab.report.tables import passkey_all_zero, train_lengths
 
 log = logging.getLogger(__name__)
 

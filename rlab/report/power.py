@@ -30,7 +30,7 @@ import pandas as pd
 from rlab.report import inference as inf
 
 if TYPE_CHECKING:
-    from rlab.report.collect import ReportData
+    from rlab.report.report_data import ReportData
     from rlab.spec.eval import TargetMde
 
 CLASSES = ("primary", "bpb", "core", "passkey", "copy_gain")

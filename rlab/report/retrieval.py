@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 
 from rlab.report import inference as inf
-from rlab.report.tables import BLANK, Table, arm_order
+from rlab.report.table_model import BLANK, Table, arm_order
 from rlab.report.uncertainty import wilson
 
 if TYPE_CHECKING:
-    from rlab.report.collect import ReportData
+    from rlab.report.report_data import ReportData
 
 EVALS = {"passkey": ("passkey_choices", "passkey"), "ruler": ("ruler_choices", "RULER-style")}
 """eval.json section -> (its choices CSV in TagSources.csvs, row label)."""

@@ -14,18 +14,15 @@ baseline is positive.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
 from rlab.report import document as doc
-from rlab.report.arms import KIND_ORDER
-from rlab.report.collect import ReportData
 from rlab.report.estimates import NO_RELATIVE, passkey_summary
 from rlab.report.inference import Verdict
+from rlab.report.report_data import ReportData
+from rlab.report.table_model import BLANK, Table, arm_order, change_cell, count_cell, fmt, plus_minus
 
-BLANK = ""
 VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
 
 
@@ -61,67 +58,6 @@ def verdict_text(comp: pd.Series | None, short: bool = False) -> str:
     return word
 
 
-@dataclass
-class Table:
-    title: str
-    frame: pd.DataFrame
-    """Display strings; the first column labels the rows."""
-    best: set[tuple[int, str]] = field(default_factory=set)
-    """(row position, column name) of cells to highlight."""
-    caption: str = ""
-    about: str = ""
-    """What the table measures: which data, which lengths, which units."""
-    verdicts: dict[tuple[int, str], Verdict] = field(default_factory=dict)
-    """(row position, column name) -> the verdict that cell states (renderers colour it by the enum)."""
-
-
-def _fmt(value: float, digits: int = 4) -> str:
-    return (
-        BLANK if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
-    )
-
-
-def _pm(value: float, low: float, high: float, digits: int = 4) -> str:
-    if math.isnan(value):
-        return BLANK
-    if math.isnan(low) or math.isnan(high):
-        return _fmt(value, digits)
-    return f"{value:.{digits}f} ± {(high - low) / 2:.{digits}f}"
-
-
-def _signed(value: float, digits: int, unit: str = "") -> str:
-    return BLANK if math.isnan(value) else f"{value:+.{digits}f}{unit}"
-
-
-def _change(value: float, low: float, high: float, digits: int = 2, unit: str = "%") -> str:
-    """``+1.23% [+0.80, +1.70]``."""
-    if math.isnan(value):
-        return BLANK
-    if math.isnan(low) or math.isnan(high):
-        return _signed(value, digits, unit)
-    return f"{value:+.{digits}f}{unit} [{low:+.{digits}f}, {high:+.{digits}f}]"
-
-
-def arm_order(data: ReportData) -> list[str]:
-    """Rows: the baseline arm first, then continued arms in the spec's variant order, then zero-shot, then base."""
-    spec_variants: list[str] = []
-    if data.sources is not None:
-        from rlab.report.sources import spec_variant_names
-
-        spec_variants = spec_variant_names(data.sources.spec)
-
-    def key(arm) -> tuple:
-        v = arm.variant
-        return (
-            arm.key != data.baseline_arm,
-            KIND_ORDER.index(arm.kind),
-            spec_variants.index(v) if v in spec_variants else len(spec_variants),
-            arm.key,
-        )
-
-    return [a.key for a in sorted(data.arms, key=key)]
-
-
 def scalar(data: ReportData, arm: str, metric: str) -> tuple[float, float, float, object]:
     """(value, ci_low, ci_high, n_units) of one arm's metric (NaNs when absent)."""
     s = data.scalars
@@ -136,10 +72,6 @@ def comparison(data: ReportData, arm: str, metric: str) -> pd.Series | None:
     c = data.comparisons
     hit = c[(c["arm"] == arm) & (c["metric"] == metric)]
     return None if hit.empty or arm == data.baseline_arm else hit.iloc[0]
-
-
-def _n(value: Any) -> str:
-    return BLANK if value is None or pd.isna(value) else str(int(value))
 
 
 def _significant_best(data: ReportData, metric: str, col: str, order: list[str]) -> set[tuple[int, str]]:
@@ -186,10 +118,10 @@ def bpb_table(data: ReportData) -> Table:
         row = {"arm": data.label(arm)}
         for metric, col in (("train_bpb", "train BPB"), ("val_bpb", "val BPB")):
             v, lo, hi, _ = scalar(data, arm, metric)
-            row[col] = _pm(v, lo, hi)
+            row[col] = plus_minus(v, lo, hi)
         comp = comparison(data, arm, "val_bpb")
         row[f"val Δ vs {b} (neg=better)"] = (
-            _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"]) if comp is not None else BLANK
+            change_cell(comp["rel_pct"], comp["rel_low"], comp["rel_high"]) if comp is not None else BLANK
         )
         row["verdict"] = verdict_text(comp)
         if (word := verdict_of(comp)) is not None:
@@ -241,9 +173,11 @@ def core_table(data: ReportData) -> Table:
         rows.append(
             {
                 "arm": data.label(arm),
-                "CORE": _pm(v, lo, hi),
-                "n examples": _n(n),
-                f"Δ vs {b} (pos=better)": _change(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
+                "CORE": plus_minus(v, lo, hi),
+                "n examples": count_cell(n),
+                f"Δ vs {b} (pos=better)": change_cell(
+                    comp["diff"], comp["diff_low"], comp["diff_high"], 4, ""
+                )
                 if comp is not None
                 else BLANK,
                 "verdict": verdict_text(comp),
@@ -306,7 +240,7 @@ def length_table(data: ReportData) -> Table:
         row = {"arm": data.label(arm)}
         for L in lengths:
             v, lo, hi, _ = scalar(data, arm, f"bpb_len_{L}")
-            row[headers[L]] = _pm(v, lo, hi, 3) + (_capped(data, arm, L) if not math.isnan(v) else "")
+            row[headers[L]] = plus_minus(v, lo, hi, 3) + (_capped(data, arm, L) if not math.isnan(v) else "")
         rows.append(row)
     for L in lengths:
         best |= _significant_best(data, f"bpb_len_{L}", headers[L], order)
@@ -338,7 +272,7 @@ def length_change_table(data: ReportData) -> Table:
                 continue
             word = verdict_text(comp, short=True)
             row[headers[L]] = (
-                _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2)
+                change_cell(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2)
                 + (f" ({word})" if word else "")
                 + _capped(data, arm, L)
             )
@@ -377,13 +311,13 @@ def zero_shot_table(data: ReportData) -> Table:
             key = next((a.key for a in data.arms if a.variant == variant and a.kind == kind), None)
             v, lo, hi, _ = scalar(data, key, metric) if key else (math.nan,) * 3 + (pd.NA,)
             comp = comparison(data, key, metric) if key else None
-            row[kind] = _pm(v, lo, hi, 4)
+            row[kind] = plus_minus(v, lo, hi, 4)
             if (word := verdict_of(comp)) is not None:
                 verdicts[(len(rows), heads[kind])] = word
             change = (
-                _change(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
+                change_cell(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
                 if comp is not None and not math.isnan(comp["rel_pct"])
-                else _change(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
+                else change_cell(comp["diff"], comp["diff_low"], comp["diff_high"], 4, "")
                 if comp is not None
                 else BLANK
             )
@@ -392,7 +326,7 @@ def zero_shot_table(data: ReportData) -> Table:
     base_key = next((a.key for a in data.arms if a.kind == "base"), None)
     if base_key:
         v, lo, hi, _ = scalar(data, base_key, metric)
-        rows.append({"variant": "base (reference)", "zero-shot": _pm(v, lo, hi, 4)})
+        rows.append({"variant": "base (reference)", "zero-shot": plus_minus(v, lo, hi, 4)})
     frame = pd.DataFrame(
         rows, columns=["variant", "zero-shot", heads["zero-shot"], "continued", heads["continued"]]
     ).fillna(BLANK)
@@ -467,9 +401,9 @@ def core_task_table(data: ReportData) -> Table:
         row = {"task": task}
         for arm in order:
             hit = ct[ct["tag"].isin(data.arm(arm).tags) & (ct["task"] == task)]
-            row[labels[arm]] = _fmt(float(hit["centered"].mean()) if len(hit) else math.nan, 3)
+            row[labels[arm]] = fmt(float(hit["centered"].mean()) if len(hit) else math.nan, 3)
             if len(hit):
-                row["n"] = _n(hit["n"].iloc[0])
+                row["n"] = count_cell(hit["n"].iloc[0])
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["task", "n", *labels.values()]).fillna(BLANK)
     return Table(

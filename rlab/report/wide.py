@@ -20,7 +20,7 @@ from rlab.report.estimates import NO_RELATIVE, bpb_metric, lower_is_better
 from rlab.report.frames import ROPE_FIELDS
 
 if TYPE_CHECKING:
-    from rlab.report.collect import ReportData
+    from rlab.report.report_data import ReportData
 
 ID = ("experiment", "tag", "variant", "arm", "kind", "seed", "compared_with")
 RUN = (

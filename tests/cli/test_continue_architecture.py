@@ -6,7 +6,8 @@ import json
 
 import torch
 
-from rlab.core.architecture import NANOCHAT_2025, state_dict_keys
+from rlab.nanochat.gen2025.architecture import NANOCHAT_2025
+from rlab.nanochat.state_dict import state_dict_keys
 from rlab.paths import BaseLayout, meta_file, model_file
 from tests.cli.test_continue_cli import assert_user_error, fake_torchrun, rlab, write_spec
 from tests.orchestrate.helpers import snapshot

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlab.core.nanochat_optim import import_nanochat_optimizer
-from rlab.core.nanochat_optim_2026 import nanochat_2026_muon_momentum
+from rlab.nanochat.gen2026.optimizer import nanochat_2026_muon_momentum
+from rlab.nanochat.optim_import import import_nanochat_optimizer
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 
 REF = nanochat_reference_path("head")

@@ -130,7 +130,7 @@ NANOCHAT = {"d314e96": "DistAdamW+DistMuon", "head": "MuonAdamW"}
 
 def _import_worker(rank: int, world: int, tmp: str, ckpt: Path) -> None:
     from rlab.core.checkpoint import load_model
-    from rlab.core.nanochat_optim import import_nanochat_optimizer
+    from rlab.nanochat.optim_import import import_nanochat_optimizer
 
     dist.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=rank, world_size=world)
     model, _ = load_model(ckpt, 20)
@@ -146,7 +146,7 @@ def test_nanochat_import_at_two_ranks_gives_each_rank_its_share(tmp_path, versio
     """nanochat's 2-rank shards imported by a 2-rank rlab run: pieced back together, the state is exactly
     what a one-process import gives."""
     from rlab.core.checkpoint import load_model
-    from rlab.core.nanochat_optim import import_nanochat_optimizer
+    from rlab.nanochat.optim_import import import_nanochat_optimizer
 
     ckpt = nanochat_reference_path(version) / "base_checkpoints" / "d2"
     if not (ckpt / "model_000020.pt").is_file():

@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from rlab.core.data import TokenLoader
+from rlab.core.loader import TokenLoader
 from rlab.core.tokenizer import Tokenizer
 from rlab.data.shards import shard_name, write_parquet_texts
 from rlab.errors import DataError
@@ -178,7 +178,7 @@ def test_resume_at_another_world_size_continues_without_repeats(
     state = _gathered(old)
     for ld in old:
         ld.close()
-    with caplog.at_level("INFO", logger="rlab.core.data"):
+    with caplog.at_level("INFO", logger="rlab.core.loader"):
         new = [_loader(tagged_dir, tok, rank=r, world_size=new_world, state=state) for r in range(new_world)]
     assert "different world size" in caplog.text
     after = [_epoch_ids(ld, tok) for ld in new]

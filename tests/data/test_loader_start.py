@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlab.core.data_start import NanochatPosition, nanochat_position, nanochat_world_size
+from rlab.nanochat.loader_position import NanochatPosition, nanochat_position, nanochat_world_size
 from tests.core.tiny_checkpoints import tiny_meta
 from tests.data.test_loader import _epoch_ids, _gathered, _ids, _loader, tagged_dir, tok  # noqa: F401
 

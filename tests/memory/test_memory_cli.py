@@ -69,7 +69,8 @@ def _write_keys(path, n_layer: int) -> None:
     architecture)."""
     import torch
 
-    from rlab.core.architecture import NANOCHAT_2025, state_dict_keys
+    from rlab.nanochat.gen2025.architecture import NANOCHAT_2025
+    from rlab.nanochat.state_dict import state_dict_keys
 
     torch.save({k: torch.zeros(1) for k in state_dict_keys(NANOCHAT_2025, n_layer)}, path)
 

@@ -12,6 +12,7 @@ from rlab.cli.app import app
 from rlab.report import tables
 from rlab.report.collect import NOT_COMPARABLE, collect
 from rlab.report.comparability import TRAINING, mismatches
+from rlab.report.table_model import BLANK
 
 
 def _edit_eval(fx, tag: str, edit) -> None:
@@ -76,10 +77,7 @@ def test_report_blocks_verdicts_across_other_eval_settings(fx):
     assert pd.notna(pi.loc["core", "diff"])  # no estimate across the mismatch, the others keep theirs
     table = tables.bpb_table(data)
     row = next(r for _, r in table.frame.iterrows() if r["arm"].split(" [")[0] == "pi")
-    assert (
-        row["verdict"] == NOT_COMPARABLE
-        and row[next(c for c in table.frame.columns if "Δ" in c)] == tables.BLANK
-    )
+    assert row["verdict"] == NOT_COMPARABLE and row[next(c for c in table.frame.columns if "Δ" in c)] == BLANK
     assert "val_bpb" not in data.best and "train_bpb" not in data.best  # no "best" across a mismatch
     yarn = data.comparisons[data.comparisons["arm"] == "yarn"].set_index("metric")
     assert yarn.loc["val_bpb", "verdict"] != NOT_COMPARABLE

@@ -58,8 +58,8 @@ def rank_batches(expected) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 def _nanochat_step(rank_batches, lrm: float, import_state: bool):
     from rlab.core.checkpoint import load_model
-    from rlab.core.nanochat_optim import import_nanochat_optimizer
     from rlab.core.optim import build_optimizers
+    from rlab.nanochat.optim_import import import_nanochat_optimizer
     from rlab.spec.train import LRSpec
 
     model, _ = load_model(CKPT, 20)

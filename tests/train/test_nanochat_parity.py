@@ -42,9 +42,9 @@ def nanochat_rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
     """Each nanochat rank's first two resumed batches: rlab's loader at the base's position, packed
     as nanochat d314e96 packs (one B*T+1 window per batch)."""
     from rlab.core.checkpoint_meta import load_meta
-    from rlab.core.data import TokenLoader
-    from rlab.core.data_start import nanochat_position
+    from rlab.core.loader import TokenLoader
     from rlab.core.tokenizer import Tokenizer
+    from rlab.nanochat.loader_position import nanochat_position
 
     after = nanochat_position(CKPT, 20, load_meta(CKPT / "meta_000020.json"))
     tok = Tokenizer.from_directory(REF / "tokenizer")
@@ -65,8 +65,9 @@ def nanochat_rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
 def _nanochat_step(rank_batches, lrm: float, import_state: bool):
     """Replay nanochat's first resumed step with rlab's model and optimizers; returns (model, rank losses, report)."""
     from rlab.core.checkpoint import load_model
-    from rlab.core.nanochat_optim import import_nanochat_optimizer, nanochat_muon_momentum
     from rlab.core.optim import build_optimizers, set_lr_multiplier
+    from rlab.nanochat.gen2025.optimizer import nanochat_muon_momentum
+    from rlab.nanochat.optim_import import import_nanochat_optimizer
     from rlab.spec.rope import RopeSpec
     from rlab.spec.train import LRSpec
 

@@ -63,7 +63,7 @@ class DocSet:
 
 def pool_shards(data_dir: Path, split: str) -> list[Path]:
     """The shards a split's documents are drawn from (see the module docstring)."""
-    from rlab.core.data import split_shards
+    from rlab.core.loader import split_shards
 
     shards = split_shards(data_dir, split)  # type: ignore[arg-type]
     return shards if split == "val" else shards[:1]

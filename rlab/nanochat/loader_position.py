@@ -6,7 +6,7 @@ reading when it saved. Its ranks read row groups `rank, rank+W, rank+2W, ...` of
 in file order, and its own resume skips ahead to the next whole *round*: row group
 `(rg_idx // W + 1) * W` of shard `pq_idx`, then every later shard.
 
-rlab maps that onto its loader (`rlab.core.data.TokenLoader(after=...)`) with the same rule: the
+rlab maps that onto its loader (`rlab.core.loader.TokenLoader(after=...)`) with the same rule: the
 continuation's first epoch is every row group from that round on, in nanochat's file order; later
 epochs are rlab's usual shuffled passes over all row groups. Like nanochat's own resume this is
 approximate in one direction only: the unread rest of the round the base was in is skipped, and

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rlab.core.nanochat_optim import ADAM_KEYS, FullState, ParamList, ShardMismatch
+from rlab.nanochat.optim_state import ADAM_KEYS, FullState, ParamList, ShardMismatch
 
 SMALL_PARAM = 1024  # nanochat all-reduces (does not shard) AdamW params with fewer elements
 
@@ -53,7 +53,7 @@ def adamw_names(params: ParamList) -> list[list[str]]:
     ]
 
 
-def read_muon_adamw(shards: list[Any], params: ParamList) -> FullState | None:
+def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
     """nanochat 92d63d4: one `MuonAdamW.state_dict()` per rank; None for any other format."""
     if not all(
         isinstance(s, dict)

@@ -46,7 +46,7 @@ data order belongs to the stream being continued, not to the run that continues 
 
 Continuing after a nanochat base
 --------------------------------
-`after=NanochatPosition(...)` (see `rlab.core.data_start`) makes epoch 0 the row groups the base
+`after=NanochatPosition(...)` (see `rlab.nanochat.loader_position`) makes epoch 0 the row groups the base
 had not read, in nanochat's file order; epochs 1, 2, ... are the usual shuffled passes. The
 position travels in `state_dict()`, so a resumed continuation rebuilds the same epoch 0.
 """
@@ -69,8 +69,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from rlab.core.data_start import NanochatPosition
     from rlab.core.tokenizer import Tokenizer
+    from rlab.nanochat.loader_position import NanochatPosition
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class TokenLoader:
             self.seed = saved_seed
         saved_after = ranks[0].get("after")
         if saved_after is not None or "after" in ranks[0]:
-            from rlab.core.data_start import NanochatPosition
+            from rlab.nanochat.loader_position import NanochatPosition
 
             restored = NanochatPosition.from_dict(saved_after) if saved_after else None
             if self.after is not None and restored != self.after:
