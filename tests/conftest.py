@@ -58,10 +58,11 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 
 @pytest.fixture(autouse=True)
 def _isolate_env(monkeypatch, tmp_path):
-    """Each test gets its own base dir and results root, no CORE bundle from the environment, and no debug
+    """Each test gets its own base dir, results root and cache (memory plans), no CORE bundle from the environment, and no debug
     tracebacks."""
     monkeypatch.setenv("RLAB_BASE_DIR", str(tmp_path / "base"))
     monkeypatch.setenv("RLAB_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("RLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("NANOCHAT_BASE_DIR", raising=False)
     monkeypatch.delenv(FULL_EVAL_BUNDLE_ENV, raising=False)
     monkeypatch.delenv("RLAB_DEBUG", raising=False)
