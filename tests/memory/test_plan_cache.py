@@ -20,7 +20,10 @@ from tests.memory.conftest import small_config
 
 def _shape(**update) -> TrainShape:
     shape = TrainShape(
-        config=small_config(n_layer=2, n_embd=64, seq_len=128), seq_len=128, device_batch_size=2, compile=False
+        config=small_config(n_layer=2, n_embd=64, seq_len=128),
+        seq_len=128,
+        device_batch_size=2,
+        compile=False,
     )
     return shape.model_copy(update=update)
 
