@@ -416,6 +416,11 @@ class Trainer:
                 "torch.compile failed at the first step (%s); every rank continues uncompiled", reason
             )
             self.train_model, self.compiled = self._eager_model, False
+            from rlab.core.muon import ShardedMuon
+
+            for opt in self.optimizers:  # "uncompiled" means the optimizer step too: one code path per run
+                if isinstance(opt, ShardedMuon):
+                    opt.compile_ns = False
 
     def train_step(self, step: int) -> dict[str, Any]:
         """One optimizer step (possibly skipped); returns the metrics record."""

@@ -136,7 +136,7 @@ def _import_worker(rank: int, world: int, tmp: str, ckpt: Path) -> None:
     model, _ = load_model(ckpt, 20)
     optimizers = build_optimizers(model, LRSpec(), model.config.n_embd, rank=rank, world_size=world)
     report = import_nanochat_optimizer(ckpt, 20, model, optimizers)
-    payload = {**optimizer_shard(optimizers, rank), "save_id": "n", "report": report.to_meta()}
+    payload = {**optimizer_shard(optimizers, rank), "save_id": "n", "report": report.to_meta().model_dump()}
     write_optim_file(Path(tmp), 20, rank, payload)
     dist.destroy_process_group()
 

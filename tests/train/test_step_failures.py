@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlab.core.muon import compiled_newton_schulz
 from rlab.core.step_failures import is_compiler_error, is_oom, oom_error
 from rlab.core.train import train
 from rlab.errors import TrainingError
@@ -59,9 +60,11 @@ def test_a_compiler_error_at_the_first_step_continues_uncompiled(
 
 
 def test_the_fallback_run_equals_an_uncompiled_run(train_base: Path, tmp_path: Path, monkeypatch):
-    """The failed first attempt leaves nothing behind: the losses are those of a run never compiled."""
+    """The failed first attempt leaves nothing behind: the losses are those of a run never compiled (Muon's
+    Newton-Schulz runs eagerly too, even where an earlier test already compiled it in this process)."""
     plain = make_run_config(train_base, tmp_path / "plain", steps=3, compile=False)
     train(plain)
+    compiled_newton_schulz()  # made with the working compiler, as an earlier compiled test would leave it
     _failing_compile(monkeypatch)
     torch._dynamo.reset()
     train(make_run_config(train_base, tmp_path / "fallback", steps=3, compile=True))
