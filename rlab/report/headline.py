@@ -98,7 +98,31 @@ def sentence(data: ReportData, arm: str) -> doc.Text:
         doc.strong(arm),
         f" vs {b}: {values} {rel + ' = ' if rel else ''}{absolute}; ",
         call,
-        f" (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)}).",
+        f" (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})",
+        *(level_beside_extension(data, arm) if metric == est.EXTENSION else ()),
+        ".",
+    )
+
+
+def level_beside_extension(data: ReportData, arm: str) -> tuple[doc.Part, ...]:
+    """The level at the longest extension length beside an extension verdict: an arm much worse at every length
+    can lose less from more context without using it better, and a reader must see both."""
+    length = max(data.primary.lengths)
+    comp = comparison(data, arm, f"bpb_len_{length}")
+    if comp is None or math.isnan(comp["diff"]) or math.isnan(comp["rel_pct"]):
+        return ()
+    value, _, _, _ = scalar(data, arm, f"bpb_len_{length}")
+    base_value, _, _, _ = (
+        scalar(data, data.baseline_arm, f"bpb_len_{length}") if data.baseline_arm else (0,) * 4
+    )
+    word = Verdict(comp["verdict"])
+    rel = f"{comp['rel_pct']:+.2f}%" + (
+        f" [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]" if not math.isnan(comp["rel_low"]) else ""
+    )
+    return (
+        f"; its level at {length} tokens: {value:.3f} vs {base_value:.3f} BPB, {rel} ",
+        doc.verdict(word, "within noise" if word is Verdict.WITHIN_NOISE else word.label(None)),
+        f" ({family_tag(data, comp)})",
     )
 
 

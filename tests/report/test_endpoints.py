@@ -105,3 +105,15 @@ def test_dynamic_ntk_curves_are_annotated_with_their_scale_per_length(fx):
     assert "effective scale 5 at 64, 13 at 128, 29 at 256, 61 at 512" in note
     assert "it trained at 128 tokens, i.e. at scale 13" in note
     assert data.label("dynamic-ntk").endswith(f"[{data.footnotes.items.index(note) + 1}]")
+
+
+def test_an_extension_verdict_shows_the_arms_level_at_the_longest_length_beside_it(fx):
+    """A worse arm can lose less from more context without using it better: the Answer says both."""
+    from rlab.report.document import plain
+    from rlab.report.headline import sentence
+
+    data = collect(fx, "rope", draws=300)
+    line = plain(sentence(data, "pi"))
+    comp = data.comparisons.set_index(["arm", "metric"]).loc[("pi", "bpb_len_512")]
+    assert "its level at 512 tokens:" in line and f"{comp['rel_pct']:+.2f}%" in line
+    assert line.index("extension") < line.index("its level at 512 tokens")
