@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 DEMO_SOURCE = "default: rlab's demo (results/demo, a 2.9M-parameter model, 1 seed), median comparison"
 DEFAULT_NOISE: dict[str, tuple[float, str]] = {
-    "primary": (0.045, f"{DEMO_SOURCE}; BPB per document of 64 targets at the training length"),
-    "bpb": (0.041, f"{DEMO_SOURCE}; BPB per document of 64 targets, its noisiest length"),
+    "primary": (0.022, f"{DEMO_SOURCE}; extension BPB (2x minus 1x the training length) per document"),
+    "bpb": (0.048, f"{DEMO_SOURCE}; BPB per document of 64 targets, its noisiest length"),
     "core": (0.42, f"{DEMO_SOURCE}; centered accuracy per example"),
     "passkey": (0.71, "default: assumed, two arms disagree on half the keys (a 0/1 outcome per key)"),
     "copy_gain": (0.37, f"{DEMO_SOURCE}; gain in nats/token per record, its noisiest distance"),

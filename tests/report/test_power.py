@@ -172,7 +172,10 @@ def test_spec_check_planned_units_and_warnings(tmp_path):
     assert primary.mde_now == pytest.approx(
         power.mde_at(power_spec.DEFAULT_NOISE["primary"][0], planned["primary"].units, 0.05 / 4)
     )
-    warned = " ".join(check.warnings())
+    tight = spec.model_copy(
+        update={"eval": spec.eval.model_copy(update={"target_mde": TargetMde(primary=0.001)})}
+    )
+    warned = " ".join(power_spec.check_experiment(tight, l0=256).warnings())
     assert "underpowered for eval.target_mde.primary" in warned and "eval.length_tokens" in warned
     core = next(p for p in check.plans if p.noise.endpoint == "core")
     assert core.noise.seed_source == power.NANOCHAT_CORE_SOURCE  # a published seed SD where there is one
