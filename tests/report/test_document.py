@@ -81,8 +81,10 @@ def test_report_cells_carry_their_verdicts(fx):
     ]
     verdicts = {c.verdict for t in tables for row in t.rows for c in row if c.verdict is not None}
     assert {Verdict.WITHIN_NOISE, Verdict.TOO_FEW_UNITS} <= verdicts
-    spans = [s for i in out.items for s in i.text if s.verdict is not None]
-    assert {s.verdict for s in spans} == {Verdict.BETTER}  # fx: pi and yarn better on the primary endpoint
+    firsts = [
+        next(s for s in i.text if s.verdict is not None) for i in out.items if any(s.verdict for s in i.text)
+    ]
+    assert {s.verdict for s in firsts} == {Verdict.BETTER}  # fx: pi and yarn better on the primary endpoint
     assert doc.to_markdown(out.document) == fx.comparison_md.read_text()
     html = fx.comparison_html.read_text()
     assert html.count('<strong class="better">') == 2 and 'class="families"' in html
