@@ -89,7 +89,7 @@ def _make_step(model, optimizers, amp_dtype):
     """A closure running one training step of `model` (eager or compiled) on fresh random tokens."""
     import torch
 
-    from rlab.core.train import autocast_context
+    from rlab.core.precision import autocast_context
 
     device = torch.device("cpu")
     gen = torch.Generator().manual_seed(1)
@@ -128,7 +128,7 @@ def _loss_curves(steps: int, amp_dtype) -> None:
         return seq[:, :-1], seq[:, 1:]  # (B, T) each
 
     data = [batch() for _ in range(steps)]
-    from rlab.core.train import autocast_context
+    from rlab.core.precision import autocast_context
 
     curves = {}
     for name, amp, textbook in (("fp32 textbook", None, True), ("rlab default", amp_dtype, False)):
@@ -167,7 +167,7 @@ def main(argv: list[str]) -> None:
     import torch
 
     from rlab.core.metrics import measure_matmul_peak
-    from rlab.core.train import cpu_has_fast_bf16
+    from rlab.core.precision import cpu_has_fast_bf16
     from rlab.spec.rope import VARIANT_NAMES
 
     parser = argparse.ArgumentParser(prog="python -m bench.train_bench", description=__doc__.splitlines()[0])

@@ -91,7 +91,8 @@ def compare(
     from rlab.cli.console import out
     from rlab.cli.report_view import rich_table, rich_text
     from rlab.paths import ComparisonLayout
-    from rlab.report.compare import collect_comparison, write_comparison
+    from rlab.report.compare import collect_comparison
+    from rlab.report.comparison_document import write_comparison
 
     layouts = [_layout(t, results_dir) for t in experiments]
     wanted = [a.strip() for a in arms.split(",") if a.strip()] if arms else None

@@ -154,6 +154,18 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
     return out
 
 
+def all_gather_scalar(value, info: DistInfo) -> list[float]:
+    """Every rank's scalar tensor `value`, in rank order, on every rank."""
+    import torch
+    import torch.distributed as dist
+
+    if not info.is_distributed:
+        return [float(value)]
+    out = torch.zeros(info.world_size, device=info.device)
+    dist.all_gather_into_tensor(out, value.reshape(1).float())
+    return out.tolist()
+
+
 def broadcast_object(obj: Any, info: DistInfo) -> Any:
     """Rank 0's `obj` on every rank."""
     import torch.distributed as dist

@@ -21,111 +21,41 @@ Optional parts, switched on by the architecture (`rlab.core.architecture`; all o
 
 State-dict keys are nanochat's (`transformer.wte.weight`, `transformer.h.{i}.attn.c_q.weight`, ...,
 `value_embeds.{i}.weight`, `smear_gate.weight`, ...), so `load_nanochat_state_dict` takes a nanochat
-`model_XXXXXX.pt` unchanged. Rotary tables are built lazily (`rlab.core.rope.RotaryTables`), never
-saved. YaRN's attention temperature reaches the logits through SDPA's `scale` argument, because
+`model_XXXXXX.pt` unchanged. The shape is `rlab.core.gpt_config.GPTConfig`; each layer's rotary tables and
+attention mask come from `rlab.core.layer_positions` (built lazily, `rlab.core.rope.RotaryTables`, never
+saved). YaRN's attention temperature reaches the logits through SDPA's `scale` argument, because
 QK-norm would erase it anywhere before (see `rlab.core.rope`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask
 
-from rlab.core import rope as rope_lib
-from rlab.core.architecture import (
-    DEFAULT_WINDOW_PATTERN,
-    NANOCHAT_CONFIG_KEYS,
-    eval_window_sizes,
-    full_context_layers,
-    has_value_embed,
-    key_list,
-    window_sizes,
-)
-from rlab.core.attention import SlidingWindow, WindowKernel, use_flex, window_block_mask
+from rlab.core.architecture import has_value_embed, key_list
+from rlab.core.attention import SlidingWindow, WindowKernel
 from rlab.core.blocks import Block, KVCache, norm
+from rlab.core.gpt_config import GPTConfig
 from rlab.core.head_loss import softcap_cross_entropy
-from rlab.core.precision import autocast_dtype
-from rlab.errors import CheckpointError, SpecError
-from rlab.nanochat.generations import DEFAULT_ARCHITECTURE, get_architecture
+from rlab.core.layer_positions import LayerPositions
+from rlab.errors import CheckpointError
+from rlab.nanochat.generations import get_architecture
 from rlab.nanochat.state_dict import strip_compile_prefix
 from rlab.spec.eval import AttentionWindows
 from rlab.spec.rope import RopeSpec
 
+# GPTConfig and KVCache are defined beside the model (gpt_config, blocks) and used with it, so they come from here too
 __all__ = ["GPT", "GPTConfig", "KVCache", "LOGIT_SOFTCAP"]
 
-log = logging.getLogger(__name__)
-
-VOCAB_PAD_MULTIPLE = 64  # nanochat pads the vocab so the lm_head matmul tiles well on GPUs
 LOGIT_SOFTCAP = 15.0  # logits = cap * tanh(logits / cap)
 SMEAR_GATE_CHANNELS = 24  # nanochat-2026: the smear gate reads the first 24 channels of the embedding
 
 
-@dataclass
-class GPTConfig:
-    """Model shape; mirrors nanochat's meta["model_config"], so a nanochat meta JSON builds the right model."""
-
-    sequence_len: int = 1024  # training context length; the default original length L0 for RoPE scaling
-    vocab_size: int = 50304  # real vocab size (wte/lm_head are padded up to a multiple of 64)
-    n_layer: int = 12  # transformer blocks
-    n_head: int = 6  # query heads
-    n_kv_head: int = 6  # key/value heads (GQA: n_head must be a multiple of it)
-    n_embd: int = 768  # residual width; head_dim = n_embd // n_head
-    window_pattern: str = DEFAULT_WINDOW_PATTERN  # nanochat-2026: S/L per layer, tiled, the last layer L
-    architecture: str = DEFAULT_ARCHITECTURE  # which optional parts exist (`rlab.nanochat.generations`)
-    rotary_base: float | None = (
-        None  # the model's own RoPE base (from its checkpoint); None = the architecture's
-    )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GPTConfig:
-        """Build from a dict such as nanochat's `model_config`; unknown keys are ignored."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def nanochat_dict(self) -> dict[str, Any]:
-        """meta["model_config"] exactly as nanochat of this generation writes it (its GPTConfig takes no other key)."""
-        d = {k: getattr(self, k) for k in NANOCHAT_CONFIG_KEYS}
-        if get_architecture(self.architecture).sliding_windows:
-            d["window_pattern"] = self.window_pattern
-        return d
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
-
-    @property
-    def padded_vocab_size(self) -> int:
-        return -(-self.vocab_size // VOCAB_PAD_MULTIPLE) * VOCAB_PAD_MULTIPLE
-
-    def validate(self) -> None:
-        """One-line errors naming the field; `assert` is not for user input."""
-        for name in NANOCHAT_CONFIG_KEYS:
-            if getattr(self, name) <= 0:
-                raise SpecError(f"model_config.{name}: must be > 0 (got {getattr(self, name)})")
-        if self.n_embd % self.n_head:
-            raise SpecError(
-                f"model_config.n_embd: must be divisible by n_head={self.n_head} (got {self.n_embd})"
-            )
-        if self.n_head % self.n_kv_head:
-            raise SpecError(
-                f"model_config.n_kv_head: must divide n_head={self.n_head} (got {self.n_kv_head})"
-            )
-        get_architecture(self.architecture)
-        window_sizes(self.window_pattern, self.n_layer, self.sequence_len)  # checks the pattern's letters
-        rope_lib.check_head_dim(self.head_dim)
-
-
-class GPT(nn.Module):
+class GPT(nn.Module, LayerPositions):
     """nanochat-style GPT. `rope=None` means plain rope with L0 = `config.sequence_len`."""
 
     def __init__(self, config: GPTConfig, rope: RopeSpec | None = None) -> None:
@@ -160,138 +90,6 @@ class GPT(nn.Module):
         self._block_masks: dict[tuple[int, int, int, str], BlockMask] = {}  # FlexAttention's, by shape
         self.eval_windows: AttentionWindows = "capped"
         self.set_rope(rope if rope is not None else RopeSpec())
-
-    # --- RoPE and windows ---
-
-    @property
-    def native_rotary_base(self) -> float:
-        """The base this model was trained with: a variant that leaves its base to the checkpoint gets it."""
-        return float(self.config.rotary_base or self.arch.rotary_base)
-
-    def set_rope(self, rope: RopeSpec) -> None:
-        """Swap the RoPE variant (weights untouched); tables are rebuilt lazily at the next forward.
-
-        Fills the spec's L0 (the config's sequence_len) and base (the config's, else the architecture's)
-        when left to the checkpoint, and sets each layer's attention window (None = unlimited): windows follow
-        `config.sequence_len` (rope.windows == "scale") or stay at the sizes for L0 ("fixed").
-        """
-        self.rope = rope.with_original_len(self.config.sequence_len).with_base(self.native_rotary_base)
-        head_dim = self.config.head_dim
-        self._rotary = rope_lib.RotaryTables(self.rope, head_dim)
-        # `layers: global` leaves the short-window layers plain rope (they get their own tables and scale)
-        self._plain_layers = [not self.rope.scales_layer(g) for g in self.global_layers()]
-        plain = self.rope.plain()
-        self._plain_rotary = rope_lib.RotaryTables(plain, head_dim) if any(self._plain_layers) else None
-        self._softmax_scales = [
-            rope_lib.softmax_scale(plain if p else self.rope, head_dim) for p in self._plain_layers
-        ]
-        self.window_sizes = self.windows_at(self.config.sequence_len)  # as trained
-        if self.rope.variant.value != "rope":
-            log.info("RoPE variant %s", self.rope.describe())
-
-    def set_eval_windows(self, rule: AttentionWindows) -> None:
-        """How windowed layers meet inputs longer than sequence_len (`eval.attention_windows`); the model
-        starts "capped" (nanochat's behaviour), evals choose (`rlab.core.architecture.eval_window_sizes`)."""
-        self.eval_windows = rule
-
-    def windows_at(self, length: int) -> list[int | None]:
-        """Per layer, the attention window for an input of `length` tokens (None = unlimited: no windows)."""
-        if not self.arch.sliding_windows:
-            return [None] * self.config.n_layer
-        c = self.config
-        trained = (
-            c.sequence_len if self.rope.windows == "scale" else rope_lib.required_original_len(self.rope)
-        )
-        return list(
-            eval_window_sizes(c.window_pattern, c.n_layer, c.sequence_len, trained, length, self.eval_windows)
-        )
-
-    def global_layers(self) -> list[bool]:
-        """Per layer, whether it attends over the full context (an L layer; every layer without windows)."""
-        if not self.arch.sliding_windows:
-            return [True] * self.config.n_layer
-        return full_context_layers(self.config.window_pattern, self.config.n_layer)
-
-    def _rotations(
-        self, start: int, T: int, device, freq_len: int | None, positions: torch.Tensor | None = None
-    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per layer, cos and sin for positions start .. start+T-1 ((1, T, 1, d/2) each), or at
-        `positions` (B, T) ((B, T, 1, d/2) each): the variant's, or plain rope's where it leaves a layer.
-
-        fp32, or under autocast in its dtype (what q and k come in): cast once here, every layer shares the
-        cast (cast in each layer, each would keep its own copy for the backward, 256 bytes/token/layer at
-        head_dim 128). The tables themselves stay fp32."""
-        low = autocast_dtype(torch.device(device).type)
-
-        def rotation(tables: rope_lib.RotaryTables) -> tuple[torch.Tensor, torch.Tensor]:
-            if positions is None:
-                cos, sin = tables.get(start, T, device, freq_len)
-            else:
-                cos, sin = tables.get(0, int(positions.max()) + 1, device, freq_len)  # (1, P, 1, d/2)
-                cos, sin = cos[0, positions], sin[0, positions]
-            return (cos.to(low), sin.to(low)) if low is not None else (cos, sin)
-
-        scaled = rotation(self._rotary)
-        if self._plain_rotary is None:
-            return [scaled] * self.config.n_layer
-        plain = rotation(self._plain_rotary)
-        return [plain if p else scaled for p in self._plain_layers]
-
-    def _layer_masks(
-        self,
-        T: int,
-        start: int,
-        device,
-        attn_mask: torch.Tensor | None = None,
-        positions: torch.Tensor | None = None,
-        length: int | None = None,
-    ) -> list[torch.Tensor | SlidingWindow | None]:
-        """Per layer, the attention mask: packed rows' bool (B, 1, T, T) (True = may attend), a
-        `SlidingWindow` for a windowed layer, or None for the plain causal rule. A window w lets query
-        position p see key positions p-w .. p (nanochat's `0 <= i - j <= w`); it is dropped where no query
-        could reach past it. `length` is the input length the windows are sized for (`windows_at`; default
-        start + T, a KV cache passes its planned length)."""
-        banded: dict[int | None, torch.Tensor | SlidingWindow | None] = {None: attn_mask}
-        masks = []
-        for w in self.windows_at(length if length is not None else start + T):
-            if w is not None and w not in banded:  # None (no window) is always there
-                if attn_mask is not None:  # packed rows: distances are between rotary positions
-                    pos = (
-                        positions
-                        if positions is not None
-                        else torch.arange(T, device=device)[None].expand(attn_mask.size(0), -1)
-                    )
-                    near = (pos[:, :, None] - pos[:, None, :]) <= w  # (B, T, T)
-                    banded[w] = attn_mask & near[:, None]
-                elif start + T - 1 <= w:
-                    banded[w] = None
-                else:
-                    banded[w] = self._window(w, T, start, torch.device(device))
-            masks.append(banded[w])
-        return masks
-
-    def _window(self, window: int, T: int, start: int, device: torch.device) -> SlidingWindow:
-        """The `SlidingWindow` of a layer; on the FlexAttention path its block mask comes from the cache
-        (`precompute_tables` fills it before torch.compile traces the model)."""
-        if not use_flex(self.window_kernel, device):
-            return SlidingWindow(window, T, start, device)
-        block_mask = None
-        if T > 1:  # one decoding step reads the window's keys instead
-            key = (window, T, start, str(device))
-            block_mask = self._block_masks.get(key)
-            if block_mask is None:
-                if len(self._block_masks) >= 64:  # evals at many lengths, chunked prefill: keep it bounded
-                    self._block_masks.clear()
-                block_mask = self._block_masks[key] = window_block_mask(window, T, start, device)
-        return SlidingWindow(window, T, start, device, flex=True, block_mask=block_mask)
-
-    def precompute_tables(self, seq_len: int, device: torch.device | str) -> None:
-        """Build the rotary tables and FlexAttention block masks rows of `seq_len` tokens use, before
-        torch.compile traces the model: built inside the compiled forward they would be a mutation of the
-        model there, and step 2 would recompile."""
-        self._rotations(0, seq_len, device, seq_len)
-        if use_flex(self.window_kernel, torch.device(device)):
-            self._layer_masks(seq_len, 0, device)
 
     # --- precision ---
 

@@ -12,11 +12,20 @@ Both save the model state dict as it is, so their checkpoints hold bf16 embeddin
 rlab does the same through one setting, `GPT.set_stream_dtype`, chosen here: bf16 where training or
 evaluation runs bf16 autocast on CUDA, fp32 everywhere else (a CPU run is numerically what it always
 was). Tests force bf16 on a CPU to compare it with fp32.
+
+Training's autocast dtype (`resolve_dtype`, from `train.dtype`) is decided here too: master weights always stay
+fp32, the matmuls run bf16 where the device does them natively.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from typing import Any
+
 import torch
+
+logger = logging.getLogger(__name__)
 
 
 def stream_dtype(device: torch.device, amp_dtype: torch.dtype | None) -> torch.dtype:
@@ -32,3 +41,33 @@ def autocast_dtype(device_type: str) -> torch.dtype | None:
     if device_type not in ("cuda", "cpu"):
         return None
     return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+
+
+def cpu_has_fast_bf16() -> bool:
+    """AVX512-BF16 or AMX: bf16 matmuls run natively (several times the fp32 rate)."""
+    cpu = getattr(torch, "cpu", None)
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
+def resolve_dtype(name: str, device: Any):
+    """The autocast dtype (torch.bfloat16) or None for plain fp32; master weights always stay fp32."""
+    if name == "float32":
+        return None
+    if device.type == "cuda":
+        supported = torch.cuda.is_bf16_supported()
+    elif device.type == "cpu":
+        supported = cpu_has_fast_bf16()
+    else:
+        supported = False
+    if name == "bfloat16":
+        if not supported:
+            logger.warning("train.dtype=bfloat16 on %s without native bf16 support: it will be slow", device)
+        return torch.bfloat16
+    return torch.bfloat16 if supported else None
+
+
+def autocast_context(device: Any, amp_dtype: Any) -> contextlib.AbstractContextManager:
+    if amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=amp_dtype)

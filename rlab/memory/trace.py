@@ -46,7 +46,7 @@ def build_training(shape: TrainShape) -> Built:
     from rlab.core.precision import stream_dtype
     from rlab.spec.train import LRSpec
 
-    # as `rlab.core.train.Trainer` prepares it: the embeddings' and residual stream's dtype for the device,
+    # as `rlab.core.trainer.Trainer` prepares it: the embeddings' and residual stream's dtype for the device,
     # then the optimizers, then the rotary tables (and block masks) built outside the compiled region
     amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
 

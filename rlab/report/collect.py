@@ -20,6 +20,7 @@ import pandas as pd
 
 from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ExperimentLayout
+from rlab.report import arm_comparisons as ac
 from rlab.report import comparability as cmp
 from rlab.report import estimates as est
 from rlab.report import frames as fr
@@ -321,11 +322,11 @@ def assemble(
         notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
     found = arm_mismatches(arms, refs, tags, pairing.separate) if refs else {}
     unpaired = {(a, m) for a in pairing.separate for m in metrics if cmp.blocks(found.get(a, []), m)}
-    comparisons = est.compare_arms(arms, refs, data, scalars, baselines, seed, draws, skip=unpaired)
+    comparisons = ac.compare_arms(arms, refs, data, scalars, baselines, seed, draws, skip=unpaired)
     # --allow-mismatch never lifts the block across experiments: there the units are not the same text
     blocking = {a: found[a] for a in pairing.separate if a in found} if allow_mismatch else found
     # not comparable first, so that those comparisons never enter a Holm family
-    comparisons = est.adjust(block_verdicts(comparisons, blocking, unpaired))
+    comparisons = ac.adjust(block_verdicts(comparisons, blocking, unpaired))
 
     best = {
         m: k
@@ -335,7 +336,7 @@ def assemble(
         and (
             allow_mismatch or not any(cmp.blocks(ms, m) for ms in found.values())
         )  # no "best" across a mismatch
-        and (k := est.best_arm(arms, data, scalars, m, baselines, seed, draws)) is not None
+        and (k := ac.best_arm(arms, data, scalars, m, baselines, seed, draws)) is not None
     }
     clustered = bool(data) and all(d.clustered for d in data.values() if d.units)
     if any(d.units for d in data.values()) and not clustered:

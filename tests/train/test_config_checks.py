@@ -7,8 +7,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from rlab.core.batch_plan import plan_batch
 from rlab.core.schedule import lr_multiplier
-from rlab.core.train import main, plan_batch
+from rlab.core.train import main
 from rlab.errors import SpecError
 from rlab.spec.train import LRSpec, TrainSpec
 from tests.train.helpers import make_run_config
