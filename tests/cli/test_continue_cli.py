@@ -119,7 +119,9 @@ def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
     said = " ".join(result.stdout.split())
     assert "power: MDE at 80% power, family alpha/m, 1 seed, noise from default noise (no pilot)" in said
     assert "primary " in said and "at 128 documents" in said  # 65536 targets in blocks of 512
-    assert "underpowered for eval.target_mde.bpb = 0.01" in " ".join(result.stderr.split())  # the noisiest length
+    assert "underpowered for eval.target_mde.bpb = 0.01" in " ".join(
+        result.stderr.split()
+    )  # the noisiest length
     assert not results.exists() and snapshot(BaseLayout(base).checkpoint_dir("d20")) == before
     assert sorted(p.name for p in BaseLayout(base).checkpoints_root.iterdir()) == ["d20"]
 
