@@ -12,7 +12,6 @@ eval bundle). `rlab continue` refuses to start while `problems` is non-empty; `-
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,6 @@ from rlab.core.checkpoint_meta import newest_meta
 from rlab.errors import CheckpointError, LaunchError, RlabError
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
 from rlab.orchestrate.clone import (
-    checkpoint_files,
     require_checkpoint,
     tag_action,
     tag_exists_error,
@@ -43,8 +41,6 @@ if TYPE_CHECKING:
     from rlab.memory.plan import MemoryPlan
     from rlab.spec.run import RunConfig
 
-DISK_MARGIN = 1.1
-"""Free space needed = estimated bytes x this margin."""
 
 
 @dataclass
@@ -128,7 +124,7 @@ def preflight_continue(
     _check_tags(pf, resume=resume, force=force)
     _check_results_dir(pf, layout.root)
     if pf.base is not None:
-        _check_disk(pf, base.checkpoint_dir(spec.base.tag), step)
+        _check_disk(pf, base.checkpoint_dir(spec.base.tag), step, resume=resume)
     _check_launcher(pf)
     if pf.base is not None:  # with no base here at all, its missing data is no news
         _check_inputs(pf)
@@ -223,28 +219,19 @@ def _check_results_dir(pf: Preflight, root: Path) -> None:
         pf.problem(error)
 
 
-def estimated_bytes(spec: ExperimentSpec, ckpt_dir: Path, step: int, runs: int) -> int:
-    """Disk a continue needs, worst case: each tag's clone copied, plus the checkpoints it saves."""
-    one = sum(p.stat().st_size for p in checkpoint_files(ckpt_dir, step) if p.exists())
-    train = spec.train
-    every = train.save_every if isinstance(train.save_every, int) else None
-    saves = 1 + (train.steps // every if every else 0)
-    if train.keep_last:
-        saves = min(saves, train.keep_last)
-    return runs * one * (1 + saves)
+def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None, *, resume: bool) -> None:
+    """Room for the clones and the checkpoints the runs save (`rlab.orchestrate.disk`)."""
+    from rlab.orchestrate.disk import plan_disk
 
-
-def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None) -> None:
     if step is None or not pf.runs:
         return
-    need = estimated_bytes(pf.spec, ckpt_dir, step, len(pf.runs))
-    free = shutil.disk_usage(ckpt_dir).free
-    if need * DISK_MARGIN > free:
-        pf.problem(
-            f"Not enough disk for {len(pf.runs)} tag(s): about {need / 1e9:.1f} GB needed (clones + "
-            f"saved checkpoints), {free / 1e9:.1f} GB free under {ckpt_dir.parent}. Free space, "
-            "raise train.save_every / set train.keep_last, or run fewer variants."
-        )
+    base = base_layout(pf.spec)
+    trained = [run for run in pf.runs if run.train.steps > 0]
+    copied = [run for run in pf.runs if not (resume and base.checkpoint_dir(run.tag).exists())]
+    plan = plan_disk(pf.spec.train, ckpt_dir, step, len(trained), len(copied))
+    problem = plan.problem()
+    if problem is not None:
+        pf.problem(problem)
 
 
 def _check_launcher(pf: Preflight) -> None:

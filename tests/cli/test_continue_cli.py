@@ -692,21 +692,6 @@ def test_eval_all_finds_the_variants_given_with_flags(base, tmp_path):
     assert tags == ["d20-flagged-pi", "d20-flagged-ntk"]
 
 
-def test_disk_estimate_counts_clones_and_saved_checkpoints(base, tmp_path):
-    from rlab.orchestrate.clone import checkpoint_files
-    from rlab.orchestrate.preflight import estimated_bytes
-    from rlab.spec.loading import load_spec
-
-    one = sum(p.stat().st_size for p in checkpoint_files(base.checkpoint_dir("d20"), 20))
-    spec = load_spec(None, base_dir=base.root, from_step=20, variants="pi,yarn", steps=100)
-    assert estimated_bytes(spec, base.checkpoint_dir("d20"), 20, 2) == 2 * one * 2  # clone + the final save
-    saving = load_spec(None, base_dir=base.root, from_step=20, variants="pi", steps=100)
-    saving = saving.model_copy(
-        update={"train": saving.train.model_copy(update={"save_every": 25, "keep_last": 2})}
-    )
-    assert estimated_bytes(saving, base.checkpoint_dir("d20"), 20, 1) == one * 3  # clone + 2 kept
-
-
 def _processes_mentioning(text: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
