@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from rlab.spec.run import RunConfig
 
 
-
 @dataclass
 class Preflight:
     """The resolved plan of one `rlab continue` and what stands in its way."""
@@ -52,6 +51,8 @@ class Preflight:
     runs: list[RunConfig] = field(default_factory=list)
     errors: list[RlabError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the run adjusts and says (a resume at another world size keeping its global batch)."""
     memory: MemoryPlan | None = None
     """The per-rank memory plan of a GPU launch (None on a CPU launch, or with no base to plan from)."""
 
@@ -79,12 +80,20 @@ class Preflight:
 
 
 def preflight_continue(
-    spec: ExperimentSpec, *, resume: bool = False, force: bool = False, base_made_by_pretrain: bool = False
+    spec: ExperimentSpec,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    base_made_by_pretrain: bool = False,
+    launching: bool = False,
+    resume_from: int | None = None,
 ) -> Preflight:
     """Plan `spec` against the base dir and collect every problem; `spec` is resolved (load_spec).
 
     With `base_made_by_pretrain` (rlab validate of a spec whose `pretrain:` makes the base), a
-    missing base checkpoint is expected, not a problem.
+    missing base checkpoint is expected, not a problem. The inputs the workers read are opened
+    (`rlab.orchestrate.inputs`): what is wrong with them stops a launch (`launching`) and is a
+    warning for a dry run or `rlab validate` (a base dir may get its data later).
     """
     pf = Preflight(spec)
     info: CheckpointInfo | None = None
@@ -122,12 +131,15 @@ def preflight_continue(
                 "train data from its beginning (text the base may have trained on)."
             )
     _check_tags(pf, resume=resume, force=force)
+    if resume and pf.base is not None:
+        _adjust_resumed_batches(pf)
     _check_results_dir(pf, layout.root)
     if pf.base is not None:
         _check_disk(pf, base.checkpoint_dir(spec.base.tag), step, resume=resume)
     _check_launcher(pf)
     if pf.base is not None:  # with no base here at all, its missing data is no news
         _check_inputs(pf)
+        _open_inputs(pf, resume=resume, resume_from=resume_from, launching=launching)
     _check_memory(pf)
     return pf
 
@@ -268,15 +280,48 @@ def _check_memory(pf: Preflight) -> None:
         pf.problem(does_not_fit(pf.memory, trained))
 
 
-def _check_inputs(pf: Preflight) -> None:
-    """Data the workers and the later evals read: warnings (a base dir may get its data later)."""
+def _resumed(pf: Preflight) -> list[RunConfig]:
+    """The trained runs that resume their own existing tag."""
     base = base_layout(pf.spec)
-    if not any(base.data_dir.glob("*.parquet")):
-        pf.warnings.append(
-            f"No train data in {base.data_dir}: the workers will fail. Run `rlab data prepare`."
-        )
-    if not base.tokenizer_dir.is_dir():
-        pf.warnings.append(f"No tokenizer in {base.tokenizer_dir}: the workers will fail.")
+    return [run for run in pf.runs if run.train.steps > 0 and base.checkpoint_dir(run.tag).exists()]
+
+
+def _adjust_resumed_batches(pf: Preflight) -> None:
+    """A resume at another world size keeps its global batch when accumulation allows, and says so."""
+    from rlab.orchestrate.resume import keep_global_batch
+
+    base, world = base_layout(pf.spec), pf.spec.launch.world_size
+    resumed = {run.tag for run in _resumed(pf)}
+    for i, run in enumerate(pf.runs):
+        if run.tag in resumed:
+            pf.runs[i], line = keep_global_batch(run, base.checkpoint_dir(run.tag), world)
+            if line is not None:
+                (pf.notes if pf.runs[i] is not run else pf.warnings).append(line)
+
+
+def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launching: bool) -> None:
+    from rlab.orchestrate.inputs import input_problems
+    from rlab.orchestrate.prepare import rerun_command
+
+    assert pf.base is not None
+    found = input_problems(
+        base_layout(pf.spec),
+        pf.spec.base.tag,
+        pf.base.step,
+        _resumed(pf) if resume else [],
+        resume_from=resume_from,
+        rerun=lambda variant: rerun_command(pf.spec, [variant]),
+    )
+    for exc in found:
+        if launching:
+            pf.problem(exc)
+        else:
+            pf.warnings.append(f"{exc.message} (`rlab continue` refuses to start with this)")
+
+
+def _check_inputs(pf: Preflight) -> None:
+    """What the later evals read: the CORE bundle (a warning) and its task selection (a problem)."""
+    base = base_layout(pf.spec)
     core = pf.spec.eval
     bundle = core.core_bundle or base.eval_bundle_dir
     if "core" in core.evals and not bundle.is_dir():
