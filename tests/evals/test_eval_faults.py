@@ -25,7 +25,7 @@ QUICK = "name: ev\nbase: {tag: d2}\neval: {evals: [bpb], bpb_tokens: 1024}\n"
 LONG = (
     "name: ev\nbase: {tag: d2}\n"
     "eval: {evals: [bpb, passkey], bpb_tokens: 1024, passkey_trials: 2000, passkey_depths: [0.0, 0.5], "
-    "lengths: [64, 128]}\n"
+    "lengths: [256, 512]}\n"
 )
 
 
