@@ -115,3 +115,23 @@ def test_a_broken_newest_checkpoint_of_a_resumed_tag_has_a_way_out(setup, tmp_pa
     assert sorted(p.name for p in aside.iterdir())[:2] == ["meta_000040.json", "model_000040.pt"]
     assert "set aside" in resumed.err
     assert (ExperimentLayout(tmp_path / "res", "in").run_config("d20-in-pi")).exists()
+
+
+def test_passkey_lengths_no_prompt_fits_are_refused_before_an_eval_starts(tmp_path):
+    from rlab.core.tokenizer import Tokenizer
+    from rlab.errors import EvalError
+    from rlab.evals.passkey import build_prompt, shortest_prompt
+
+    base = BaseLayout(tmp_path / "base")
+    make_checkpoint(base.root, "d20", steps=(20,))
+    need = shortest_prompt(Tokenizer.from_directory(base.tokenizer_dir))
+    build_prompt(Tokenizer.from_directory(base.tokenizer_dir), need, 0.5, "50000")  # fits exactly
+    with pytest.raises(EvalError):
+        build_prompt(Tokenizer.from_directory(base.tokenizer_dir), need - 1, 0.5, "50000")
+    args = ["eval", "--tag", "d20", "--base-dir", str(base.root), "--no-core", "--dry-run"]
+    short = run_main(*args, "--lengths", "32,64")
+    assert_named_error(
+        short, "eval.lengths: no passkey prompt fits in 64 tokens", f"the shortest takes {need}"
+    )
+    assert run_main(*args, "--lengths", f"32,{need}").code == 0
+    assert run_main(*args, "--lengths", "32,64", "--no-passkey").code == 0

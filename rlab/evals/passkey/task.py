@@ -62,6 +62,13 @@ def draw_key(seed: int, length: int, depth: float, trial: int) -> str:
     return str(random.Random(stable_seed("passkey", seed, length, depth, trial)).randint(KEY_MIN, KEY_MAX))
 
 
+def shortest_prompt(tokenizer) -> int:
+    """Tokens of the shortest passkey prompt this tokenizer makes (instruction, needle, question, one filler)."""
+    needle = tokenizer.encode(NEEDLE.format(key=str(KEY_MAX)))
+    fixed = 1 + len(tokenizer.encode(INSTRUCTION)) + len(needle) + len(tokenizer.encode(QUESTION))
+    return fixed + len(tokenizer.encode(FILLER))
+
+
 def build_prompt(tokenizer, length: int, depth: float, key: str) -> PasskeyPrompt:
     """A prompt of exactly `length` tokens with the needle after `depth` of the filler sentences.
 
