@@ -179,7 +179,7 @@ def _check_passkey_lengths(spec: ExperimentSpec, base: BaseLayout) -> None:
     if "passkey" not in spec.eval.evals or not explicit or not base.tokenizer_dir.is_dir():
         return
     from rlab.core.tokenizer import Tokenizer
-    from rlab.evals.passkey import shortest_prompt
+    from rlab.evals.passkey.task import shortest_prompt
 
     lengths = [*explicit, *(() if spec.eval.passkey_lengths else spec.eval.extra_lengths)]
     need = shortest_prompt(Tokenizer.from_directory(base.tokenizer_dir))

@@ -312,12 +312,12 @@ def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launch
         resume_from=resume_from,
         rerun=lambda variant: rerun_command(pf.spec, [variant]),
     )
-    said = {e.message for e in pf.errors} | set(
-        pf.warnings
-    )  # the architecture check may have said it already
+    said = {e.message for e in pf.errors}  # the architecture check may have found it already
     for exc in found:
-        if exc.message in said or any(line.startswith(exc.message) for line in pf.warnings):
+        if exc.message in said:
             continue
+        # said as the architecture check's warning: said once, as what it is for the run
+        pf.warnings[:] = [line for line in pf.warnings if not line.startswith(exc.message)]
         if launching:
             pf.problem(exc)
         else:

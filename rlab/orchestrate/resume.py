@@ -9,27 +9,27 @@ moved into `<tag>/set_aside/`, never deleted, so the worker's own search for the
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
-from rlab.paths import meta_file
+from rlab.core.checkpoint_meta import CheckpointMeta, TrainArgs, load_meta
+from rlab.errors import CheckpointError
+from rlab.paths import checkpoint_steps, meta_file
 from rlab.spec.run import RunConfig
 
 SET_ASIDE = "set_aside"
 
 
-def _own_meta(run: RunConfig, ckpt_dir: Path) -> dict | None:
+def _own_meta(run: RunConfig, ckpt_dir: Path) -> CheckpointMeta | None:
     """The newest meta this run wrote in its tag (not the clone's), or None."""
     from rlab.core.train_start import run_key
-    from rlab.orchestrate.clone import checkpoint_steps
 
     for step in reversed(checkpoint_steps(ckpt_dir)):
         try:
-            meta = json.loads(meta_file(ckpt_dir, step).read_text())
-        except (OSError, ValueError):
+            meta = load_meta(meta_file(ckpt_dir, step))
+        except (CheckpointError, OSError):
             continue
-        if isinstance(meta, dict) and (meta.get("train_state") or {}).get("run_key") == run_key(run):
+        if meta.train_state is not None and meta.train_state.run_key == run_key(run):
             return meta
     return None
 
@@ -38,16 +38,14 @@ def keep_global_batch(run: RunConfig, ckpt_dir: Path, world_size: int) -> tuple[
     """`run` resumed at `world_size`: its batch made the one it trained with, when accumulation allows,
     and a line saying what happens to the batch (None when nothing changes)."""
     meta = _own_meta(run, ckpt_dir)
-    if meta is None:
+    if meta is None or meta.world_size is None or meta.world_size == world_size:
         return run, None
-    old_world = meta.get("world_size")
-    old_train = (meta.get("run_config") or {}).get("train") or {}
-    if not isinstance(old_world, int) or old_world == world_size:
-        return run, None
+    old_world = meta.world_size
     train = run.train
-    old_total = old_train.get("total_batch_size") or (
-        old_train.get("device_batch_size", train.device_batch_size)
-        * old_train.get("seq_len", train.seq_len)
+    trained = (meta.run_config.train if meta.run_config is not None else None) or TrainArgs()
+    old_total = trained.total_batch_size or (
+        (trained.device_batch_size or train.device_batch_size)
+        * (trained.seq_len or train.seq_len)
         * old_world
     )
     per_step = train.device_batch_size * train.seq_len * world_size
@@ -70,8 +68,6 @@ def keep_global_batch(run: RunConfig, ckpt_dir: Path, world_size: int) -> tuple[
 
 def steps_to_set_aside(ckpt_dir: Path, resume_from: int) -> list[int]:
     """The complete steps newer than `resume_from`."""
-    from rlab.orchestrate.clone import checkpoint_steps
-
     return [s for s in checkpoint_steps(ckpt_dir) if s > resume_from]
 
 

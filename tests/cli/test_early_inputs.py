@@ -120,7 +120,7 @@ def test_a_broken_newest_checkpoint_of_a_resumed_tag_has_a_way_out(setup, tmp_pa
 def test_passkey_lengths_no_prompt_fits_are_refused_before_an_eval_starts(tmp_path):
     from rlab.core.tokenizer import Tokenizer
     from rlab.errors import EvalError
-    from rlab.evals.passkey import build_prompt, shortest_prompt
+    from rlab.evals.passkey.task import build_prompt, shortest_prompt
 
     base = BaseLayout(tmp_path / "base")
     make_checkpoint(base.root, "d20", steps=(20,))
