@@ -279,7 +279,7 @@ def verify_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
     ckpt_dir = Path(ckpt_dir)
     meta = read_meta(ckpt_dir, step)
     path = model_file(ckpt_dir, step)
-    state = {k.removeprefix(COMPILE_PREFIX): v for k, v in _read_state_dict(path, mmap=True).items()}
+    state = strip_compile_prefix(_read_state_dict(path, mmap=True))
     info, _ = _info(ckpt_dir, step, meta, state.keys())
     bad = nonfinite_tensors(state)
     if bad:

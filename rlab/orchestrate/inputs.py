@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlab.errors import CheckpointError, DataError, RlabError
-from rlab.paths import BaseLayout
+from rlab.paths import BaseLayout, checkpoint_steps
 from rlab.spec.run import RunConfig
 
 
@@ -29,7 +29,7 @@ def input_problems(
     """Every input a run reads that is missing, unreadable or wrong; `resumed` are the runs that resume
     their own tag, `rerun(variant)` the command that resumes one (for the way out of a broken checkpoint)."""
     from rlab.core.checkpoint import verify_checkpoint
-    from rlab.core.data import check_shards
+    from rlab.core.loader import check_shards
     from rlab.core.tokenizer import check_tokenizer
 
     problems: list[RlabError] = []
@@ -66,7 +66,6 @@ def resume_problem(ckpt_dir: Path, resume_from: int | None, rerun: str) -> RlabE
     """Why the checkpoint a resume reads (`resume_from`, else the newest) cannot be read, with the way out
     (`rerun` is the command that resumes the tag)."""
     from rlab.core.checkpoint import verify_checkpoint
-    from rlab.orchestrate.clone import checkpoint_steps
 
     steps = checkpoint_steps(ckpt_dir)
     if not steps:

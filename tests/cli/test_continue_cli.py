@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlab.orchestrate.clone import checkpoint_steps
-from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file
 from tests.conftest import default_sigint
 from tests.orchestrate.helpers import make_checkpoint, snapshot
 

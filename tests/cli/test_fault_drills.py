@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rlab.orchestrate.clone import checkpoint_steps
 from rlab.orchestrate.lock import lock_holder
-from rlab.paths import BaseLayout, ExperimentLayout
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
 from tests.cli.test_continue_cli import REPO, _processes_mentioning, pretrained_smoke_base, write_spec
 
 pytestmark = pytest.mark.slow
