@@ -80,7 +80,7 @@ class InRange:
         """Before the type's own parsing: a number out of range says so (`1e30` for an int would otherwise be
         "exceeded maximum size"); anything else is left to the type."""
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if is_number and (isinstance(value, int) or math.isfinite(value)):  # nan/inf: the strict model's
+        if is_number and value == value:  # nan is the strict model's business
             return self.check(value)
         return value
 
