@@ -34,7 +34,10 @@ def spec_file(tmp_path: Path, text: str | bytes, name: str = "spec.yaml") -> Pat
         ("eval: {passkey_depths: [0.5, true]}", "eval.passkey_depths: expected a number"),
         ("launch: {nnodes: yes}", "launch.nnodes: expected a number"),
         ("variants: {a: {variant: pi, factor: .nan}}", "variants.a.factor: Input should be a finite number"),
-        ("variants: {a: {variant: pi, factor: .inf}}", "variants.a.factor: must be from 0 to 1,024 (got inf)"),
+        (
+            "variants: {a: {variant: pi, factor: .inf}}",
+            "variants.a.factor: must be from 0 to 1,024 (got inf)",
+        ),
         ("train: {lr: {matrix_lr: -.inf}}", "train.lr.matrix_lr: Input should be a finite number"),
         ("scale: .nan", "scale: Input should be a finite number"),
         ("launch: {rdzv_endpoint: '127.0.0.1:abc'}", "launch.rdzv_endpoint: port must be a number"),
