@@ -48,14 +48,14 @@ def env_base_dir() -> Path | None:
     for var in ("RLAB_BASE_DIR", "NANOCHAT_BASE_DIR"):
         value = os.environ.get(var)
         if value:
-            return Path(value).expanduser()
+            return Path(value).expanduser().absolute()
     return None
 
 
 def env_results_root() -> Path | None:
     """``$RLAB_RESULTS_DIR``, else None."""
     value = os.environ.get("RLAB_RESULTS_DIR")
-    return Path(value).expanduser() if value else None
+    return Path(value).expanduser().absolute() if value else None
 
 
 def default_base_dir() -> Path:
@@ -83,7 +83,7 @@ EVAL_BUNDLE_ENV = "RLAB_EVAL_BUNDLE"
 def env_eval_bundle() -> Path | None:
     """``$RLAB_EVAL_BUNDLE``, else None."""
     value = os.environ.get(EVAL_BUNDLE_ENV)
-    return Path(value).expanduser() if value else None
+    return Path(value).expanduser().absolute() if value else None
 
 
 def eval_bundle_cache() -> Path:

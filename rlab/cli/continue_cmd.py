@@ -125,6 +125,16 @@ def continue_training(
         ),
     ] = False,
     resume: ResumeOpt = False,
+    resume_from: Annotated[
+        Optional[int],
+        typer.Option(
+            "--resume-from",
+            metavar="N",
+            callback=at_least(0),
+            help="With --resume: resume each tag from its own step N; newer checkpoints (a broken one) are "
+            "moved to <tag>/set_aside/, not deleted.",
+        ),
+    ] = None,
     force: ForceOpt = False,
 ) -> None:
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
@@ -156,7 +166,11 @@ def continue_training(
         launcher=launcher,
     )
     spec = with_default_nproc(spec, visible_gpus())
-    pf = preflight_continue(spec, resume=resume, force=force)
+    if resume_from is not None and not resume:
+        raise typer.BadParameter(
+            "goes with --resume (it picks the step a tag resumes from).", param_hint="--resume-from"
+        )
+    pf = preflight_continue(spec, resume=resume, force=force, launching=not dry_run, resume_from=resume_from)
     spec, runs = pf.spec, pf.runs
     if dry_run:
         reporter = console_reporter(json_out)
@@ -176,6 +190,8 @@ def continue_training(
             )
             if pf.ok:  # a plan that cannot run has nothing to power; its error comes first
                 render_power(check, reporter)
+            for line in pf.notes:
+                reporter.notice(line)
             for line in pf.warnings:
                 reporter.warning(line)
         if not pf.ok:
@@ -183,7 +199,7 @@ def continue_training(
         if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing
             submit_slurm(spec, trained, reporter, submit=False)
         return
-    start_continue(pf, resume=resume, force=force, reporter=run_reporter(json_out))
+    start_continue(pf, resume=resume, force=force, resume_from=resume_from, reporter=run_reporter(json_out))
 
 
 def power_check(spec: ExperimentSpec, l0: int | None) -> PowerCheck:

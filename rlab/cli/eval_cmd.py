@@ -203,7 +203,4 @@ def eval_tag(
         typer.echo(json.dumps({"dry_run": False, "tags": entries}, indent=2))
     raise_for_failures(plan, outcomes)
     if not as_json:
-        reporter.next_step(
-            f"rlab report -e {plan.spec.experiment}"
-            + (f" --results-dir {results_dir}" if results_dir else "")
-        )
+        reporter.next_step(f"rlab report -e {plan.spec.experiment} --results-dir {plan.spec.results_dir}")

@@ -151,7 +151,7 @@ def build_report(
         raise RlabError(
             f"Experiment '{name}' has no evals yet (no eval.json under {layout.root / 'evals'}).",
             f"Evaluate its tags first: rlab eval --all -e {name}"
-            + (f" --results-dir {results_dir}" if results_dir else ""),
+            + (f" --results-dir {results_dir.absolute()}" if results_dir else ""),
         )
     report = write_report(
         layout, baseline=baseline, fmt=fmt.value, seed=seed, draws=draws, allow_mismatch=allow_mismatch

@@ -32,8 +32,8 @@ def status(
     from rlab.cli.ls_cmd import records_table
     from rlab.cli.tag_state import LIVE_STATES, eval_records, tag_records
 
-    base = BaseLayout((base_dir or default_base_dir()).expanduser())
-    results_root = (results_dir or default_results_root()).expanduser()
+    base = BaseLayout((base_dir or default_base_dir()).expanduser().absolute())
+    results_root = (results_dir or default_results_root()).expanduser().absolute()
     runs = [
         r
         for r in tag_records(base, results_root)

@@ -3,7 +3,8 @@
 A tag's state comes from what is on disk, never from guessing:
   training   its lock is held (a `rlab continue` job is running it now; rlab.orchestrate.lock)
   failed     its metrics.jsonl ends with a `failed` record
-  stopped    a run started but neither finished nor holds the lock (interrupted; `--resume` finishes it)
+  stopped    a run started but neither finished nor holds the lock (interrupted; `--resume` finishes it),
+             also one launched (its run.json written) that was stopped before it logged a step
   done       its metrics.jsonl says `done`
   evaluated  done, and an eval.json exists for it
   base       a checkpoint no rlab run wrote (a nanochat base, or a clone not yet trained)
@@ -48,14 +49,19 @@ def _record(
     lineage = meta.lineage if meta is not None else None
     run = next((exp for exp in experiments if exp.metrics_file(tag).exists()), None)
     progress = MetricsTail(run.metrics_file(tag)).poll() if run else None
+    launched = None if run else next((exp for exp in experiments if _launched(exp, tag)), None)
+    run = run or launched
     evals = {exp.experiment: exp.eval_json(tag) for exp in experiments if exp.eval_json(tag).exists()}
     holder = _lock_holder(base, tag)
+    error = progress.error if progress is not None else None
     if holder:
         state = "training"
     elif progress is not None and progress.finished == "failed":
         state = "failed"
     elif progress is not None and progress.finished != "done":
         state = "stopped"
+    elif launched is not None:  # its job was launched and stopped before logging anything
+        state, error = "stopped", "launched, stopped before its first step"
     elif evals:
         state = "evaluated"
     elif progress is not None:
@@ -83,8 +89,23 @@ def _record(
         "evals": {name: str(path) for name, path in evals.items()},
         "log": str(run.train_log(tag)) if run else None,
         "holder": holder,
-        "error": progress.error if progress is not None else None,
+        "error": error,
     }
+
+
+def _launched(exp: ExperimentLayout, tag: str) -> bool:
+    """Whether `rlab continue`/`pretrain` wrote a run.json for a job on `tag` in this experiment (a
+    training-free arm's run.json has 0 steps: no job)."""
+    from rlab.errors import RlabError
+    from rlab.spec.run import RunConfig, read_config
+
+    path = exp.run_config(tag)
+    if not path.exists():
+        return False
+    try:
+        return read_config(path, RunConfig).train.steps > 0
+    except RlabError:  # a run.json rlab cannot read describes no job it launched
+        return False
 
 
 def eval_records(results_root: Path) -> list[dict[str, Any]]:

@@ -273,6 +273,20 @@ def inspect_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
     return _info(ckpt_dir, step, meta, state.keys())[0]
 
 
+def verify_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
+    """Every check `load_checkpoint_state` makes (meta, file, keys, finite values), on the memory-mapped
+    file, nothing kept: what the orchestrator runs on the checkpoints a job will read, before any clone."""
+    ckpt_dir = Path(ckpt_dir)
+    meta = read_meta(ckpt_dir, step)
+    path = model_file(ckpt_dir, step)
+    state = strip_compile_prefix(_read_state_dict(path, mmap=True))
+    info, _ = _info(ckpt_dir, step, meta, state.keys())
+    bad = nonfinite_tensors(state)
+    if bad:
+        raise CheckpointError(f"{path}: non-finite values (NaN/Inf) in {key_list(bad)}.")
+    return info
+
+
 def load_checkpoint_state(
     ckpt_dir: Path, step: int, device: Any = "cpu"
 ) -> tuple[dict[str, Any], CheckpointMeta, CheckpointInfo]:

@@ -181,6 +181,9 @@ class TrainArgs(MetaPart):
 
     seed: int | None = None
     seq_len: int | None = None
+    device_batch_size: int | None = None
+    total_batch_size: int | None = None
+    """None: one micro-step per optimizer step (device_batch_size x seq_len x world size tokens)."""
     data_start: str | None = None
     """Older metas: `after_base` / `beginning`, the only record of the data start they have."""
 

@@ -106,6 +106,12 @@ def split_shards(data_dir: str | Path, split: Split) -> list[Path]:
     return shards[-1:] if split == "val" else shards[:-1]
 
 
+def check_shards(data_dir: str | Path) -> int:
+    """Open every shard's footer (both splits) as the loader will; the number of row groups, or a `DataError`
+    naming the shard that cannot be read."""
+    return len(_row_groups(split_shards(data_dir, "train"))) + len(_row_groups(split_shards(data_dir, "val")))
+
+
 def _row_groups(shards: list[Path]) -> list[tuple[int, int]]:
     """(shard index, row group index) of every row group, checking each shard has `text`."""
     import pyarrow.parquet as pq

@@ -240,6 +240,28 @@ class Tokenizer:
         return f"Tokenizer(name={self.enc.name!r}, vocab_size={self.vocab_size})"
 
 
+def check_tokenizer(directory: str | Path) -> int:
+    """Load the tokenizer and its token byte table as a worker will; its vocabulary size, or a `DataError`
+    naming the file that cannot be read."""
+    tokenizer = Tokenizer.from_directory(directory)
+    path = Path(directory) / TOKEN_BYTES_NAME
+    try:
+        table = load_token_bytes(directory)
+    except DataError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a truncated or foreign file
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"Cannot read {path}: {reason}.", "Rebuild it with `rlab data prepare --force`."
+        ) from None
+    if table.numel() != tokenizer.vocab_size:
+        raise DataError(
+            f"{path} has {table.numel()} entries for a tokenizer of {tokenizer.vocab_size} tokens.",
+            "Rebuild it with `rlab data prepare --force`.",
+        )
+    return tokenizer.vocab_size
+
+
 def load_token_bytes(directory: str | Path, device: str | torch.device = "cpu") -> torch.Tensor:
     """`<directory>/token_bytes.pt` as a LongTensor [vocab] on `device` (0 = special token)."""
     import torch

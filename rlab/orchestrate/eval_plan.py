@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta, newest_meta
-from rlab.errors import CheckpointError, RlabError, SpecError, unknown_name_error
+from rlab.errors import CheckpointError, EvalError, RlabError, SpecError, unknown_name_error
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, default_results_root, find_eval_bundle
 
 if TYPE_CHECKING:
@@ -164,11 +164,32 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
         assert request.tag is not None
         tags = [request.tag]
     configs = [_tag_config(spec, base, name, request, meta if name == request.tag else None) for name in tags]
+    _check_passkey_lengths(spec, base)
     nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     missing = None
     if "core" in spec.eval.evals and find_eval_bundle(base.root, spec.eval.core_bundle) is None:
         missing = no_bundle_error(base.root)  # said before any worker starts, with how to get one
     return EvalPlan(request, spec, configs, nproc, missing)
+
+
+def _check_passkey_lengths(spec: ExperimentSpec, base: BaseLayout) -> None:
+    """Passkey lengths given in the spec that no prompt of this tokenizer fits: said before a worker starts
+    (the worker would skip every one of them and fail)."""
+    explicit = spec.eval.passkey_lengths or spec.eval.lengths
+    if "passkey" not in spec.eval.evals or not explicit or not base.tokenizer_dir.is_dir():
+        return
+    from rlab.core.tokenizer import Tokenizer
+    from rlab.evals.passkey.task import shortest_prompt
+
+    lengths = [*explicit, *(() if spec.eval.passkey_lengths else spec.eval.extra_lengths)]
+    need = shortest_prompt(Tokenizer.from_directory(base.tokenizer_dir))
+    if max(lengths) < need:
+        key = "eval.passkey_lengths" if spec.eval.passkey_lengths else "eval.lengths"
+        raise EvalError(
+            f"{key}: no passkey prompt fits in {max(lengths)} tokens with the tokenizer in {base.tokenizer_dir} "
+            f"(the shortest takes {need}).",
+            f"Give passkey lengths of at least {need} tokens (eval.passkey_lengths), or leave passkey out: --no-passkey.",
+        )
 
 
 def _tag_config(

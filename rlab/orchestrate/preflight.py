@@ -12,7 +12,6 @@ eval bundle). `rlab continue` refuses to start while `problems` is non-empty; `-
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,6 @@ from rlab.core.checkpoint_meta import newest_meta
 from rlab.errors import CheckpointError, LaunchError, RlabError
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
 from rlab.orchestrate.clone import (
-    checkpoint_files,
     require_checkpoint,
     tag_action,
     tag_exists_error,
@@ -43,9 +41,6 @@ if TYPE_CHECKING:
     from rlab.memory.plan import MemoryPlan
     from rlab.spec.run import RunConfig
 
-DISK_MARGIN = 1.1
-"""Free space needed = estimated bytes x this margin."""
-
 
 @dataclass
 class Preflight:
@@ -56,6 +51,8 @@ class Preflight:
     runs: list[RunConfig] = field(default_factory=list)
     errors: list[RlabError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the run adjusts and says (a resume at another world size keeping its global batch)."""
     memory: MemoryPlan | None = None
     """The per-rank memory plan of a GPU launch (None on a CPU launch, or with no base to plan from)."""
 
@@ -83,12 +80,20 @@ class Preflight:
 
 
 def preflight_continue(
-    spec: ExperimentSpec, *, resume: bool = False, force: bool = False, base_made_by_pretrain: bool = False
+    spec: ExperimentSpec,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    base_made_by_pretrain: bool = False,
+    launching: bool = False,
+    resume_from: int | None = None,
 ) -> Preflight:
     """Plan `spec` against the base dir and collect every problem; `spec` is resolved (load_spec).
 
     With `base_made_by_pretrain` (rlab validate of a spec whose `pretrain:` makes the base), a
-    missing base checkpoint is expected, not a problem.
+    missing base checkpoint is expected, not a problem. The inputs the workers read are opened
+    (`rlab.orchestrate.inputs`): what is wrong with them stops a launch (`launching`) and is a
+    warning for a dry run or `rlab validate` (a base dir may get its data later).
     """
     pf = Preflight(spec)
     info: CheckpointInfo | None = None
@@ -126,12 +131,15 @@ def preflight_continue(
                 "train data from its beginning (text the base may have trained on)."
             )
     _check_tags(pf, resume=resume, force=force)
+    if resume and pf.base is not None:
+        _adjust_resumed_batches(pf)
     _check_results_dir(pf, layout.root)
     if pf.base is not None:
-        _check_disk(pf, base.checkpoint_dir(spec.base.tag), step)
+        _check_disk(pf, base.checkpoint_dir(spec.base.tag), step, resume=resume)
     _check_launcher(pf)
     if pf.base is not None:  # with no base here at all, its missing data is no news
         _check_inputs(pf)
+        _open_inputs(pf, resume=resume, resume_from=resume_from, launching=launching)
     _check_memory(pf)
     return pf
 
@@ -223,28 +231,19 @@ def _check_results_dir(pf: Preflight, root: Path) -> None:
         pf.problem(error)
 
 
-def estimated_bytes(spec: ExperimentSpec, ckpt_dir: Path, step: int, runs: int) -> int:
-    """Disk a continue needs, worst case: each tag's clone copied, plus the checkpoints it saves."""
-    one = sum(p.stat().st_size for p in checkpoint_files(ckpt_dir, step) if p.exists())
-    train = spec.train
-    every = train.save_every if isinstance(train.save_every, int) else None
-    saves = 1 + (train.steps // every if every else 0)
-    if train.keep_last:
-        saves = min(saves, train.keep_last)
-    return runs * one * (1 + saves)
+def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None, *, resume: bool) -> None:
+    """Room for the clones and the checkpoints the runs save (`rlab.orchestrate.disk`)."""
+    from rlab.orchestrate.disk import plan_disk
 
-
-def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None) -> None:
     if step is None or not pf.runs:
         return
-    need = estimated_bytes(pf.spec, ckpt_dir, step, len(pf.runs))
-    free = shutil.disk_usage(ckpt_dir).free
-    if need * DISK_MARGIN > free:
-        pf.problem(
-            f"Not enough disk for {len(pf.runs)} tag(s): about {need / 1e9:.1f} GB needed (clones + "
-            f"saved checkpoints), {free / 1e9:.1f} GB free under {ckpt_dir.parent}. Free space, "
-            "raise train.save_every / set train.keep_last, or run fewer variants."
-        )
+    base = base_layout(pf.spec)
+    trained = [run for run in pf.runs if run.train.steps > 0]
+    copied = [run for run in pf.runs if not (resume and base.checkpoint_dir(run.tag).exists())]
+    plan = plan_disk(pf.spec.train, ckpt_dir, step, len(trained), len(copied))
+    problem = plan.problem()
+    if problem is not None:
+        pf.problem(problem)
 
 
 def _check_launcher(pf: Preflight) -> None:
@@ -281,15 +280,53 @@ def _check_memory(pf: Preflight) -> None:
         pf.problem(does_not_fit(pf.memory, trained))
 
 
-def _check_inputs(pf: Preflight) -> None:
-    """Data the workers and the later evals read: warnings (a base dir may get its data later)."""
+def _resumed(pf: Preflight) -> list[RunConfig]:
+    """The trained runs that resume their own existing tag."""
     base = base_layout(pf.spec)
-    if not any(base.data_dir.glob("*.parquet")):
-        pf.warnings.append(
-            f"No train data in {base.data_dir}: the workers will fail. Run `rlab data prepare`."
-        )
-    if not base.tokenizer_dir.is_dir():
-        pf.warnings.append(f"No tokenizer in {base.tokenizer_dir}: the workers will fail.")
+    return [run for run in pf.runs if run.train.steps > 0 and base.checkpoint_dir(run.tag).exists()]
+
+
+def _adjust_resumed_batches(pf: Preflight) -> None:
+    """A resume at another world size keeps its global batch when accumulation allows, and says so."""
+    from rlab.orchestrate.resume import keep_global_batch
+
+    base, world = base_layout(pf.spec), pf.spec.launch.world_size
+    resumed = {run.tag for run in _resumed(pf)}
+    for i, run in enumerate(pf.runs):
+        if run.tag in resumed:
+            pf.runs[i], line = keep_global_batch(run, base.checkpoint_dir(run.tag), world)
+            if line is not None:
+                (pf.notes if pf.runs[i] is not run else pf.warnings).append(line)
+
+
+def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launching: bool) -> None:
+    from rlab.orchestrate.inputs import input_problems
+    from rlab.orchestrate.prepare import rerun_command
+
+    assert pf.base is not None
+    found = input_problems(
+        base_layout(pf.spec),
+        pf.spec.base.tag,
+        pf.base.step,
+        _resumed(pf) if resume else [],
+        resume_from=resume_from,
+        rerun=lambda variant: rerun_command(pf.spec, [variant]),
+    )
+    said = {e.message for e in pf.errors}  # the architecture check may have found it already
+    for exc in found:
+        if exc.message in said:
+            continue
+        # said as the architecture check's warning: said once, as what it is for the run
+        pf.warnings[:] = [line for line in pf.warnings if not line.startswith(exc.message)]
+        if launching:
+            pf.problem(exc)
+        else:
+            pf.warnings.append(f"{exc.message} (`rlab continue` refuses to start with this)")
+
+
+def _check_inputs(pf: Preflight) -> None:
+    """What the later evals read: the CORE bundle (a warning) and its task selection (a problem)."""
+    base = base_layout(pf.spec)
     core = pf.spec.eval
     bundle = core.core_bundle or base.eval_bundle_dir
     if "core" in core.evals and not bundle.is_dir():

@@ -38,10 +38,16 @@ class TagPlan:
     run: RunConfig
     action: TagAction
     delete: tuple[Path, ...] = ()
+    set_aside: tuple[int, ...] = ()
+    """Steps of a resumed tag moved to `<tag>/set_aside/` before it resumes (`--resume-from`)."""
 
 
-def tag_plans(spec: ExperimentSpec, runs: list[RunConfig], *, resume: bool, force: bool) -> list[TagPlan]:
+def tag_plans(
+    spec: ExperimentSpec, runs: list[RunConfig], *, resume: bool, force: bool, resume_from: int | None = None
+) -> list[TagPlan]:
     """Decide each tag's fate without touching anything; an existing tag needs --resume or --force."""
+    from rlab.orchestrate.resume import steps_to_set_aside
+
     base, layout = base_layout(spec), experiment_layout(spec)
     plans = []
     for run in runs:
@@ -50,7 +56,10 @@ def tag_plans(spec: ExperimentSpec, runs: list[RunConfig], *, resume: bool, forc
         if action == "refuse":
             raise tag_exists_error(base, run.tag, run.variant)
         delete = tuple(tag_paths(base, layout, run.tag)) if action == "replace" else ()
-        plans.append(TagPlan(run, action, delete))
+        aside: tuple[int, ...] = ()
+        if action == "resume" and resume_from is not None:
+            aside = tuple(steps_to_set_aside(base.checkpoint_dir(run.tag), resume_from))
+        plans.append(TagPlan(run, action, delete, aside))
     return plans
 
 
@@ -69,6 +78,10 @@ def apply_tag_plans(
         if plan.action == "replace":
             remove_paths(list(plan.delete))
         if plan.action == "resume":
+            if plan.set_aside:
+                from rlab.orchestrate.resume import set_aside
+
+                set_aside(base.checkpoint_dir(run.tag), list(plan.set_aside))
             out.append(run.model_copy(update={"resume": True}))
             continue
         if isinstance(run.init, CheckpointInit) and run.lineage is not None:
@@ -160,3 +173,23 @@ def build_jobs(spec: ExperimentSpec, runs: list[RunConfig], *, torchrun: str | N
             )
         )
     return jobs
+
+
+def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
+    """The command that resumes `variants` with the settings their tags were trained with.
+
+    One variant: its tag's own resolved spec (runs/<tag>/spec.resolved.yaml), which no other run
+    overwrites; several: the experiment's resolved spec. Paths the environment would override
+    (it beats recorded paths) are given as flags, so the command works as printed.
+    """
+    from rlab.orchestrate.plan import experiment_layout
+    from rlab.paths import env_base_dir, env_results_root
+
+    layout = experiment_layout(spec)
+    path = layout.tag_spec(spec.tag_for(variants[0])) if len(variants) == 1 else layout.resolved_spec
+    flags = ""
+    if env_base_dir() not in (None, spec.base.base_dir):
+        flags += f" --base-dir {spec.base.base_dir}"
+    if env_results_root() not in (None, spec.results_dir):
+        flags += f" --results-dir {spec.results_dir}"
+    return f"rlab continue --spec {path} --variants {','.join(variants)} --resume{flags}"

@@ -20,7 +20,7 @@ from pathlib import Path
 from rlab.errors import Interrupted, LaunchError
 from rlab.orchestrate.launch import Job, JobState
 from rlab.orchestrate.preflight import Preflight
-from rlab.orchestrate.prepare import TagPlan
+from rlab.orchestrate.prepare import TagPlan, rerun_command
 from rlab.orchestrate.reporter import JobFailure, Reporter
 from rlab.spec.experiment import ExperimentSpec
 from rlab.spec.run import RunConfig
@@ -30,11 +30,16 @@ RerunFn = Callable[[list[str]], str]
 """The command that resumes the given variants."""
 
 
-def start_continue(pf: Preflight, *, resume: bool, force: bool, reporter: Reporter) -> list[JobState]:
-    """`rlab continue` after its preflight: the base line, then the tags cloned, trained and watched."""
+def start_continue(
+    pf: Preflight, *, resume: bool, force: bool, reporter: Reporter, resume_from: int | None = None
+) -> list[JobState]:
+    """`rlab continue` after its preflight: the base line, then the tags cloned, trained and watched
+    (`resume_from`: resumed tags restart from that step, their newer checkpoints set aside)."""
     from rlab.orchestrate.prepare import tag_plans
 
     spec, runs = pf.spec, pf.runs
+    for line in pf.notes:
+        reporter.notice(line)
     for line in pf.warnings:
         reporter.warning(line)
     if not pf.ok:
@@ -44,7 +49,7 @@ def start_continue(pf: Preflight, *, resume: bool, force: bool, reporter: Report
             f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
             f"train data {data_start_text(runs)}"
         )
-    plans = tag_plans(spec, runs, resume=resume, force=force)
+    plans = tag_plans(spec, runs, resume=resume, force=force, resume_from=resume_from)
     return train_tags(spec, plans, reporter, rerun=lambda names: rerun_command(spec, names))
 
 
@@ -85,6 +90,11 @@ def train_tags(
             reporter.notice(f"--force: deleting {plan.run.tag}:")
             for line in describe_paths(list(plan.delete)):
                 reporter.notice(f"  {line}")
+        if plan.set_aside:
+            steps = ", ".join(map(str, plan.set_aside))
+            reporter.notice(
+                f"--resume-from: {plan.run.tag} resumes before step(s) {steps}, which are set aside"
+            )
     if launch.launcher == "slurm":  # the jobs run elsewhere: no local lock outlives this process
         runs = prepare_runs(spec, plans, reporter)
         if runs:
@@ -203,26 +213,6 @@ def job_failure(state: JobState) -> JobFailure:
         reason=worker_error(state.job.log),
         tail=tail_lines(state.job.log, LOG_TAIL_LINES),
     )
-
-
-def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
-    """The command that resumes `variants` with the settings their tags were trained with.
-
-    One variant: its tag's own resolved spec (runs/<tag>/spec.resolved.yaml), which no other run
-    overwrites; several: the experiment's resolved spec. Paths the environment would override
-    (it beats recorded paths) are given as flags, so the command works as printed.
-    """
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.paths import env_base_dir, env_results_root
-
-    layout = experiment_layout(spec)
-    path = layout.tag_spec(spec.tag_for(variants[0])) if len(variants) == 1 else layout.resolved_spec
-    flags = ""
-    if env_base_dir() not in (None, spec.base.base_dir):
-        flags += f" --base-dir {spec.base.base_dir}"
-    if env_results_root() not in (None, spec.results_dir):
-        flags += f" --results-dir {spec.results_dir}"
-    return f"rlab continue --spec {path} --variants {','.join(variants)} --resume{flags}"
 
 
 def submit_slurm(

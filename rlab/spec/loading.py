@@ -99,16 +99,24 @@ def _reroot_recorded(raw: dict[str, Any], path: Path) -> None:
 
 
 def resolve_defaults(spec: ExperimentSpec) -> ExperimentSpec:
-    """Fill base_dir, results_dir and name from the environment and the base tag."""
+    """Fill base_dir, results_dir and name from the environment and the base tag.
+
+    Every path comes out absolute (a relative one is taken from the working directory now), so the
+    resolved spec rlab saves, and every command it prints, work from any directory.
+    """
     base = spec.base
-    if base.base_dir is None:
-        base = base.model_copy(update={"base_dir": default_base_dir()})
-    else:
-        base = base.model_copy(update={"base_dir": Path(base.base_dir).expanduser()})
+    base_dir = default_base_dir() if base.base_dir is None else Path(base.base_dir)
+    base = base.model_copy(update={"base_dir": _absolute(base_dir)})
     update: dict[str, Any] = {"base": base, "name": spec.experiment}
-    results_dir = spec.results_dir.expanduser() if spec.results_dir is not None else default_results_root()
-    update["results_dir"] = results_dir
+    results_dir = spec.results_dir if spec.results_dir is not None else default_results_root()
+    update["results_dir"] = _absolute(results_dir)
+    if spec.eval.core_bundle is not None:
+        update["eval"] = spec.eval.model_copy(update={"core_bundle": _absolute(spec.eval.core_bundle)})
     return spec.model_copy(update=update)
+
+
+def _absolute(path: Path) -> Path:
+    return Path(path).expanduser().absolute()
 
 
 def parse_names(value: str | Sequence[str]) -> list[str]:

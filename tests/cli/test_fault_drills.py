@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rlab.orchestrate.clone import checkpoint_steps
 from rlab.orchestrate.lock import lock_holder
-from rlab.paths import BaseLayout, ExperimentLayout
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
 from tests.cli.test_continue_cli import REPO, _processes_mentioning, pretrained_smoke_base, write_spec
 
 pytestmark = pytest.mark.slow
@@ -174,3 +173,44 @@ def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert max(checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))) == max(steps) + 2
+
+
+def test_a_resume_on_fewer_processes_keeps_the_global_batch(tiny_base_dir, tmp_path):
+    """Trained on 2 ranks (512 tokens/step), resumed on 1: the console says the batch is kept by 2 accumulation
+    steps, and the resumed steps train 512 tokens each (the drill's run silently dropped to half)."""
+    base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    results = tmp_path / "ws-results"
+    layout, tag = ExperimentLayout(results, "drill"), "smoke-drill-pi"
+    spec = write_spec(tmp_path, LONG_RUN.replace("steps: 100000", "steps: 2"))
+    common = [
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base_dir),
+        "--results-dir",
+        str(results),
+        "--variants",
+        "pi",
+    ]
+    first = subprocess.run(
+        [sys.executable, "-m", "rlab", "continue", *common, "--nproc", "2"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    resumed = subprocess.run(
+        [sys.executable, "-m", "rlab", "continue", *common, "--nproc", "1", "--resume", "--steps", "4"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "the global batch stays 512 tokens/step, by 2 gradient accumulation step(s)" in " ".join(
+        resumed.stderr.split()
+    )
+    records = [json.loads(line) for line in layout.metrics_file(tag).read_text().splitlines()]
+    tokens = {r["step"]: r["tokens"] for r in records if r["type"] == "train"}
+    assert sorted(tokens) == [5, 6, 7, 8]
+    assert [tokens[s] - tokens.get(s - 1, 0) for s in (5, 6, 7, 8)] == [512, 512, 512, 512]
+    assert "x 1 ranks x 2 accum = 512 tokens/step" in layout.train_log(tag).read_text()

@@ -87,3 +87,25 @@ def test_ls_at_80_columns_never_cuts_a_number(tmp_path):
     assert len(rows) == 9 and all(len(line) <= 80 for line in rows) and "…" not in narrow.stdout, (
         narrow.stdout
     )
+
+
+def test_status_shows_a_run_stopped_before_its_first_step(tmp_path):
+    """The drill: a kill before the first step left no metrics.jsonl, and status said "Nothing running"."""
+    base, results = tmp_path / "base", tmp_path / "results"
+    make_checkpoint(base, "d20", steps=(20,))
+    dies = tmp_path / "dies-at-once"
+    dies.write_text("#!/bin/sh\nkill -9 $$\n")  # the job is gone before it logs anything
+    dies.chmod(0o755)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: st\ntrain: {{zero_shot: true}}\nlaunch: {{torchrun: {dies}}}\n")
+    common = ["--base-dir", str(base), "--results-dir", str(results)]
+    launched = run_main("continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi")
+    assert launched.code == 1, launched.text
+    assert not (results / "st" / "runs" / "d20-st-pi" / "metrics.jsonl").exists()
+    outcome = run_main("status", *common, "--json")
+    runs = {r["tag"]: r for r in json.loads(outcome.out)["runs"]}
+    assert list(runs) == ["d20-st-pi"]  # the zero-shot arm is a clone, not a job
+    assert runs["d20-st-pi"]["state"] == "stopped" and runs["d20-st-pi"]["step"] == 20
+    text = " ".join(run_main("status", *common).out.split())
+    assert "d20-st-pi: stopped (launched, stopped before its first step)" in text
+    assert f"rlab continue --spec {results / 'st' / 'spec.resolved.yaml'} --variants pi --resume" in text

@@ -37,8 +37,12 @@ def test_the_base_architecture_is_checked_before_anything(spec, tmp_path):
 
     from rlab.paths import model_file
 
-    pf = preflight_continue(spec)  # the helper's model files are random bytes: unreadable, a warning
+    ckpt = tmp_path / "base" / "base_checkpoints" / "d20"
+    model_file(ckpt, 10).write_bytes(b"not a checkpoint")
+    pf = preflight_continue(spec)  # unreadable: a warning for a dry run, a problem for a launch
     assert pf.ok and any("cannot read the model file" in w for w in pf.warnings)
+    launching = preflight_continue(spec, launching=True)
+    assert not launching.ok and "cannot read the model file" in launching.problems[0]
     torch.save({"foo.weight": torch.zeros(2)}, model_file(tmp_path / "base" / "base_checkpoints" / "d20", 10))
     unknown = preflight_continue(spec)
     assert not unknown.ok and "model_000010.pt" in unknown.problems[0]

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlab.orchestrate.clone import checkpoint_steps
 from rlab.orchestrate.slurm import sbatch_script
-from rlab.paths import BaseLayout, ExperimentLayout
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
 from rlab.spec.experiment import LaunchSpec, SlurmSpec
 
 EXPECTED_D20 = """#!/bin/bash

@@ -25,10 +25,14 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rlab.errors import EvalError
 from rlab.evals.progress import ProgressFn
 from rlab.evals.retrieval.generation import GenJob, run_jobs, stable_seed
+
+if TYPE_CHECKING:
+    from rlab.core.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +66,14 @@ def draw_key(seed: int, length: int, depth: float, trial: int) -> str:
     return str(random.Random(stable_seed("passkey", seed, length, depth, trial)).randint(KEY_MIN, KEY_MAX))
 
 
-def build_prompt(tokenizer, length: int, depth: float, key: str) -> PasskeyPrompt:
+def shortest_prompt(tokenizer: Tokenizer) -> int:
+    """Tokens of the shortest passkey prompt this tokenizer makes (instruction, needle, question, one filler)."""
+    needle = tokenizer.encode(NEEDLE.format(key=str(KEY_MAX)))
+    fixed = 1 + len(tokenizer.encode(INSTRUCTION)) + len(needle) + len(tokenizer.encode(QUESTION))
+    return fixed + len(tokenizer.encode(FILLER))
+
+
+def build_prompt(tokenizer: Tokenizer, length: int, depth: float, key: str) -> PasskeyPrompt:
     """A prompt of exactly `length` tokens with the needle after `depth` of the filler sentences.
 
     The filler is whole sentences plus, right after the instruction, the tail of one sentence that

@@ -1,0 +1,617 @@
+"""Probe: issue 29's fault drill, rerun through the real CLI on 2 CPU ranks (torchrun, gloo).
+
+Why this exists: the drill found nine ways a long job's faults went wrong (workers outliving their launcher,
+a full disk ending in a traceback, a validator that hung, relative paths, a disk check that contradicted
+itself, invisible runs, corrupt inputs found late, exit codes and batch changes, untested multi-process evals).
+This script attacks each again and prints what rlab does now, one row per finding, so the drill is repeatable.
+It builds its own tiny base (the test suite's synthetic corpus, a 2-layer 32-wide model pretrained 4 steps) in
+a scratch folder. The full-disk and disk-check attacks mount small tmpfs folders (root only; skipped
+elsewhere). About 10 minutes on 2 shared cores.
+
+    .venv/bin/python experiments/probes/fault_drill.py --work /tmp/rlab-drill
+    .venv/bin/python experiments/probes/fault_drill.py --work /tmp/rlab-drill --only 1,3,7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from rlab.orchestrate.lock import lock_holder  # noqa: E402
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, model_file  # noqa: E402
+
+LONG_RUN = """name: {name}
+base: {{tag: smoke, step: 4}}
+train: {{seq_len: 128, steps: 100000, device_batch_size: 2, eval_every: never, save_every: 2, keep_last: 3,
+        eval_tokens: 1024, lr: {{warmup_steps: 1}}}}
+variants:
+  pi: {{variant: pi, factor: 4.0}}
+"""
+TAG = "smoke-{name}-pi"
+
+
+def say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def rlab_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rlab", *args]
+
+
+ENV = {**os.environ, "COLUMNS": "400"}  # no wrapped lines in what the drill reads back
+
+
+def run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(rlab_argv(*args), capture_output=True, text=True, cwd=cwd, timeout=timeout, env=ENV)
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        rlab_argv(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=ENV,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and alive(
+                    int(entry.name)
+                ):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def program(pid: int) -> str:
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return Path(argv[1].decode()).name if len(argv) > 1 else ""
+
+
+def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def trained_a_step(layout: ExperimentLayout, tag: str) -> bool:
+    metrics = layout.metrics_file(tag)
+    return metrics.exists() and '"train"' in metrics.read_text()
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The stderr from its first `Error:` line on (what a user reads as the failure)."""
+    lines = stderr.rstrip().splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("Error")), None)
+    return lines[first:] if first is not None else lines[-3:]
+
+
+def one_line(lines: list[str], limit: int = 220) -> str:
+    text = " ".join(" ".join(lines).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def replace_truncated(path: Path) -> None:
+    """A crash mid-write: half the file, as a new file in its place (never written through, since a clone's
+    step is a hard link to the base's file)."""
+    half = path.with_name(path.name + ".half")
+    half.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    os.replace(half, path)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+class Drill:
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.base = work / "base"
+        self.results = work / "results"
+        self.rows: list[dict[str, str]] = []
+
+    # setup
+
+    def build_base(self) -> None:
+        """The tiny base: the test suite's synthetic corpus prepared by rlab's pipeline, the smoke model
+        pretrained 4 steps on it (tag `smoke`)."""
+        if checkpoint_steps(BaseLayout(self.base).checkpoint_dir("smoke")) == [4]:
+            return
+        from rlab.data.prepare import PrepareOptions, prepare_data
+        from tests.conftest import TINY_VOCAB_SIZE, make_english_docs
+
+        corpus = self.work / "corpus"
+        corpus.mkdir(parents=True, exist_ok=True)
+        for i, text in enumerate(make_english_docs(150, seed=1)):
+            (corpus / f"doc_{i:03d}.txt").write_text(text, encoding="utf-8")
+        for i, text in enumerate(make_english_docs(3, seed=2, min_sentences=260, max_sentences=280)):
+            (corpus / f"long_{i}.txt").write_text(text, encoding="utf-8")
+        options = PrepareOptions(
+            seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3, shard_chars=60_000, row_groups=3
+        )
+        prepare_data(self.base, corpus=[corpus], vocab_size=TINY_VOCAB_SIZE, options=options)
+        spec = str(REPO / "experiments" / "smoke.yaml")
+        done = run(["pretrain", "--spec", spec, "--base-dir", str(self.base), "--nproc", "1"], self.work)
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    def spec(self, name: str, text: str | None = None) -> Path:
+        path = self.work / f"{name}.yaml"
+        path.write_text(text if text is not None else LONG_RUN.format(name=name))
+        return path
+
+    def continue_args(self, name: str, base: Path | None = None, text: str | None = None) -> list[str]:
+        base_dir = str(base or self.base)
+        spec = str(self.spec(name, text))
+        return ["continue", "--spec", spec, "--base-dir", base_dir, "--results-dir", str(self.results)] + [
+            "--variants",
+            "pi",
+            "--nproc",
+            "2",
+        ]
+
+    def row(self, finding: str, attack: str, before: str, now: str) -> None:
+        self.rows.append({"finding": finding, "attack": attack, "before": before, "now": now})
+        say(json.dumps(self.rows[-1]))
+
+    # the attacks, numbered as the issue's findings
+
+    def f1_agent_killed_and_f4_paths_and_f8_way_out(self) -> None:
+        """SIGKILL of the torchrun agent alone; then the printed resume command from another directory
+        (relative paths typed); then a truncated newest checkpoint and the way out, on 1 process."""
+        name = "d1"
+        layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
+        self.spec(name)
+        # typed relative, as the drill did: the paths stored and printed must still work from elsewhere
+        args = ["continue", "--spec", f"{name}.yaml", "--base-dir", "base", "--results-dir", "results"]
+        proc = start([*args, "--variants", "pi", "--nproc", "2"], self.work)
+        try:
+            ckpt = BaseLayout(self.base).checkpoint_dir(tag)
+            wait_for(lambda: len(checkpoint_steps(ckpt)) >= 3, 240, "two saves of the run")  # clone + 2
+            job = processes_mentioning(str(layout.run_config(tag)))
+            (agent,) = [p for p in job if program(p) == "torchrun"]
+            os.kill(agent, signal.SIGKILL)
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            stop(proc)
+        (self.work / "d1-killed.stderr").write_text(stderr)
+        left = processes_mentioning(str(layout.run_config(tag)))
+        steps = checkpoint_steps(ckpt)
+        time.sleep(5)
+        later = [s for s in checkpoint_steps(ckpt) if s not in steps]
+        self.row(
+            "1 workers outlive launcher",
+            f"kill -9 <torchrun agent> of `rlab continue --nproc 2` ({len(job)} job processes)",
+            "rlab said failed and freed the lock; both workers trained on and wrote 5 more checkpoints",
+            f"exit {proc.returncode}; {len(left)} job process(es) left when rlab exited; "
+            f"{len(later)} checkpoint(s) written after; lock held by: {lock_holder(BaseLayout(self.base), tag)}; "
+            "summary: "
+            f"{one_line([ln for ln in stderr.splitlines() if 'failed' in ln][:2])}",
+        )
+        resolved = ExperimentLayout(self.results, name).resolved_spec.read_text()
+        rerun_at = stderr.find("Rerun just these with:")
+        rerun = shlex.split(" ".join(stderr[rerun_at:].split(":", 1)[1].split()).split(" rlab ")[0])
+        rerun = rerun[rerun.index("rlab") + 1 :] if "rlab" in rerun else rerun
+        elsewhere = run([*rerun, "--dry-run"], Path("/"))
+        absolute = all(
+            Path(line.split(":", 1)[1].strip()).is_absolute()
+            for line in resolved.splitlines()
+            if line.strip().startswith(("base_dir:", "results_dir:"))
+            and line.split(":", 1)[1].strip() != "null"
+        )
+        self.row(
+            "4 relative paths",
+            "`rlab continue --spec d1.yaml --base-dir base --results-dir results` (relative), then the printed "
+            "rerun command run from `/` (with --dry-run)",
+            "spec.resolved.yaml kept relative paths; rlab's own next:/rerun commands failed elsewhere",
+            f"spec.resolved.yaml paths absolute: {absolute}; printed command from /: exit {elsewhere.returncode}",
+        )
+        # a crash mid-save: the newest checkpoint truncated
+        steps = checkpoint_steps(ckpt)
+        newest = model_file(ckpt, steps[-1])
+        replace_truncated(newest)
+        refused = run([*rerun, "--nproc", "1"], Path("/"))
+        (self.work / "d1-refused.stderr").write_text(refused.stderr)
+        hint = error_lines(refused.stderr)
+        way_out = " ".join(" ".join(hint).split()).split("newest readable one")[-1].split(": ", 1)[-1]
+        argv = shlex.split(way_out)
+        readable = int(argv[argv.index("--resume-from") + 1]) if "--resume-from" in argv else None
+        resumed = None
+        if readable is not None:
+            two_more = str(readable + 2 - 4)  # steps count from the base step (4)
+            resumed = run([*argv[1:], "--steps", two_more], Path("/"), timeout=400)
+            (self.work / "d1-resumed.stderr").write_text(resumed.stderr)
+        said = refused.stderr + (resumed.stderr if resumed else "")
+        batch = [ln for ln in said.splitlines() if "global batch" in ln or "tokens per step instead" in ln]
+        self.row(
+            "8 broken newest checkpoint",
+            f"truncate model_{steps[-1]:06d}.pt of the tag, then the printed `--resume` command (from /)",
+            "the hint said to choose another step; continue had no such option",
+            f"exit {refused.returncode}: {one_line(hint, 160)} -> that command (+--steps): exit "
+            f"{resumed.returncode if resumed else '-'}, steps now {checkpoint_steps(ckpt)}, "
+            f"set aside: {sorted(p.name for p in (ckpt / 'set_aside').glob('*'))}",
+        )
+        self.row(
+            "8 world size",
+            "that resume at --nproc 1 of a tag trained at --nproc 2 (512 tokens/step)",
+            "global batch halved (2048 -> 1024 tokens/step), only an INFO line in train.log",
+            f"console: {one_line(batch, 200) or '(no line)'}",
+        )
+
+    def f2_full_disk(self) -> None:
+        mount = self.mount("full", "16m")
+        if mount is None:
+            self.row("2 full disk", "-", "61-line MarkupError traceback", "skipped: cannot mount tmpfs here")
+            return
+        try:
+            name = "d2"
+            base = mount / "base"
+            shutil.copytree(
+                self.base, base, ignore=shutil.ignore_patterns("base_data", "long_docs", "corpus")
+            )
+            for sub in ("base_data", "long_docs"):
+                (base / sub).symlink_to(self.base / sub)
+            layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
+            proc = start(self.continue_args(name, base), self.work)
+            try:
+                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")
+                with open(mount / "filler", "wb") as fh:
+                    try:
+                        while True:
+                            fh.write(b"\0" * (1 << 20))
+                            fh.flush()
+                    except OSError:
+                        pass
+                _, stderr = proc.communicate(timeout=180)
+            finally:
+                stop(proc)
+            failed = stderr[stderr.find("job(s) failed") :]
+            (mount / "filler").unlink()
+            steps = checkpoint_steps(BaseLayout(base).checkpoint_dir(tag))
+            resumed = run(
+                [
+                    "continue",
+                    "--spec",
+                    str(layout.tag_spec(tag)),
+                    "--variants",
+                    "pi",
+                    "--resume",
+                    "--nproc",
+                    "2",
+                    "--steps",
+                    str(max(steps) + 2 - 4),
+                    "--base-dir",
+                    str(base),
+                    "--results-dir",
+                    str(self.results),
+                ],
+                self.work,
+            )
+            self.row(
+                "2 full disk",
+                "fill a 16 MiB tmpfs holding the base while `rlab continue --nproc 2` trains",
+                "61-line traceback (rich MarkupError); the line shown was rank 1's 'Connection closed by peer'",
+                f"exit {proc.returncode}, {stderr.count('Traceback')} traceback(s), "
+                f"{len(stderr.splitlines())} stderr lines; summary: "
+                f"{one_line(failed.splitlines()[:3], 200)}; freed + --resume: exit {resumed.returncode}, "
+                f"steps {steps[-1]} -> {max(checkpoint_steps(BaseLayout(base).checkpoint_dir(tag)))}",
+            )
+        finally:
+            subprocess.run(["umount", "-l", str(mount)], check=False)
+
+    def f3_validator(self) -> None:
+        huge = "9" * 5000
+        cases = {
+            "train.seeds: 1000000": "train: {seeds: 1000000}",
+            "a 5,000-digit integer": f"train: {{steps: {huge}}}",
+            "launch.nproc_per_node: 1e30": "launch: {nproc_per_node: 1e30}",
+            "train.seq_len: 2**63": f"train: {{seq_len: {2**63}}}",
+            "train.seq_len: 1e9": "train: {seq_len: 1e9}",
+            "eval.lengths: []": "eval: {lengths: []}",
+            "eval.lengths: [1, 2]": "eval: {lengths: [1, 2]}",
+            "eval.evals: []": "eval: {evals: []}",
+            "factor: 1e300": "variants: {a: {variant: pi, factor: 1e300}}",
+            "nesting 200 deep": "x: " + "[" * 200 + "]" * 200,
+        }
+        seen = []
+        slowest = 0.0
+        for label, body in cases.items():
+            path = self.work / "bad.yaml"
+            path.write_text(f"name: v\nbase: {{tag: smoke}}\n{body}\n")
+            began = time.time()
+            done = run(["validate", str(path), "--spec-only"], self.work, timeout=60)
+            slowest = max(slowest, time.time() - began)
+            first = error_lines(done.stderr)
+            seen.append(
+                f"{label}: exit {done.returncode}, {len(first)} line(s)"
+                + (", TRACEBACK" if "Traceback" in done.stderr else "")
+            )
+        say("\n".join(f"  {line}" for line in seen))
+        refused = sum(" exit 1," in s and "TRACEBACK" not in s for s in seen)
+        example = run(
+            ["validate", str(self.spec("v3", "name: v\ntrain: {seeds: 1000000}\n")), "--spec-only"], self.work
+        )
+        self.row(
+            "3 validator",
+            f"`rlab validate --spec-only` on {len(cases)} bad specs (seeds 1e6, 5,000-digit int, nproc 1e30, "
+            "seq_len 2**63 / 1e9, empty/tiny lengths, empty evals, factor 1e300, 200-deep nesting)",
+            "hung > 100 s on seeds 1e6; 64-line traceback on a >4,300-digit int; 16 invalid specs passed",
+            f"{refused} of {len(cases)} refused with exit 1, no traceback; slowest {slowest:.1f} s (process start "
+            f"included); e.g. {one_line(error_lines(example.stderr)[:2], 150)}",
+        )
+
+    def f5_disk_check(self) -> None:
+        from rlab.orchestrate.disk import DISK_MARGIN, MIB, checkpoint_bytes
+
+        mount = self.mount("disk", "192m")
+        if mount is None:
+            self.row(
+                "5 disk check", "-", "refused 0.1 GB with 0.1 GB free", "skipped: cannot mount tmpfs here"
+            )
+            return
+        try:
+            base = mount / "base"
+            shutil.copytree(
+                self.base, base, ignore=shutil.ignore_patterns("base_data", "long_docs", "corpus")
+            )
+            for sub in ("base_data", "long_docs"):
+                (base / sub).symlink_to(self.base / sub)
+            one = checkpoint_bytes(BaseLayout(base).checkpoint_dir("smoke"), 4)
+            keep = 95 * MIB // one  # about the drill's 94 MiB written
+            need = (keep + 1) * one  # keep_last + the save being written, the clone hard-linked
+            outcome = {}
+            for label, free in (("fits", need * 128 // 94), ("short", int(need * 1.05))):
+                filler = mount / "filler"
+                filler.unlink(missing_ok=True)
+                spare = shutil.disk_usage(mount).free - free
+                with open(filler, "wb") as fh:
+                    fh.write(b"\0" * spare)
+                text = LONG_RUN.format(name=f"d5{label}").replace("keep_last: 3", f"keep_last: {keep}")
+                done = run([*self.continue_args(f"d5{label}", base, text), "--dry-run"], self.work)
+                said = [ln for ln in done.stderr.splitlines() if "Not enough disk" in ln]
+                outcome[label] = (done.returncode, shutil.disk_usage(mount).free / MIB, one_line(said, 200))
+            self.row(
+                "5 disk check",
+                f"`continue --dry-run` on a tmpfs with free = need x 128/94 (the drill's ratio), then need x 1.05 "
+                f"(need {need / MIB:.2f} MiB, +{round((DISK_MARGIN - 1) * 100)}% margin)",
+                "refused a run that fits: 'about 0.1 GB needed, 0.1 GB free' (128 MiB free, ~94 MiB written)",
+                f"fits ({outcome['fits'][1]:.1f} MiB free): exit {outcome['fits'][0]}, "
+                f"{outcome['fits'][2] or 'no disk error'}; short "
+                f"({outcome['short'][1]:.1f} MiB free): exit {outcome['short'][0]}: {outcome['short'][2]}",
+            )
+        finally:
+            subprocess.run(["umount", "-l", str(mount)], check=False)
+
+    def f6_invisible_run(self) -> None:
+        name = "d6"
+        layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
+        proc = start(self.continue_args(name), self.work)
+        try:
+            wait_for(lambda: layout.run_config(tag).exists(), 120, "run.json")
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        wait_for(lambda: not processes_mentioning(str(layout.run_config(tag))), 30, "the job to go")
+        stepped = trained_a_step(layout, tag)
+        status = run(["status", "--results-dir", str(self.results), "--base-dir", str(self.base)], self.work)
+        shown = [
+            ln
+            for ln in status.stdout.splitlines() + status.stderr.splitlines()
+            if tag in ln or "resume" in ln
+        ]
+        self.row(
+            "6 invisible runs",
+            "kill -9 of rlab's process group right after run.json is written (before step 1), then `rlab status`",
+            "'Nothing running or unfinished'",
+            f"stepped before kill: {stepped}; status exit {status.returncode}: {one_line(shown, 200)}",
+        )
+
+    def f7_corrupt_inputs(self) -> None:
+        import torch
+
+        def truncate(path: Path) -> None:
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+        def nan(path: Path) -> None:
+            state = torch.load(path)
+            next(iter(state.values())).view(-1)[0] = float("nan")
+            torch.save(state, path)
+
+        damages: dict[str, Callable[[BaseLayout], object]] = {
+            "truncated checkpoint": lambda b: truncate(model_file(b.checkpoint_dir("smoke"), 4)),
+            "NaN checkpoint": lambda b: nan(model_file(b.checkpoint_dir("smoke"), 4)),
+            "missing tokenizer": lambda b: (b.tokenizer_dir / "tokenizer.pkl").unlink(),
+            "truncated parquet shard": lambda b: truncate(sorted(b.data_dir.glob("*.parquet"))[0]),
+        }
+        seen = []
+        for label, damage in damages.items():
+            base = self.work / "corrupt"
+            shutil.rmtree(base, ignore_errors=True)
+            shutil.copytree(self.base, base)
+            damage(BaseLayout(base))
+            name = "d7"
+            began = time.time()
+            done = run(self.continue_args(name, base), self.work)
+            took = time.time() - began
+            cloned = BaseLayout(base).checkpoint_dir(TAG.format(name=name)).exists()
+            lines = error_lines(done.stderr)
+            seen.append(
+                f"{label}: exit {done.returncode} in {took:.1f} s, {len(lines)} line(s), cloned: {cloned}, "
+                f"tracebacks: {done.stderr.count('Traceback')}"
+            )
+            say(f"  {seen[-1]}\n    {one_line(lines, 300)}")
+        self.row(
+            "7 corrupt inputs",
+            "truncated / NaN base checkpoint, missing tokenizer.pkl, truncated parquet shard; `rlab continue`",
+            "noticed after the clone and torchrun, ~15 s later, inside 37-44 lines",
+            "; ".join(seen),
+        )
+
+    def f8_signals(self) -> None:
+        codes = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            name = f"d8{signum.name.lower()}"
+            layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
+            proc = start(self.continue_args(name), self.work)
+            try:
+                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")  # noqa: B023
+                proc.send_signal(signum)
+                _, stderr = proc.communicate(timeout=120)
+            finally:
+                stop(proc)
+            left = len(processes_mentioning(str(layout.run_config(tag))))
+            codes[signum.name] = f"exit {proc.returncode} ({left} job process(es) left)"
+        self.row(
+            "8 exit codes",
+            "SIGINT (Ctrl-C), then SIGTERM, to a training `rlab continue --nproc 2`",
+            "Ctrl-C exited 1 (SIGTERM: 143)",
+            f"SIGINT: {codes['SIGINT']}; SIGTERM: {codes['SIGTERM']}",
+        )
+
+    def f9_evals(self) -> None:
+        """A 2-process eval: SIGKILL of its torchrun agent after one finished eval; then two at once."""
+        quick = self.spec("e-quick", "name: ev\nbase: {tag: smoke}\neval: {evals: [bpb], bpb_tokens: 1024}\n")
+        long = self.spec(
+            "e-long",
+            "name: ev\nbase: {tag: smoke}\neval: {evals: [bpb, passkey], bpb_tokens: 1024, passkey_trials: 2000, "
+            "passkey_depths: [0.0, 0.5], lengths: [256, 512]}\n",
+        )
+        twin = self.spec(
+            "e-twin",
+            "name: ev\nbase: {tag: smoke}\neval: {evals: [bpb, passkey], bpb_tokens: 1024, passkey_trials: 20, "
+            "passkey_depths: [0.0, 0.5], lengths: [256, 512]}\n",
+        )
+        layout = ExperimentLayout(self.results, "ev")
+        base_args = [
+            "--base-dir",
+            str(self.base),
+            "--results-dir",
+            str(self.results),
+            "--nproc",
+            "2",
+            "--no-core",
+        ]
+
+        def argv(spec: Path, tag: str = "smoke") -> list[str]:
+            return ["eval", "--tag", tag, "--spec", str(spec), *base_args]
+
+        first = run(argv(quick), self.work)
+        assert first.returncode == 0, first.stderr[-2000:]
+        before = layout.eval_json("smoke").read_bytes()
+        config = layout.eval_run_config("smoke")
+        proc = start(argv(long), self.work)
+        try:
+            wait_for(lambda: len(processes_mentioning(str(config))) >= 3, 120, "eval workers")
+            time.sleep(2)
+            (agent,) = [p for p in processes_mentioning(str(config)) if program(p) == "torchrun"]
+            os.kill(agent, signal.SIGKILL)
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            stop(proc)
+        left = len(processes_mentioning(str(config)))
+        kept = layout.eval_json("smoke").read_bytes() == before
+        shutil.copytree(
+            BaseLayout(self.base).checkpoint_dir("smoke"), BaseLayout(self.base).checkpoint_dir("smoke-twin")
+        )
+        try:
+            both = [start(argv(twin), self.work), start(argv(twin, "smoke-twin"), self.work)]
+            outs = [p.communicate(timeout=600) for p in both]
+        finally:
+            shutil.rmtree(BaseLayout(self.base).checkpoint_dir("smoke-twin"))
+        results = [
+            layout.eval_json(tag).exists()
+            and "passkey" in json.loads(layout.eval_json(tag).read_text())["metrics"]
+            for tag in ("smoke", "smoke-twin")
+        ]
+        self.row(
+            "9 multi-process evals",
+            "kill -9 of a 2-process eval's torchrun agent; then two 2-process evals at once",
+            "untested",
+            f"killed: exit {proc.returncode}, {stderr.count('Traceback')} tracebacks, {left} worker(s) left, old "
+            f"eval.json kept: {kept}; concurrent: exits {[p.returncode for p in both]}, both results written: "
+            f"{all(results)}, tracebacks: {sum(o[1].count('Traceback') for o in outs)}",
+        )
+
+    def mount(self, name: str, size: str) -> Path | None:
+        folder = self.work / f"tmpfs-{name}"
+        folder.mkdir(exist_ok=True)
+        if os.geteuid() != 0:
+            return None
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]).returncode:
+            return None
+        return folder
+
+
+ATTACKS = {
+    "1": Drill.f1_agent_killed_and_f4_paths_and_f8_way_out,
+    "2": Drill.f2_full_disk,
+    "3": Drill.f3_validator,
+    "5": Drill.f5_disk_check,
+    "6": Drill.f6_invisible_run,
+    "7": Drill.f7_corrupt_inputs,
+    "8": Drill.f8_signals,
+    "9": Drill.f9_evals,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/rlab-fault-drill"))
+    parser.add_argument(
+        "--only", default=",".join(ATTACKS), help="attacks to run (1 also covers 4 and 8's resume)"
+    )
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    drill = Drill(args.work.resolve())
+    began = time.time()
+    drill.build_base()
+    say(f"base ready in {time.time() - began:.0f} s")
+    for key in args.only.split(","):
+        t0 = time.time()
+        try:
+            ATTACKS[key](drill)
+        except Exception as exc:  # noqa: BLE001 - a drill reports an attack it could not finish and goes on
+            drill.row(f"{key} (attack failed)", ATTACKS[key].__name__, "-", f"{type(exc).__name__}: {exc}")
+        say(f"attack {key}: {time.time() - t0:.0f} s")
+    say(f"\ndrill: {time.time() - began:.0f} s\n")
+    say("| finding | attack | before (issue 29) | now |\n|---|---|---|---|")
+    for row in sorted(drill.rows, key=lambda r: r["finding"]):
+        say(f"| {row['finding']} | {row['attack']} | {row['before']} | {row['now']} |")
+
+
+if __name__ == "__main__":
+    main()
