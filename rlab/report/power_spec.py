@@ -185,19 +185,24 @@ def _long_docs(base_dir: Path, tokens: int) -> int | None:
     return None if manifest is None else manifest.docs_at_least(tokens)
 
 
-def family_sizes(spec: ExperimentSpec, planned: dict[str, Planned]) -> dict[str, int]:
+def family_sizes(spec: ExperimentSpec, planned: dict[str, Planned], l0: int | None = None) -> dict[str, int]:
     """About how many comparisons each family will hold: every variant but the baseline (continued, and
-    zero-shot when the spec makes those arms) on each endpoint of the family."""
+    zero-shot when the spec makes those arms) on each endpoint of the family. The copy family also holds a
+    retention comparison per window past `l0` (when some window is within it to retain from); an estimate
+    from above would only make the planned MDEs conservative, one from below would not."""
     ev = spec.eval
     others = max(1, len(spec.variants) - 1) if spec.variants else 1
     arms = others * (2 if spec.train.zero_shot else 1)
     lengths = len(ev.lengths or ()) or 5
     secondary = lengths * ("bpb_length" in ev.evals) + 2 * ("bpb" in ev.evals)
     secondary += int("core" in planned) + int("passkey" in planned)
+    windows = list(ev.copy_lengths or ev.lengths or ())
+    beyond = [w for w in windows if l0 is not None and w > l0]
+    retention = len(beyond) if l0 is not None and any(w <= l0 for w in windows) else 0
     return {
         "primary": others,
         "secondary": max(1, arms * secondary + (others if spec.train.zero_shot else 0)),
-        "copy": max(1, arms * len(ev.copy_lengths or ev.lengths or (0,) * lengths)),
+        "copy": max(1, arms * ((len(windows) or lengths) + retention)),
     }
 
 
@@ -221,7 +226,7 @@ def check_spec(
     """The power of `spec`'s planned evals for its `eval.target_mde`, noise from `pilot` (name, noise) or the
     defaults."""
     planned = planned_units(spec, l0)
-    sizes = family_sizes(spec, planned)
+    sizes = family_sizes(spec, planned, l0)
     from_pilot = class_noise(pilot[1]) if pilot else {}
     plans = []
     for cls, p in planned.items():

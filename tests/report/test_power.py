@@ -185,3 +185,16 @@ def test_spec_check_planned_units_and_warnings(tmp_path):
     assert not next(
         p for p in power_spec.check_experiment(roomy, 256).plans if p.noise.endpoint == "primary"
     ).underpowered
+
+
+def test_the_copy_family_estimate_counts_retention_past_l0(tmp_path):
+    """The demo's copy family holds 5 levels and 3 retentions (windows 512-1024 past L0 = 256) per arm: the
+    estimate must not be below what the report will adjust over, or the planned MDEs would be optimistic."""
+    from rlab.report import power_spec
+    from rlab.spec.loading import load_spec
+
+    spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
+    planned = power_spec.planned_units(spec, l0=256)
+    arms = 2 * (len(spec.variants) - 1)
+    assert power_spec.family_sizes(spec, planned, 256)["copy"] == arms * (5 + 3)
+    assert power_spec.family_sizes(spec, planned)["copy"] == arms * 5  # L0 unknown: levels only
