@@ -137,7 +137,7 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     from rlab.evals.core.bundle import check_task_selection, no_bundle_error
     from rlab.orchestrate.launch import visible_gpus
     from rlab.orchestrate.plan import base_layout
-    from rlab.orchestrate.prepare import with_saved_variants
+    from rlab.orchestrate.tag_setup import with_saved_variants
 
     if request.tag is None and not request.all_tags:
         raise SpecError(
@@ -235,7 +235,7 @@ def experiment_eval_tags(spec: ExperimentSpec) -> list[str]:
     if saved.exists():
         try:
             train = load_spec(saved, resolve=False).train
-        except Exception:  # an unreadable saved spec adds nothing; the spec given still works
+        except SpecError:  # an unreadable or outdated saved spec adds nothing; the spec given still works
             train = None
         if train is not None:
             update = {

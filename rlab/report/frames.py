@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.results_row import PROVENANCE_COLUMNS, provenance
-from rlab.report.sources import TagSources
+from rlab.report.tag_files import TagSources
 
 ROPE_FIELDS = (
     "base",

@@ -1,4 +1,5 @@
-"""Read one experiment's files (eval outputs, training metrics) through their contracts (`rlab.records`).
+"""Read one experiment's files (eval outputs, training metrics) through their contracts (`rlab.records`, each
+eval's `records.py`; which side CSVs: each eval's definition, `eval_csvs`).
 
 The report reads files only, never models. Producers may still be running, so every piece is
 optional: a missing file, or one that does not match its contract, becomes `None` plus a footnote
