@@ -46,10 +46,15 @@ PASSKEY_MAX_DEPTH = 0.9
 def _evals_description() -> str:
     """The `evals` field's documentation, from the catalog: each eval with what it measures."""
     listed = [
-        f"{d.name} ({d.help.rstrip('.')}{'' if d.default else '; not in the default list'})"
+        f"{d.name} ({_lower_first(d.help.rstrip('.'))}{'' if d.default else '; not in the default list'})"
         for d in catalog.definitions()
     ]
     return "Evals to run: " + ", ".join(listed) + "."
+
+
+def _lower_first(text: str) -> str:
+    """`Train/val BPB` -> `train/val BPB`; an acronym (`DCLM CORE`, `RULER-style`) stays as it is."""
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
 class TargetMde(StrictModel):
