@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from rlab import __version__
-from rlab.records import CodeVersion
+from rlab.records.provenance import CodeVersion
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

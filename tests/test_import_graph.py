@@ -82,12 +82,7 @@ def _path_through(graph: dict[str, set[str]], group: set[str]) -> list[str]:
         path.append(nxt)
 
 
-PENDING: dict[frozenset[str], str] = {
-    frozenset({"rlab.evals.registry", "rlab.evals.retrieval.adapters"}): (
-        "branch i30-evals-once replaces rlab/evals/registry.py (EvalContext moves to rlab/evals/context.py); "
-        "remove this entry when it lands"
-    ),
-}
+PENDING: dict[frozenset[str], str] = {}
 """Cycles another branch in flight removes, each with who removes it; nothing else may stay."""
 
 

@@ -140,7 +140,7 @@ def continue_training(
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.preflight import plan_json, preflight_continue
-    from rlab.orchestrate.prepare import build_jobs
+    from rlab.orchestrate.tag_setup import build_jobs
     from rlab.orchestrate.training import start_continue, submit_slurm
     from rlab.spec.loading import load_spec
 

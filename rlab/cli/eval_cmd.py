@@ -14,9 +14,12 @@ from __future__ import annotations
 
 # Heavy imports (pydantic specs, the orchestrator) are local to the functions that use them, so
 # `rlab --help` stays fast; the command's signature names only typer and option aliases.
+import functools
+import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -35,8 +38,48 @@ from rlab.cli.options import (
     switch,
 )
 from rlab.errors import SpecError
+from rlab.evals import catalog
 
 
+def with_eval_switches(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with a `--<eval>/--no-<eval>` switch for every eval of the catalog (`rlab.evals.catalog`),
+    listed before `--lengths`; the switches reach it as `switches` (eval name -> on, off or None = as the spec
+    says). Typer reads options from the signature, so the switches are added to it."""
+    definitions = catalog.definitions()
+    switch_params = [
+        inspect.Parameter(
+            f"switch_{d.name}",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                Optional[bool],
+                typer.Option(
+                    f"--{d.flag}/--no-{d.flag}", metavar="", rich_help_panel=EVALS_PANEL, help=d.help
+                ),
+            ],
+        )
+        for d in definitions
+    ]
+    params: list[inspect.Parameter] = []
+    for param in inspect.signature(command, eval_str=True).parameters.values():
+        if param.name == "lengths":
+            params += switch_params
+        if param.name != "switches":
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+    @functools.wraps(command)
+    def with_switches(**kwargs: Any) -> None:
+        switches = {d.name: kwargs.pop(f"switch_{d.name}") for d in definitions}
+        command(**kwargs, switches=switches)
+
+    # typer reads `__signature__`, which functools' wrapper type does not declare
+    exposed: Any = with_switches
+    exposed.__signature__ = inspect.Signature(params)
+    exposed.__annotations__ = {p.name: p.annotation for p in params}
+    return with_switches
+
+
+@with_eval_switches
 def eval_tag(
     tag: Annotated[
         Optional[str], typer.Option("--tag", "-t", metavar="TAG", help="Tag to evaluate (e.g. d20-pi).")
@@ -52,32 +95,6 @@ def eval_tag(
         Optional[int],
         typer.Option(
             "--step", metavar="N", callback=at_least(0), help="Checkpoint step. (default: the newest)"
-        ),
-    ] = None,
-    bpb: Annotated[
-        Optional[bool],
-        typer.Option("--bpb/--no-bpb", metavar="", rich_help_panel=EVALS_PANEL, help="Train/val BPB."),
-    ] = None,
-    bpb_length: Annotated[
-        Optional[bool],
-        typer.Option(
-            "--bpb-length/--no-bpb-length", metavar="", rich_help_panel=EVALS_PANEL, help="BPB vs length."
-        ),
-    ] = None,
-    core: Annotated[
-        Optional[bool],
-        typer.Option("--core/--no-core", metavar="", rich_help_panel=EVALS_PANEL, help="DCLM CORE."),
-    ] = None,
-    passkey: Annotated[
-        Optional[bool],
-        typer.Option(
-            "--passkey/--no-passkey", metavar="", rich_help_panel=EVALS_PANEL, help="Passkey retrieval."
-        ),
-    ] = None,
-    ruler: Annotated[
-        Optional[bool],
-        typer.Option(
-            "--ruler/--no-ruler", metavar="", rich_help_panel=EVALS_PANEL, help="RULER-style synthetic tasks."
         ),
     ] = None,
     lengths: Annotated[
@@ -131,8 +148,9 @@ def eval_tag(
         ),
     ] = False,
     dry_run: DryRunOpt = False,
+    switches: dict[str, bool | None] | None = None,
 ) -> None:
-    """Evaluate a tag (BPB, BPB vs length, CORE, passkey, RULER-style tasks) and write its per-tag outputs."""
+    """Evaluate a tag with the experiment's evals (each switched on or off below) and write its per-tag outputs."""
     from rich.markup import escape
 
     from rlab.cli.console import err, out
@@ -160,7 +178,7 @@ def eval_tag(
         base_tag=base_tag,
         results_dir=results_dir,
         step=step,
-        switches={"bpb": bpb, "bpb_length": bpb_length, "core": core, "passkey": passkey, "ruler": ruler},
+        switches=switches or {},
         lengths=length_list,
         max_per_task=max_per_task,
         tasks=None if tasks is None else parse_names(tasks),

@@ -51,7 +51,7 @@ def pretrain(
     """Train the spec's base model from scratch (its `pretrain:` section) into the base tag."""
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.plan import plan_pretrain
-    from rlab.orchestrate.prepare import build_jobs
+    from rlab.orchestrate.tag_setup import build_jobs
     from rlab.orchestrate.training import start_pretrain
     from rlab.spec.loading import load_spec
 

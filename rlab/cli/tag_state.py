@@ -180,22 +180,26 @@ def _headline(path: Path) -> dict[str, float | None]:
     """val BPB, CORE and passkey accuracy from an eval.json, whichever it has (CORE on a subset of the bundle's
     tasks: with core_tasks and core_bundle_tasks, the k and N of "k of N tasks"); nothing from an eval.json
     this rlab cannot read."""
-    from rlab.records import ContractError, read_eval_doc
+    from rlab.evals.bpb.records import BpbMetric
+    from rlab.evals.core.records import CoreMetric
+    from rlab.evals.passkey.records import PasskeyMetric
+    from rlab.records.base import ContractError
+    from rlab.records.eval_doc import read_eval_doc
 
     try:
         metrics = read_eval_doc(path).metrics
     except ContractError:
         return {}
-    val = metrics.bpb.val if metrics.bpb is not None else None
+    bpb, core, passkey = metrics.of(BpbMetric), metrics.of(CoreMetric), metrics.of(PasskeyMetric)
+    val = bpb.val if bpb is not None else None
     found: dict[str, float | None] = {}
     for key, value in (
         ("val_bpb", val.bpb if val is not None else None),
-        ("core", metrics.core.core if metrics.core is not None else None),
-        ("passkey", metrics.passkey.overall if metrics.passkey is not None else None),
+        ("core", core.core if core is not None else None),
+        ("passkey", passkey.overall if passkey is not None else None),
     ):
         if value is not None:
             found[key] = float(value)
-    core = metrics.core
     if "core" in found and core is not None and core.selection is not None:
         found["core_tasks"] = len(
             core.selection

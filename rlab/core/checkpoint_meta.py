@@ -38,7 +38,8 @@ from pydantic import (
 from rlab.atomic_io import atomic_write
 from rlab.errors import CheckpointError
 from rlab.paths import checkpoint_steps, meta_file, model_file
-from rlab.records import CodeVersion, short_hash
+from rlab.records.base import short_hash
+from rlab.records.provenance import CodeVersion
 from rlab.spec.rope import RopeSpec
 from rlab.spec.run import Lineage
 

@@ -126,7 +126,7 @@ class MetricsWriter:
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             return
-        from rlab.records import metrics_record
+        from rlab.records.metrics_log import metrics_record
 
         checked = metrics_record({**record, "time": record.get("time", time.time())})
         self._fh.write(checked.model_dump_json() + "\n")
@@ -140,7 +140,8 @@ class MetricsWriter:
 
 def records_through(path: Path, step: int) -> list:
     """The train/eval records of `path` up to `step` (what a run resumed at `step` continues)."""
-    from rlab.records import ContractError, read_metrics_records
+    from rlab.records.base import ContractError
+    from rlab.records.metrics_log import read_metrics_records
 
     if not Path(path).is_file():
         return []
@@ -154,7 +155,7 @@ def records_through(path: Path, step: int) -> list:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """All records of a metrics file as dicts (tests, report); a torn last line is ignored."""
-    from rlab.records import read_metrics_records
+    from rlab.records.metrics_log import read_metrics_records
 
     return [r.model_dump() for r in read_metrics_records(path)]
 

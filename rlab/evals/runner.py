@@ -8,7 +8,7 @@ It reads an `EvalRunConfig` (no flags of its own), loads the checkpoint, runs ea
 in turn (releasing memory after each), and on rank 0 writes the outputs atomically, eval.json last.
 
 Never lose a fuller eval: eval.json holds one section per eval, each with how it was measured
-(`rlab.records.SectionRun`). A run replaces the sections it ran and keeps the others when they describe
+(`rlab.records.provenance.SectionRun`). A run replaces the sections it ran and keeps the others when they describe
 the same checkpoint (same step and meta file). When they describe another checkpoint the run refuses,
 unless it re-runs all of them or `force` is set (then they are dropped, with their files). A section
 whose headline number could not be computed (NaN, e.g. from a broken checkpoint) fails the run: nothing
@@ -17,23 +17,30 @@ is written and the worker exits non-zero.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rlab import records as rec
 from rlab.core.checkpoint_meta import CheckpointMeta, meta_sha256, read_meta
 from rlab.errors import EvalError
-from rlab.evals import outputs
+from rlab.evals import catalog, outputs
+from rlab.evals.context import EvalContext, EvalOutcome
+from rlab.evals.definition import EvalDefinition, resolve
 from rlab.evals.progress import ProgressDisplay
-from rlab.evals.registry import EvalContext, EvalOutcome, get_eval, release_memory
 from rlab.evals.rope_eval import apply_eval_rope
 from rlab.evals.windows import apply_eval_windows, lengths_in_use, window_setting
+from rlab.records.base import ContractError, Record, short_hash
+from rlab.records.eval_doc import AttentionRecord, EvalDoc, EvalMetrics, read_eval_doc, write_eval_doc
+from rlab.records.provenance import CheckpointFacts, SectionRun
+from rlab.records.rows import read_rows, write_rows
+from rlab.records.units import BpbUnit
 from rlab.spec.run import EvalRunConfig
 
 log = logging.getLogger(__name__)
@@ -42,10 +49,10 @@ HEADLINE_FIELDS = ("bpb", "core", "overall")
 """Numbers that must be finite in every section that has them (else the metric could not be computed)."""
 
 
-def checkpoint_facts(ckpt_dir: Path, step: int, meta: CheckpointMeta) -> rec.CheckpointFacts:
+def checkpoint_facts(ckpt_dir: Path, step: int, meta: CheckpointMeta) -> CheckpointFacts:
     """What the checkpoint's meta says about its training (nanochat metas leave most of it null)."""
     state = meta.train_state
-    return rec.CheckpointFacts(
+    return CheckpointFacts(
         step=step,
         meta_sha256=meta_sha256(ckpt_dir, step),
         tokens_trained=meta.tokens_trained,
@@ -58,9 +65,7 @@ def checkpoint_facts(ckpt_dir: Path, step: int, meta: CheckpointMeta) -> rec.Che
     )
 
 
-def kept_sections(
-    out_dir: Path, facts: rec.CheckpointFacts, requested: list[str], force: bool
-) -> rec.EvalDoc | None:
+def kept_sections(out_dir: Path, facts: CheckpointFacts, requested: list[str], force: bool) -> EvalDoc | None:
     """The previous eval.json when its sections not re-run may be kept; None when it is to be replaced.
 
     Raises EvalError when keeping them is impossible (another checkpoint) and dropping them was not asked.
@@ -69,8 +74,8 @@ def kept_sections(
     if not path.is_file():
         return None
     try:
-        previous = rec.read_eval_doc(path)
-    except rec.ContractError as exc:
+        previous = read_eval_doc(path)
+    except ContractError as exc:
         sections, why = _raw_sections(path), f"it is not readable by this rlab ({exc.message})"
     else:
         sections = previous.metrics.present()
@@ -101,7 +106,7 @@ def _raw_sections(path: Path) -> list[str]:
         return []
 
 
-def nonfinite_headlines(name: str, section: rec.Record) -> list[str]:
+def nonfinite_headlines(name: str, section: Record) -> list[str]:
     """`section.field` paths of headline numbers that are missing or not finite."""
     bad: list[str] = []
 
@@ -120,7 +125,7 @@ def nonfinite_headlines(name: str, section: rec.Record) -> list[str]:
     return bad
 
 
-def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
+def run_evals(cfg: EvalRunConfig) -> EvalDoc:
     """Run the configured evals for one tag; returns the eval.json document (on every rank)."""
     import torch
 
@@ -130,7 +135,8 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
     from rlab.core.tokenizer import Tokenizer, load_token_bytes
     from rlab.paths import BaseLayout
 
-    fns = {name: get_eval(name) for name in cfg.eval.evals}  # unknown names fail before loading anything
+    evals = {name: catalog.get(name) for name in cfg.eval.evals}  # unknown names fail before loading anything
+    fns = {name: run_function(d) for name, d in evals.items()}
     layout = BaseLayout(Path(cfg.base_dir))
     ckpt_dir = layout.checkpoint_dir(cfg.tag)
     step = cfg.step if cfg.step is not None else find_last_step(ckpt_dir)
@@ -164,16 +170,14 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
         device=info.device,
         base_dir=Path(cfg.base_dir),
         out_dir=out_dir,
-        core_csv=Path(cfg.core_csv),
+        variant_csv=Path(cfg.core_csv),
         token_bytes=load_token_bytes(layout.tokenizer_dir, info.device),
         name=name,
         rank=info.rank,
         world_size=info.world_size,
         autocast=autocast,
     )
-    from rlab.evals.registry import eval_lengths
-
-    attention = apply_eval_windows(model, cfg.eval, lengths_in_use(cfg.eval, eval_lengths(ctx)))
+    attention = apply_eval_windows(model, cfg.eval, lengths_in_use(cfg.eval, ctx.eval_lengths()))
     log.info(
         "evaluating %s (%s) on %d rank(s): %s", name, model.rope.describe(), info.world_size, ", ".join(fns)
     )
@@ -182,7 +186,7 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
         log.warning("%s: context capped by its attention windows at length(s) %s", name, ", ".join(capped))
     settings = cfg.eval.model_dump(mode="json")
     outcomes: dict[str, EvalOutcome] = {}
-    runs: dict[str, rec.SectionRun] = {}
+    runs: dict[str, SectionRun] = {}
     with ProgressDisplay(info.rank) as display:
         for eval_name, fn in fns.items():
             t0 = time.perf_counter()
@@ -190,10 +194,10 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
             outcome = fn(ctx)
             ctx.progress = None
             outcomes[eval_name] = outcome
-            if eval_name in rec.WINDOWED_SECTIONS:
+            if evals[eval_name].windowed:
                 outcome.settings_extra.update(window_setting(model))
             runs[eval_name] = _section_run(
-                eval_name, settings, outcome, round(time.perf_counter() - t0, 3), info.world_size, cuda
+                evals[eval_name], settings, outcome, round(time.perf_counter() - t0, 3), info.world_size, cuda
             )
             release_memory()
             log.info("%s: %s done in %.1fs", name, eval_name, runs[eval_name].seconds)
@@ -213,18 +217,23 @@ def run_evals(cfg: EvalRunConfig) -> rec.EvalDoc:
 
 
 def _section_run(
-    eval_name: str, settings: dict, outcome: EvalOutcome, seconds: float, world_size: int, cuda: bool
-) -> rec.SectionRun:
+    definition: EvalDefinition,
+    settings: dict,
+    outcome: EvalOutcome,
+    seconds: float,
+    world_size: int,
+    cuda: bool,
+) -> SectionRun:
     """How one section was measured: the settings it depends on (and their hash), its data, code and time."""
     from rlab.provenance import code_version
 
-    picked = rec.section_settings(eval_name, settings, outcome.settings_extra)
-    return rec.SectionRun(
+    picked = definition.settings_of(settings, outcome.settings_extra)
+    return SectionRun(
         code_version=code_version(),
         world_size=world_size,
         dtype="bfloat16" if cuda else "float32",
         settings=picked,
-        settings_hash=rec.short_hash(picked),
+        settings_hash=short_hash(picked),
         data_hash=outcome.data_hash,
         seconds=seconds,
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -232,23 +241,23 @@ def _section_run(
 
 
 def merge_doc(
-    previous: rec.EvalDoc | None,
+    previous: EvalDoc | None,
     cfg: EvalRunConfig,
-    facts: rec.CheckpointFacts,
+    facts: CheckpointFacts,
     rope: dict,
     train_seq_len: int,
     outcomes: dict[str, EvalOutcome],
-    runs: dict[str, rec.SectionRun],
+    runs: dict[str, SectionRun],
     rope_eval: dict | None = None,
-    attention: rec.AttentionRecord | None = None,
-) -> rec.EvalDoc:
+    attention: AttentionRecord | None = None,
+) -> EvalDoc:
     """The new eval.json: the previous one's sections not re-run (when kept), plus this run's."""
     sections = previous.metrics.model_dump(exclude_none=True) if previous is not None else {}
     measured = dict(previous.measured) if previous is not None else {}
     for eval_name, outcome in outcomes.items():
         sections[eval_name] = outcome.metric.model_dump()
         measured[eval_name] = runs[eval_name]
-    return rec.EvalDoc(
+    return EvalDoc(
         experiment=cfg.experiment,
         tag=cfg.tag,
         variant=cfg.variant,
@@ -257,36 +266,57 @@ def merge_doc(
         attention=attention,
         train_seq_len=train_seq_len,
         checkpoint=facts,
-        metrics=rec.EvalMetrics.model_validate(sections),
+        metrics=EvalMetrics.model_validate(sections),
         measured=measured,
     )
 
 
-def write_outputs(out_dir: Path, core_csv: Path, doc: rec.EvalDoc, outcomes: dict[str, EvalOutcome]) -> None:
+def write_outputs(out_dir: Path, variant_csv: Path, doc: EvalDoc, outcomes: dict[str, EvalOutcome]) -> None:
     """Tables of the sections run, bpb_units.csv merged by section, stale files removed, eval.json last."""
     present = set(doc.metrics.present())
     for outcome in outcomes.values():
         for path, (model, rows) in outcome.tables.items():
-            rec.write_rows(path, rows, model.columns)
+            write_rows(path, rows, model.columns)
     units_path = out_dir / outputs.BPB_UNITS_CSV
     try:
-        old_units = rec.read_rows(units_path, rec.BpbUnit) if units_path.is_file() else []
-    except rec.ContractError as exc:
+        old_units = read_rows(units_path, BpbUnit) if units_path.is_file() else []
+    except ContractError as exc:
         log.warning("replacing %s: %s", units_path, exc.message)
         old_units = []
     units = [u for u in old_units if u.section in present and u.section not in outcomes]
     units += [u for o in outcomes.values() for u in o.units]
     if units:
-        rec.write_rows(units_path, units, rec.BpbUnit.columns)
+        write_rows(units_path, units, BpbUnit.columns)
     else:
         units_path.unlink(missing_ok=True)
-    for section, files in outputs.SECTION_FILES.items():
-        if section not in present:
-            for file in files:
-                if (out_dir / file).exists():
-                    log.info("removing %s: its eval (%s) is no longer in eval.json", file, section)
-                    (out_dir / file).unlink()
-            if section == "core":
-                core_csv.unlink(missing_ok=True)
-    rec.write_eval_doc(out_dir / outputs.EVAL_JSON, doc)
+    for definition in catalog.definitions():
+        if definition.name not in present:
+            for file in definition.files:
+                if (out_dir / file.name).exists():
+                    log.info(
+                        "removing %s: its eval (%s) is no longer in eval.json", file.name, definition.name
+                    )
+                    (out_dir / file.name).unlink()
+            if definition.variant_csv is not None:
+                variant_csv.unlink(missing_ok=True)
+    write_eval_doc(out_dir / outputs.EVAL_JSON, doc)
     log.info("wrote %s", out_dir / outputs.EVAL_JSON)
+
+
+def run_function(definition: EvalDefinition) -> Callable[[EvalContext], EvalOutcome]:
+    """The function that runs `definition`'s eval (`EvalDefinition.run`)."""
+    fn = resolve(definition.run)
+    if not callable(fn):
+        raise TypeError(f"eval {definition.name}: {definition.run} is not a function")
+    return fn
+
+
+def release_memory() -> None:
+    """Drop what an eval left behind so memory does not grow eval after eval."""
+    gc.collect()
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rlab import records as rec
+from rlab.records.eval_doc import AttentionRecord, WindowsAt
 from rlab.spec.eval import EvalSpec
 
 NO_WINDOWS = "n/a (no windowed layers)"
@@ -26,7 +26,7 @@ def window_setting(model) -> dict[str, str]:
     return {"attention_windows": model.eval_windows if model.arch.sliding_windows else NO_WINDOWS}
 
 
-def apply_eval_windows(model, spec: EvalSpec, lengths: Iterable[int]) -> rec.AttentionRecord:
+def apply_eval_windows(model, spec: EvalSpec, lengths: Iterable[int]) -> AttentionRecord:
     """Set the model's window rule from the spec; the eval.json `attention` record at `lengths`."""
     from rlab.core.architecture import attention_reach
 
@@ -35,8 +35,8 @@ def apply_eval_windows(model, spec: EvalSpec, lengths: Iterable[int]) -> rec.Att
     for length in sorted({int(n) for n in lengths}):
         windows = model.windows_at(length)
         sized = None if all(w is None for w in windows) else [int(w) for w in windows]
-        at.append(rec.WindowsAt(length=length, windows=sized, capped_at=attention_reach(windows, length)))
-    return rec.AttentionRecord(
+        at.append(WindowsAt(length=length, windows=sized, capped_at=attention_reach(windows, length)))
+    return AttentionRecord(
         rule=spec.attention_windows,
         windowed=bool(model.arch.sliding_windows),
         sequence_len=int(model.config.sequence_len),

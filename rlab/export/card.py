@@ -10,7 +10,7 @@ from typing import Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta, load_meta
 from rlab.errors import CheckpointError
-from rlab.records import EvalDoc, LikelihoodRetrieval
+from rlab.records.eval_doc import EvalDoc
 
 
 @dataclass(frozen=True)
@@ -65,40 +65,14 @@ def _parent_meta(path: Path) -> CheckpointMeta | None:
 
 
 def result_lines(doc: EvalDoc | None, where: Path | None) -> Iterator[str]:
-    """The tag's measured numbers from its eval.json (rlab eval), one bullet each."""
+    """The tag's measured numbers from its eval.json (rlab eval), one bullet each (each section's `card_lines`)."""
     if doc is None:
         yield f"- No evaluation found{f' at {where}' if where else ''} (`rlab eval --tag ...` writes one)."
         return
-    m = doc.metrics
     yield f"From `{where}` (step {doc.step}, experiment `{doc.experiment}`):"
-    if m.bpb is not None:
-        for split in ("train", "val"):
-            value = getattr(m.bpb, split)
-            if value is not None and value.bpb is not None:
-                yield f"- {split} BPB {value.bpb:.4f} ({value.docs} whole documents, {value.tokens:,} tokens)"
-    if m.bpb_length is not None:
-        cells = ", ".join(f"{r.length}: {r.bpb:.4f}" for r in m.bpb_length.lengths if r.bpb is not None)
-        yield f"- BPB by context length ({m.bpb_length.protocol}): {cells}"
-    if m.core is not None and m.core.core is not None:
-        yield f"- {m.core.label}: {m.core.core:.4f}"
-    if m.passkey is not None:
-        cells = ", ".join(f"{r.length}: {r.accuracy:.2f} (n={r.n})" for r in m.passkey.by_length)
-        yield f"- passkey accuracy by length: {cells}"
-    if m.passkey is not None and m.passkey.likelihood is not None:
-        yield _likelihood_line("passkey", m.passkey.likelihood)
-    if m.ruler is not None:
-        cells = ", ".join(f"{r.length}: {r.score:.2f}" for r in m.ruler.by_length)
-        yield f"- RULER-style mean score by length: {cells}"
-        if m.ruler.likelihood is not None:
-            yield _likelihood_line("RULER-style", m.ruler.likelihood)
-    if m.copy_distance is not None:
-        cells = ", ".join(f"d={w.distance}: {w.gain:+.3f}" for w in m.copy_distance.windows)
-        yield f"- copy gain by distance (nats/token): {cells}"
-
-
-def _likelihood_line(name: str, lik: LikelihoodRetrieval) -> str:
-    cells = ", ".join(f"{c.length}: {c.accuracy:.2f} (margin {c.margin:+.2f})" for c in lik.by_length)
-    return f"- {name} by likelihood ({lik.choices} choices, chance {lik.chance:.2f}): {cells}"
+    for name in doc.metrics.present():
+        section = doc.metrics.get(name)
+        yield from section.card_lines() if section is not None else []
 
 
 def render_card(

@@ -378,7 +378,7 @@ def _eval_doc(meta: CheckpointMeta, tag: str, results_root: Path | None) -> tupl
     """The tag's eval.json (its experiment's, under the results root), or (None, where it was looked for)."""
     from rlab.errors import RlabError
     from rlab.paths import ExperimentLayout, default_results_root
-    from rlab.records import read_eval_doc
+    from rlab.records.eval_doc import read_eval_doc
 
     experiment = meta.experiment_name
     if not experiment:

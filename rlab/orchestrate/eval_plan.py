@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta, newest_meta
 from rlab.errors import CheckpointError, EvalError, RlabError, SpecError, unknown_name_error
+from rlab.evals import catalog
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, default_results_root, find_eval_bundle
 
 if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import EvalRunConfig
-
-EVAL_SWITCHES = ("bpb", "bpb_length", "core", "passkey", "ruler")
-"""The evals a flag turns on or off (`--bpb/--no-bpb`, ...)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class EvalRequest:
     results_dir: Path | None = None
     step: int | None = None
     switches: dict[str, bool | None] = field(default_factory=dict)
-    """Eval name (EVAL_SWITCHES) -> on/off; a missing name is left as the spec has it."""
+    """Eval name (`rlab.evals.catalog`) -> on/off (`--bpb/--no-bpb`, ...); a missing name is left as the spec has it."""
     lengths: list[int] | None = None
     max_per_task: int | None = None
     tasks: list[str] | None = None
@@ -68,10 +66,10 @@ class EvalRequest:
         ):
             if value is not None:
                 args += [flag, str(value)]
-        for name in EVAL_SWITCHES:
-            on = self.switches.get(name)
+        for definition in catalog.definitions():
+            on = self.switches.get(definition.name)
             if on is not None:
-                args.append(f"--{'' if on else 'no-'}{name.replace('_', '-')}")
+                args.append(f"--{'' if on else 'no-'}{definition.flag}")
         if self.lengths is not None:
             args += ["--lengths", ",".join(map(str, self.lengths))]
         if self.tasks is not None:
@@ -139,7 +137,7 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     from rlab.evals.core.bundle import check_task_selection, no_bundle_error
     from rlab.orchestrate.launch import visible_gpus
     from rlab.orchestrate.plan import base_layout
-    from rlab.orchestrate.prepare import with_saved_variants
+    from rlab.orchestrate.tag_setup import with_saved_variants
 
     if request.tag is None and not request.all_tags:
         raise SpecError(
@@ -167,7 +165,10 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     _check_passkey_lengths(spec, base)
     nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     missing = None
-    if "core" in spec.eval.evals and find_eval_bundle(base.root, spec.eval.core_bundle) is None:
+    if (
+        catalog.needing("core_bundle", spec.eval.evals)
+        and find_eval_bundle(base.root, spec.eval.core_bundle) is None
+    ):
         missing = no_bundle_error(base.root)  # said before any worker starts, with how to get one
     return EvalPlan(request, spec, configs, nproc, missing)
 
@@ -234,7 +235,7 @@ def experiment_eval_tags(spec: ExperimentSpec) -> list[str]:
     if saved.exists():
         try:
             train = load_spec(saved, resolve=False).train
-        except Exception:  # an unreadable saved spec adds nothing; the spec given still works
+        except SpecError:  # an unreadable or outdated saved spec adds nothing; the spec given still works
             train = None
         if train is not None:
             update = {
@@ -290,7 +291,7 @@ def apply_eval_flags(spec: ExperimentSpec, request: EvalRequest) -> ExperimentSp
 
     data = spec.eval.model_dump(mode="json")
     evals = list(data["evals"])
-    for name in EVAL_SWITCHES:
+    for name in catalog.names():
         value = request.switches.get(name)
         if value is True and name not in evals:
             evals.append(name)
@@ -310,9 +311,8 @@ def apply_eval_flags(spec: ExperimentSpec, request: EvalRequest) -> ExperimentSp
             evals.append("core")
     data["evals"] = evals
     if not evals:
-        raise SpecError(
-            "No evals left to run.", "Enable one with --bpb, --bpb-length, --core, --passkey or --ruler."
-        )
+        flags = [f"--{d.flag}" for d in catalog.definitions()]
+        raise SpecError("No evals left to run.", f"Enable one with {', '.join(flags[:-1])} or {flags[-1]}.")
     try:
         new_eval = EvalSpec.model_validate(data)
     except ValidationError as exc:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlab.errors import EvalError, Interrupted
+from rlab.evals import catalog
 from rlab.orchestrate.eval_plan import EvalPlan
 from rlab.orchestrate.reporter import JobFailure, Reporter
 from rlab.paths import ExperimentLayout
@@ -125,29 +126,22 @@ def raise_for_failures(plan: EvalPlan, outcomes: list[EvalOutcome]) -> None:
 
 
 def eval_summary(path: Path) -> str:
-    """The headline numbers of an eval.json in one line (val BPB, CORE, passkey, RULER-style)."""
-    from rlab.records import ContractError, read_eval_doc
+    """The headline numbers of an eval.json in one line: each section's `headline` (val BPB, CORE, ...)."""
+    from rlab.records.base import ContractError
+    from rlab.records.eval_doc import read_eval_doc
 
     try:
         metrics = read_eval_doc(path).metrics
     except ContractError as exc:
         return f"({exc.message})"
-    parts = []
-    if metrics.bpb is not None and metrics.bpb.val is not None:
-        parts.append(f"val bpb {metrics.bpb.val.bpb:.4f}")
-    if metrics.core is not None:
-        parts.append(f"{metrics.core.label} {metrics.core.core:.4f}")
-    if metrics.passkey is not None:
-        parts.append(f"passkey {metrics.passkey.overall:.2f}")
-    if metrics.ruler is not None and metrics.ruler.by_length:
-        scores = [r.score for r in metrics.ruler.by_length]
-        parts.append(f"RULER-style {sum(scores) / len(scores):.2f}")
+    sections = [metrics.get(name) for name in metrics.present()]
+    parts = [line for s in sections if s is not None and (line := s.headline()) is not None]
     return ", ".join(parts) + f" ({path})"
 
 
 def ensure_long_docs(spec: ExperimentSpec, base_root: Path, reporter: Reporter) -> None:
     """Build the base dir's long-document set before the workers start, when an eval needs it and it is missing."""
-    if not {"bpb_length", "ruler"} & set(spec.eval.evals):
+    if not catalog.needing("long_docs", spec.eval.evals):
         return
     from rlab.data.long_docs import ensure_long_docs as build
     from rlab.data.long_docs import read_long_docs_manifest

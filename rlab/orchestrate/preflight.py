@@ -301,7 +301,7 @@ def _adjust_resumed_batches(pf: Preflight) -> None:
 
 def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launching: bool) -> None:
     from rlab.orchestrate.inputs import input_problems
-    from rlab.orchestrate.prepare import rerun_command
+    from rlab.orchestrate.tag_setup import rerun_command
 
     assert pf.base is not None
     found = input_problems(

@@ -4,7 +4,7 @@
     start_pretrain(spec, run, resume=False, force=False, reporter=SilentReporter())
 
 After the preflight (`rlab.orchestrate.preflight`) found nothing in the way: decide each tag's fate
-(`prepare.tag_plans`), take the tags' locks, clone, write the resolved specs and run configs, then run
+(`tag_setup.tag_plans`), take the tags' locks, clone, write the resolved specs and run configs, then run
 the torchrun jobs (or submit them to SLURM) and watch their metrics until they end. What happens is
 told to a `Reporter`; a failure or an interrupt is raised as an `RlabError` whose hint is the command
 that resumes exactly the unfinished tags.
@@ -20,8 +20,8 @@ from pathlib import Path
 from rlab.errors import Interrupted, LaunchError
 from rlab.orchestrate.launch import Job, JobState
 from rlab.orchestrate.preflight import Preflight
-from rlab.orchestrate.prepare import TagPlan, rerun_command
 from rlab.orchestrate.reporter import JobFailure, Reporter
+from rlab.orchestrate.tag_setup import TagPlan, rerun_command
 from rlab.spec.experiment import ExperimentSpec
 from rlab.spec.run import RunConfig
 
@@ -35,7 +35,7 @@ def start_continue(
 ) -> list[JobState]:
     """`rlab continue` after its preflight: the base line, then the tags cloned, trained and watched
     (`resume_from`: resumed tags restart from that step, their newer checkpoints set aside)."""
-    from rlab.orchestrate.prepare import tag_plans
+    from rlab.orchestrate.tag_setup import tag_plans
 
     spec, runs = pf.spec, pf.runs
     for line in pf.notes:
@@ -58,7 +58,7 @@ def start_pretrain(
 ) -> list[JobState]:
     """`rlab pretrain`: the base tag trained from scratch through the same sequence."""
     from rlab.orchestrate.plan import experiment_layout
-    from rlab.orchestrate.prepare import tag_plans
+    from rlab.orchestrate.tag_setup import tag_plans
 
     plans = tag_plans(spec, [run], resume=resume, force=force)
     resolved = experiment_layout(spec).resolved_spec.resolve()
@@ -80,7 +80,7 @@ def train_tags(
     from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
     from rlab.orchestrate.lock import TagLocks
     from rlab.orchestrate.plan import base_layout
-    from rlab.orchestrate.prepare import build_jobs
+    from rlab.orchestrate.tag_setup import build_jobs
 
     launch = spec.launch
     torchrun = None if launch.launcher == "slurm" else resolve_program(launch.torchrun)
@@ -120,7 +120,7 @@ _SCRATCH_VERBS = {"clone": "new", "replace": "replaced, training from scratch", 
 def prepare_runs(spec: ExperimentSpec, plans: list[TagPlan], reporter: Reporter) -> list[RunConfig]:
     """Delete/clone the tags, say what happened to each, write the resolved specs and run configs;
     returns the runs that train (a training-free arm is its clone)."""
-    from rlab.orchestrate.prepare import apply_tag_plans, save_resolved_specs, write_run_configs
+    from rlab.orchestrate.tag_setup import apply_tag_plans, save_resolved_specs, write_run_configs
 
     runs = apply_tag_plans(spec, plans)
     for plan, run in zip(plans, runs):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlab.report.sources import TagSources
+from rlab.report.tag_files import TagSources
 
 ArmKind = Literal["continued", "zero-shot", "base"]
 KIND_ORDER: tuple[str, ...] = ("continued", "zero-shot", "base")

@@ -29,7 +29,7 @@ from rlab.report.arms import Arm, baseline_arm, group_arms, kind_of, reference_a
 from rlab.report.endpoints import Primary, add_units, choose_primary, context_caps, dynamic_ntk_note
 from rlab.report.inference import Verdict
 from rlab.report.report_data import Footnotes, ReportData
-from rlab.report.sources import ExperimentSources, TagSources, read_experiment
+from rlab.report.tag_files import ExperimentSources, TagSources, read_experiment
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlab.records import EvalDoc
+from rlab.records.eval_doc import EvalDoc
 
 TRAINING = "training"
 """`Mismatch.section` of a difference in how the checkpoints were trained (blocks every metric)."""

@@ -28,7 +28,7 @@ from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, group_arms
 from rlab.report.collect import Pairing, assemble
 from rlab.report.report_data import ReportData
-from rlab.report.sources import ExperimentSources, read_experiment, spec_variant_names
+from rlab.report.tag_files import ExperimentSources, read_experiment, spec_variant_names
 
 
 @dataclass

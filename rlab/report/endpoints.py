@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from rlab.report import estimates as est
-from rlab.report.sources import TagSources
+from rlab.report.tag_files import TagSources
 
 EXTENSION_MULTIPLES = (2, 4)
 """The extension lengths, as multiples of the training length T (those measured and attendable are used)."""

@@ -1,6 +1,6 @@
 """One tag's outputs as tidy frames: run facts, BPB by length, passkey cells, CORE per task, training curves.
 
-Everything comes from eval.json (`rlab.records.EvalDoc`) and metrics.jsonl; a missing piece is an empty
+Everything comes from eval.json (`rlab.records.eval_doc.EvalDoc`) and metrics.jsonl; a missing piece is an empty
 frame, never a guess from another file. `collect` stacks them over tags.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlab import records as rec
-from rlab.report.sources import TagSources
+from rlab.records.results_row import PROVENANCE_COLUMNS, provenance
+from rlab.report.tag_files import TagSources
 
 ROPE_FIELDS = (
     "base",
@@ -33,8 +33,8 @@ TEXT_ROPE_FIELDS = ("layers", "windows")
 """Of those, the ones whose value is a word (layers: all | global, windows: scale | fixed, for sliding-window
 models), not a number. longrope's per-frequency factors are no column (d/2 numbers): eval.json's rope has them."""
 BPB_METRICS = ("train", "val")
-PROVENANCE = rec.PROVENANCE_COLUMNS
-"""results.csv's provenance columns (`rlab.records.ResultsRow`), from each tag's eval.json."""
+PROVENANCE = PROVENANCE_COLUMNS
+"""results.csv's provenance columns (`rlab.records.results_row.ResultsRow`), from each tag's eval.json."""
 
 
 # ---------------------------------------------------------------- per-tag frames
@@ -96,8 +96,8 @@ def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str
     row["tokens_trained"] = ev.checkpoint.tokens_trained if ev is not None else None
     row["last_train_loss"] = last_loss
     row["evaluated"] = src.evaluated
-    provenance = rec.provenance(ev) if ev is not None else {}
-    row.update({c: provenance.get(c) for c in PROVENANCE if c not in row})
+    facts = provenance(ev) if ev is not None else {}
+    row.update({c: facts.get(c) for c in PROVENANCE if c not in row})
     return row
 
 
@@ -147,7 +147,7 @@ def core_task_frame(src: TagSources) -> pd.DataFrame:
 
 
 def task_baselines(core_tasks: pd.DataFrame) -> dict[str, float]:
-    """Random-guess accuracy per task, a fraction (`rlab.records.CoreTask.baseline`)."""
+    """Random-guess accuracy per task, a fraction (`rlab.evals.core.records.CoreTask.baseline`)."""
     return dict(zip(core_tasks["task"].astype(str), core_tasks["baseline"].astype(float).tolist()))
 
 

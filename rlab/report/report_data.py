@@ -13,7 +13,7 @@ import pandas as pd
 from rlab.report import comparability as cmp
 from rlab.report.arms import Arm
 from rlab.report.endpoints import Primary
-from rlab.report.sources import ExperimentSources
+from rlab.report.tag_files import ExperimentSources
 
 
 class Footnotes:

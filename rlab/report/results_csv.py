@@ -77,10 +77,10 @@ def merge_rows(existing: pd.DataFrame | None, fresh: pd.DataFrame) -> pd.DataFra
 
 
 def check_rows(frame: pd.DataFrame) -> None:
-    """Every row through `rlab.records.ResultsRow` (identity and provenance columns typed)."""
+    """Every row through `rlab.records.results_row.ResultsRow` (identity and provenance columns typed)."""
     from pydantic import ValidationError
 
-    from rlab.records import ResultsRow
+    from rlab.records.results_row import ResultsRow
 
     for row in frame.to_dict("records"):
         try:

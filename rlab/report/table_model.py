@@ -72,7 +72,7 @@ def arm_order(data: ReportData) -> list[str]:
     """Rows: the baseline arm first, then continued arms in the spec's variant order, then zero-shot, then base."""
     spec_variants: list[str] = []
     if data.sources is not None:
-        from rlab.report.sources import spec_variant_names
+        from rlab.report.tag_files import spec_variant_names
 
         spec_variants = spec_variant_names(data.sources.spec)
 

@@ -148,10 +148,10 @@ def bpb_table(data: ReportData) -> Table:
 
 def core_name(data: ReportData) -> str:
     """`CORE`, or `CORE (k of N tasks)` when the tags' CORE ran on a subset of the bundle (`eval.core_tasks`)."""
-    import rlab.records as rec
+    from rlab.evals.core.records import CoreMetric
 
     labels = {
-        rec.CoreMetric.model_validate(core).label
+        CoreMetric.model_validate(core).label
         for src in (data.sources.tags if data.sources is not None else [])
         if (core := src.metric("core"))
     }

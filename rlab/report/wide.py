@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
-from rlab.records import PROVENANCE_COLUMNS
+from rlab.records.results_row import PROVENANCE_COLUMNS
 from rlab.report.estimates import NO_RELATIVE, bpb_metric, lower_is_better
 from rlab.report.frames import ROPE_FIELDS
 
@@ -31,7 +31,7 @@ RUN = (
     "last_train_loss",
     *(c for c in PROVENANCE_COLUMNS if c not in ("step", "train_seq_len", "tokens_trained", "seed")),
 )
-"""Run facts, then the provenance columns of `rlab.records.ResultsRow`."""
+"""Run facts, then the provenance columns of `rlab.records.results_row.ResultsRow`."""
 _METRIC_RE = re.compile(
     r"^(extension_bpb|primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+)|copy_gain_d(\d+)|copy_retention_d(\d+))(.*)$"
 )

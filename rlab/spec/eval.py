@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, StringConstraints, field_validator
 
+from rlab.evals import catalog
 from rlab.spec.base import StrictModel
 from rlab.spec.bounds import (
     MAX_LENGTHS,
@@ -22,7 +23,11 @@ from rlab.spec.bounds import (
 MAX_CHOICES = 1000
 """Candidates per likelihood-scored retrieval item (each one more packed continuation of the prompt)."""
 
-EvalName = Literal["bpb", "bpb_length", "core", "passkey", "ruler", "copy_distance"]
+if TYPE_CHECKING:
+    EvalName = str
+else:
+    EvalName = Literal[catalog.names()]
+"""An eval of the catalog (`rlab.evals.catalog`: one package per eval under rlab/evals/)."""
 RulerTaskName = Literal["niah_multikey", "niah_multivalue", "vt", "cwe"]
 PplProtocol = Literal["same_targets", "sliding", "truncated"]
 AttentionWindows = Literal["extend", "scale", "capped"]
@@ -36,6 +41,20 @@ CoreTaskPattern = Annotated[
 """A CORE task label of the bundle's core.yaml, or a shell glob over them (`arc_*`)."""
 PASSKEY_MAX_DEPTH = 0.9
 """The needle is placed after at most this fraction of the filler, so filler always separates it from the question."""
+
+
+def _evals_description() -> str:
+    """The `evals` field's documentation, from the catalog: each eval with what it measures."""
+    listed = [
+        f"{d.name} ({_lower_first(d.help.rstrip('.'))}{'' if d.default else '; not in the default list'})"
+        for d in catalog.definitions()
+    ]
+    return "Evals to run: " + ", ".join(listed) + "."
+
+
+def _lower_first(text: str) -> str:
+    """`Train/val BPB` -> `train/val BPB`; an acronym (`DCLM CORE`, `RULER-style`) stays as it is."""
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
 class TargetMde(StrictModel):
@@ -59,10 +78,9 @@ class TargetMde(StrictModel):
 class EvalSpec(StrictModel):
     """Which evals run and how big they are."""
 
-    evals: Annotated[tuple[EvalName, ...], NonEmpty(8)] = ("bpb", "bpb_length", "core", "passkey", "ruler")
-    """Evals to run: bpb (train/val), bpb_length (BPB vs context length), core (DCLM CORE), passkey, ruler
-    (RULER-style synthetic long-context tasks),
-    copy_distance (loss on a passage repeated at a known distance; not in the default list)."""
+    evals: Annotated[tuple[EvalName, ...], NonEmpty(8)] = Field(
+        catalog.default_names(), description=_evals_description()
+    )
     bpb_tokens: TokenCount = 262144
     """Tokens per split for train/val BPB."""
     target_len: Length | None = None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from rlab import records as rec
 from rlab.paths import ExperimentLayout
+from rlab.records.eval_doc import read_eval_doc
 from rlab.report.comparability import mismatches
 from rlab.spec.run import EvalRunConfig
 from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, rlab
@@ -182,7 +182,7 @@ def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_
     layout = ExperimentLayout(results, "x")
     log = layout.eval_log(TAG).read_text()
     assert "rlab-progress" not in log and "core: 3/3 (100%)" in log
-    a = rec.read_eval_doc(layout.eval_json(TAG))
+    a = read_eval_doc(layout.eval_json(TAG))
     assert a.metrics.core.selection == ["copa"] and a.metrics.core.bundle_tasks == 22
     assert list(a.metrics.core.tasks) == ["copa"] and not a.metrics.core.partial
     assert a.measured["core"].settings["core_tasks"] == ["copa"]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file
-from rlab.records import read_eval_doc
+from rlab.records.eval_doc import read_eval_doc
 from tests.cli.test_continue_cli import rlab
 from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference
 

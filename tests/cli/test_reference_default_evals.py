@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 
 from rlab.paths import BaseLayout, ExperimentLayout
-from rlab.records import read_eval_doc
+from rlab.records.eval_doc import read_eval_doc
 from rlab.spec.eval import EvalSpec
 from tests.cli.test_continue_cli import rlab
 from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference

@@ -11,9 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from rlab import records as rec
 from rlab.errors import EvalError
-from rlab.evals.registry import get_eval
+from rlab.evals.bpb.records import BpbDoc, BpbMetric, BpbSplit
+from rlab.evals.bpb_length.records import LengthRow
+from rlab.evals.catalog import get as get_eval
+from rlab.evals.core.records import CoreExample, CoreMetric, CoreTaskRow
+from rlab.evals.passkey.records import PasskeyCell, PasskeyTrial
+from rlab.evals.retrieval.records import ChoiceTrial
+from rlab.evals.ruler.records import RulerCell, RulerTrial
+from rlab.records.base import ContractError
+from rlab.records.eval_doc import read_eval_doc
+from rlab.records.rows import read_rows, write_rows
+from rlab.records.sections import LongDocsSummary
+from rlab.records.units import BpbUnit
 from rlab.spec.eval import EvalSpec
 from rlab.spec.run import EvalRunConfig, write_config
 from tests.core.tiny_checkpoints import tiny_meta
@@ -81,16 +91,16 @@ def test_unknown_eval_suggests_a_name():
 
 def test_rows_round_trip_through_their_models_and_blanks_are_null(tmp_path):
     rows = [
-        rec.LengthRow(length=8, bpb=float("nan"), tokens=4, docs=1),
-        rec.LengthRow(length=16, bpb=1.5, tokens=4, docs=1),
+        LengthRow(length=8, bpb=float("nan"), tokens=4, docs=1),
+        LengthRow(length=16, bpb=1.5, tokens=4, docs=1),
     ]
-    rec.write_rows(tmp_path / "l.csv", rows)
+    write_rows(tmp_path / "l.csv", rows)
     assert (tmp_path / "l.csv").read_text() == "length,bpb,tokens,docs\n8,,4,1\n16,1.5,4,1\n"
-    back = rec.read_rows(tmp_path / "l.csv", rec.LengthRow)
+    back = read_rows(tmp_path / "l.csv", LengthRow)
     assert back[0].bpb is None and back[1].bpb == 1.5
     (tmp_path / "bad.csv").write_text("length,bpb\n8,1\n")
-    with pytest.raises(rec.ContractError, match="expected length, bpb, tokens, docs"):
-        rec.read_rows(tmp_path / "bad.csv", rec.LengthRow)
+    with pytest.raises(ContractError, match="expected length, bpb, tokens, docs"):
+        read_rows(tmp_path / "bad.csv", LengthRow)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "l.csv"]  # no temp files left
 
 
@@ -104,7 +114,7 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     cfg = eval_config(base, tmp_path, bundle_copy)
     doc = run_evals(cfg)
     out = tmp_path / "evals" / TAG
-    saved = rec.read_eval_doc(out / "eval.json")
+    saved = read_eval_doc(out / "eval.json")
     assert saved == doc and json.loads((out / "eval.json").read_text())["schema"] == "rlab.eval/2"
     assert saved.tag == TAG and saved.step == 5 and saved.checkpoint.tokens_trained == 1000
     assert saved.rope["variant"] == "rope" and saved.rope["original_len"] == 32 and saved.train_seq_len == 32
@@ -125,40 +135,40 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     assert m.bpb_length.skipped[0].length == 100000
     assert m.core.partial and m.core.missing_tasks == ["squad"]
     assert len(m.passkey.cells) == 2 and m.passkey.units == 4 and m.passkey.by_length[0].n == 4
-    assert len(rec.read_rows(out / "passkey_trials.csv", rec.PasskeyTrial)) == 4
+    assert len(read_rows(out / "passkey_trials.csv", PasskeyTrial)) == 4
     from rlab.data.long_docs import read_long_docs_manifest
 
-    long_set = rec.LongDocsSummary.model_validate(read_long_docs_manifest(base).summary())
+    long_set = LongDocsSummary.model_validate(read_long_docs_manifest(base).summary())
     assert m.bpb_length.long_docs == m.ruler.long_docs == long_set
     assert saved.measured["bpb_length"].data_hash == m.bpb_length.long_docs.sha256[:12]
     assert [(c.task, c.length, c.n) for c in m.ruler.by_task] == [("niah_multikey", 400, 2), ("vt", 400, 2)]
     assert m.ruler.units == 4 and m.ruler.by_length[0].n == 4
-    assert len(rec.read_rows(out / "ruler_trials.csv", rec.RulerTrial)) == 4
-    assert len(rec.read_rows(out / "ruler.csv", rec.RulerCell)) == 2
+    assert len(read_rows(out / "ruler_trials.csv", RulerTrial)) == 4
+    assert len(read_rows(out / "ruler.csv", RulerCell)) == 2
     # the same items scored by likelihood, beside generation (eval.retrieval_choices, default 10)
     lik = m.passkey.likelihood
     assert lik is not None and lik.choices == 10 and lik.chance == 0.1 and lik.n == 4
-    choices = rec.read_rows(out / "passkey_choices.csv", rec.ChoiceTrial)
-    trials = rec.read_rows(out / "passkey_trials.csv", rec.PasskeyTrial)
+    choices = read_rows(out / "passkey_choices.csv", ChoiceTrial)
+    trials = read_rows(out / "passkey_trials.csv", PasskeyTrial)
     assert [(c.length, c.depth, c.trial) for c in choices] == [(t.length, t.depth, t.trial) for t in trials]
     assert all(math.isclose(c.margin, c.right_logp - c.best_other_logp) for c in choices)
     assert [(c.task, c.length, c.n) for c in m.ruler.likelihood.by_task] == [
         ("niah_multikey", 400, 2),
         ("vt", 400, 2),
     ]
-    assert len(rec.read_rows(out / "ruler_choices.csv", rec.ChoiceTrial)) == 4
-    assert len(rec.read_rows(out / "bpb_by_length.csv", rec.LengthRow)) == 3
-    assert len(rec.read_rows(out / "passkey.csv", rec.PasskeyCell)) == 2
-    examples = rec.read_rows(out / "core_examples.csv", rec.CoreExample)
+    assert len(read_rows(out / "ruler_choices.csv", ChoiceTrial)) == 4
+    assert len(read_rows(out / "bpb_by_length.csv", LengthRow)) == 3
+    assert len(read_rows(out / "passkey.csv", PasskeyCell)) == 2
+    examples = read_rows(out / "core_examples.csv", CoreExample)
     assert len(examples) == 12 and {e.task for e in examples} == {"copa", "winograd"}
-    per_task = rec.read_rows(tmp_path / "results_rope.csv", rec.CoreTaskRow)
+    per_task = read_rows(tmp_path / "results_rope.csv", CoreTaskRow)
     assert [r.task for r in per_task] == ["copa", "winograd"] and all(r.baseline < 1 for r in per_task)
-    units = rec.read_rows(out / "bpb_units.csv", rec.BpbUnit)
+    units = read_rows(out / "bpb_units.csv", BpbUnit)
     assert {u.metric for u in units} == {"train", "val", "len_16", "len_32", "len_64"}
     val_units = [u for u in units if u.metric == "val"]
     assert sum(u.bytes for u in val_units) == val.bytes and len(val_units) == val.docs
     assert math.isclose(sum(u.nats for u in val_units), val.nats, rel_tol=1e-12)
-    docs = rec.read_rows(out / "bpb_docs.csv", rec.BpbDoc)
+    docs = read_rows(out / "bpb_docs.csv", BpbDoc)
     assert [d.doc for d in docs if d.split == "val"] == [u.doc for u in val_units]
     # re-running replaces the outputs (same content, nothing appended)
     before = {p.name: p.read_text() for p in out.iterdir() if p.suffix == ".csv"}
@@ -235,7 +245,7 @@ def test_partial_re_eval_keeps_the_other_sections(tiny_base_dir, tmp_path, bundl
     assert part.metrics.core == full.metrics.core and part.metrics.bpb_length == full.metrics.bpb_length
     assert part.measured["core"] == full.measured["core"]
     assert part.measured["bpb"].settings["bpb_tokens"] == 400 and part.metrics.bpb != full.metrics.bpb
-    units = rec.read_rows(out / "bpb_units.csv", rec.BpbUnit)
+    units = read_rows(out / "bpb_units.csv", BpbUnit)
     assert {u.metric for u in units} == {"train", "val", "len_16", "len_32", "len_64"}
     assert len([u for u in units if u.metric == "val"]) == part.metrics.bpb.val.docs
     assert (out / "core_examples.csv").is_file() and (tmp_path / "results_rope.csv").is_file()
@@ -297,13 +307,11 @@ def test_headline_numbers_must_be_finite():
     split = dict(
         nats=1.0, bytes=1, tokens=1, docs=1, docs_available=1, token_budget=1, whole_split=False, window=4
     )
-    ok = rec.BpbMetric(
-        convention="c", train=rec.BpbSplit(bpb=1.2, **split), val=rec.BpbSplit(bpb=1.3, **split)
-    )
+    ok = BpbMetric(convention="c", train=BpbSplit(bpb=1.2, **split), val=BpbSplit(bpb=1.3, **split))
     assert nonfinite_headlines("bpb", ok) == []
-    bad = ok.model_copy(update={"val": rec.BpbSplit(bpb=float("nan"), **split)})
+    bad = ok.model_copy(update={"val": BpbSplit(bpb=float("nan"), **split)})
     assert nonfinite_headlines("bpb", bad) == ["bpb.val.bpb"]
-    core = rec.CoreMetric(core=None, partial=False, tasks={})
+    core = CoreMetric(core=None, partial=False, tasks={})
     assert nonfinite_headlines("core", core) == ["core.core"]
 
 
@@ -353,7 +361,7 @@ def test_torchrun_two_ranks_match_one_process(tiny_base_dir, tmp_path, bundle_co
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        results[n] = rec.read_eval_doc(tmp_path / f"w{n}" / "evals" / TAG / "eval.json")
+        results[n] = read_eval_doc(tmp_path / f"w{n}" / "evals" / TAG / "eval.json")
     one, two = results[1].metrics, results[2].metrics
     assert results[2].measured["bpb"].world_size == 2
     for split in ("train", "val"):

@@ -18,7 +18,7 @@ from rlab.orchestrate.clone import (
     tag_action,
 )
 from rlab.orchestrate.plan import plan_continue
-from rlab.orchestrate.prepare import apply_tag_plans, tag_plans
+from rlab.orchestrate.tag_setup import apply_tag_plans, tag_plans
 from rlab.paths import BaseLayout, meta_file, model_file, optim_file
 from rlab.spec.loading import load_spec
 from rlab.spec.rope import RopeSpec

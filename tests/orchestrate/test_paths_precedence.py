@@ -6,7 +6,7 @@ import shutil
 
 from rlab.orchestrate.plan import plan_continue
 from rlab.orchestrate.preflight import results_dir_error
-from rlab.orchestrate.prepare import save_resolved_specs
+from rlab.orchestrate.tag_setup import save_resolved_specs
 from rlab.paths import ExperimentLayout
 from rlab.spec.loading import load_spec
 from tests.cli.test_continue_cli import assert_user_error, rlab

@@ -9,7 +9,7 @@ import pytest
 from rlab.errors import LaunchError, SpecError
 from rlab.orchestrate.launch import device_slots, rdzv_endpoint, torchrun_argv
 from rlab.orchestrate.plan import check_batch, plan_continue, plan_eval, plan_pretrain
-from rlab.orchestrate.prepare import build_jobs
+from rlab.orchestrate.tag_setup import build_jobs
 from rlab.spec.experiment import LaunchSpec
 from rlab.spec.loading import load_spec
 from rlab.spec.run import CheckpointInit, Lineage, ScratchInit

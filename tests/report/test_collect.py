@@ -151,7 +151,7 @@ def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
 
 
 def test_core_interval_uses_the_contracts_fraction_baselines(fx):
-    """eval.json's CORE tasks carry baselines as fractions (`rlab.records.CoreTask`); the bootstrap must
+    """eval.json's CORE tasks carry baselines as fractions (`rlab.evals.core.records.CoreTask`); the bootstrap must
     reproduce eval.json's CORE, which it only does with the fraction."""
     data = collect(fx, "rope", draws=200)
     core = data.scalars[(data.scalars["metric"] == "core")].set_index("arm")

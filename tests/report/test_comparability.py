@@ -7,8 +7,8 @@ import json
 import pandas as pd
 from typer.testing import CliRunner
 
-from rlab import records as rec
 from rlab.cli.app import app
+from rlab.records.eval_doc import read_eval_doc
 from rlab.report import tables
 from rlab.report.collect import NOT_COMPARABLE, collect
 from rlab.report.comparability import TRAINING, mismatches
@@ -29,7 +29,7 @@ def _other_bpb_settings(doc: dict) -> None:
 
 
 def test_mismatches_name_the_section_and_what_differs(fx):
-    a = rec.read_eval_doc(fx.eval_json("fx-rope"))
+    a = read_eval_doc(fx.eval_json("fx-rope"))
     assert mismatches(a, a) == []
     run = a.measured["bpb"]
     b = a.model_copy(

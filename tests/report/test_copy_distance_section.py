@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rlab import records as rec
-from rlab.evals.outputs import COPY_DISTANCE_CSV
+from rlab.evals.copy_distance import CSV as COPY_DISTANCE_CSV
+from rlab.evals.copy_distance.records import CopyRow
+from rlab.records.rows import read_rows, write_rows
 from rlab.report import copy_distance
 from rlab.report.build import write_report
 from rlab.report.inference import Verdict
@@ -19,7 +20,7 @@ def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
         for i in range(24):
             first = 5.0 + 0.3 * rng.standard_normal()
             rows.append(
-                rec.CopyRow(
+                CopyRow(
                     window=window,
                     distance=window - 40,
                     record=i,
@@ -29,7 +30,7 @@ def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:
                     tokens=31,
                 )
             )
-    rec.write_rows(fx.eval_dir(tag) / COPY_DISTANCE_CSV, rows)
+    write_rows(fx.eval_dir(tag) / COPY_DISTANCE_CSV, rows)
 
 
 def test_section_compares_arms_on_the_same_records(fx):
@@ -128,8 +129,8 @@ def test_too_few_records_give_no_p_value_and_no_family(fx):
     _write(fx, "fx-yarn", copy_at_long=1.0, seed=1)
     for tag in ("fx-rope", "fx-yarn"):
         path = fx.eval_dir(tag) / COPY_DISTANCE_CSV
-        rows = [r for r in rec.read_rows(path, rec.CopyRow) if r.record < 12]
-        rec.write_rows(path, rows)
+        rows = [r for r in read_rows(path, CopyRow) if r.record < 12]
+        write_rows(path, rows)
     out = write_report(fx, draws=200)
     cells = out.data.copy_cells.set_index(["arm", "window"])
     yarn = cells.loc[("yarn", 256)]

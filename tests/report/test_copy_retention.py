@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rlab import records as rec
-from rlab.evals.outputs import COPY_DISTANCE_CSV
+from rlab.evals.copy_distance import CSV as COPY_DISTANCE_CSV
+from rlab.evals.copy_distance.records import CopyRow
+from rlab.records.rows import write_rows
 from rlab.report import copy_retention as ret
 from rlab.report import inference as inf
 from rlab.report.build import write_report
@@ -120,7 +121,7 @@ def _write_copy(fx, tag: str, near: float, far: float, seed: int, nested: bool =
             control = 5.0 + 0.2 * rng.standard_normal()
             g = gain * (1 + shared[i]) + 0.05 * rng.standard_normal()
             rows.append(
-                rec.CopyRow(
+                CopyRow(
                     window=window,
                     distance=distance,
                     record=i,
@@ -130,7 +131,7 @@ def _write_copy(fx, tag: str, near: float, far: float, seed: int, nested: bool =
                     tokens=31,
                 )
             )
-    rec.write_rows(fx.eval_dir(tag) / COPY_DISTANCE_CSV, rows)
+    write_rows(fx.eval_dir(tag) / COPY_DISTANCE_CSV, rows)
     path = fx.eval_json(tag)
     doc = json.loads(path.read_text())
     doc["metrics"]["copy_distance"] = {"passage": 32, "prefix": 8, "windows": [], "nested": nested}

@@ -7,8 +7,8 @@ import json
 
 from typer.testing import CliRunner
 
-from rlab import records as rec
 from rlab.cli.app import app
+from rlab.records.base import short_hash
 from rlab.report.collect import NOT_COMPARABLE, collect
 
 TASKS = ["hellaswag_zeroshot", "lambada_openai"]
@@ -21,7 +21,7 @@ def _select(fx, tag: str, tasks: list[str]) -> None:
     doc["metrics"]["core"].update(selection=tasks, bundle_tasks=22)
     run = doc["measured"]["core"]
     run["settings"]["core_tasks"] = tasks
-    run["settings_hash"] = rec.short_hash(run["settings"])
+    run["settings_hash"] = short_hash(run["settings"])
     path.write_text(json.dumps(doc))
 
 

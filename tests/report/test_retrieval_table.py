@@ -6,8 +6,9 @@ import json
 
 import numpy as np
 
-from rlab import records as rec
-from rlab.evals.outputs import PASSKEY_CHOICES_CSV
+from rlab.evals.passkey import CHOICES_CSV as PASSKEY_CHOICES_CSV
+from rlab.evals.retrieval.records import ChoiceTrial
+from rlab.records.rows import write_rows
 from rlab.report.build import write_report
 from rlab.report.collect import collect
 from rlab.report.retrieval import retrieval_table
@@ -16,7 +17,7 @@ from rlab.report.tables import all_tables
 
 def add_choices(fx, tag: str, margins: dict[int, list[float]]) -> None:
     rows = [
-        rec.ChoiceTrial(
+        ChoiceTrial(
             task="passkey",
             length=L,
             depth=0.5,
@@ -29,7 +30,7 @@ def add_choices(fx, tag: str, margins: dict[int, list[float]]) -> None:
         for L, ms in margins.items()
         for t, m in enumerate(ms)
     ]
-    rec.write_rows(fx.eval_dir(tag) / PASSKEY_CHOICES_CSV, rows)
+    write_rows(fx.eval_dir(tag) / PASSKEY_CHOICES_CSV, rows)
     path = fx.eval_json(tag)
     doc = json.loads(path.read_text())
     n = len(rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rlab.report.frames import meta_row
-from rlab.report.sources import TagSources
+from rlab.report.tag_files import TagSources
 from rlab.report.wide import order_columns
 
 

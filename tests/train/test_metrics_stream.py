@@ -7,7 +7,8 @@ import math
 import pytest
 
 from rlab.core.metrics import MetricsWriter
-from rlab.records import ContractError, read_metrics_records
+from rlab.records.base import ContractError
+from rlab.records.metrics_log import read_metrics_records
 
 
 def _train(step: int, loss: float = 2.0) -> dict:

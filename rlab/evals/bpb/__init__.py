@@ -1,1 +1,15 @@
-"""Train and val bits per byte over fixed sets of whole documents (`score`, `doc_set`)."""
+"""Train and val bits per byte over fixed sets of whole documents (`score`, `doc_set`; adapter: `run`)."""
+
+from rlab.evals.definition import EvalDefinition, OutputFile
+
+DOCS_CSV = "bpb_docs.csv"
+
+EVAL = EvalDefinition(
+    name="bpb",
+    order=10,
+    help="Train/val BPB.",
+    section="rlab.evals.bpb.records:BpbMetric",
+    run="rlab.evals.bpb.run:run",
+    settings=("bpb_tokens", "seed"),
+    files=(OutputFile(DOCS_CSV, "rlab.evals.bpb.records:BpbDoc"),),
+)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlab.errors import DataError
-from rlab.records import short_hash
+from rlab.records.base import short_hash
 
 if TYPE_CHECKING:
     from rlab.core.tokenizer import Tokenizer

@@ -1,2 +1,26 @@
 """BPB vs context length: the same targets at every length (`same_targets`), or YaRN's sliding-window and
-truncated perplexity (`sliding`)."""
+truncated perplexity (`sliding`); adapter: `run`."""
+
+from rlab.evals.definition import LENGTH_SETTINGS, ROPE_EVAL_SETTINGS, EvalDefinition, OutputFile
+
+BY_LENGTH_CSV = "bpb_by_length.csv"
+
+EVAL = EvalDefinition(
+    name="bpb_length",
+    order=20,
+    help="BPB vs length.",
+    section="rlab.evals.bpb_length.records:BpbLengthMetric",
+    run="rlab.evals.bpb_length.run:run",
+    settings=(
+        *LENGTH_SETTINGS,
+        "length_tokens",
+        "length_block",
+        "ppl_protocol",
+        "ppl_stride",
+        "ppl_docs",
+        *ROPE_EVAL_SETTINGS,
+    ),
+    files=(OutputFile(BY_LENGTH_CSV, "rlab.evals.bpb_length.records:LengthRow"),),
+    inputs=frozenset({"long_docs"}),
+    windowed=True,
+)

@@ -145,7 +145,7 @@ class CoreResult:
         return sum(t.cropped for t in self.tasks)
 
     def metrics(self) -> dict:
-        """The `core` section of eval.json (`rlab.records.CoreMetric`; baselines as fractions)."""
+        """The `core` section of eval.json (`rlab.evals.core.records.CoreMetric`; baselines as fractions)."""
         return {
             "core": self.core(),
             "partial": bool(self.missing),

@@ -1,1 +1,31 @@
-"""Passkey retrieval by generation: a key hidden at a depth of filler, read back greedily (`task`)."""
+"""Passkey retrieval by generation: a key hidden at a depth of filler, read back greedily (`task`), and the
+same prompts scored by likelihood (`rlab.evals.retrieval`); adapter: `run`."""
+
+from rlab.evals.definition import LENGTH_SETTINGS, ROPE_EVAL_SETTINGS, EvalDefinition, OutputFile
+
+CELLS_CSV = "passkey.csv"
+TRIALS_CSV = "passkey_trials.csv"
+CHOICES_CSV = "passkey_choices.csv"
+
+EVAL = EvalDefinition(
+    name="passkey",
+    order=40,
+    help="Passkey retrieval.",
+    section="rlab.evals.passkey.records:PasskeyMetric",
+    run="rlab.evals.passkey.run:run",
+    settings=(
+        "passkey_lengths",
+        "passkey_depths",
+        "passkey_trials",
+        "retrieval_choices",
+        *LENGTH_SETTINGS,
+        "seed",
+        *ROPE_EVAL_SETTINGS,
+    ),
+    files=(
+        OutputFile(CELLS_CSV, "rlab.evals.passkey.records:PasskeyCell"),
+        OutputFile(TRIALS_CSV, "rlab.evals.passkey.records:PasskeyTrial", report=True),
+        OutputFile(CHOICES_CSV, "rlab.evals.retrieval.records:ChoiceTrial", report=True),
+    ),
+    windowed=True,
+)

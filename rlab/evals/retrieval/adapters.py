@@ -1,8 +1,8 @@
-"""`rlab eval`'s adapters for likelihood-scored retrieval: passkey trials and RULER-style examples as items.
+"""`rlab eval`'s side of likelihood-scored retrieval: items scored, their summary and choices CSV made.
 
-The items are the very prompts the generation scores used (passkey prompts rebuilt from their keys, RULER-style
-examples regenerated from their seeds), so the two scores of one item are paired; scoring and the record
-format are `rlab.evals.retrieval.likelihood`'s.
+The items are the very prompts the generation scores used (passkey's and ruler's `run` modules rebuild them:
+passkey prompts from their keys, RULER-style examples from their seeds), so the two scores of one item are
+paired; scoring and the record format are `rlab.evals.retrieval.likelihood`'s.
 """
 
 from __future__ import annotations
@@ -10,37 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rlab import records as rec
+from rlab.evals.context import EvalContext, Table
 from rlab.evals.progress import ProgressFn
-
-if TYPE_CHECKING:
-    from rlab.evals.registry import EvalContext, Table
+from rlab.evals.retrieval.records import ChoiceTrial
 
 log = logging.getLogger(__name__)
-
-
-def passkey_items(ctx: EvalContext, records: Sequence[Any]) -> list[Any]:
-    """The passkey trials as likelihood items (the same prompts and keys), when eval.retrieval_choices asks."""
-    from rlab.evals.passkey.task import build_prompt
-    from rlab.evals.retrieval.likelihood import make_item
-
-    k = ctx.spec.retrieval_choices
-    return [
-        make_item(
-            ctx.tokenizer,
-            "passkey",
-            r.length,
-            r.trial,
-            build_prompt(ctx.tokenizer, r.length, r.depth, r.key).tokens,
-            [r.key],
-            ctx.spec.seed,
-            k,
-            depth=r.depth,
-        )
-        for r in (records if k else [])
-    ]
 
 
 def score_likelihood(
@@ -58,7 +34,7 @@ def score_likelihood(
             ctx.model, items, ctx.tokenizer.bos_token_id, ctx.device, ctx.batch_tokens, progress
         )
     rows = [
-        rec.ChoiceTrial(
+        ChoiceTrial(
             task=s.item.task,
             length=s.item.length,
             depth=s.item.depth,
@@ -80,34 +56,4 @@ def score_likelihood(
         summary["margin"],
         summary["n"],
     )
-    return summary, {ctx.out_dir / csv_name: (rec.ChoiceTrial, rows)}
-
-
-def ruler_items(ctx: EvalContext, texts: Sequence[str], records: Sequence[Any]) -> list[Any]:
-    """The RULER-style examples (regenerated from their seeds, identical to the ones generated) as likelihood
-    items, when eval.retrieval_choices asks; multi-value answers in the order the text gives them."""
-    import random
-
-    from rlab.evals.retrieval.generation import stable_seed
-    from rlab.evals.retrieval.likelihood import make_item
-    from rlab.evals.ruler.tasks import TASKS, Haystack
-
-    k = ctx.spec.retrieval_choices
-    if not k or not records:
-        return []
-    hay = Haystack(ctx.tokenizer, texts)
-    items = []
-    for r in records:
-        ex = TASKS[r.task](
-            hay, random.Random(stable_seed("ruler", r.task, ctx.spec.seed, r.length, r.trial)), r.length
-        )
-        refs = list(ex.references)
-        if r.task in ("niah_multivalue", "vt"):
-            text = ctx.tokenizer.decode(ex.prompt)
-            refs.sort(key=text.find)
-        items.append(
-            make_item(
-                ctx.tokenizer, r.task, r.length, r.trial, ex.prompt, refs, ctx.spec.seed, k, others=ex.others
-            )
-        )
-    return items
+    return summary, {ctx.out_dir / csv_name: (ChoiceTrial, rows)}

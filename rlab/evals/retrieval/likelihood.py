@@ -18,7 +18,7 @@ the same ones):
 - vt: " A, B, C, D, E" (the chain's variables in order) against five other 5-letter names;
 - cwe: the 10 common words, comma-separated, against 10 words of the same list that occur once.
 
-Per item the result is one `rlab.records.ChoiceTrial` row; accuracy and mean margin per length (and task)
+Per item the result is one `rlab.evals.retrieval.records.ChoiceTrial` row; accuracy and mean margin per length (and task)
 are in eval.json, and their intervals are the report's, over items (the independent units).
 """
 
@@ -183,7 +183,7 @@ def _cell(scores: Sequence[ChoiceScore], **keys: Any) -> dict[str, Any]:
 
 
 def summarize(scores: Sequence[ChoiceScore], choices: int, by_task: bool) -> dict[str, Any]:
-    """eval.json's `likelihood` record (`rlab.records.LikelihoodRetrieval`): overall, per length, per (task, length)."""
+    """eval.json's `likelihood` record (`rlab.evals.retrieval.records.LikelihoodRetrieval`): overall, per length, per (task, length)."""
     lengths = sorted({s.item.length for s in scores})
     tasks = list(dict.fromkeys(s.item.task for s in scores))
     overall = _cell(scores) if scores else {"accuracy": None, "margin": None, "n": 0}

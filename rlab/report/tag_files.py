@@ -1,4 +1,5 @@
-"""Read one experiment's files (eval outputs, training metrics) through their contracts (`rlab.records`).
+"""Read one experiment's files (eval outputs, training metrics) through their contracts (`rlab.records`, each
+eval's `records.py`; which side CSVs: each eval's definition, `eval_csvs`).
 
 The report reads files only, never models. Producers may still be running, so every piece is
 optional: a missing file, or one that does not match its contract, becomes `None` plus a footnote
@@ -15,21 +16,26 @@ from typing import Any
 
 import pandas as pd
 
-from rlab import records as rec
-from rlab.evals import outputs
+from rlab.evals import catalog, outputs
+from rlab.evals.definition import resolve
 from rlab.paths import ExperimentLayout
+from rlab.records.base import ContractError, Record
+from rlab.records.eval_doc import EvalDoc, read_eval_doc
+from rlab.records.metrics_log import read_metrics_records
+from rlab.records.rows import read_rows
+from rlab.records.units import BpbUnit
 
 log = logging.getLogger(__name__)
 
-# Side files the statistics need, by name -> (file, row model). Everything else is in eval.json.
-EVAL_CSVS: dict[str, tuple[str, type[rec.Record]]] = {
-    "core_examples": (outputs.CORE_EXAMPLES_CSV, rec.CoreExample),
-    "bpb_units": (outputs.BPB_UNITS_CSV, rec.BpbUnit),
-    "copy_distance": (outputs.COPY_DISTANCE_CSV, rec.CopyRow),
-    "passkey_trials": (outputs.PASSKEY_TRIALS_CSV, rec.PasskeyTrial),
-    "passkey_choices": (outputs.PASSKEY_CHOICES_CSV, rec.ChoiceTrial),
-    "ruler_choices": (outputs.RULER_CHOICES_CSV, rec.ChoiceTrial),
-}
+
+def eval_csvs() -> dict[str, tuple[str, type[Record]]]:
+    """The side files the statistics need, by key (the file's name without .csv) -> (file, row model):
+    bpb_units.csv and every file an eval's definition marks `report` (`rlab.evals.definition.OutputFile`).
+    Everything else is in eval.json."""
+    files: dict[str, tuple[str, type[Record]]] = {"bpb_units": (outputs.BPB_UNITS_CSV, BpbUnit)}
+    for definition in catalog.definitions():
+        files.update({f.key: (f.name, resolve(f.row)) for f in definition.files if f.report})
+    return files
 
 
 @dataclass
@@ -38,7 +44,7 @@ class TagSources:
 
     tag: str
     variant: str
-    eval: rec.EvalDoc | None = None
+    eval: EvalDoc | None = None
     run_config: dict[str, Any] | None = None
     metrics: pd.DataFrame | None = None
     csvs: dict[str, pd.DataFrame] = field(default_factory=dict)
@@ -83,25 +89,26 @@ def read_json(path: Path, notes: list[str], what: str) -> dict[str, Any] | None:
     return value
 
 
-def read_table(path: Path, model: type[rec.Record], notes: list[str]) -> pd.DataFrame | None:
+def read_table(path: Path, model: type[Record], notes: list[str]) -> pd.DataFrame | None:
     """A side CSV through its row model, or None (with a footnote when it exists but breaks its contract)."""
     if not path.is_file():
         return None
     try:
-        rows = rec.read_rows(path, model)
-    except rec.ContractError as exc:
+        rows = read_rows(path, model)
+    except ContractError as exc:
         notes.append(f"{path.name} ignored: {exc.message}")
         return None
     return pd.DataFrame([r.model_dump() for r in rows], columns=list(model.columns))
 
 
 def read_metrics(path: Path, notes: list[str]) -> pd.DataFrame | None:
-    """metrics.jsonl (one record stream per tag, `rlab.records.MetricsRecord`) as a frame, one row per record."""
+    """metrics.jsonl (one record stream per tag, `rlab.records.metrics_log.MetricsRecord`) as a frame, one row per
+    record."""
     if not path.is_file():
         return None
     try:
-        records = rec.read_metrics_records(path)
-    except (OSError, UnicodeDecodeError, rec.ContractError) as exc:
+        records = read_metrics_records(path)
+    except (OSError, UnicodeDecodeError, ContractError) as exc:
         notes.append(f"metrics.jsonl ignored: {getattr(exc, 'message', exc)}")
         return None
     if not records:
@@ -149,8 +156,8 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
     ev = None
     if layout.eval_json(tag).is_file():
         try:
-            ev = rec.read_eval_doc(layout.eval_json(tag))
-        except rec.ContractError as exc:
+            ev = read_eval_doc(layout.eval_json(tag))
+        except ContractError as exc:
             notes.append(f"eval.json ignored: {exc.message} {exc.hint or ''}".strip())
     run = read_json(layout.run_config(tag), notes, "run.json")
     variant = (
@@ -168,7 +175,7 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
     if src.metrics is None and not layout.metrics_file(tag).is_file() and trains:
         notes.append("no training metrics (metrics.jsonl)")
     if ev is not None:  # eval.json is written last: without it the side files may be from a run in progress
-        for name, (file, model) in EVAL_CSVS.items():
+        for name, (file, model) in eval_csvs().items():
             frame = read_table(layout.eval_dir(tag) / file, model, notes)
             if frame is not None:
                 src.csvs[name] = frame

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlab.errors import SpecError
 from rlab.orchestrate.clone import (
     CloneMethod,
     TagAction,
@@ -116,7 +117,7 @@ def save_resolved_specs(spec: ExperimentSpec, runs: list[RunConfig]) -> Path:
     if path.exists():
         try:
             previous = load_spec(path, resolve=False)
-        except Exception:  # an unreadable old file is replaced, not fatal
+        except SpecError:  # an unreadable or outdated old file (load_spec says so as SpecError) is replaced
             previous = None
         if previous is not None and previous.variants:
             merged = spec.model_copy(update={"variants": {**previous.variants, **spec.variants}})
@@ -139,7 +140,7 @@ def with_saved_variants(spec: ExperimentSpec) -> ExperimentSpec:
         return spec
     try:
         saved = load_spec(path, resolve=False)
-    except Exception:  # an unreadable saved spec adds nothing
+    except SpecError:  # an unreadable or outdated saved spec adds nothing
         return spec
     return spec.model_copy(update={"variants": {**saved.variants, **spec.variants}})
 

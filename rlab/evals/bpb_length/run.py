@@ -1,0 +1,121 @@
+"""BPB vs context length as `rlab eval` runs it, on the long-document set: same targets at every length
+(`same_targets`), or YaRN's sliding-window / truncated perplexity (`sliding`) with eval.ppl_protocol."""
+
+from __future__ import annotations
+
+import logging
+
+from rlab.data.long_docs import LongDocsSet
+from rlab.errors import EvalError
+from rlab.evals import long_doc_set
+from rlab.evals.bpb_length import BY_LENGTH_CSV
+from rlab.evals.bpb_length.records import BpbLengthMetric, LengthRow
+from rlab.evals.context import EvalContext, EvalOutcome
+from rlab.records.base import short_hash
+from rlab.records.units import BpbUnit
+
+log = logging.getLogger(__name__)
+
+
+def run(ctx: EvalContext) -> EvalOutcome:
+    """BPB at each eval length, over the long-document set."""
+    docs = long_doc_set.load(ctx)
+    lengths = ctx.eval_lengths()
+    if ctx.spec.ppl_protocol != "same_targets":
+        return _run_sliding(ctx, docs, lengths)
+    from rlab.evals.bpb_length.same_targets import plan_blocks, score_plan
+
+    ids = docs.doc_ids
+    plan = plan_blocks(
+        [d.tokens + 1 for d in docs.manifest.docs], lengths, ctx.spec.length_tokens, ctx.spec.length_block
+    )
+    tokens = long_doc_set.encode(ctx, docs, plan.used_docs, bos=True)
+    with ctx.autocast():
+        metric, raw = score_plan(ctx.model, plan, tokens, ctx.token_bytes, ctx.batch_tokens, ctx.progress)
+    section = BpbLengthMetric.model_validate({**metric, "long_docs": long_doc_set.summary(docs)})
+    units = [
+        BpbUnit(
+            section="bpb_length", metric=f"len_{L}", unit=str(i), doc=ids[d], nats=n, bytes=int(b), tokens=t
+        )
+        for L, res in raw.items()
+        for i, ((n, b, t), d) in enumerate(zip(res.units, res.unit_docs, strict=True))
+    ]
+    return EvalOutcome(
+        section,
+        {ctx.out_dir / BY_LENGTH_CSV: (LengthRow, section.lengths)},
+        units,
+        data_hash=docs.manifest.set_sha256[:12],
+        settings_extra={"lengths_used": lengths},
+    )
+
+
+def _run_sliding(ctx: EvalContext, docs: LongDocsSet, lengths: list[int]) -> EvalOutcome:
+    from rlab.evals.bpb_length.sliding import convention, evaluate_sliding
+
+    truncate = ctx.spec.ppl_protocol == "truncated"
+    need = max(lengths)
+    chosen = [i for i, d in enumerate(docs.manifest.docs) if d.tokens >= need][: ctx.spec.ppl_docs]
+    if not chosen:
+        raise EvalError(
+            f"No long document has the {need} tokens the {ctx.spec.ppl_protocol} protocol needs at "
+            f"length {need}.",
+            f"Rebuild the set with `rlab data long-docs --min-tokens {need} --force` "
+            "and longer sources (--from), or use shorter lengths.",
+        )
+    if len(chosen) < ctx.spec.ppl_docs:
+        log.warning(
+            "%s perplexity: only %d documents have %d tokens (asked for %d)",
+            ctx.spec.ppl_protocol,
+            len(chosen),
+            need,
+            ctx.spec.ppl_docs,
+        )
+    tokens = long_doc_set.encode(ctx, docs, chosen, bos=False)
+    with ctx.autocast():
+        results = evaluate_sliding(
+            ctx.model,
+            tokens,
+            chosen,
+            lengths,
+            ctx.spec.ppl_stride,
+            ctx.tokenizer.bos_token_id,
+            ctx.token_bytes,
+            ctx.batch_tokens,
+            truncate=truncate,
+            progress=ctx.progress,
+        )
+    ids = docs.doc_ids
+    rows = [
+        LengthRow(length=r.length, bpb=r.bpb, tokens=r.tokens, docs=r.docs, ppl=r.ppl, windows=r.windows)
+        for r in results
+    ]
+    section = BpbLengthMetric(
+        convention=convention(truncate, ctx.spec.ppl_stride, len(chosen), need),
+        protocol=ctx.spec.ppl_protocol,
+        longest=need,
+        units=len(chosen),
+        docs=len(chosen),
+        stride=None if truncate else ctx.spec.ppl_stride,
+        lengths=rows,
+        long_docs=long_doc_set.summary(docs),
+    )
+    units = [
+        BpbUnit(
+            section="bpb_length",
+            metric=f"len_{r.length}",
+            unit=ids[d],
+            doc=ids[d],
+            nats=nats,
+            bytes=int(nbytes),
+            tokens=ntok,
+        )
+        for r in results
+        for d, nats, nbytes, _, _, ntok in r.units
+    ]
+    return EvalOutcome(
+        section,
+        {ctx.out_dir / BY_LENGTH_CSV: (LengthRow, rows)},
+        units,
+        data_hash=short_hash([ids[i] for i in chosen] + [docs.manifest.set_sha256]),
+        settings_extra={"lengths_used": lengths},
+    )

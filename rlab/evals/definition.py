@@ -1,0 +1,92 @@
+"""What an eval is, declared once: the rest of rlab derives its view of an eval from this.
+
+Each eval is a package under `rlab/evals/` whose `__init__.py` holds `EVAL = EvalDefinition(...)`;
+`rlab.evals.catalog` finds them. From a definition come the spec's `eval.evals` names and default
+(`rlab.spec.eval`), the `--<name>/--no-<name>` switches of `rlab eval`, its section of eval.json
+(`rlab.records.eval_doc.EvalMetrics`), the files its section owns (`rlab.evals.outputs`), the settings
+hashed into its provenance, what must exist before the workers start (`rlab.orchestrate.evaluation`), and
+the side files the report reads (`rlab.report.tag_files`).
+
+Plain Python on purpose (no pydantic, no torch): `rlab --help` lists the switches without importing
+either. The section model, row models and run function are named as "module:attribute" and imported
+only where they are used (`resolve`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Input = Literal["long_docs", "core_bundle"]
+"""What an eval reads besides the checkpoint: the base dir's long-document set (`rlab.data.long_docs`,
+built before the workers start when missing) or the CORE bundle (`rlab.evals.core.bundle`)."""
+
+LENGTH_SETTINGS = ("lengths", "target_len", "extra_lengths")
+"""The settings of the length grid (`rlab.evals.lengths`), for the evals that measure along it."""
+ROPE_EVAL_SETTINGS = ("dynamic_ntk", "dynamic_ntk_len")
+"""How a dynamic-ntk model's frequencies are chosen at eval time (`rlab.evals.rope_eval`), for the evals that
+measure past the training length."""
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """A CSV an eval writes into `evals/<tag>/`, written and read through its row model."""
+
+    name: str
+    """File name, e.g. `passkey_trials.csv`."""
+    row: str
+    """Its row model, "module:Class" (a `rlab.records.base.Record` with `columns`)."""
+    report: bool = False
+    """The report reads it (`TagSources.tables[key]`)."""
+
+    @property
+    def key(self) -> str:
+        """The file's name without `.csv`: how the report refers to it."""
+        return self.name.removesuffix(".csv")
+
+
+@dataclass(frozen=True)
+class EvalDefinition:
+    """One eval: its name, switch, outputs and settings."""
+
+    name: str
+    """Its `eval.evals` entry, its eval.json section and its switch (`--bpb-length/--no-bpb-length`)."""
+    order: int
+    """Where it runs and is listed among the evals (lower first)."""
+    help: str
+    """One sentence: the switch's help and its entry in the spec's list of evals."""
+    section: str
+    """Its eval.json section model, "module:Class" (a `rlab.records.sections.Section`)."""
+    run: str
+    """Its run function, "module:function": (`rlab.evals.context.EvalContext`) -> `EvalOutcome`."""
+    settings: tuple[str, ...]
+    """The `EvalSpec` fields its numbers depend on: recorded and hashed with its section, so two tags whose
+    sections differ in one of them are not compared (`rlab.report.comparability`)."""
+    default: bool = True
+    """Runs when `eval.evals` is not given."""
+    files: tuple[OutputFile, ...] = ()
+    """The CSVs its section owns in `evals/<tag>/` (removed with the section; bpb_units.csv is shared)."""
+    variant_csv: str | None = None
+    """Row model ("module:Class") of the experiment's `results_<variant>.csv` when it writes one (CORE per task)."""
+    inputs: frozenset[Input] = frozenset()
+    """What it reads besides the checkpoint."""
+    windowed: bool = False
+    """It evaluates past the model's sequence_len, so `eval.attention_windows` changes what it measures (the
+    runner adds the rule to its settings for a windowed model)."""
+
+    @property
+    def flag(self) -> str:
+        """The switch's name: `--<flag>` / `--no-<flag>`."""
+        return self.name.replace("_", "-")
+
+    def settings_of(self, settings: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The settings this eval depends on (from the whole `eval` section as JSON), plus the facts of one run
+        that change what it measures (`extra`, e.g. the lengths it used)."""
+        return {**{k: settings.get(k) for k in self.settings}, **(extra or {})}
+
+
+def resolve(ref: str) -> Any:
+    """The attribute a "module:attribute" reference names (imported on first use)."""
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)
