@@ -59,7 +59,7 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
             logger.info("allocator: %s", alloc)
         try:
             trainer = Trainer(cfg, info, on_model=on_model)
-        except Exception as exc:
+        except Exception as exc:  # recorded for the orchestrator's table, then re-raised
             if info.is_main:  # the orchestrator's live table reads this file: say why nothing follows
                 from rlab.core.metrics import MetricsWriter
 

@@ -64,7 +64,7 @@ class TrainStep(TrainerState):
                 with self.amp():
                     loss = self.train_model(x, y)
                 loss.backward()
-        except Exception as exc:
+        except Exception as exc:  # only a compiler error is kept (fallback); anything else re-raises
             if not is_compiler_error(exc):
                 raise
             error = exc

@@ -183,7 +183,7 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
 
         try:
             return fn(arg)
-        except Exception as exc:
+        except Exception as exc:  # classified, then re-raised: OOM and distributed errors get one line
             if is_oom(exc):
                 raise self._oom_error(exc, step) from exc
             if is_distributed_error(exc):
