@@ -264,6 +264,9 @@ def render_plan(
     )
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("tag", no_wrap=True)
+    replicated = len(sources) > 1  # train.replicate_base: say which base each tag starts from
+    if replicated:
+        table.add_column("from", no_wrap=True)
     table.add_column("rope", overflow="fold")
     for column in ("seq", "steps", "tok/step") + (("GiB/rank",) if memory is not None else ()):
         table.add_column(column, justify="right", no_wrap=True)
@@ -275,6 +278,8 @@ def render_plan(
         rope = run.rope.with_original_len(l0) if l0 else run.rope
         seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
         cells = [run.tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}"]
+        if replicated:
+            cells.insert(1, run.lineage.parent_tag if run.lineage else "scratch")
         if memory is not None:
             cells.append(f"{memory.peak_gib:.1f}" if run.train.steps > 0 else "-")
         table.add_row(*cells)
@@ -292,7 +297,8 @@ def render_plan(
         start = runs[0].data_start if runs else None
         out.print(
             f"base {base.tag}@{base.step}: L0={base.sequence_len}; target_len {spec.target_len}; train data "
-            f"{start.describe() if start else 'from the beginning'}",
+            f"{start.describe() if start else 'from the beginning'}"
+            + ("; each base replicate's tags after that replicate" if replicated and start else ""),
             highlight=False,
         )
     if launch.launcher == "slurm":

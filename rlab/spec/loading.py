@@ -42,6 +42,7 @@ OVERRIDE_PATHS: dict[str, str] = {
     "seeds": "train.seeds",
     "zero_shot": "train.zero_shot",
     "pretrain_steps": "pretrain.train.steps",
+    "pretrain_seeds": "pretrain.train.seeds",
     "seq_len": "train.seq_len",
     "target_len": "target_len",
     "nproc": "launch.nproc_per_node",
