@@ -254,8 +254,10 @@ def render_plan(
     from rlab.orchestrate.plan import experiment_layout
 
     launch = spec.launch
-    sources = sorted(
-        {f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs}
+    sources = list(
+        dict.fromkeys(
+            f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs
+        )
     )
     out.print(
         f"[bold]{title}[/]: from {', '.join(sources) or '-'}, world {launch.nnodes}x{launch.procs_per_job} "
