@@ -108,6 +108,16 @@ def continue_training(
             help="Also make each variant's training-free arm (train.zero_shot).",
         ),
     ] = None,
+    replicate_base: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--replicate-base/--one-base",
+            metavar="",
+            rich_help_panel="Arms",
+            help="Seed i starts from base replicate i (<base>-seed<i>, `rlab pretrain --seeds S`): the seed "
+            "covers pretraining noise too (train.replicate_base).",
+        ),
+    ] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     gpus_per_variant: GpusPerVariantOpt = None,
@@ -155,6 +165,7 @@ def continue_training(
         steps=steps,
         seeds=seeds,
         zero_shot=zero_shot,
+        replicate_base=replicate_base,
         seq_len=seq_len,
         target_len=target_len,
         nproc=nproc,

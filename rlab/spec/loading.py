@@ -41,6 +41,7 @@ OVERRIDE_PATHS: dict[str, str] = {
     "steps": "train.steps",
     "seeds": "train.seeds",
     "zero_shot": "train.zero_shot",
+    "replicate_base": "train.replicate_base",
     "pretrain_steps": "pretrain.train.steps",
     "pretrain_seeds": "pretrain.train.seeds",
     "seq_len": "train.seq_len",
