@@ -147,3 +147,40 @@ def test_dry_run_shows_which_base_each_tag_starts_from(tmp_path):
     meta.write_text(json.dumps(record))
     result = run_main("continue", *common, "--dry-run")
     assert result.code == 1 and "Base replicate 'd20-seed1' has context" in " ".join(result.err.split())
+
+
+def test_continue_clones_base_i_and_eval_all_takes_both_bases_as_references(tmp_path):
+    from tests.cli.test_continue_cli import fake_torchrun
+
+    base = tmp_path / "base"
+    make_checkpoint(base, "d20", steps=(20,))
+    make_checkpoint(base, "d20-seed1", steps=(20,), inputs=False)
+    spec = spec_file(
+        tmp_path,
+        REPLICATED.replace("step: 7", "step: 20")
+        + f"variants: {{yarn: {{variant: yarn}}}}\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n",
+    )
+    common = ["--spec", str(spec), "--base-dir", str(base), "--results-dir", str(tmp_path / "res")]
+    result = run_main("continue", *common)
+    assert result.code == 0, result.text
+    layout = BaseLayout(base)
+    lineage = {
+        tag: json.loads(meta_file(layout.checkpoint_dir(tag), 20).read_text())["lineage"]["parent_tag"]
+        for tag in ("d20-yarn", "d20-yarn-seed1", "d20-yarn-zeroshot", "d20-yarn-seed1-zeroshot")
+    }
+    assert lineage == {
+        "d20-yarn": "d20",
+        "d20-yarn-seed1": "d20-seed1",
+        "d20-yarn-zeroshot": "d20",
+        "d20-yarn-seed1-zeroshot": "d20-seed1",
+    }
+    planned = run_main("eval", *common, "--all", "--dry-run", "--json")
+    assert planned.code == 0, planned.text
+    configs = {job["tag"]: job["config"] for job in json.loads(planned.out)["tags"]}
+    assert list(configs) == ["d20", "d20-seed1", *lineage]
+    for tag in (
+        "d20",
+        "d20-seed1",
+    ):  # each base replicate is a base arm at the step the variants started from
+        assert (configs[tag]["variant"], configs[tag]["step"]) == ("base", 20)
+    assert Path(configs["d20-seed1"]["core_csv"]).name == "results_base-seed1.csv"
