@@ -108,6 +108,16 @@ def continue_training(
             help="Also make each variant's training-free arm (train.zero_shot).",
         ),
     ] = None,
+    replicate_base: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--replicate-base/--one-base",
+            metavar="",
+            rich_help_panel="Arms",
+            help="Seed i starts from base replicate i (<base>-seed<i>, `rlab pretrain --seeds S`): the seed "
+            "covers pretraining noise too (train.replicate_base).",
+        ),
+    ] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     gpus_per_variant: GpusPerVariantOpt = None,
@@ -155,6 +165,7 @@ def continue_training(
         steps=steps,
         seeds=seeds,
         zero_shot=zero_shot,
+        replicate_base=replicate_base,
         seq_len=seq_len,
         target_len=target_len,
         nproc=nproc,
@@ -254,8 +265,10 @@ def render_plan(
     from rlab.orchestrate.plan import experiment_layout
 
     launch = spec.launch
-    sources = sorted(
-        {f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs}
+    sources = list(
+        dict.fromkeys(
+            f"{r.lineage.parent_tag}@{r.lineage.parent_step}" if r.lineage else "scratch" for r in runs
+        )
     )
     out.print(
         f"[bold]{title}[/]: from {', '.join(sources) or '-'}, world {launch.nnodes}x{launch.procs_per_job} "
@@ -264,6 +277,9 @@ def render_plan(
     )
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     table.add_column("tag", no_wrap=True)
+    replicated = len(sources) > 1  # train.replicate_base: say which base each tag starts from
+    if replicated:
+        table.add_column("from", no_wrap=True)
     table.add_column("rope", overflow="fold")
     for column in ("seq", "steps", "tok/step") + (("GiB/rank",) if memory is not None else ()):
         table.add_column(column, justify="right", no_wrap=True)
@@ -275,6 +291,8 @@ def render_plan(
         rope = run.rope.with_original_len(l0) if l0 else run.rope
         seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
         cells = [run.tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}"]
+        if replicated:
+            cells.insert(1, run.lineage.parent_tag if run.lineage else "scratch")
         if memory is not None:
             cells.append(f"{memory.peak_gib:.1f}" if run.train.steps > 0 else "-")
         table.add_row(*cells)
@@ -292,7 +310,8 @@ def render_plan(
         start = runs[0].data_start if runs else None
         out.print(
             f"base {base.tag}@{base.step}: L0={base.sequence_len}; target_len {spec.target_len}; train data "
-            f"{start.describe() if start else 'from the beginning'}",
+            f"{start.describe() if start else 'from the beginning'}"
+            + ("; each base replicate's tags after that replicate" if replicated and start else ""),
             highlight=False,
         )
     if launch.launcher == "slurm":

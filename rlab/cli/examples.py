@@ -47,7 +47,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ),
         ("rlab power -e demo --json", "every endpoint, with units needed at 1-10 seeds"),
     ],
-    "pretrain": [("rlab pretrain --spec experiments/demo.yaml", "train the spec's base from scratch")],
+    "pretrain": [
+        ("rlab pretrain --spec experiments/demo.yaml", "train the spec's base from scratch"),
+        ("rlab pretrain --spec experiments/demo.yaml --seeds 3", "3 bases, for `continue --replicate-base`"),
+    ],
     "ls": [("rlab ls", "every tag: state, seq_len, RoPE, metrics"), ("rlab ls --json", "the same as JSON")],
     "status": [
         ("rlab status", "runs and evals in progress or unfinished"),

@@ -2,8 +2,11 @@
 
     rlab pretrain --spec experiments/demo.yaml                # the demo's tiny base at 256 tokens
     rlab pretrain --spec experiments/smoke.yaml --steps 4 --base-dir /tmp/smoke
+    rlab pretrain --spec experiments/demo.yaml --seeds 3      # base replicates d6, d6-seed1, d6-seed2
 
-The base is then what `rlab continue` clones for every variant. Launching and watching are
+The base is then what `rlab continue` clones for every variant; with `--seeds S` (or train.replicate_base,
+which makes one base per train.seeds) it trains S bases, base i with pretrain.train.seed + i, and a
+continue with train.replicate_base starts seed replicate i from base i. Launching and watching are
 the same as for `rlab continue` (`rlab.orchestrate.training`: one torchrun job, output in
 runs/<base tag>/train.log).
 """
@@ -42,15 +45,24 @@ def pretrain(
             "--steps", metavar="N", callback=at_least(1), help="Steps (spec: pretrain.train.steps)."
         ),
     ] = None,
+    seeds: Annotated[
+        Optional[int],
+        typer.Option(
+            "--seeds",
+            metavar="S",
+            callback=at_least(1),
+            help="Base replicates <base>, <base>-seed1, ..., base i seeded pretrain seed + i (pretrain.train.seeds).",
+        ),
+    ] = None,
     nproc: NprocOpt = None,
     max_restarts: MaxRestartsOpt = None,
     dry_run: DryRunOpt = False,
     resume: ResumeOpt = False,
     force: ForceOpt = False,
 ) -> None:
-    """Train the spec's base model from scratch (its `pretrain:` section) into the base tag."""
+    """Train the spec's base model from scratch (its `pretrain:` section) into the base tag (and its replicates)."""
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
-    from rlab.orchestrate.plan import plan_pretrain
+    from rlab.orchestrate.plan import plan_bases
     from rlab.orchestrate.tag_setup import build_jobs
     from rlab.orchestrate.training import start_pretrain
     from rlab.spec.loading import load_spec
@@ -61,13 +73,15 @@ def pretrain(
         base_dir=base_dir,
         results_dir=results_dir,
         pretrain_steps=steps,
+        pretrain_seeds=seeds,
         nproc=nproc,
         max_restarts=max_restarts,
         launcher="local",
     )
     spec = with_default_nproc(spec, visible_gpus())
-    run = plan_pretrain(spec)
+    runs = plan_bases(spec)
     if dry_run:
-        render_plan(spec, [run], build_jobs(spec, [run]), title=f"rlab pretrain: {run.tag} (dry run)")
+        tags = ", ".join(run.tag for run in runs)
+        render_plan(spec, runs, build_jobs(spec, runs), title=f"rlab pretrain: {tags} (dry run)")
         return
-    start_pretrain(spec, run, resume=resume, force=force, reporter=run_reporter(as_json=False))
+    start_pretrain(spec, runs, resume=resume, force=force, reporter=run_reporter(as_json=False))

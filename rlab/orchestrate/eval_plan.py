@@ -197,7 +197,7 @@ def _tag_config(
     spec: ExperimentSpec, base: BaseLayout, name: str, request: EvalRequest, meta: CheckpointMeta | None
 ) -> EvalRunConfig:
     from rlab.orchestrate.clone import list_tags
-    from rlab.orchestrate.plan import plan_eval
+    from rlab.orchestrate.plan import is_base_tag, plan_eval
 
     ckpt_dir = base.checkpoint_dir(name)
     if not ckpt_dir.is_dir():
@@ -216,7 +216,7 @@ def _tag_config(
             f"No checkpoint for step {step} in {ckpt_dir} (found: {', '.join(map(str, steps)) or 'none'}).",
             "Choose one with --step.",
         )
-    if name == spec.base.tag:  # the base itself: a reference arm, at the step the variants started from
+    if is_base_tag(spec, name):  # the base or a replicate of it: a reference arm, at the variants' start step
         cfg = plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step)
     else:
         tag_meta = meta or newest_meta(ckpt_dir)
@@ -241,6 +241,7 @@ def experiment_eval_tags(spec: ExperimentSpec) -> list[str]:
             update = {
                 "seeds": max(train.seeds, spec.train.seeds),
                 "zero_shot": train.zero_shot or spec.train.zero_shot,
+                "replicate_base": train.replicate_base or spec.train.replicate_base,
                 "steps": train.steps,
             }
             tags = (

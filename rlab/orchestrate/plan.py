@@ -3,8 +3,10 @@
 `plan_continue` gives the `RunConfig`s of every variant (tag ``<base>-<variant>``, or
 ``<base>-<name>-<variant>`` for a named experiment, starting from that tag's clone of the base
 step; with ``train.seeds`` > 1 one more tag ``...-seed<i>`` per replicate; with
-``train.zero_shot`` or ``steps: 0`` a training-free tag ``...-zeroshot``), `plan_pretrain` the
-from-scratch run that makes the base, and `plan_eval` the `EvalRunConfig` of one tag. Lengths
+``train.zero_shot`` or ``steps: 0`` a training-free tag ``...-zeroshot``; with ``train.replicate_base``
+replicate i, and its training-free tag ``...-seed<i>-zeroshot``, start from base replicate i), `plan_bases`
+the from-scratch runs that make the base (``<base>``, ``<base>-seed<i>``), and `plan_eval` the
+`EvalRunConfig` of one tag. Lengths
 come from the base checkpoint's facts (`rlab.orchestrate.base_info`) when given. The spec must
 already be resolved (`rlab.spec.loading.load_spec` fills base_dir and results_dir).
 """
@@ -12,7 +14,8 @@ already be resolved (`rlab.spec.loading.load_spec` fills base_dir and results_di
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlab.errors import SpecError
 from rlab.paths import BaseLayout, ExperimentLayout
@@ -117,19 +120,25 @@ def length_warnings(spec: ExperimentSpec, base: BaseInfo) -> list[str]:
 
 
 def plan_continue(
-    spec: ExperimentSpec, base: BaseInfo | None = None, *, check: bool = True
+    spec: ExperimentSpec,
+    base: BaseInfo | None = None,
+    *,
+    check: bool = True,
+    replicas: Mapping[str, BaseInfo] | None = None,
 ) -> list[RunConfig]:
     """One continued-pretraining run per variant, in the spec's order.
 
     With `base` (the base step's facts), lengths and factors are resolved from it and every run
-    starts the train data at the base's recorded loader position (train.data_start: after_base).
-    `check=False` skips the batch arithmetic (the preflight reports it with the other problems).
+    starts the train data at the base's recorded loader position (train.data_start: after_base);
+    a run that continues a base replicate (train.replicate_base) starts at that replicate's, when
+    `replicas` (base tag -> its facts) has it. `check=False` skips the batch arithmetic (the
+    preflight reports it with the other problems).
     """
     if base is not None:
         spec = resolve_lengths(spec, base)
     else:  # the base is unknown (no checkpoint here): the default 4x extension
         spec = spec.model_copy(update={"variants": _with_factors(spec, DEFAULT_EXTENSION)})
-    data_start = base.data_start if base is not None and spec.train.data_start == "after_base" else None
+    after_base = base is not None and spec.train.data_start == "after_base"
     step = spec.base_step
     if step is None:
         raise SpecError(
@@ -145,20 +154,21 @@ def plan_continue(
     base_dir = base_layout(spec).root
     runs = []
     for variant, rope in spec.variants.items():
-        for tag, train in arm_runs(spec, variant):
+        for arm in arm_runs(spec, variant):
+            source = (replicas or {}).get(arm.base_tag, base)
             runs.append(
                 RunConfig(
                     experiment=spec.experiment,
-                    tag=tag,
+                    tag=arm.tag,
                     variant=variant,
                     base_dir=base_dir,
-                    run_dir=layout.run_dir(tag),
-                    init=CheckpointInit(tag=tag, step=step),
-                    lineage=Lineage(parent_tag=spec.base.tag, parent_step=step),
+                    run_dir=layout.run_dir(arm.tag),
+                    init=CheckpointInit(tag=arm.tag, step=step),
+                    lineage=Lineage(parent_tag=arm.base_tag, parent_step=step),
                     rope=rope,
-                    train=train,
+                    train=arm.train,
                     tracking=spec.tracking,
-                    data_start=data_start,
+                    data_start=source.data_start if after_base and source is not None else None,
                 )
             )
     return runs
@@ -173,25 +183,80 @@ def replicate_suffix(index: int) -> str:
     return "" if index == 0 else f"-seed{index}"
 
 
-def arm_runs(spec: ExperimentSpec, variant: str) -> list[tuple[str, TrainSpec]]:
-    """(tag, train settings) of every run of one variant: its seed replicates (train.seed + i, same budget and
-    data start), then its training-free arm (steps 0) when asked for."""
+class ArmRun(NamedTuple):
+    """One run of a variant: its tag, its train settings and the base tag it starts from."""
+
+    tag: str
+    train: TrainSpec
+    base_tag: str
+
+
+def base_tags(spec: ExperimentSpec) -> list[str]:
+    """The base tag of each seed replicate: base replicate i for replicate i with train.replicate_base
+    (``<base>``, ``<base>-seed1``, ...), else the one base."""
+    count = spec.train.seeds if spec.train.replicate_base else 1
+    return [spec.base.tag + replicate_suffix(i) for i in range(count)]
+
+
+def arm_runs(spec: ExperimentSpec, variant: str) -> list[ArmRun]:
+    """Every run of one variant: its seed replicates (train.seed + i, same budget and data start), then its
+    training-free arm (steps 0) when asked for; with train.replicate_base, one training-free arm per base
+    replicate (``<tag>-seed<i>-zeroshot``), so zero-shot and continued arms pair on the same bases."""
     tag, train = spec.tag_for(variant), spec.train
+    bases = base_tags(spec)
     out = []
     if train.steps > 0:
         out += [
-            (tag + replicate_suffix(i), train.model_copy(update={"seed": train.seed + i}))
+            ArmRun(
+                tag + replicate_suffix(i),
+                train.model_copy(update={"seed": train.seed + i}),
+                bases[i] if train.replicate_base else bases[0],
+            )
             for i in range(train.seeds)
         ]
     if train.steps == 0 or train.zero_shot:
-        out.append((tag + ZERO_SHOT_SUFFIX, train.model_copy(update={"steps": 0, "seeds": 1})))
+        zero_shot = train.model_copy(update={"steps": 0, "seeds": 1, "replicate_base": False})
+        out += [
+            ArmRun(
+                tag + replicate_suffix(i) + ZERO_SHOT_SUFFIX,
+                zero_shot.model_copy(update={"seed": train.seed + i}),
+                base_tag,
+            )
+            for i, base_tag in enumerate(bases)
+        ]
     return out
 
 
 def experiment_tags(spec: ExperimentSpec) -> list[str]:
-    """Every tag `rlab continue` makes for the spec (the base first when it is a reference arm)."""
-    tags = [spec.base.tag] if spec.train.steps == 0 or spec.train.zero_shot else []
-    return tags + [tag for variant in spec.variants for tag, _ in arm_runs(spec, variant)]
+    """Every tag `rlab continue` makes for the spec (the bases first when they are a reference arm)."""
+    tags = base_tags(spec) if spec.train.steps == 0 or spec.train.zero_shot else []
+    return tags + [run.tag for variant in spec.variants for run in arm_runs(spec, variant)]
+
+
+def pretrain_count(spec: ExperimentSpec) -> int:
+    """How many bases `rlab pretrain` trains: pretrain.train.seeds, and at least one per seed replicate
+    when the continued runs replicate the base (train.replicate_base)."""
+    assert spec.pretrain is not None
+    return max(spec.pretrain.train.seeds, spec.train.seeds if spec.train.replicate_base else 1)
+
+
+def plan_bases(spec: ExperimentSpec) -> list[RunConfig]:
+    """The from-scratch runs of every base replicate: base.tag, then ``<base>-seed<i>`` trained with
+    pretrain.train.seed + i (other weights and data order, the same budget)."""
+    first = plan_pretrain(spec)
+    runs = [first]
+    for i in range(1, pretrain_count(spec)):
+        tag = spec.base.tag + replicate_suffix(i)
+        runs.append(
+            first.model_copy(
+                update={
+                    "tag": tag,
+                    "run_dir": experiment_layout(spec).run_dir(tag),
+                    "train": first.train.model_copy(update={"seed": first.train.seed + i}),
+                }
+            )
+        )
+    return runs
 
 
 def plan_pretrain(spec: ExperimentSpec) -> RunConfig:
@@ -222,17 +287,26 @@ def plan_pretrain(spec: ExperimentSpec) -> RunConfig:
     )
 
 
-def arm_label(spec: ExperimentSpec, tag: str) -> str:
-    """A tag's name without the experiment's prefix: ``d20-pi-seed1`` -> ``pi-seed1``; the base tag -> ``base``."""
-    prefix = spec.tag_prefix
+def is_base_tag(spec: ExperimentSpec, tag: str) -> bool:
+    """Whether `tag` is the base or one of its replicates (``<base>-seed<i>``, from `rlab pretrain --seeds`)."""
     if tag == spec.base.tag:
-        return "base"
+        return True
+    rest = tag.removeprefix(spec.base.tag)
+    return rest != tag and _SEED_SUFFIX.fullmatch(rest) is not None
+
+
+def arm_label(spec: ExperimentSpec, tag: str) -> str:
+    """A tag's name without the experiment's prefix: ``d20-pi-seed1`` -> ``pi-seed1``; the base tag -> ``base``,
+    a base replicate ``d20-seed1`` -> ``base-seed1``."""
+    prefix = spec.tag_prefix
+    if is_base_tag(spec, tag):
+        return "base" + tag[len(spec.base.tag) :]
     return tag[len(prefix) :] if tag.startswith(prefix) and len(tag) > len(prefix) else tag
 
 
 def variant_of_tag(spec: ExperimentSpec, tag: str) -> str:
-    """The variant a tag belongs to by its name: ``d20-pi``, ``d20-pi-seed2``, ``d20-pi-zeroshot`` -> ``pi``;
-    the base tag itself -> ``base``."""
+    """The variant a tag belongs to by its name: ``d20-pi``, ``d20-pi-seed2``, ``d20-pi-zeroshot``,
+    ``d20-pi-seed2-zeroshot`` -> ``pi``; the base tag and its replicates (``d20-seed1``) -> ``base``."""
     label = arm_label(spec, tag)
     return _SEED_SUFFIX.sub("", label.removesuffix(ZERO_SHOT_SUFFIX)) or label
 

@@ -27,13 +27,14 @@ from rlab.orchestrate.clone import (
 from rlab.orchestrate.lock import lock_holder
 from rlab.orchestrate.plan import (
     base_layout,
+    base_tags,
     check_batch,
     experiment_layout,
     length_warnings,
     plan_continue,
     resolve_lengths,
 )
-from rlab.paths import BaseLayout
+from rlab.paths import BaseLayout, meta_file
 from rlab.spec.experiment import ExperimentSpec
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ def preflight_continue(
     warning for a dry run or `rlab validate` (a base dir may get its data later).
     """
     pf = Preflight(spec)
+    replicas: dict[str, BaseInfo] = {}
     info: CheckpointInfo | None = None
     base, layout = base_layout(spec), experiment_layout(spec)
     step = spec.base_step
@@ -108,6 +110,8 @@ def preflight_continue(
                 pf.problem(exc)
         if pf.base is not None:
             info = _check_architecture(pf, base.checkpoint_dir(spec.base.tag), step)
+        if not (base_made_by_pretrain and spec.pretrain is not None):
+            replicas = _base_replicas(pf, base, step)
     if pf.base is not None:
         spec = pf.spec = resolve_lengths(spec, pf.base)
         if info is not None:
@@ -119,7 +123,7 @@ def preflight_continue(
     except RlabError as exc:
         pf.problem(exc)
     try:
-        pf.runs = plan_continue(spec, pf.base, check=False)
+        pf.runs = plan_continue(spec, pf.base, check=False, replicas=replicas)
     except RlabError as exc:
         pf.problem(exc)
         return pf
@@ -142,6 +146,34 @@ def preflight_continue(
         _open_inputs(pf, resume=resume, resume_from=resume_from, launching=launching)
     _check_memory(pf)
     return pf
+
+
+def _base_replicas(pf: Preflight, base: BaseLayout, step: int) -> dict[str, BaseInfo]:
+    """The facts of each base replicate past the first (train.replicate_base); a missing one, or one of
+    another context length than the base, is a problem naming the command that makes it."""
+    spec, out = pf.spec, {}
+    for i, tag in enumerate(base_tags(spec)[1:], start=1):
+        if not base.checkpoint_dir(tag).is_dir() or not meta_file(base.checkpoint_dir(tag), step).is_file():
+            make = (
+                f"Make the bases with `rlab pretrain --seeds {spec.train.seeds}` on this spec"
+                if spec.pretrain is not None
+                else f"Train it into {base.checkpoint_dir(tag)}"
+            )
+            pf.problem(
+                CheckpointError(
+                    f"Base replicate '{tag}' has no checkpoint at step {step} (train.replicate_base: seed {i} "
+                    f"continues it).",
+                    f"{make}, or set train.replicate_base: false.",
+                )
+            )
+            continue
+        out[tag] = read_base_info(base, tag, step)
+        if pf.base is not None and out[tag].sequence_len != pf.base.sequence_len:
+            pf.problem(
+                f"Base replicate '{tag}' has context {out[tag].sequence_len}, the base '{spec.base.tag}' "
+                f"{pf.base.sequence_len}: replicates of one base must share its shape and length."
+            )
+    return out
 
 
 def _check_architecture(pf: Preflight, ckpt_dir: Path, step: int) -> CheckpointInfo | None:

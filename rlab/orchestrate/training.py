@@ -1,7 +1,7 @@
 """The training sequence of `rlab continue` and `rlab pretrain`: clone -> lock -> launch -> watch.
 
     start_continue(preflight, resume=False, force=False, reporter=SilentReporter())
-    start_pretrain(spec, run, resume=False, force=False, reporter=SilentReporter())
+    start_pretrain(spec, runs, resume=False, force=False, reporter=SilentReporter())
 
 After the preflight (`rlab.orchestrate.preflight`) found nothing in the way: decide each tag's fate
 (`tag_setup.tag_plans`), take the tags' locks, clone, write the resolved specs and run configs, then run
@@ -54,13 +54,13 @@ def start_continue(
 
 
 def start_pretrain(
-    spec: ExperimentSpec, run: RunConfig, *, resume: bool, force: bool, reporter: Reporter
+    spec: ExperimentSpec, runs: list[RunConfig], *, resume: bool, force: bool, reporter: Reporter
 ) -> list[JobState]:
-    """`rlab pretrain`: the base tag trained from scratch through the same sequence."""
+    """`rlab pretrain`: the base tag (and its replicates) trained from scratch through the same sequence."""
     from rlab.orchestrate.plan import experiment_layout
     from rlab.orchestrate.tag_setup import tag_plans
 
-    plans = tag_plans(spec, [run], resume=resume, force=force)
+    plans = tag_plans(spec, runs, resume=resume, force=force)
     resolved = experiment_layout(spec).resolved_spec.resolve()
     return train_tags(spec, plans, reporter, rerun=lambda _names: f"rlab pretrain --spec {resolved} --resume")
 

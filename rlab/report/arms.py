@@ -10,6 +10,8 @@ When several experiments are compared, arm keys and variants carry the experimen
 
 Tags of the same variant and condition are seed replicates of one arm (same token budget, same data
 start, different data order); the report averages over them and its intervals include their spread.
+With replicated bases (``train.replicate_base``) seed i of every arm continues base replicate i, so the
+per-seed differences pair arms on the same base and the seed spans pretraining noise too (`seed_bases`).
 """
 
 from __future__ import annotations
@@ -109,3 +111,33 @@ def baseline_arm(arms: list[Arm], baseline: str) -> Arm | None:
             if arm.variant == baseline and arm.kind == kind:
                 return arm
     return None
+
+
+def base_of(src: TagSources) -> str | None:
+    """The base tag a tag starts from (its run config's lineage); a base arm's tag is its own base."""
+    if kind_of(src) == "base":
+        return src.tag
+    lineage = (src.run_config or {}).get("lineage")
+    parent = lineage.get("parent_tag") if isinstance(lineage, dict) else None
+    return parent if isinstance(parent, str) else None
+
+
+def seed_bases(arms: list[Arm], tags: list[TagSources]) -> dict[str, list[str | None]]:
+    """Per arm of several seeds whose seeds start from different bases (replicated bases), the base of each
+    seed in the arm's order; empty when every seed of every arm continues one base."""
+    by_tag = {src.tag: src for src in tags}
+    out = {}
+    for arm in arms:
+        bases = [base_of(by_tag[t]) if t in by_tag else None for t in arm.tags]
+        if len(set(bases)) > 1:
+            out[arm.key] = bases
+    return out
+
+
+def unpaired_bases(bases: dict[str, list[str | None]]) -> list[str]:
+    """Arms whose seed i does not continue the same base as the other arms' seed i (so a per-seed difference
+    would mix base noise into the pairing); empty when replicated bases pair every seed."""
+    if not bases:
+        return []
+    first = next(iter(bases.values()))
+    return [key for key, row in bases.items() if row[: len(first)] != first[: len(row)]]

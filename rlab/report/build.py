@@ -89,7 +89,9 @@ def _method(data: ReportData, seed: int, draws: int) -> str:
         f"paired on the units both arms scored; its p-value comes from a sign-flip permutation test (exact up to "
         f"{inf.EXACT_SIGN_FLIP_MAX} units, else {draws} Monte Carlo draws, seed {seed}), or, with several "
         f"training seeds per arm, from the t test whose seed term has S - 1 degrees of freedom (the seed is the "
-        f"replicate of training noise). " + headline.multiplicity_note(data)
+        f"replicate of training noise). "
+        + (f"{note} " if (note := headline.bases_note(data)) else "")
+        + headline.multiplicity_note(data)
     )
 
 

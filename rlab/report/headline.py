@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from rlab.report import arms as arms_mod
 from rlab.report import document as doc
 from rlab.report import estimates as est
 from rlab.report import inference as inf
@@ -179,12 +180,35 @@ def warnings(data: ReportData) -> list[str]:
             "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
             "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
         )
+    if unpaired := arms_mod.unpaired_bases(_seed_bases(data)):
+        out.append(
+            f"Replicated bases do not line up across arms ({', '.join(unpaired)}): seed i of these arms continues "
+            "another base than seed i of the others, so per-seed differences mix base-to-base noise into the "
+            "pairing (re-run them with train.replicate_base on the same bases)."
+        )
     if not data.clustered and any(data.comparisons["interval"] == "paired"):
         out.append(
             "BPB units do not name their documents: blocks of one document were resampled as if "
             "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units)."
         )
     return out
+
+
+def _seed_bases(data: ReportData) -> dict[str, list[str | None]]:
+    return arms_mod.seed_bases(data.arms, data.sources.tags) if data.sources is not None else {}
+
+
+def bases_note(data: ReportData) -> str:
+    """With replicated bases, what the seed covers; '' when every arm continues one base."""
+    bases = _seed_bases(data)
+    if not bases:
+        return ""
+    first = max(bases.values(), key=len)
+    return (
+        f"Replicated bases: seed i of every arm continues base i ({', '.join(str(b) for b in first)}), so the "
+        "seed term covers pretraining and continuation noise, and each per-seed difference pairs two arms on "
+        "one base."
+    )
 
 
 def _direction(comp) -> int:

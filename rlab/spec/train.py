@@ -108,7 +108,14 @@ class TrainSpec(StrictModel):
     the copy it learns short carries to longer windows. Each length must divide seq_len."""
     seeds: Annotated[int, InRange(1, MAX_SEEDS)] = 1
     """Training replicates per variant: replicate i (tag suffix -seed<i> for i >= 1) trains with seed + i, i.e. a
-    different data order on the same token budget from the same data start. The report averages them."""
+    different data order on the same token budget from the same data start. The report averages them.
+    pretrain.train.seeds: base replicates `rlab pretrain` trains (<base>, <base>-seed<i>; see replicate_base)."""
+    replicate_base: bool = False
+    """Continued runs: replicate the base too. Seed replicate i (and its training-free arm, tag
+    <tag>-seed<i>-zeroshot, with zero_shot) starts from base replicate i (<base>, <base>-seed<i>: `rlab
+    pretrain` trains them with pretrain.train.seed + i) instead of the one base, so the seed spans
+    pretraining as well as continuation noise and the report's per-seed differences pair arms on the same
+    base. Needs seeds >= 2 and every base replicate at the base step."""
     zero_shot: bool = False
     """Also make each variant's training-free arm (<tag>-zeroshot: the base with the variant's RoPE, nothing
     trained) and evaluate the base itself, so the report shows zero-shot and continued side by side."""
@@ -154,6 +161,8 @@ class TrainSpec(StrictModel):
         # a continued run's seq_len left unset is the experiment's target_len, checked once it is known
         if "seq_len" in self.model_fields_set and (problem := self.warmup_problem()):
             raise ValueError(problem)
+        if self.replicate_base and self.seeds < 2:
+            raise ValueError(f"replicate_base: needs seeds >= 2, one base per seed (got seeds {self.seeds})")
         return self
 
     def warmup_problem(self) -> str | None:
