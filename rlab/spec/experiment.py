@@ -217,6 +217,11 @@ class ExperimentSpec(StrictModel):
     def _variant_names(cls, value: dict[str, RopeSpec]) -> dict[str, RopeSpec]:
         for name in value:
             _check_name("variant name", name)
+            if re.fullmatch(r"seed\d+", name) or name.endswith("-zeroshot"):
+                raise ValueError(
+                    f"variant name {name!r} is reserved: replicates are tagged -seed<i> and training-free arms "
+                    "-zeroshot; pick another name"
+                )
         return value
 
     @property

@@ -72,6 +72,14 @@ def test_replicate_base_needs_two_seeds(tmp_path):
         load_spec(spec_file(tmp_path), seeds=1)
 
 
+@pytest.mark.parametrize("name", ["seed1", "pi-zeroshot"])
+def test_variant_names_that_a_replicate_or_zero_shot_tag_would_reuse_are_refused(tmp_path, name):
+    """`d20-seed1` is base replicate 1: a variant named seed1 would share (and overwrite) its tag."""
+    text = f"base: {{tag: d20, step: 7}}\nvariants: {{{name}: {{variant: pi, factor: 2}}}}\n"
+    with pytest.raises(SpecError, match=f"variant name '{name}' is reserved"):
+        load_spec(spec_file(tmp_path, text))
+
+
 def test_pretrain_makes_one_base_per_seed(tmp_path):
     text = "base: {tag: d6}\npretrain: {train: {steps: 3, seq_len: 64, seed: 7}}\n"
     spec = load_spec(spec_file(tmp_path, text), base_dir=BASE, results_dir=RESULTS, pretrain_seeds=3)
