@@ -194,10 +194,20 @@ def write_report(
         if copy is not None and copy.plot is not None:
             written.append(copy.plot)
         document = report_document(data, tables, plots, seed, draws, copy)
-        with lock_for(layout.comparison_md):
-            write_text_atomic(layout.comparison_md, doc.to_markdown(document))
-            written.append(layout.comparison_md)
-            if fmt == "html":
-                write_text_atomic(layout.comparison_html, doc.to_html(document))
-                written.append(layout.comparison_html)
+        written += write_document(
+            document, layout.comparison_md, layout.comparison_html, html_too=fmt == "html"
+        )
     return ReportOutput(data, main_tables(data), answer_items(data, copy), written, document)
+
+
+def write_document(document: doc.Document, md_path: Path, html_path: Path, *, html_too: bool) -> list[Path]:
+    """`document` as markdown at `md_path` (and HTML at `html_path`), each file written atomically and both
+    under `md_path`'s inter-process lock, so a concurrent writer never interleaves the pair. The one writer
+    for `rlab report` and `rlab compare`; returns the paths written."""
+    written = [md_path]
+    with lock_for(md_path):
+        write_text_atomic(md_path, doc.to_markdown(document))
+        if html_too:
+            write_text_atomic(html_path, doc.to_html(document))
+            written.append(html_path)
+    return written

@@ -17,6 +17,7 @@ from rlab.paths import ComparisonLayout
 from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
+from rlab.report.build import write_document
 from rlab.report.collect import NOT_COMPARABLE
 from rlab.report.compare import Comparison
 from rlab.report.headline import family_tag, multiplicity_note
@@ -370,9 +371,6 @@ def write_comparison(
     draws: int = unc.DEFAULT_DRAWS,
 ) -> ComparisonOutput:
     """comparison.md (and .html with fmt 'html') and the difference plot into the comparison's own folder."""
-    from rlab.atomic_io import write_text_atomic
-    from rlab.report.results_csv import lock_for
-
     tabs = tables(comp)
     plot_path = layout.plots_dir / "bpb_difference_vs_length.png"
     plot = plot_differences(comp, plot_path)
@@ -380,10 +378,5 @@ def write_comparison(
         plot_path.unlink(missing_ok=True)
     written = [plot] if plot is not None else []
     document = comparison_document(comp, tabs, plot, seed, draws)
-    with lock_for(layout.comparison_md):
-        write_text_atomic(layout.comparison_md, doc.to_markdown(document))
-        written.append(layout.comparison_md)
-        if fmt == "html":
-            write_text_atomic(layout.comparison_html, doc.to_html(document))
-            written.append(layout.comparison_html)
+    written += write_document(document, layout.comparison_md, layout.comparison_html, html_too=fmt == "html")
     return ComparisonOutput(comp, tabs, answer_items(comp), written, document)
