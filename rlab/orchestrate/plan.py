@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rlab.errors import SpecError
 from rlab.paths import BaseLayout, ExperimentLayout
-from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.experiment import ZERO_SHOT_SUFFIX, ExperimentSpec
 from rlab.spec.rope import EXTENSION_VARIANTS, RopeSpec
 from rlab.spec.run import CheckpointInit, EvalRunConfig, Lineage, RunConfig, ScratchInit
 from rlab.spec.train import TrainSpec
@@ -174,7 +174,6 @@ def plan_continue(
     return runs
 
 
-ZERO_SHOT_SUFFIX = "-zeroshot"
 _SEED_SUFFIX = re.compile(r"-seed[1-9][0-9]*$")
 
 

@@ -177,6 +177,10 @@ class PretrainSpec(StrictModel):
     """Training settings of the from-scratch run (seq_len is the base's context length L0)."""
 
 
+ZERO_SHOT_SUFFIX = "-zeroshot"
+"""What a variant's training-free arm adds to its tag (`<tag>-zeroshot`); no variant name may end with it."""
+
+
 class ExperimentSpec(StrictModel):
     """One context-extension experiment: a base checkpoint, its RoPE variants, and how to train/eval/launch them."""
 
@@ -217,7 +221,7 @@ class ExperimentSpec(StrictModel):
     def _variant_names(cls, value: dict[str, RopeSpec]) -> dict[str, RopeSpec]:
         for name in value:
             _check_name("variant name", name)
-            if re.fullmatch(r"seed\d+", name) or name.endswith("-zeroshot"):
+            if re.fullmatch(r"seed\d+", name) or name.endswith(ZERO_SHOT_SUFFIX):
                 raise ValueError(
                     f"variant name {name!r} is reserved: replicates are tagged -seed<i> and training-free arms "
                     "-zeroshot; pick another name"
