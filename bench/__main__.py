@@ -20,6 +20,7 @@ BENCHMARKS = {
     "eval": "bench.eval_bench",
     "memory": "bench.memory_bench",
     "gpu": "bench.gpu_bench",  # says so and returns where there is no CUDA
+    "window": "bench.window_bench",  # likewise
 }
 
 # Arguments that make each benchmark tiny: `--smoke` checks that every benchmark still runs (in CI, on a
@@ -30,6 +31,7 @@ SMOKE = {
     "eval": "--configs tiny --per-task 4 --tasks copa,lambada_openai --batch-rows 4",
     "memory": "--size tiny --eager-only",
     "gpu": "--cpu --steps 3",  # the GPU bench's flow on the CPU (rlab's trainer only)
+    "window": "--cpu",  # flex vs dense windows, forwards only at a tiny shape
 }
 
 

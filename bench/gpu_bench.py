@@ -4,6 +4,7 @@
     NANOCHAT_DIR=/tmp/nanochat-d314e96 python -m bench gpu  # with nanochat d314e96's base_train as the anchor
     python -m bench.gpu_bench --steps 40 --device-batch-size 4
     python -m bench.gpu_bench --cpu --steps 4               # the same flow on the CPU at a tiny shape (smoke)
+    python -m bench.gpu_bench --work-dir /tmp/gb            # keep the runs; a base prepared there is reused
 
 What runs, in one call:
 1. a base dir with a synthetic corpus (random words: no network) and a 65,536-token tokenizer, so the
@@ -23,6 +24,7 @@ On a machine without CUDA it says so and returns (the CPU benchmarks are `python
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -88,6 +90,18 @@ def _plan(shape: dict[str, int], batch: int, nproc: int, device: str) -> Any:
     return plan_training(ts, suggest=False)
 
 
+def _failure(proc: subprocess.CompletedProcess) -> str:
+    """The line that says why a child failed: the last exception line of its output (torchrun's own
+    summary follows it), else its last line."""
+    lines = (proc.stdout + proc.stderr).strip().splitlines() or ["(no output)"]
+    errors = [
+        ln
+        for ln in lines
+        if re.match(r"^[\w.]*(Error|Exception)\b.*:", ln.strip()) and "ChildFailedError" not in ln
+    ]
+    return (errors or lines)[-1].strip()[:500]
+
+
 def _torchrun(nproc: int, module: list[str], **kwargs) -> subprocess.CompletedProcess:
     argv = [
         sys.executable,
@@ -98,6 +112,14 @@ def _torchrun(nproc: int, module: list[str], **kwargs) -> subprocess.CompletedPr
         *module,
     ]
     return subprocess.run(argv, capture_output=True, text=True, **kwargs)
+
+
+def _prepared_base(root: Path, vocab: int) -> Path:
+    """`root/base` when an earlier run prepared it (its corpus manifest is there), else a new one."""
+    base = root / "base"
+    if (base / "rlab_corpus.json").is_file() and (base / "tokenizer" / "tokenizer.pkl").is_file():
+        return base
+    return _synthetic_base(root, vocab)
 
 
 def run_rlab(
@@ -138,7 +160,7 @@ def run_rlab(
     run_json.write_text(cfg.model_dump_json())
     proc = _torchrun(nproc, ["-m", "rlab.core.train", str(run_json)])
     if proc.returncode != 0:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+        return {"error": _failure(proc)}
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["type"] == "train"]
     settled = train[3:] or train[-1:]  # past compilation and warm-up
@@ -168,20 +190,79 @@ def run_nanochat(
         f"--eval_tokens={batch * shape['seq_len'] * nproc}",
         "--core_metric_every=-1",
         "--sample_every=100000",
-        "--model_tag=bench",
+        "--model_tag=nanochat-bench",  # beside rlab's tag "bench", not over it
     ]
     env = dict(os.environ, NANOCHAT_BASE_DIR=str(base), PYTHONPATH=str(nanochat_dir))
     proc = _torchrun(nproc, module, cwd=nanochat_dir, env=env)
     rates = [float(m.replace(",", "")) for m in re.findall(r"tok/sec: ([\d,]+)", proc.stdout)][3:]
     mfus = [float(m) for m in re.findall(r"mfu: ([\d.]+)", proc.stdout)][3:]
     peak = re.findall(r"Peak memory usage: ([\d.]+)MiB", proc.stdout)
-    if proc.returncode != 0 or not rates:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    if not rates:  # its figures stand even when something after training failed (its report, say)
+        return {"error": _failure(proc)}
     return {
+        "exit_code": proc.returncode,
         "tokens_per_s": statistics.median(rates),
         "mfu_percent": statistics.median(mfus) if mfus else None,
         "peak_gib": float(peak[-1]) * MIB / GIB if peak else None,
     }
+
+
+EVAL_SIZES = {
+    "bpb_tokens": 65536,
+    "length_tokens": 32768,
+    "passkey_depths": (0.5,),
+    "passkey_trials": 4,
+    "ruler_trials": 2,
+    "copy_trials": 4,
+    "max_per_task": 16,
+}
+"""Small counts: the figures are time and memory per eval at long lengths, not the evals' verdicts."""
+
+
+def run_evals_timed(base: Path, root: Path, lengths: tuple[int, ...], cuda: bool) -> list[dict]:
+    """Every eval of the catalog on rlab's bench checkpoint at `lengths`, one at a time in this process
+    (`rlab.evals.runner.run_evals`, the worker's own function): seconds and peak memory of each."""
+    import time
+
+    import torch
+
+    from rlab.evals import catalog
+    from rlab.spec.run import EvalRunConfig
+
+    out = []
+    for name in catalog.names():
+        cfg = EvalRunConfig.model_validate(
+            {
+                "experiment": "gpu-bench",
+                "tag": "bench",
+                "variant": "rope",
+                "base_dir": str(base),
+                "out_dir": str(root / "evals" / name),
+                "core_csv": str(root / "evals" / name / "core.csv"),
+                "eval": {
+                    "evals": [name],
+                    "lengths": list(lengths),
+                    "core_bundle": str(REPO / "tests" / "fixtures" / "eval_bundle"),
+                    **EVAL_SIZES,
+                },
+            }
+        )
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        try:
+            from rlab.evals.runner import run_evals
+
+            run_evals(cfg)
+            record: dict = {"eval": name, "seconds": round(time.perf_counter() - start, 1)}
+            if cuda:
+                record["peak_gib"] = round(torch.cuda.max_memory_allocated() / GIB, 2)
+        except Exception as exc:  # noqa: BLE001 - a benchmark reports what failed and goes on
+            record = {"eval": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+        print(f"eval: {json.dumps(record)}", flush=True)
+        out.append(record)
+    return out
 
 
 def main(argv: list[str]) -> None:
@@ -192,6 +273,11 @@ def main(argv: list[str]) -> None:
         "--cpu", action="store_true", help="the same flow on the CPU at a tiny shape (a smoke test)"
     )
     parser.add_argument("--seq-lens", default=None, help=argparse.SUPPRESS)  # the old flag, ignored
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, help="keep the base and the runs here (default: a temp dir)"
+    )
+    parser.add_argument("--no-eval-bench", action="store_true", help="skip the CORE/BPB throughput part")
+    parser.add_argument("--no-evals", action="store_true", help="skip each eval at long lengths")
     args = parser.parse_args(argv)
     import torch
 
@@ -210,28 +296,42 @@ def main(argv: list[str]) -> None:
         flush=True,
     )
     nanochat = os.environ.get("NANOCHAT_DIR") if cuda else None
-    with tempfile.TemporaryDirectory(prefix="rlab-gpu-bench-") as tmp:
-        root = Path(tmp)
-        base = _synthetic_base(root, shape["vocab"])
-        plan = _plan(shape, batch, nproc, "cuda" if cuda else "cpu")
-        print(
-            f"memory plan (rlab memory): peak {plan.peak_gib:.2f} GiB per rank (at {plan.peak_phase})",
-            flush=True,
-        )
+    with contextlib.ExitStack() as stack:
+        if args.work_dir is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rlab-gpu-bench-")))
+        else:
+            root = args.work_dir.resolve()
+            root.mkdir(parents=True, exist_ok=True)
+        base = _prepared_base(root, shape["vocab"])
+        try:
+            plan = _plan(shape, batch, nproc, "cuda" if cuda else "cpu")
+            print(
+                f"memory plan (rlab memory): peak {plan.peak_gib:.2f} GiB per rank (at {plan.peak_phase})",
+                flush=True,
+            )
+        except Exception as exc:  # noqa: BLE001 - the trainers still run; the plan's failure is reported
+            plan = None
+            print(f"memory plan failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}", flush=True)
         ours = run_rlab(base, root, shape, batch, nproc, args.steps, cuda)
+        print(f"rlab: {json.dumps(ours)}", flush=True)  # each result as soon as it is in (a cut run keeps it)
         anchor = run_nanochat(Path(nanochat), base, shape, batch, nproc, args.steps) if nanochat else None
-    _report(plan, ours, anchor, cuda)
+        if anchor is not None:
+            print(f"nanochat: {json.dumps(anchor)}", flush=True)
+        if not args.no_evals and "error" not in ours:
+            lengths = (shape["seq_len"], 2 * shape["seq_len"])
+            print(f"\n--- each eval on rlab's checkpoint at {lengths} tokens ---", flush=True)
+            run_evals_timed(base, root, lengths, cuda)
+    _report(plan, ours, anchor, cuda, eval_bench=not args.no_eval_bench)
 
 
-def _report(plan: Any, ours: dict, anchor: dict | None, cuda: bool) -> None:
+def _report(plan: Any, ours: dict, anchor: dict | None, cuda: bool, eval_bench: bool = True) -> None:
     print(f"\n{'trainer':<10}{'tokens/s':>12}{'MFU':>8}{'peak GiB':>10}{'planned':>9}")
+    planned = f"{plan.peak_gib:.2f}" if plan is not None else "-"
     if "error" in ours:
         print(f"{'rlab':<10}  failed: {ours['error']}")
     else:
         mfu = f"{100 * ours['mfu']:.1f}%" if ours["mfu"] is not None else "-"
-        print(
-            f"{'rlab':<10}{ours['tokens_per_s']:>12,.0f}{mfu:>8}{ours['peak_gib']:>10.2f}{plan.peak_gib:>9.2f}"
-        )
+        print(f"{'rlab':<10}{ours['tokens_per_s']:>12,.0f}{mfu:>8}{ours['peak_gib']:>10.2f}{planned:>9}")
     if anchor is not None:
         if "error" in anchor:
             print(f"{'nanochat':<10}  failed: {anchor['error']}")
@@ -243,7 +343,7 @@ def _report(plan: Any, ours: dict, anchor: dict | None, cuda: bool) -> None:
         print("(no anchor: set NANOCHAT_DIR to a nanochat d314e96 tree to time its base_train alongside)")
     if "error" in ours:
         return
-    if cuda:
+    if cuda and plan is not None:
         print(
             f"plan vs measured peak: {plan.peak_gib:.2f} vs {ours['peak_gib']:.2f} GiB "
             f"({plan.peak_gib / ours['peak_gib'] - 1:+.1%})"
@@ -256,7 +356,7 @@ def _report(plan: Any, ours: dict, anchor: dict | None, cuda: bool) -> None:
     peaks = ours["eval_peaks_mb"]
     flat = f" (max/min past the first: {max(peaks[1:]) / min(peaks[1:]):.3f})" if len(peaks) > 2 else ""
     print(f"eval-interval peaks (MB): {peaks}{flat}; allocator verified: {ours['alloc_verified']}")
-    if cuda:
+    if cuda and eval_bench:
         from bench import eval_bench
 
         print("\n--- CORE batched vs one-at-a-time and BPB tokens/s on CUDA ---", flush=True)

@@ -22,13 +22,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from torch.nn.attention import SDPBackend, activate_flash_attention_impl, sdpa_kernel
+import torch.nn.attention
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from rlab.core.attention import WindowKernel, blocked_applies, use_flex
 
 logger = logging.getLogger(__name__)
 
 FA3_MODULE = "flash_attn_interface"  # FlashAttention-3's Python interface (its `hopper/` build)
+_ACTIVATE_IMPL = getattr(torch.nn.attention, "activate_flash_attention_impl", None)
+"""SDPA's flash-implementation switch: newer torch only (rlab supports torch >= 2.9, where FA3 then stays off)."""
 CUDNN_FIRST = [
     SDPBackend.CUDNN_ATTENTION,
     SDPBackend.FLASH_ATTENTION,
@@ -94,13 +97,13 @@ def attention_kernels(
     choice = choose_kernel(
         cuda,
         torch.cuda.get_device_capability(device) if cuda else None,
-        cuda and importlib.util.find_spec(FA3_MODULE) is not None,
+        cuda and _ACTIVATE_IMPL is not None and importlib.util.find_spec(FA3_MODULE) is not None,
         cudnn_accepts,
     )
     fa3 = False
-    if choice.activate_fa3:
+    if choice.activate_fa3 and _ACTIVATE_IMPL is not None:
         try:
-            activate_flash_attention_impl("FA3")
+            _ACTIVATE_IMPL("FA3")
             fa3 = True
         except Exception as exc:  # noqa: BLE001 - a broken FA3 install means "use SDPA's own kernels"
             logger.warning(
