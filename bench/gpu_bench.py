@@ -56,8 +56,10 @@ def _synthetic_base(root: Path, vocab: int) -> Path:
     corpus = root / "corpus"
     corpus.mkdir(parents=True)
     docs, length = (1200, 2000) if vocab > 8192 else (40, 600)  # 65,536 BPE tokens need many distinct words
-    for i in range(docs):
-        text = " ".join(rng.choice(words) + ("." if rng.random() < 0.07 else "") for _ in range(length))
+    long_docs = 24 if vocab > 8192 else 0  # ~20k tokens each: the evals at 2x the training length need them
+    for i in range(docs + long_docs):
+        words_in = length if i < docs else 8000
+        text = " ".join(rng.choice(words) + ("." if rng.random() < 0.07 else "") for _ in range(words_in))
         (corpus / f"{i:05d}.txt").write_text(text)
     base = root / "base"
     prepare_data(base, [corpus], vocab_size=vocab, options=PrepareOptions(shard_chars=4_000_000))
@@ -159,6 +161,7 @@ def run_rlab(
     run_json = root / "bench.json"
     run_json.write_text(cfg.model_dump_json())
     proc = _torchrun(nproc, ["-m", "rlab.core.train", str(run_json)])
+    (root / "rlab_train.log").write_text(proc.stdout + proc.stderr)  # the kernel line, compile, warnings
     if proc.returncode != 0:
         return {"error": _failure(proc)}
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -192,8 +195,12 @@ def run_nanochat(
         "--sample_every=100000",
         "--model_tag=nanochat-bench",  # beside rlab's tag "bench", not over it
     ]
-    env = dict(os.environ, NANOCHAT_BASE_DIR=str(base), PYTHONPATH=str(nanochat_dir))
+    path = os.pathsep.join(p for p in (str(nanochat_dir), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(
+        os.environ, NANOCHAT_BASE_DIR=str(base), PYTHONPATH=path
+    )  # nanochat first, what was there kept
     proc = _torchrun(nproc, module, cwd=nanochat_dir, env=env)
+    (base.parent / "nanochat_train.log").write_text(proc.stdout + proc.stderr)
     rates = [float(m.replace(",", "")) for m in re.findall(r"tok/sec: ([\d,]+)", proc.stdout)][3:]
     mfus = [float(m) for m in re.findall(r"mfu: ([\d.]+)", proc.stdout)][3:]
     peak = re.findall(r"Peak memory usage: ([\d.]+)MiB", proc.stdout)

@@ -127,6 +127,7 @@ def main(argv: list[str]) -> None:
     )
     results = {}
     for kernel in ("flex", "dense"):
+        print(f"  {kernel}: compiling and running ...", flush=True)
         try:
             results[kernel] = run_kernel(args, device, kernel)
         except Exception as exc:  # noqa: BLE001 - a benchmark reports what failed and goes on
