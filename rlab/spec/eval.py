@@ -132,11 +132,11 @@ def _derive() -> type[StrictModel]:
         *((d.order, resolve(d.settings_model)) for d in catalog.definitions() if d.settings_model),
     ]
     ordered = [model for _, model in sorted(groups, key=lambda g: g[0])]
-    _refuse_clashes(ordered)
+    check_disjoint(ordered)
     return create_model("EvalSpec", __base__=tuple(reversed(ordered)), __module__=__name__, __doc__=SPEC_DOC)
 
 
-def _refuse_clashes(groups: list[type[StrictModel]]) -> None:
+def check_disjoint(groups: list[type[StrictModel]]) -> None:
     """Two groups declaring one key (or one validator name) would silently keep only one of them."""
     inherited = set(StrictModel.__pydantic_decorators__.model_validators)
     owner: dict[str, type[BaseModel]] = {}
