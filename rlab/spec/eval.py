@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, Field, PositiveFloat, create_model
 
 from rlab.evals import catalog
-from rlab.evals.definition import resolve
 from rlab.evals.retrieval.settings import RetrievalSettings
 from rlab.spec.base import StrictModel
 from rlab.spec.bounds import MAX_LENGTHS, DeviceBatch, EvalLength, Length, NonEmpty
@@ -126,11 +125,9 @@ SPEC_DOC = "Which evals run and how big they are."
 
 def _derive() -> type[StrictModel]:
     """`EvalSpec`: one model inheriting every group of settings (fields, validators, docstrings), its keys in
-    the order of `SHARED` and the evals' `order` (pydantic lists the fields of the last base first)."""
-    groups = [
-        *SHARED,
-        *((d.order, resolve(d.settings_model)) for d in catalog.definitions() if d.settings_model),
-    ]
+    the order of `SHARED` and the evals' `order` (pydantic lists the fields of the bases from last to first)."""
+    own = [(d.order, model) for d in catalog.definitions() if (model := d.settings_type()) is not None]
+    groups: list[tuple[int, type[StrictModel]]] = [*SHARED, *own]
     ordered = [model for _, model in sorted(groups, key=lambda g: g[0])]
     check_disjoint(ordered)
     return create_model("EvalSpec", __base__=tuple(reversed(ordered)), __module__=__name__, __doc__=SPEC_DOC)
