@@ -15,13 +15,14 @@ def bundle_dir(
     """The bundle `rlab eval` would use: --eval-bundle, else the spec's eval.core_bundle, else the one
     `rlab.paths.find_eval_bundle` finds ($RLAB_EVAL_BUNDLE, <base_dir>/eval_bundle, the download cache)."""
     from rlab.evals.core.bundle import bundle_root
+    from rlab.evals.core.settings import CoreSettings
     from rlab.orchestrate.plan import base_layout
     from rlab.spec.loading import load_spec
 
     if eval_bundle is not None:
         return eval_bundle
     spec = load_spec(spec_path, base_dir=base_dir, results_dir=results_dir)
-    return bundle_root(base_layout(spec).root, spec.eval.core_bundle)
+    return bundle_root(base_layout(spec).root, CoreSettings.of(spec.eval).core_bundle)
 
 
 def print_tasks(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from pathlib import Path
 
 from rlab.errors import EvalError, unknown_name_error
 from rlab.evals.definition import EvalDefinition, Input
@@ -23,9 +22,9 @@ _PACKAGE = "rlab.evals"
 
 @functools.cache
 def definitions() -> tuple[EvalDefinition, ...]:
-    """Every eval's definition, in `order`."""
+    """Every eval's definition, in `order`: the packages on `rlab.evals`' path (its folder; a test may add one)."""
     found = []
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+    for info in pkgutil.iter_modules(importlib.import_module(_PACKAGE).__path__):
         if info.ispkg:
             definition = getattr(importlib.import_module(f"{_PACKAGE}.{info.name}"), "EVAL", None)
             if isinstance(definition, EvalDefinition):

@@ -3,20 +3,24 @@
 Each eval is a package under `rlab/evals/` whose `__init__.py` holds `EVAL = EvalDefinition(...)`;
 `rlab.evals.catalog` finds them. From a definition come the spec's `eval.evals` names and default
 (`rlab.spec.eval`), the `--<name>/--no-<name>` switches of `rlab eval`, its section of eval.json
-(`rlab.records.eval_doc.EvalMetrics`), the files its section owns (`rlab.evals.outputs`), the settings
-hashed into its provenance, what must exist before the workers start (`rlab.orchestrate.evaluation`), and
-the side files the report reads (`rlab.report.tag_files`).
+(`rlab.records.eval_doc.EvalMetrics`), the files its section owns (`rlab.evals.outputs`), its keys of the
+spec's `eval:` section (`rlab.spec.eval.EvalSpec`, from its settings model) and those hashed into its
+provenance, what must exist before the workers start (`rlab.orchestrate.evaluation`), and the side files the
+report reads (`rlab.report.tag_files`).
 
 Plain Python on purpose (no pydantic, no torch): `rlab --help` lists the switches without importing
-either. The section model, row models and run function are named as "module:attribute" and imported
-only where they are used (`resolve`).
+either. The section model, settings model, row models and run function are named as "module:attribute" and
+imported only where they are used (`resolve`).
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from rlab.evals.settings import EvalSettings
 
 Input = Literal["long_docs", "core_bundle"]
 """What an eval reads besides the checkpoint: the base dir's long-document set (`rlab.data.long_docs`,
@@ -60,9 +64,11 @@ class EvalDefinition:
     """Its eval.json section model, "module:Class" (a `rlab.records.sections.Section`)."""
     run: str
     """Its run function, "module:function": (`rlab.evals.context.EvalContext`) -> `EvalOutcome`."""
-    settings: tuple[str, ...]
-    """The `EvalSpec` fields its numbers depend on: recorded and hashed with its section, so two tags whose
-    sections differ in one of them are not compared (`rlab.report.comparability`)."""
+    settings_model: str | None = None
+    """Its own settings, "module:Class" (an `rlab.evals.settings.EvalSettings` in its package's `settings.py`):
+    their fields are keys of the spec's `eval:` section (`rlab.spec.eval.EvalSpec` is derived from them)."""
+    shared_settings: tuple[str, ...] = ()
+    """The shared `EvalSpec` settings its numbers also depend on (`LENGTH_SETTINGS`, "seed", ...)."""
     default: bool = True
     """Runs when `eval.evals` is not given."""
     files: tuple[OutputFile, ...] = ()
@@ -79,6 +85,18 @@ class EvalDefinition:
     def flag(self) -> str:
         """The switch's name: `--<flag>` / `--no-<flag>`."""
         return self.name.replace("_", "-")
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The `EvalSpec` fields its numbers depend on, its own (`settings_model`, less its `not_hashed`) then
+        the shared ones: recorded and hashed with its section, so two tags whose sections differ in one of them
+        are not compared (`rlab.report.comparability`). Imports the settings model (pydantic)."""
+        model = self.settings_type()
+        return (*(model.hashed() if model else ()), *self.shared_settings)
+
+    def settings_type(self) -> type[EvalSettings] | None:
+        """Its settings model (imported here, with pydantic), or None when it has no settings of its own."""
+        return resolve(self.settings_model) if self.settings_model else None
 
     def settings_of(self, settings: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The settings this eval depends on (from the whole `eval` section as JSON), plus the facts of one run

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rlab.evals import catalog
 from rlab.records.eval_doc import AttentionRecord, WindowsAt
 from rlab.spec.eval import EvalSpec
 
@@ -45,9 +46,11 @@ def apply_eval_windows(model, spec: EvalSpec, lengths: Iterable[int]) -> Attenti
 
 
 def lengths_in_use(spec: EvalSpec, grid: list[int]) -> list[int]:
-    """Every input length the long-context evals of `spec` use: the BPB-vs-length grid and the passkey,
-    RULER-style and copy lengths (each defaulting to the grid)."""
+    """Every input length the long-context evals of `spec` use: the grid and each eval's own lengths (passkey,
+    RULER-style and copy lengths: `EvalSettings.own_lengths`, each defaulting to the grid)."""
     out = set(grid)
-    for extra in (spec.passkey_lengths, spec.ruler_lengths, spec.copy_lengths):
-        out.update(extra or ())
+    for definition in catalog.definitions():
+        model = definition.settings_type()
+        if model is not None:
+            out.update(model.of(spec).own_lengths() or ())
     return sorted(out)

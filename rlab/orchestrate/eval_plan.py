@@ -165,9 +165,11 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     _check_passkey_lengths(spec, base)
     nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     missing = None
+    from rlab.evals.core.settings import CoreSettings
+
     if (
         catalog.needing("core_bundle", spec.eval.evals)
-        and find_eval_bundle(base.root, spec.eval.core_bundle) is None
+        and find_eval_bundle(base.root, CoreSettings.of(spec.eval).core_bundle) is None
     ):
         missing = no_bundle_error(base.root)  # said before any worker starts, with how to get one
     return EvalPlan(request, spec, configs, nproc, missing)
@@ -176,16 +178,19 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
 def _check_passkey_lengths(spec: ExperimentSpec, base: BaseLayout) -> None:
     """Passkey lengths given in the spec that no prompt of this tokenizer fits: said before a worker starts
     (the worker would skip every one of them and fail)."""
-    explicit = spec.eval.passkey_lengths or spec.eval.lengths
+    from rlab.evals.passkey.settings import PasskeySettings
+
+    own = PasskeySettings.of(spec.eval).passkey_lengths
+    explicit = own or spec.eval.lengths
     if "passkey" not in spec.eval.evals or not explicit or not base.tokenizer_dir.is_dir():
         return
     from rlab.core.tokenizer import Tokenizer
     from rlab.evals.passkey.task import shortest_prompt
 
-    lengths = [*explicit, *(() if spec.eval.passkey_lengths else spec.eval.extra_lengths)]
+    lengths = [*explicit, *(() if own else spec.eval.extra_lengths)]
     need = shortest_prompt(Tokenizer.from_directory(base.tokenizer_dir))
     if max(lengths) < need:
-        key = "eval.passkey_lengths" if spec.eval.passkey_lengths else "eval.lengths"
+        key = "eval.passkey_lengths" if own else "eval.lengths"
         raise EvalError(
             f"{key}: no passkey prompt fits in {max(lengths)} tokens with the tokenizer in {base.tokenizer_dir} "
             f"(the shortest takes {need}).",

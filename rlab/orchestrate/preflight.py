@@ -358,16 +358,17 @@ def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launch
 
 def _check_inputs(pf: Preflight) -> None:
     """What the later evals read: the CORE bundle (a warning) and its task selection (a problem)."""
+    from rlab.evals.core.settings import CoreSettings
+
     base = base_layout(pf.spec)
-    core = pf.spec.eval
-    bundle = core.core_bundle or base.eval_bundle_dir
-    if "core" in core.evals and not bundle.is_dir():
+    bundle = CoreSettings.of(pf.spec.eval).core_bundle or base.eval_bundle_dir
+    if "core" in pf.spec.eval.evals and not bundle.is_dir():
         pf.warnings.append(f"No CORE eval bundle in {bundle}: `rlab eval` will need it (`rlab bundle`).")
     else:
         from rlab.evals.core.bundle import check_task_selection
 
         try:  # a typo in eval.core_tasks would otherwise surface only at `rlab eval`, after training
-            check_task_selection(core, base.eval_bundle_dir)
+            check_task_selection(pf.spec.eval, base.eval_bundle_dir)
         except RlabError as exc:
             pf.problem(exc)
 

@@ -134,15 +134,20 @@ def _num(x: float) -> str:
 
 def planned_units(spec: ExperimentSpec, l0: int | None) -> dict[str, Planned]:
     """Units per endpoint class under the spec's eval settings (classes whose eval is off are absent)."""
+    from rlab.evals.bpb_length.settings import BpbLengthSettings
+    from rlab.evals.copy_distance.settings import CopyDistanceSettings
+    from rlab.evals.core.settings import CoreSettings
     from rlab.evals.lengths import eval_lengths, experiment_target_len
+    from rlab.evals.passkey.settings import PasskeySettings
 
     ev = spec.eval
     out: dict[str, Planned] = {}
     target = experiment_target_len(spec)
     lengths = eval_lengths(ev, l0 or max(1, target // 4), target)
     if "bpb_length" in ev.evals and lengths:
-        block = ev.length_block or max(1, min(lengths) // 2)
-        blocks = math.ceil(ev.length_tokens / block)
+        by_length = BpbLengthSettings.of(ev)
+        block = by_length.length_block or max(1, min(lengths) // 2)
+        blocks = math.ceil(by_length.length_tokens / block)
         docs = _long_docs(spec.base.base_dir, max(lengths) + 1) if spec.base.base_dir else None
         units: int | None = blocks if docs is None else min(blocks, docs)
         note = (
@@ -154,18 +159,22 @@ def planned_units(spec: ExperimentSpec, l0: int | None) -> dict[str, Planned]:
         for cls in ("primary", "bpb"):
             out[cls] = Planned(cls, units, 1.0 / block, note)
     if "core" in ev.evals:
-        tasks = (
-            len(ev.core_tasks) if ev.core_tasks and not any(_glob(t) for t in ev.core_tasks) else CORE_TASKS
+        core = CoreSettings.of(ev)
+        picked = core.core_tasks
+        tasks = len(picked) if picked and not any(_glob(t) for t in picked) else CORE_TASKS
+        units = tasks * core.max_per_task if core.max_per_task else None
+        out["core"] = Planned(
+            "core", units, float(tasks), f"{tasks} tasks x max_per_task {core.max_per_task}"
         )
-        units = tasks * ev.max_per_task if ev.max_per_task else None
-        out["core"] = Planned("core", units, float(tasks), f"{tasks} tasks x max_per_task {ev.max_per_task}")
     if "passkey" in ev.evals:
-        cells = len(ev.passkey_lengths or lengths) * len(ev.passkey_depths)
+        passkey = PasskeySettings.of(ev)
+        cells = len(passkey.passkey_lengths or lengths) * len(passkey.passkey_depths)
         out["passkey"] = Planned(
-            "passkey", cells * ev.passkey_trials, float(cells), f"{cells} cells x trials"
+            "passkey", cells * passkey.passkey_trials, float(cells), f"{cells} cells x trials"
         )
     if "copy_distance" in ev.evals:
-        out["copy_gain"] = Planned("copy_gain", ev.copy_trials, 1.0, "records per distance")
+        trials = CopyDistanceSettings.of(ev).copy_trials
+        out["copy_gain"] = Planned("copy_gain", trials, 1.0, "records per distance")
     return out
 
 
@@ -196,7 +205,9 @@ def family_sizes(spec: ExperimentSpec, planned: dict[str, Planned], l0: int | No
     lengths = len(ev.lengths or ()) or 5
     secondary = lengths * ("bpb_length" in ev.evals) + 2 * ("bpb" in ev.evals)
     secondary += int("core" in planned) + int("passkey" in planned)
-    windows = list(ev.copy_lengths or ev.lengths or ())
+    from rlab.evals.copy_distance.settings import CopyDistanceSettings
+
+    windows = list(CopyDistanceSettings.of(ev).copy_lengths or ev.lengths or ())
     beyond = [w for w in windows if l0 is not None and w > l0]
     retention = len(beyond) if l0 is not None and any(w <= l0 for w in windows) else 0
     return {

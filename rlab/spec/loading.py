@@ -112,8 +112,9 @@ def resolve_defaults(spec: ExperimentSpec) -> ExperimentSpec:
     update: dict[str, Any] = {"base": base, "name": spec.experiment}
     results_dir = spec.results_dir if spec.results_dir is not None else default_results_root()
     update["results_dir"] = _absolute(results_dir)
-    if spec.eval.core_bundle is not None:
-        update["eval"] = spec.eval.model_copy(update={"core_bundle": _absolute(spec.eval.core_bundle)})
+    paths = {key: _absolute(value) for key, value in spec.eval if isinstance(value, Path)}  # eval.core_bundle
+    if paths:
+        update["eval"] = spec.eval.model_copy(update=paths)
     return spec.model_copy(update=update)
 
 

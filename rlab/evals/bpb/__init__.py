@@ -10,6 +10,7 @@ EVAL = EvalDefinition(
     help="Train/val BPB.",
     section="rlab.evals.bpb.records:BpbMetric",
     run="rlab.evals.bpb.run:run",
-    settings=("bpb_tokens", "seed"),
+    settings_model="rlab.evals.bpb.settings:BpbSettings",
+    shared_settings=("seed",),
     files=(OutputFile(DOCS_CSV, "rlab.evals.bpb.records:BpbDoc"),),
 )

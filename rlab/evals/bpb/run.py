@@ -6,6 +6,7 @@ import logging
 
 from rlab.evals.bpb import DOCS_CSV
 from rlab.evals.bpb.records import BpbDoc, BpbMetric, BpbSplit
+from rlab.evals.bpb.settings import BpbSettings
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.progress import stages
 from rlab.records.base import short_hash
@@ -27,13 +28,14 @@ def run(ctx: EvalContext) -> EvalOutcome:
     from rlab.paths import BaseLayout
 
     T = ctx.train_seq_len
+    budget = BpbSettings.of(ctx.spec).bpb_tokens
     splits: dict[str, BpbSplit] = {}
     units: list[BpbUnit] = []
     docs_rows: list[BpbDoc] = []
     hashes = {}
     doc_sets = {
         split: select_documents(
-            BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, ctx.spec.bpb_tokens, ctx.spec.seed
+            BaseLayout(ctx.base_dir).data_dir, ctx.tokenizer, split, budget, ctx.spec.seed
         )
         for split in ("train", "val")
     }
@@ -44,7 +46,7 @@ def run(ctx: EvalContext) -> EvalOutcome:
                 "%s split: the budget of %d tokens exceeds its %d documents (%d targets): every document "
                 "is scored once",
                 split,
-                ctx.spec.bpb_tokens,
+                budget,
                 doc_set.pool_docs,
                 doc_set.targets,
             )
@@ -59,7 +61,7 @@ def run(ctx: EvalContext) -> EvalOutcome:
             tokens=res.tokens,
             docs=len(doc_set.docs),
             docs_available=doc_set.pool_docs,
-            token_budget=ctx.spec.bpb_tokens,
+            token_budget=budget,
             whole_split=doc_set.whole_split,
             window=T,
         )

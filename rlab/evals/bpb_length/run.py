@@ -10,6 +10,7 @@ from rlab.errors import EvalError
 from rlab.evals import long_doc_set
 from rlab.evals.bpb_length import BY_LENGTH_CSV
 from rlab.evals.bpb_length.records import BpbLengthMetric, LengthRow
+from rlab.evals.bpb_length.settings import BpbLengthSettings
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.records.base import short_hash
 from rlab.records.units import BpbUnit
@@ -21,13 +22,14 @@ def run(ctx: EvalContext) -> EvalOutcome:
     """BPB at each eval length, over the long-document set."""
     docs = long_doc_set.load(ctx)
     lengths = ctx.eval_lengths()
-    if ctx.spec.ppl_protocol != "same_targets":
-        return _run_sliding(ctx, docs, lengths)
+    settings = BpbLengthSettings.of(ctx.spec)
+    if settings.ppl_protocol != "same_targets":
+        return _run_sliding(ctx, settings, docs, lengths)
     from rlab.evals.bpb_length.same_targets import plan_blocks, score_plan
 
     ids = docs.doc_ids
     plan = plan_blocks(
-        [d.tokens + 1 for d in docs.manifest.docs], lengths, ctx.spec.length_tokens, ctx.spec.length_block
+        [d.tokens + 1 for d in docs.manifest.docs], lengths, settings.length_tokens, settings.length_block
     )
     tokens = long_doc_set.encode(ctx, docs, plan.used_docs, bos=True)
     with ctx.autocast():
@@ -49,26 +51,28 @@ def run(ctx: EvalContext) -> EvalOutcome:
     )
 
 
-def _run_sliding(ctx: EvalContext, docs: LongDocsSet, lengths: list[int]) -> EvalOutcome:
+def _run_sliding(
+    ctx: EvalContext, settings: BpbLengthSettings, docs: LongDocsSet, lengths: list[int]
+) -> EvalOutcome:
     from rlab.evals.bpb_length.sliding import convention, evaluate_sliding
 
-    truncate = ctx.spec.ppl_protocol == "truncated"
+    truncate = settings.ppl_protocol == "truncated"
     need = max(lengths)
-    chosen = [i for i, d in enumerate(docs.manifest.docs) if d.tokens >= need][: ctx.spec.ppl_docs]
+    chosen = [i for i, d in enumerate(docs.manifest.docs) if d.tokens >= need][: settings.ppl_docs]
     if not chosen:
         raise EvalError(
-            f"No long document has the {need} tokens the {ctx.spec.ppl_protocol} protocol needs at "
+            f"No long document has the {need} tokens the {settings.ppl_protocol} protocol needs at "
             f"length {need}.",
             f"Rebuild the set with `rlab data long-docs --min-tokens {need} --force` "
             "and longer sources (--from), or use shorter lengths.",
         )
-    if len(chosen) < ctx.spec.ppl_docs:
+    if len(chosen) < settings.ppl_docs:
         log.warning(
             "%s perplexity: only %d documents have %d tokens (asked for %d)",
-            ctx.spec.ppl_protocol,
+            settings.ppl_protocol,
             len(chosen),
             need,
-            ctx.spec.ppl_docs,
+            settings.ppl_docs,
         )
     tokens = long_doc_set.encode(ctx, docs, chosen, bos=False)
     with ctx.autocast():
@@ -77,7 +81,7 @@ def _run_sliding(ctx: EvalContext, docs: LongDocsSet, lengths: list[int]) -> Eva
             tokens,
             chosen,
             lengths,
-            ctx.spec.ppl_stride,
+            settings.ppl_stride,
             ctx.tokenizer.bos_token_id,
             ctx.token_bytes,
             ctx.batch_tokens,
@@ -90,12 +94,12 @@ def _run_sliding(ctx: EvalContext, docs: LongDocsSet, lengths: list[int]) -> Eva
         for r in results
     ]
     section = BpbLengthMetric(
-        convention=convention(truncate, ctx.spec.ppl_stride, len(chosen), need),
-        protocol=ctx.spec.ppl_protocol,
+        convention=convention(truncate, settings.ppl_stride, len(chosen), need),
+        protocol=settings.ppl_protocol,
         longest=need,
         units=len(chosen),
         docs=len(chosen),
-        stride=None if truncate else ctx.spec.ppl_stride,
+        stride=None if truncate else settings.ppl_stride,
         lengths=rows,
         long_docs=long_doc_set.summary(docs),
     )

@@ -4,7 +4,7 @@ Plain rope degrades past its training length, extension variants should not. Thi
 the SAME target tokens at every length, each with (almost) the full window of left context, so that
 the curve's shape shows the effect of context alone and not a change of text (`plan_blocks`):
 
-- Lengths L_1 < ... < L_k; B = the scoring block (`EvalSpec.length_block`, else L_1 // 2,
+- Lengths L_1 < ... < L_k; B = the scoring block (`eval.length_block`, else L_1 // 2,
   at least 1; B <= L_1). A length L is feasible iff some document has at least L + 1 tokens
   (L inputs and the target after the last one; documents start with BOS); infeasible lengths are
   skipped with a reason, and L_k below is the longest feasible length.
@@ -17,7 +17,7 @@ the curve's shape shows the effect of context alone and not a change of text (`p
   L_k + 2B, ... (a stride of B), i.e. targets L_k - B + 1 .. ; the head before that and a
   tail of fewer than B tokens are not scored. Documents with fewer than L_k + 1 tokens are
   not used. Blocks are taken round-robin over the usable documents (block 0 of every document
-  in document order, then block 1, ...) until `EvalSpec.length_tokens` targets are planned.
+  in document order, then block 1, ...) until `eval.length_tokens` targets are planned.
 
 So every length scores exactly the same target tokens, each exactly once, each predicted from
 between L - B and L - 1 tokens of left context. The plan depends only on the document lengths,

@@ -8,19 +8,21 @@ from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.copy_distance import CSV
 from rlab.evals.copy_distance import task as cd
 from rlab.evals.copy_distance.records import CopyDistanceMetric, CopyRow, CopyWindow
+from rlab.evals.copy_distance.settings import CopyDistanceSettings
 
 
 def run(ctx: EvalContext) -> EvalOutcome:
     """Loss on a passage repeated at a known distance vs the same passage unseen, by window (rlab.evals.copy_distance.task)."""
     docs = ctx.tokenizer.encode(long_doc_set.load(ctx).texts)
-    windows = list(ctx.spec.copy_lengths or ctx.eval_lengths())
+    settings = CopyDistanceSettings.of(ctx.spec)
+    windows = list(settings.copy_lengths or ctx.eval_lengths())
     with ctx.autocast():
         rows = cd.evaluate_copy_distance(
             ctx.model,
             docs,
             ctx.tokenizer.bos_token_id,
             windows,
-            ctx.spec.copy_trials,
+            settings.copy_trials,
             ctx.spec.seed,
             ctx.batch_tokens,
             ctx.device,

@@ -25,9 +25,13 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rlab.errors import EvalError
+from rlab.evals.core.settings import CoreSettings
+
+if TYPE_CHECKING:
+    from rlab.spec.eval import EvalSpec
 
 log = logging.getLogger(__name__)
 
@@ -175,14 +179,15 @@ def quiet_bundle_warnings():
         log.disabled = saved
 
 
-def check_task_selection(eval_spec, base_dir: Path) -> list[str] | None:
+def check_task_selection(eval_spec: EvalSpec, base_dir: Path) -> list[str] | None:
     """The labels `eval.core_tasks` picks in the bundle the worker will read; an unknown one is an EvalError
     (so a typo fails before a launch, not in the worker). None when CORE is off or runs every task."""
-    if "core" not in eval_spec.evals or eval_spec.core_tasks is None:
+    core = CoreSettings.of(eval_spec)
+    if "core" not in eval_spec.evals or core.core_tasks is None:
         return None
     with quiet_bundle_warnings():
-        bundle = load_bundle(bundle_root(base_dir, eval_spec.core_bundle))
-    return select_tasks(bundle, eval_spec.core_tasks)
+        bundle = load_bundle(bundle_root(base_dir, core.core_bundle))
+    return select_tasks(bundle, core.core_tasks)
 
 
 def _read_yaml_tasks(root: Path) -> list[dict]:

@@ -10,6 +10,7 @@ from rlab.evals.context import EvalContext, EvalOutcome, Table
 from rlab.evals.core import EXAMPLES_CSV
 from rlab.evals.core.bundle import CoreBundle
 from rlab.evals.core.records import CoreExample, CoreMetric, CoreTaskRow
+from rlab.evals.core.settings import CoreSettings
 from rlab.records.base import short_hash
 
 log = logging.getLogger(__name__)
@@ -20,15 +21,16 @@ def run(ctx: EvalContext) -> EvalOutcome:
     from rlab.evals.core.bundle import bundle_root, load_bundle, select_tasks
     from rlab.evals.core.metric import evaluate_core
 
-    bundle = load_bundle(bundle_root(ctx.base_dir, ctx.spec.core_bundle))
-    labels = select_tasks(bundle, ctx.spec.core_tasks)
+    settings = CoreSettings.of(ctx.spec)
+    bundle = load_bundle(bundle_root(ctx.base_dir, settings.core_bundle))
+    labels = select_tasks(bundle, settings.core_tasks)
     with ctx.autocast():
         res = evaluate_core(
             ctx.model,
             ctx.tokenizer,
             bundle,
             ctx.device,
-            max_per_task=ctx.spec.max_per_task,
+            max_per_task=settings.max_per_task,
             max_seq_len=ctx.train_seq_len,
             batch_tokens=ctx.batch_tokens,
             fewshot_seed=ctx.spec.seed,

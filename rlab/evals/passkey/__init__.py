@@ -13,15 +13,8 @@ EVAL = EvalDefinition(
     help="Passkey retrieval.",
     section="rlab.evals.passkey.records:PasskeyMetric",
     run="rlab.evals.passkey.run:run",
-    settings=(
-        "passkey_lengths",
-        "passkey_depths",
-        "passkey_trials",
-        "retrieval_choices",
-        *LENGTH_SETTINGS,
-        "seed",
-        *ROPE_EVAL_SETTINGS,
-    ),
+    settings_model="rlab.evals.passkey.settings:PasskeySettings",
+    shared_settings=("retrieval_choices", *LENGTH_SETTINGS, "seed", *ROPE_EVAL_SETTINGS),
     files=(
         OutputFile(CELLS_CSV, "rlab.evals.passkey.records:PasskeyCell"),
         OutputFile(TRIALS_CSV, "rlab.evals.passkey.records:PasskeyTrial", report=True),

@@ -9,6 +9,7 @@ from typing import Any
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.passkey import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
 from rlab.evals.passkey.records import PasskeyCell, PasskeyMetric, PasskeyTrial
+from rlab.evals.passkey.settings import PasskeySettings
 from rlab.evals.retrieval.adapters import score_likelihood
 
 
@@ -17,14 +18,15 @@ def run(ctx: EvalContext) -> EvalOutcome:
     from rlab.core.engine import Engine
     from rlab.evals.passkey.task import evaluate_passkey
 
-    lengths = list(ctx.spec.passkey_lengths or ctx.eval_lengths())
+    settings = PasskeySettings.of(ctx.spec)
+    lengths = list(settings.passkey_lengths or ctx.eval_lengths())
     with ctx.autocast():
         res = evaluate_passkey(
             Engine(ctx.model, name=ctx.name),
             ctx.tokenizer,
             lengths,
-            ctx.spec.passkey_depths,
-            ctx.spec.passkey_trials,
+            settings.passkey_depths,
+            settings.passkey_trials,
             ctx.spec.seed,
             ctx.device,
             ctx.batch_tokens,

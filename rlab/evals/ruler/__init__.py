@@ -13,15 +13,8 @@ EVAL = EvalDefinition(
     help="RULER-style synthetic tasks.",
     section="rlab.evals.ruler.records:RulerMetric",
     run="rlab.evals.ruler.run:run",
-    settings=(
-        "ruler_tasks",
-        "ruler_lengths",
-        "ruler_trials",
-        "retrieval_choices",
-        *LENGTH_SETTINGS,
-        "seed",
-        *ROPE_EVAL_SETTINGS,
-    ),
+    settings_model="rlab.evals.ruler.settings:RulerSettings",
+    shared_settings=("retrieval_choices", *LENGTH_SETTINGS, "seed", *ROPE_EVAL_SETTINGS),
     files=(
         OutputFile(CELLS_CSV, "rlab.evals.ruler.records:RulerCell"),
         OutputFile(TRIALS_CSV, "rlab.evals.ruler.records:RulerTrial"),

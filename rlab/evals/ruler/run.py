@@ -11,6 +11,7 @@ from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.retrieval.adapters import score_likelihood
 from rlab.evals.ruler import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
 from rlab.evals.ruler.records import RulerCell, RulerMetric, RulerTrial
+from rlab.evals.ruler.settings import RulerSettings
 
 
 def run(ctx: EvalContext) -> EvalOutcome:
@@ -19,15 +20,16 @@ def run(ctx: EvalContext) -> EvalOutcome:
     from rlab.evals.ruler.tasks import evaluate_ruler
 
     docs = long_doc_set.load(ctx)
-    lengths = list(ctx.spec.ruler_lengths or ctx.eval_lengths())
+    settings = RulerSettings.of(ctx.spec)
+    lengths = list(settings.ruler_lengths or ctx.eval_lengths())
     with ctx.autocast():
         res = evaluate_ruler(
             Engine(ctx.model, name=ctx.name),
             ctx.tokenizer,
             docs.texts,
-            ctx.spec.ruler_tasks,
+            settings.ruler_tasks,
             lengths,
-            ctx.spec.ruler_trials,
+            settings.ruler_trials,
             ctx.spec.seed,
             ctx.device,
             ctx.batch_tokens,
