@@ -3,6 +3,9 @@ what a CPU run reports."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import torch
 
 from rlab.core.attention_backends import CUDNN_FIRST, attention_kernels, choose_kernel, describe_attention
@@ -38,3 +41,19 @@ def test_the_log_line_names_windowed_layers_and_their_path():
     )
     assert "dense mask" in describe_attention("x", windows, 8192, cpu, "auto", True)
     assert "blocked causal kernel" in describe_attention("x", [None], 512, cpu, "auto", compiled=False)
+
+
+def test_a_torch_without_the_flash_impl_switch_still_imports_and_picks_sdpa():
+    """torch < 2.13 has no `activate_flash_attention_impl` (rlab supports >= 2.9; a lent GPU ran 2.11): the
+    module must import, and FlashAttention-3 is then never chosen."""
+    code = (
+        "import torch.nn.attention as a\n"
+        "del a.activate_flash_attention_impl\n"
+        "import torch\n"
+        "from rlab.core import attention_backends as ab\n"
+        "assert ab._ACTIVATE_IMPL is None\n"
+        "with ab.attention_kernels(torch.device('cpu'), 2, 2, 16, torch.float32) as name:\n"
+        "    print(name)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip()
