@@ -1,19 +1,31 @@
-"""Run the real console entry point (`rlab.cli.app.main`) in this process and capture what it prints.
+"""The one way tests run the `rlab` command line.
 
-The same code path as the installed `rlab` script (error rendering included), without a Python
-start-up per call, so bounded fuzz tests can run hundreds of inputs in seconds.
+`run_main` (the default) calls the console entry point (`rlab.cli.app.main`) in this process: the same code
+path as the installed script (exit codes and error rendering included) without a Python start-up per call,
+so bounded fuzz tests can run hundreds of inputs in seconds. `run_process` and `start_process` run
+`python -m rlab` as a separate process, for the tests that need one: signals and kills, a real terminal,
+torchrun children, a fresh interpreter (hash seed, import state) or end-to-end runs as a user starts them.
+Both return the same `Outcome`, so the same assertions read either.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlab.cli.app import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+Env = Mapping[str, str | None]
+"""Variables to set for one call on top of this process's environment; `None` unsets one."""
 
 
 @dataclass
@@ -28,18 +40,36 @@ class Outcome:
         return self.out + self.err
 
 
-def run_main(*args: str, cwd: Path | None = None, columns: int = 200) -> Outcome:
+@contextmanager
+def _environment(env: Env) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in env}
+    try:
+        _apply(os.environ, env)
+        yield
+    finally:
+        _apply(os.environ, saved)
+
+
+def _apply(target: Any, env: Env) -> None:
+    for name, value in env.items():
+        if value is None:
+            target.pop(name, None)
+        else:
+            target[name] = value
+
+
+def run_main(*args: str, cwd: Path | None = None, columns: int = 200, env: Env | None = None) -> Outcome:
     """`rlab ARGS...` as the console script runs it; `exception` is set if it would print a traceback."""
     out, err = io.StringIO(), io.StringIO()
-    old_argv, old_cwd, old_cols = sys.argv, os.getcwd(), os.environ.get("COLUMNS")
+    old_argv, old_cwd = sys.argv, os.getcwd()
     sys.argv = ["rlab", *args]
-    os.environ["COLUMNS"] = str(columns)
     code, exception = 0, None
     try:
-        if cwd is not None:
-            os.chdir(cwd)
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
+        with _environment({"COLUMNS": str(columns), **(env or {})}):
+            if cwd is not None:
+                os.chdir(cwd)
+            with redirect_stdout(out), redirect_stderr(err):
+                main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException as exc:  # noqa: BLE001 - this is what the test looks for
@@ -47,11 +77,46 @@ def run_main(*args: str, cwd: Path | None = None, columns: int = 200) -> Outcome
     finally:
         sys.argv = old_argv
         os.chdir(old_cwd)
-        if old_cols is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = old_cols
     return Outcome(code, out.getvalue(), err.getvalue(), exception)
+
+
+def process_argv(*args: str) -> list[str]:
+    """The command line of a separate `rlab ARGS...` (this interpreter, so the same environment)."""
+    return [sys.executable, "-m", "rlab", *args]
+
+
+def process_env(columns: int = 200, env: Env | None = None) -> dict[str, str]:
+    """This process's environment with `COLUMNS` and the call's own variables applied."""
+    full = dict(os.environ)
+    _apply(full, {"COLUMNS": str(columns), **(env or {})})
+    return full
+
+
+def run_process(
+    *args: str,
+    cwd: Path | None = REPO,
+    columns: int = 200,
+    env: Env | None = None,
+    timeout: float | None = 300,
+) -> Outcome:
+    """`rlab ARGS...` in a separate process, waited for; what it printed comes back as an `Outcome`."""
+    done = subprocess.run(
+        process_argv(*args),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=process_env(columns, env),
+        timeout=timeout,
+    )
+    return Outcome(done.returncode, done.stdout, done.stderr)
+
+
+def start_process(
+    *args: str, cwd: Path | None = REPO, columns: int = 200, env: Env | None = None, **popen: Any
+) -> subprocess.Popen:
+    """`rlab ARGS...` started in a separate process and not waited for (a test that signals or kills it);
+    `popen` goes to `subprocess.Popen` (stdout/stderr, start_new_session, preexec_fn, ...)."""
+    return subprocess.Popen(process_argv(*args), cwd=cwd, env=process_env(columns, env), **popen)
 
 
 def assert_clean_error(outcome: Outcome, *fragments: str, code: int = 1, max_lines: int | None = 2) -> None:

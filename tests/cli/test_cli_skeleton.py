@@ -3,9 +3,8 @@
 import subprocess
 import sys
 
-from typer.testing import CliRunner
-
-from rlab.cli.app import app
+from rlab.variants import VARIANT_NAMES
+from tests.cli.harness import run_main
 
 # What `rlab --help` must not load: torch outright, and the libraries that made it slow before
 # the command modules imported them lazily (pydantic via the spec models, the data/report stack).
@@ -24,10 +23,10 @@ def _loaded_heavy_modules(code: str) -> list[str]:
 
 
 def test_help_lists_mission_commands():
-    result = CliRunner().invoke(app, ["--help"])
-    assert result.exit_code == 0
+    result = run_main("--help")
+    assert result.code == 0, result.text
     for command in ("continue", "eval", "report", "rope"):
-        assert command in result.output
+        assert command in result.out
 
 
 def test_importing_the_cli_loads_nothing_heavy():
@@ -42,12 +41,7 @@ def test_root_help_loads_nothing_heavy():
 
 
 def test_rope_help_names_every_variant():
-    from typer.testing import CliRunner
-
-    from rlab.cli.app import app
-    from rlab.variants import VARIANT_NAMES
-
-    result = CliRunner().invoke(app, ["rope", "inspect", "--help"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0
+    result = run_main("rope", "inspect", "--help", columns=200)
+    assert result.code == 0, result.text
     for name in VARIANT_NAMES:
-        assert name in result.output
+        assert name in result.out

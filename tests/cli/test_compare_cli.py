@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.cli.inproc import assert_clean_error, run_main
+from tests.cli.harness import assert_clean_error, run_main
 from tests.report.conftest import FIXTURES
 
 BOOT = ("--bootstrap", "200")

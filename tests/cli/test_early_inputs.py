@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file
-from tests.cli.inproc import Outcome, run_main
+from tests.cli.harness import Outcome, run_main
 from tests.cli.test_continue_cli import write_spec
 from tests.orchestrate.helpers import make_checkpoint
 

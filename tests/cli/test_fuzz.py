@@ -3,7 +3,7 @@
 Spec fuzz: a valid spec with one to three fields replaced by arbitrary YAML values (booleans, huge or
 negative numbers, nan/inf, strings, lists, maps), plus arbitrary text and bytes as a whole file, run
 through `rlab validate` and `rlab continue --dry-run`. CLI fuzz: each read-only/dry-run command with
-random flags and values. Every run goes through the real entry point in this process (tests.cli.inproc).
+random flags and values. Every run goes through the real entry point in this process (tests.cli.harness).
 The example counts are fixed and derandomized, so the suite stays fast and reproducible.
 """
 
@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.cli.inproc import Outcome, run_main
+from tests.cli.harness import Outcome, run_main
 
 EXAMPLES = int(os.environ.get("RLAB_FUZZ_EXAMPLES", "60"))  # e.g. 2000 for a long local hunt
 FUZZ = settings(

@@ -10,7 +10,7 @@ from rlab.cli.app import click_command
 from rlab.cli.examples import EXAMPLES
 from rlab.spec.experiment import LaunchSpec
 from rlab.spec.train import TrainSpec
-from tests.cli.inproc import run_main
+from tests.cli.harness import run_main
 
 COMMANDS = [
     ["continue"],

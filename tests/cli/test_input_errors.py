@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.inproc import assert_clean_error, run_main
+from tests.cli.harness import assert_clean_error, run_main
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "experiments" / "demo.yaml"

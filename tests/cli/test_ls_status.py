@@ -14,7 +14,7 @@ from rich.console import Console
 from rlab.cli.ls_cmd import records_table
 from rlab.orchestrate.lock import TagLocks
 from rlab.paths import BaseLayout
-from tests.cli.inproc import run_main
+from tests.cli.harness import run_main
 from tests.orchestrate.helpers import make_checkpoint
 
 FX = Path(__file__).resolve().parents[1] / "report" / "fixtures" / "fx"

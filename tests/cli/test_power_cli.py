@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.inproc import assert_clean_error, run_main
+from tests.cli.harness import assert_clean_error, run_main
 
 FX = Path(__file__).resolve().parents[1] / "report" / "fixtures" / "fx"
 

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from typer.testing import CliRunner
 
-from rlab.cli.app import app
-from rlab.errors import SpecError
-
-runner = CliRunner()
+from tests.cli.harness import Outcome, run_main
 
 
 def inspect_json(*args: str) -> dict:
-    result = runner.invoke(app, ["rope", "inspect", *args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    result = run_main("rope", "inspect", *args, "--json")
+    assert result.code == 0, result.text
+    return json.loads(result.out)
+
+
+def assert_error_line(result: Outcome, message: str) -> None:
+    """Exit 1, nothing on stdout, no traceback, and stderr's first line starting with `message`."""
+    assert result.code == 1 and result.exception is None, result.text
+    assert "Traceback" not in result.err and result.out == ""
+    assert result.err.splitlines()[0].startswith(message), result.err
 
 
 def hf_inv_freq(
@@ -93,23 +93,23 @@ def test_other_variants_json_equal_reference(args, rope_type, seq_len, params):
 
 
 def test_table_output():
-    result = runner.invoke(app, ["rope", "inspect", "--variant", "yarn", "--scale", "4"])
-    assert result.exit_code == 0, result.output
-    assert "wavelength (tokens)" in result.stdout and "ratio to rope" in result.stdout
-    assert "[beta_slow, beta_fast]" in result.stdout  # the formula survives rich markup
-    assert "showing 16 of 64" in result.stdout
-    assert "logits x1.29648" in result.stdout
+    result = run_main("rope", "inspect", "--variant", "yarn", "--scale", "4")
+    assert result.code == 0, result.text
+    assert "wavelength (tokens)" in result.out and "ratio to rope" in result.out
+    assert "[beta_slow, beta_fast]" in result.out  # the formula survives rich markup
+    assert "showing 16 of 64" in result.out
+    assert "logits x1.29648" in result.out
 
 
 def test_help_lists_rope():
-    result = runner.invoke(app, ["rope", "--help"])
-    assert result.exit_code == 0 and "inspect" in result.stdout
+    result = run_main("rope", "--help")
+    assert result.code == 0 and "inspect" in result.out
 
 
-def test_bad_input_raises_spec_error_in_process():
-    result = runner.invoke(app, ["rope", "inspect", "--variant", "pi", "--scale", "-1"])
-    assert result.exit_code != 0 and isinstance(result.exception, SpecError)
-    assert result.exception.message == "--scale: must be from 0 to 1,024 (got -1.0)"  # the spec bound
+def test_a_negative_scale_is_the_spec_bound_error():
+    result = run_main("rope", "inspect", "--variant", "pi", "--scale", "-1")
+    assert_error_line(result, "Error: --scale: must be from 0 to 1,024 (got -1.0)")  # the spec bound
+    assert result.err.splitlines()[0] == "Error: --scale: must be from 0 to 1,024 (got -1.0)"
 
 
 @pytest.mark.parametrize(
@@ -132,16 +132,9 @@ def test_bad_input_raises_spec_error_in_process():
     ],
 )
 def test_bad_input_one_line_exit_1_no_traceback(args, message):
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlab", "rope", "inspect", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-        timeout=60,
-    )
-    assert proc.returncode == 1
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
-    assert proc.stderr.splitlines()[0] == message
+    result = run_main("rope", "inspect", *args)
+    assert_error_line(result, message)
+    assert result.err.splitlines()[0] == message
 
 
 def test_new_variants_json_equal_reference(tmp_path):
@@ -188,9 +181,7 @@ def test_new_variants_json_equal_reference(tmp_path):
     ],
 )
 def test_new_variant_bad_input_names_the_flag(args, message):
-    result = runner.invoke(app, ["rope", "inspect", *args])
-    assert result.exit_code != 0 and isinstance(result.exception, SpecError)
-    assert f"Error: {result.exception.message}".startswith(message)
+    assert_error_line(run_main("rope", "inspect", *args), message)
 
 
 def test_geometry_in_json_and_table():
@@ -203,8 +194,8 @@ def test_geometry_in_json_and_table():
     )
     assert geometry["base_lower_bound"] == pytest.approx(0.0424 * 8192**1.628)
     assert got["window_pairs"] == sum(1 for f in got["inv_freq"] if 2 * 3.141592653589793 / f <= 512)
-    result = runner.invoke(app, ["rope", "inspect", "--variant", "ntk", "--scale", "4"])
-    assert result.exit_code == 0, result.output
-    text = " ".join(result.stdout.split())  # rich wraps at the terminal's width
+    result = run_main("rope", "inspect", "--variant", "ntk", "--scale", "4")
+    assert result.code == 0, result.text
+    text = " ".join(result.out.split())  # rich wraps at the terminal's width
     assert "in target" in text and "critical dimension (Liu et al. 2024): 41 of 64" in text
     assert "warning: ntk: rotary base 4.09e+04 is below 1.0e+05" in text

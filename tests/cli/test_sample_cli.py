@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
-from rlab.cli.app import app
+from tests.cli.harness import assert_clean_error, run_main
 from tests.evals.test_runner import TAG, make_base
 
 
@@ -15,28 +14,25 @@ def base(tiny_base_dir, tmp_path):
 
 
 def test_sample_prints_each_sample(base):
-    result = CliRunner().invoke(
-        app,
-        [
-            "sample",
-            "--tag",
-            TAG,
-            "--prompt",
-            "The king",
-            "--num-samples",
-            "3",
-            "--max-tokens",
-            "8",
-            "--temperature",
-            "1.0",
-            "--top-k",
-            "50",
-            "--base-dir",
-            str(base),
-        ],
+    result = run_main(
+        "sample",
+        "--tag",
+        TAG,
+        "--prompt",
+        "The king",
+        "--num-samples",
+        "3",
+        "--max-tokens",
+        "8",
+        "--temperature",
+        "1.0",
+        "--top-k",
+        "50",
+        "--base-dir",
+        str(base),
     )
-    assert result.exit_code == 0, result.output
-    assert result.output.count("The king") == 3 and "sample 3/3" in result.output
+    assert result.code == 0, result.text
+    assert result.out.count("The king") == 3 and "sample 3/3" in result.out
 
 
 def test_greedy_sample_is_deterministic(base):
@@ -53,14 +49,11 @@ def test_greedy_sample_is_deterministic(base):
         "--base-dir",
         str(base),
     ]
-    first = CliRunner().invoke(app, args)
-    assert first.exit_code == 0, first.output
-    assert first.output == CliRunner().invoke(app, args).output
+    first = run_main(*args)
+    assert first.code == 0, first.text
+    assert first.out == run_main(*args).out
 
 
 def test_unknown_tag_is_a_clear_error(base):
-    from rlab.errors import CheckpointError
-
-    result = CliRunner().invoke(app, ["sample", "--tag", "nope", "--base-dir", str(base)])
-    assert result.exit_code != 0
-    assert isinstance(result.exception, CheckpointError) and "nope" in str(result.exception)
+    result = run_main("sample", "--tag", "nope", "--base-dir", str(base))
+    assert_clean_error(result, "nope")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.cli.inproc import run_main
+from tests.cli.harness import run_main
 from tests.cli.test_fuzz import FUZZ, assert_no_traceback
 
 BASE = "name: fz\nbase: {tag: d20, step: 10}\nlaunch: {nproc_per_node: 1}\n"

@@ -5,25 +5,24 @@ from __future__ import annotations
 import zipfile
 
 import pytest
-from typer.testing import CliRunner
 
-from rlab.cli.app import app
 from rlab.errors import EvalError
 from rlab.evals.core.bundle_download import install_from_zip
+from tests.cli.harness import run_main
 from tests.conftest import EVAL_BUNDLE_DIR, full_eval_bundle
 
 
 def test_check_reports_present_missing_and_modified():
-    result = CliRunner().invoke(app, ["bundle", "check", str(EVAL_BUNDLE_DIR)])
-    assert result.exit_code == 0, result.output
-    assert "2 ok" in result.output and "2 missing" in result.output and "17 modified" in result.output
-    assert "squad" in result.output and "coqa" in result.output
+    result = run_main("bundle", "check", str(EVAL_BUNDLE_DIR))
+    assert result.code == 0, result.text
+    assert "2 ok" in result.out and "2 missing" in result.out and "17 modified" in result.out
+    assert "squad" in result.out and "coqa" in result.out
 
 
 def test_check_the_whole_bundle():
-    result = CliRunner().invoke(app, ["bundle", "check", str(full_eval_bundle())])
-    assert result.exit_code == 0, result.output
-    assert "18 ok" in result.output and "2 missing" in result.output and "1 modified" in result.output
+    result = run_main("bundle", "check", str(full_eval_bundle()))
+    assert result.code == 0, result.text
+    assert "18 ok" in result.out and "2 missing" in result.out and "1 modified" in result.out
 
 
 def _zip_bundle(src, dest):
@@ -43,9 +42,9 @@ def test_install_from_zip_checks_and_places_bundle(bundle_copy, tmp_path):
     ).is_file()
     with pytest.raises(EvalError, match="already exists"):
         install_from_zip(zpath, target)
-    result = CliRunner().invoke(app, ["bundle", "check", "--base-dir", str(tmp_path / "base")])
-    assert result.exit_code == 0, result.output
-    assert "1 ok" in result.output and "1 modified" in result.output and "1 missing" in result.output
+    result = run_main("bundle", "check", "--base-dir", str(tmp_path / "base"))
+    assert result.code == 0, result.text
+    assert "1 ok" in result.out and "1 modified" in result.out and "1 missing" in result.out
 
 
 def test_install_refuses_a_corrupt_bundle(bundle_copy, tmp_path):

@@ -200,7 +200,7 @@ def test_card_lists_lineage_and_results(base, tmp_path):
 
 
 def test_cli_export_json_and_errors(base, tmp_path):
-    from tests.cli.inproc import assert_clean_error, run_main
+    from tests.cli.harness import assert_clean_error, run_main
 
     write_checkpoint(base, "t", random_model("nanochat-2026", VARIANTS["abf"], vocab_size=vocab(base)))
     args = ["export", "--tag", "t", "--base-dir", str(base), "--out"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.cli.inproc import run_main
+from tests.cli.harness import run_main
 from tests.memory.conftest import D20_META
 
 

@@ -11,7 +11,7 @@ import pytest
 from rlab.orchestrate.memory_check import plan_continue_memory
 from rlab.orchestrate.preflight import preflight_continue
 from rlab.spec.loading import load_spec
-from tests.cli.inproc import run_main
+from tests.cli.harness import run_main
 from tests.orchestrate.helpers import make_checkpoint
 
 

@@ -20,7 +20,7 @@ from rlab.orchestrate.plan import (
 )
 from rlab.paths import BaseLayout, meta_file
 from rlab.spec.loading import load_spec
-from tests.cli.inproc import run_main
+from tests.cli.harness import run_main
 from tests.orchestrate.helpers import make_checkpoint
 
 BASE = Path("/data/nanochat")

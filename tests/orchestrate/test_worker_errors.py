@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from rlab.orchestrate.watch import worker_error
-from tests.cli.inproc import run_main
+from tests.cli.harness import run_main
 from tests.cli.test_continue_cli import write_spec
 from tests.orchestrate.helpers import make_checkpoint
 

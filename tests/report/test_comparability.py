@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from typer.testing import CliRunner
 
-from rlab.cli.app import app
 from rlab.records.eval_doc import read_eval_doc
 from rlab.report import tables
 from rlab.report.collect import NOT_COMPARABLE, collect
 from rlab.report.comparability import TRAINING, mismatches
 from rlab.report.table_model import BLANK
+from tests.cli.harness import run_main
 
 
 def _edit_eval(fx, tag: str, edit) -> None:
@@ -89,11 +88,9 @@ def test_report_blocks_verdicts_across_other_eval_settings(fx):
 
 def test_a_training_budget_mismatch_blocks_every_metric_and_is_shown_first(fx, results_root):
     _edit_eval(fx, "fx-pi", lambda d: d["checkpoint"].update(tokens_trained=1))
-    result = CliRunner().invoke(
-        app, ["report", "--results-dir", str(results_root), "-e", "fx", "--bootstrap", "200"]
-    )
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())  # the terminal wraps lines
+    result = run_main("report", "--results-dir", str(results_root), "-e", "fx", "--bootstrap", "200")
+    assert result.code == 0, result.text
+    said = " ".join(result.out.split())  # the terminal wraps lines
     assert (
         "Not comparable" in said
         and "fx-pi and fx-rope differ in training budget (tokens_trained 1 vs 5120)" in said
@@ -103,13 +100,10 @@ def test_a_training_budget_mismatch_blocks_every_metric_and_is_shown_first(fx, r
     data = collect(fx, "rope", draws=200)
     pi = data.comparisons[(data.comparisons["arm"] == "pi") & (data.comparisons["verdict"] != "")]
     assert len(pi) and (pi["verdict"] == NOT_COMPARABLE).all()
-    allowed = CliRunner().invoke(
-        app,
-        ["report", "--results-dir", str(results_root), "-e", "fx", "--bootstrap", "200", "--allow-mismatch"],
+    allowed = run_main(
+        "report", "--results-dir", str(results_root), "-e", "fx", "--bootstrap", "200", "--allow-mismatch"
     )
-    assert (
-        allowed.exit_code == 0 and "--allow-mismatch" in (results_root / "fx" / "comparison.md").read_text()
-    )
+    assert allowed.code == 0 and "--allow-mismatch" in (results_root / "fx" / "comparison.md").read_text()
 
 
 def test_the_primary_endpoint_belongs_to_bpb_length():

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
-from rlab.cli.app import app
 from rlab.records.base import short_hash
 from rlab.report.collect import NOT_COMPARABLE, collect
+from tests.cli.harness import run_main
 
 TASKS = ["hellaswag_zeroshot", "lambada_openai"]
 
@@ -47,10 +45,10 @@ def test_the_same_subset_everywhere_is_compared_and_labelled_k_of_n(fx, results_
         _select(fx, tag, TASKS)
     data = collect(fx, "rope", draws=200)
     assert not [m for m in data.mismatches if m.section == "core"]
-    result = CliRunner().invoke(
-        app, ["report", "--results-dir", str(results_root), "--experiment", "fx", "--bootstrap", "200"]
+    result = run_main(
+        "report", "--results-dir", str(results_root), "--experiment", "fx", "--bootstrap", "200"
     )
-    assert result.exit_code == 0, result.output
+    assert result.code == 0, result.text
     md = (results_root / "fx" / "comparison.md").read_text()
     assert "CORE (2 of 22 tasks; centered accuracy, higher is better)" in md
     assert "CORE (centered accuracy" not in md
