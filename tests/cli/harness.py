@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlab.cli import console
 from rlab.cli.app import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +59,21 @@ def _apply(target: Any, env: Env) -> None:
             target[name] = value
 
 
+@contextmanager
+def _console_width(columns: int) -> Iterator[None]:
+    """The CLI's consoles are made once, at import, and take their width from `COLUMNS` then (as in a real
+    start-up); a call in this process sets the width it asks for and puts the old one back."""
+    consoles = (console.out, console.err)
+    saved = [c.width for c in consoles]
+    try:
+        for c in consoles:
+            c.width = columns
+        yield
+    finally:
+        for c, width in zip(consoles, saved, strict=True):
+            c.width = width
+
+
 def run_main(*args: str, cwd: Path | None = None, columns: int = 200, env: Env | None = None) -> Outcome:
     """`rlab ARGS...` as the console script runs it; `exception` is set if it would print a traceback."""
     out, err = io.StringIO(), io.StringIO()
@@ -65,7 +81,7 @@ def run_main(*args: str, cwd: Path | None = None, columns: int = 200, env: Env |
     sys.argv = ["rlab", *args]
     code, exception = 0, None
     try:
-        with _environment({"COLUMNS": str(columns), **(env or {})}):
+        with _environment({"COLUMNS": str(columns), **(env or {})}), _console_width(columns):
             if cwd is not None:
                 os.chdir(cwd)
             with redirect_stdout(out), redirect_stderr(err):
@@ -119,6 +135,29 @@ def start_process(
     return subprocess.Popen(process_argv(*args), cwd=cwd, env=process_env(columns, env), **popen)
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie or a finished process does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """The running processes whose command line contains `text` (a job's run.json: its launcher, workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and alive(
+                    int(entry.name)
+                ):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
 def assert_clean_error(outcome: Outcome, *fragments: str, code: int = 1, max_lines: int | None = 2) -> None:
     """Non-zero exit, an `Error:` line, no traceback, at most `max_lines` lines, each fragment present."""
     assert outcome.exception is None, f"traceback: {outcome.exception!r}"
@@ -127,6 +166,17 @@ def assert_clean_error(outcome: Outcome, *fragments: str, code: int = 1, max_lin
     assert outcome.err.startswith("Error:"), outcome.err
     if max_lines is not None:
         assert len(outcome.err.strip().splitlines()) <= max_lines, outcome.err
+    text = " ".join(outcome.err.split())
+    for fragment in fragments:
+        assert fragment in text, outcome.err
+
+
+def assert_user_error(outcome: Outcome, *fragments: str) -> None:
+    """Exit 1 and no traceback, each fragment in stderr; unlike `assert_clean_error`, any number of lines and
+    anything before the error (warnings, a plan, a failed job's log tail)."""
+    assert outcome.exception is None, f"traceback: {outcome.exception!r}"
+    assert outcome.code == 1, outcome.text
+    assert "Traceback" not in outcome.err
     text = " ".join(outcome.err.split())
     for fragment in fragments:
         assert fragment in text, outcome.err

@@ -9,8 +9,8 @@ import torch
 from rlab.nanochat.gen2025.architecture import NANOCHAT_2025
 from rlab.nanochat.state_dict import state_dict_keys
 from rlab.paths import BaseLayout, meta_file, model_file
-from tests.cli.test_continue_cli import assert_user_error, fake_torchrun, rlab, write_spec
-from tests.orchestrate.helpers import snapshot
+from tests.cli.harness import assert_user_error, run_main
+from tests.orchestrate.helpers import fake_torchrun, snapshot, write_spec
 
 
 def _base_with_keys(root, extra: list[str]) -> BaseLayout:
@@ -29,7 +29,7 @@ def test_unknown_architecture_is_refused_before_any_clone(tmp_path):
     base = _base_with_keys(tmp_path / "base", ["transformer.h.0.attn.new_gate.weight", "mystery_lambdas"])
     before = snapshot(base.checkpoint_dir("d2"))
     spec = write_spec(tmp_path, f"name: arch\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    result = rlab(
+    result = run_main(
         "continue",
         "--spec",
         str(spec),
@@ -51,6 +51,6 @@ def test_unknown_architecture_is_refused_before_any_clone(tmp_path):
         "nanochat-2025",
         "nanochat-2026",
     )
-    assert "launched" not in result.stdout
+    assert "launched" not in result.out
     assert sorted(p.name for p in base.checkpoints_root.iterdir()) == ["d2"]  # no clone left behind
     assert snapshot(base.checkpoint_dir("d2")) == before

@@ -8,40 +8,31 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file
+from tests.cli.harness import (
+    alive,
+    assert_user_error,
+    processes_mentioning,
+    run_main,
+    run_process,
+    start_process,
+)
 from tests.conftest import default_sigint
-from tests.orchestrate.helpers import make_checkpoint, snapshot
-
-REPO = Path(__file__).resolve().parents[2]
-EXPERIMENTS = REPO / "experiments"
-
-
-def rlab(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "rlab", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-        cwd=REPO,
-    )
-
-
-def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    text = " ".join(result.stderr.split())
-    for fragment in fragments:
-        assert fragment in text, result.stderr
+from tests.orchestrate.helpers import (
+    EXPERIMENTS,
+    d20_base,
+    fake_torchrun,
+    make_checkpoint,
+    pretrained_smoke_base,
+    snapshot,
+    write_spec,
+)
 
 
 @pytest.fixture
@@ -50,54 +41,14 @@ def base(tmp_path) -> BaseLayout:
     return BaseLayout(tmp_path / "base")
 
 
-def write_spec(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return path
-
-
-def fake_torchrun(tmp_path: Path, fail_on: str | None = None) -> Path:
-    """A stand-in launcher: records its argv; exits 1 when its run.json path mentions `fail_on`."""
-    script = tmp_path / "fake-torchrun"
-    fail = (
-        f'case "$*" in *{fail_on}*) echo "worker crashed: CUDA error"; echo "error: Refusing to save step 3: '
-        f'non-finite parameters"; echo "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: '
-        f'boilerplate"; exit 1;; esac\n'
-        if fail_on
-        else ""
-    )
-    script.write_text(f'#!/bin/sh\necho "launched $*"\n{fail}exit 0\n')
-    script.chmod(0o755)
-    return script
-
-
-def d20_base(root: Path, seq_len: int = 2048, step: int = 21400) -> Path:
-    """A base dir whose d20 checkpoint at `step` has a nanochat meta (sequence_len, loader position)."""
-    make_checkpoint(root, "d20", steps=(step,), size=64, inputs=False, model=False)
-    meta = {
-        "step": step,
-        "model_config": {
-            "sequence_len": seq_len,
-            "vocab_size": 65536,
-            "n_layer": 20,
-            "n_head": 10,
-            "n_kv_head": 10,
-            "n_embd": 1280,
-        },
-        "dataloader_state_dict": {"pq_idx": 3, "rg_idx": 17},
-    }
-    meta_file(BaseLayout(root).checkpoint_dir("d20"), step).write_text(json.dumps(meta))
-    return root
-
-
 def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
     base = d20_base(tmp_path / "base")
     before = snapshot(BaseLayout(base).checkpoint_dir("d20"))
-    result = rlab(
+    result = run_main(
         "continue", "--spec", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--dry-run", "--base-dir", str(base)
     )
-    assert result.returncode == 0, result.stderr
-    commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("torchrun")]
+    assert result.code == 0, result.err
+    commands = [line.strip() for line in result.out.splitlines() if line.strip().startswith("torchrun")]
     assert len(commands) == 4
     results = Path(os.environ["RLAB_RESULTS_DIR"])
     assert commands[0] == (
@@ -111,15 +62,15 @@ def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
         "d20-yarn",
     ]
     assert "L0=2048; target_len 8192; train data after d20@21400 (pq 3, rg 17)" in " ".join(
-        result.stdout.split()
+        result.out.split()
     )
-    assert "No data directory at" in result.stderr  # a warning for a dry run, not an error
+    assert "No data directory at" in result.err  # a warning for a dry run, not an error
     # the power line: what the planned evals can detect vs eval.target_mde, noise from the defaults (no pilot)
-    said = " ".join(result.stdout.split())
+    said = " ".join(result.out.split())
     assert "power: MDE at 80% power, family alpha/m, 1 seed, noise from default noise (no pilot)" in said
     assert "primary " in said and "at 128 documents" in said  # 65536 targets in blocks of 512
     assert "underpowered for eval.target_mde.bpb = 0.01" in " ".join(
-        result.stderr.split()
+        result.err.split()
     )  # the noisiest length
     assert not results.exists() and snapshot(BaseLayout(base).checkpoint_dir("d20")) == before
     assert sorted(p.name for p in BaseLayout(base).checkpoints_root.iterdir()) == ["d20"]
@@ -129,9 +80,9 @@ def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
     """Issue 11's done-when: d20 trained at 2048 -> seq_len 8192, factor 4 per tag; no d20 -> non-zero."""
     base = d20_base(tmp_path / "base")
     args = ["continue", "--from-step", "21400", "--variants", "pi,ntk,yarn", "--dry-run", "--json"]
-    result = rlab(*args, "--base-dir", str(base))
-    assert result.returncode == 0, result.stderr
-    plan = json.loads(result.stdout)
+    result = run_main(*args, "--base-dir", str(base))
+    assert result.code == 0, result.err
+    plan = json.loads(result.out)
     assert plan["ok"] and plan["problems"] == [] and plan["base"]["L0"] == 2048 and plan["target_len"] == 8192
     assert [t["tag"] for t in plan["tags"]] == ["d20-pi", "d20-ntk", "d20-yarn"]
     primary = next(e for e in plan["power"]["endpoints"] if e["endpoint"] == "primary")
@@ -144,16 +95,16 @@ def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
         assert tag["tokens"] == tag["steps"] * 8 * 8192 * tag["nproc"]
     # --target-len overrides; a training length at L0 warns with both numbers
     short = json.loads(
-        rlab(*args, "--base-dir", str(base), "--target-len", "4096", "--seq-len", "2048").stdout
+        run_main(*args, "--base-dir", str(base), "--target-len", "4096", "--seq-len", "2048").out
     )
     assert {t["factor"] for t in short["tags"]} == {2.0} and {t["seq_len"] for t in short["tags"]} == {2048}
     assert any("train.seq_len 2048 is not above the base's context L0=2048" in w for w in short["warnings"])
     # no d20 checkpoint: non-zero, the JSON says what is missing, and so does stderr
-    missing = rlab(*args, "--base-dir", str(tmp_path / "empty"))
-    assert missing.returncode == 1 and "Traceback" not in missing.stderr
-    plan = json.loads(missing.stdout)
+    missing = run_main(*args, "--base-dir", str(tmp_path / "empty"))
+    assert missing.code == 1 and "Traceback" not in missing.err
+    plan = json.loads(missing.out)
     assert not plan["ok"] and any("Base tag 'd20' not found" in p for p in plan["problems"])
-    assert "Base tag 'd20' not found" in missing.stderr
+    assert "Base tag 'd20' not found" in missing.err
 
 
 def test_dry_run_lists_every_problem_at_once_and_validate_agrees(base, tmp_path):
@@ -164,16 +115,16 @@ def test_dry_run_lists_every_problem_at_once_and_validate_agrees(base, tmp_path)
         "launch: {nproc_per_node: 2}\nbase: {step: 20}\nvariants: {pi: {variant: pi}}\n",
     )
     for command in (["continue", "--spec", str(spec), "--dry-run"], ["validate", str(spec)]):
-        result = rlab(*command, "--base-dir", str(base.root))
+        result = run_main(*command, "--base-dir", str(base.root))
         assert_user_error(
             result, "2 problems stop this run", "4 x 1024 x 2 = 8192", "Tag 'd20-pi' already exists"
         )
-    bad = rlab("continue", "--spec", str(spec), "--dry-run", "--rdzv-endpoint", "127.0.0.1:abc")
+    bad = run_main("continue", "--spec", str(spec), "--dry-run", "--rdzv-endpoint", "127.0.0.1:abc")
     assert_user_error(bad, "launch.rdzv_endpoint: port must be a number from 1 to 65535 (got 'abc'")
     assert_user_error(
-        rlab("validate", str(spec), "--base-dir", str(tmp_path / "nothing")), "Base tag 'd20' not found"
+        run_main("validate", str(spec), "--base-dir", str(tmp_path / "nothing")), "Base tag 'd20' not found"
     )
-    assert rlab("validate", str(spec), "--spec-only").returncode == 0
+    assert run_main("validate", str(spec), "--spec-only").code == 0
 
 
 @pytest.mark.parametrize(
@@ -193,12 +144,12 @@ def test_dry_run_lists_every_problem_at_once_and_validate_agrees(base, tmp_path)
 )
 def test_user_errors(base, args, fragments):
     before = snapshot(base.checkpoint_dir("d20"))
-    assert_user_error(rlab("continue", "--base-dir", str(base.root), *args), *fragments)
+    assert_user_error(run_main("continue", "--base-dir", str(base.root), *args), *fragments)
     assert snapshot(base.checkpoint_dir("d20")) == before
 
 
 def test_debug_env_shows_the_traceback(base):
-    result = rlab(
+    result = run_process(
         "continue",
         "--base-dir",
         str(base.root),
@@ -208,7 +159,7 @@ def test_debug_env_shows_the_traceback(base):
         "pi",
         env={"RLAB_DEBUG": "1"},
     )
-    assert result.returncode != 0 and "Traceback" in result.stderr and "CheckpointError" in result.stderr
+    assert result.code != 0 and "Traceback" in result.err and "CheckpointError" in result.err
 
 
 def test_spec_errors_all_at_once(tmp_path):
@@ -216,7 +167,7 @@ def test_spec_errors_all_at_once(tmp_path):
         tmp_path,
         "base: {step: -1, tagg: x}\ntrain: {steps: -1}\nvariants:\n  pi: {variant: pi, factor: 0.5}\n",
     )
-    result = rlab("continue", "--spec", str(spec), "--variants", "pi")
+    result = run_main("continue", "--spec", str(spec), "--variants", "pi")
     assert_user_error(
         result,
         "4 problem(s)",
@@ -233,7 +184,7 @@ def test_batch_arithmetic_error(base, tmp_path):
         "train: {seq_len: 1024, device_batch_size: 4, total_batch_size: 10000}\n"
         "launch: {nproc_per_node: 2}\n",
     )
-    result = rlab(
+    result = run_main(
         "continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10", "--variants", "pi"
     )
     assert_user_error(
@@ -243,7 +194,7 @@ def test_batch_arithmetic_error(base, tmp_path):
 
 def test_torchrun_missing(base, tmp_path):
     spec = write_spec(tmp_path, "launch: {torchrun: no-such-torchrun}\n")
-    result = rlab(
+    result = run_main(
         "continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10", "--variants", "pi"
     )
     assert_user_error(result, "no-such-torchrun not found", "Install PyTorch")
@@ -254,7 +205,7 @@ def test_not_enough_devices(base, tmp_path):
     spec = write_spec(
         tmp_path, f"launch: {{nproc_per_node: 4, gpus_per_variant: 4, torchrun: {fake_torchrun(tmp_path)}}}\n"
     )
-    result = rlab(
+    result = run_main(
         "continue",
         "--spec",
         str(spec),
@@ -285,7 +236,7 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
         "--from-step",
         "20",
     ]
-    result = rlab("continue", *common, "--variants", "pi,ntk,yarn")
+    result = run_main("continue", *common, "--variants", "pi,ntk,yarn")
     layout = ExperimentLayout(results, "iso")
     # ntk failed, yet pi (before it) and yarn (after it) ran
     assert_user_error(
@@ -295,9 +246,9 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
         f"Rerun just these with: rlab continue --spec {layout.tag_spec('d20-iso-ntk')} --variants ntk "
         f"--resume --results-dir {results}",
     )  # $RLAB_RESULTS_DIR (set by conftest) would win
-    assert "worker crashed: CUDA error" in result.stderr  # the failing job's last log lines
+    assert "worker crashed: CUDA error" in result.err  # the failing job's last log lines
     # the worker's own error line comes first, before the log tail
-    assert result.stderr.index("Refusing to save") < result.stderr.index("worker crashed")
+    assert result.err.index("Refusing to save") < result.err.index("worker crashed")
     for tag in ("d20-iso-pi", "d20-iso-ntk", "d20-iso-yarn"):
         assert checkpoint_steps(base.checkpoint_dir(tag)) == [20]
         log = layout.train_log(tag).read_text()
@@ -312,18 +263,18 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     assert saved["base"]["base_dir"] == str(base.root)
     # the tag now exists: refused without --resume/--force
     assert_user_error(
-        rlab("continue", *common, "--variants", "ntk"),
+        run_main("continue", *common, "--variants", "ntk"),
         "Tag 'd20-iso-ntk' already exists",
         "--resume",
         "--force",
     )
     # an unrelated run of pi with other settings overwrites the experiment's spec, not ntk's own
-    other = rlab("continue", *common, "--variants", "pi", "--resume", "--steps", "5")
-    assert other.returncode == 0, other.stderr
+    other = run_main("continue", *common, "--variants", "pi", "--resume", "--steps", "5")
+    assert other.code == 0, other.err
     assert yaml.safe_load(layout.resolved_spec.read_text())["train"]["steps"] == 5
     assert yaml.safe_load(layout.tag_spec("d20-iso-ntk").read_text())["train"]["steps"] == 100
     # the printed rerun command works as printed (the stand-in fails on ntk again, but as a resumed run)
-    rerun = rlab(
+    rerun = run_main(
         "continue",
         "--spec",
         str(layout.tag_spec("d20-iso-ntk")),
@@ -333,16 +284,15 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
         "--results-dir",
         str(results),
     )
-    assert rerun.returncode == 1 and "d20-iso-ntk: resuming" in rerun.stdout
+    assert rerun.code == 1 and "d20-iso-ntk: resuming" in rerun.out
     assert json.loads(layout.run_config("d20-iso-ntk").read_text())["resume"] is True
     # --force says what it deletes, then re-clones
     (base.checkpoint_dir("d20-iso-pi") / "model_000021.pt").write_bytes(b"x")
     (base.checkpoint_dir("d20-iso-pi") / "meta_000021.json").write_text("{}")
-    forced = rlab("continue", *common, "--variants", "pi", "--force")
-    assert forced.returncode == 0, forced.stderr
+    forced = run_main("continue", *common, "--variants", "pi", "--force")
+    assert forced.code == 0, forced.err
     assert (
-        "--force: deleting d20-iso-pi" in forced.stderr
-        and str(base.checkpoint_dir("d20-iso-pi")) in forced.stderr
+        "--force: deleting d20-iso-pi" in forced.err and str(base.checkpoint_dir("d20-iso-pi")) in forced.err
     )
     assert checkpoint_steps(base.checkpoint_dir("d20-iso-pi")) == [20]
 
@@ -351,7 +301,7 @@ def test_seeds_and_training_free_arm(base, tmp_path):
     """--seeds 2 --zero-shot: two trained tags per variant and a zero-shot clone that launches nothing."""
     results = tmp_path / "res"
     spec = write_spec(tmp_path, f"name: arms\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    result = rlab(
+    result = run_main(
         "continue",
         "--spec",
         str(spec),
@@ -367,9 +317,9 @@ def test_seeds_and_training_free_arm(base, tmp_path):
         "2",
         "--zero-shot",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.code == 0, result.out + result.err
     layout = ExperimentLayout(results, "arms")
-    assert "d20-arms-yarn-zeroshot: training-free arm" in result.stdout
+    assert "d20-arms-yarn-zeroshot: training-free arm" in result.out
     for tag, seed, steps in (
         ("d20-arms-yarn", 42, 100),
         ("d20-arms-yarn-seed1", 43, 100),
@@ -392,7 +342,7 @@ def test_seeds_and_training_free_arm(base, tmp_path):
         and not layout.train_log("d20-arms-yarn-zeroshot").exists()
     )
     # eval --all with the same spec file finds the tags the flags made (from the saved resolved spec)
-    planned = rlab(
+    planned = run_main(
         "eval",
         "--spec",
         str(spec),
@@ -403,14 +353,14 @@ def test_seeds_and_training_free_arm(base, tmp_path):
         "--all",
         "--dry-run",
     )
-    assert planned.returncode == 0, planned.stderr
-    tags = [line.split(":", 1)[0] for line in planned.stdout.splitlines() if line.startswith("d20")]
+    assert planned.code == 0, planned.err
+    tags = [line.split(":", 1)[0] for line in planned.out.splitlines() if line.startswith("d20")]
     assert tags == ["d20", "d20-arms-yarn", "d20-arms-yarn-seed1", "d20-arms-yarn-zeroshot"]
 
 
 def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
     results = tmp_path / "res"
-    result = rlab(
+    result = run_main(
         "continue",
         "--spec",
         str(EXPERIMENTS / "rope_scaling_d20.yaml"),
@@ -424,7 +374,7 @@ def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
         "--base-dir",
         str(d20_base(tmp_path / "d20base")),
     )
-    assert result.returncode == 0, result.stderr
+    assert result.code == 0, result.err
     script = ExperimentLayout(results, "d20").sbatch_script("d20-yarn")
     text = script.read_text()
     assert "#SBATCH --gpus-per-node=8" in text and "--nproc-per-node=8" in text and "srun" in text
@@ -432,28 +382,6 @@ def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
 
 
 # --- slow: the real worker under torchrun, and a real SLURM cluster ------------------------------------
-
-
-def pretrained_smoke_base(tiny_base_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
-    """A private copy of the tiny base dir with the smoke base model trained into tag `smoke` (4 steps)."""
-    base = tmp_path / "base"
-    shutil.copytree(tiny_base_dir, base)
-    results = tmp_path / "results"
-    result = rlab(
-        "pretrain",
-        "--spec",
-        str(EXPERIMENTS / "smoke.yaml"),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(results),
-        "--nproc",
-        "1",
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert checkpoint_steps(BaseLayout(base).checkpoint_dir("smoke")) == [4]
-    return base, results
 
 
 @pytest.mark.slow
@@ -474,36 +402,36 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     broken.mkdir()
     model_file(broken, 4).write_bytes(b"not a checkpoint")
     meta_file(broken, 4).write_text(meta_file(base.checkpoint_dir("smoke"), 4).read_text())
-    result = rlab("continue", *common, "--variants", "pi,yarn", "--resume", timeout=300)
+    result = run_process("continue", *common, "--variants", "pi,yarn", "--resume", timeout=300)
     assert_user_error(
         result, f"{model_file(broken, 4)}: cannot read the model file", "re-clone it with --force"
     )
     assert not base.checkpoint_dir("smoke-pi").exists()
-    result = rlab("continue", *common, "--variants", "pi", timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_process("continue", *common, "--variants", "pi", timeout=300)
+    assert result.code == 0, result.out + result.err
     assert checkpoint_steps(base.checkpoint_dir("smoke-pi")) == [4, 6]
     layout = ExperimentLayout(results, "smoke")
     records = [json.loads(line) for line in layout.metrics_file("smoke-pi").read_text().splitlines()]
     assert records[-1]["type"] == "done" and any(r["type"] == "train" for r in records)
     assert "--nproc-per-node=2" in layout.train_log("smoke-pi").read_text()
     # Replace the broken tag; both variants then have trained checkpoints.
-    fixed = rlab("continue", *common, "--variants", "yarn", "--force", timeout=300)
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    fixed = run_process("continue", *common, "--variants", "yarn", "--force", timeout=300)
+    assert fixed.code == 0, fixed.out + fixed.err
     meta = json.loads(meta_file(base.checkpoint_dir("smoke-yarn"), 6).read_text())
     assert meta["lineage"] == {"parent_tag": "smoke", "parent_step": 4} and meta["rope"]["variant"] == "yarn"
     # Evaluate one tag without --spec: the experiment and settings come from the checkpoint and saved spec.
-    evaluated = rlab(
+    evaluated = run_process(
         "eval", "--tag", "smoke-pi", "--base-dir", str(base_dir), "--results-dir", str(results), timeout=300
     )
-    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    assert evaluated.code == 0, evaluated.out + evaluated.err
     report = json.loads(layout.eval_json("smoke-pi").read_text())
     assert (report["tag"], report["variant"], report["checkpoint"]["step"]) == ("smoke-pi", "pi", 6)
     assert set(report["metrics"]) >= {"bpb", "bpb_length", "passkey", "ruler"}
     assert layout.eval_run_config("smoke-pi").exists() and layout.eval_log("smoke-pi").exists()
-    listing = rlab("ls", "--base-dir", str(base_dir), "--results-dir", str(results))
-    assert listing.returncode == 0 and "smoke-pi" in listing.stdout
+    listing = run_process("ls", "--base-dir", str(base_dir), "--results-dir", str(results))
+    assert listing.code == 0 and "smoke-pi" in listing.out
     listed = json.loads(
-        rlab("ls", "--json", "--base-dir", str(base_dir), "--results-dir", str(results)).stdout
+        run_process("ls", "--json", "--base-dir", str(base_dir), "--results-dir", str(results)).out
     )
     tags = {t["tag"]: t for t in listed["tags"]}
     assert {"smoke", "smoke-pi", "smoke-yarn"} <= set(tags) and "evaluated" in json.dumps(tags["smoke-pi"])
@@ -521,28 +449,21 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path, signum, c
     )
     script.chmod(0o755)
     spec = write_spec(tmp_path, f"name: cc\nlaunch: {{torchrun: {script}}}\n")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlab",
-            "continue",
-            "--spec",
-            str(spec),
-            "--base-dir",
-            str(base.root),
-            "--results-dir",
-            str(tmp_path / "res"),
-            "--from-step",
-            "10",
-            "--variants",
-            "pi,yarn",
-        ],
+    proc = start_process(
+        "continue",
+        "--spec",
+        str(spec),
+        "--base-dir",
+        str(base.root),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--from-step",
+        "10",
+        "--variants",
+        "pi,yarn",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "COLUMNS": "200"},
-        cwd=REPO,
         preexec_fn=default_sigint,
     )
     deadline = time.time() + 60
@@ -561,18 +482,12 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path, signum, c
         "--resume" in text
     )
     time.sleep(0.2)
-    alive = [
-        p
-        for p in pids
-        if Path(f"/proc/{p}").exists()
-        and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    ]
-    assert alive == []
+    assert [p for p in pids if alive(p)] == []
 
 
 def test_nproc_defaults_to_every_visible_gpu(tmp_path):
     d20_base(tmp_path / "base")  # $RLAB_BASE_DIR
-    result = rlab(
+    result = run_main(
         "continue",
         "--from-step",
         "21400",
@@ -581,17 +496,17 @@ def test_nproc_defaults_to_every_visible_gpu(tmp_path):
         "--dry-run",
         env={"CUDA_VISIBLE_DEVICES": "0,1,2"},
     )
-    assert result.returncode == 0, result.stderr
-    assert "--nproc-per-node=3 " in result.stdout
-    cpu = rlab(
+    assert result.code == 0, result.err
+    assert "--nproc-per-node=3 " in result.out
+    cpu = run_main(
         "continue", "--from-step", "21400", "--variants", "pi", "--dry-run", env={"CUDA_VISIBLE_DEVICES": ""}
     )
-    assert "--nproc-per-node=1 " in cpu.stdout
+    assert "--nproc-per-node=1 " in cpu.out
 
 
 def test_multi_node_flags_pass_through(tmp_path):
     d20_base(tmp_path / "base")  # $RLAB_BASE_DIR
-    result = rlab(
+    result = run_main(
         "continue",
         "--from-step",
         "21400",
@@ -609,15 +524,15 @@ def test_multi_node_flags_pass_through(tmp_path):
         "2",
         "--dry-run",
     )
-    assert result.returncode == 0, result.stderr
-    commands = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("torchrun")]
+    assert result.code == 0, result.err
+    commands = [line.strip() for line in result.out.splitlines() if line.strip().startswith("torchrun")]
     assert commands[1].startswith(
         "torchrun --nnodes=2 --nproc-per-node=8 --node-rank=1 --rdzv-backend=c10d "
         "--rdzv-endpoint=node0:29401 --rdzv-id=d20-yarn --max-restarts=2 -m rlab.core.train"
     )
-    assert "2x8" in result.stdout  # world = nodes x procs in the plan table
+    assert "2x8" in result.out  # world = nodes x procs in the plan table
     # the d20 spec's batch (524288 tokens = 8 x 8192 x 8 GPUs) does not divide over 16 GPUs: said up front
-    doubled = rlab(
+    doubled = run_main(
         "continue",
         "--spec",
         str(EXPERIMENTS / "rope_scaling_d20.yaml"),
@@ -628,14 +543,6 @@ def test_multi_node_flags_pass_through(tmp_path):
         "--dry-run",
     )
     assert_user_error(doubled, "8 x 8192 x 16 = 1048576")
-
-
-def _alive(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_path):
@@ -659,29 +566,24 @@ def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_pat
         "--variants",
         "pi",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rlab", "continue", *common],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "200"},
-        cwd=REPO,
-        start_new_session=True,
+    proc = start_process(
+        "continue", *common, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
         deadline = time.time() + 60
         while not (tmp_path / "pids").exists() and time.time() < deadline:
             time.sleep(0.1)
         job = int((tmp_path / "pids").read_text().split()[0])
-        assert _alive(job)
-        second = rlab("continue", *common, "--resume")
+        assert alive(job)
+        second = run_main("continue", *common, "--resume")
         assert_user_error(second, f"Tag 'd20-kk-pi' is being trained by another rlab (PID {proc.pid}")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     deadline = time.time() + 20
-    while _alive(job) and time.time() < deadline:
+    while alive(job) and time.time() < deadline:
         time.sleep(0.1)
-    assert not _alive(job)  # the job got SIGTERM when rlab died (PR_SET_PDEATHSIG), though in its own session
+    assert not alive(job)  # the job got SIGTERM when rlab died (PR_SET_PDEATHSIG), though in its own session
     from rlab.orchestrate.lock import lock_holder
 
     assert lock_holder(base, "d20-kk-pi") is None
@@ -691,26 +593,12 @@ def test_eval_all_finds_the_variants_given_with_flags(base, tmp_path):
     results = tmp_path / "res"
     spec = write_spec(tmp_path, f"name: flagged\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
     common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results)]
-    trained = rlab("continue", *common, "--from-step", "20", "--variants", "pi,ntk")
-    assert trained.returncode == 0, trained.stderr
-    listed = rlab("eval", "--all", *common, "--dry-run", "--no-core")
-    assert listed.returncode == 0, listed.stderr
-    tags = [line.split(":", 1)[0] for line in listed.stdout.splitlines() if line.startswith("d20-")]
+    trained = run_main("continue", *common, "--from-step", "20", "--variants", "pi,ntk")
+    assert trained.code == 0, trained.err
+    listed = run_main("eval", "--all", *common, "--dry-run", "--no-core")
+    assert listed.code == 0, listed.err
+    tags = [line.split(":", 1)[0] for line in listed.out.splitlines() if line.startswith("d20-")]
     assert tags == ["d20-flagged-pi", "d20-flagged-ntk"]
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and _alive(
-                    int(entry.name)
-                ):
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
 
 
 @pytest.mark.slow
@@ -720,28 +608,22 @@ def test_sigkill_of_a_real_continue_leaves_no_torchrun_or_worker(tiny_base_dir, 
 
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     layout = ExperimentLayout(results, "smoke")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlab",
-            "continue",
-            "--spec",
-            str(EXPERIMENTS / "smoke.yaml"),
-            "--base-dir",
-            str(base_dir),
-            "--results-dir",
-            str(results),
-            "--variants",
-            "pi",
-            "--steps",
-            "100000",
-            "--nproc",
-            "2",
-        ],
+    proc = start_process(
+        "continue",
+        "--spec",
+        str(EXPERIMENTS / "smoke.yaml"),
+        "--base-dir",
+        str(base_dir),
+        "--results-dir",
+        str(results),
+        "--variants",
+        "pi",
+        "--steps",
+        "100000",
+        "--nproc",
+        "2",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        cwd=REPO,
         start_new_session=True,
     )
     try:
@@ -750,15 +632,15 @@ def test_sigkill_of_a_real_continue_leaves_no_torchrun_or_worker(tiny_base_dir, 
             layout.metrics_file("smoke-pi").read_text() if layout.metrics_file("smoke-pi").exists() else ""
         ):
             time.sleep(0.5)
-        job = _processes_mentioning(str(layout.run_config("smoke-pi")))
+        job = processes_mentioning(str(layout.run_config("smoke-pi")))
         assert len(job) >= 3  # torchrun and its two workers, training
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     deadline = time.time() + 90
-    while _processes_mentioning(str(layout.run_config("smoke-pi"))) and time.time() < deadline:
+    while processes_mentioning(str(layout.run_config("smoke-pi"))) and time.time() < deadline:
         time.sleep(0.5)
-    assert _processes_mentioning(str(layout.run_config("smoke-pi"))) == []
+    assert processes_mentioning(str(layout.run_config("smoke-pi"))) == []
 
 
 def test_pretrain_goes_through_the_shared_launch_path(tmp_path):
@@ -768,10 +650,10 @@ def test_pretrain_goes_through_the_shared_launch_path(tmp_path):
         f"name: pt\npretrain: {{train: {{steps: 2, seq_len: 64}}}}\n"
         f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n",
     )
-    result = rlab(
+    result = run_main(
         "pretrain", "--spec", str(spec), "--base-dir", str(tmp_path / "b"), "--results-dir", str(results)
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.code == 0, result.out + result.err
     layout = ExperimentLayout(results, "pt")
     assert "launched --standalone" in layout.train_log("d20").read_text()
     assert yaml.safe_load(layout.tag_spec("d20").read_text())["pretrain"]["train"]["steps"] == 2
@@ -790,22 +672,22 @@ def test_resume_refuses_another_experiments_tag_or_another_base_step(base, tmp_p
         "--variants",
         "pi",
     ]
-    assert rlab("continue", *common, "--from-step", "10").returncode == 0
+    assert run_main("continue", *common, "--from-step", "10").code == 0
     meta = json.loads(meta_file(base.checkpoint_dir("d20-pi"), 10).read_text())
     assert (meta["experiment"], meta["lineage"]) == ("d20", {"parent_tag": "d20", "parent_step": 10})
     # the tag was cloned from step 10: resuming it as a continuation of step 20 is refused, with the fix
     assert_user_error(
-        rlab("continue", *common, "--from-step", "20", "--resume"),
+        run_main("continue", *common, "--from-step", "20", "--resume"),
         "Tag 'd20-pi' was cloned from d20@10, but this plan starts from d20@20",
         "--base-tag d20 --from-step 10",
         "--force",
     )
-    assert rlab("continue", *common, "--from-step", "10", "--resume").returncode == 0
+    assert run_main("continue", *common, "--from-step", "10", "--resume").code == 0
     # a tag another experiment trained is never resumed here
     meta["run_config"] = {"tag": "d20-pi", "experiment": "other"}
     meta_file(base.checkpoint_dir("d20-pi"), 10).write_text(json.dumps(meta))
     assert_user_error(
-        rlab("continue", *common, "--from-step", "10", "--resume"),
+        run_main("continue", *common, "--from-step", "10", "--resume"),
         "Tag 'd20-pi' belongs to experiment 'other', not 'd20'",
         "own `name:`",
     )
@@ -817,7 +699,7 @@ def test_pretrain_dry_run_shows_the_sequence_length_warmup(tmp_path):
         "name: pt\npretrain: {train: {steps: 6, seq_len: 64, "
         "seq_len_warmup: [{seq_len: 16, steps: 2}, {seq_len: 32, steps: 2}]}}\n",
     )
-    result = rlab(
+    result = run_main(
         "pretrain",
         "--spec",
         str(spec),
@@ -827,5 +709,5 @@ def test_pretrain_dry_run_shows_the_sequence_length_warmup(tmp_path):
         str(tmp_path / "res"),
         "--dry-run",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "16→32→64" in result.stdout and not (tmp_path / "res").exists()
+    assert result.code == 0, result.out + result.err
+    assert "16→32→64" in result.out and not (tmp_path / "res").exists()

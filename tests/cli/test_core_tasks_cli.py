@@ -9,21 +9,21 @@ from rlab.paths import ExperimentLayout
 from rlab.records.eval_doc import read_eval_doc
 from rlab.report.comparability import mismatches
 from rlab.spec.run import EvalRunConfig
-from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, rlab
+from tests.cli.harness import assert_user_error, run_main
 from tests.conftest import EVAL_BUNDLE_DIR
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import EXPERIMENTS, make_checkpoint
 
 BUNDLE = str(EVAL_BUNDLE_DIR)
 
 
 def test_list_tasks_prints_the_bundle_labels():
-    result = rlab("eval", "--list-tasks", "--eval-bundle", BUNDLE)
-    assert result.returncode == 0, result.stderr
-    assert "CORE tasks in" in result.stdout and "(22)" in result.stdout  # the title wraps a long path
+    result = run_main("eval", "--list-tasks", "--eval-bundle", BUNDLE)
+    assert result.code == 0, result.err
+    assert "CORE tasks in" in result.out and "(22)" in result.out  # the title wraps a long path
     for label in ("hellaswag_zeroshot", "arc_easy", "bigbench_language_identification"):
-        assert label in result.stdout
-    assert "Traceback" not in result.stderr and "missing, CORE will be partial" not in result.stderr
-    listed = json.loads(rlab("eval", "--tasks", "list", "--json", "--eval-bundle", BUNDLE).stdout)
+        assert label in result.out
+    assert "Traceback" not in result.err and "missing, CORE will be partial" not in result.err
+    listed = json.loads(run_main("eval", "--tasks", "list", "--json", "--eval-bundle", BUNDLE).out)
     assert (
         listed["bundle"] == BUNDLE
         and len(listed["tasks"]) == 22
@@ -41,12 +41,12 @@ def test_list_tasks_prints_the_bundle_labels():
 def test_list_tasks_without_a_bundle_is_one_clear_error(tmp_path):
     cache = tmp_path / "base" / "eval_bundle"  # $RLAB_BASE_DIR's: where `rlab bundle download` puts it
     assert_user_error(
-        rlab("eval", "--list-tasks", "--base-dir", str(tmp_path / "nowhere")),
+        run_main("eval", "--list-tasks", "--base-dir", str(tmp_path / "nowhere")),
         f"No CORE eval bundle in {tmp_path / 'nowhere' / 'eval_bundle'} and {cache}.",
         "rlab bundle download",
         "$RLAB_EVAL_BUNDLE",
     )
-    given = rlab("eval", "--list-tasks", "--eval-bundle", str(tmp_path / "nope"))
+    given = run_main("eval", "--list-tasks", "--eval-bundle", str(tmp_path / "nope"))
     assert_user_error(given, f"CORE eval bundle not found: {tmp_path / 'nope'}")
 
 
@@ -54,13 +54,13 @@ def test_the_bundle_comes_from_the_environment_or_the_download_cache(tmp_path):
     import shutil
 
     nowhere = ["eval", "--list-tasks", "--json", "--base-dir", str(tmp_path / "nowhere")]
-    listed = rlab(*nowhere, env={"RLAB_EVAL_BUNDLE": BUNDLE})
-    assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout)["bundle"] == BUNDLE
+    listed = run_main(*nowhere, env={"RLAB_EVAL_BUNDLE": BUNDLE})
+    assert listed.code == 0, listed.err
+    assert json.loads(listed.out)["bundle"] == BUNDLE
     shutil.copytree(EVAL_BUNDLE_DIR, tmp_path / "base" / "eval_bundle")  # as `rlab bundle download` leaves it
-    cached = rlab(*nowhere)
-    assert cached.returncode == 0, cached.stderr
-    assert json.loads(cached.stdout)["bundle"] == str(tmp_path / "base" / "eval_bundle")
+    cached = run_main(*nowhere)
+    assert cached.code == 0, cached.err
+    assert json.loads(cached.out)["bundle"] == str(tmp_path / "base" / "eval_bundle")
 
 
 def test_eval_without_a_bundle_says_how_to_get_one_before_anything_runs(tmp_path):
@@ -69,15 +69,15 @@ def test_eval_without_a_bundle_says_how_to_get_one_before_anything_runs(tmp_path
     common = ["--tag", "demo-yarn", "--spec", str(EXPERIMENTS / "demo.yaml"), "--base-dir", str(base)]
     results = ["--results-dir", str(tmp_path / "res")]
     assert_user_error(
-        rlab("eval", *common, *results, "--nproc", "1"),
+        run_main("eval", *common, *results, "--nproc", "1"),
         "No CORE eval bundle in",
         "rlab bundle download",
         "$RLAB_EVAL_BUNDLE",
         "--no-core",
     )
     assert not (tmp_path / "res").exists()
-    planned = rlab("eval", *common, *results, "--dry-run", "--nproc", "1")  # a plan, and the same warning
-    assert planned.returncode == 0 and "No CORE eval bundle in" in planned.stderr
+    planned = run_main("eval", *common, *results, "--dry-run", "--nproc", "1")  # a plan, and the same warning
+    assert planned.code == 0 and "No CORE eval bundle in" in planned.err
 
 
 def test_unknown_task_says_did_you_mean_before_anything_runs(tmp_path):
@@ -95,20 +95,20 @@ def test_unknown_task_says_did_you_mean_before_anything_runs(tmp_path):
         "--eval-bundle",
         BUNDLE,
     ]
-    result = rlab("eval", *common, "--tasks", "hellaswg,arc_easy")
+    result = run_main("eval", *common, "--tasks", "hellaswg,arc_easy")
     assert_user_error(
         result, "Unknown CORE task 'hellaswg'. Did you mean 'hellaswag'?", "rlab eval --list-tasks"
     )
-    assert len(result.stderr.strip().splitlines()) == 2
+    assert len(result.err.strip().splitlines()) == 2
     assert_user_error(
-        rlab("eval", *common, "--tasks", "arc_*,winogrnde*"), "No CORE task matches 'winogrnde*'."
+        run_main("eval", *common, "--tasks", "arc_*,winogrnde*"), "No CORE task matches 'winogrnde*'."
     )
     assert_user_error(
-        rlab("eval", *common, "--tasks", "arc_easy", "--no-core"),
+        run_main("eval", *common, "--tasks", "arc_easy", "--no-core"),
         "--tasks picks CORE tasks, --no-core turns CORE off.",
     )
     assert_user_error(
-        rlab("eval", *common, "--tasks", "arc easy"), "eval.core_tasks.0", "should match pattern"
+        run_main("eval", *common, "--tasks", "arc easy"), "eval.core_tasks.0", "should match pattern"
     )
     assert not (tmp_path / "res").exists()
 
@@ -116,7 +116,7 @@ def test_unknown_task_says_did_you_mean_before_anything_runs(tmp_path):
 def test_tasks_turn_core_on_and_reach_the_worker_config(tmp_path):
     base = tmp_path / "base"
     make_checkpoint(base, "demo-yarn")
-    result = rlab(
+    result = run_main(
         "eval",
         "--tag",
         "demo-yarn",
@@ -135,8 +135,8 @@ def test_tasks_turn_core_on_and_reach_the_worker_config(tmp_path):
         "--nproc",
         "1",
     )
-    assert result.returncode == 0, result.stderr
-    cfg = json.loads(result.stdout)["tags"][0]["config"]["eval"]
+    assert result.code == 0, result.err
+    cfg = json.loads(result.out)["tags"][0]["config"]["eval"]
     assert "core" in cfg["evals"] and cfg["core_tasks"] == [
         "hellaswag",
         "arc_*",
@@ -152,7 +152,7 @@ def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_
 
     base = make_base(tiny_base_dir, tmp_path)
     results = tmp_path / "res"
-    result = rlab(
+    result = run_main(
         "eval",
         "--tag",
         TAG,
@@ -174,11 +174,10 @@ def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_
         "3",
         "--nproc",
         "1",
-        timeout=240,
     )
-    assert result.returncode == 0, result.stderr
-    assert "CORE (1 of 22 tasks)" in result.stdout
-    assert "core: 3/3 (100%)" in result.stderr  # not a terminal: the worker logs its progress every 10%
+    assert result.code == 0, result.err
+    assert "CORE (1 of 22 tasks)" in result.out
+    assert "core: 3/3 (100%)" in result.err  # not a terminal: the worker logs its progress every 10%
     layout = ExperimentLayout(results, "x")
     log = layout.eval_log(TAG).read_text()
     assert "rlab-progress" not in log and "core: 3/3 (100%)" in log
@@ -187,11 +186,9 @@ def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_
     assert list(a.metrics.core.tasks) == ["copa"] and not a.metrics.core.partial
     assert a.measured["core"].settings["core_tasks"] == ["copa"]
     assert "cropped_to" in a.measured["core"].settings  # the context prompts were cropped to (None: none was)
-    listed = rlab("ls", "--base-dir", str(base), "--results-dir", str(results))
-    row = next(line for line in listed.stdout.splitlines() if TAG in line)
-    assert f"{a.metrics.core.core:.3f} (1/22)" in row, (
-        listed.stdout
-    )  # rlab ls never shows it as the full CORE
+    listed = run_main("ls", "--base-dir", str(base), "--results-dir", str(results))
+    row = next(line for line in listed.out.splitlines() if TAG in line)
+    assert f"{a.metrics.core.core:.3f} (1/22)" in row, listed.out  # rlab ls never shows it as the full CORE
     # the same tag with another task set (the worker itself, in this process, to keep the test short)
     cfg = read_config(layout.eval_run_config(TAG), EvalRunConfig)
     torch.set_num_threads(1)

@@ -3,15 +3,12 @@ continue (torchrun, 2 CPU procs; zero-shot arms) -> eval (incl. copy_distance) -
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
 import yaml
 
 from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
+from tests.cli.harness import run_main, run_process
 from tests.conftest import EVAL_BUNDLE_DIR, make_english_docs
 
 TINY_DEMO = {
@@ -94,38 +91,26 @@ def test_a_corpus_prepared_with_other_copy_records_is_rebuilt(tmp_path):
 
 
 def test_demo_dry_run_touches_nothing(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlab",
-            "demo",
-            "--dry-run",
-            "--base-dir",
-            str(tmp_path / "b"),
-            "--results-dir",
-            str(tmp_path / "r"),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    result = run_main(
+        "demo", "--dry-run", "--base-dir", str(tmp_path / "b"), "--results-dir", str(tmp_path / "r")
     )
-    assert "rlab pretrain" in result.stdout.replace("-m rlab pretrain", "rlab pretrain")
+    assert result.code == 0, result.text
+    assert "rlab pretrain" in result.out.replace("-m rlab pretrain", "rlab pretrain")
     assert not (tmp_path / "b").exists() and not (tmp_path / "r").exists()
     # no bundle anywhere: the demo says how to get one and runs without CORE
-    said = " ".join(result.stderr.split())
+    said = " ".join(result.err.split())
     assert "CORE is skipped" in said and "rlab bundle download" in said and "$RLAB_EVAL_BUNDLE" in said
-    assert "--no-core" in result.stdout
+    assert "--no-core" in result.out
 
 
 def test_demo_finds_the_bundle_through_the_environment_and_refuses_a_wrong_one(tmp_path):
-    argv = [sys.executable, "-m", "rlab", "demo", "--dry-run", "--base-dir", str(tmp_path / "b")]
-    env = {**os.environ, "RLAB_EVAL_BUNDLE": str(EVAL_BUNDLE_DIR)}
-    found = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
-    assert f"--eval-bundle {EVAL_BUNDLE_DIR}" in found.stdout and "CORE is skipped" not in found.stderr
-    wrong = subprocess.run(argv + ["--eval-bundle", str(tmp_path / "nope")], capture_output=True, text=True)
-    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
-    assert f"CORE eval bundle not found: {tmp_path / 'nope'}" in " ".join(wrong.stderr.split())
+    argv = ["demo", "--dry-run", "--base-dir", str(tmp_path / "b")]
+    found = run_main(*argv, env={"RLAB_EVAL_BUNDLE": str(EVAL_BUNDLE_DIR)})
+    assert found.code == 0, found.text
+    assert f"--eval-bundle {EVAL_BUNDLE_DIR}" in found.out and "CORE is skipped" not in found.err
+    wrong = run_main(*argv, "--eval-bundle", str(tmp_path / "nope"))
+    assert wrong.code == 1 and wrong.exception is None and "Traceback" not in wrong.err
+    assert f"CORE eval bundle not found: {tmp_path / 'nope'}" in " ".join(wrong.err.split())
 
 
 @pytest.mark.slow
@@ -139,9 +124,6 @@ def test_tiny_demo_end_to_end(tmp_path):
     spec = tmp_path / "tinydemo.yaml"
     spec.write_text(yaml.safe_dump(TINY_DEMO))
     argv = [
-        sys.executable,
-        "-m",
-        "rlab",
         "demo",
         "--spec",
         str(spec),
@@ -157,10 +139,10 @@ def test_tiny_demo_end_to_end(tmp_path):
         str(EVAL_BUNDLE_DIR),
     ]
     # Six steps teach a tiny model nothing: the go/no-go check stops the demo after pretraining, saying why.
-    stopped = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    assert stopped.returncode == 1, stopped.stdout[-3000:] + stopped.stderr[-3000:]
-    assert "Go/no-go: the base 'tiny' does not use context" in stopped.stdout + stopped.stderr
-    assert "Traceback" not in stopped.stderr
+    stopped = run_process(*argv, timeout=900)
+    assert stopped.code == 1, stopped.out[-3000:] + stopped.err[-3000:]
+    assert "Go/no-go: the base 'tiny' does not use context" in stopped.text
+    assert "Traceback" not in stopped.err
     assert not (
         tmp_path / "base" / "base_checkpoints" / "tiny-tinydemo-rope"
     ).exists()  # nothing after the check ran
@@ -168,9 +150,9 @@ def test_tiny_demo_end_to_end(tmp_path):
     # --no-check runs every stage anyway (the pipeline smoke test); the report then says up front that the base
     # does not use context. (The demo's own base passes the check; on this synthetic corpus, whose passages are
     # predictable without copying, a tiny base gains nothing from a repeat even after 300 steps.)
-    result = subprocess.run([*argv, "--no-check"], capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "no-go" in result.stderr
+    result = run_process(*argv, "--no-check", timeout=900)
+    assert result.code == 0, result.out[-3000:] + result.err[-3000:]
+    assert "no-go" in result.err
     out = tmp_path / "results" / "tinydemo"
     frame = pd.read_csv(out / "results.csv")
     assert sorted(frame["variant"]) == [

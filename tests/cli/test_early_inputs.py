@@ -11,8 +11,7 @@ import pytest
 
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file
 from tests.cli.harness import Outcome, run_main
-from tests.cli.test_continue_cli import write_spec
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import make_checkpoint, write_spec
 
 
 def assert_named_error(outcome: Outcome, *fragments: str) -> None:

@@ -6,22 +6,22 @@ import json
 import sys
 
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file
-from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, rlab
-from tests.orchestrate.helpers import make_checkpoint
+from tests.cli.harness import assert_user_error, run_main
+from tests.orchestrate.helpers import EXPERIMENTS, make_checkpoint
 
 
 def test_eval_needs_a_tag():
-    assert_user_error(rlab("eval"), "rlab eval needs --tag TAG", "rlab ls")
+    assert_user_error(run_main("eval"), "rlab eval needs --tag TAG", "rlab ls")
 
 
 def test_eval_unknown_tag_suggests(tmp_path):
     make_checkpoint(tmp_path / "base", "d20-yarn")
     assert_user_error(
-        rlab("eval", "--tag", "d20-yarm", "--base-dir", str(tmp_path / "base")),
+        run_main("eval", "--tag", "d20-yarm", "--base-dir", str(tmp_path / "base")),
         "Unknown tag 'd20-yarm'. Did you mean 'd20-yarn'?",
     )
     assert_user_error(
-        rlab("eval", "--tag", "d20-yarn", "--step", "3", "--base-dir", str(tmp_path / "base")),
+        run_main("eval", "--tag", "d20-yarn", "--step", "3", "--base-dir", str(tmp_path / "base")),
         "No checkpoint for step 3",
         "(found: 10)",
     )
@@ -40,7 +40,7 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
         str(results),
         "--dry-run",
     ]
-    result = rlab(
+    result = run_main(
         "eval",
         "--tag",
         "demo-yarn",
@@ -53,8 +53,8 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
         "--nproc",
         "1",
     )
-    assert result.returncode == 0, result.stderr
-    first, command = [line for line in result.stdout.splitlines() if line.strip()][:2]
+    assert result.code == 0, result.err
+    first, command = [line for line in result.out.splitlines() if line.strip()][:2]
     cfg = json.loads(first.split(": ", 1)[1])
     layout = ExperimentLayout(results, "demo")
     assert (cfg["tag"], cfg["variant"], cfg["out_dir"]) == (
@@ -67,10 +67,10 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
     ] == [256, 1024]
     assert cfg["eval"]["max_per_task"] == 3
     assert command.strip() == f"{sys.executable} -m rlab.evals {layout.eval_run_config('demo-yarn')}"
-    multi = rlab(
+    multi = run_main(
         "eval", "--all", *common
     )  # demo.yaml: 2 processes -> torchrun; --all finds the one trained tag
-    lines = [line.strip() for line in multi.stdout.splitlines() if "rlab.evals" in line]
+    lines = [line.strip() for line in multi.out.splitlines() if "rlab.evals" in line]
     assert len(lines) == 1 and "--nproc-per-node=2" in lines[0] and "--standalone" in lines[0]
     assert not results.exists()
 
@@ -88,15 +88,15 @@ def test_ls_shows_steps_lineage_rope_and_evals(tmp_path):
     layout = ExperimentLayout(tmp_path / "res", "rope")
     layout.eval_json("d20-yarn").parent.mkdir(parents=True)
     layout.eval_json("d20-yarn").write_text(json.dumps({"metrics": {"bpb": {}, "core": {}}}))
-    result = rlab("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"))
-    assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if "d20-yarn" in line)
+    result = run_main("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"))
+    assert result.code == 0, result.err
+    row = next(line for line in result.out.splitlines() if "d20-yarn" in line)
     for fragment in ("evaluated", "21800", "yarn(s=4, L0=2048, beta=32/1)"):
         assert fragment in row, row
     record = next(
         r
         for r in json.loads(
-            rlab("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"), "--json").stdout
+            run_main("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"), "--json").out
         )["tags"]
         if r["tag"] == "d20-yarn"
     )

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 
 from rlab.paths import ExperimentLayout
-from tests.cli.test_continue_cli import REPO
+from tests.cli.harness import start_process
 from tests.conftest import EVAL_BUNDLE_DIR
 
 
@@ -22,10 +21,7 @@ def test_eval_in_a_terminal_draws_a_bar_per_eval(tiny_base_dir, tmp_path):
     base = make_base(tiny_base_dir, tmp_path)
     results = tmp_path / "res"
     leader, follower = pty.openpty()
-    argv = [
-        sys.executable,
-        "-m",
-        "rlab",
+    args = [
         "eval",
         "--tag",
         TAG,
@@ -47,9 +43,8 @@ def test_eval_in_a_terminal_draws_a_bar_per_eval(tiny_base_dir, tmp_path):
         "--nproc",
         "1",
     ]
-    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=REPO, env=env
+    proc = start_process(
+        *args, columns=120, env={"TERM": "xterm"}, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower
     )
     os.close(follower)
     chunks = []

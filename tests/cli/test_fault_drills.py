@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,8 @@ import pytest
 
 from rlab.orchestrate.lock import lock_holder
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
-from tests.cli.test_continue_cli import REPO, _processes_mentioning, pretrained_smoke_base, write_spec
+from tests.cli.harness import processes_mentioning, run_process, start_process
+from tests.orchestrate.helpers import pretrained_smoke_base, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -31,10 +31,10 @@ variants:
 
 
 def _start_continue(spec: Path, base: Path, results: Path, *extra: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "rlab", "continue", "--spec", str(spec), "--base-dir", str(base)]
-    argv += ["--results-dir", str(results), "--variants", "pi", "--nproc", "2", *extra]
-    return subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True
+    args = ["continue", "--spec", str(spec), "--base-dir", str(base)]
+    args += ["--results-dir", str(results), "--variants", "pi", "--nproc", "2", *extra]
+    return start_process(
+        *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
 
 
@@ -55,7 +55,7 @@ def _agent(run_json: Path) -> int:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         return Path(argv[1].decode()).name if len(argv) > 1 else ""
 
-    (agent,) = [p for p in _processes_mentioning(str(run_json)) if program(p) == "torchrun"]
+    (agent,) = [p for p in processes_mentioning(str(run_json)) if program(p) == "torchrun"]
     return agent
 
 
@@ -70,7 +70,7 @@ def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_check
     proc = _start_continue(write_spec(tmp_path, LONG_RUN), base_dir, results)
     try:
         _wait_for_training(layout, tag)
-        assert len(_processes_mentioning(str(layout.run_config(tag)))) == 3  # the agent and two workers
+        assert len(processes_mentioning(str(layout.run_config(tag)))) == 3  # the agent and two workers
         os.kill(_agent(layout.run_config(tag)), signal.SIGKILL)
         _, stderr = proc.communicate(timeout=120)
     finally:
@@ -79,7 +79,7 @@ def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_check
     assert proc.returncode == 1 and "Traceback" not in stderr
     assert "1 of 1 job(s) failed: smoke-drill-pi" in " ".join(stderr.split())
     # the moment rlab has exited (the lock with it), no process of the job is left ...
-    assert _processes_mentioning(str(layout.run_config(tag))) == []
+    assert processes_mentioning(str(layout.run_config(tag))) == []
     assert lock_holder(BaseLayout(base_dir), tag) is None
     steps = checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag))
     time.sleep(3)
@@ -146,32 +146,24 @@ def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
     assert "Connection closed by peer" not in text.split("Rerun just these with")[0].split("job(s) failed")[1]
     steps = checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))
     filler.unlink()
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlab",
-            "continue",
-            "--spec",
-            str(layout.tag_spec(tag)),
-            "--variants",
-            "pi",
-            "--resume",
-            "--nproc",
-            "2",
-            "--steps",
-            str(max(steps) + 2 - 4),  # the run's steps count from the base step (4)
-            "--base-dir",
-            str(small_base),
-            "--results-dir",
-            str(results),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
+    resumed = run_process(
+        "continue",
+        "--spec",
+        str(layout.tag_spec(tag)),
+        "--variants",
+        "pi",
+        "--resume",
+        "--nproc",
+        "2",
+        "--steps",
+        str(max(steps) + 2 - 4),  # the run's steps count from the base step (4)
+        "--base-dir",
+        str(small_base),
+        "--results-dir",
+        str(results),
         timeout=300,
     )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.code == 0, resumed.err[-3000:]
     assert max(checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))) == max(steps) + 2
 
 
@@ -192,22 +184,12 @@ def test_a_resume_on_fewer_processes_keeps_the_global_batch(tiny_base_dir, tmp_p
         "--variants",
         "pi",
     ]
-    first = subprocess.run(
-        [sys.executable, "-m", "rlab", "continue", *common, "--nproc", "2"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert first.returncode == 0, first.stderr[-3000:]
-    resumed = subprocess.run(
-        [sys.executable, "-m", "rlab", "continue", *common, "--nproc", "1", "--resume", "--steps", "4"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    first = run_process("continue", *common, "--nproc", "2")
+    assert first.code == 0, first.err[-3000:]
+    resumed = run_process("continue", *common, "--nproc", "1", "--resume", "--steps", "4")
+    assert resumed.code == 0, resumed.err[-3000:]
     assert "the global batch stays 512 tokens/step, by 2 gradient accumulation step(s)" in " ".join(
-        resumed.stderr.split()
+        resumed.err.split()
     )
     records = [json.loads(line) for line in layout.metrics_file(tag).read_text().splitlines()]
     tokens = {r["step"]: r["tokens"] for r in records if r["type"] == "train"}

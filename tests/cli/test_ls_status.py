@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -69,24 +66,17 @@ def test_ls_at_80_columns_never_cuts_a_number(tmp_path):
     base, results = _tree(tmp_path)
     for tag in ("fx-rope", "fx-pi", "fx-ntk", "fx-yarn"):
         make_checkpoint(base, f"{tag}-dynamic-zeroshot-seed2", steps=(10,))
-    narrow = subprocess.run(
-        [sys.executable, "-m", "rlab", "ls", "--base-dir", str(base), "--results-dir", str(results)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "80"},
-    )
-    assert narrow.returncode == 0, narrow.stderr
-    assert "rope" not in next(line for line in narrow.stdout.splitlines() if line.startswith("tag "))
+    narrow = run_main("ls", "--base-dir", str(base), "--results-dir", str(results), columns=80)
+    assert narrow.code == 0, narrow.err
+    assert "rope" not in next(line for line in narrow.out.splitlines() if line.startswith("tag "))
     listed = json.loads(run_main("ls", "--base-dir", str(base), "--results-dir", str(results), "--json").out)[
         "tags"
     ]
     wide = Console(width=200, record=True)
     wide.print(records_table(listed, 200))
     assert "rope" in wide.export_text().splitlines()[0]
-    rows = [line for line in narrow.stdout.splitlines() if line.strip().startswith("fx-")]
-    assert len(rows) == 9 and all(len(line) <= 80 for line in rows) and "…" not in narrow.stdout, (
-        narrow.stdout
-    )
+    rows = [line for line in narrow.out.splitlines() if line.strip().startswith("fx-")]
+    assert len(rows) == 9 and all(len(line) <= 80 for line in rows) and "…" not in narrow.out, narrow.out
 
 
 def test_status_shows_a_run_stopped_before_its_first_step(tmp_path):

@@ -13,7 +13,7 @@ import torch
 
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file
 from rlab.records.eval_doc import read_eval_doc
-from tests.cli.test_continue_cli import rlab
+from tests.cli.harness import run_process
 from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference
 
 REFERENCE = nanochat_reference_path("")
@@ -41,15 +41,13 @@ def test_ls_continue_eval_on_nanochat_s_own_base_dir(version, tmp_path):
     results = tmp_path / "results"
     common = ["--spec", str(spec), "--base-dir", str(base), "--results-dir", str(results)]
 
-    listed = rlab("ls", "--base-dir", str(base))
-    assert listed.returncode == 0 and shown.split()[0].removeprefix("nanochat-") in listed.stdout, (
-        listed.stdout
-    )
-    as_json = json.loads(rlab("ls", "--json", "--base-dir", str(base)).stdout)
+    listed = run_process("ls", "--base-dir", str(base))
+    assert listed.code == 0 and shown.split()[0].removeprefix("nanochat-") in listed.out, listed.out
+    as_json = json.loads(run_process("ls", "--json", "--base-dir", str(base)).out)
     assert [t["architecture"]["describe"] for t in as_json["tags"]] == [shown]
 
-    done = rlab("continue", *common, "--variants", "pi,yarn", timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_process("continue", *common, "--variants", "pi,yarn", timeout=600)
+    assert done.code == 0, done.out + done.err
     layout, ckpts = ExperimentLayout(results, "ref"), BaseLayout(base)
     for variant in ("pi", "yarn"):
         tag = f"d2-ref-{variant}"
@@ -66,8 +64,8 @@ def test_ls_continue_eval_on_nanochat_s_own_base_dir(version, tmp_path):
             (k, v.dtype, v.shape) for k, v in theirs.items()
         ]
 
-    evaluated = rlab("eval", *common, "--tag", "d2-ref-yarn", timeout=600)
-    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    evaluated = run_process("eval", *common, "--tag", "d2-ref-yarn", timeout=600)
+    assert evaluated.code == 0, evaluated.out + evaluated.err
     doc = read_eval_doc(layout.eval_json("d2-ref-yarn"))
     assert doc.step == 21 and doc.rope["windows"] == "scale"
     assert doc.section("bpb") is not None and doc.section("passkey") is not None

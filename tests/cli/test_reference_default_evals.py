@@ -11,7 +11,7 @@ import shutil
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.records.eval_doc import read_eval_doc
 from rlab.spec.eval import EvalSpec
-from tests.cli.test_continue_cli import rlab
+from tests.cli.harness import run_main
 from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference
 
 REFERENCE = nanochat_reference_path("head")
@@ -31,7 +31,7 @@ def test_default_evals_on_nanochat_s_base_dir_without_preparation(tmp_path):
     (spec := tmp_path / "ref.yaml").write_text(SPEC)
     results = tmp_path / "results"
 
-    done = rlab(
+    done = run_main(
         "eval",
         "--spec",
         str(spec),
@@ -41,9 +41,8 @@ def test_default_evals_on_nanochat_s_base_dir_without_preparation(tmp_path):
         str(results),
         "--tag",
         "d2",
-        timeout=600,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.code == 0, done.out + done.err
 
     doc = read_eval_doc(ExperimentLayout(results, "ref").eval_json("d2"))
     assert set(EvalSpec().evals) == {"bpb", "bpb_length", "core", "passkey", "ruler"}

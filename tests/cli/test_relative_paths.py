@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from tests.cli.test_continue_cli import fake_torchrun
-from tests.orchestrate.helpers import make_checkpoint
+from tests.cli.harness import Outcome, run_main
+from tests.orchestrate.helpers import fake_torchrun, make_checkpoint
 
 
-def _rlab(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("RLAB_BASE_DIR", "RLAB_RESULTS_DIR")}
-    env["COLUMNS"] = "400"
-    return subprocess.run(
-        [sys.executable, "-m", "rlab", *argv], capture_output=True, text=True, cwd=cwd, env=env
-    )
+def _rlab(argv: list[str], cwd: Path) -> Outcome:
+    """`rlab ARGV` run from `cwd`, with no base or results dir from the environment."""
+    return run_main(*argv, cwd=cwd, columns=400, env={"RLAB_BASE_DIR": None, "RLAB_RESULTS_DIR": None})
 
 
 def _printed(text: str, start: str) -> list[str]:
@@ -38,18 +32,18 @@ def test_printed_commands_work_from_another_directory(tmp_path):
     )
     common = ["--spec", "spec.yaml", "--base-dir", "base", "--results-dir", "res", "--from-step", "20"]
     failed = _rlab(["continue", *common, "--variants", "pi,ntk"], cwd=here)
-    assert failed.returncode == 1, failed.stderr
+    assert failed.code == 1, failed.err
     saved = yaml.safe_load((here / "res" / "rel" / "spec.resolved.yaml").read_text())
     assert saved["base"]["base_dir"] == str(here / "base") and saved["results_dir"] == str(here / "res")
     own = yaml.safe_load((here / "res" / "rel" / "runs" / "d20-rel-ntk" / "spec.resolved.yaml").read_text())
     assert own["base"]["base_dir"] == str(here / "base")
-    rerun = _printed(failed.stderr, "rlab continue")
+    rerun = _printed(failed.err, "rlab continue")
     assert Path(rerun[rerun.index("--spec") + 1]).is_absolute()
     again = _rlab(rerun[1:], cwd=elsewhere)  # the stand-in fails on ntk again, as a resumed run
-    assert again.returncode == 1 and "d20-rel-ntk: resuming" in again.stdout, again.stderr
+    assert again.code == 1 and "d20-rel-ntk: resuming" in again.out, again.err
     done = _rlab(["continue", *common, "--variants", "pi", "--resume"], cwd=here)
-    assert done.returncode == 0, done.stderr
-    next_eval = _printed(done.stdout, "next: rlab eval")[1:]
+    assert done.code == 0, done.err
+    next_eval = _printed(done.out, "next: rlab eval")[1:]
     listed = _rlab([*next_eval[1:], "--dry-run", "--no-core"], cwd=elsewhere)
-    assert listed.returncode == 0, listed.stderr
-    assert f"{here / 'base'}" in listed.stdout and "d20-rel-pi" in listed.stdout
+    assert listed.code == 0, listed.err
+    assert f"{here / 'base'}" in listed.out and "d20-rel-pi" in listed.out

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.test_continue_cli import EXPERIMENTS, assert_user_error, d20_base, rlab
+from tests.cli.harness import assert_user_error, run_main
+from tests.orchestrate.helpers import EXPERIMENTS, d20_base
 
 
 def test_validate_ok(tmp_path):
     base = d20_base(tmp_path / "d20")
-    result = rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--base-dir", str(base))
-    assert result.returncode == 0, result.stderr
-    assert "OK" in result.stdout and "4 variant(s): rope, pi, ntk, yarn" in result.stdout
+    result = run_main("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--base-dir", str(base))
+    assert result.code == 0, result.err
+    assert "OK" in result.out and "4 variant(s): rope, pi, ntk, yarn" in result.out
     # the same spec against a base dir without d20: what `rlab continue` would refuse, said now
     assert_user_error(
-        rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml")), "Base tag 'd20' not found"
+        run_main("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml")), "Base tag 'd20' not found"
     )
-    assert rlab("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--spec-only").returncode == 0
+    assert run_main("validate", str(EXPERIMENTS / "rope_scaling_d20.yaml"), "--spec-only").code == 0
 
 
 def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
@@ -28,7 +29,7 @@ def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
         "launch: {nnodes: 2, gpus_per_variant: 3}\n"
         "tracking: {wandb: maybe}\n"
     )
-    result = rlab("validate", str(spec))
+    result = run_main("validate", str(spec))
     assert_user_error(
         result,
         f"{spec}:",
@@ -39,21 +40,21 @@ def test_validate_reports_every_problem_with_its_yaml_path(tmp_path):
         "launch.rdzv_endpoint: required when nnodes > 1",
         "tracking.wandb:",
     )
-    problems = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    problems = [line for line in result.err.splitlines() if line.startswith("  ")]
     assert len(problems) >= 6  # all at once, one line each
 
 
 def test_validate_yaml_syntax_and_missing_file(tmp_path):
     spec = tmp_path / "broken.yaml"
     spec.write_text("train:\n  steps: [1, 2\n")
-    assert_user_error(rlab("validate", str(spec)), "not valid YAML", "line")
-    assert_user_error(rlab("validate", str(tmp_path / "nope.yaml")), "Spec file not found")
+    assert_user_error(run_main("validate", str(spec)), "not valid YAML", "line")
+    assert_user_error(run_main("validate", str(tmp_path / "nope.yaml")), "Spec file not found")
 
 
 def test_schema_is_json_schema(tmp_path):
-    result = rlab("schema")
-    assert result.returncode == 0
-    schema = json.loads(result.stdout)
+    result = run_main("schema")
+    assert result.code == 0
+    schema = json.loads(result.out)
     assert set(schema["properties"]) >= {
         "base",
         "variants",
@@ -64,7 +65,7 @@ def test_schema_is_json_schema(tmp_path):
         "pretrain",
     }
     out = tmp_path / "schema.json"
-    assert rlab("schema", "--output", str(out)).returncode == 0
+    assert run_main("schema", "--output", str(out)).code == 0
     assert json.loads(out.read_text()) == schema
 
 
@@ -79,10 +80,10 @@ def test_validate_checks_core_task_names_against_the_bundle(tmp_path):
     )
     # a typo in eval.core_tasks is found before any training, not at `rlab eval` hours later
     assert_user_error(
-        rlab("validate", str(spec), "--base-dir", str(base)),
+        run_main("validate", str(spec), "--base-dir", str(base)),
         "Unknown CORE task 'hellaswg'. Did you mean 'hellaswag'?",
     )
     spec.write_text(
         text.replace("eval:\n", f"eval:\n  core_bundle: {EVAL_BUNDLE_DIR}\n  core_tasks: [hellaswag]\n", 1)
     )
-    assert rlab("validate", str(spec), "--base-dir", str(base)).returncode == 0
+    assert run_main("validate", str(spec), "--base-dir", str(base)).code == 0

@@ -123,7 +123,7 @@ def test_prepare_writes_a_set_with_a_manifest_and_no_training_text(tiny_base_dir
 
 
 def test_cli_long_docs(foreign_base, sources):
-    from tests.cli.test_continue_cli import assert_user_error, rlab
+    from tests.cli.harness import assert_user_error, run_main
 
     args = [
         "data",
@@ -135,13 +135,13 @@ def test_cli_long_docs(foreign_base, sources):
         "--min-tokens",
         "500",
     ]
-    res = rlab(*args)
-    assert res.returncode == 0, res.stderr
-    assert "3 documents" in res.stdout
-    again = rlab(*args)
-    assert again.returncode == 0 and "already has a long-document set" in " ".join(again.stdout.split())
+    res = run_main(*args)
+    assert res.code == 0, res.err
+    assert "3 documents" in res.out
+    again = run_main(*args)
+    assert again.code == 0 and "already has a long-document set" in " ".join(again.out.split())
     assert_user_error(
-        rlab("data", "long-docs", "--base-dir", str(foreign_base / "nope")), "has no tokenizer/ folder"
+        run_main("data", "long-docs", "--base-dir", str(foreign_base / "nope")), "has no tokenizer/ folder"
     )
 
 

@@ -3,56 +3,44 @@ nothing written; and a fresh eval.log per run. (The checkpoint loader's own chec
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rlab.paths import ExperimentLayout, meta_file, model_file
+from tests.cli.harness import Outcome, run_main
 from tests.evals.test_runner import TAG, make_base
 
 
-def _eval(base: Path, results: Path, nproc: int = 1) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("RLAB_DEBUG", None)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlab",
-            "eval",
-            "--tag",
-            TAG,
-            "--base-dir",
-            str(base),
-            "--base-tag",
-            "d2",
-            "-e",
-            "drill",
-            "--results-dir",
-            str(results),
-            "--nproc",
-            str(nproc),
-            "--no-bpb-length",
-            "--no-core",
-            "--no-passkey",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+def _eval(base: Path, results: Path, nproc: int = 1) -> Outcome:
+    return run_main(
+        "eval",
+        "--tag",
+        TAG,
+        "--base-dir",
+        str(base),
+        "--base-tag",
+        "d2",
+        "-e",
+        "drill",
+        "--results-dir",
+        str(results),
+        "--nproc",
+        str(nproc),
+        "--no-bpb-length",
+        "--no-core",
+        "--no-passkey",
+        env={"OMP_NUM_THREADS": "1", "RLAB_DEBUG": None},
     )
 
 
-def _assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stderr and "torch.distributed" not in proc.stderr, proc.stderr[-2000:]
-    error = [line for line in proc.stderr.splitlines() if line.lower().startswith("error")]
-    assert error, proc.stderr[-2000:]
+def _assert_one_line_error(proc: Outcome, *needles: str) -> None:
+    assert proc.code != 0, proc.out
+    assert "Traceback" not in proc.err and "torch.distributed" not in proc.err, proc.err[-2000:]
+    error = [line for line in proc.err.splitlines() if line.lower().startswith("error")]
+    assert error, proc.err[-2000:]
     for needle in needles:
-        assert needle in proc.stderr, (needle, proc.stderr[-2000:])
+        assert needle in proc.err, (needle, proc.err[-2000:])
 
 
 def _put_nan_in_checkpoint(base: Path) -> None:
@@ -75,7 +63,7 @@ def test_nan_checkpoint_fails_loudly_and_writes_nothing(drill):
     _put_nan_in_checkpoint(base)
     proc = _eval(base, results)
     _assert_one_line_error(proc, TAG)
-    assert "done" not in proc.stdout.lower() and not layout.eval_json(TAG).exists()
+    assert "done" not in proc.out.lower() and not layout.eval_json(TAG).exists()
 
 
 def test_failure_under_torchrun_shows_the_worker_s_reason_once_and_none_of_torchrun_s_output(drill):
@@ -85,7 +73,7 @@ def test_failure_under_torchrun_shows_the_worker_s_reason_once_and_none_of_torch
     _put_nan_in_checkpoint(base)
     proc = _eval(base, results, nproc=2)
     _assert_one_line_error(proc, TAG, "non-finite")
-    assert proc.stderr.count("non-finite") == 1 and "OMP_NUM_THREADS" not in proc.stderr, proc.stderr
+    assert proc.err.count("non-finite") == 1 and "OMP_NUM_THREADS" not in proc.err, proc.err
     logged = layout.eval_log(TAG).read_text()
     assert logged.count("error: ") == 2 and "ChildFailedError" in logged  # one per rank, and torchrun's box
 
@@ -101,13 +89,13 @@ def test_garbage_meta_names_the_file(drill):
 def test_eval_log_starts_fresh_each_run(drill):
     base, results, layout = drill
     ok = _eval(base, results)
-    assert ok.returncode == 0, ok.stderr[-2000:]
-    assert "val bpb" in ok.stdout and layout.eval_json(TAG).is_file()
+    assert ok.code == 0, ok.err[-2000:]
+    assert "val bpb" in ok.out and layout.eval_json(TAG).is_file()
     first = layout.eval_log(TAG).read_text()
     assert first.count("bpb") >= 1
     meta_file(base / "base_checkpoints" / TAG, 5).write_text("not json")
     failed = _eval(base, results)
-    assert failed.returncode != 0
+    assert failed.code != 0
     log = layout.eval_log(TAG).read_text()
     assert log and first not in log  # the failure's log holds this run's lines only
     assert layout.eval_json(TAG).is_file()  # the earlier, complete eval is kept

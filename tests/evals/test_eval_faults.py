@@ -8,14 +8,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from rlab.paths import ExperimentLayout
-from tests.cli.test_continue_cli import REPO, _processes_mentioning
+from tests.cli.harness import processes_mentioning, run_process, start_process
 from tests.conftest import default_sigint
 from tests.evals.test_runner import TAG, make_base
 
@@ -29,11 +28,8 @@ LONG = (
 )
 
 
-def _argv(spec: Path, base: Path, results: Path, tag: str = TAG) -> list[str]:
+def _args(spec: Path, base: Path, results: Path, tag: str = TAG) -> list[str]:
     return [
-        sys.executable,
-        "-m",
-        "rlab",
         "eval",
         "--tag",
         tag,
@@ -55,22 +51,22 @@ def evaluated(tiny_base_dir, tmp_path):
     quick, long = tmp_path / "quick.yaml", tmp_path / "long.yaml"
     quick.write_text(QUICK)
     long.write_text(LONG)
-    done = subprocess.run(_argv(quick, base, results), capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_process(*_args(quick, base, results), timeout=300)
+    assert done.code == 0, done.err[-3000:]
     layout = ExperimentLayout(results, "ev")
     return base, results, long, layout, layout.eval_json(TAG).read_bytes()
 
 
-def _start(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, preexec_fn=default_sigint
+def _start(args: list[str]) -> subprocess.Popen:
+    return start_process(
+        *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
     )
 
 
 def _wait_for_workers(config: Path, count: int = 3, seconds: float = 120) -> list[int]:
     deadline = time.time() + seconds
     while time.time() < deadline:
-        found = _processes_mentioning(str(config))
+        found = processes_mentioning(str(config))
         if len(found) >= count:
             time.sleep(2)  # the workers are into their evals
             return found
@@ -80,9 +76,9 @@ def _wait_for_workers(config: Path, count: int = 3, seconds: float = 120) -> lis
 
 def _gone(config: Path, seconds: float = 15) -> bool:
     deadline = time.time() + seconds
-    while _processes_mentioning(str(config)) and time.time() < deadline:
+    while processes_mentioning(str(config)) and time.time() < deadline:
         time.sleep(0.2)
-    return not _processes_mentioning(str(config))
+    return not processes_mentioning(str(config))
 
 
 @pytest.mark.parametrize(
@@ -90,7 +86,7 @@ def _gone(config: Path, seconds: float = 15) -> bool:
 )
 def test_stopping_a_2_process_eval_leaves_nothing_and_keeps_the_old_result(evaluated, signum, code):
     base, results, long, layout, before = evaluated
-    proc = _start(_argv(long, base, results))
+    proc = _start(_args(long, base, results))
     _wait_for_workers(layout.eval_run_config(TAG))  # torchrun and its two workers
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=120)
@@ -103,13 +99,13 @@ def test_stopping_a_2_process_eval_leaves_nothing_and_keeps_the_old_result(evalu
 def test_sigkill_of_rlab_or_of_the_agent_leaves_no_eval_worker(evaluated):
     base, results, long, layout, before = evaluated
     config = layout.eval_run_config(TAG)
-    proc = _start(_argv(long, base, results))
+    proc = _start(_args(long, base, results))
     _wait_for_workers(config)
     proc.kill()  # rlab itself: its job dies with it (lifeline), the workers with the agent
     proc.wait(timeout=30)
     assert _gone(config)
     assert layout.eval_json(TAG).read_bytes() == before
-    proc = _start(_argv(long, base, results))
+    proc = _start(_args(long, base, results))
     (agent,) = [
         p
         for p in _wait_for_workers(config)
@@ -127,7 +123,7 @@ def test_two_2_process_evals_at_once_both_finish(tiny_base_dir, tmp_path):
     shutil.copytree(base / "base_checkpoints" / TAG, base / "base_checkpoints" / "d2-twin")
     spec = tmp_path / "spec.yaml"
     spec.write_text(LONG.replace("passkey_trials: 2000", "passkey_trials: 40"))
-    first, second = _start(_argv(spec, base, results)), _start(_argv(spec, base, results, "d2-twin"))
+    first, second = _start(_args(spec, base, results)), _start(_args(spec, base, results, "d2-twin"))
     outs = [p.communicate(timeout=600) for p in (first, second)]
     for proc, (_, stderr) in zip((first, second), outs):
         assert proc.returncode == 0 and "Traceback" not in stderr, stderr[-3000:]

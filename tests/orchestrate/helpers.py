@@ -1,6 +1,8 @@
-"""Checkpoints for orchestration tests in nanochat's layout: a real tiny model file (so the preflight, which
-opens what a run will read, finds a loadable checkpoint), random-ish optimizer shards of a chosen size, and the
-tokenizer and shards a run reads, built once per test process by the real prepare pipeline."""
+"""What orchestration and CLI tests run on. Checkpoints in nanochat's layout: a real tiny model file (so the
+preflight, which opens what a run will read, finds a loadable checkpoint), random-ish optimizer shards of a
+chosen size, and the tokenizer and shards a run reads, built once per test process by the real prepare
+pipeline. Specs, a stand-in launcher (a shell script set as launch.torchrun), and a base really pretrained by
+`rlab pretrain`."""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from rlab.paths import BaseLayout, meta_file, model_file, optim_file
+from rlab.paths import BaseLayout, checkpoint_steps, meta_file, model_file, optim_file
+from tests.cli.harness import REPO, run_process
+
+EXPERIMENTS = REPO / "experiments"
 
 MODEL_CONFIG = {
     "sequence_len": 256,
@@ -92,3 +97,65 @@ def make_checkpoint(
 def snapshot(folder: Path) -> dict[str, tuple[bytes, float]]:
     """Content and mtime of every file in a folder (to prove it was not touched)."""
     return {p.name: (p.read_bytes(), p.stat().st_mtime) for p in sorted(folder.iterdir())}
+
+
+def write_spec(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def fake_torchrun(tmp_path: Path, fail_on: str | None = None) -> Path:
+    """A stand-in launcher: records its argv; exits 1 when its run.json path mentions `fail_on`."""
+    script = tmp_path / "fake-torchrun"
+    fail = (
+        f'case "$*" in *{fail_on}*) echo "worker crashed: CUDA error"; echo "error: Refusing to save step 3: '
+        f'non-finite parameters"; echo "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: '
+        f'boilerplate"; exit 1;; esac\n'
+        if fail_on
+        else ""
+    )
+    script.write_text(f'#!/bin/sh\necho "launched $*"\n{fail}exit 0\n')
+    script.chmod(0o755)
+    return script
+
+
+def d20_base(root: Path, seq_len: int = 2048, step: int = 21400) -> Path:
+    """A base dir whose d20 checkpoint at `step` has a nanochat meta (sequence_len, loader position)."""
+    make_checkpoint(root, "d20", steps=(step,), size=64, inputs=False, model=False)
+    meta = {
+        "step": step,
+        "model_config": {
+            "sequence_len": seq_len,
+            "vocab_size": 65536,
+            "n_layer": 20,
+            "n_head": 10,
+            "n_kv_head": 10,
+            "n_embd": 1280,
+        },
+        "dataloader_state_dict": {"pq_idx": 3, "rg_idx": 17},
+    }
+    meta_file(BaseLayout(root).checkpoint_dir("d20"), step).write_text(json.dumps(meta))
+    return root
+
+
+def pretrained_smoke_base(tiny_base_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A private copy of the tiny base dir with the smoke base model trained into tag `smoke` (4 steps)."""
+    base = tmp_path / "base"
+    shutil.copytree(tiny_base_dir, base)
+    results = tmp_path / "results"
+    result = run_process(
+        "pretrain",
+        "--spec",
+        str(EXPERIMENTS / "smoke.yaml"),
+        "--base-dir",
+        str(base),
+        "--results-dir",
+        str(results),
+        "--nproc",
+        "1",
+        timeout=300,
+    )
+    assert result.code == 0, result.out + result.err
+    assert checkpoint_steps(BaseLayout(base).checkpoint_dir("smoke")) == [4]
+    return base, results

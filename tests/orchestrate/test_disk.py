@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from rlab.orchestrate.disk import MIB, DiskPlan, clones_are_links, plan_disk, saves_at_peak
 from rlab.spec.train import TrainSpec
 from tests.cli.harness import run_main
-from tests.cli.test_continue_cli import fake_torchrun, write_spec
 from tests.cli.test_fuzz import FUZZ
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import fake_torchrun, make_checkpoint, write_spec
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from rlab.orchestrate.preflight import results_dir_error
 from rlab.orchestrate.tag_setup import save_resolved_specs
 from rlab.paths import ExperimentLayout
 from rlab.spec.loading import load_spec
-from tests.cli.test_continue_cli import assert_user_error, rlab
+from tests.cli.harness import assert_user_error, run_main
 from tests.orchestrate.helpers import make_checkpoint
 
 
@@ -45,7 +45,7 @@ def test_an_unwritable_results_dir_is_an_error_not_a_write_elsewhere(tmp_path):
     assert results_dir_error(tmp_path / "fresh" / "results") is None
     assert "cannot be written" in results_dir_error(blocker / "results").message
     make_checkpoint(tmp_path / "base", "d20", steps=(10,))
-    result = rlab(
+    result = run_main(
         "continue",
         "--base-dir",
         str(tmp_path / "base"),
@@ -58,7 +58,7 @@ def test_an_unwritable_results_dir_is_an_error_not_a_write_elsewhere(tmp_path):
     )
     assert_user_error(result, f"Results dir {blocker / 'results' / 'd20'} cannot be written", "--results-dir")
     assert not (tmp_path / "base" / "base_checkpoints" / "d20-pi").exists()
-    evaluated = rlab(
+    evaluated = run_main(
         "eval",
         "--tag",
         "d20",

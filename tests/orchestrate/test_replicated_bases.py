@@ -158,7 +158,7 @@ def test_dry_run_shows_which_base_each_tag_starts_from(tmp_path):
 
 
 def test_continue_clones_base_i_and_eval_all_takes_both_bases_as_references(tmp_path):
-    from tests.cli.test_continue_cli import fake_torchrun
+    from tests.orchestrate.helpers import fake_torchrun
 
     base = tmp_path / "base"
     make_checkpoint(base, "d20", steps=(20,))

@@ -20,8 +20,7 @@ from rlab.orchestrate.training import start_continue
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
-from tests.cli.test_continue_cli import fake_torchrun, write_spec
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import fake_torchrun, make_checkpoint, write_spec
 
 
 @pytest.fixture

@@ -88,7 +88,8 @@ def test_sbatch_script_cpu_defaults():
 @pytest.mark.slow
 def test_real_submission_on_a_single_node_cluster(tiny_base_dir, tmp_path):
     """`rlab continue --launcher slurm` on a throw-away slurmctld + slurmd (+ munged) on 127.0.0.1."""
-    from tests.cli.test_continue_cli import EXPERIMENTS, pretrained_smoke_base, rlab
+    from tests.cli.harness import run_process
+    from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base
     from tests.orchestrate.slurm_cluster import SlurmCluster, unavailable_reason, wait_for_job
 
     reason = unavailable_reason()
@@ -96,7 +97,7 @@ def test_real_submission_on_a_single_node_cluster(tiny_base_dir, tmp_path):
         pytest.skip(reason)
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     with SlurmCluster(tmp_path / "slurm") as env:
-        result = rlab(
+        result = run_process(
             "continue",
             "--spec",
             str(EXPERIMENTS / "smoke.yaml"),
@@ -112,9 +113,9 @@ def test_real_submission_on_a_single_node_cluster(tiny_base_dir, tmp_path):
             "slurm",
             env=env,
         )
-        assert result.returncode == 0, result.stdout + result.stderr
-        match = re.search(r"smoke-pi: submitted SLURM job (\d+)", result.stdout)
-        assert match, result.stdout
+        assert result.code == 0, result.out + result.err
+        match = re.search(r"smoke-pi: submitted SLURM job (\d+)", result.out)
+        assert match, result.out
         state = wait_for_job(match.group(1), env, timeout=240)
     layout = ExperimentLayout(results, "smoke")
     log = layout.train_log("smoke-pi").read_text() if layout.train_log("smoke-pi").exists() else "(no log)"

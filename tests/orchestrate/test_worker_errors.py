@@ -8,8 +8,7 @@ import sys
 
 from rlab.orchestrate.watch import worker_error
 from tests.cli.harness import run_main
-from tests.cli.test_continue_cli import write_spec
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import make_checkpoint, write_spec
 
 FULL_DISK_LOG = """\
 # rlab: torchrun --standalone --nnodes=1 --nproc-per-node=2 -m rlab.core.train run.json

@@ -8,7 +8,8 @@ import pytest
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.report.collect import collect
 from rlab.report.inference import Verdict
-from tests.cli.test_continue_cli import EXPERIMENTS, pretrained_smoke_base, rlab
+from tests.cli.harness import run_process
+from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base
 
 
 @pytest.mark.slow
@@ -22,8 +23,10 @@ def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_pa
         "--results-dir",
         str(results),
     ]
-    trained = rlab("continue", *common, "--variants", "rope,yarn", "--seeds", "3", "--zero-shot", timeout=900)
-    assert trained.returncode == 0, trained.stdout + trained.stderr
+    trained = run_process(
+        "continue", *common, "--variants", "rope,yarn", "--seeds", "3", "--zero-shot", timeout=900
+    )
+    assert trained.code == 0, trained.out + trained.err
     tags = [
         "smoke-rope",
         "smoke-rope-seed1",
@@ -35,12 +38,16 @@ def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_pa
         "smoke-yarn-zeroshot",
     ]
     assert all(BaseLayout(base_dir).checkpoint_dir(t).is_dir() for t in tags)
-    evaluated = rlab("eval", *common, "--all", "--no-core", "--no-passkey", "--nproc", "1", timeout=900)
-    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    evaluated = run_process(
+        "eval", *common, "--all", "--no-core", "--no-passkey", "--nproc", "1", timeout=900
+    )
+    assert evaluated.code == 0, evaluated.out + evaluated.err
     layout = ExperimentLayout(results, "smoke")
     assert all(layout.eval_json(t).is_file() for t in ["smoke", *tags])  # the base too, as a reference arm
-    report = rlab("report", "--experiment", "smoke", "--results-dir", str(results), "--format", "html", "-q")
-    assert report.returncode == 0, report.stderr
+    report = run_process(
+        "report", "--experiment", "smoke", "--results-dir", str(results), "--format", "html", "-q"
+    )
+    assert report.code == 0, report.err
 
     data = collect(layout, "rope", draws=500)
     arms = {a.key: a for a in data.arms}
@@ -83,14 +90,14 @@ def test_replicated_bases_end_to_end(tiny_base_dir, tmp_path):
         "--results-dir",
         str(results),
     ]
-    pretrained = rlab("pretrain", *common, "--seeds", "2", "--nproc", "1", timeout=600)
-    assert pretrained.returncode == 0, pretrained.stdout + pretrained.stderr
+    pretrained = run_process("pretrain", *common, "--seeds", "2", "--nproc", "1", timeout=600)
+    assert pretrained.code == 0, pretrained.out + pretrained.err
     base = BaseLayout(base_dir)
     seeds = [json.loads(meta_file(base.checkpoint_dir(t), 4).read_text()) for t in ("smoke", "smoke-seed1")]
     assert [m["run_config"]["train"]["seed"] for m in seeds] == [42, 43]
     arms = ["--variants", "rope,yarn", "--seeds", "2", "--replicate-base", "--nproc", "1"]
-    trained = rlab("continue", *common, *arms, timeout=900)
-    assert trained.returncode == 0, trained.stdout + trained.stderr
+    trained = run_process("continue", *common, *arms, timeout=900)
+    assert trained.code == 0, trained.out + trained.err
     for tag, parent in (
         ("smoke-yarn", "smoke"),
         ("smoke-yarn-seed1", "smoke-seed1"),
@@ -99,10 +106,10 @@ def test_replicated_bases_end_to_end(tiny_base_dir, tmp_path):
         meta = json.loads(meta_file(base.checkpoint_dir(tag), 4).read_text())
         assert meta["lineage"] == {"parent_tag": parent, "parent_step": 4}
     flags = ["--no-core", "--no-passkey", "--no-ruler", "--nproc", "1"]
-    evaluated = rlab("eval", *common, "--all", *flags, timeout=900)
-    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
-    report = rlab("report", "--experiment", "smoke", "--results-dir", str(results), "-q")
-    assert report.returncode == 0, report.stderr
+    evaluated = run_process("eval", *common, "--all", *flags, timeout=900)
+    assert evaluated.code == 0, evaluated.out + evaluated.err
+    report = run_process("report", "--experiment", "smoke", "--results-dir", str(results), "-q")
+    assert report.code == 0, report.err
 
     layout = ExperimentLayout(results, "smoke")
     data = collect(layout, "rope", draws=300)
