@@ -86,7 +86,7 @@ def _restore_torch_state():
 
 
 # ======================================================================================
-# Data fixtures (issue 3, owned by the data/tokenizer engineer). Append-only section.
+# Data fixtures: a tiny base dir and the text generator behind it.
 #
 # `tiny_base_dir` (session-scoped): a complete, tiny base dir in nanochat's layout, built
 # once per test session in ~1-2 s by the real `rlab.data.prepare.prepare_data` from a user

@@ -77,7 +77,7 @@ def test_dry_run_prints_the_8_gpu_commands_and_touches_nothing(tmp_path):
 
 
 def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
-    """Issue 11's done-when: d20 trained at 2048 -> seq_len 8192, factor 4 per tag; no d20 -> non-zero."""
+    """d20 trained at 2048 -> seq_len 8192, factor 4 per tag; no d20 -> non-zero, the JSON saying why."""
     base = d20_base(tmp_path / "base")
     args = ["continue", "--from-step", "21400", "--variants", "pi,ntk,yarn", "--dry-run", "--json"]
     result = run_main(*args, "--base-dir", str(base))

@@ -1,6 +1,6 @@
 """The preflight opens what a run will read before anything is cloned or launched: a broken checkpoint,
-tokenizer or shard is one or two lines naming the file (the drill found them ~15 s late, after the clone and
-torchrun, inside 37-44 lines). A resumed tag whose newest checkpoint is broken gets a command that works."""
+tokenizer or shard is one or two lines naming the file, said before the clone and torchrun rather than
+inside their output. A resumed tag whose newest checkpoint is broken gets a command that works."""
 
 from __future__ import annotations
 

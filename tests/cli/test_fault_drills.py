@@ -1,6 +1,7 @@
 """The faults a long GPU job meets, on 2 CPU ranks under torchrun (gloo) with the tiny smoke model.
 
-Each test reproduces one failure of the fault drill in issue 29 through the real CLI and workers.
+Each test injects one failure (a killed agent, a full disk, fewer processes on resume) through the real CLI
+and workers.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
 
 def test_a_resume_on_fewer_processes_keeps_the_global_batch(tiny_base_dir, tmp_path):
     """Trained on 2 ranks (512 tokens/step), resumed on 1: the console says the batch is kept by 2 accumulation
-    steps, and the resumed steps train 512 tokens each (the drill's run silently dropped to half)."""
+    steps, and the resumed steps train 512 tokens each (not half as many)."""
     base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
     results = tmp_path / "ws-results"
     layout, tag = ExperimentLayout(results, "drill"), "smoke-drill-pi"

@@ -1,4 +1,4 @@
-"""Bad input anywhere is one or two lines and a non-zero exit, never a traceback (issue 18).
+"""Bad input anywhere is one or two lines and a non-zero exit, never a traceback.
 
 Strict spec types, unreadable or absurd spec files, bad endpoints, unwritable or full folders,
 report flags that name nothing, case-insensitive variant names. Through the real entry point.

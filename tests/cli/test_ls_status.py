@@ -80,7 +80,8 @@ def test_ls_at_80_columns_never_cuts_a_number(tmp_path):
 
 
 def test_status_shows_a_run_stopped_before_its_first_step(tmp_path):
-    """The drill: a kill before the first step left no metrics.jsonl, and status said "Nothing running"."""
+    """A run killed before its first step has no metrics.jsonl: status still shows it (stopped), never "Nothing
+    running"."""
     base, results = tmp_path / "base", tmp_path / "results"
     make_checkpoint(base, "d20", steps=(20,))
     dies = tmp_path / "dies-at-once"

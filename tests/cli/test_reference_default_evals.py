@@ -1,4 +1,4 @@
-"""`rlab eval` with the default eval list on nanochat's own base dir, no preparation step (issue 14's done-when).
+"""`rlab eval` with the default eval list on nanochat's own base dir, with no preparation step before it.
 
 Tiny sizes so it fits the default suite; the eval list, the long-document build and the unit counts are the
 defaults' own. The reference checkpoint is nanochat 92d63d4's d2 (`$RLAB_NANOCHAT_REFERENCE/head`).

@@ -42,7 +42,7 @@ def assert_rel(ours: list[float], ref: list[float]) -> None:
 
 
 def test_yarn_json_equals_reference():
-    """The issue's acceptance command: rlab rope inspect --variant yarn --head-dim 128 --scale 4 --original-len 2048 --json"""
+    """rlab rope inspect --variant yarn --head-dim 128 --scale 4 --original-len 2048 --json: transformers' numbers."""
     got = inspect_json("--variant", "yarn", "--head-dim", "128", "--scale", "4", "--original-len", "2048")
     ref, factor = hf_inv_freq("yarn", 128, factor=4.0, original_max_position_embeddings=2048)
     assert_rel(got["inv_freq"], ref)
@@ -137,8 +137,8 @@ def test_bad_input_one_line_exit_1_no_traceback(args, message):
     assert result.err.splitlines()[0] == message
 
 
-def test_new_variants_json_equal_reference(tmp_path):
-    """The issue's acceptance: `rlab rope inspect --variant abf / longrope / ntk-by-parts` match transformers."""
+def test_abf_longrope_and_ntk_by_parts_json_equal_reference(tmp_path):
+    """`rlab rope inspect --variant abf / longrope / ntk-by-parts` match transformers."""
     abf = inspect_json("--variant", "abf", "--head-dim", "128", "--base", "10000", "--new-base", "500000")
     ref, _ = hf_inv_freq("linear", 128, factor=1.0, rope_theta=500000.0)  # default rope at the new theta
     assert_rel(abf["inv_freq"], ref) and abf["attention_factor"] == 1.0
@@ -180,7 +180,7 @@ def test_new_variants_json_equal_reference(tmp_path):
         ),
     ],
 )
-def test_new_variant_bad_input_names_the_flag(args, message):
+def test_abf_and_longrope_bad_input_names_the_flag(args, message):
     assert_error_line(run_main("rope", "inspect", *args), message)
 
 

@@ -16,7 +16,7 @@ from tests.core.saved_bytes import head_and_layer_bytes, per_token
 
 VOCAB = 65536
 WIDTH = 64
-HEAD_LIMIT = 8 * 1024  # bytes per token: the goal for the head
+HEAD_LIMIT = 8 * 1024  # bytes per token the head may keep for backward (no vocab-wide logits)
 
 
 def make_model(n_layer: int) -> GPT:

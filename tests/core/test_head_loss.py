@@ -15,7 +15,7 @@ CAP = 15.0
 
 
 def plain_loss(hidden, weight, targets, vocab_size, reduction="mean"):
-    """The textbook chain GPT.forward used to run: lm_head -> fp32 -> cap * tanh(x / cap) -> cross_entropy."""
+    """The textbook chain, unchunked: lm_head -> fp32 -> cap * tanh(x / cap) -> cross_entropy."""
     logits = F.linear(hidden, weight)[:, :vocab_size].float()
     logits = CAP * torch.tanh(logits / CAP)
     return F.cross_entropy(logits, targets, ignore_index=-1, reduction=reduction)

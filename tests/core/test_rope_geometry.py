@@ -12,7 +12,7 @@ from rlab.spec.rope import RopeSpec
 from tests.core.tiny_checkpoints import random_model, write_checkpoint
 
 
-def test_critical_dimension_of_the_issue_example():
+def test_critical_dimension_at_head_dim_128_base_1e5_and_l0_2048():
     """head dim 128, base 1e5, L0 2048: 33 of 64 pairs turn within L0; T_extra = 2pi * b^(d_extra/d)."""
     plain = G.plain_inv_freq(1e5, 128)
     assert G.critical_pairs(plain, 2048) == 33

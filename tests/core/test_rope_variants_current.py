@@ -1,6 +1,7 @@
-"""The variants in use today (abf, ntk-by-parts, longrope) and `layers: global`, against Hugging Face transformers.
+"""The variants with parameters of their own (abf, ntk-by-parts, longrope) and `layers: global`, against Hugging
+Face transformers.
 
-transformers is the reference, as for the older variants (`tests/core/test_rope.py`): abf is its `default` at
+transformers is the reference, as for the other variants (`tests/core/test_rope.py`): abf is its `default` at
 the raised `rope_theta`, ntk-by-parts its `yarn` with `attention_factor: 1.0`, longrope its `longrope` (short
 factors up to `original_max_position_embeddings`, long ones past it), and `layers: global` its per-layer-type
 `rope_parameters` (`full_attention` scaled, `sliding_attention` plain), as Gemma 3 writes them.

@@ -53,23 +53,23 @@ def _put_nan_in_checkpoint(base: Path) -> None:
 
 
 @pytest.fixture
-def drill(tiny_base_dir, tmp_path):
+def eval_inputs(tiny_base_dir, tmp_path):
     base = make_base(tiny_base_dir, tmp_path)
     return base, tmp_path / "results", ExperimentLayout(tmp_path / "results", "drill")
 
 
-def test_nan_checkpoint_fails_loudly_and_writes_nothing(drill):
-    base, results, layout = drill
+def test_nan_checkpoint_fails_loudly_and_writes_nothing(eval_inputs):
+    base, results, layout = eval_inputs
     _put_nan_in_checkpoint(base)
     proc = _eval(base, results)
     _assert_one_line_error(proc, TAG)
     assert "done" not in proc.out.lower() and not layout.eval_json(TAG).exists()
 
 
-def test_failure_under_torchrun_shows_the_worker_s_reason_once_and_none_of_torchrun_s_output(drill):
+def test_failure_under_torchrun_shows_the_worker_s_reason_once_and_none_of_torchrun_s_output(eval_inputs):
     """With 2 processes torchrun prints its own banner, a traceback and a ChildFailedError box, and each rank
     its error line: the terminal gets the reason once; eval.log keeps everything."""
-    base, results, layout = drill
+    base, results, layout = eval_inputs
     _put_nan_in_checkpoint(base)
     proc = _eval(base, results, nproc=2)
     _assert_one_line_error(proc, TAG, "non-finite")
@@ -78,16 +78,16 @@ def test_failure_under_torchrun_shows_the_worker_s_reason_once_and_none_of_torch
     assert logged.count("error: ") == 2 and "ChildFailedError" in logged  # one per rank, and torchrun's box
 
 
-def test_garbage_meta_names_the_file(drill):
-    base, results, layout = drill
+def test_garbage_meta_names_the_file(eval_inputs):
+    base, results, layout = eval_inputs
     meta_file(base / "base_checkpoints" / TAG, 5).write_text('{"step": 5, "model_config": ')
     proc = _eval(base, results)
     _assert_one_line_error(proc, "meta_000005.json")
     assert not layout.eval_json(TAG).exists()
 
 
-def test_eval_log_starts_fresh_each_run(drill):
-    base, results, layout = drill
+def test_eval_log_starts_fresh_each_run(eval_inputs):
+    base, results, layout = eval_inputs
     ok = _eval(base, results)
     assert ok.code == 0, ok.err[-2000:]
     assert "val bpb" in ok.out and layout.eval_json(TAG).is_file()

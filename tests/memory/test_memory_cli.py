@@ -77,7 +77,8 @@ def _write_keys(path, n_layer: int) -> None:
 
 @pytest.mark.slow  # d20 at 8 x 8192 with its torch.compile count: about a minute on a shared 2-core CPU
 def test_the_shipped_d20_spec_fits_an_80_gib_gpu():
-    """Issue 27's bar: d20 at the shipped spec's device batch x 8192 per rank on 8 ranks plans <= 72 GiB."""
+    """d20 at the shipped spec's device batch x 8192 per rank on 8 ranks plans <= 72 GiB (room on an 80 GiB
+    GPU)."""
     import yaml
 
     from tests.conftest import REPO_ROOT

@@ -1,4 +1,4 @@
-"""Target length and data start come from the base checkpoint's meta (issue 11 items 1-2, plan side)."""
+"""Target length and data start come from the base checkpoint's meta (the plan side)."""
 
 import json
 import shutil

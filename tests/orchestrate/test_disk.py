@@ -75,7 +75,8 @@ def disk_160mib(tmp_path):
 
 
 def test_a_run_that_fits_is_not_refused(tmp_path, disk_160mib):
-    """The drill's case: ~94 MiB to write with 128+ MiB free was refused ("0.1 GB needed, 0.1 GB free")."""
+    """~94 MiB to write with 128+ MiB free goes ahead; 188 MiB is refused, both sizes said in MiB (at GB
+    precision the two would read alike, "0.1 GB needed, 0.1 GB free")."""
     base = disk_160mib / "base"
     ckpt = make_checkpoint(
         base, "d20", steps=(20,), size=int(11.75 * MIB)
