@@ -175,3 +175,24 @@ def tiny_base_dir(tmp_path_factory) -> Path:
     )
     prepare_data(base, corpus=[corpus], vocab_size=TINY_VOCAB_SIZE, options=options)
     return base
+
+
+@pytest.fixture
+def train_base(tiny_base_dir: Path, tmp_path: Path) -> Path:
+    """A base dir whose data and tokenizer are the shared (read-only) tiny ones, with its own checkpoints."""
+    base = tmp_path / "train_base"
+    base.mkdir()
+    for name in ("base_data", "tokenizer"):
+        (base / name).symlink_to(tiny_base_dir / name, target_is_directory=True)
+    return base
+
+
+@pytest.fixture
+def one_thread():
+    """Two cores are shared by everyone: keep torch to one intra-op thread (the training tests use it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -1,4 +1,4 @@
-"""The GPU tests reuse the training tests' tiny base dir and the eval tests' tokenizer and bundle.
+"""The GPU tests reuse the eval tests' tokenizer and bundle (and `train_base` from tests/conftest.py).
 
 The CORE tests need a CORE bundle (the tests' subset in tests/fixtures/eval_bundle): where it is absent
 they skip, saying so, instead of failing at load time.
@@ -8,7 +8,6 @@ import pytest
 
 from tests.conftest import EVAL_BUNDLE_DIR
 from tests.evals.conftest import tokenizer  # noqa: F401  (fixture, used by name)
-from tests.train.conftest import train_base  # noqa: F401
 
 
 @pytest.fixture(scope="session")

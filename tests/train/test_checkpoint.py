@@ -18,6 +18,8 @@ from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file
 from tests.conftest import REPO_ROOT
 from tests.core.tiny_checkpoints import tiny_meta
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _state(value: float = 1.0) -> dict[str, torch.Tensor]:
     return {"transformer.wte.weight": torch.full((4, 3), value), "lm_head.weight": torch.ones(4, 3)}
@@ -64,6 +66,7 @@ from pathlib import Path
 import torch
 import rlab.core.checkpoint as ck
 from tests.core.tiny_checkpoints import tiny_meta
+
 ckpt, hang_at = Path(sys.argv[1]), int(sys.argv[2])
 ck.save_checkpoint(ckpt, 1, {"w": torch.ones(8)}, tiny_meta(1), {"format": "rlab.optim/1"})
 calls = []

@@ -14,6 +14,8 @@ from rlab.errors import SpecError
 from rlab.spec.train import LRSpec, TrainSpec
 from tests.train.helpers import make_run_config
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def test_plan_batch_divides_into_grad_accum():
     spec = TrainSpec(seq_len=64, device_batch_size=4, total_batch_size=4 * 64 * 2 * 3)

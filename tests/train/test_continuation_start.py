@@ -10,6 +10,8 @@ from rlab.core.train import train
 from rlab.paths import model_file, optim_file
 from tests.train.helpers import make_run_config, train_records
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _capture_inputs(store: list):
     def attach(model):

@@ -10,6 +10,8 @@ from rlab.core.metrics import MetricsWriter
 from rlab.records.base import ContractError
 from rlab.records.metrics_log import read_metrics_records
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _train(step: int, loss: float = 2.0) -> dict:
     return {

@@ -27,7 +27,10 @@ B, T, WORLD = 4, 256, 2
 # rlab's AdamW group name -> nanochat's setup_optimizer group index
 NANOCHAT_GROUP = {"lm_head": 0, "embedding": 1, "value_embeds": 2, "resid": 3, "x0": 4, "smear": 5}
 
-pytestmark = needs_nanochat_reference(REF / "resumed" / "model_000021.pt")
+pytestmark = [
+    needs_nanochat_reference(REF / "resumed" / "model_000021.pt"),
+    pytest.mark.usefixtures("one_thread"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ REF = nanochat_reference_path("d314e96")
 CKPT = REF / "base_checkpoints" / "d2"
 B, T, WORLD = 4, 256, 2
 
-pytestmark = needs_nanochat_reference(CKPT / "model_000020.pt")
+pytestmark = [needs_nanochat_reference(CKPT / "model_000020.pt"), pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")

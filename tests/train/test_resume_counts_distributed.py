@@ -15,7 +15,7 @@ from rlab.core.checkpoint_meta import read_meta
 from rlab.paths import checkpoint_steps, meta_file
 from tests.train.helpers import make_run_config, train_records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 STEPS, PER_STEP = 30, 2 * 4 * 32  # total_batch_size: 2 ranks x 4 x 32, or 1 rank x 2 micro-batches
 

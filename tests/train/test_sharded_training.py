@@ -12,7 +12,7 @@ from rlab.core.checkpoint_meta import read_meta
 from rlab.core.optim_shards import named_state
 from tests.train.helpers import make_run_config, torchrun, train_records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 def test_sharded_run_equals_replicated_run(train_base, tmp_path):

@@ -18,6 +18,8 @@ from rlab.core.train import train
 from rlab.errors import TrainingError
 from tests.train.helpers import make_run_config, train_records
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def _raise_once(exc: BaseException):
     """on_model callback: the first block's first training forward raises `exc` (evals come later)."""
@@ -151,6 +153,7 @@ if os.environ["RANK"] == "1":  # only this rank's compiler fails
 else:
     torch.compile = lambda model, **kwargs: real(model, backend="eager")
 from rlab.core.train import main
+
 sys.exit(main(sys.argv[1:]))
 """
 

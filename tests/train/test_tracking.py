@@ -7,6 +7,8 @@ import pytest
 from rlab.spec.tracking import TrackingSpec
 from rlab.tracking import NullTracker, WandbTracker, make_tracker
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def test_null_tracker_when_disabled_or_not_rank0(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)

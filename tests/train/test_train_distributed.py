@@ -11,7 +11,7 @@ from rlab.core.train import train
 from rlab.paths import checkpoint_steps
 from tests.train.helpers import make_run_config, torchrun, train_records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(train_base, tmp_path):

@@ -12,6 +12,8 @@ import torch._dynamo
 from rlab.core.train import train
 from tests.train.helpers import make_run_config, train_records
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def test_the_log_names_the_attention_kernel_and_gc_is_frozen_after_the_first_step(
     train_base, tmp_path, caplog

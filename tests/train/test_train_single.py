@@ -15,6 +15,8 @@ from rlab.errors import TrainingError
 from rlab.paths import checkpoint_steps, model_file, optim_file
 from tests.train.helpers import make_run_config, train_records
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def test_loss_decreases_and_run_is_recorded(train_base, tmp_path):
     run_dir = tmp_path / "run"
