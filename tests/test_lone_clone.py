@@ -19,8 +19,8 @@ DATA_TESTS = (
     "tests/evals/test_bundle_cli.py",
     "tests/cli/test_core_tasks_cli.py",
     "tests/orchestrate/test_base_info.py",
-    "tests/core/test_nanochat_parity.py",
-    "tests/core/test_nanochat_optim.py",
+    "tests/nanochat/test_model_parity.py",
+    "tests/nanochat/test_optim_import_2025.py",
     "tests/core/test_checkpoint_meta.py",
     "tests/cli/test_reference_default_evals.py",
 )

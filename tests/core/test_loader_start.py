@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rlab.nanochat.loader_position import NanochatPosition, nanochat_position, nanochat_world_size
+from tests.core.test_loader import _epoch_ids, _gathered, _ids, _loader, tagged_dir, tok  # noqa: F401
 from tests.core.tiny_checkpoints import tiny_meta
-from tests.data.test_loader import _epoch_ids, _gathered, _ids, _loader, tagged_dir, tok  # noqa: F401
 
 # tagged_dir: 4 train shards x 4 row groups x 10 docs; shard s, row group g holds docs 40s+10g .. 40s+10g+9.
 

@@ -13,7 +13,7 @@ import pytest
 
 from rlab.core.checkpoint_meta import read_meta
 from rlab.paths import checkpoint_steps, meta_file
-from tests.train.helpers import make_run_config, train_records
+from tests.core.train_helpers import make_run_config, train_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 

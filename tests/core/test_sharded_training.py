@@ -10,7 +10,7 @@ import torch
 from rlab.core.checkpoint import delete_checkpoint, load_optim_set
 from rlab.core.checkpoint_meta import read_meta
 from rlab.core.optim_shards import named_state
-from tests.train.helpers import make_run_config, torchrun, train_records
+from tests.core.train_helpers import make_run_config, torchrun, train_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 

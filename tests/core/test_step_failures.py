@@ -16,7 +16,7 @@ from rlab.core.muon import compiled_newton_schulz
 from rlab.core.step_failures import is_compiler_error, is_oom, oom_error
 from rlab.core.train import train
 from rlab.errors import TrainingError
-from tests.train.helpers import make_run_config, train_records
+from tests.core.train_helpers import make_run_config, train_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

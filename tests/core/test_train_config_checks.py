@@ -12,7 +12,7 @@ from rlab.core.schedule import lr_multiplier
 from rlab.core.train import main
 from rlab.errors import SpecError
 from rlab.spec.train import LRSpec, TrainSpec
-from tests.train.helpers import make_run_config
+from tests.core.train_helpers import make_run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,7 +9,7 @@ from rlab.core.checkpoint import delete_checkpoint
 from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
 from rlab.paths import checkpoint_steps
-from tests.train.helpers import make_run_config, torchrun, train_records
+from tests.core.train_helpers import make_run_config, torchrun, train_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 

@@ -10,7 +10,7 @@ import pytest
 import torch._dynamo
 
 from rlab.core.train import train
-from tests.train.helpers import make_run_config, train_records
+from tests.core.train_helpers import make_run_config, train_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,7 +13,7 @@ from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
 from rlab.errors import TrainingError
 from rlab.paths import checkpoint_steps, model_file, optim_file
-from tests.train.helpers import make_run_config, train_records
+from tests.core.train_helpers import make_run_config, train_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,7 +8,7 @@ import torch
 from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
 from rlab.paths import model_file, optim_file
-from tests.train.helpers import make_run_config, train_records
+from tests.core.train_helpers import make_run_config, train_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -112,7 +112,7 @@ def test_allocator_setting_takes_effect_in_a_fresh_process():
 
 def _torchrun_train(train_base: Path, tmp_path: Path, nproc: int, **train) -> tuple[Path, str]:
     """Train a small model under torchrun on `nproc` GPUs (NCCL); returns (run_dir, its log)."""
-    from tests.train.helpers import make_run_config
+    from tests.core.train_helpers import make_run_config
 
     run_dir = tmp_path / "run"
     cfg = make_run_config(

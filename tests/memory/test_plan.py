@@ -59,7 +59,7 @@ def test_planned_peak_is_within_10_percent_of_a_real_training_run(
     from rlab.core import head_loss
     from rlab.core.tokenizer import Tokenizer
     from rlab.core.train import train
-    from tests.train.helpers import make_run_config
+    from tests.core.train_helpers import make_run_config
 
     n_layer, n_embd, seq, batch = 2, 128, 256, 8
     cfg = make_run_config(

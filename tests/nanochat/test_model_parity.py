@@ -18,7 +18,7 @@ from rlab.core.checkpoint import inspect_checkpoint, load_model
 from rlab.core.engine import Engine
 from rlab.core.tokenizer import Tokenizer, load_token_bytes
 from tests.conftest import full_eval_bundle, nanochat_reference_path, needs_nanochat_reference
-from tests.core.nanochat_loaders import bestfit_batches, evaluate_bpb, stream_batches
+from tests.nanochat.loaders import bestfit_batches, evaluate_bpb, stream_batches
 
 REFERENCE = nanochat_reference_path("")
 # per generation: fixture dir, architecture, tolerances (per-token loss and logits, loss_mean, bpb)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
-from tests.core.nanochat_loaders import relative_step_error
+from tests.nanochat.loaders import relative_step_error
 
 REF = nanochat_reference_path("d314e96")
 CKPT = REF / "base_checkpoints" / "d2"
@@ -125,7 +125,7 @@ def test_world_size_one_continuation_trains_from_the_reference(tmp_path, expecte
     """The real trainer: a nanochat base dir, init d2@20, data after the base, optimizer imported."""
     from rlab.core.checkpoint_meta import read_meta
     from rlab.core.train import train
-    from tests.train.helpers import make_run_config, train_records
+    from tests.core.train_helpers import make_run_config, train_records
 
     base = tmp_path / "base"
     (base / "base_checkpoints").mkdir(parents=True)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
-from tests.core.nanochat_loaders import bestfit_batches, relative_step_error, resumed_documents
+from tests.nanochat.loaders import bestfit_batches, relative_step_error, resumed_documents
 
 REF = nanochat_reference_path("head")
 CKPT = REF / "base_checkpoints" / "d2"
