@@ -12,7 +12,7 @@ from rlab.core.schedule import lr_multiplier
 from rlab.core.train import main
 from rlab.errors import SpecError
 from rlab.spec.train import LRSpec, TrainSpec
-from tests.core.train_helpers import make_run_config
+from tests.core.train_helpers import make_run_config, root_logging_kept
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -39,7 +39,8 @@ def test_worker_prints_one_line_and_exits_1(train_base, tmp_path, capsys):
     cfg = make_run_config(train_base, tmp_path / "run", total_batch_size=1000)
     path = tmp_path / "run.json"
     path.write_text(cfg.model_dump_json())
-    assert main([str(path)]) == 1
+    with root_logging_kept():
+        assert main([str(path)]) == 1
     err_lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err_lines) == 1 and "total_batch_size=1000" in err_lines[0]
     failed = [r for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines())]

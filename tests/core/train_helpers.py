@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+
+@contextmanager
+def root_logging_kept() -> Iterator[None]:
+    """A worker's `main` sets up the root logger for its own process (`rlab.worker.configure_logging`); called in
+    a test's process, the root logger is put back afterwards, so its stderr handler does not outlive the test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def make_run_config(
