@@ -13,13 +13,12 @@ already be resolved (`rlab.spec.loading.load_spec` fills base_dir and results_di
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from rlab.errors import SpecError
 from rlab.paths import BaseLayout, ExperimentLayout
-from rlab.spec.experiment import ZERO_SHOT_SUFFIX, ExperimentSpec
+from rlab.spec.experiment import REPLICATE_SUFFIX, ZERO_SHOT_SUFFIX, ExperimentSpec
 from rlab.spec.rope import EXTENSION_VARIANTS, RopeSpec
 from rlab.spec.run import CheckpointInit, EvalRunConfig, Lineage, RunConfig, ScratchInit
 from rlab.spec.train import TrainSpec
@@ -174,9 +173,6 @@ def plan_continue(
     return runs
 
 
-_SEED_SUFFIX = re.compile(r"-seed[1-9][0-9]*$")
-
-
 def replicate_suffix(index: int) -> str:
     """Tag suffix of seed replicate `index`: none for the first (the plain tag), ``-seed<i>`` after it."""
     return "" if index == 0 else f"-seed{index}"
@@ -291,7 +287,7 @@ def is_base_tag(spec: ExperimentSpec, tag: str) -> bool:
     if tag == spec.base.tag:
         return True
     rest = tag.removeprefix(spec.base.tag)
-    return rest != tag and _SEED_SUFFIX.fullmatch(rest) is not None
+    return rest != tag and REPLICATE_SUFFIX.fullmatch(rest) is not None
 
 
 def arm_label(spec: ExperimentSpec, tag: str) -> str:
@@ -307,7 +303,7 @@ def variant_of_tag(spec: ExperimentSpec, tag: str) -> str:
     """The variant a tag belongs to by its name: ``d20-pi``, ``d20-pi-seed2``, ``d20-pi-zeroshot``,
     ``d20-pi-seed2-zeroshot`` -> ``pi``; the base tag and its replicates (``d20-seed1``) -> ``base``."""
     label = arm_label(spec, tag)
-    return _SEED_SUFFIX.sub("", label.removesuffix(ZERO_SHOT_SUFFIX)) or label
+    return REPLICATE_SUFFIX.sub("", label.removesuffix(ZERO_SHOT_SUFFIX)) or label
 
 
 def plan_eval(

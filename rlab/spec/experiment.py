@@ -180,6 +180,11 @@ class PretrainSpec(StrictModel):
 ZERO_SHOT_SUFFIX = "-zeroshot"
 """What a variant's training-free arm adds to its tag (`<tag>-zeroshot`); no variant name may end with it."""
 
+REPLICATE_SUFFIX = re.compile(r"-seed[0-9]+$")
+"""What seed replicate i >= 1 adds to its tag (`<tag>-seed<i>`, `<base>-seed<i>`): the one pattern that plans
+tags and reads them back; no variant name may be `seed<i>` or end with `-seed<i>` (its tag would read as a
+replicate)."""
+
 
 class ExperimentSpec(StrictModel):
     """One context-extension experiment: a base checkpoint, its RoPE variants, and how to train/eval/launch them."""
@@ -221,7 +226,7 @@ class ExperimentSpec(StrictModel):
     def _variant_names(cls, value: dict[str, RopeSpec]) -> dict[str, RopeSpec]:
         for name in value:
             _check_name("variant name", name)
-            if re.fullmatch(r"seed\d+", name) or name.endswith(ZERO_SHOT_SUFFIX):
+            if REPLICATE_SUFFIX.search(f"-{name}") or name.endswith(ZERO_SHOT_SUFFIX):
                 raise ValueError(
                     f"variant name {name!r} is reserved: replicates are tagged -seed<i> and training-free arms "
                     "-zeroshot; pick another name"

@@ -13,6 +13,7 @@ from rlab.orchestrate.plan import (
     arm_label,
     base_tags,
     experiment_tags,
+    is_base_tag,
     plan_bases,
     plan_continue,
     plan_eval,
@@ -72,12 +73,31 @@ def test_replicate_base_needs_two_seeds(tmp_path):
         load_spec(spec_file(tmp_path), seeds=1)
 
 
-@pytest.mark.parametrize("name", ["seed1", "pi-zeroshot"])
+@pytest.mark.parametrize("name", ["seed1", "seed0", "seed01", "pi-seed2", "pi-zeroshot"])
 def test_variant_names_that_a_replicate_or_zero_shot_tag_would_reuse_are_refused(tmp_path, name):
-    """`d20-seed1` is base replicate 1: a variant named seed1 would share (and overwrite) its tag."""
+    """`d20-seed1` is base replicate 1: a variant named seed1 would share (and overwrite) its tag; `d20-pi-seed2`
+    is replicate 2 of variant pi, so a variant named pi-seed2 would be read back as pi."""
     text = f"base: {{tag: d20, step: 7}}\nvariants: {{{name}: {{variant: pi, factor: 2}}}}\n"
     with pytest.raises(SpecError, match=f"variant name '{name}' is reserved"):
         load_spec(spec_file(tmp_path, text))
+
+
+@pytest.mark.parametrize("name", ["seed", "seeded", "seed1a", "pi-seed", "pi-seed2x", "reseed1"])
+def test_every_variant_name_the_spec_accepts_reads_back_from_its_tags(tmp_path, name):
+    """The spec reserves exactly what the planner reads as a replicate suffix (one pattern): an accepted name
+    near it is its own variant, in every replicate and zero-shot tag, never a base replicate."""
+    text = "base: {tag: d20, step: 7}\ntrain: {steps: 5, seeds: 3, zero_shot: true}\n"
+    spec = load_spec(spec_file(tmp_path, text + f"variants: {{{name}: {{variant: pi, factor: 2}}}}\n"))
+    runs = plan_continue(spec)
+    assert [r.tag for r in runs] == [
+        f"d20-{name}",
+        f"d20-{name}-seed1",
+        f"d20-{name}-seed2",
+        f"d20-{name}-zeroshot",
+    ]
+    assert {variant_of_tag(spec, r.tag) for r in runs} == {name}
+    assert not any(is_base_tag(spec, r.tag) for r in runs)
+    assert is_base_tag(spec, "d20-seed1") and variant_of_tag(spec, "d20-seed1") == "base"
 
 
 def test_pretrain_makes_one_base_per_seed(tmp_path):
