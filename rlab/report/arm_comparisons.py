@@ -127,7 +127,9 @@ def _paired(
     return None
 
 
-def _family_of(metric: str, kind: str) -> str:
+def family_of(metric: str, kind: str) -> str:
+    """The family a comparison of `metric` between arms of `kind` is tested in (before its test decides whether
+    it enters it): the primary endpoint of continued arms is primary, everything else secondary."""
     return "primary" if metric in PRIMARY_METRICS and kind == "continued" else "secondary"
 
 
@@ -184,7 +186,7 @@ def compare_arms(
                 "n_units": pd.NA,
                 "n_seeds": min(arm.n_seeds, ref.n_seeds),
                 "interval": "",
-                "family": _family_of(metric, arm.kind),
+                "family": family_of(metric, arm.kind),
                 "verdict": Verdict.NONE,
             }
             if got is not None:

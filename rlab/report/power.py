@@ -442,6 +442,8 @@ class Pilot:
     noises: list[Noise]
     targets: TargetMde | None
     """The pilot's `eval.target_mde` (from its resolved spec), None when it states none."""
+    comparisons: pd.DataFrame | None = None
+    """The pilot report's comparisons, adjusted (which entered a family, which did not and why)."""
 
 
 def read_pilot(
@@ -458,5 +460,8 @@ def read_pilot(
     spec = (data.sources.spec or {}) if data.sources else {}
     stated = (spec.get("eval") or {}).get("target_mde") if isinstance(spec, dict) else None
     return Pilot(
-        name, noise_from_report(data, name, spread), TargetMde.model_validate(stated) if stated else None
+        name,
+        noise_from_report(data, name, spread),
+        TargetMde.model_validate(stated) if stated else None,
+        data.comparisons,
     )

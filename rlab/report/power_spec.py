@@ -2,8 +2,8 @@
 
 From the spec alone: the units each endpoint class will have (BPB-vs-length documents from `eval.length_tokens`,
 `eval.length_block` and the base dir's long-document set; CORE examples from `eval.max_per_task`; passkey keys;
-copy records per distance), the seeds per arm (`train.seeds`) and roughly how many comparisons each family will
-hold. The noise comes from a pilot when the experiment already has evals (its own per-unit files, through
+copy records per distance), the seeds per arm (`train.seeds`) and how many comparisons each family will hold
+(`planned_families`: the report's own rules). The noise comes from a pilot when the experiment already has evals (its own per-unit files, through
 `power.noise_from_report`), else from `DEFAULT_NOISE` (stated, with its source). Each class is then checked
 against `eval.target_mde` (`power.plan_endpoint`): the MDE at the planned size, and what would reach the target.
 """
@@ -19,6 +19,8 @@ from rlab.report import inference as inf
 from rlab.report import power
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rlab.spec.experiment import ExperimentSpec
 
 DEMO_SOURCE = "default: rlab's demo (results/demo, a 2.9M-parameter model, 1 seed), median comparison"
@@ -194,26 +196,34 @@ def _long_docs(base_dir: Path, tokens: int) -> int | None:
     return None if manifest is None else manifest.docs_at_least(tokens)
 
 
-def family_sizes(spec: ExperimentSpec, planned: dict[str, Planned], l0: int | None = None) -> dict[str, int]:
-    """About how many comparisons each family will hold: every variant but the baseline (continued, and
-    zero-shot when the spec makes those arms) on each endpoint of the family. The copy family also holds a
-    retention comparison per window past `l0` (when some window is within it to retain from); an estimate
-    from above would only make the planned MDEs conservative, one from below would not."""
+def family_sizes(
+    spec: ExperimentSpec,
+    planned: dict[str, Planned],
+    l0: int | None = None,
+    pilot: pd.DataFrame | None = None,
+) -> dict[str, int]:
+    """How many comparisons each family will hold. Primary and secondary: the comparisons the report will make
+    and test (`planned_families`, with the pilot's comparisons where the experiment has evals). The copy
+    family: every variant but the baseline (continued, and zero-shot when the spec makes those arms) at each
+    window, and a retention comparison per window past `l0` (when some window is within it to retain from);
+    an estimate from above only makes the planned MDEs conservative, one from below would not."""
+    from rlab.evals.copy_distance.settings import CopyDistanceSettings
+    from rlab.evals.lengths import eval_lengths, experiment_target_len
+    from rlab.report import planned_families
+
     ev = spec.eval
+    target = experiment_target_len(spec)
+    lengths = eval_lengths(ev, l0 or max(1, target // 4), target)
+    units = {cls: p.units for cls, p in planned.items()}
+    tables = planned_families.family_sizes(spec, lengths, units, pilot)
     others = max(1, len(spec.variants) - 1) if spec.variants else 1
     arms = others * (2 if spec.train.zero_shot else 1)
-    lengths = len(ev.lengths or ()) or 5
-    secondary = lengths * ("bpb_length" in ev.evals) + 2 * ("bpb" in ev.evals)
-    secondary += int("core" in planned) + int("passkey" in planned)
-    from rlab.evals.copy_distance.settings import CopyDistanceSettings
-
     windows = list(CopyDistanceSettings.of(ev).copy_lengths or ev.lengths or ())
     beyond = [w for w in windows if l0 is not None and w > l0]
     retention = len(beyond) if l0 is not None and any(w <= l0 for w in windows) else 0
     return {
-        "primary": others,
-        "secondary": max(1, arms * secondary + (others if spec.train.zero_shot else 0)),
-        "copy": max(1, arms * ((len(windows) or lengths) + retention)),
+        **{family: max(1, size) for family, size in tables.items()},
+        "copy": max(1, arms * ((len(windows) or 5) + retention)),
     }
 
 
@@ -231,14 +241,12 @@ def class_noise(noises: list[power.Noise]) -> dict[str, power.Noise]:
     return out
 
 
-def check_spec(
-    spec: ExperimentSpec, l0: int | None, pilot: tuple[str, list[power.Noise]] | None = None
-) -> PowerCheck:
-    """The power of `spec`'s planned evals for its `eval.target_mde`, noise from `pilot` (name, noise) or the
-    defaults."""
+def check_spec(spec: ExperimentSpec, l0: int | None, pilot: power.Pilot | None = None) -> PowerCheck:
+    """The power of `spec`'s planned evals for its `eval.target_mde`, noise (and the comparisons its families
+    leave out) from `pilot`, else the defaults."""
     planned = planned_units(spec, l0)
-    sizes = family_sizes(spec, planned, l0)
-    from_pilot = class_noise(pilot[1]) if pilot else {}
+    sizes = family_sizes(spec, planned, l0, pilot.comparisons if pilot else None)
+    from_pilot = class_noise(pilot.noises) if pilot else {}
     plans = []
     for cls, p in planned.items():
         if p.units is None:
@@ -267,7 +275,7 @@ def check_spec(
         plans.append(
             power.plan_endpoint(noise, float(getattr(spec.eval.target_mde, cls)), inf.ALPHA, inf.POWER)
         )
-    return PowerCheck(plans, pilot[0] if pilot else None, planned)
+    return PowerCheck(plans, pilot.name if pilot else None, planned)
 
 
 def check_experiment(spec: ExperimentSpec, l0: int | None) -> PowerCheck:
@@ -278,6 +286,5 @@ def check_experiment(spec: ExperimentSpec, l0: int | None) -> PowerCheck:
     layout = ExperimentLayout(spec.results_dir or default_results_root(), spec.experiment)
     pilot = None
     if any(layout.root.glob("evals/*/eval.json")):
-        read = power.read_pilot(layout)  # the baseline its resolved spec names, else rope
-        pilot = (read.name, read.noises)
+        pilot = power.read_pilot(layout)  # the baseline its resolved spec names, else rope
     return check_spec(spec, l0, pilot)

@@ -198,3 +198,31 @@ def test_the_copy_family_estimate_counts_retention_past_l0(tmp_path):
     arms = 2 * (len(spec.variants) - 1)
     assert power_spec.family_sizes(spec, planned, 256)["copy"] == arms * (5 + 3)
     assert power_spec.family_sizes(spec, planned)["copy"] == arms * 5  # L0 unknown: levels only
+
+
+def test_the_dry_run_counts_the_families_the_demo_report_adjusts_over(tmp_path):
+    """`rlab continue --dry-run` on the demo spec, with the demo's committed evals as its pilot, plans each
+    endpoint at alpha / m with the m the demo's report uses (56 secondary comparisons, not a count from above):
+    the report's arms, references and metrics, less what it leaves out of every family (passkey's 8 keys and
+    train/val BPB's few documents: too few units; the base's CORE and BPB at its own length: not comparable;
+    dynamic-ntk zero-shot at windows within L0: no variation). With no pilot the count stays from above."""
+    import shutil
+
+    from rlab.paths import ExperimentLayout
+    from rlab.report import power_spec
+    from rlab.report.collect import collect
+    from rlab.spec.loading import load_spec
+    from tests.conftest import REPO_ROOT
+
+    shutil.copytree(REPO_ROOT / "results" / "demo", tmp_path / "demo")
+    spec = load_spec(tmp_path / "demo" / "spec.resolved.yaml", results_dir=tmp_path)
+    report = collect(ExperimentLayout(tmp_path, "demo"), draws=200).comparisons
+    counted = {f: int((report["family"] == f).sum()) for f in ("primary", "secondary")}
+    assert counted == {"primary": 4, "secondary": 56}  # what comparison.md states
+    check = power_spec.check_experiment(spec, l0=256)
+    assert check.pilot == "demo"
+    sizes = {(p.noise.family, p.noise.family_size) for p in check.plans if p.noise.family != "copy"}
+    assert sizes == {("primary", 4), ("secondary", 56)}
+    assert any("alpha 0.00089 = 0.05/56" in w for w in check.warnings())
+    planned = power_spec.planned_units(spec, 256)
+    assert power_spec.family_sizes(spec, planned, 256)["secondary"] >= 56  # no pilot: from above
