@@ -13,7 +13,6 @@ its `num_iterations` and is not carried over.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +29,11 @@ from rlab.paths import model_file, optim_file
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class ImportReport:
-    """What `import_nanochat_optimizer` did, for the log and the checkpoint meta."""
+class ImportReport(OptimizerImport):
+    """What `import_nanochat_optimizer` did, for the log: the meta's `optimizer.import` record (`to_meta`) and
+    the tensors it restored."""
 
-    restored: bool
-    reason: str
-    format: str | None = None
-    world_size: int | None = None
-    nanochat_step: int | None = None
-    muon_momentum: float | None = None
     tensors: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         if not self.restored:
@@ -53,16 +45,8 @@ class ImportReport:
         )
 
     def to_meta(self) -> OptimizerImport:
-        """The meta's `optimizer.import` record."""
-        return OptimizerImport(
-            restored=self.restored,
-            reason=self.reason,
-            format=self.format,
-            world_size=self.world_size,
-            nanochat_step=self.nanochat_step,
-            muon_momentum=self.muon_momentum,
-            notes=self.notes,
-        )
+        """The meta's `optimizer.import` record: every field of it, given (so each is written), none of ours."""
+        return OptimizerImport(**{name: getattr(self, name) for name in OptimizerImport.model_fields})
 
 
 READERS: list[Reader] = [read_2025, read_2026]
@@ -135,9 +119,16 @@ def import_nanochat_optimizer(
         count = apply_full_state(full, model, optimizers)
     except ShardMismatch as exc:
         logger.warning("nanochat optimizer state not imported from %s step %d: %s", ckpt_dir, step, exc)
-        return ImportReport(False, str(exc))
+        return ImportReport(restored=False, reason=str(exc))
     report = ImportReport(
-        True, "imported", full.format, full.world_size, full.step, full.muon_momentum, count, full.notes
+        restored=True,
+        reason="imported",
+        format=full.format,
+        world_size=full.world_size,
+        nanochat_step=full.step,
+        muon_momentum=full.muon_momentum,
+        tensors=count,
+        notes=full.notes,
     )
     logger.info("optimizer %s", report.describe())
     return report

@@ -167,3 +167,39 @@ def test_shards_of_another_model_are_refused(tmp_path):
     report = import_nanochat_optimizer(CKPT, 20, model, optimizers)
     assert not report.restored and "shape" in report.reason
     assert all(not opt.state for opt in optimizers)
+
+
+def test_the_import_report_is_the_meta_record_plus_its_tensor_count(tmp_path):
+    """`ImportReport` declares only what the log adds (`tensors`); the rest is `OptimizerImport`'s, and the
+    meta's `optimizer.import` holds every one of its fields, in its order, nulls included when nothing loaded."""
+    import json
+
+    from rlab.core.checkpoint_meta import OptimizerImport
+    from rlab.nanochat.optim_import import ImportReport
+
+    assert set(ImportReport.model_fields) - set(OptimizerImport.model_fields) == {"tensors"}
+    model, optimizers = _model_and_optimizers()
+    report = import_nanochat_optimizer(CKPT, 20, model, optimizers)
+    assert report.restored and report.tensors == 16
+    written = json.loads(json.dumps(report.to_meta().model_dump()))
+    assert type(report.to_meta()) is OptimizerImport and list(written) == [
+        "restored",
+        "reason",
+        "format",
+        "world_size",
+        "nanochat_step",
+        "muon_momentum",
+        "notes",
+    ]
+    assert written["world_size"] == 2 and written["nanochat_step"] == 20 and written["reason"] == "imported"
+    assert OptimizerImport.model_validate(written) == report.to_meta()  # read back: the same record
+    failed = import_nanochat_optimizer(tmp_path, 20, model, optimizers).to_meta().model_dump()
+    assert failed == {
+        "restored": False,
+        "reason": f"no optimizer shards optim_000020_rank*.pt in {tmp_path}",
+        "format": None,
+        "world_size": None,
+        "nanochat_step": None,
+        "muon_momentum": None,
+        "notes": [],
+    }
