@@ -19,6 +19,7 @@ from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
 
 if TYPE_CHECKING:
     from rlab.core.checkpoint_meta import CheckpointMeta
+    from rlab.spec.run import RunConfig
 
 LIVE_STATES = ("training", "stopped", "failed")
 
@@ -80,7 +81,7 @@ def _record(
         if progress is not None and progress.step is not None
         else (steps[-1] if steps else None),
         "end_step": progress.end_step if progress is not None else None,
-        "seq_len": _seq_len(meta),
+        "seq_len": _seq_len(tag, meta, experiments),
         "from": f"{lineage.parent_tag}@{lineage.parent_step}" if lineage is not None else None,
         "rope": _rope_text(meta),
         "architecture": _architecture(base, tag, steps),
@@ -96,16 +97,23 @@ def _record(
 def _launched(exp: ExperimentLayout, tag: str) -> bool:
     """Whether `rlab continue`/`pretrain` wrote a run.json for a job on `tag` in this experiment (a
     training-free arm's run.json has 0 steps: no job)."""
+    planned = _planned_run(exp, tag)
+    return planned is not None and planned.train.steps > 0
+
+
+def _planned_run(exp: ExperimentLayout, tag: str) -> RunConfig | None:
+    """The run.json `rlab continue`/`pretrain` wrote for `tag` in this experiment, if any it can read (one it
+    cannot describes no run it planned)."""
     from rlab.errors import RlabError
     from rlab.spec.run import RunConfig, read_config
 
     path = exp.run_config(tag)
     if not path.exists():
-        return False
+        return None
     try:
-        return read_config(path, RunConfig).train.steps > 0
-    except RlabError:  # a run.json rlab cannot read describes no job it launched
-        return False
+        return read_config(path, RunConfig)
+    except RlabError:
+        return None
 
 
 def eval_records(results_root: Path) -> list[dict[str, Any]]:
@@ -160,12 +168,17 @@ def _lock_holder(base: BaseLayout, tag: str) -> str | None:
     return lock_holder(base, tag)
 
 
-def _seq_len(meta: CheckpointMeta | None) -> int | None:
-    """The length the tag trains at (its run config), else its checkpoint's."""
+def _seq_len(tag: str, meta: CheckpointMeta | None, experiments: list[ExperimentLayout]) -> int | None:
+    """The length the tag trains at: the run config of its newest checkpoint when the tag's own run wrote it;
+    else (a clone before its first step, whose checkpoint and run config are its source's) the run.json of a
+    run planned on it; else its checkpoint's own length (a base)."""
     if meta is None:
         return None
-    train = meta.run_config.train if meta.run_config is not None else None
-    return (train.seq_len if train is not None else None) or meta.sequence_len
+    config = meta.run_config
+    if config is not None and config.tag in (None, tag) and config.train is not None and config.train.seq_len:
+        return config.train.seq_len
+    planned = next((p for exp in experiments if (p := _planned_run(exp, tag)) is not None), None)
+    return planned.train.seq_len if planned is not None else meta.sequence_len
 
 
 def _rope_text(meta: CheckpointMeta | None) -> str:

@@ -100,3 +100,28 @@ def test_status_shows_a_run_stopped_before_its_first_step(tmp_path):
     text = " ".join(run_main("status", *common).out.split())
     assert "d20-st-pi: stopped (launched, stopped before its first step)" in text
     assert f"rlab continue --spec {results / 'st' / 'spec.resolved.yaml'} --variants pi --resume" in text
+
+
+def test_status_shows_the_planned_length_of_a_run_that_never_stepped(tmp_path):
+    """A clone killed before its first step still holds its base's checkpoint, meta and run config: its seq
+    column is the length the run was launched to train at (its run.json), not the base's 256."""
+    base, results = tmp_path / "base", tmp_path / "results"
+    make_checkpoint(base, "d20", steps=(20,))
+    meta = BaseLayout(base).checkpoint_dir("d20") / "meta_000020.json"
+    trained = {**json.loads(meta.read_text()), "run_config": {"tag": "d20", "train": {"seq_len": 256}}}
+    meta.write_text(json.dumps(trained))  # a base rlab pretrained: its own run config says 256
+    dies = tmp_path / "dies-at-once"
+    dies.write_text("#!/bin/sh\nkill -9 $$\n")
+    dies.chmod(0o755)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: st\ntrain: {{seq_len: 1024}}\nlaunch: {{torchrun: {dies}}}\n")
+    common = ["--base-dir", str(base), "--results-dir", str(results)]
+    launched = run_main("continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi")
+    assert launched.code == 1, launched.text
+    outcome = run_main("status", *common, "--json")
+    (run,) = json.loads(outcome.out)["runs"]
+    assert (run["tag"], run["state"], run["step"], run["seq_len"]) == ("d20-st-pi", "stopped", 20, 1024)
+    row = next(line for line in run_main("status", *common).out.splitlines() if "d20-st-pi" in line)
+    assert "1024" in row.split() and "256" not in row.split()
+    listed = {r["tag"]: r for r in json.loads(run_main("ls", *common, "--json").out)["tags"]}
+    assert (listed["d20"]["seq_len"], listed["d20-st-pi"]["seq_len"]) == (256, 1024)  # the base keeps its own
