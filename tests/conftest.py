@@ -154,11 +154,16 @@ def make_english_docs(
 @pytest.fixture(scope="session")
 def tiny_base_dir(tmp_path_factory) -> Path:
     """A complete tiny base dir built by the real prepare pipeline (see the section comment above)."""
+    return build_tiny_base(tmp_path_factory.mktemp("tiny_base"))
+
+
+def build_tiny_base(root: Path) -> Path:
+    """The tiny base dir, `root/base` (its corpus in `root/corpus`); also what experiments/probes/fault_drill.py
+    builds its base from."""
     import json as _json
 
     from rlab.data.prepare import PrepareOptions, prepare_data
 
-    root = tmp_path_factory.mktemp("tiny_base")
     corpus = root / "corpus"
     corpus.mkdir()
     short = make_english_docs(150, seed=1)

@@ -31,15 +31,22 @@ sys.path.insert(0, str(REPO))
 
 from rlab.orchestrate.lock import lock_holder  # noqa: E402
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, model_file  # noqa: E402
+from tests.cli.harness import Outcome, processes_mentioning, run_process  # noqa: E402
+from tests.cli.job_faults import (  # noqa: E402
+    continue_args,
+    fill_disk,
+    long_run,
+    long_run_tag,
+    small_tmpfs,
+    start_job,
+    stop,
+    torchrun_agent,
+    trained_a_step,
+    wait_for,
+)
 
-LONG_RUN = """name: {name}
-base: {{tag: smoke, step: 4}}
-train: {{seq_len: 128, steps: 100000, device_batch_size: 2, eval_every: never, save_every: 2, keep_last: 3,
-        eval_tokens: 1024, lr: {{warmup_steps: 1}}}}
-variants:
-  pi: {{variant: pi, factor: 4.0}}
-"""
-TAG = "smoke-{name}-pi"
+COLUMNS = 400
+"""No wrapped lines in what the drill reads back."""
 
 
 def say(text: str) -> None:
@@ -47,68 +54,12 @@ def say(text: str) -> None:
     sys.stdout.flush()
 
 
-def rlab_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rlab", *args]
-
-
-ENV = {**os.environ, "COLUMNS": "400"}  # no wrapped lines in what the drill reads back
-
-
-def run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(rlab_argv(*args), capture_output=True, text=True, cwd=cwd, timeout=timeout, env=ENV)
+def run(args: list[str], cwd: Path, timeout: float = 300) -> Outcome:
+    return run_process(*args, cwd=cwd, columns=COLUMNS, timeout=timeout)
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        rlab_argv(*args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=ENV,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and alive(
-                    int(entry.name)
-                ):
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
-def program(pid: int) -> str:
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    return Path(argv[1].decode()).name if len(argv) > 1 else ""
-
-
-def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if check():
-            return
-        time.sleep(0.3)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-def trained_a_step(layout: ExperimentLayout, tag: str) -> bool:
-    metrics = layout.metrics_file(tag)
-    return metrics.exists() and '"train"' in metrics.read_text()
+    return start_job(*args, cwd=cwd, columns=COLUMNS)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -131,12 +82,6 @@ def replace_truncated(path: Path) -> None:
     os.replace(half, path)
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 class Drill:
     def __init__(self, work: Path) -> None:
         self.work = work
@@ -147,41 +92,26 @@ class Drill:
     # setup
 
     def build_base(self) -> None:
-        """The tiny base: the test suite's synthetic corpus prepared by rlab's pipeline, the smoke model
-        pretrained 4 steps on it (tag `smoke`)."""
+        """The tiny base: the test suite's (`tests.conftest.build_tiny_base`), the smoke model pretrained 4 steps
+        on it into tag `smoke` (`tests.orchestrate.helpers.pretrained_smoke_base`)."""
         if checkpoint_steps(BaseLayout(self.base).checkpoint_dir("smoke")) == [4]:
             return
-        from rlab.data.prepare import PrepareOptions, prepare_data
-        from tests.conftest import TINY_VOCAB_SIZE, make_english_docs
+        from tests.conftest import build_tiny_base
+        from tests.orchestrate.helpers import pretrained_smoke_base
 
-        corpus = self.work / "corpus"
-        corpus.mkdir(parents=True, exist_ok=True)
-        for i, text in enumerate(make_english_docs(150, seed=1)):
-            (corpus / f"doc_{i:03d}.txt").write_text(text, encoding="utf-8")
-        for i, text in enumerate(make_english_docs(3, seed=2, min_sentences=260, max_sentences=280)):
-            (corpus / f"long_{i}.txt").write_text(text, encoding="utf-8")
-        options = PrepareOptions(
-            seed=0, val_fraction=0.1, long_min_chars=12_000, long_per_era=3, shard_chars=60_000, row_groups=3
-        )
-        prepare_data(self.base, corpus=[corpus], vocab_size=TINY_VOCAB_SIZE, options=options)
-        spec = str(REPO / "experiments" / "smoke.yaml")
-        done = run(["pretrain", "--spec", spec, "--base-dir", str(self.base), "--nproc", "1"], self.work)
-        assert done.returncode == 0, done.stderr[-2000:]
+        for folder in (self.work / "tiny", self.base):  # what an interrupted build left
+            shutil.rmtree(folder, ignore_errors=True)
+        (self.work / "tiny").mkdir()
+        pretrained_smoke_base(build_tiny_base(self.work / "tiny"), self.work)
 
     def spec(self, name: str, text: str | None = None) -> Path:
         path = self.work / f"{name}.yaml"
-        path.write_text(text if text is not None else LONG_RUN.format(name=name))
+        path.write_text(text if text is not None else long_run(name))
         return path
 
-    def continue_args(self, name: str, base: Path | None = None, text: str | None = None) -> list[str]:
-        base_dir = str(base or self.base)
-        spec = str(self.spec(name, text))
-        return ["continue", "--spec", spec, "--base-dir", base_dir, "--results-dir", str(self.results)] + [
-            "--variants",
-            "pi",
-            "--nproc",
-            "2",
-        ]
+    def job_args(self, name: str, base: Path | None = None, text: str | None = None) -> list[str]:
+        """`rlab continue` of the job on spec `text` (default: the long run) as experiment `name`."""
+        return continue_args(self.spec(name, text), base or self.base, self.results)
 
     def row(self, finding: str, attack: str, before: str, now: str) -> None:
         self.rows.append({"finding": finding, "attack": attack, "before": before, "now": now})
@@ -193,7 +123,7 @@ class Drill:
         """SIGKILL of the torchrun agent alone; then the printed resume command from another directory
         (relative paths typed); then a truncated newest checkpoint and the way out, on 1 process."""
         name = "d1"
-        layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
+        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
         self.spec(name)
         # typed relative, as the drill did: the paths stored and printed must still work from elsewhere
         args = ["continue", "--spec", f"{name}.yaml", "--base-dir", "base", "--results-dir", "results"]
@@ -202,8 +132,7 @@ class Drill:
             ckpt = BaseLayout(self.base).checkpoint_dir(tag)
             wait_for(lambda: len(checkpoint_steps(ckpt)) >= 3, 240, "two saves of the run")  # clone + 2
             job = processes_mentioning(str(layout.run_config(tag)))
-            (agent,) = [p for p in job if program(p) == "torchrun"]
-            os.kill(agent, signal.SIGKILL)
+            os.kill(torchrun_agent(layout.run_config(tag)), signal.SIGKILL)
             _, stderr = proc.communicate(timeout=120)
         finally:
             stop(proc)
@@ -237,15 +166,15 @@ class Drill:
             "`rlab continue --spec d1.yaml --base-dir base --results-dir results` (relative), then the printed "
             "rerun command run from `/` (with --dry-run)",
             "spec.resolved.yaml kept relative paths; rlab's own next:/rerun commands failed elsewhere",
-            f"spec.resolved.yaml paths absolute: {absolute}; printed command from /: exit {elsewhere.returncode}",
+            f"spec.resolved.yaml paths absolute: {absolute}; printed command from /: exit {elsewhere.code}",
         )
         # a crash mid-save: the newest checkpoint truncated
         steps = checkpoint_steps(ckpt)
         newest = model_file(ckpt, steps[-1])
         replace_truncated(newest)
         refused = run([*rerun, "--nproc", "1"], Path("/"))
-        (self.work / "d1-refused.stderr").write_text(refused.stderr)
-        hint = error_lines(refused.stderr)
+        (self.work / "d1-refused.stderr").write_text(refused.err)
+        hint = error_lines(refused.err)
         way_out = " ".join(" ".join(hint).split()).split("newest readable one")[-1].split(": ", 1)[-1]
         argv = shlex.split(way_out)
         readable = int(argv[argv.index("--resume-from") + 1]) if "--resume-from" in argv else None
@@ -253,15 +182,15 @@ class Drill:
         if readable is not None:
             two_more = str(readable + 2 - 4)  # steps count from the base step (4)
             resumed = run([*argv[1:], "--steps", two_more], Path("/"), timeout=400)
-            (self.work / "d1-resumed.stderr").write_text(resumed.stderr)
-        said = refused.stderr + (resumed.stderr if resumed else "")
+            (self.work / "d1-resumed.stderr").write_text(resumed.err)
+        said = refused.err + (resumed.err if resumed else "")
         batch = [ln for ln in said.splitlines() if "global batch" in ln or "tokens per step instead" in ln]
         self.row(
             "8 broken newest checkpoint",
             f"truncate model_{steps[-1]:06d}.pt of the tag, then the printed `--resume` command (from /)",
             "the hint said to choose another step; continue had no such option",
-            f"exit {refused.returncode}: {one_line(hint, 160)} -> that command (+--steps): exit "
-            f"{resumed.returncode if resumed else '-'}, steps now {checkpoint_steps(ckpt)}, "
+            f"exit {refused.code}: {one_line(hint, 160)} -> that command (+--steps): exit "
+            f"{resumed.code if resumed else '-'}, steps now {checkpoint_steps(ckpt)}, "
             f"set aside: {sorted(p.name for p in (ckpt / 'set_aside').glob('*'))}",
         )
         self.row(
@@ -272,11 +201,12 @@ class Drill:
         )
 
     def f2_full_disk(self) -> None:
-        mount = self.mount("full", "16m")
-        if mount is None:
-            self.row("2 full disk", "-", "61-line MarkupError traceback", "skipped: cannot mount tmpfs here")
-            return
-        try:
+        with small_tmpfs(self.work / "tmpfs-full", "16m") as mount:
+            if mount is None:
+                self.row(
+                    "2 full disk", "-", "61-line MarkupError traceback", "skipped: cannot mount tmpfs here"
+                )
+                return
             name = "d2"
             base = mount / "base"
             shutil.copytree(
@@ -284,53 +214,29 @@ class Drill:
             )
             for sub in ("base_data", "long_docs"):
                 (base / sub).symlink_to(self.base / sub)
-            layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
-            proc = start(self.continue_args(name, base), self.work)
+            layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+            proc = start(self.job_args(name, base), self.work)
             try:
                 wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")
-                with open(mount / "filler", "wb") as fh:
-                    try:
-                        while True:
-                            fh.write(b"\0" * (1 << 20))
-                            fh.flush()
-                    except OSError:
-                        pass
+                filler = fill_disk(mount)
                 _, stderr = proc.communicate(timeout=180)
             finally:
                 stop(proc)
             failed = stderr[stderr.find("job(s) failed") :]
-            (mount / "filler").unlink()
+            filler.unlink()
             steps = checkpoint_steps(BaseLayout(base).checkpoint_dir(tag))
-            resumed = run(
-                [
-                    "continue",
-                    "--spec",
-                    str(layout.tag_spec(tag)),
-                    "--variants",
-                    "pi",
-                    "--resume",
-                    "--nproc",
-                    "2",
-                    "--steps",
-                    str(max(steps) + 2 - 4),
-                    "--base-dir",
-                    str(base),
-                    "--results-dir",
-                    str(self.results),
-                ],
-                self.work,
-            )
+            more = str(max(steps) + 2 - 4)  # the run's steps count from the base step (4)
+            resume = [*continue_args(layout.tag_spec(tag), base, self.results), "--resume", "--steps", more]
+            resumed = run(resume, self.work)
             self.row(
                 "2 full disk",
                 "fill a 16 MiB tmpfs holding the base while `rlab continue --nproc 2` trains",
                 "61-line traceback (rich MarkupError); the line shown was rank 1's 'Connection closed by peer'",
                 f"exit {proc.returncode}, {stderr.count('Traceback')} traceback(s), "
                 f"{len(stderr.splitlines())} stderr lines; summary: "
-                f"{one_line(failed.splitlines()[:3], 200)}; freed + --resume: exit {resumed.returncode}, "
+                f"{one_line(failed.splitlines()[:3], 200)}; freed + --resume: exit {resumed.code}, "
                 f"steps {steps[-1]} -> {max(checkpoint_steps(BaseLayout(base).checkpoint_dir(tag)))}",
             )
-        finally:
-            subprocess.run(["umount", "-l", str(mount)], check=False)
 
     def f3_validator(self) -> None:
         huge = "9" * 5000
@@ -354,10 +260,10 @@ class Drill:
             began = time.time()
             done = run(["validate", str(path), "--spec-only"], self.work, timeout=60)
             slowest = max(slowest, time.time() - began)
-            first = error_lines(done.stderr)
+            first = error_lines(done.err)
             seen.append(
-                f"{label}: exit {done.returncode}, {len(first)} line(s)"
-                + (", TRACEBACK" if "Traceback" in done.stderr else "")
+                f"{label}: exit {done.code}, {len(first)} line(s)"
+                + (", TRACEBACK" if "Traceback" in done.err else "")
             )
         say("\n".join(f"  {line}" for line in seen))
         refused = sum(" exit 1," in s and "TRACEBACK" not in s for s in seen)
@@ -370,19 +276,18 @@ class Drill:
             "seq_len 2**63 / 1e9, empty/tiny lengths, empty evals, factor 1e300, 200-deep nesting)",
             "hung > 100 s on seeds 1e6; 64-line traceback on a >4,300-digit int; 16 invalid specs passed",
             f"{refused} of {len(cases)} refused with exit 1, no traceback; slowest {slowest:.1f} s (process start "
-            f"included); e.g. {one_line(error_lines(example.stderr)[:2], 150)}",
+            f"included); e.g. {one_line(error_lines(example.err)[:2], 150)}",
         )
 
     def f5_disk_check(self) -> None:
         from rlab.orchestrate.disk import DISK_MARGIN, MIB, checkpoint_bytes
 
-        mount = self.mount("disk", "192m")
-        if mount is None:
-            self.row(
-                "5 disk check", "-", "refused 0.1 GB with 0.1 GB free", "skipped: cannot mount tmpfs here"
-            )
-            return
-        try:
+        with small_tmpfs(self.work / "tmpfs-disk", "192m") as mount:
+            if mount is None:
+                self.row(
+                    "5 disk check", "-", "refused 0.1 GB with 0.1 GB free", "skipped: cannot mount tmpfs here"
+                )
+                return
             base = mount / "base"
             shutil.copytree(
                 self.base, base, ignore=shutil.ignore_patterns("base_data", "long_docs", "corpus")
@@ -399,10 +304,10 @@ class Drill:
                 spare = shutil.disk_usage(mount).free - free
                 with open(filler, "wb") as fh:
                     fh.write(b"\0" * spare)
-                text = LONG_RUN.format(name=f"d5{label}").replace("keep_last: 3", f"keep_last: {keep}")
-                done = run([*self.continue_args(f"d5{label}", base, text), "--dry-run"], self.work)
-                said = [ln for ln in done.stderr.splitlines() if "Not enough disk" in ln]
-                outcome[label] = (done.returncode, shutil.disk_usage(mount).free / MIB, one_line(said, 200))
+                text = long_run(f"d5{label}").replace("keep_last: 3", f"keep_last: {keep}")
+                done = run([*self.job_args(f"d5{label}", base, text), "--dry-run"], self.work)
+                said = [ln for ln in done.err.splitlines() if "Not enough disk" in ln]
+                outcome[label] = (done.code, shutil.disk_usage(mount).free / MIB, one_line(said, 200))
             self.row(
                 "5 disk check",
                 f"`continue --dry-run` on a tmpfs with free = need x 128/94 (the drill's ratio), then need x 1.05 "
@@ -412,13 +317,11 @@ class Drill:
                 f"{outcome['fits'][2] or 'no disk error'}; short "
                 f"({outcome['short'][1]:.1f} MiB free): exit {outcome['short'][0]}: {outcome['short'][2]}",
             )
-        finally:
-            subprocess.run(["umount", "-l", str(mount)], check=False)
 
     def f6_invisible_run(self) -> None:
         name = "d6"
-        layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
-        proc = start(self.continue_args(name), self.work)
+        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+        proc = start(self.job_args(name), self.work)
         try:
             wait_for(lambda: layout.run_config(tag).exists(), 120, "run.json")
         finally:
@@ -428,15 +331,13 @@ class Drill:
         stepped = trained_a_step(layout, tag)
         status = run(["status", "--results-dir", str(self.results), "--base-dir", str(self.base)], self.work)
         shown = [
-            ln
-            for ln in status.stdout.splitlines() + status.stderr.splitlines()
-            if tag in ln or "resume" in ln
+            ln for ln in status.out.splitlines() + status.err.splitlines() if tag in ln or "resume" in ln
         ]
         self.row(
             "6 invisible runs",
             "kill -9 of rlab's process group right after run.json is written (before step 1), then `rlab status`",
             "'Nothing running or unfinished'",
-            f"stepped before kill: {stepped}; status exit {status.returncode}: {one_line(shown, 200)}",
+            f"stepped before kill: {stepped}; status exit {status.code}: {one_line(shown, 200)}",
         )
 
     def f7_corrupt_inputs(self) -> None:
@@ -464,13 +365,13 @@ class Drill:
             damage(BaseLayout(base))
             name = "d7"
             began = time.time()
-            done = run(self.continue_args(name, base), self.work)
+            done = run(self.job_args(name, base), self.work)
             took = time.time() - began
-            cloned = BaseLayout(base).checkpoint_dir(TAG.format(name=name)).exists()
-            lines = error_lines(done.stderr)
+            cloned = BaseLayout(base).checkpoint_dir(long_run_tag(name)).exists()
+            lines = error_lines(done.err)
             seen.append(
-                f"{label}: exit {done.returncode} in {took:.1f} s, {len(lines)} line(s), cloned: {cloned}, "
-                f"tracebacks: {done.stderr.count('Traceback')}"
+                f"{label}: exit {done.code} in {took:.1f} s, {len(lines)} line(s), cloned: {cloned}, "
+                f"tracebacks: {done.err.count('Traceback')}"
             )
             say(f"  {seen[-1]}\n    {one_line(lines, 300)}")
         self.row(
@@ -484,8 +385,8 @@ class Drill:
         codes = {}
         for signum in (signal.SIGINT, signal.SIGTERM):
             name = f"d8{signum.name.lower()}"
-            layout, tag = ExperimentLayout(self.results, name), TAG.format(name=name)
-            proc = start(self.continue_args(name), self.work)
+            layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+            proc = start(self.job_args(name), self.work)
             try:
                 wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")  # noqa: B023
                 proc.send_signal(signum)
@@ -529,15 +430,14 @@ class Drill:
             return ["eval", "--tag", tag, "--spec", str(spec), *base_args]
 
         first = run(argv(quick), self.work)
-        assert first.returncode == 0, first.stderr[-2000:]
+        assert first.code == 0, first.err[-2000:]
         before = layout.eval_json("smoke").read_bytes()
         config = layout.eval_run_config("smoke")
         proc = start(argv(long), self.work)
         try:
             wait_for(lambda: len(processes_mentioning(str(config))) >= 3, 120, "eval workers")
             time.sleep(2)
-            (agent,) = [p for p in processes_mentioning(str(config)) if program(p) == "torchrun"]
-            os.kill(agent, signal.SIGKILL)
+            os.kill(torchrun_agent(config), signal.SIGKILL)
             _, stderr = proc.communicate(timeout=120)
         finally:
             stop(proc)
@@ -564,16 +464,6 @@ class Drill:
             f"eval.json kept: {kept}; concurrent: exits {[p.returncode for p in both]}, both results written: "
             f"{all(results)}, tracebacks: {sum(o[1].count('Traceback') for o in outs)}",
         )
-
-    def mount(self, name: str, size: str) -> Path | None:
-        folder = self.work / f"tmpfs-{name}"
-        folder.mkdir(exist_ok=True)
-        if os.geteuid() != 0:
-            return None
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]).returncode:
-            return None
-        return folder
 
 
 ATTACKS = {

@@ -9,55 +9,27 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from rlab.orchestrate.lock import lock_holder
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
-from tests.cli.harness import processes_mentioning, run_process, start_process
+from tests.cli.harness import processes_mentioning, run_process
+from tests.cli.job_faults import (
+    continue_args,
+    fill_disk,
+    long_run,
+    long_run_tag,
+    small_tmpfs,
+    start_job,
+    stop,
+    torchrun_agent,
+    wait_for_training,
+)
 from tests.orchestrate.helpers import pretrained_smoke_base, write_spec
 
 pytestmark = pytest.mark.slow
-
-LONG_RUN = """name: drill
-base: {tag: smoke, step: 4}
-train: {seq_len: 128, steps: 100000, device_batch_size: 2, eval_every: never, save_every: 2, keep_last: 3,
-        eval_tokens: 1024, lr: {warmup_steps: 1}}
-variants:
-  pi: {variant: pi, factor: 4.0}
-"""
-
-
-def _start_continue(spec: Path, base: Path, results: Path, *extra: str) -> subprocess.Popen:
-    args = ["continue", "--spec", str(spec), "--base-dir", str(base)]
-    args += ["--results-dir", str(results), "--variants", "pi", "--nproc", "2", *extra]
-    return start_process(
-        *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-
-
-def _wait_for_training(layout: ExperimentLayout, tag: str, seconds: float = 240) -> None:
-    deadline = time.time() + seconds
-    metrics = layout.metrics_file(tag)
-    while time.time() < deadline:
-        if metrics.exists() and '"train"' in metrics.read_text():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{tag} never logged a step")
-
-
-def _agent(run_json: Path) -> int:
-    """The torchrun agent of a job (its program is torchrun; its workers run `-m rlab.core.train`)."""
-
-    def program(pid: int) -> str:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        return Path(argv[1].decode()).name if len(argv) > 1 else ""
-
-    (agent,) = [p for p in processes_mentioning(str(run_json)) if program(p) == "torchrun"]
-    return agent
 
 
 def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_checkpoint(
@@ -67,16 +39,15 @@ def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_check
     and the tag's lock is free only once no process of the job is left."""
     base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
     results = tmp_path / "drill-results"
-    layout, tag = ExperimentLayout(results, "drill"), "smoke-drill-pi"
-    proc = _start_continue(write_spec(tmp_path, LONG_RUN), base_dir, results)
+    layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
+    proc = start_job(*continue_args(write_spec(tmp_path, long_run()), base_dir, results))
     try:
-        _wait_for_training(layout, tag)
+        wait_for_training(layout, tag)
         assert len(processes_mentioning(str(layout.run_config(tag)))) == 3  # the agent and two workers
-        os.kill(_agent(layout.run_config(tag)), signal.SIGKILL)
+        os.kill(torchrun_agent(layout.run_config(tag)), signal.SIGKILL)
         _, stderr = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop(proc)
     assert proc.returncode == 1 and "Traceback" not in stderr
     assert "1 of 1 job(s) failed: smoke-drill-pi" in " ".join(stderr.split())
     # the moment rlab has exited (the lock with it), no process of the job is left ...
@@ -93,30 +64,10 @@ def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_check
 @pytest.fixture
 def small_disk(tmp_path):
     """A 16 MiB tmpfs (needs root and a kernel that allows the mount; skipped elsewhere)."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if (
-        os.geteuid() != 0
-        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)]).returncode
-    ):
-        pytest.skip("cannot mount a small tmpfs here")
-    try:
+    with small_tmpfs(tmp_path / "small", "16m") as mount:
+        if mount is None:
+            pytest.skip("cannot mount a small tmpfs here")
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _fill(folder: Path) -> Path:
-    """Take every free byte of the filesystem under `folder`."""
-    filler = folder / "filler"
-    with open(filler, "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * (1 << 20))
-                fh.flush()
-        except OSError:
-            pass
-    return filler
 
 
 def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
@@ -130,16 +81,14 @@ def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
     small_base = small_disk / "base"
     shutil.copytree(base_dir, small_base)
     results = tmp_path / "disk-results"
-    layout, tag = ExperimentLayout(results, "drill"), "smoke-drill-pi"
-    spec = write_spec(tmp_path, LONG_RUN)
-    proc = _start_continue(spec, small_base, results)
+    layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
+    proc = start_job(*continue_args(write_spec(tmp_path, long_run()), small_base, results))
     try:
-        _wait_for_training(layout, tag)
-        filler = _fill(small_disk)
+        wait_for_training(layout, tag)
+        filler = fill_disk(small_disk)
         _, stderr = proc.communicate(timeout=180)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop(proc)
     text = " ".join(stderr.split())
     assert proc.returncode == 1, stderr[-3000:]
     assert "Traceback" not in stderr and "MarkupError" not in stderr
@@ -147,22 +96,9 @@ def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
     assert "Connection closed by peer" not in text.split("Rerun just these with")[0].split("job(s) failed")[1]
     steps = checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))
     filler.unlink()
+    more = str(max(steps) + 2 - 4)  # the run's steps count from the base step (4)
     resumed = run_process(
-        "continue",
-        "--spec",
-        str(layout.tag_spec(tag)),
-        "--variants",
-        "pi",
-        "--resume",
-        "--nproc",
-        "2",
-        "--steps",
-        str(max(steps) + 2 - 4),  # the run's steps count from the base step (4)
-        "--base-dir",
-        str(small_base),
-        "--results-dir",
-        str(results),
-        timeout=300,
+        *continue_args(layout.tag_spec(tag), small_base, results), "--resume", "--steps", more
     )
     assert resumed.code == 0, resumed.err[-3000:]
     assert max(checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))) == max(steps) + 2
@@ -173,21 +109,11 @@ def test_a_resume_on_fewer_processes_keeps_the_global_batch(tiny_base_dir, tmp_p
     steps, and the resumed steps train 512 tokens each (not half as many)."""
     base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
     results = tmp_path / "ws-results"
-    layout, tag = ExperimentLayout(results, "drill"), "smoke-drill-pi"
-    spec = write_spec(tmp_path, LONG_RUN.replace("steps: 100000", "steps: 2"))
-    common = [
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base_dir),
-        "--results-dir",
-        str(results),
-        "--variants",
-        "pi",
-    ]
-    first = run_process("continue", *common, "--nproc", "2")
+    layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
+    spec = write_spec(tmp_path, long_run(steps=2))
+    first = run_process(*continue_args(spec, base_dir, results, nproc=2))
     assert first.code == 0, first.err[-3000:]
-    resumed = run_process("continue", *common, "--nproc", "1", "--resume", "--steps", "4")
+    resumed = run_process(*continue_args(spec, base_dir, results, nproc=1), "--resume", "--steps", "4")
     assert resumed.code == 0, resumed.err[-3000:]
     assert "the global batch stays 512 tokens/step, by 2 gradient accumulation step(s)" in " ".join(
         resumed.err.split()
