@@ -54,7 +54,7 @@ def demo_stages(
     vocab_size: int | None = None,
     rebuild_data: bool = False,
 ) -> list[Stage]:
-    """The demo's commands, in order. ``--force`` is safe: the demo owns its base dir."""
+    """The demo's commands, in order. ``--force`` is safe: the demo owns its base dir and its results."""
     rlab_cmd = [sys.executable, "-m", "rlab"]
     where = ["--base-dir", str(base_dir)]
     results = ["--results-dir", str(results_dir)]
@@ -71,7 +71,9 @@ def demo_stages(
         Stage("pretrain", [*rlab_cmd, "pretrain", "--spec", str(spec), *where, *results, "--force"]),
         Stage("check", None),
         Stage("continue", [*rlab_cmd, "continue", "--spec", str(spec), *where, *results, "--force"]),
-        Stage("eval", [*rlab_cmd, "eval", "--spec", str(spec), "--all", *where, *results, *core]),
+        # --force: sections of an earlier demo's eval.json that this run does not redo (CORE, in a clone without a
+        # bundle) describe the earlier run's checkpoints, which pretrain/continue --force just replaced.
+        Stage("eval", [*rlab_cmd, "eval", "--spec", str(spec), "--all", *where, *results, *core, "--force"]),
         Stage(
             "report",
             [*rlab_cmd, "report", "--spec", str(spec), "--results-dir", str(results_dir), "--format", "html"],

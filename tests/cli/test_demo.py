@@ -60,6 +60,8 @@ def test_demo_stages_are_the_users_commands(tmp_path):
     assert [s.name for s in stages] == ["data", "pretrain", "check", "continue", "eval", "report"]
     assert stages[0].argv[-3:] == ["--base-dir", str(tmp_path / "b"), "--copy-records"]
     assert "--no-core" in stages[4].argv  # no bundle: CORE skipped, said so, not silently dropped
+    # a rerun over an earlier demo's results (the committed ones in a fresh clone) drops their stale CORE section
+    assert stages[4].argv[-1] == "--force"
     assert stages[2].argv is None  # the go/no-go check runs in the demo's own process
     assert all(s.argv[1:3] == ["-m", "rlab"] for s in stages if s.argv is not None)
     again = demo_stages(
