@@ -134,18 +134,25 @@ def _num(x: float) -> str:
     return f"{x:.3g}"
 
 
+def planned_lengths(spec: ExperimentSpec, l0: int | None) -> list[int]:
+    """The eval length grid the spec's evals will use (`rlab.evals.lengths`); without the base's L0, a quarter
+    of the target length stands in for it."""
+    from rlab.evals.lengths import eval_lengths, experiment_target_len
+
+    target = experiment_target_len(spec)
+    return eval_lengths(spec.eval, l0 or max(1, target // 4), target)
+
+
 def planned_units(spec: ExperimentSpec, l0: int | None) -> dict[str, Planned]:
     """Units per endpoint class under the spec's eval settings (classes whose eval is off are absent)."""
     from rlab.evals.bpb_length.settings import BpbLengthSettings
     from rlab.evals.copy_distance.settings import CopyDistanceSettings
     from rlab.evals.core.settings import CoreSettings
-    from rlab.evals.lengths import eval_lengths, experiment_target_len
     from rlab.evals.passkey.settings import PasskeySettings
 
     ev = spec.eval
     out: dict[str, Planned] = {}
-    target = experiment_target_len(spec)
-    lengths = eval_lengths(ev, l0 or max(1, target // 4), target)
+    lengths = planned_lengths(spec, l0)
     if "bpb_length" in ev.evals and lengths:
         by_length = BpbLengthSettings.of(ev)
         block = by_length.length_block or max(1, min(lengths) // 2)
@@ -208,12 +215,10 @@ def family_sizes(
     window, and a retention comparison per window past `l0` (when some window is within it to retain from);
     an estimate from above only makes the planned MDEs conservative, one from below would not."""
     from rlab.evals.copy_distance.settings import CopyDistanceSettings
-    from rlab.evals.lengths import eval_lengths, experiment_target_len
     from rlab.report import planned_families
 
     ev = spec.eval
-    target = experiment_target_len(spec)
-    lengths = eval_lengths(ev, l0 or max(1, target // 4), target)
+    lengths = planned_lengths(spec, l0)
     units = {cls: p.units for cls, p in planned.items()}
     tables = planned_families.family_sizes(spec, lengths, units, pilot)
     others = max(1, len(spec.variants) - 1) if spec.variants else 1
