@@ -195,10 +195,9 @@ def run_nanochat(
         "--sample_every=100000",
         "--model_tag=nanochat-bench",  # beside rlab's tag "bench", not over it
     ]
+    # nanochat's tree first on the path, the caller's PYTHONPATH (carried packages, say) kept after it
     path = os.pathsep.join(p for p in (str(nanochat_dir), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(
-        os.environ, NANOCHAT_BASE_DIR=str(base), PYTHONPATH=path
-    )  # nanochat first, what was there kept
+    env = dict(os.environ, NANOCHAT_BASE_DIR=str(base), PYTHONPATH=path)
     proc = _torchrun(nproc, module, cwd=nanochat_dir, env=env)
     (base.parent / "nanochat_train.log").write_text(proc.stdout + proc.stderr)
     rates = [float(m.replace(",", "")) for m in re.findall(r"tok/sec: ([\d,]+)", proc.stdout)][3:]
@@ -234,6 +233,7 @@ def run_evals_timed(base: Path, root: Path, lengths: tuple[int, ...], cuda: bool
     import torch
 
     from rlab.evals import catalog
+    from rlab.evals.runner import run_evals
     from rlab.spec.run import EvalRunConfig
 
     out = []
@@ -259,8 +259,6 @@ def run_evals_timed(base: Path, root: Path, lengths: tuple[int, ...], cuda: bool
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         try:
-            from rlab.evals.runner import run_evals
-
             run_evals(cfg)
             record: dict = {"eval": name, "seconds": round(time.perf_counter() - start, 1)}
             if cuda:
