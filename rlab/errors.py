@@ -41,6 +41,15 @@ class DataError(RlabError):
 class TrainingError(RlabError):
     """Training cannot go on (e.g. too many non-finite steps in a row)."""
 
+    failure_kind: str | None = None
+    """How the run ended when not plainly `failed` (metrics.jsonl's failed record, `rlab ls`'s state)."""
+
+
+class Diverged(TrainingError):
+    """The loss stopped changing or passed its bound for too many steps: the arm is dead, not done."""
+
+    failure_kind = "diverged"
+
 
 class LaunchError(RlabError):
     """A job could not be launched or failed."""

@@ -8,12 +8,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt, at_least, switch
+from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt, a_name, at_least, switch
 
 
 def export_tag(
     tag: Annotated[
-        str, typer.Option("--tag", "-t", help="Model tag under <base>/base_checkpoints/ (e.g. d20-yarn).")
+        str,
+        typer.Option(
+            "--tag",
+            "-t",
+            callback=a_name("tag"),
+            help="Model tag under <base>/base_checkpoints/ (e.g. d20-yarn).",
+        ),
     ],
     out: Annotated[
         Path, typer.Option("--out", "-o", metavar="DIR", file_okay=False, help="Folder to write (created).")

@@ -14,14 +14,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt
+from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt, a_name
 from rlab.paths import BaseLayout, default_base_dir, default_results_root
 
 
 def status(
     experiment: Annotated[
         Optional[str],
-        typer.Option("--experiment", "-e", metavar="NAME", help="Only this experiment. (default: all)"),
+        typer.Option(
+            "--experiment",
+            "-e",
+            metavar="NAME",
+            callback=a_name("experiment"),
+            help="Only this experiment. (default: all)",
+        ),
     ] = None,
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
@@ -70,9 +76,12 @@ def status(
                     if r["experiment"]
                     else "rlab continue ... --resume"
                 )
-                reason = f" ({r['error']})" if r.get("error") else ""
+                error = r.get("error") or ""
+                said = (
+                    error if error.startswith(r["state"]) else r["state"] + (f" ({error})" if error else "")
+                )
                 out.print(
-                    f"{r['tag']}: {r['state']}{reason}; log {r['log']}; finish it with: {hint}",
+                    f"{r['tag']}: {said}; log {r['log']}; finish it with: {hint}",
                     highlight=False,
                     markup=False,
                     soft_wrap=True,

@@ -26,7 +26,15 @@ from typing import Literal
 
 from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
 from rlab.errors import CheckpointError, unknown_name_error
-from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file, optim_file
+from rlab.paths import (
+    BaseLayout,
+    ExperimentLayout,
+    checkpoint_steps,
+    meta_file,
+    model_file,
+    name_problem,
+    optim_file,
+)
 from rlab.spec.rope import RopeSpec
 from rlab.spec.run import Lineage
 
@@ -41,7 +49,7 @@ def list_tags(base: BaseLayout) -> list[str]:
     root = base.checkpoints_root
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and name_problem("tag", p.name) is None)
 
 
 def checkpoint_files(ckpt_dir: Path, step: int) -> list[Path]:

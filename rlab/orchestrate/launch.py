@@ -175,6 +175,8 @@ class Job:
     log: Path
     metrics: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    heartbeats: Path | None = None
+    """The folder its ranks heartbeat into (`rlab.records.heartbeat`): watched for a stalled rank while it runs."""
 
     def command(self, devices: tuple[str, ...] | None = None) -> str:
         return format_command(self.argv, {**self.env, **_device_env(devices)})
@@ -191,6 +193,8 @@ class JobState:
     started: float | None = None
     ended: float | None = None
     pid: int | None = None
+    stalled: str | None = None
+    """Why the watchdog stopped it (`rlab.records.heartbeat.Stall.detail`), if it did."""
 
     @property
     def seconds(self) -> float | None:
@@ -239,7 +243,9 @@ def run_jobs(
             for pid, (state, proc, devices, fh, job_id) in list(running.items()):
                 code = proc.poll()
                 if code is None:
-                    continue
+                    if not stop_if_stalled(state, job_id):
+                        continue
+                    code = proc.wait()
                 _kill_group(pid, signal.SIGKILL)
                 stop_job(job_id)  # workers a crashed launcher left behind, in whatever session they are
                 fh.close()
@@ -264,6 +270,31 @@ def run_jobs(
     return states
 
 
+def stop_if_stalled(state: JobState, job_id: str) -> bool:
+    """The stall watchdog: when a rank of the job has been silent (or the job without a step) past its bound, kill
+    the job, record why in its metrics (a `failed` record of kind `stalled`), and return True."""
+    from rlab.records.heartbeat import find_stall, read_heartbeats
+
+    job = state.job
+    if job.heartbeats is None or state.pid is None:
+        return False
+    now = time.time()
+    stall = find_stall(read_heartbeats(job.heartbeats), now)
+    if stall is None:
+        return False
+    state.stalled = stall.detail(now)
+    log.warning("%s: %s; stopping the job", job.tag, state.stalled)
+    _kill_group(state.pid, signal.SIGKILL)  # a stopped (SIGSTOP) process ignores SIGTERM until continued
+    stop_job(job_id)
+    if job.metrics is not None:
+        from rlab.records.metrics_log import append_record
+
+        append_record(
+            job.metrics, {"type": "failed", "step": stall.step, "error": stall.describe(), "kind": "stalled"}
+        )
+    return True
+
+
 def new_job_id() -> str:
     """A unique ``RLAB_JOB_ID`` for one launched job."""
     import uuid
@@ -277,6 +308,9 @@ def _start(
     from rlab.orchestrate.lifeline import lifeline_argv
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
+    if job.heartbeats is not None:  # an earlier run's heartbeats would read as a stall
+        for old in job.heartbeats.glob("rank*.json"):
+            old.unlink(missing_ok=True)
     job_id = new_job_id()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices), JOB_ENV: job_id}
     fh = open(job.log, "ab")
