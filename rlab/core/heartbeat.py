@@ -75,6 +75,8 @@ class HeartbeatThread:
             self.beat()
 
     def stop(self) -> None:
+        """Stop beating and remove the file: a rank whose loop has ended (its process tearing down) is not silent."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self.interval + 1)
+        self.path.unlink(missing_ok=True)

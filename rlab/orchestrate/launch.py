@@ -177,6 +177,9 @@ class Job:
     env: Mapping[str, str] = field(default_factory=dict)
     heartbeats: Path | None = None
     """The folder its ranks heartbeat into (`rlab.records.heartbeat`): watched for a stalled rank while it runs."""
+    error_file: Path | None = None
+    """Where its first failing worker writes its error (`rlab.worker`): off the results disk, which may be the full
+    one that swallowed the log's `error:` line."""
 
     def command(self, devices: tuple[str, ...] | None = None) -> str:
         return format_command(self.argv, {**self.env, **_device_env(devices)})
@@ -195,6 +198,8 @@ class JobState:
     pid: int | None = None
     stalled: str | None = None
     """Why the watchdog stopped it (`rlab.records.heartbeat.Stall.detail`), if it did."""
+    reported: str | None = None
+    """The error its first failing worker reported (`Job.error_file`), if any."""
 
     @property
     def seconds(self) -> float | None:
@@ -249,6 +254,7 @@ def run_jobs(
                 _kill_group(pid, signal.SIGKILL)
                 stop_job(job_id)  # workers a crashed launcher left behind, in whatever session they are
                 fh.close()
+                state.reported = _reported_error(state.job)
                 state.returncode, state.ended = code, time.time()
                 state.state = "done" if code == 0 else "failed"
                 log.info("%s finished with exit code %d", state.job.tag, code)
@@ -268,6 +274,17 @@ def run_jobs(
             on_tick(states)
         raise
     return states
+
+
+def _reported_error(job: Job) -> str | None:
+    """The error the job's first failing worker wrote to `job.error_file` (message and hint), removing the file."""
+    if job.error_file is None:
+        return None
+    from rlab.worker import read_error_file
+
+    reported = read_error_file(job.error_file)
+    job.error_file.unlink(missing_ok=True)
+    return None if reported is None else " ".join(part for part in reported if part)
 
 
 def stop_if_stalled(state: JobState, job_id: str) -> bool:
@@ -313,6 +330,11 @@ def _start(
             old.unlink(missing_ok=True)
     job_id = new_job_id()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices), JOB_ENV: job_id}
+    if job.error_file is not None:
+        from rlab.worker import ERROR_FILE_ENV
+
+        job.error_file.unlink(missing_ok=True)
+        env[ERROR_FILE_ENV] = str(job.error_file)
     fh = open(job.log, "ab")
     fh.write(f"# rlab: {job.command(devices)}\n".encode())
     fh.flush()

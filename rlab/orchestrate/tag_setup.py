@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,6 +178,7 @@ def build_jobs(spec: ExperimentSpec, runs: list[RunConfig], *, torchrun: str | N
                 metrics=layout.metrics_file(run.tag),
                 env=dict(spec.launch.env),
                 heartbeats=layout.heartbeat_dir(run.tag),
+                error_file=Path(tempfile.gettempdir()) / f"rlab-{os.getpid()}-{run.tag}.error.json",
             )
         )
     return jobs

@@ -210,7 +210,10 @@ def job_failure(state: JobState) -> JobFailure:
         tag=state.job.tag,
         returncode=state.returncode,
         log=state.job.log,
-        reason=state.stalled or launcher_signal(state.returncode) or worker_error(state.job.log),
+        reason=state.stalled
+        or launcher_signal(state.returncode)
+        or state.reported
+        or worker_error(state.job.log),
         tail=tail_lines(state.job.log, LOG_TAIL_LINES),
     )
 

@@ -158,7 +158,7 @@ def _unique_keys_loader() -> type:
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node, deep=False):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
             seen: set[Any] = set()
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=deep)
