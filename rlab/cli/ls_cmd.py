@@ -115,7 +115,9 @@ def list_tags(
     base = BaseLayout((base_dir or default_base_dir()).expanduser())
     experiment, results_root = experiment_filter(experiment, results_dir)
     records = [  # the experiment's tags and the checkpoints no experiment claims (its base)
-        r for r in tag_records(base, results_root) if experiment is None or r["experiment"] in (experiment, None)
+        r
+        for r in tag_records(base, results_root)
+        if experiment is None or r["experiment"] in (experiment, None)
     ]
     if as_json:
         typer.echo(

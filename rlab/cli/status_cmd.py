@@ -27,7 +27,6 @@ def status(
     from rlab.cli.console import out
     from rlab.cli.ls_cmd import records_table
     from rlab.cli.tag_state import LIVE_STATES, eval_records, tag_records
-
     from rlab.orchestrate.experiments import experiment_filter
 
     base = BaseLayout((base_dir or default_base_dir()).expanduser().absolute())

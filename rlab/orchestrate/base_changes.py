@@ -45,7 +45,9 @@ def base_changes(spec: ExperimentSpec, meta: CheckpointMeta, base: BaseLayout) -
     world = spec.launch.world_size
     tokens = train.total_batch_size or train.device_batch_size * train.seq_len * world
     base_lr = recorded.get("lr", {})
-    peaks = ("matrix_lr", "embedding_lr", "unembedding_lr") + (("scalar_lr",) if "scalar_lr" in base_lr else ())
+    peaks = ("matrix_lr", "embedding_lr", "unembedding_lr") + (
+        ("scalar_lr",) if "scalar_lr" in base_lr else ()
+    )
     return [
         Change("sequence length", str(train.seq_len), str(meta.sequence_len)),
         Change("tokens/step", f"{tokens:,}", _count(recorded.get("tokens"))),
@@ -53,13 +55,16 @@ def base_changes(spec: ExperimentSpec, meta: CheckpointMeta, base: BaseLayout) -
         Change(
             "peak LRs",
             ", ".join(f"{name.removesuffix('_lr')} {getattr(lr, name):g}" for name in peaks),
-            ", ".join(f"{n.removesuffix('_lr')} {base_lr[n]:g}" for n in peaks if n in base_lr) or NOT_RECORDED,
+            ", ".join(f"{n.removesuffix('_lr')} {base_lr[n]:g}" for n in peaks if n in base_lr)
+            or NOT_RECORDED,
         ),
         Change("LR warmup", f"{lr.warmup_steps} steps", recorded.get("warmup", NOT_RECORDED)),
         Change(
             "LR decay",
             _decay(lr.warmdown_frac, lr.final_lr_frac),
-            _decay(recorded["warmdown"], recorded.get("final", 0.0)) if "warmdown" in recorded else NOT_RECORDED,
+            _decay(recorded["warmdown"], recorded.get("final", 0.0))
+            if "warmdown" in recorded
+            else NOT_RECORDED,
         ),
         Change("optimizer state", optimizer_source(meta, base, spec.base.tag), ""),
     ]
@@ -88,7 +93,11 @@ def _recorded(meta: CheckpointMeta) -> dict[str, Any]:
     nano = data.get("user_config")
     if isinstance(nano, dict):
         out["tokens"] = nano.get("total_batch_size") or data.get("total_batch_size")
-        out["lr"] = {k: v for k in ("matrix_lr", "embedding_lr", "unembedding_lr", "scalar_lr") if _num(v := nano.get(k))}
+        out["lr"] = {
+            k: v
+            for k in ("matrix_lr", "embedding_lr", "unembedding_lr", "scalar_lr")
+            if _num(v := nano.get(k))
+        }
         if _num(nano.get("warmup_steps")):
             out["warmup"] = f"{nano['warmup_steps']} steps"
         elif _num(nano.get("warmup_ratio")):
@@ -100,7 +109,9 @@ def _recorded(meta: CheckpointMeta) -> dict[str, Any]:
         return out
     train = (data.get("run_config") or {}).get("train")
     if isinstance(train, dict):
-        per_step = (train.get("device_batch_size") or 0) * (train.get("seq_len") or 0) * (meta.world_size or 0)
+        per_step = (
+            (train.get("device_batch_size") or 0) * (train.get("seq_len") or 0) * (meta.world_size or 0)
+        )
         out["tokens"] = train.get("total_batch_size") or per_step or None
         lr = train.get("lr")
         if isinstance(lr, dict):

@@ -3,7 +3,8 @@
 Without it, the only reference left is the base checkpoint, and a variant's difference from the base mixes the
 RoPE change with the extra steps of training. `rlab continue` therefore adds the baseline variant
 (`rlab.variants.BASELINE_VARIANT`) to the variants it trains unless the spec or `--variants` already names it,
-`--no-control` is given, or a `--resume` continues tags already planned (its resolved spec has the control).
+`--no-control` is given, a `--resume` continues tags already planned (its resolved spec has the control), or the
+control's tag exists already.
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ from rlab.variants import BASELINE_VARIANT
 
 def with_control(spec: ExperimentSpec, *, control: bool, resume: bool) -> tuple[ExperimentSpec, list[str]]:
     """`spec` with the control arm first among its variants, and the warnings to print (`--no-control`)."""
-    if BASELINE_VARIANT in spec.variants or resume or not spec.variants:
+    if BASELINE_VARIANT in spec.variants or resume or not spec.variants or _trained(spec):
         return spec, []
     if not control:
         return spec, [no_control_warning()]
     variants = {BASELINE_VARIANT: RopeSpec(variant=BASELINE_VARIANT), **spec.variants}
     return spec.model_copy(update={"variants": variants}), []
+
+
+def _trained(spec: ExperimentSpec) -> bool:
+    """Whether the control's tag exists already (an earlier `continue` of the experiment made it): a later run that
+    adds a variant neither refuses on it nor retrains it."""
+    from rlab.orchestrate.plan import base_layout
+
+    return base_layout(spec).checkpoint_dir(spec.tag_for(BASELINE_VARIANT)).exists()
 
 
 def is_control(spec: ExperimentSpec, variant: str) -> bool:

@@ -68,7 +68,9 @@ def _long_docs(base: BaseLayout) -> EvalInput:
         return EvalInput(name, "build", f"{exc.message} It is rebuilt; {_network(base)}")
     if manifest is not None and manifest.tokenizer_sha256 == current:
         return EvalInput(name, "ready", str(base.long_docs_dir))
-    why = "counted with another tokenizer: rebuilt" if manifest is not None else f"none in {base.long_docs_dir}"
+    why = (
+        "counted with another tokenizer: rebuilt" if manifest is not None else f"none in {base.long_docs_dir}"
+    )
     return EvalInput(name, "build", f"{why}; {_network(base)}")
 
 
@@ -108,7 +110,9 @@ def prepare_eval_inputs(spec: ExperimentSpec, inputs: list[EvalInput]) -> list[s
         if item.name != "long-document set" or item.state != "build":
             continue
         try:
-            manifest = build_long_docs(base.root, None, longest_bpb_length(spec.eval, experiment_target_len(spec)))
+            manifest = build_long_docs(
+                base.root, None, longest_bpb_length(spec.eval, experiment_target_len(spec))
+            )
         except RlabError as exc:
             raise DataError(
                 f"The long-document set the evals read could not be built before training: {exc.message}",

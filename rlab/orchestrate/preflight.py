@@ -20,12 +20,12 @@ from rlab.core.checkpoint_meta import newest_meta
 from rlab.errors import CheckpointError, LaunchError, RlabError
 from rlab.orchestrate.base_changes import Change, base_changes
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
-from rlab.orchestrate.eval_inputs import EvalInput, eval_inputs
 from rlab.orchestrate.clone import (
     require_checkpoint,
     tag_action,
     tag_exists_error,
 )
+from rlab.orchestrate.eval_inputs import EvalInput, eval_inputs
 from rlab.orchestrate.lock import lock_holder
 from rlab.orchestrate.plan import (
     base_layout,

@@ -53,7 +53,9 @@ def start_continue(
         )
     if summary := changed_summary(pf.changes):
         reporter.notice(summary)
-    for line in prepare_eval_inputs(spec, pf.eval_inputs):  # before any clone: an eval never stops on them later
+    for line in prepare_eval_inputs(
+        spec, pf.eval_inputs
+    ):  # before any clone: an eval never stops on them later
         reporter.notice(line)
     plans = tag_plans(spec, runs, resume=resume, force=force, resume_from=resume_from)
     return train_tags(spec, plans, reporter, rerun=lambda names: rerun_command(spec, names))

@@ -213,7 +213,9 @@ def collect(
     refs = {a.key: r for a in arms if base is not None and (r := reference_arm(a, arms, base)).key != a.key}
     missing = None
     if not requested and control_missing(arms, base):
-        refs = {key: ref for key, ref in refs.items() if next(a for a in arms if a.key == key).kind != "continued"}
+        refs = {
+            key: ref for key, ref in refs.items() if next(a for a in arms if a.key == key).kind != "continued"
+        }
         missing = missing_control_note(baseline, sources.layout.resolved_spec)
     pairing = Pairing(baseline, base, refs, missing_control=missing)
     return assemble(sources, arms, pairing, seed=seed, draws=draws, allow_mismatch=allow_mismatch)
