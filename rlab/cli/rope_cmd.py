@@ -122,7 +122,8 @@ def inspect(
     """Print a variant's inverse frequencies and attention factor."""
     from rlab.errors import SpecError
 
-    known = checkpoint_facts(tag or base_tag, from_step, base_dir) if (tag or base_tag) else {}
+    source = tag or base_tag
+    known = checkpoint_facts(source, from_step, base_dir) if source else {}
     head_dim = head_dim or known.get("head_dim", 128)
     base = base or known.get("base", 10000.0)
     original_len = original_len or known.get("original_len", 2048)
