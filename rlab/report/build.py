@@ -125,8 +125,15 @@ def report_document(
 ) -> doc.Document:
     """The report as one document (rendered to comparison.md and comparison.html)."""
     blocks: list[doc.Block] = [
-        doc.Paragraph(doc.text(doc.strong("Answer"), f" (primary endpoint: {data.primary.description}):")),
-        doc.Bullets(answer_items(data, copy), role="answer"),
+        doc.Marked(
+            "answer",
+            [
+                doc.Paragraph(
+                    doc.text(doc.strong("Answer"), f" (primary endpoint: {data.primary.description}):")
+                ),
+                doc.Bullets(answer_items(data, copy), role="answer"),
+            ],
+        )
     ]
     if (headline_plot := _plot(plots, "bpb_length")) is not None:
         blocks.append(headline_plot)
