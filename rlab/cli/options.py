@@ -108,6 +108,17 @@ ExperimentOpt = Annotated[
         help="Experiment name (spec: name). (default: the base tag)",
     ),
 ]
+ExperimentFilterOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--experiment",
+        "-e",
+        metavar="NAME",
+        callback=a_name("experiment"),
+        rich_help_panel=PATHS_PANEL,
+        help="Only this experiment. (default: $RLAB_EXPERIMENT, else the only one, else all)",
+    ),
+]
 NprocOpt = Annotated[
     Optional[int],
     typer.Option(

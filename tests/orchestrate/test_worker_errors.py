@@ -81,7 +81,8 @@ def test_worker_lines_and_reasons_are_printed_as_text_not_markup(tmp_path):
     assert "Traceback" not in outcome.text
     assert "── d20-mk-pi failed (exit 1): cannot write /data/[run]/x.pt [/] (disk)" in outcome.err
     assert "  [bold]progress[/] of [/broken]" in outcome.err  # the log tail, verbatim
-    assert "d20-mk-pi: cannot write /data/[run]/x.pt [/] (disk)" in " ".join(outcome.err.split())
+    # the summary's reason line names the first failed job (the control arm, d20-mk-rope, runs first)
+    assert "d20-mk-rope: cannot write /data/[run]/x.pt [/] (disk)" in " ".join(outcome.err.split())
 
 
 RANK0_KILLED_LOG = """\
