@@ -131,7 +131,7 @@ class Drill:
         self.spec(name)
         # typed relative, as the drill did: the paths stored and printed must still work from elsewhere
         args = ["continue", "--spec", f"{name}.yaml", "--base-dir", "base", "--results-dir", "results"]
-        proc = start([*args, "--variants", "pi", "--nproc", "2"], self.work)
+        proc = start([*args, "--variants", "pi", "--no-control", "--nproc", "2"], self.work)
         try:
             ckpt = BaseLayout(self.base).checkpoint_dir(tag)
             wait_for(lambda: len(checkpoint_steps(ckpt)) >= 3, 240, "two saves of the run")  # clone + 2

@@ -53,6 +53,7 @@ def continue_args(spec: Path | str, base: Path | str, results: Path | str, nproc
         str(results),
         "--variants",
         "pi",
+        "--no-control",  # the one job to break (the control arm would train first)
         "--nproc",
         str(nproc),
     ]
