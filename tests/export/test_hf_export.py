@@ -51,13 +51,6 @@ FAST = {
 }
 
 
-@pytest.fixture
-def base(tmp_path, tiny_base_dir) -> Path:
-    root = tmp_path / "base"
-    shutil.copytree(BaseLayout(tiny_base_dir).tokenizer_dir, BaseLayout(root).tokenizer_dir)
-    return root
-
-
 def vocab(base: Path) -> int:
     return Tokenizer.from_directory(BaseLayout(base).tokenizer_dir).vocab_size
 
