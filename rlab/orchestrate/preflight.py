@@ -301,7 +301,7 @@ def _check_memory(pf: Preflight) -> None:
     if pf.base is None or not trained or not gpu_launch(pf.spec.launch, visible_gpus()):
         return
     try:
-        pf.memory = plan_continue_memory(pf.spec, pf.base)
+        pf.memory, chosen = plan_continue_memory(pf.spec, pf.base)
     except RlabError as exc:  # e.g. batch arithmetic that does not divide, reported on its own
         pf.warnings.append(f"memory plan not made: {exc.message}")
         return
@@ -310,6 +310,11 @@ def _check_memory(pf: Preflight) -> None:
         return
     if not pf.memory.fits:
         pf.problem(does_not_fit(pf.memory, trained))
+    elif pf.spec.train.activation_checkpointing == "auto":  # the runs train with what the plan resolved
+        setting = pf.memory.shape.activation_checkpointing
+        resolved = {"activation_checkpointing": setting}
+        pf.runs = [run.model_copy(update={"train": run.train.model_copy(update=resolved)}) for run in pf.runs]
+        pf.notes += [chosen] if chosen else []
 
 
 def _resumed(pf: Preflight) -> list[RunConfig]:
