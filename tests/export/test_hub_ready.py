@@ -22,7 +22,7 @@ torch.set_num_threads(1)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo"
 ARMS = {
-    "demo": ("nanochat-2026", "rope"),
+    "demo": ("nanochat-2025", "rope"),
     "demo-yarn": ("nanochat-2026", "yarn"),
     "demo-dynamic-ntk": ("nanochat-2025", "dynamic-ntk"),
 }
@@ -73,13 +73,23 @@ def test_card_is_hub_ready_and_its_code_runs(demo, tmp_path, monkeypatch, capsys
         if path.suffix in (".md", ".json", ".py"):
             text = path.read_text()
             assert str(tmp_path) not in text and "/tmp/" not in text and "/work/" not in text, path.name
+    assert all("trust_remote_code=True" in b for b in python_blocks(card) if "from_pretrained" in b)
+    run_card(out, monkeypatch, capsys)
+
+
+def python_blocks(card: str) -> list[str]:
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
-    assert blocks and all("trust_remote_code=True" in b for b in blocks if "from_pretrained" in b)
-    monkeypatch.chdir(out)
-    for block in blocks:
+    assert blocks
+    return blocks
+
+
+def run_card(folder: Path, monkeypatch, capsys) -> None:
+    """Execute the card's python blocks as written, from inside the folder; they print two continuations."""
+    monkeypatch.chdir(folder)
+    for block in python_blocks((folder / "README.md").read_text()):
         exec(compile(block, "README.md", "exec"), {})
     printed = capsys.readouterr().out
-    assert printed.startswith("[") and printed.count("'") >= 4  # two decoded continuations
+    assert printed.startswith("[") and printed.count("'") >= 4, printed
 
 
 def test_card_without_an_experiment_says_what_is_missing(demo, tmp_path):
@@ -90,7 +100,7 @@ def test_card_without_an_experiment_says_what_is_missing(demo, tmp_path):
     assert "No run config recorded" in card
 
 
-def test_export_all_writes_one_folder_per_arm_and_an_index(demo, tmp_path):
+def test_export_all_writes_one_folder_per_arm_and_an_index(demo, tmp_path, monkeypatch, capsys):
     base, results = demo
     out = tmp_path / "all"
     args = [
@@ -114,6 +124,11 @@ def test_export_all_writes_one_folder_per_arm_and_an_index(demo, tmp_path):
     index = (out / "README.md").read_text()
     assert "3 arms exported by rlab" in index and "| yarn | [demo-yarn/](demo-yarn/README.md) |" in index
     assert stat.S_IMODE((out / "README.md").stat().st_mode) == 0o644
+    for (
+        tag
+    ) in ARMS:  # every card's code runs: transformers' own NanoChat and the shipped file, both generations
+        run_card(out / tag, monkeypatch, capsys)
+    monkeypatch.chdir(tmp_path)
     assert_clean_error(run_main(*args), "exists and is not empty")
     assert_clean_error(run_main("export", "--all", "--out", str(tmp_path / "x")), "give --experiment NAME")
     assert_clean_error(run_main("export", "--out", str(tmp_path / "x")), "Give --tag TAG, or --all")
