@@ -24,6 +24,7 @@ from rlab.core.train_start import resolve_start, start_optimizers
 from rlab.core.train_step import TrainStep
 from rlab.errors import TrainingError
 from rlab.paths import BaseLayout
+from rlab.provenance import current_platform
 from rlab.spec.run import RunConfig
 
 logger = logging.getLogger("rlab.core.train")  # the trainer's one log channel (train.log)
@@ -137,6 +138,7 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
             self.start.step,
             self.end_step,
         )
+        logger.info("platform: %s", current_platform(self.device).label)
         if self.spec.seq_len_warmup:
             logger.info(
                 "sequence-length warmup: %s, then rows of %d",

@@ -12,6 +12,7 @@ from rlab.report import arms as arms_mod
 from rlab.report import document as doc
 from rlab.report import estimates as est
 from rlab.report import inference as inf
+from rlab.report import numerics
 from rlab.report.inference import Verdict
 from rlab.report.report_data import ReportData
 from rlab.report.table_model import arm_order
@@ -180,12 +181,24 @@ def warnings(data: ReportData) -> list[str]:
             "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
             "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
         )
+    # The continued arms have seeds, but the base (and the zero-shot arms on it) may be one model each.
+    lone = [a for a in data.arms if a.kind != "continued" and a.n_seeds == 1]
+    if lone and not single:
+        every = len(lone) == sum(a.kind != "continued" for a in data.arms)
+        who = "The base and the zero-shot arms are" if every else ", ".join(a.key for a in lone) + " are"
+        out.append(
+            f"{who} one model each (one base): their verdicts cover evaluation noise only, and a rerun that "
+            "pretrains another base (another machine, dtype or seed) may change them; replicated bases "
+            "(`train.replicate_base`) cover that noise (docs/reproducibility.md)."
+        )
     if unpaired := arms_mod.unpaired_bases(_seed_bases(data)):
         out.append(
             f"Replicated bases do not line up across arms ({', '.join(unpaired)}): seed i of these arms continues "
             "another base than seed i of the others, so per-seed differences mix base-to-base noise into the "
             "pairing (re-run them with train.replicate_base on the same bases)."
         )
+    if line := numerics.dtype_warning(numerics.by_arm(data.arms, data.sources.tags if data.sources else [])):
+        out.append(line)
     if not data.clustered and any(data.comparisons["interval"] == "paired"):
         out.append(
             "BPB units do not name their documents: blocks of one document were resampled as if "
