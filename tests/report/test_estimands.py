@@ -125,3 +125,14 @@ def test_selection_is_cross_fitted_by_document_halves():
         mask[200:250].all() and not mask[:200].any()
     )  # half 0's big drops choose half 1's targets, not its own
     assert kt.bucket(np.array([0, 1, 2, 3, 4, 100])).tolist() == [0, 1, 2, 2, 3, 7]
+
+
+def test_power_says_how_many_keys_the_effective_length_needs():
+    from rlab.report.power_spec import check_spec
+    from rlab.spec.loading import load_spec
+
+    assert el.keys_needed() == 48 and el.keys_note(80) is None  # passkey's default: 20 trials x 4 depths
+    note = el.keys_note(4, depths=4)
+    assert note is not None and "no interval" in note and "eval.passkey_trials >= 12" in note
+    demo = load_spec(REPO / "experiments" / "demo.yaml")
+    assert any("keys per length" in w for w in check_spec(demo, 256).warnings())
