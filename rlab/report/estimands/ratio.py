@@ -52,7 +52,7 @@ def paired_ratio(
     seed: int = 0,
     draws: int = inf.SIGN_FLIP_DRAWS,
 ) -> Ratio | None:
-    """The ratio of sums over units paired by position ((S, n) or (n,) each): its studentized delta-method
+    """The ratio of sums over units paired by position ((S, n) or (n,) each): its delta-method
     interval and the report's paired test of equal sums; None without units."""
     psi = influence(num, den)
     if psi.shape[1] == 0:
