@@ -150,6 +150,7 @@ def report_document(
     declared = list(families(data.comparisons).values())
     if copy is not None:
         declared.append(copy_distance.family(copy.cells))
+    declared += estimands_section.families(data)
     return doc.Document(
         doc.text("Experiment ", doc.code(data.experiment), ": RoPE variants vs ", doc.code(data.baseline)),
         blocks,
