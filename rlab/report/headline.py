@@ -171,15 +171,8 @@ def warnings(data: ReportData) -> list[str]:
             f"Fewer than {inf.MIN_UNITS} independent units on the primary endpoint: "
             f"{_hint(data.primary.metric)}."
         )
-    single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
-    if single:
-        who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
-        out.append(
-            f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
-            f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
-            "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
-            "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
-        )
+    if seeds := seed_warning(data):
+        out.append(seeds)
     if unpaired := arms_mod.unpaired_bases(_seed_bases(data)):
         out.append(
             f"Replicated bases do not line up across arms ({', '.join(unpaired)}): seed i of these arms continues "
@@ -192,6 +185,20 @@ def warnings(data: ReportData) -> list[str]:
             "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units)."
         )
     return out
+
+
+def seed_warning(data: ReportData) -> str | None:
+    """The warning that continued arms have one training seed (None when every one has several)."""
+    single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
+    if not single:
+        return None
+    who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
+    return (
+        f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
+        f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
+        "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
+        "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
+    )
 
 
 def _seed_bases(data: ReportData) -> dict[str, list[str | None]]:
