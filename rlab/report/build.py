@@ -23,6 +23,7 @@ from rlab.report import document as doc
 from rlab.report import methods as mth
 from rlab.report import uncertainty as unc
 from rlab.report.collect import collect
+from rlab.report.estimands import section as estimands_section
 from rlab.report.estimates import families
 from rlab.report.plots import PLOT_FILES, write_plots
 from rlab.report.report_data import ReportData
@@ -129,6 +130,7 @@ def report_document(
         blocks.append(doc.Section("Warnings and notes", [doc.Bullets(answer.warnings)]))
     if copy is not None:
         blocks.append(copy_distance.section(copy))
+    blocks += estimands_section.sections(data)
     blocks += [section(t) for t in tables]
     figures = [f for k in ("loss", "val_bpb", "passkey") if (f := _plot(plots, k, heading=True)) is not None]
     if figures:

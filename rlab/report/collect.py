@@ -374,10 +374,11 @@ def assemble(
         mismatches=[m for ms in found.values() for m in ms],
         allow_mismatch=allow_mismatch,
     )
-    from rlab.report import copy_distance
+    from rlab.report import copy_distance, estimands
     from rlab.report.wide import ID, wide_frame
 
     out.copy_cells, out.copy_retention = copy_distance.analyse(out, seed, draws)
+    out.estimands = estimands.analyse_all(out, seed, draws)
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
     log.info(
         "collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)",
