@@ -22,6 +22,7 @@ from rlab.report import estimates as est
 from rlab.report import headline
 from rlab.report import methods as mth
 from rlab.report.copy_records import section_lengths
+from rlab.report.estimands.retention import NAME as SHORT_RETENTION
 from rlab.report.inference import Verdict
 from rlab.report.report_data import ReportData
 from rlab.report.table_model import arm_order
@@ -127,19 +128,13 @@ def _level(data: ReportData, arm: str, metric: str) -> Estimate | None:
     return Estimate(value, _num(low), _num(high), n_units=_count(n))
 
 
-def short_context(data: ReportData, arm: str, base: str | None, l0: int | None) -> Estimate | None:
-    """BPB at L0 vs the base, in %: what the arm lost at the length the base trained at.
-
-    Seam: a point estimate from the two arms' levels (no interval: the report has no paired base comparison
-    yet). A paired short-context retention estimand (per document, vs the arm's own base) replaces this
-    function's body when the report carries one."""
-    if base is None or l0 is None:
-        return None
-    mine, _, _, _ = scalar(data, arm, f"bpb_len_{l0}")
-    theirs, _, _, _ = scalar(data, base, f"bpb_len_{l0}")
-    if math.isnan(mine) or math.isnan(theirs) or theirs <= 0:
-        return None
-    return Estimate(100 * (mine / theirs - 1), unit="%")
+def short_context(data: ReportData, arm: str) -> Estimate | None:
+    """How much of its base's BPB at L0 the arm keeps, in % (`rlab.report.estimands.retention`: the base's BPB
+    over the arm's, paired by document; 100 = nothing lost at short context)."""
+    for row in data.estimands.get(SHORT_RETENTION) or []:
+        if row.arm == arm and row.metric == "bpb" and row.versus == "base" and row.keeps_pct is not None:
+            return Estimate(row.keeps_pct, row.low_pct, row.high_pct, "%", n_units=row.n_units or None)
+    return None
 
 
 def copy_kept(data: ReportData, arm: str, window: int | None) -> Estimate | None:
@@ -183,6 +178,11 @@ def _distance(data: ReportData, window: int | None) -> int | None:
     return int(kept[kept["window"] == window]["distance"].iloc[0])
 
 
+def title(data: ReportData) -> str:
+    """The Answer's heading: what the primary endpoint is."""
+    return f"Answer (primary endpoint: {data.primary.description})"
+
+
 def target_length(data: ReportData) -> int | None:
     """The length the level column reads: the extension's reference (the training length), else the level
     endpoint's first length."""
@@ -224,10 +224,12 @@ def columns(data: ReportData) -> list[Column]:
     out += [
         Column(
             "short_context",
-            f"BPB@{l0} vs base",
-            f"the short-context cost: BPB at L0 = {l0} tokens (the base's training length) relative to the "
-            "base's, in % (positive = the arm lost quality at short context)",
-            2,
+            f"BPB@{l0} kept vs base",
+            f"short-context retention: the base's BPB at L0 = {l0} tokens (its training length) over the arm's on "
+            "the same documents, in % (100 = nothing lost at short context, below 100 = worse), with its "
+            "interval; a level, not a test (the control comparison at that length is in the BPB tables)",
+            1,
+            signed=False,
         ),
         Column(
             "copy_retention",
@@ -250,8 +252,7 @@ def columns(data: ReportData) -> list[Column]:
 def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
     target = target_length(data)
     at_metric = f"bpb_len_{target}" if target else "val_bpb"
-    l0, train_len = section_lengths(data)
-    base = next((a.key for a in data.arms if a.kind == "base"), None)
+    _, train_len = section_lengths(data)
     out: list[AnswerRow] = []
     groups: dict[int, str] = {}
     c = data.comparisons
@@ -263,11 +264,9 @@ def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
         ref = str(refs.iloc[0]) if len(refs) else (data.baseline_arm if kind == "continued" else None)
         window = _copy_window(data, kind)
         distance = _distance(data, window)
-        where = (
-            f"at {train_len} tokens" if kind == "continued" and train_len else "RoPE applied, nothing trained"
-        )
-        groups[len(out)] = f"{kind} ({where}); vs {ref or data.baseline}" + (
-            f"; copy at d={distance}" if distance is not None else ""
+        where = f" at {train_len}" if kind == "continued" and train_len else " (nothing trained)"
+        groups[len(out)] = f"{kind}{where}, vs {ref or data.baseline}" + (
+            f", copy at d={distance}" if distance is not None else ""
         )
         arms = ([ref] if ref in arms else []) + [a for a in arms if a != ref]
         for arm in arms:
@@ -281,7 +280,7 @@ def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
                     None if is_ref else _compared(comparison(data, arm, data.primary.metric)),
                     None if is_ref else _compared(comparison(data, arm, at_metric), relative=True),
                     _level(data, arm, est.EXTENSION) if data.primary.metric == est.EXTENSION else None,
-                    short_context(data, arm, base, l0),
+                    short_context(data, arm),
                     copy_kept(data, arm, window),
                     None if is_ref else _compared(comparison(data, arm, "core")),
                 )
@@ -334,8 +333,8 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
         out.append(doc.prose(seed))
     first = _mismatch_line(data) if data.mismatches else (warnings[0] if warnings else "")
     if first:
-        more = len(warnings) - 1
-        more = f" ({more} more under Warnings and notes.)" if more > 0 else ""
+        n_more = len(warnings) - 1
+        more = f" ({n_more} more under Warnings and notes.)" if n_more > 0 else ""
         out.append(doc.prose(f"Warning: {first}{more}"))
     return out
 

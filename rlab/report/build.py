@@ -121,7 +121,7 @@ def report_document(
     lines, the headline plot beside it), the warnings, the copy section and tables, plots, Methods, notes."""
     answer = answer_of(data, copy)
     opening: list[doc.Block] = [
-        doc.Paragraph(doc.text(doc.strong("Answer"), f" (primary endpoint: {data.primary.description}):")),
+        doc.Paragraph(doc.text(doc.strong("Answer"), ans.title(data).removeprefix("Answer") + ":")),
         ans.table(answer),
         *(doc.Paragraph(line) for line in answer.lines),
     ]
@@ -144,7 +144,6 @@ def report_document(
             seed=seed,
             draws=draws,
             families=declared,
-            primary=data.primary.description,
             baseline=data.baseline,
             bases_note=headline.bases_note(data),
             columns=[(c.header, c.definition) for c in answer.columns],

@@ -59,7 +59,6 @@ def section(
     seed: int,
     draws: int,
     families: list[inf.Family],
-    primary: str,
     baseline: str,
     bases_note: str,
     columns: list[tuple[str, str]],
@@ -67,7 +66,7 @@ def section(
     """The Methods section: units, intervals, tests, when there is no verdict, the families, MDE, and what each
     column of the Answer table is (`columns`: (header, definition))."""
     described = {
-        "primary": f"each continued variant vs `{baseline}` on the primary endpoint ({primary})",
+        "primary": f"each continued variant vs `{baseline}` on the primary endpoint",
         "secondary": "every other comparison in the tables (other lengths, val/train BPB, CORE, passkey, "
         "zero-shot arms)",
         "copy": "the copy section's paired differences of gain and of retention beyond L0",
@@ -85,7 +84,9 @@ def section(
         f"**Families.** A verdict is better/worse only when its {CORRECTION}-adjusted p is at most "
         f"{inf.ALPHA:g} within its family and its interval excludes 0; each family's familywise error is "
         f"{inf.ALPHA:.0%}. "
-        + "; ".join(f"{f.describe()}: {described.get(f.name, f.name)}" for f in families if f.size)
+        + "; ".join(
+            f"{f.name} ({f.size} comparisons): {described.get(f.name, f.name)}" for f in families if f.size
+        )
         + ".",
         f'**MDE.** Every "within noise" gives its minimum detectable effect: the smallest true difference its '
         f"test would find with {inf.POWER:.0%} power at its family's alpha / m.",
