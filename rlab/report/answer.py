@@ -347,12 +347,14 @@ def _copy_family(data: ReportData) -> list:
 
 def build(data: ReportData, warnings: list[str], notes: list[str]) -> Answer:
     """The Answer of one report: `warnings` are every limit on its verdicts (the first is quoted under the
-    table), `notes` what else a reader should know; both go to the Warnings section."""
+    table), `notes` what else a reader should know; both go to the Warnings section. A column no arm has a value
+    in (an eval nobody ran) is left out."""
     found, groups = rows(data)
     important = [w for w in warnings if w != headline.seed_warning(data)]
     items = [doc.Item(doc.prose(f"Warning: {w}"), "warning") for w in warnings]
     items += [doc.Item(doc.prose(f"Note: {n}"), "note") for n in notes]
-    return Answer(columns(data), found, groups, lines(data, important), items)
+    shown = [c for c in columns(data) if any(getattr(r, c.key) is not None for r in found)]
+    return Answer(shown, found, groups, lines(data, important), items)
 
 
 # ---------------------------------------------------------------- rendering

@@ -33,7 +33,7 @@ def paired_interval(units: str) -> str:
 
 def in_family() -> str:
     """What a verdict in a table rests on, in a caption: the family it is adjusted in, with a pointer here."""
-    return f"verdicts {CORRECTION}-adjusted within their family ({TITLE})"
+    return f"verdicts {CORRECTION}-adjusted within their family, see {TITLE}"
 
 
 def bpb_units(clustered: bool) -> str:
