@@ -20,6 +20,7 @@ import pandas as pd
 from rlab.report import document as doc
 from rlab.report import estimates as est
 from rlab.report import headline
+from rlab.report import inference as inf
 from rlab.report import methods as mth
 from rlab.report.copy_records import section_lengths
 from rlab.report.estimands.retention import NAME as SHORT_RETENTION
@@ -317,12 +318,10 @@ def _mismatch_line(data: ReportData) -> str:
 
 def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
     """The three lines under the table: the families (said once), the seeds, the most important warning."""
-    from rlab.report.estimates import families
-
     out = [
         doc.text(
             doc.prose(
-                f"Verdicts: {mth.families_line(list(families(data.comparisons).values()) + _copy_family(data))}; "
+                f"Verdicts: {mth.families_line(declared_families(data))}; "
                 f"intervals: {mth.INTERVAL}s, unadjusted; "
             ),
             doc.strong(mth.TITLE),
@@ -339,10 +338,14 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
     return out
 
 
-def _copy_family(data: ReportData) -> list:
+def declared_families(data: ReportData) -> list[inf.Family]:
+    """Every family of verdicts the report declares: the tables', the copy section's, the estimands'."""
     from rlab.report.copy_distance import family
+    from rlab.report.estimands import section as estimands_section
+    from rlab.report.estimates import families
 
-    return [family(data.copy_cells)] if data.copy_cells is not None and not data.copy_cells.empty else []
+    copy = [family(data.copy_cells)] if data.copy_cells is not None and not data.copy_cells.empty else []
+    return list(families(data.comparisons).values()) + copy + estimands_section.families(data)
 
 
 def build(data: ReportData, warnings: list[str], notes: list[str]) -> Answer:

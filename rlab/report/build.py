@@ -24,7 +24,6 @@ from rlab.report import methods as mth
 from rlab.report import uncertainty as unc
 from rlab.report.collect import collect
 from rlab.report.estimands import section as estimands_section
-from rlab.report.estimates import families
 from rlab.report.plots import PLOT_FILES, write_plots
 from rlab.report.report_data import ReportData
 from rlab.report.results_csv import lock_for, write_results_csv
@@ -135,15 +134,12 @@ def report_document(
     figures = [f for k in ("loss", "val_bpb", "passkey") if (f := _plot(plots, k, heading=True)) is not None]
     if figures:
         blocks.append(doc.Section("Plots", list(figures)))
-    declared = list(families(data.comparisons).values())
-    if copy is not None:
-        declared.append(copy_distance.family(copy.cells))
     blocks.append(
         mth.section(
             clustered=data.clustered,
             seed=seed,
             draws=draws,
-            families=declared,
+            families=ans.declared_families(data),
             baseline=data.baseline,
             bases_note=headline.bases_note(data),
             columns=[(c.header, c.definition) for c in answer.columns],

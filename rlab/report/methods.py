@@ -70,6 +70,7 @@ def section(
         "secondary": "every other comparison in the tables (other lengths, val/train BPB, CORE, passkey, "
         "zero-shot arms)",
         "copy": "the copy section's paired differences of gain and of retention beyond L0",
+        "key-token": "the key-token BPB section's paired comparisons",
     }
     items = [
         f"**Units.** Every comparison is paired on the independent units both arms scored: BPB by "
