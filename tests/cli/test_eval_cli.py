@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file
 from tests.cli.harness import assert_user_error, run_main
@@ -54,9 +55,16 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
         "1",
     )
     assert result.code == 0, result.err
-    first, command = [line for line in result.out.splitlines() if line.strip()][:2]
-    cfg = json.loads(first.split(": ", 1)[1])
     layout = ExperimentLayout(results, "demo")
+    readable = [
+        line for line in result.out.splitlines() if line.strip()
+    ]  # the plan in words, then the command
+    assert readable[0].startswith(f"demo-yarn (newest step in {base}) -> {layout.eval_dir('demo-yarn')}")
+    assert "evals: bpb, bpb_length, passkey, copy_distance; lengths: 256, 1,024" in readable[1]
+    command = readable[-1]
+    as_json = run_main("eval", "--tag", "demo-yarn", *common, "--no-core", "--lengths", "256,1024",
+                       "--max-per-task", "3", "--nproc", "1", "--json")  # fmt: skip
+    cfg = json.loads(as_json.out)["tags"][0]["config"]
     assert (cfg["tag"], cfg["variant"], cfg["out_dir"]) == (
         "demo-yarn",
         "yarn",
@@ -87,7 +95,8 @@ def test_ls_shows_steps_lineage_rope_and_evals(tmp_path):
     meta_file(ckpt, 21800).write_text(json.dumps(meta))
     layout = ExperimentLayout(tmp_path / "res", "rope")
     layout.eval_json("d20-yarn").parent.mkdir(parents=True)
-    layout.eval_json("d20-yarn").write_text(json.dumps({"metrics": {"bpb": {}, "core": {}}}))
+    fixture = Path(__file__).parents[1] / "report" / "fixtures" / "fx" / "evals" / "fx-pi" / "eval.json"
+    layout.eval_json("d20-yarn").write_bytes(fixture.read_bytes())  # an eval.json that reads (else: unreadable)
     result = run_main("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"))
     assert result.code == 0, result.err
     row = next(line for line in result.out.splitlines() if "d20-yarn" in line)
