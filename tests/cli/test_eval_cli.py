@@ -96,7 +96,9 @@ def test_ls_shows_steps_lineage_rope_and_evals(tmp_path):
     layout = ExperimentLayout(tmp_path / "res", "rope")
     layout.eval_json("d20-yarn").parent.mkdir(parents=True)
     fixture = Path(__file__).parents[1] / "report" / "fixtures" / "fx" / "evals" / "fx-pi" / "eval.json"
-    layout.eval_json("d20-yarn").write_bytes(fixture.read_bytes())  # an eval.json that reads (else: unreadable)
+    layout.eval_json("d20-yarn").write_bytes(
+        fixture.read_bytes()
+    )  # an eval.json that reads (else: unreadable)
     result = run_main("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"))
     assert result.code == 0, result.err
     row = next(line for line in result.out.splitlines() if "d20-yarn" in line)
