@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rlab.core.checkpoint_meta import (
     CheckpointMeta,
@@ -38,6 +39,13 @@ from rlab.core.gpt_config import GPTConfig
 from rlab.paths import BaseLayout
 from rlab.spec.rope import RopeSpec
 from rlab.spec.run import CheckpointInit, Lineage, RunConfig, ScratchInit
+
+if TYPE_CHECKING:
+    from torch.optim import Optimizer
+
+    from rlab.core.gpt import GPT
+    from rlab.nanochat.loader_position import NanochatPosition
+    from rlab.spec.train import TrainSpec
 
 logger = logging.getLogger("rlab.core.train")
 
@@ -66,7 +74,7 @@ class StartPoint:
     lr_policy: LrPolicy | None = None  # a resumed run's recorded peak-LR scale and warmup
     fresh_continuation: bool = False  # weights from a checkpoint, optimizer state not (yet) restored
     loader_state: dict[str, Any] | None = None
-    loader_after: Any = None  # rlab.nanochat.loader_position.NanochatPosition
+    loader_after: NanochatPosition | None = None  # where nanochat's loader of the base stopped
     data_start: DataStartRecord = field(default_factory=lambda: DataStartRecord(source="beginning"))
     skipped_total: int = 0
     resumed_from: int | None = None
@@ -100,7 +108,7 @@ def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> int | None:
     return None
 
 
-DataStart = tuple[dict[str, Any] | None, Any, DataStartRecord]
+DataStart: TypeAlias = "tuple[dict[str, Any] | None, NanochatPosition | None, DataStartRecord]"
 """`resolve_data_start`'s (rlab loader state, nanochat position, meta record)."""
 
 
@@ -298,15 +306,15 @@ def fresh_lr_policy(steps: int, warmup_steps: int) -> LrPolicy:
 
 def start_optimizers(
     start: StartPoint,
-    model,
-    spec,
+    model: GPT,
+    spec: TrainSpec,
     n_embd: int,
-    restore_rng,
+    restore_rng: Callable[[Any], None],
     *,
     rank: int = 0,
     world_size: int = 1,
     compile_ns: bool = False,
-) -> tuple[list, LrPolicy]:
+) -> tuple[list[Optimizer], LrPolicy]:
     """Build the optimizers (state sharded over `world_size` ranks) and load the state `start` names;
     returns (optimizers, lr_policy).
 
@@ -316,7 +324,7 @@ def start_optimizers(
     from rlab.core.optim_shards import load_optimizer_state
     from rlab.nanochat.optim_import import import_nanochat_optimizer
 
-    def build() -> list:
+    def build() -> list[Optimizer]:
         return build_optimizers(
             model, spec.lr, n_embd, rank=rank, world_size=world_size, compile_ns=compile_ns
         )
