@@ -494,7 +494,7 @@ class Drill:
             if "job(s) failed" in said
             else said
         )
-        return proc.returncode, summary, time.time() - attacked
+        return proc.returncode, summary.split("train.log. ", 1)[-1], time.time() - attacked  # the reason line
 
     def _status(self, tag: str) -> str:
         done = run(["status", "--base-dir", str(self.base), "--results-dir", str(self.results)], self.work)
@@ -509,6 +509,7 @@ class Drill:
             os.kill(worker_pid(layout.run_config(tag), 1), signal.SIGSTOP)
 
         code, summary, took = self._failed_job(name, long_run(name, stall_timeout_s=10), freeze)
+        status = self._status(tag)
         steps = checkpoint_steps(BaseLayout(self.base).checkpoint_dir(tag))
         more = str(max(steps) + 2 - 4)
         resumed = run(
@@ -520,7 +521,7 @@ class Drill:
             "`kill -STOP` of rank 1 of `rlab continue --nproc 2` (train.stall_timeout_s: 10), then `rlab status`, "
             "then `--resume`",
             "nothing printed for minutes; `rlab status`: training 40/80; only the 30-min collective timeout ends it",
-            f"exit {code} {took:.0f} s after the stop: {one_line([summary], 200)}; status: {self._status(tag)}; "
+            f"exit {code} {took:.0f} s after the stop: {one_line([summary], 300)}; status: {status}; "
             f"--resume: exit {resumed.code}",
         )
 
@@ -568,7 +569,7 @@ class Drill:
             "42.3 divergence without NaN",
             "`rlab continue --nproc 2` at lr 1e8 (every group), 60 steps",
             "loss stuck at ln(vocab), grad norm 0.0 for 29 steps; state `done`, exit 0, no warning",
-            f"exit {code}: {one_line([summary], 200)}; ls state: {state}",
+            f"exit {code}: {one_line([summary], 300)}; ls state: {state}",
         )
 
     def g4_exploded_checkpoints(self) -> None:
@@ -614,7 +615,9 @@ class Drill:
             finally:
                 stop(proc)
             said = " ".join(stderr.split())
-            summary = said[said.find("job(s) failed") :].split("Rerun just these")[0]
+            summary = (
+                said[said.find("job(s) failed") :].split("Rerun just these")[0].split("train.log. ", 1)[-1]
+            )
             metrics = layout.metrics_file(tag)
             torn = not metrics.read_bytes().endswith(b"\n")
             try:
@@ -627,7 +630,7 @@ class Drill:
                 "fill a 16 MiB tmpfs holding --results-dir while `rlab continue --nproc 2` trains",
                 "'No space left writing a file (71 GiB free there)': no file, the root disk's free space; "
                 "a torn last line in metrics.jsonl",
-                f"exit {proc.returncode}: {one_line([summary], 220)}; metrics.jsonl torn: {torn}, {records}",
+                f"exit {proc.returncode}: {one_line([summary], 300)}; metrics.jsonl torn: {torn}, {records}",
             )
 
     def g6_cause_first(self) -> None:
@@ -645,8 +648,8 @@ class Drill:
             "42.6 the cause first",
             "SIGKILL of rank 0's worker of `rlab continue --nproc 2`; then of a job's torchrun agent",
             "rank 1's gloo 'Connection closed by peer'; the agent kill: '1 of 1 job(s) failed' with no cause",
-            f"rank 0: exit {code}: {one_line([summary], 160)}; agent: exit {agent_code}: "
-            f"{one_line([agent_summary], 160)}",
+            f"rank 0: exit {code}: {one_line([summary], 300)}; agent: exit {agent_code}: "
+            f"{one_line([agent_summary], 300)}",
         )
 
 
