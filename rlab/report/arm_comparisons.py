@@ -1,6 +1,6 @@
 """Each arm compared with its reference arm, then the verdicts: paired estimates, Holm families and the MDE.
 
-`compare_arms` pairs every arm with its reference arm on shared units (studentized interval, sign-flip or seed
+`compare_arms` pairs every arm with its reference arm on shared units (skew-corrected studentized interval and test, or seed
 t test, units, seeds) and names the family each comparison would belong to; `adjust` then Holm-adjusts each
 family over its testable comparisons only (after `rlab.report.collect.block_verdicts` took the not-comparable
 ones out), sets the typed verdicts and the MDE at 80% power; `best_arm` names the arm that beats every other

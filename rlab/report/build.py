@@ -86,10 +86,7 @@ def _method(data: ReportData, seed: int, draws: int) -> str:
     return (
         f"`x ± h`: estimate and half-width of its studentized (t) 95% interval over independent units: {bpb}, "
         f"CORE by examples stratified by task, passkey by keys (Wilson intervals per cell). Each comparison is "
-        f"paired on the units both arms scored; its p-value comes from a sign-flip permutation test (exact up to "
-        f"{inf.EXACT_SIGN_FLIP_MAX} units, else {draws} Monte Carlo draws, seed {seed}), or, with several "
-        f"training seeds per arm, from the t test whose seed term has S - 1 degrees of freedom (the seed is the "
-        f"replicate of training noise). "
+        f"paired on the units both arms scored; {inf.test_description(draws, seed)}. "
         + (f"{note} " if (note := headline.bases_note(data)) else "")
         + headline.multiplicity_note(data)
     )
@@ -123,8 +120,17 @@ def report_document(
     copy: copy_distance.CopySection | None = None,
 ) -> doc.Document:
     """The report as one document (rendered to comparison.md and comparison.html)."""
+    declared = list(families(data.comparisons).values())
+    if copy is not None:
+        declared.append(copy_distance.family(copy.cells))
+    whole = inf.families_note(declared)
     blocks: list[doc.Block] = [
-        doc.Paragraph(doc.text(doc.strong("Answer"), f" (primary endpoint: {data.primary.description}):")),
+        doc.Paragraph(
+            doc.text(
+                doc.strong("Answer"),
+                f" (primary endpoint: {data.primary.description}){' ' + whole if whole else ''}:",
+            )
+        ),
         doc.Bullets(answer_items(data, copy), role="answer"),
     ]
     if (headline_plot := _plot(plots, "bpb_length")) is not None:
@@ -138,9 +144,6 @@ def report_document(
         blocks.append(doc.Section("Plots", list(figures)))
     if data.footnotes.items:
         blocks.append(doc.Section("Notes", [doc.Numbered(list(data.footnotes.items))]))
-    declared = list(families(data.comparisons).values())
-    if copy is not None:
-        declared.append(copy_distance.family(copy.cells))
     return doc.Document(
         doc.text("Experiment ", doc.code(data.experiment), ": RoPE variants vs ", doc.code(data.baseline)),
         blocks,

@@ -6,7 +6,7 @@ the control window whose earlier passage is another one (`control`) and the gain
 studentized 95% intervals over records (the same records for every tag, so differences of gain between arms are
 paired by record; several seeds of an arm are the replicates of training noise, `rlab.report.inference`). The
 paired differences with the baseline variant in the same condition are the **copy family**: Holm over its
-testable comparisons (at least `MIN_UNITS` records, some variation), familywise 5%, each p from a sign-flip test
+testable comparisons (at least `MIN_UNITS` records, some variation), familywise 5%, each p from the skew-corrected sign-flip test
 over records (one seed) or the t test over seeds; "within noise" carries its MDE at 80% power. Beside each
 level, each arm's retention of the copy beyond L0 (its gain there over its own gain within L0, per nested record:
 `rlab.report.copy_retention`) is compared with the reference's in the same family (`analyse`). The report's
@@ -335,7 +335,7 @@ def section(copy: CopySection) -> doc.Section:
         "interval over records, and the greedy copy accuracy. Comparisons are paired differences of gain "
         "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
         "condition, with unadjusted 95% intervals; their verdicts form the "
-        f"{family(copy.cells).describe()} (p from sign-flip tests over records, or the t test over seeds; "
+        f"{family(copy.cells).describe()} (p from the skew-corrected sign-flip test over records, or the t test over seeds; "
         f'fewer than {inf.MIN_UNITS} records or no variation: no test, in no family). "Within noise" gives '
         "its MDE in nats/token, the smallest difference its test would find with 80% power at alpha / m."
     )

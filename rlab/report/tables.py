@@ -383,7 +383,7 @@ def passkey_table(data: ReportData) -> Table:
         frame,
         set(),
         "accuracy [95% Wilson interval] n = independent keys, over all depths; verdict on all lengths "
-        "pooled, paired by key (sign-flip test of the discordant keys, Holm-adjusted in the secondary family).",
+        "pooled, paired by key (skew-corrected sign-flip test over keys, Holm-adjusted in the secondary family).",
         about="A random key hidden at several depths of filler text of each length; the model must "
         "repeat it.",
         verdicts=verdicts,

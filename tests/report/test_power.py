@@ -42,8 +42,9 @@ def test_never_below_the_verdict_gate_and_scales_with_the_noise():
 def test_seeds_closed_form_and_the_floor_the_seed_term_sets():
     unit_sd, seed_sd, alpha, target, seeds = 1.0, 0.2, 0.0125, 1.0, 5
     k = stats.t.ppf(1 - alpha / 2, seeds - 1) + stats.t.ppf(0.8, seeds - 1)
-    closed = math.ceil(unit_sd**2 / ((target / k) ** 2 - seed_sd**2 / seeds))
-    assert power.required_units(unit_sd, target, alpha, seed_sd=seed_sd, n_seeds=seeds) == max(closed, 20)
+    n = power.required_units(unit_sd, target, alpha, seed_sd=seed_sd, n_seeds=seeds)
+    assert n is not None and power.mde_at(unit_sd, n, alpha, seed_sd=seed_sd, n_seeds=seeds) <= target
+    assert n == 20 or power.mde_at(unit_sd, n - 1, alpha, seed_sd=seed_sd, n_seeds=seeds) > target
     floor = power.seed_floor(seed_sd, seeds, alpha)
     assert floor == pytest.approx(k * seed_sd / math.sqrt(seeds))
     assert power.required_units(unit_sd, 0.99 * floor, alpha, seed_sd=seed_sd, n_seeds=seeds) is None
