@@ -25,7 +25,7 @@ Two roots:
 
 The environment is read here and only here: ``RLAB_BASE_DIR`` then ``NANOCHAT_BASE_DIR``
 then nanochat's default ``~/.cache/nanochat`` for the base dir; ``RLAB_RESULTS_DIR`` for
-the results root; ``RLAB_EVAL_BUNDLE`` for the CORE bundle (`find_eval_bundle`); ``RLAB_CACHE_DIR``, else
+the results root; ``RLAB_EXPERIMENT`` for the experiment (`rlab.orchestrate.experiments`); ``RLAB_EVAL_BUNDLE`` for the CORE bundle (`find_eval_bundle`); ``RLAB_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/rlab``, else ``~/.cache/rlab`` for rlab's own cache (`cache_root`: memory plans). Precedence: flags,
 then the environment, then paths recorded in a spec rlab wrote (``spec.resolved.yaml``; its results
 root is where the file lies now).
@@ -56,6 +56,11 @@ def env_results_root() -> Path | None:
     """``$RLAB_RESULTS_DIR``, else None."""
     value = os.environ.get("RLAB_RESULTS_DIR")
     return Path(value).expanduser().absolute() if value else None
+
+
+def env_experiment() -> str | None:
+    """``$RLAB_EXPERIMENT`` (the experiment `eval --all`, `status`, `ls`, `report` pick without a flag), else None."""
+    return os.environ.get("RLAB_EXPERIMENT") or None
 
 
 def default_base_dir() -> Path:

@@ -43,3 +43,8 @@ def parse_variant(name: str) -> RopeVariant:
         return RopeVariant(name.strip().lower())
     except ValueError:
         raise unknown_name_error("RoPE variant", name, VARIANT_NAMES, SpecError) from None
+
+
+BASELINE_VARIANT = RopeVariant.rope.value
+"""The variant every other is compared with unless told otherwise: `rlab continue` trains it as the control arm
+(`rlab.orchestrate.control`) and `rlab report` compares with it (`rlab.report.collect.resolve_baseline`)."""

@@ -29,3 +29,32 @@ def test_results_do_not_change_the_code_version(tmp_path, monkeypatch):
     assert provenance._local_changes_hash() == before
     (tmp_path / "new_module.py").write_text("y = 1\n")  # new code does count
     assert provenance._local_changes_hash() != before
+
+
+X86 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu sse2 avx2 fma avx512f avx512_bf16 avx512_vnni
+processor\t: 1
+model name\t: AMD EPYC 9B14
+flags\t\t: fpu sse2
+"""
+ARM = "processor\t: 0\nFeatures\t: fp asimd sve bf16\nCPU part\t: 0xd40\n"
+
+
+def test_the_cpu_facts_are_the_model_and_the_flags_that_pick_kernels():
+    assert provenance.cpu_facts(X86) == (
+        "AMD EPYC 9B14",
+        ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16"],
+    )
+    assert provenance.cpu_facts(ARM) == (None, ["asimd", "sve", "bf16"])  # the first processor's lines only
+    assert provenance.cpu_facts("") == (None, [])
+
+
+def test_the_platform_names_this_process_threads_and_torch(one_thread):
+    import torch
+
+    now = provenance.current_platform()
+    assert now.device == "cpu" and now.threads == 1 and now.torch == torch.__version__ and now.cpu
+    assert now.kernels == torch.backends.cpu.get_cpu_capability()
+    assert "torch" in now.label and now.label.endswith("1 thread")

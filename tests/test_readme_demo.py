@@ -1,12 +1,13 @@
-"""The README's demo section quotes only what the committed demo shows.
+"""The README and the demo's page (docs/demo.md) quote only what the committed demo shows.
 
-Between `<!-- demo-numbers -->` and `<!-- /demo-numbers -->` every decimal number and every percentage (signs and
+The README's `<!-- demo-answer -->` passage is the committed `comparison.md`'s `<!-- answer -->` passage, verbatim.
+In docs/demo.md, between `<!-- demo-numbers -->` and `<!-- /demo-numbers -->` every decimal number and every percentage (signs and
 interval brackets included) must appear in `results/demo/comparison.md`; between `<!-- demo-timings -->` and
 `<!-- /demo-timings -->` every decimal must be a stage time of `results/demo/demo_timings.csv` (rounded as
 quoted). Plain integers are lengths, distances, counts and settings (the spec's), not results, and are not checked;
 neither is a number glued to a unit or factor (2.9M, 4x, 2×L0).
 
-After regenerating the demo (`make demo`), run it on its own to list what the README must update:
+After regenerating the demo (`make demo`), run it on its own to list what the README and docs/demo.md must update:
 
     .venv/bin/python -m tests.test_readme_demo
 """
@@ -20,12 +21,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+DEMO_PAGE = REPO / "docs" / "demo.md"
 DEMO = REPO / "results" / "demo"
 NUMBER = re.compile(r"(?<![\w.])([+\-−]?)(\d+(?:\.\d+)?)(%?)(?![\w×]|\.\d)")
 
 
 def marked(text: str, name: str) -> list[str]:
-    """The README passages between `<!-- name -->` and `<!-- /name -->`."""
+    """The passages between `<!-- name -->` and `<!-- /name -->`."""
     return re.findall(rf"<!-- {name} -->(.*?)<!-- /{name} -->", text, flags=re.S)
 
 
@@ -61,13 +63,24 @@ def timing_mismatches(numbers: list[str], timings: Path) -> list[str]:
     return bad
 
 
+def answer_problems() -> list[str]:
+    """The README's quoted answer differs from the committed report's."""
+    quoted = [p.strip() for p in marked(README.read_text(), "demo-answer")]
+    answer = [p.strip() for p in marked((DEMO / "comparison.md").read_text(), "answer")]
+    if len(answer) != 1:
+        return ["comparison.md has no single <!-- answer --> passage"]
+    if quoted != answer:
+        return ["README's <!-- demo-answer --> passage is not comparison.md's <!-- answer --> passage"]
+    return []
+
+
 def problems() -> list[str]:
-    text = README.read_text()
+    text = DEMO_PAGE.read_text()
     report = (DEMO / "comparison.md").read_text()
-    out = []
+    out = answer_problems()
     passages = marked(text, "demo-numbers")
     if not passages:
-        out.append("README has no <!-- demo-numbers --> passage")
+        out.append("docs/demo.md has no <!-- demo-numbers --> passage")
     for passage in passages:
         out += [f"not in comparison.md: {n}" for n in missing_from(quoted_numbers(passage), report)]
     for passage in marked(text, "demo-timings"):
@@ -79,8 +92,23 @@ def problems() -> list[str]:
     return out
 
 
-def test_every_number_of_the_readme_demo_section_is_in_the_committed_report():
+def test_every_number_of_the_demo_page_is_in_the_committed_report():
     assert problems() == []
+
+
+def test_the_readme_quotes_the_committed_answer():
+    assert answer_problems() == []
+
+
+def test_every_relative_link_of_the_readme_and_the_docs_resolves():
+    pages = [README, *(REPO / "docs").glob("*.md")]
+    broken = [
+        f"{page.relative_to(REPO)}: {target}"
+        for page in pages
+        for target in re.findall(r"\]\(([^)#\s]+)", page.read_text())
+        if not target.startswith("http") and not (page.parent / target).exists()
+    ]
+    assert broken == []
 
 
 def test_the_check_finds_what_it_should():
@@ -96,5 +124,5 @@ def test_the_check_finds_what_it_should():
 
 if __name__ == "__main__":
     found = problems()
-    print("\n".join(found) if found else "README demo section: every number is in results/demo")
+    print("\n".join(found) if found else "README and docs/demo.md: every number is in results/demo")
     sys.exit(1 if found else 0)

@@ -4,7 +4,8 @@ For each source checkpoint (nanochat's own d2 of each generation when $RLAB_NANO
 tiny random model of each generation) and each variant applied zero-shot at 4x (L0 = sequence_len / 4, so the
 export's check batch runs past L0), this writes the arm as a tag, runs `rlab export --format hf` on it (the
 library call) and prints the export's own round-trip numbers: the largest |logit difference| against rlab on
-its fixed batch, the argmax agreement, and which transformers class loads it.
+its fixed batch, the argmax agreement, whether greedy `generate()` (KV cache, left-padded batch) equals rlab's
+greedy sampler token for token, the served length and which transformers class loads it.
 
     RLAB_NANOCHAT_REFERENCE=../shared/nanochat_reference .venv/bin/python experiments/probes/export_roundtrip.py
     .venv/bin/python experiments/probes/export_roundtrip.py --tiny
@@ -79,8 +80,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     torch.set_num_threads(2)
-    _line("| generation | variant | loads as | max abs logit diff | argmax agree | batch |")
-    _line("|---|---|---|---|---|---|")
+    _line(
+        "| generation | variant | loads as | serves | max abs logit diff | argmax agree | batch | generate() |"
+    )
+    _line("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for label, base, model in sources(args.tiny, Path(tmp)):
             l0 = model.config.sequence_len // 4
@@ -90,11 +93,14 @@ def main() -> None:
                 model.set_rope(rope)
                 tag = name.split(",")[0]
                 write_checkpoint(base, tag, model, step=1)
-                r = export_hf(base, tag, Path(tmp) / "out", force=True).roundtrip
+                result = export_hf(base, tag, Path(tmp) / "out", force=True)
+                r = result.roundtrip
                 remote = "RlabNanoChat (trust_remote_code)" if _remote(Path(tmp) / "out") else "NanoChat"
+                prompts = "+".join(map(str, r.generate_prompt_lens))
                 _line(
-                    f"| {label} | {name} | {remote} | {r.max_abs_logit_diff:.2e} | {r.argmax_agreement:.1%} "
-                    f"| {r.rows}x{r.length} (L0 {r.original_len}) |"
+                    f"| {label} | {name} | {remote} | {result.max_position_embeddings} | {r.max_abs_logit_diff:.2e} "
+                    f"| {r.argmax_agreement:.1%} | {r.rows}x{r.length} (L0 {r.original_len}) "
+                    f"| {'equal' if r.generate_match else 'DIFFERS'} (prompts {prompts}, +{r.generate_new_tokens}) |"
                 )
 
 

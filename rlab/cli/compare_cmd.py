@@ -25,14 +25,14 @@ class CompareFormat(str, Enum):
 
 def _layout(target: str, results_dir: Path | None):
     """An experiment name (folder under the results dir) or a spec file -> its ExperimentLayout."""
-    from rlab.cli.report_cmd import resolve_target
+    from rlab.orchestrate.experiments import resolve_experiment
     from rlab.paths import ExperimentLayout
 
     path = Path(target)
     if target.endswith((".yaml", ".yml")) or path.is_file():
-        name, root = resolve_target(None, path, results_dir)
+        name, root = resolve_experiment(None, path, results_dir)
     else:
-        name, root = resolve_target(target, None, results_dir)
+        name, root = resolve_experiment(target, None, results_dir)
     return ExperimentLayout(root, name)
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from rlab.memory.plan import MemoryPlan
     from rlab.orchestrate.base_info import BaseInfo
     from rlab.orchestrate.launch import Job
+    from rlab.orchestrate.preflight import Preflight
     from rlab.orchestrate.reporter import Reporter
     from rlab.report.power_spec import PowerCheck
     from rlab.spec.experiment import ExperimentSpec
@@ -108,6 +109,16 @@ def continue_training(
             help="Also make each variant's training-free arm (train.zero_shot).",
         ),
     ] = None,
+    control: Annotated[
+        bool,
+        typer.Option(
+            "--control/--no-control",
+            metavar="",
+            rich_help_panel="Arms",
+            help="Also train the control arm, plain rope continued identically, which every verdict compares with "
+            "(added unless named; a --resume keeps the tags already planned).",
+        ),
+    ] = True,
     replicate_base: Annotated[
         Optional[bool],
         typer.Option(
@@ -148,6 +159,7 @@ def continue_training(
     force: ForceOpt = False,
 ) -> None:
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
+    from rlab.orchestrate.control import with_control
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.preflight import plan_json, preflight_continue
     from rlab.orchestrate.tag_setup import build_jobs
@@ -177,11 +189,13 @@ def continue_training(
         launcher=launcher,
     )
     spec = with_default_nproc(spec, visible_gpus())
+    spec, control_warnings = with_control(spec, control=control, resume=resume)
     if resume_from is not None and not resume:
         raise typer.BadParameter(
             "goes with --resume (it picks the step a tag resumes from).", param_hint="--resume-from"
         )
     pf = preflight_continue(spec, resume=resume, force=force, launching=not dry_run, resume_from=resume_from)
+    pf.warnings[:0] = control_warnings
     spec, runs = pf.spec, pf.runs
     if dry_run:
         reporter = console_reporter(json_out)
@@ -199,6 +213,7 @@ def continue_training(
                 base=pf.base,
                 memory=pf.memory,
             )
+            render_changes(pf)
             if pf.ok:  # a plan that cannot run has nothing to power; its error comes first
                 render_power(check, reporter)
             for line in pf.notes:
@@ -211,6 +226,21 @@ def continue_training(
             submit_slurm(spec, trained, reporter, submit=False)
         return
     start_continue(pf, resume=resume, force=force, resume_from=resume_from, reporter=run_reporter(json_out))
+
+
+def render_changes(pf: Preflight) -> None:
+    """The inputs of the planned evals (ready / built now / missing), then what the continuation changes against the
+    base run, one setting a line with the base's value."""
+    from rlab.cli.console import out
+
+    if pf.eval_inputs:
+        out.print("inputs of the planned evals:", highlight=False)
+        for item in pf.eval_inputs:
+            out.print(f"  {item.line()}", highlight=False, markup=False, soft_wrap=True)
+    if pf.changes and pf.base is not None:
+        out.print(f"changed vs the run that trained {pf.base.tag}@{pf.base.step}:", highlight=False)
+        for change in pf.changes:
+            out.print(f"  {change.line()}", highlight=False, markup=False, soft_wrap=True)
 
 
 def power_check(spec: ExperimentSpec, l0: int | None) -> PowerCheck:
@@ -262,6 +292,7 @@ def render_plan(
     from rich.table import Table
 
     from rlab.cli.console import out
+    from rlab.orchestrate.control import is_control
     from rlab.orchestrate.plan import experiment_layout
 
     launch = spec.launch
@@ -290,7 +321,8 @@ def render_plan(
         l0 = run.rope.original_len or (base.sequence_len if base else None)
         rope = run.rope.with_original_len(l0) if l0 else run.rope
         seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
-        cells = [run.tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}"]
+        tag = f"{run.tag} (control)" if run.lineage and is_control(spec, run.variant) else run.tag
+        cells = [tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}"]
         if replicated:
             cells.insert(1, run.lineage.parent_tag if run.lineage else "scratch")
         if memory is not None:

@@ -74,6 +74,11 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             "rlab export --tag d20-pi --step 26400 --out exports/d20-pi --json",
             "a given step; the check as JSON",
         ),
+        ("rlab export --all -e d20 --out exports/d20", "every arm, one folder each, and an index"),
+        (
+            "rlab export --all -e d20 --out exports/d20 --push me/d20-rope --license mit",
+            "then upload to the Hub",
+        ),
     ],
     "validate": [
         ("rlab validate experiments/demo.yaml", "spec, base dir, tags, disk"),

@@ -10,8 +10,8 @@ from __future__ import annotations
 # them, so `rlab --help` stays fast.
 import json
 
-from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt
-from rlab.paths import BaseLayout, default_base_dir, default_results_root
+from rlab.cli.options import BaseDirOpt, ExperimentFilterOpt, JsonOpt, ResultsDirOpt
+from rlab.paths import BaseLayout, default_base_dir
 
 STATE_STYLE = {
     "training": "bold cyan",
@@ -100,17 +100,25 @@ def records_table(records: list[dict], width: int = 80):
 
 
 def list_tags(
-    base_dir: BaseDirOpt = None, results_dir: ResultsDirOpt = None, as_json: JsonOpt = False
+    experiment: ExperimentFilterOpt = None,
+    base_dir: BaseDirOpt = None,
+    results_dir: ResultsDirOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List tags: state (training/stopped/failed/done/evaluated), step, seq_len, RoPE config, headline metrics."""
     import typer
 
     from rlab.cli.console import out
     from rlab.cli.tag_state import tag_records
+    from rlab.orchestrate.experiments import experiment_filter
 
     base = BaseLayout((base_dir or default_base_dir()).expanduser())
-    results_root = (results_dir or default_results_root()).expanduser()
-    records = tag_records(base, results_root)
+    experiment, results_root = experiment_filter(experiment, results_dir)
+    records = [  # the experiment's tags and the checkpoints no experiment claims (its base)
+        r
+        for r in tag_records(base, results_root)
+        if experiment is None or r["experiment"] in (experiment, None)
+    ]
     if as_json:
         typer.echo(
             json.dumps(

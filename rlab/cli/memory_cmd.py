@@ -83,6 +83,23 @@ def memory(
             help="GPU memory in GiB. (default: the CUDA device's when present, else 80)",
         ),
     ] = None,
+    checkpointing: Annotated[
+        str,
+        typer.Option(
+            "--activation-checkpointing",
+            metavar="SETTING",
+            help="Blocks that rerun their forward in the backward: off, all, every-k (train.activation_checkpointing). "
+            "A plan that does not fit names the least that does.",
+        ),
+    ] = "off",
+    longest: Annotated[
+        bool,
+        switch(
+            "--longest",
+            help="Also the longest length one row per rank trains at on 24/40/80/141 GiB GPUs, without and with "
+            "checkpointing (four more plans; cached).",
+        ),
+    ] = False,
     evals: Annotated[
         bool, switch("--eval", help="The evals' plan: BPB at the longest length, generation prefill.")
     ] = False,
@@ -100,10 +117,16 @@ def memory(
 ) -> None:
     """Per-rank memory of a training shape: parameters, gradients, DDP buckets, optimizer state, saved
     activations, the loss head, and the peak against the GPU's memory."""
+    import re
+
     from rlab.core.checkpoint_meta import load_meta
     from rlab.memory.shape import meta_of_tag
     from rlab.paths import default_base_dir
 
+    if not re.fullmatch(r"off|all|every-[1-9][0-9]{0,3}", checkpointing):
+        raise typer.BadParameter(
+            f"{checkpointing!r} is not off, all or every-k.", param_hint="--activation-checkpointing"
+        )
     if (meta is None) == (tag is None):
         raise typer.BadParameter("give exactly one of --meta FILE or --tag TAG.", param_hint="--meta/--tag")
     if meta is not None:
@@ -136,8 +159,12 @@ def memory(
         dtype=dtype.value,
         compile=not eager,
         source=source,
-    )
+    ).with_checkpointing(checkpointing)
     plan = plan_training(shape, memory_gib)
+    if longest:
+        from rlab.memory.checkpointing import longest_rows
+
+        plan.longest = longest_rows(shape)
     if json_out:
         typer.echo(plan.model_dump_json(indent=2))
     else:
@@ -213,10 +240,49 @@ def render_plan(plan: Any, source: str) -> None:
         f"({verdict})",
         highlight=False,
     )
-    if plan.suggestion is not None:
-        out.print(f"largest that fits: {plan.suggestion.describe()}", highlight=False)
+    fix = plan.suggestion
+    if fix is not None and fix.activation_checkpointing != "off":
+        out.print(
+            f"[green]fits with activation checkpointing {fix.activation_checkpointing}[/] (the least that fits: "
+            f"peak {fix.peak_gib:.1f} GiB; train.activation_checkpointing: auto chooses it)",
+            highlight=False,
+        )
+    elif fix is not None:
+        out.print(f"largest that fits: {fix.describe()}", highlight=False)
     elif not plan.fits:
-        out.print("[red]not even one row per micro-batch fits[/]: use more GPUs or a shorter seq_len")
+        from rlab.memory.plan import no_fit_advice
+
+        out.print(f"[red]{no_fit_advice(plan)}[/]", highlight=False)
+    if plan.longest:
+        render_longest(plan.longest, plan.shape)
+
+
+def render_longest(rows: Any, shape: Any) -> None:
+    """The longest trainable length per GPU size, without and with every block checkpointed."""
+    from rich import box
+    from rich.table import Table
+
+    from rlab.cli.console import out
+
+    table = Table(
+        title="Longest length, one row per rank (the rest of the shape as above)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    for name in ("GPU GiB", "no checkpointing", "all blocks checkpointed"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        cells = [
+            f"{n:,}" if n is not None else "-" for n in (row.without_checkpointing, row.with_checkpointing)
+        ]
+        table.add_row(f"{row.gpu_memory_gib:g}", *cells)
+    out.print(table)
+    out.print(
+        f"[dim]Peak on the line through the plans at {max(1024, shape.seq_len // 2):,} and {max(2048, shape.seq_len):,} "
+        "tokens (it is affine in the length at one row), rounded down to 1,024; - = not even the shorter fits.[/]",
+        highlight=False,
+    )
 
 
 def _eval_plan(

@@ -91,6 +91,16 @@ ExperimentOpt = Annotated[
         help="Experiment name (spec: name). (default: the base tag)",
     ),
 ]
+ExperimentFilterOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--experiment",
+        "-e",
+        metavar="NAME",
+        rich_help_panel=PATHS_PANEL,
+        help="Only this experiment. (default: $RLAB_EXPERIMENT, else the only one, else all)",
+    ),
+]
 NprocOpt = Annotated[
     Optional[int],
     typer.Option(

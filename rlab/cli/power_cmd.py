@@ -216,10 +216,10 @@ def power_plan(
     if experiment is None and spec_path is None and stated_unit:
         noises = _stated_only(stated_unit, stated_seed, family_size)
     else:
-        from rlab.cli.report_cmd import resolve_target
+        from rlab.orchestrate.experiments import resolve_experiment
         from rlab.paths import ExperimentLayout
 
-        name, root = resolve_target(experiment, spec_path, results_dir)
+        name, root = resolve_experiment(experiment, spec_path, results_dir)
         layout = ExperimentLayout(root, name)
         if not any(layout.root.glob("evals/*/eval.json")):
             raise RlabError(

@@ -15,49 +15,7 @@ from pathlib import Path
 import typer
 
 from rlab.cli.options import at_least
-from rlab.errors import RlabError, SpecError
-
-
-def _spec_target(spec_file: Path) -> tuple[str, Path | None]:
-    """(experiment name, results root or None) of a spec file, through the spec loader."""
-    if not spec_file.is_file():
-        raise SpecError(f"Spec file not found: {spec_file}", "Pass an existing YAML file to --spec.")
-    from rlab.spec.loading import load_spec
-
-    spec = load_spec(spec_file)
-    return spec.experiment, spec.results_dir
-
-
-def _experiments_under(root: Path) -> list[str]:
-    if not root.is_dir():
-        return []
-    return sorted(
-        p.name for p in root.iterdir() if p.is_dir() and ((p / "evals").is_dir() or (p / "runs").is_dir())
-    )
-
-
-def resolve_target(
-    experiment: str | None, spec_file: Path | None, results_dir: Path | None
-) -> tuple[str, Path]:
-    """(experiment, results root): flags first, then the spec, then the only experiment under the root."""
-    from rlab.paths import default_results_root
-
-    spec_name, spec_root = _spec_target(spec_file) if spec_file is not None else (None, None)
-    root = (results_dir or spec_root or default_results_root()).expanduser()
-    if experiment or spec_name:
-        return str(experiment or spec_name), root
-    found = _experiments_under(root)
-    if len(found) == 1:
-        return found[0], root
-    if not found:
-        raise RlabError(
-            f"No experiments under {root}.",
-            "Run `rlab continue` and `rlab eval` first, or point --results-dir at your results.",
-        )
-    raise RlabError(
-        f"Several experiments under {root}: {', '.join(found)}.",
-        "Choose one with --experiment NAME (or --spec FILE).",
-    )
+from rlab.errors import RlabError
 
 
 def _escape(text: str) -> str:
@@ -149,10 +107,11 @@ def build_report(
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
     from rlab.cli.console import out
+    from rlab.orchestrate.experiments import resolve_experiment
     from rlab.paths import ExperimentLayout
     from rlab.report.build import write_report
 
-    name, root = resolve_target(experiment, spec, results_dir)
+    name, root = resolve_experiment(experiment, spec, results_dir)
     layout = ExperimentLayout(root, name)
     if layout.root.is_dir() and not any(layout.root.glob("evals/*/eval.json")):
         raise RlabError(

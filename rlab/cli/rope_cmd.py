@@ -61,11 +61,17 @@ def inspect(
         metavar="NAME",  # a str: a typo gets "did you mean"
         help=f"RoPE variant, any case: {', '.join(VARIANT_NAMES)}.",
     ),
-    head_dim: int = typer.Option(128, "--head-dim", help="Attention head dimension d (even)."),
-    base: float = typer.Option(10000.0, "--base", help="Rotary base theta."),
+    head_dim: int | None = typer.Option(
+        None, "--head-dim", help="Attention head dimension d (even). (default: the checkpoint's, else 128)"
+    ),
+    base: float | None = typer.Option(
+        None, "--base", help="Rotary base theta. (default: the checkpoint's, else 10000)"
+    ),
     scale: float = typer.Option(1.0, "--scale", "-s", help="Scale factor s = target / original context."),
-    original_len: int = typer.Option(
-        2048, "--original-len", help="Original (pretraining) context length L0."
+    original_len: int | None = typer.Option(
+        None,
+        "--original-len",
+        help="Original (pretraining) context length L0. (default: the checkpoint's, else 2048)",
     ),
     seq_len: int | None = typer.Option(
         None,
@@ -102,9 +108,26 @@ def inspect(
     as_json: bool = typer.Option(
         False, "--json", help="Print JSON: inv_freq (all of them), attention_factor, geometry, ..."
     ),
+    tag: str | None = typer.Option(
+        None,
+        "--tag",
+        help="Read head size, base, L0 and the short window from this checkpoint's meta (its newest step).",
+    ),
+    base_tag: str | None = typer.Option(None, "--base-tag", help="Read them from this tag at --from-step."),
+    from_step: int | None = typer.Option(None, "--from-step", metavar="N", help="The step of --base-tag."),
+    base_dir: Path | None = typer.Option(
+        None, "--base-dir", help="Base dir of the checkpoint. (default: $RLAB_BASE_DIR, ...)"
+    ),
 ) -> None:
     """Print a variant's inverse frequencies and attention factor."""
     from rlab.errors import SpecError
+
+    source = tag or base_tag
+    known = checkpoint_facts(source, from_step, base_dir) if source else {}
+    head_dim = head_dim or known.get("head_dim", 128)
+    base = base or known.get("base", 10000.0)
+    original_len = original_len or known.get("original_len", 2048)
+    window = window or known.get("window")
 
     fields = dict(
         variant=variant,
@@ -123,6 +146,29 @@ def inspect(
         _inspect(fields, head_dim, seq_len, target_len, window, as_json)
     except SpecError as exc:
         raise SpecError(_with_flag_names(exc.message), exc.hint) from None
+
+
+def checkpoint_facts(tag: str, step: int | None, base_dir: Path | None) -> dict[str, Any]:
+    """head_dim, base, L0 and the short attention window (nanochat-2026 windows) of a checkpoint, from its meta."""
+    from rlab.core.architecture import window_sizes
+    from rlab.core.checkpoint import inspect_checkpoint
+    from rlab.core.checkpoint_meta import read_meta
+    from rlab.errors import CheckpointError
+    from rlab.paths import BaseLayout, checkpoint_steps, default_base_dir
+
+    ckpt_dir = BaseLayout((base_dir or default_base_dir()).expanduser()).checkpoint_dir(tag)
+    steps = checkpoint_steps(ckpt_dir)
+    if not steps or (step is not None and step not in steps):
+        found = ", ".join(map(str, steps)) or "none"
+        raise CheckpointError(f"No checkpoint of '{tag}' at {ckpt_dir} (steps: {found}).", "See `rlab ls`.")
+    step = step if step is not None else steps[-1]
+    info, meta = inspect_checkpoint(ckpt_dir, step), read_meta(ckpt_dir, step)
+    rope = meta.rope_spec(info.rotary_base)
+    shape = meta.shape
+    l0 = int(rope.original_len or info.sequence_len)
+    sizes = window_sizes(info.window_pattern, shape.n_layer, info.sequence_len)
+    short = min(sizes) if min(sizes) < info.sequence_len else None
+    return {"head_dim": shape.n_embd // shape.n_head, "base": rope.base, "original_len": l0, "window": short}
 
 
 def _with_flag_names(message: str) -> str:

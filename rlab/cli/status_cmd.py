@@ -10,19 +10,15 @@ metrics.jsonl. Finished tags are `rlab ls`'s business.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt, JsonOpt, ResultsDirOpt
-from rlab.paths import BaseLayout, default_base_dir, default_results_root
+from rlab.cli.options import BaseDirOpt, ExperimentFilterOpt, JsonOpt, ResultsDirOpt
+from rlab.paths import BaseLayout, default_base_dir
 
 
 def status(
-    experiment: Annotated[
-        Optional[str],
-        typer.Option("--experiment", "-e", metavar="NAME", help="Only this experiment. (default: all)"),
-    ] = None,
+    experiment: ExperimentFilterOpt = None,
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
     as_json: JsonOpt = False,
@@ -31,9 +27,11 @@ def status(
     from rlab.cli.console import out
     from rlab.cli.ls_cmd import records_table
     from rlab.cli.tag_state import LIVE_STATES, eval_records, tag_records
+    from rlab.orchestrate.experiments import experiment_filter
 
     base = BaseLayout((base_dir or default_base_dir()).expanduser().absolute())
-    results_root = (results_dir or default_results_root()).expanduser().absolute()
+    experiment, results_root = experiment_filter(experiment, results_dir)
+    results_root = results_root.absolute()
     runs = [
         r
         for r in tag_records(base, results_root)

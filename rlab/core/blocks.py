@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from rlab.core import rope as rope_lib
 from rlab.core.architecture import Architecture, has_value_embed
@@ -253,6 +254,9 @@ class Block(nn.Module):
         super().__init__()
         self.attn = CausalSelfAttention(config, layer_idx, arch)
         self.mlp = MLP(config)
+        self.checkpointed = (
+            False  # keep only the inputs, rerun the forward in the backward (rlab.activation_checkpointing)
+        )
 
     def forward(
         self,
@@ -262,6 +266,20 @@ class Block(nn.Module):
         scale: float,
         kv_cache: KVCache | None,
         attn_mask: torch.Tensor | SlidingWindow | None = None,
+    ) -> torch.Tensor:
+        if self.checkpointed and kv_cache is None and torch.is_grad_enabled():
+            # non-reentrant: torch.compile traces it, and saved-tensor hooks see the inputs it keeps
+            return checkpoint(self._forward, x, ve, cos_sin, scale, None, attn_mask, use_reentrant=False)
+        return self._forward(x, ve, cos_sin, scale, kv_cache, attn_mask)
+
+    def _forward(
+        self,
+        x: torch.Tensor,
+        ve: torch.Tensor | None,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        scale: float,
+        kv_cache: KVCache | None,
+        attn_mask: torch.Tensor | SlidingWindow | None,
     ) -> torch.Tensor:
         x = x + self.attn(norm(x), ve, cos_sin, scale, kv_cache, attn_mask)
         x = x + self.mlp(norm(x))

@@ -39,7 +39,7 @@ from rlab.atomic_io import atomic_write
 from rlab.errors import CheckpointError
 from rlab.paths import checkpoint_steps, meta_file, model_file
 from rlab.records.base import short_hash
-from rlab.records.provenance import CodeVersion
+from rlab.records.provenance import CodeVersion, Platform
 from rlab.spec.rope import RopeSpec
 from rlab.spec.run import Lineage
 
@@ -241,6 +241,8 @@ class TrainState(MetaPart):
     lr_policy: LrPolicy | None = None
     resumed_from: int | None = None
     dtype: str | None = None
+    platform: Platform | None = None
+    """The machine the process that wrote this checkpoint ran on (CPU, ISA, torch, threads)."""
 
 
 # ----------------------------------------------------------------------------- the meta

@@ -36,6 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask
 
+from rlab.activation_checkpointing import checkpointed_layers
 from rlab.core.architecture import has_value_embed, key_list
 from rlab.core.attention import SlidingWindow, WindowKernel
 from rlab.core.blocks import Block, KVCache, norm
@@ -108,6 +109,13 @@ class GPT(nn.Module, LayerPositions):
         self.transformer.wte.to(dtype=dtype)
         for ve in (self.value_embeds or {}).values():
             ve.to(dtype=dtype)
+
+    def set_activation_checkpointing(self, setting: str) -> None:
+        """Checkpoint the blocks a resolved setting names (`rlab.activation_checkpointing`: off, all, every-k);
+        only a forward with grad and no KV cache recomputes, so evals and decoding are unchanged."""
+        layers = checkpointed_layers(setting, self.config.n_layer)
+        for i, block in enumerate(self.transformer.h):  # type: ignore[arg-type]
+            block.checkpointed = i in layers
 
     # --- initialisation ---
 

@@ -131,7 +131,12 @@ def oom_error(exc: BaseException, step: int, info, plan: dict[str, Any] | None) 
         f"{plan['gpu_memory_gib']:.0f}."
     )
     suggestion = plan.get("suggestion")
-    if suggestion:
+    if suggestion and suggestion.get("activation_checkpointing", "off") != "off":
+        hint = (
+            f"{planned} Set train.activation_checkpointing: {suggestion['activation_checkpointing']} (planned peak "
+            f"{suggestion['peak_gib']:.1f} GiB) and rerun with resume: true."
+        )
+    elif suggestion:
         hint = (
             f"{planned} Set train.device_batch_size: {suggestion['device_batch_size']} (then "
             f"{suggestion['grad_accum_steps']} accumulation steps keep total_batch_size; planned peak "
@@ -143,7 +148,7 @@ def oom_error(exc: BaseException, step: int, info, plan: dict[str, Any] | None) 
             "this GPU, fragmentation, a larger eval batch); check nvidia-smi, then rerun with resume: true."
         )
     else:
-        hint = f"{planned} Not even one row per micro-batch fits: use more GPUs or a shorter seq_len."
+        hint = f"{planned} Not even one row per micro-batch fits: use a shorter seq_len or a GPU with more memory."
     return TrainingError(message, hint=hint)
 
 

@@ -24,7 +24,7 @@ from rlab.core.train_start import run_key
 from rlab.core.trainer_state import TrainerState
 from rlab.errors import TrainingError
 from rlab.paths import optim_file
-from rlab.provenance import code_version
+from rlab.provenance import code_version, current_platform
 
 logger = logging.getLogger("rlab.core.train")  # the trainer's one log channel (train.log)
 
@@ -149,6 +149,7 @@ class CheckpointSaving(TrainerState):
                 lr_policy=self.lr_policy,
                 resumed_from=self.start.resumed_from,
                 dtype="bfloat16" if self.amp_dtype is not None else "float32",
+                platform=current_platform(self.device),
             ),
             replica_param_checksums=checksums,  # identical when DDP kept the replicas in sync
         )

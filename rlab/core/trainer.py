@@ -24,6 +24,7 @@ from rlab.core.train_start import resolve_start, start_optimizers
 from rlab.core.train_step import TrainStep
 from rlab.errors import TrainingError
 from rlab.paths import BaseLayout
+from rlab.provenance import current_platform
 from rlab.spec.run import RunConfig
 
 logger = logging.getLogger("rlab.core.train")  # the trainer's one log channel (train.log)
@@ -83,6 +84,11 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
         )
         self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": self.lr_policy.warmup_steps})
 
+        # auto reaches the trainer only where no memory plan resolved it (continue's preflight does on GPUs)
+        self.checkpointing = (
+            "off" if self.spec.activation_checkpointing == "auto" else self.spec.activation_checkpointing
+        )
+        self.model.set_activation_checkpointing(self.checkpointing)
         for length in {self.plan.seq_len, *(p.seq_len for p in self.spec.seq_len_warmup)}:
             self.model.precompute_tables(length, self.device)  # outside the compiled region
         self.train_model = self._wrap_model()
@@ -113,7 +119,7 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
         self.written_steps: list[int] = []
         logger.info(
             "%s: %d params, world_size %d, batch %d x %d x %d ranks x %d accum = %d tokens/step, dtype %s, "
-            "compile %s, steps %d -> %d",
+            "compile %s, activation checkpointing %s, steps %d -> %d",
             cfg.tag,
             sum(p.numel() for p in self.model.parameters()),
             info.world_size,
@@ -128,9 +134,11 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
                 else "fp32"
             ),
             self.compiled,
+            self.checkpointing,
             self.start.step,
             self.end_step,
         )
+        logger.info("platform: %s", current_platform(self.device).label)
         if self.spec.seq_len_warmup:
             logger.info(
                 "sequence-length warmup: %s, then rows of %d",
@@ -210,6 +218,7 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
             "device": "cuda" if self.device.type == "cuda" else "cpu",
             "compile": self.compiled,
             "shard_optimizer": bool(self.spec.shard_optimizer),
+            "activation_checkpointing": self.checkpointing,
         }
 
     # --- the run ---

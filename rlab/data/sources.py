@@ -96,6 +96,11 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def is_cached(pinned: Pinned, cache_dir: Path) -> bool:
+    """Whether `cache_dir` already holds the pinned file (checked): building from it needs no network."""
+    return _verified(pinned, cache_dir / pinned.filename)
+
+
 def _verified(pinned: Pinned, path: Path) -> bool:
     if not path.is_file():
         return False

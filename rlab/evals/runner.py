@@ -26,7 +26,7 @@ from contextlib import nullcontext
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta, meta_sha256, read_meta
 from rlab.errors import EvalError
@@ -42,6 +42,9 @@ from rlab.records.provenance import CheckpointFacts, SectionRun
 from rlab.records.rows import read_rows, write_rows
 from rlab.records.units import BpbUnit
 from rlab.spec.run import EvalRunConfig
+
+if TYPE_CHECKING:
+    from rlab.core.distributed import DistInfo
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ def checkpoint_facts(ckpt_dir: Path, step: int, meta: CheckpointMeta) -> Checkpo
         train_code_version=meta.code_version.label if meta.code_version is not None else None,
         train_world_size=meta.world_size,
         train_dtype=state.dtype if state is not None else None,
+        train_platform=state.platform if state is not None else None,
     )
 
 
@@ -197,7 +201,7 @@ def run_evals(cfg: EvalRunConfig) -> EvalDoc:
             if evals[eval_name].windowed:
                 outcome.settings_extra.update(window_setting(model))
             runs[eval_name] = _section_run(
-                evals[eval_name], settings, outcome, round(time.perf_counter() - t0, 3), info.world_size, cuda
+                evals[eval_name], settings, outcome, round(time.perf_counter() - t0, 3), info, cuda
             )
             release_memory()
             log.info("%s: %s done in %.1fs", name, eval_name, runs[eval_name].seconds)
@@ -221,17 +225,18 @@ def _section_run(
     settings: dict,
     outcome: EvalOutcome,
     seconds: float,
-    world_size: int,
+    info: DistInfo,
     cuda: bool,
 ) -> SectionRun:
-    """How one section was measured: the settings it depends on (and their hash), its data, code and time."""
-    from rlab.provenance import code_version
+    """How one section was measured: the settings it depends on (and their hash), its data, code, machine and time."""
+    from rlab.provenance import code_version, current_platform
 
     picked = definition.settings_of(settings, outcome.settings_extra)
     return SectionRun(
         code_version=code_version(),
-        world_size=world_size,
+        world_size=info.world_size,
         dtype="bfloat16" if cuda else "float32",
+        platform=current_platform(info.device),
         settings=picked,
         settings_hash=short_hash(picked),
         data_hash=outcome.data_hash,

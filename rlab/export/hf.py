@@ -7,12 +7,13 @@ tokenizer (`rlab.export.hf_tokenizer`), `generation_config.json` and a README ca
 Which model class: nanochat-2025 with a RoPE transformers applies as rlab does goes through transformers' own
 `NanoChatForCausalLM`. Everything else ships `modeling_rlab_nanochat.py` (trust_remote_code): nanochat-2026's
 parts have no transformers model, and an attention temperature (yarn, longrope) would be erased in transformers'
-NanoChat, which multiplies cos/sin by it before the QK-norm.
+NanoChat, which multiplies cos/sin by it before the QK-norm; length-dependent RoPEs (dynamic, longrope) would be
+evaluated by transformers at each step's length with earlier keys left at older frequencies, where rlab (and
+the shipped file) evaluates them at the planned length, so cached generation equals one full forward.
 
-The export checks itself before it is put in place: the folder is loaded back (offline) and its logits on a
-fixed batch are compared with rlab's; the largest |difference| must stay below `ROUNDTRIP_TOLERANCE`, or
-nothing is written. The batch runs past L0 where the model's length allows, so length-dependent RoPEs
-(dynamic, longrope) are checked on their extended frequencies.
+`max_position_embeddings` is the length the arm is meant to serve (`served_length`); L0 stays in
+`rope_parameters`. The export checks itself before it is put in place (`rlab.export.hf_check`: logits and
+greedy `generate()` against rlab's); nothing is written when the check fails. Files are written 0644.
 """
 
 from __future__ import annotations
@@ -26,44 +27,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlab.errors import ExportError
+from rlab.export.arm_facts import ArmFacts, arm_facts
+from rlab.export.card import CardOptions
+from rlab.export.hf_check import RoundTrip
 
 if TYPE_CHECKING:
     from rlab.core.checkpoint_meta import CheckpointMeta
 
-ROUNDTRIP_TOLERANCE = 1e-3
-"""Largest |logit difference| (logits soft-capped at 15, float32) allowed between rlab and the exported model.
-transformers' own NanoChat forms rotary angles in float32 (position x inv_freq), rlab in float64; that and the
-order of float32 sums are the differences (measured: <= 2e-5 on the test models, see tests/export)."""
-ROUNDTRIP_ROWS = 2
-ROUNDTRIP_MIN_LEN = 128
-ROUNDTRIP_PAST_L0 = 64
-"""The check batch: 2 rows of min(sequence_len, max(128, L0 + 64)) tokens, BOS first, seeded."""
+FILE_MODE = 0o644
+
 MODELING_FILE = "modeling_rlab_nanochat.py"
 REMOTE_CLASSES = {
     "AutoConfig": "modeling_rlab_nanochat.RlabNanoChatConfig",
     "AutoModelForCausalLM": "modeling_rlab_nanochat.RlabNanoChatForCausalLM",
 }
-
-
-@dataclass(frozen=True)
-class RoundTrip:
-    """The export's own check: rlab's logits vs the loaded folder's on one fixed batch."""
-
-    max_abs_logit_diff: float
-    rows: int
-    length: int
-    original_len: int
-    tolerance: float
-    argmax_agreement: float
-    tokenizer_texts: int
-
-    def describe(self) -> str:
-        return (
-            f"max |logit difference| {self.max_abs_logit_diff:.2e} over {self.rows}x{self.length} tokens "
-            f"(L0 {self.original_len}; tolerance {self.tolerance:g}); argmax agrees at "
-            f"{self.argmax_agreement:.1%} of positions; tokenizer: {self.tokenizer_texts} check texts encode "
-            "identically"
-        )
 
 
 @dataclass(frozen=True)
@@ -76,6 +53,7 @@ class ExportResult:
     remote_code: bool
     rope: str
     rope_parameters: dict[str, Any]
+    max_position_embeddings: int
     roundtrip: RoundTrip
     files: list[str] = field(default_factory=list)
 
@@ -91,12 +69,14 @@ def export_hf(
     step: int | None = None,
     results_root: Path | None = None,
     force: bool = False,
+    card: CardOptions | None = None,
 ) -> ExportResult:
     """Export `tag`@`step` (newest when None) of `base_dir` into `out`, checked round trip."""
     import torch
 
     from rlab.core.checkpoint import find_last_step, load_model
     from rlab.core.tokenizer import Tokenizer
+    from rlab.export.hf_check import check_roundtrip
     from rlab.export.hf_tokenizer import save_hf_tokenizer
     from rlab.paths import BaseLayout
 
@@ -123,15 +103,31 @@ def export_hf(
             "Export from the base dir the tag was trained in.",
         )
     remote = needs_remote_code(model)
+    facts = arm_facts(meta.experiment_name, tag, results_root)
+    max_positions = served_length(model, facts.target_len)
     staging = out.parent / f".{out.name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        rope_parameters = _write_model(model, tokenizer, staging, remote)
-        save_hf_tokenizer(tokenizer, staging)
+        rope_parameters = _write_model(model, tokenizer, staging, remote, max_positions)
+        save_hf_tokenizer(tokenizer, staging, max_positions)
         with torch.no_grad(), _quiet_transformers():
             roundtrip = check_roundtrip(model, tokenizer, staging, remote)
-        _write_card(model, meta, layout, tag, step, staging, remote, rope_parameters, roundtrip, results_root)
+        _write_card(
+            model,
+            meta,
+            layout,
+            tag,
+            step,
+            staging,
+            remote,
+            rope_parameters,
+            roundtrip,
+            facts,
+            max_positions,
+            card or CardOptions(),
+        )
+        _set_modes(staging)
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
@@ -146,6 +142,7 @@ def export_hf(
         remote_code=remote,
         rope=model.rope.describe(),
         rope_parameters=rope_parameters,
+        max_position_embeddings=max_positions,
         roundtrip=roundtrip,
         files=sorted(p.name for p in out.iterdir()),
     )
@@ -164,26 +161,39 @@ def _require_transformers() -> None:
 
 def needs_remote_code(model: Any) -> bool:
     """Whether the folder must ship its own modeling file: anything transformers' NanoChat does not compute as
-    rlab does (nanochat-2026's parts, an attention temperature, a RoPE per layer type)."""
+    rlab does (nanochat-2026's parts, an attention temperature, a RoPE per layer type, a length-dependent RoPE)."""
     import transformers
 
-    from rlab.core.rope import attention_factor
+    from rlab.core.rope import LENGTH_DEPENDENT, attention_factor
 
     if not hasattr(transformers, "NanoChatForCausalLM"):
         return True
     two_rope = any(not model.rope.scales_layer(g) for g in model.global_layers())
-    return model.config.architecture != "nanochat-2025" or attention_factor(model.rope) != 1.0 or two_rope
+    return (
+        model.config.architecture != "nanochat-2025"
+        or attention_factor(model.rope) != 1.0
+        or two_rope
+        or model.rope.variant in LENGTH_DEPENDENT
+    )
 
 
 def _class_name(remote: bool) -> str:
     return "RlabNanoChatForCausalLM" if remote else "NanoChatForCausalLM"
 
 
-def hf_config(model: Any, bos_id: int, remote: bool) -> Any:
+def served_length(model: Any, target_len: int | None = None) -> int:
+    """The length the arm is meant to serve: the longest of its sequence_len, its run's target length (a zero-shot
+    arm keeps its base's sequence_len) and factor x L0 for a scaled RoPE (what the factor was chosen for)."""
+    rope = model.rope
+    scaled = int(round(rope.factor * rope.original_len)) if rope.factor > 1 and rope.original_len else 0
+    return max(model.config.sequence_len, target_len or 0, scaled)
+
+
+def hf_config(model: Any, bos_id: int, remote: bool, max_positions: int | None = None) -> Any:
     """The transformers config of `model` (a `NanoChatConfig`, or the shipped `RlabNanoChatConfig`)."""
     import torch
 
-    from rlab.export.hf_rope import hf_layer_rope, hf_max_positions
+    from rlab.export.hf_rope import hf_layer_rope
 
     c, rope = model.config, model.rope
     layer_types = ["full_attention" if g else "sliding_attention" for g in model.global_layers()]
@@ -194,7 +204,7 @@ def hf_config(model: Any, bos_id: int, remote: bool) -> Any:
         num_hidden_layers=c.n_layer,
         num_attention_heads=c.n_head,
         num_key_value_heads=c.n_kv_head,
-        max_position_embeddings=hf_max_positions(rope, c.sequence_len),
+        max_position_embeddings=max_positions or served_length(model),
         rope_parameters=hf_layer_rope(rope, c.head_dim, layer_types),
         rms_norm_eps=torch.finfo(torch.float32).eps,  # rlab's RMSNorm passes no eps: torch takes this one
         final_logit_softcapping=15.0,
@@ -212,6 +222,9 @@ def hf_config(model: Any, bos_id: int, remote: bool) -> Any:
     from rlab.export.modeling_rlab_nanochat import RlabNanoChatConfig
 
     arch = model.arch
+    windows = [
+        w for w, t in zip(model.window_sizes, layer_types) if t == "sliding_attention" and w is not None
+    ]
     config = RlabNanoChatConfig(
         layer_types=layer_types,
         window_sizes=list(model.window_sizes),
@@ -220,25 +233,27 @@ def hf_config(model: Any, bos_id: int, remote: bool) -> Any:
         smear=arch.smear,
         backout_layer=model.backout_layer,
         qk_scale=arch.qk_scale,
-        use_cache=False,
+        # transformers' sliding window counts the query itself; rlab's window is how far back it sees
+        sliding_window=max(windows) + 1 if windows else None,
+        use_cache=True,
         **common,
     )
     config.auto_map = dict(REMOTE_CLASSES)
     return config
 
 
-def _write_model(model: Any, tokenizer: Any, out: Path, remote: bool) -> dict[str, Any]:
+def _write_model(model: Any, tokenizer: Any, out: Path, remote: bool, max_positions: int) -> dict[str, Any]:
     from safetensors.torch import save_file
     from transformers import GenerationConfig
 
     from rlab.export.hf_weights import hf_state_dict
 
-    config = hf_config(model, tokenizer.bos_token_id, remote)
+    config = hf_config(model, tokenizer.bos_token_id, remote, max_positions)
     config.save_pretrained(str(out))
     if remote:
         shutil.copyfile(Path(__file__).with_name(MODELING_FILE), out / MODELING_FILE)
     generation = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.bos_token_id, use_cache=not remote
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.bos_token_id, use_cache=True
     )
     generation.save_pretrained(str(out))
     save_file(
@@ -251,83 +266,19 @@ def _write_model(model: Any, tokenizer: Any, out: Path, remote: bool) -> dict[st
 
 @contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """transformers' loading progress bars off while the export loads its own folder back."""
+    """transformers' loading progress bars and warnings off while the export loads its own folder back (the
+    check texts run past a tiny model's length; generate() notes its defaults)."""
     from transformers.utils import logging as hf_logging
 
-    was = hf_logging.is_progress_bar_enabled()
+    was, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     try:
         yield
     finally:
+        hf_logging.set_verbosity(verbosity)
         if was:
             hf_logging.enable_progress_bar()
-
-
-def roundtrip_batch(model: Any, bos_id: int, seed: int = 0) -> Any:
-    """(rows, length) token ids: BOS, then seeded tokens of the real vocabulary."""
-    import torch
-
-    c = model.config
-    length = min(c.sequence_len, max(ROUNDTRIP_MIN_LEN, int(model.rope.original_len) + ROUNDTRIP_PAST_L0))
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, c.vocab_size, (ROUNDTRIP_ROWS, length), generator=generator)
-    ids[:, 0] = bos_id
-    return ids
-
-
-def load_exported(folder: Path, remote: bool) -> Any:
-    """The folder as transformers loads it (offline, float32); `ExportError` on keys it does not take."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    loaded: Any
-    info: dict[str, Any]
-    loaded, info = AutoModelForCausalLM.from_pretrained(  # type: ignore[misc]
-        str(folder),
-        trust_remote_code=remote,
-        local_files_only=True,
-        dtype=torch.float32,
-        output_loading_info=True,
-    )
-    bad = {k: v for k, v in info.items() if k in ("missing_keys", "unexpected_keys", "mismatched_keys") and v}
-    if bad:
-        raise ExportError(f"transformers loads the exported weights with {bad}.")
-    return loaded.eval()
-
-
-def check_roundtrip(model: Any, tokenizer: Any, folder: Path, remote: bool) -> RoundTrip:
-    """Load `folder` back (tokenizer and model) and compare its logits with rlab's on `roundtrip_batch`;
-    `ExportError` past tolerance."""
-    from transformers import AutoTokenizer
-
-    from rlab.export.hf_tokenizer import check_tokenizer
-
-    hf_tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
-    tokenizer_texts = check_tokenizer(tokenizer, hf_tok)  # type: ignore[arg-type]
-    ids = roundtrip_batch(model, int(hf_tok.bos_token_id))
-    ours = model(ids)  # (B, T, V) fp32, soft-capped
-    theirs = load_exported(folder, remote)(input_ids=ids).logits.float()  # (B, T, V)
-    if theirs.shape != ours.shape:
-        raise ExportError(
-            f"Round trip: transformers gives logits {tuple(theirs.shape)}, rlab {tuple(ours.shape)}."
-        )
-    diff = float((theirs - ours).abs().max())
-    agree = float((theirs.argmax(-1) == ours.argmax(-1)).float().mean())
-    result = RoundTrip(
-        max_abs_logit_diff=diff,
-        rows=ids.size(0),
-        length=ids.size(1),
-        original_len=int(model.rope.original_len),
-        tolerance=ROUNDTRIP_TOLERANCE,
-        argmax_agreement=agree,
-        tokenizer_texts=tokenizer_texts,
-    )
-    if not diff <= ROUNDTRIP_TOLERANCE:  # also catches NaN
-        raise ExportError(
-            f"Round trip failed: {result.describe()}.",
-            "Nothing was written. This is a bug in the export of this configuration; please report it.",
-        )
-    return result
 
 
 def _write_card(
@@ -340,53 +291,38 @@ def _write_card(
     remote: bool,
     rope_parameters: dict[str, Any],
     roundtrip: RoundTrip,
-    results_root: Path | None,
+    facts: ArmFacts,
+    max_positions: int,
+    options: CardOptions,
 ) -> None:
     from rlab.core.rope import FORMULAS
-    from rlab.export.card import lineage, render_card, result_lines
+    from rlab.export.card import CardModel, lineage, render_card
 
-    doc, where = _eval_doc(meta, tag, results_root)
     notes = []
-    if remote:
-        notes.append(
-            "The shipped modeling file has no KV cache (the smear gate reads the previous token): `generate` "
-            "recomputes the sequence each step."
-        )
-    if model.rope.variant.value == "dynamic-ntk":
-        notes.append(
-            "transformers' `dynamic` keeps the frequencies of the longest sequence seen for later shorter ones above "
-            "L0 (max_position_embeddings holds L0); rlab evaluates them at each forward's own length."
-        )
     if model.arch.sliding_windows:
-        notes.append(f"Attention windows per layer (tokens back a query sees): {list(model.window_sizes)}.")
-    card = render_card(
-        title=f"{tag} (step {step})",
+        notes.append(
+            f"Attention windows per layer (tokens back a query sees), as trained: {list(model.window_sizes)}; "
+            "transformers' `sliding_window` (the query included) is one more."
+        )
+    card = CardModel(
+        tag=tag,
+        step=step,
         architecture=model.config.architecture,
+        variant=model.rope.variant.value,
         model_class=_class_name(remote),
         remote_code=remote,
         rope_text=f"`{model.rope.describe()}`: {FORMULAS[model.rope.variant]}",
         rope_parameters=rope_parameters,
-        chain=lineage(layout.checkpoints_root, tag, step, meta),
-        results=list(result_lines(doc, where)),
-        roundtrip=f"`rlab export` loaded this folder back and compared logits with rlab's: {roundtrip.describe()}.",
+        max_positions=max_positions,
+        original_len=int(model.rope.original_len),
+        roundtrip=f"`rlab export` loaded this folder back and compared it with rlab: {roundtrip.describe()}.",
         notes=notes,
     )
-    (out / "README.md").write_text(card)
+    chain = lineage(layout.checkpoints_root, tag, step, meta)
+    (out / "README.md").write_text(render_card(card, chain, facts, options))
 
 
-def _eval_doc(meta: CheckpointMeta, tag: str, results_root: Path | None) -> tuple[Any, Path | None]:
-    """The tag's eval.json (its experiment's, under the results root), or (None, where it was looked for)."""
-    from rlab.errors import RlabError
-    from rlab.paths import ExperimentLayout, default_results_root
-    from rlab.records.eval_doc import read_eval_doc
-
-    experiment = meta.experiment_name
-    if not experiment:
-        return None, None
-    path = ExperimentLayout(results_root or default_results_root(), str(experiment)).eval_json(tag)
-    if not path.is_file():
-        return None, path
-    try:
-        return read_eval_doc(path), path
-    except RlabError:
-        return None, path
+def _set_modes(folder: Path) -> None:
+    """Every file 0644 (safetensors writes its file 0600), whatever the umask."""
+    for path in folder.iterdir():
+        path.chmod(FILE_MODE)

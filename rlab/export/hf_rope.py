@@ -36,8 +36,14 @@ def _ntk(spec: RopeSpec, head_dim: int) -> RopeParameters:
 
 
 def _dynamic_ntk(spec: RopeSpec, head_dim: int) -> RopeParameters:
-    # transformers' `dynamic` takes L0 from max_position_embeddings (`hf_max_positions`)
-    return {"rope_type": "dynamic", "rope_theta": spec.base, "factor": spec.factor}
+    # L0 where every other scaled type keeps it; transformers' own `dynamic` would read max_position_embeddings
+    # (the served length) instead, so these exports always ship their modeling file (`hf.needs_remote_code`)
+    return {
+        "rope_type": "dynamic",
+        "rope_theta": spec.base,
+        "factor": spec.factor,
+        "original_max_position_embeddings": spec.original_len,
+    }
 
 
 def _yarn(spec: RopeSpec, head_dim: int) -> RopeParameters:
@@ -120,14 +126,6 @@ def hf_rope_parameters(spec: RopeSpec, head_dim: int) -> RopeParameters:
     params = to_hf(spec, head_dim)
     params["rope_theta"] = float(params["rope_theta"])
     return params
-
-
-def hf_max_positions(spec: RopeSpec, sequence_len: int) -> int:
-    """config.max_position_embeddings: the model's length, except `dynamic`, for which transformers reads L0 there."""
-    if spec.variant is RopeVariant.dynamic_ntk:
-        assert spec.original_len is not None
-        return spec.original_len
-    return sequence_len
 
 
 def hf_layer_rope(spec: RopeSpec, head_dim: int, layer_types: list[str]) -> RopeParameters:

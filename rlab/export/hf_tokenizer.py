@@ -81,9 +81,15 @@ def check_tokenizer(tokenizer: Tokenizer, fast: PreTrainedTokenizerFast) -> int:
     return len(CHECK_TEXTS)
 
 
-def save_hf_tokenizer(tokenizer: Tokenizer, out: Path) -> int:
-    """Write tokenizer.json (+ tokenizer_config.json) into `out`; returns the vocabulary size."""
+def save_hf_tokenizer(tokenizer: Tokenizer, out: Path, max_length: int | None = None) -> int:
+    """Write tokenizer.json (+ tokenizer_config.json) into `out`; returns the vocabulary size. Batches pad on the
+    left with <|bos|> (masked out), so `generate` on several prompts works as written; `model_max_length` is the
+    length the model serves."""
     fast = hf_tokenizer(tokenizer)
+    fast.pad_token = BOS
+    fast.padding_side = "left"
+    if max_length is not None:
+        fast.model_max_length = max_length
     fast.save_pretrained(str(out))
     return len(fast)
 

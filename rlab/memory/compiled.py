@@ -30,9 +30,11 @@ from rlab.memory.counts import CompiledSaved
 from rlab.memory.shape import TrainShape
 
 
-def layer_period(config: dict[str, Any]) -> int:
+def layer_period(config: dict[str, Any], checkpointing: str = "off") -> int:
     """How many consecutive blocks make up the pattern the depth repeats: 1 when every block is alike,
-    2 with value embeddings on alternating layers, times the window pattern's length (lcm) with windows."""
+    2 with value embeddings on alternating layers, times the window pattern's length (lcm) with windows,
+    and k's (lcm) when every k-th block is checkpointed."""
+    from rlab.activation_checkpointing import every
     from rlab.core.architecture import DEFAULT_WINDOW_PATTERN
     from rlab.nanochat.generations import get_architecture
 
@@ -40,7 +42,7 @@ def layer_period(config: dict[str, Any]) -> int:
     period = 2 if arch.value_embeds else 1
     if arch.sliding_windows:
         period = math.lcm(period, len(config.get("window_pattern") or DEFAULT_WINDOW_PATTERN))
-    return period
+    return math.lcm(period, every(checkpointing) or 1)
 
 
 def probe_depths(n_layer: int, period: int) -> tuple[int, int]:
@@ -103,12 +105,14 @@ def rlab_model(config: dict[str, Any], shape: TrainShape) -> torch.nn.Module:
 
     amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
 
-    def build() -> torch.nn.Module:
+    def build() -> GPT:
         model = GPT(GPTConfig.from_dict(config))
         model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))
         return model
 
-    return on_cpu(build)
+    model = on_cpu(build)
+    model.set_activation_checkpointing(shape.activation_checkpointing)
+    return model
 
 
 def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_model) -> int:
@@ -137,7 +141,7 @@ def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_
 def compiled_saved(shape: TrainShape, make_model: MakeModel = rlab_model) -> CompiledSaved:
     """What the compiled forward of `shape` keeps for the backward (see the module docstring)."""
     n_layer = shape.config["n_layer"]
-    period = layer_period(shape.config)
+    period = layer_period(shape.config, shape.activation_checkpointing)
     low, high = probe_depths(n_layer, period)
     at_low = _saved_at_depth(shape, low, make_model)
     per_period = _saved_at_depth(shape, high, make_model) - at_low

@@ -41,19 +41,34 @@ COUNTED_COMPILED = (
 
 
 class Suggestion(BaseModel):
-    """The largest device batch that fits, with the accumulation that keeps the tokens per step."""
+    """A shape that fits: the largest smaller device batch (with the accumulation that keeps the tokens per
+    step), else the configured batch with the least activation checkpointing."""
 
     model_config = ConfigDict(extra="forbid")
 
     device_batch_size: int
     grad_accum_steps: int
     peak_gib: float
+    activation_checkpointing: str = "off"
 
     def describe(self) -> str:
+        ckpt = self.activation_checkpointing
         return (
-            f"device_batch_size {self.device_batch_size} with {self.grad_accum_steps} accumulation step(s) "
-            f"(peak {self.peak_gib:.1f} GiB)"
+            f"device_batch_size {self.device_batch_size} with {self.grad_accum_steps} accumulation step(s)"
+            + ("" if ckpt == "off" else f" and activation checkpointing {ckpt}")
+            + f" (peak {self.peak_gib:.1f} GiB)"
         )
+
+
+class LongestRow(BaseModel):
+    """The longest length one row per rank trains at on a GPU of `gpu_memory_gib`, without and with every
+    block checkpointed (None: not even the shortest planned length fits)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_memory_gib: float
+    without_checkpointing: int | None
+    with_checkpointing: int | None
 
 
 class MemoryPlan(BaseModel):
@@ -99,6 +114,8 @@ class MemoryPlan(BaseModel):
     ddp_bucket_view: bool
     counted: str
     suggestion: Suggestion | None = None
+    longest: list[LongestRow] | None = None
+    """The longest trainable length per GPU size, without and with checkpointing (`rlab.memory.checkpointing`)."""
 
 
 def _gib(n: int | float) -> float:
@@ -133,6 +150,17 @@ def plan_training(
     plan = _plan(shape, gpu_memory_gib)
     if suggest and not plan.fits:
         plan.suggestion = largest_fitting_batch(shape, gpu_memory_gib)
+    if suggest and not plan.fits and plan.suggestion is None and shape.activation_checkpointing == "off":
+        from rlab.memory.checkpointing import least_checkpointing
+
+        fitting = least_checkpointing(shape, gpu_memory_gib, plan)
+        if fitting is not None:
+            plan.suggestion = Suggestion(
+                device_batch_size=shape.device_batch_size,
+                grad_accum_steps=shape.grad_accum_steps,
+                peak_gib=fitting.peak_gib,
+                activation_checkpointing=fitting.shape.activation_checkpointing,
+            )
     return plan
 
 
@@ -191,6 +219,26 @@ def _plan(shape: TrainShape, gpu_memory_gib: float) -> MemoryPlan:
         fits=peak / GIB <= budget,
         ddp_bucket_view=ddp_bucket_view(),
         counted=COUNTED_COMPILED if shape.compile else COUNTED_EAGER,
+    )
+
+
+def no_fit_advice(plan: MemoryPlan) -> str:
+    """What to change when nothing smaller fits: only remedies that lower a rank's peak (more
+    data-parallel GPUs do not shrink a rank's row; they shrink sharded optimizer state only)."""
+    shape = plan.shape
+    fixes = ["a shorter seq_len", "a GPU with more memory"]
+    if shape.activation_checkpointing in ("off", "all"):  # off: `plan_training` tried all
+        checkpointed = ", even with every block checkpointed"
+    else:
+        checkpointed = f" with activation checkpointing {shape.activation_checkpointing}"
+        fixes.insert(0, "train.activation_checkpointing: all")
+    if not shape.compile:
+        fixes.insert(0, "torch.compile (train.compile: true; it keeps less than eager)")
+    if shape.nproc > 1 and not shape.shard_optimizer:
+        fixes.insert(0, "train.shard_optimizer: true")
+    return (
+        f"Not even one row per micro-batch fits{checkpointed}: use {', or '.join(fixes)} "
+        "(`rlab memory --longest` lists the longest length per GPU size)."
     )
 
 

@@ -8,9 +8,9 @@ The model's `sequence_len` is set to the run's, as a continued run sets it (`rla
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from rlab.core.architecture import NANOCHAT_CONFIG_KEYS
 from rlab.core.checkpoint_meta import CheckpointMeta
@@ -34,6 +34,8 @@ class TrainShape(BaseModel):
     """Whether the trainer runs the model under torch.compile (train.compile); unset: on for CUDA, off on a CPU."""
     shard_optimizer: bool = True
     """Whether the optimizer state is sharded across the ranks (train.shard_optimizer)."""
+    activation_checkpointing: Annotated[str, Field(pattern=r"^(off|all|every-[1-9][0-9]{0,3})$")] = "off"
+    """The blocks that keep only their input (`rlab.activation_checkpointing`, resolved: off, all, every-k)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -65,7 +67,15 @@ class TrainShape(BaseModel):
             f"{self.device_batch_size} x {self.seq_len} tokens per rank, {self.nproc} rank(s), "
             f"accumulation {self.grad_accum_steps}, {self.dtype} on {self.device}"
             + (", compiled" if self.compile else "")
+            + (
+                f", activation checkpointing {self.activation_checkpointing}"
+                if self.activation_checkpointing != "off"
+                else ""
+            )
         )
+
+    def with_checkpointing(self, setting: str) -> TrainShape:
+        return self.model_copy(update={"activation_checkpointing": setting})
 
 
 def model_config_from_meta(meta: CheckpointMeta) -> dict[str, Any]:

@@ -56,6 +56,7 @@ def build_training(shape: TrainShape) -> Built:
         return model
 
     model = on_cpu(build)
+    model.set_activation_checkpointing(shape.activation_checkpointing)
     world = shape.nproc if shape.shard_optimizer else 1
     optimizers = build_optimizers(model, LRSpec(), shape.config["n_embd"], rank=0, world_size=world)
     model.precompute_tables(shape.seq_len, "cpu")

@@ -141,7 +141,7 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
 
     if request.tag is None and not request.all_tags:
         raise SpecError(
-            "Which tag? rlab eval needs --tag TAG (or --all with --spec/--experiment).",
+            "Which tag? rlab eval needs --tag TAG (or --all: every tag of the experiment).",
             "List the tags with `rlab ls`.",
         )
     if request.tag is not None and request.all_tags:
@@ -279,12 +279,22 @@ def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, CheckpointM
         lineage = meta.lineage
         named["base_tag"] = base_tag or (lineage.parent_tag if lineage is not None else request.tag)
         named["name"] = experiment
+    root = request.results_dir or default_results_root()
+    if request.tag is None and experiment is None:  # --all: the experiment as every command finds it
+        from rlab.orchestrate.experiments import resolve_experiment
+
+        experiment, root = resolve_experiment(None, None, request.results_dir)
+        named["name"] = experiment
     if experiment is not None:
-        saved = ExperimentLayout(request.results_dir or default_results_root(), experiment).resolved_spec
+        saved = ExperimentLayout(root, experiment).resolved_spec
         if saved.exists():
             return load_spec(saved, **named), meta
     if request.tag is None:
-        raise SpecError("--all needs --spec or --experiment (whose resolved spec lists the variants).")
+        raise SpecError(
+            f"--all: experiment '{experiment}' has no saved spec under {root} (its spec.resolved.yaml lists the "
+            "variants).",
+            "Pass --spec FILE, or the --experiment and --results-dir `rlab continue` used.",
+        )
     return load_spec(None, **named), meta
 
 

@@ -64,16 +64,35 @@ def training_shape(spec: ExperimentSpec, base: BaseInfo) -> dict[str, Any]:
         "device": "cuda",
         "compile": True if train.compile is None else train.compile,
         "shard_optimizer": train.shard_optimizer,
+        "activation_checkpointing": "off"
+        if train.activation_checkpointing == "auto"
+        else train.activation_checkpointing,
     }
 
 
-def plan_continue_memory(spec: ExperimentSpec, base: BaseInfo) -> MemoryPlan:
-    """The memory plan of `spec`'s runs from `base` on GPUs (every tag has the same shape)."""
+def plan_continue_memory(spec: ExperimentSpec, base: BaseInfo) -> tuple[MemoryPlan, str | None]:
+    """The memory plan of `spec`'s runs from `base` on GPUs (every tag has the same shape), and with
+    train.activation_checkpointing auto the line saying what it chose: the least checkpointing that fits at
+    the configured batch (off when the run fits without; the plan without, and its suggestion, when nothing does)."""
+    from rlab.memory.checkpointing import least_checkpointing
     from rlab.memory.plan import plan_training
     from rlab.memory.shape import TrainShape
 
     shape = TrainShape.model_validate(training_shape(spec, base))
-    return plan_training(shape, gpu_memory_gib(spec.launch))
+    gpu = gpu_memory_gib(spec.launch)
+    if spec.train.activation_checkpointing != "auto":
+        return plan_training(shape, gpu), None
+    plan = plan_training(shape, gpu, suggest=False)
+    if plan.fits:
+        return plan, None
+    chosen = least_checkpointing(shape, gpu, plan)
+    if chosen is None:
+        return plan_training(shape, gpu), None
+    setting = chosen.shape.activation_checkpointing
+    return chosen, (
+        f"activation checkpointing {setting} (auto): without it the memory plan needs {plan.peak_gib:.1f} GiB per "
+        f"rank, {plan.budget_gib:.1f} usable; with it {chosen.peak_gib:.1f} GiB, the least recomputation that fits"
+    )
 
 
 def does_not_fit(plan: MemoryPlan, tags: list[str]) -> RlabError:
@@ -92,6 +111,13 @@ def does_not_fit(plan: MemoryPlan, tags: list[str]) -> RlabError:
             f"keep total_batch_size {s.total_batch_size:,}; planned peak {fix.peak_gib:.1f} GiB). `rlab memory` "
             "shows the plan."
         )
+        if fix.activation_checkpointing != "off":
+            hint = (
+                f"Set train.activation_checkpointing: {fix.activation_checkpointing} (or auto; planned peak "
+                f"{fix.peak_gib:.1f} GiB). `rlab memory` shows the plan."
+            )
     else:
-        hint = "Not even one row per micro-batch fits: use more GPUs or a shorter seq_len. `rlab memory` shows the plan."
+        from rlab.memory.plan import no_fit_advice
+
+        hint = no_fit_advice(plan)
     return LaunchError(message, hint)

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from rlab.core.checkpoint_meta import newest_meta
 from rlab.errors import CheckpointError, LaunchError, RlabError
+from rlab.orchestrate.base_changes import Change, base_changes
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
 from rlab.orchestrate.clone import (
     require_checkpoint,
     tag_action,
     tag_exists_error,
 )
+from rlab.orchestrate.eval_inputs import EvalInput, eval_inputs
 from rlab.orchestrate.lock import lock_holder
 from rlab.orchestrate.plan import (
     base_layout,
@@ -54,6 +56,10 @@ class Preflight:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the run adjusts and says (a resume at another world size keeping its global batch)."""
+    eval_inputs: list[EvalInput] = field(default_factory=list)
+    """What the planned evals read (long-document set, CORE bundle): ready, to be built now, or missing."""
+    changes: list[Change] = field(default_factory=list)
+    """The plan's lengths, batch, steps, LR schedule and optimizer source beside the base run's."""
     memory: MemoryPlan | None = None
     """The per-rank memory plan of a GPU launch (None on a CPU launch, or with no base to plan from)."""
 
@@ -129,6 +135,8 @@ def preflight_continue(
         return pf
     if pf.base is not None:
         pf.warnings += length_warnings(spec, pf.base)
+        if pf.base.meta is not None:
+            pf.changes = base_changes(spec, pf.base.meta, base)
         if spec.train.data_start == "after_base" and pf.base.data_start is None:
             pf.warnings.append(
                 f"{spec.base.tag}@{step} records no data loader position: every variant reads the "
@@ -142,7 +150,7 @@ def preflight_continue(
         _check_disk(pf, base.checkpoint_dir(spec.base.tag), step, resume=resume)
     _check_launcher(pf)
     if pf.base is not None:  # with no base here at all, its missing data is no news
-        _check_inputs(pf)
+        _check_inputs(pf, launching=launching)
         _open_inputs(pf, resume=resume, resume_from=resume_from, launching=launching)
     _check_memory(pf)
     return pf
@@ -301,7 +309,7 @@ def _check_memory(pf: Preflight) -> None:
     if pf.base is None or not trained or not gpu_launch(pf.spec.launch, visible_gpus()):
         return
     try:
-        pf.memory = plan_continue_memory(pf.spec, pf.base)
+        pf.memory, chosen = plan_continue_memory(pf.spec, pf.base)
     except RlabError as exc:  # e.g. batch arithmetic that does not divide, reported on its own
         pf.warnings.append(f"memory plan not made: {exc.message}")
         return
@@ -310,6 +318,11 @@ def _check_memory(pf: Preflight) -> None:
         return
     if not pf.memory.fits:
         pf.problem(does_not_fit(pf.memory, trained))
+    elif pf.spec.train.activation_checkpointing == "auto":  # the runs train with what the plan resolved
+        setting = pf.memory.shape.activation_checkpointing
+        resolved = {"activation_checkpointing": setting}
+        pf.runs = [run.model_copy(update={"train": run.train.model_copy(update=resolved)}) for run in pf.runs]
+        pf.notes += [chosen] if chosen else []
 
 
 def _resumed(pf: Preflight) -> list[RunConfig]:
@@ -356,25 +369,25 @@ def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launch
             pf.warnings.append(f"{exc.message} (`rlab continue` refuses to start with this)")
 
 
-def _check_inputs(pf: Preflight) -> None:
-    """What the later evals read: the CORE bundle (a warning) and its task selection (a problem)."""
-    from rlab.evals.core.settings import CoreSettings
+def _check_inputs(pf: Preflight, *, launching: bool) -> None:
+    """What the later evals read (`rlab.orchestrate.eval_inputs`): a missing one is a warning of a launch (a dry run
+    lists them all), and the CORE task selection a problem."""
+    from rlab.evals.core.bundle import check_task_selection
 
-    base = base_layout(pf.spec)
-    bundle = CoreSettings.of(pf.spec.eval).core_bundle or base.eval_bundle_dir
-    if "core" in pf.spec.eval.evals and not bundle.is_dir():
-        pf.warnings.append(f"No CORE eval bundle in {bundle}: `rlab eval` will need it (`rlab bundle`).")
-    else:
-        from rlab.evals.core.bundle import check_task_selection
-
+    pf.eval_inputs = eval_inputs(pf.spec)
+    if launching:
+        pf.warnings += [item.line() for item in pf.eval_inputs if item.state == "missing"]
+    if not any(item.name == "CORE bundle" and item.state == "missing" for item in pf.eval_inputs):
         try:  # a typo in eval.core_tasks would otherwise surface only at `rlab eval`, after training
-            check_task_selection(pf.spec.eval, base.eval_bundle_dir)
+            check_task_selection(pf.spec.eval, base_layout(pf.spec).eval_bundle_dir)
         except RlabError as exc:
             pf.problem(exc)
 
 
 def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
     """The resolved plan as JSON (`rlab continue --dry-run --json`): one entry per tag."""
+    from rlab.orchestrate.control import is_control
+
     launch = pf.spec.launch
     commands = {job.tag: job.command() for job in jobs}
     tags = []
@@ -386,6 +399,7 @@ def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
             {
                 "tag": run.tag,
                 "variant": run.variant,
+                "control": is_control(pf.spec, run.variant),
                 "from": f"{run.lineage.parent_tag}@{run.lineage.parent_step}" if run.lineage else None,
                 "rope": rope.model_dump(mode="json"),
                 "L0": rope.original_len,
@@ -414,6 +428,8 @@ def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
         "results": str(experiment_layout(pf.spec).root),
         "tags": tags,
         "memory": None if pf.memory is None else pf.memory.model_dump(mode="json"),
+        "changes_vs_base": [{**vars(c), "changed": c.changed} for c in pf.changes],
+        "eval_inputs": [vars(item) for item in pf.eval_inputs],
         "warnings": pf.warnings,
         "problems": pf.problems,
         "ok": pf.ok,

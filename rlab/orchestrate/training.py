@@ -35,6 +35,8 @@ def start_continue(
 ) -> list[JobState]:
     """`rlab continue` after its preflight: the base line, then the tags cloned, trained and watched
     (`resume_from`: resumed tags restart from that step, their newer checkpoints set aside)."""
+    from rlab.orchestrate.base_changes import changed_summary
+    from rlab.orchestrate.eval_inputs import prepare_eval_inputs
     from rlab.orchestrate.tag_setup import tag_plans
 
     spec, runs = pf.spec, pf.runs
@@ -49,6 +51,12 @@ def start_continue(
             f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
             f"train data {data_start_text(runs)}"
         )
+    if summary := changed_summary(pf.changes):
+        reporter.notice(summary)
+    for line in prepare_eval_inputs(
+        spec, pf.eval_inputs
+    ):  # before any clone: an eval never stops on them later
+        reporter.notice(line)
     plans = tag_plans(spec, runs, resume=resume, force=force, resume_from=resume_from)
     return train_tags(spec, plans, reporter, rerun=lambda names: rerun_command(spec, names))
 

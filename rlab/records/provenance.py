@@ -27,6 +27,34 @@ class CodeVersion(Record):
         return f"g{self.git_sha[:12]}" + (f"+dirty.{self.diff_hash or 'unknown'}" if self.dirty else "")
 
 
+class Platform(Record):
+    """Where a number was computed: the facts that change its digits, not what it measures.
+
+    The same code and data give other digits under another dtype, CPU kernel set (ISA), torch build or
+    intra-op thread count (reduction order); after training, a few percent (`docs/reproducibility.md`).
+    """
+
+    device: str
+    """`cpu`, or the CUDA device's name."""
+    cpu: str
+    """The CPU's model name (/proc/cpuinfo), or `platform.processor()` elsewhere."""
+    isa: list[str]
+    """The CPU's instruction sets among `rlab.provenance.NUMERIC_ISA` (avx2, avx512f, avx512_bf16, amx_bf16, ...)."""
+    kernels: str
+    """The CPU kernel set torch dispatches to (`torch.backends.cpu.get_cpu_capability()`: AVX512, AVX2, ...)."""
+    torch: str
+    """torch's version (its build, e.g. `2.13.0+cpu`)."""
+    threads: int
+    """Intra-op threads of the process (`torch.get_num_threads()`; torchrun sets 1 per rank by default)."""
+
+    @property
+    def label(self) -> str:
+        """One line: `cpu AMD EPYC 9B14 (AVX512: avx2, avx512_bf16), torch 2.13.0, 1 thread`."""
+        where = self.device if self.device != "cpu" else f"cpu {self.cpu}"
+        isa = f" ({self.kernels}: {', '.join(self.isa)})" if self.isa else f" ({self.kernels})"
+        return f"{where}{isa}, torch {self.torch}, {self.threads} thread{'s' if self.threads != 1 else ''}"
+
+
 class SectionRun(Record):
     """How one eval section was measured. Sections of one eval.json may come from different runs."""
 
@@ -34,6 +62,8 @@ class SectionRun(Record):
     world_size: int
     dtype: str
     """Compute dtype of the forward passes: float32, or bfloat16 under autocast."""
+    platform: Platform | None = None
+    """The machine it ran on (rank 0's); null in eval.json written before rlab recorded it."""
     settings: dict[str, Any]
     """The eval settings this section depends on (`rlab.evals.definition.EvalDefinition.settings_of`)."""
     settings_hash: str
@@ -60,3 +90,5 @@ class CheckpointFacts(Record):
     """`CodeVersion.label` recorded by the training run (null for checkpoints written elsewhere)."""
     train_world_size: int | None = None
     train_dtype: str | None = None
+    train_platform: Platform | None = None
+    """The machine the checkpoint was trained on (rank 0's, as its meta records it)."""

@@ -22,6 +22,7 @@ from rlab.report import document as doc
 from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 from rlab.report.collect import collect
+from rlab.report.estimands import section as estimands_section
 from rlab.report.estimates import families
 from rlab.report.plots import PLOT_FILES, write_plots
 from rlab.report.report_data import ReportData
@@ -125,19 +126,25 @@ def report_document(
         declared.append(copy_distance.family(copy.cells))
     whole = inf.families_note(declared)
     blocks: list[doc.Block] = [
-        doc.Paragraph(
-            doc.text(
-                doc.strong("Answer"),
-                f" (primary endpoint: {data.primary.description}){' ' + whole if whole else ''}:",
-            )
-        ),
-        doc.Bullets(answer_items(data, copy), role="answer"),
+        doc.Marked(
+            "answer",
+            [
+                doc.Paragraph(
+                    doc.text(
+                        doc.strong("Answer"),
+                        f" (primary endpoint: {data.primary.description}){' ' + whole if whole else ''}:",
+                    )
+                ),
+                doc.Bullets(answer_items(data, copy), role="answer"),
+            ],
+        )
     ]
     if (headline_plot := _plot(plots, "bpb_length")) is not None:
         blocks.append(headline_plot)
     blocks.append(doc.Paragraph(doc.prose(_method(data, seed, draws))))
     if copy is not None:
         blocks.append(copy_distance.section(copy))
+    blocks += estimands_section.sections(data)
     blocks += [section(t) for t in tables]
     figures = [f for k in ("loss", "val_bpb", "passkey") if (f := _plot(plots, k, heading=True)) is not None]
     if figures:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -103,7 +104,9 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
     ):
         if isinstance(candidate, str) and candidate:
             return candidate
-    return "rope"
+    from rlab.variants import BASELINE_VARIANT
+
+    return BASELINE_VARIANT
 
 
 def _known_variant(name: str, variants: set[str]) -> str:
@@ -205,11 +208,34 @@ def collect(
     if baseline:  # the user named it: a typo is an error, not a report with blank comparison columns
         spec_variants = (sources.spec or {}).get("variants")
         baseline = _known_variant(baseline, {a.variant for a in arms} | set(spec_variants or ()))
+    requested = bool(baseline)
     baseline = resolve_baseline(baseline, sources.spec)
     base = baseline_arm(arms, baseline)
     refs = {a.key: r for a in arms if base is not None and (r := reference_arm(a, arms, base)).key != a.key}
-    return assemble(
-        sources, arms, Pairing(baseline, base, refs), seed=seed, draws=draws, allow_mismatch=allow_mismatch
+    missing = None
+    if not requested and control_missing(arms, base):
+        refs = {
+            key: ref for key, ref in refs.items() if next(a for a in arms if a.key == key).kind != "continued"
+        }
+        missing = missing_control_note(baseline, sources.layout.resolved_spec)
+    pairing = Pairing(baseline, base, refs, missing_control=missing)
+    return assemble(sources, arms, pairing, seed=seed, draws=draws, allow_mismatch=allow_mismatch)
+
+
+def control_missing(arms: list[Arm], base: Arm | None) -> bool:
+    """Continued arms but no continued baseline arm: nothing trained alike to compare them with. Against the
+    baseline's zero-shot arm or the base checkpoint, a difference would mix the RoPE change with the training."""
+    return any(a.kind == "continued" for a in arms) and (base is None or base.kind != "continued")
+
+
+def missing_control_note(baseline: str, resolved_spec: Path) -> str:
+    """The footnote of a report without its control arm, naming the command that trains it."""
+    from rlab.orchestrate.control import add_control_command
+
+    return (
+        f"no continued '{baseline}' arm (the control): the continued arms get no better/worse verdict, since "
+        "against the base or a training-free arm a difference would mix the RoPE change with the training; "
+        f"train the control with `{add_control_command(resolved_spec, baseline)}`, then rerun `rlab eval --all`"
     )
 
 
@@ -231,6 +257,8 @@ class Pairing:
     """The experiment whose training length defines the primary endpoint (None: the most common one)."""
     rank_arms: bool = True
     """Mark the arm that beats every other beyond noise ("best"), as one experiment's tables do."""
+    missing_control: str | None = None
+    """Why continued arms are not compared (`control_missing`), as its footnote says it; None when they are."""
 
 
 def assemble(
@@ -289,7 +317,9 @@ def assemble(
         caps,
     )
     data = {t.tag: _tag_data(t, bl, pk, primary) for t, bl, pk in zip(tags, bpb_parts, pk_parts, strict=True)}
-    if base is not None and base.kind != "continued":
+    if pairing.missing_control is not None:
+        notes.add(pairing.missing_control)
+    elif base is not None and base.kind != "continued":
         notes.add(f"baseline variant '{baseline}' has no continued arm; compared against {base.key}")
     with_core = [
         p
@@ -319,7 +349,7 @@ def assemble(
     scalars.insert(1, "variant", scalars["arm"].map(lambda k: kinds[k][0]))
     scalars.insert(2, "kind", scalars["arm"].map(lambda k: kinds[k][1]))
 
-    if base is None and not refs:
+    if base is None and not refs and pairing.missing_control is None:
         notes.add(f"baseline variant '{baseline}' has no outputs: no comparisons")
     found = arm_mismatches(arms, refs, tags, pairing.separate) if refs else {}
     unpaired = {(a, m) for a in pairing.separate for m in metrics if cmp.blocks(found.get(a, []), m)}
@@ -375,10 +405,11 @@ def assemble(
         mismatches=[m for ms in found.values() for m in ms],
         allow_mismatch=allow_mismatch,
     )
-    from rlab.report import copy_distance
+    from rlab.report import copy_distance, estimands
     from rlab.report.wide import ID, wide_frame
 
     out.copy_cells, out.copy_retention = copy_distance.analyse(out, seed, draws)
+    out.estimands = estimands.analyse_all(out, seed, draws)
     out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
     log.info(
         "collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)",

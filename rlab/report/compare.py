@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 
 from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ExperimentLayout
+from rlab.records.base import ContractError
 from rlab.report import comparability as cmp
+from rlab.report import numerics
 from rlab.report import uncertainty as unc
 from rlab.report.arms import Arm, group_arms
 from rlab.report.collect import Pairing, assemble
@@ -41,7 +43,8 @@ class Comparison:
     primary_from: str = ""
     """The experiment whose training length defines the primary endpoint."""
     training_notes: list[str] = field(default_factory=list)
-    """How compared arms of different experiments were trained differently (informational)."""
+    """How compared arms of different experiments were trained differently, under which numerics, and how
+    their own reports' verdicts differ (informational)."""
 
 
 def _local_key(arm: Arm) -> str:
@@ -211,8 +214,34 @@ def collect_comparison(
         data,
         by_arm=base is None,
         primary_from=pairing.primary_from or order[0],
-        training_notes=_training_notes(chosen, refs, separate, sources),
+        training_notes=_training_notes(chosen, refs, separate, sources)
+        + [n for n in [numerics.experiments_note(sources.tags)] if n]
+        + _verdict_notes(layouts),
     )
+
+
+def _verdict_notes(layouts: list[ExperimentLayout], shown: int = 4) -> list[str]:
+    """How each later experiment's own results.csv verdicts differ from the first's (same arm, same column):
+    for a rerun of one experiment, what it reproduced (`rlab.report.verdict_diff`)."""
+    from rlab.report.verdict_diff import verdict_diff
+
+    first, out = layouts[0], []
+    for lay in layouts[1:]:
+        try:
+            diff = verdict_diff(first.results_csv, lay.results_csv)
+        except ContractError:  # no results.csv yet, or one an older rlab wrote: nothing to say
+            continue
+        if not diff.compared:
+            continue
+        listed = (diff.directional or diff.changes)[:shown]  # those to or from better/worse first
+        more = len(diff.changes) - len(listed)
+        changed = "; ".join(c.sentence() for c in listed) + (f"; and {more} more" if more > 0 else "")
+        out.append(
+            f"{first.experiment}'s and {lay.experiment}'s own reports: {diff.summary()}"
+            + (f" ({changed})" if listed else "")
+            + "."
+        )
+    return out
 
 
 def _refuse_if_nothing_comparable(data: ReportData, separate: frozenset[str]) -> None:

@@ -131,12 +131,21 @@ class Image:
     """An HTML heading above the figure (markdown shows the alt text only)."""
 
 
-Block = Union[Paragraph, Bullets, Numbered, TableBlock, Image, "Section"]
+Block = Union[Paragraph, Bullets, Numbered, TableBlock, Image, "Section", "Marked"]
 
 
 @dataclass
 class Section:
     title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Marked:
+    """Blocks found by name: markdown wraps them in `<!-- name -->` comments (the README quotes the demo's answer
+    through them), HTML in a `<div class="name">`."""
+
+    name: str
     blocks: list[Block] = field(default_factory=list)
 
 
@@ -194,6 +203,9 @@ def _md_block(block: Block) -> list[str]:
         return md_table(block) + [""]
     if isinstance(block, Image):
         return [f"![{block.alt}]({block.href})", ""]
+    if isinstance(block, Marked):
+        inner = [line for b in block.blocks for line in _md_block(b)]
+        return [f"<!-- {block.name} -->", *inner[:-1], f"<!-- /{block.name} -->", ""]
     return [f"## {block.title}", ""] + [line for b in block.blocks for line in _md_block(b)]
 
 
@@ -292,6 +304,9 @@ def _html_block(block: Block) -> list[str]:
     if isinstance(block, Image):
         head = f"<h3>{html.escape(block.heading)}</h3>" if block.heading else ""
         return [head + _img(block)]
+    if isinstance(block, Marked):
+        inner = [line for b in block.blocks for line in _html_block(b)]
+        return [f'<div class="{html.escape(block.name)}">', *inner, "</div>"]
     return [f'<h2 id="{_anchor(block.title)}">{html.escape(block.title)}</h2>'] + [
         line for b in block.blocks for line in _html_block(b)
     ]

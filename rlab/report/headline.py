@@ -12,6 +12,7 @@ from rlab.report import arms as arms_mod
 from rlab.report import document as doc
 from rlab.report import estimates as est
 from rlab.report import inference as inf
+from rlab.report import numerics
 from rlab.report.inference import Verdict
 from rlab.report.report_data import ReportData
 from rlab.report.table_model import arm_order
@@ -203,6 +204,8 @@ def warnings(data: ReportData) -> list[str]:
             "another base than seed i of the others, so per-seed differences mix base-to-base noise into the "
             "pairing (re-run them with train.replicate_base on the same bases)."
         )
+    if line := numerics.dtype_warning(numerics.by_arm(data.arms, data.sources.tags if data.sources else [])):
+        out.append(line)
     if not data.clustered and any(data.comparisons["interval"] == "paired"):
         out.append(
             "BPB units do not name their documents: blocks of one document were resampled as if "

@@ -71,6 +71,8 @@ class ReportData:
     """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.analyse`)."""
     copy_retention: pd.DataFrame | None = None
     """The copy's retention beyond L0 per arm and distance, verdicts in the same family (`copy_retention`)."""
+    estimands: dict[str, list] = field(default_factory=dict)
+    """`rlab.report.estimands` name -> its typed rows (short-context retention, ...)."""
     context_caps: dict[str, dict[int, int] | None] = field(default_factory=dict)
     """Per tag: length -> the most tokens back its model attends there, where its windows cap the context
     (None: its eval.json does not record the windows)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 import pandas as pd
 
 from rlab.records.results_row import PROVENANCE_COLUMNS
+from rlab.report.estimands import wide_cells as estimand_cells
 from rlab.report.estimates import NO_RELATIVE, bpb_metric, lower_is_better
 from rlab.report.frames import ROPE_FIELDS
 
@@ -214,6 +215,9 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
                     continue  # a difference of differences has no relative change: no empty columns
                 row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
     _copy_columns(data, rows)
+    for arm, cells in estimand_cells(data).items():
+        for tag in by_arm.get(arm, []):
+            rows[tag].update(cells)
     for tag, marks in data.tag_notes.items():
         rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
     frame = pd.DataFrame.from_records(list(rows.values()))

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from rlab.activation_checkpointing import SETTING_PATTERN
 from rlab.spec.base import Cadence, StrictModel
 from rlab.spec.bounds import (
     MAX_LENGTHS,
@@ -148,6 +149,10 @@ class TrainSpec(StrictModel):
     every variant trains on text the base has not seen), or at the beginning of the data."""
     compile: bool | None = None
     """torch.compile the model; null = on for CUDA, off on CPU."""
+    activation_checkpointing: Annotated[str, Field(pattern=SETTING_PATTERN)] = "auto"
+    """Blocks that keep only their input and rerun their forward in the backward: off, all, every-k (blocks 0,
+    k, 2k, ...), or auto: the least recomputation the memory plan finds fitting, chosen by `rlab continue`'s
+    preflight on a GPU launch (says so in the dry run); off where nothing was planned (CPU)."""
     shard_optimizer: bool = True
     """Shard the Muon and AdamW state across ranks (each keeps and computes about 1/world_size of it, then the
     updated weights are all-gathered); false keeps the whole state on every rank. No effect on one process."""

@@ -84,12 +84,15 @@ def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
     assert result.code == 0, result.err
     plan = json.loads(result.out)
     assert plan["ok"] and plan["problems"] == [] and plan["base"]["L0"] == 2048 and plan["target_len"] == 8192
-    assert [t["tag"] for t in plan["tags"]] == ["d20-pi", "d20-ntk", "d20-yarn"]
+    # the control arm, plain rope trained identically, comes first: every verdict is vs it
+    assert [t["tag"] for t in plan["tags"]] == ["d20-rope", "d20-pi", "d20-ntk", "d20-yarn"]
+    assert [t["control"] for t in plan["tags"]] == [True, False, False, False]
     primary = next(e for e in plan["power"]["endpoints"] if e["endpoint"] == "primary")
-    assert primary["family_size"] == 2 and primary["n_units"] > 0 and primary["source"].startswith("default")
+    assert primary["family_size"] == 3 and primary["n_units"] > 0 and primary["source"].startswith("default")
     for tag in plan["tags"]:
-        assert (tag["L0"], tag["factor"], tag["seq_len"]) == (2048, 4.0, 8192)
-        assert tag["rope"]["original_len"] == 2048 and tag["rope"]["factor"] == 4.0
+        extended = not tag["control"]
+        assert (tag["L0"], tag["seq_len"]) == (2048, 8192) and (tag["factor"] == 4.0) == extended
+        assert tag["rope"]["original_len"] == 2048 and (tag["rope"]["factor"] == 4.0) == extended
         assert tag["data_start"]["describe"] == "after d20@21400 (pq 3, rg 17)"
         assert tag["command"].startswith("torchrun --standalone") and tag["nproc"] >= 1
         assert tag["tokens"] == tag["steps"] * 8 * 8192 * tag["nproc"]
@@ -97,7 +100,8 @@ def test_the_seeds_command_plans_4x_the_checkpoint_length_as_json(tmp_path):
     short = json.loads(
         run_main(*args, "--base-dir", str(base), "--target-len", "4096", "--seq-len", "2048").out
     )
-    assert {t["factor"] for t in short["tags"]} == {2.0} and {t["seq_len"] for t in short["tags"]} == {2048}
+    assert {t["factor"] for t in short["tags"] if not t["control"]} == {2.0}
+    assert {t["seq_len"] for t in short["tags"]} == {2048}
     assert any("train.seq_len 2048 is not above the base's context L0=2048" in w for w in short["warnings"])
     # no d20 checkpoint: non-zero, the JSON says what is missing, and so does stderr
     missing = run_main(*args, "--base-dir", str(tmp_path / "empty"))
@@ -241,7 +245,7 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     # ntk failed, yet pi (before it) and yarn (after it) ran
     assert_user_error(
         result,
-        "1 of 3 job(s) failed: d20-iso-ntk",
+        "1 of 4 job(s) failed: d20-iso-ntk",
         "d20-iso-ntk: Refusing to save step 3: non-finite",
         f"Rerun just these with: rlab continue --spec {layout.tag_spec('d20-iso-ntk')} --variants ntk "
         f"--resume --results-dir {results}",
@@ -249,7 +253,7 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
     assert "worker crashed: CUDA error" in result.err  # the failing job's last log lines
     # the worker's own error line comes first, before the log tail
     assert result.err.index("Refusing to save") < result.err.index("worker crashed")
-    for tag in ("d20-iso-pi", "d20-iso-ntk", "d20-iso-yarn"):
+    for tag in ("d20-iso-rope", "d20-iso-pi", "d20-iso-ntk", "d20-iso-yarn"):  # the control arm first
         assert checkpoint_steps(base.checkpoint_dir(tag)) == [20]
         log = layout.train_log(tag).read_text()
         assert (
@@ -259,7 +263,7 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
         run = json.loads(layout.run_config(tag).read_text())
         assert run["lineage"] == {"parent_tag": "d20", "parent_step": 20} and run["resume"] is False
     saved = yaml.safe_load(layout.resolved_spec.read_text())
-    assert list(saved["variants"]) == ["pi", "ntk", "yarn"] and saved["base"]["step"] == 20
+    assert list(saved["variants"]) == ["rope", "pi", "ntk", "yarn"] and saved["base"]["step"] == 20
     assert saved["base"]["base_dir"] == str(base.root)
     # the tag now exists: refused without --resume/--force
     assert_user_error(
@@ -355,7 +359,11 @@ def test_seeds_and_training_free_arm(base, tmp_path):
     )
     assert planned.code == 0, planned.err
     tags = [line.split(":", 1)[0] for line in planned.out.splitlines() if line.startswith("d20")]
-    assert tags == ["d20", "d20-arms-yarn", "d20-arms-yarn-seed1", "d20-arms-yarn-zeroshot"]
+    assert tags == [  # the control arm (rope) trained and made training-free like the variant
+        "d20",
+        *("d20-arms-rope", "d20-arms-rope-seed1", "d20-arms-rope-zeroshot"),
+        *("d20-arms-yarn", "d20-arms-yarn-seed1", "d20-arms-yarn-zeroshot"),
+    ]
 
 
 def test_slurm_dry_run_writes_scripts_only(base, tmp_path):
@@ -461,6 +469,7 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path, signum, c
         "10",
         "--variants",
         "pi,yarn",
+        "--no-control",  # two jobs are enough to show that every one stops
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -523,6 +532,7 @@ def test_multi_node_flags_pass_through(tmp_path):
         "--max-restarts",
         "2",
         "--dry-run",
+        "--no-control",
     )
     assert result.code == 0, result.err
     commands = [line.strip() for line in result.out.splitlines() if line.strip().startswith("torchrun")]
@@ -598,7 +608,7 @@ def test_eval_all_finds_the_variants_given_with_flags(base, tmp_path):
     listed = run_main("eval", "--all", *common, "--dry-run", "--no-core")
     assert listed.code == 0, listed.err
     tags = [line.split(":", 1)[0] for line in listed.out.splitlines() if line.startswith("d20-")]
-    assert tags == ["d20-flagged-pi", "d20-flagged-ntk"]
+    assert tags == ["d20-flagged-rope", "d20-flagged-pi", "d20-flagged-ntk"]  # with the control arm
 
 
 @pytest.mark.slow

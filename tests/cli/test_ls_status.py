@@ -90,7 +90,9 @@ def test_status_shows_a_run_stopped_before_its_first_step(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"name: st\ntrain: {{zero_shot: true}}\nlaunch: {{torchrun: {dies}}}\n")
     common = ["--base-dir", str(base), "--results-dir", str(results)]
-    launched = run_main("continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi")
+    launched = run_main(
+        "continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi", "--no-control"
+    )
     assert launched.code == 1, launched.text
     assert not (results / "st" / "runs" / "d20-st-pi" / "metrics.jsonl").exists()
     outcome = run_main("status", *common, "--json")
@@ -116,7 +118,9 @@ def test_status_shows_the_planned_length_of_a_run_that_never_stepped(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"name: st\ntrain: {{seq_len: 1024}}\nlaunch: {{torchrun: {dies}}}\n")
     common = ["--base-dir", str(base), "--results-dir", str(results)]
-    launched = run_main("continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi")
+    launched = run_main(
+        "continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi", "--no-control"
+    )
     assert launched.code == 1, launched.text
     outcome = run_main("status", *common, "--json")
     (run,) = json.loads(outcome.out)["runs"]

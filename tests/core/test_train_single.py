@@ -134,6 +134,7 @@ def test_resume_matches_uninterrupted_run(train_base, tmp_path, warmup):
         torch.testing.assert_close(a[k], b[k], rtol=1e-6, atol=1e-6)
     meta = read_meta(train_base / "base_checkpoints" / "cut", 12)
     assert meta.train_state.resumed_from == 6 and meta.optimizer.at_start == "restored"
+    assert meta.train_state.platform is not None and meta.train_state.platform.device == "cpu"  # its numerics
 
 
 def _poison_grads(at_backward: set[int]):

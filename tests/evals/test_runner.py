@@ -126,6 +126,7 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     assert saved.rope_eval["frequencies"].startswith("fixed by the RoPE config")
     run = saved.measured["bpb"]
     assert run.world_size == 1 and run.dtype == "float32" and run.code_version.package
+    assert run.platform is not None and run.platform.device == "cpu" and run.platform.threads == 1
     assert run.settings == {"bpb_tokens": 1024, "seed": 1234, "window": 32} and run.data_hash
     assert saved.measured["core"].settings["max_per_task"] == 6
     m = saved.metrics

@@ -20,6 +20,7 @@ from rlab.core.rope import attention_factor
 from rlab.core.tokenizer import Tokenizer
 from rlab.errors import ExportError
 from rlab.export import hf as H
+from rlab.export import hf_check as C
 from rlab.export.hf_rope import HF_ROPE
 from rlab.paths import BaseLayout
 from rlab.spec.rope import RopeSpec, RopeVariant
@@ -48,13 +49,6 @@ FAST = {
     ("nanochat-2026", "longrope"),
     ("nanochat-2026", "ntk"),
 }
-
-
-@pytest.fixture
-def base(tmp_path, tiny_base_dir) -> Path:
-    root = tmp_path / "base"
-    shutil.copytree(BaseLayout(tiny_base_dir).tokenizer_dir, BaseLayout(root).tokenizer_dir)
-    return root
 
 
 def vocab(base: Path) -> int:
@@ -88,7 +82,7 @@ def test_export_loads_offline_and_matches_rlab(base, tmp_path, arch, name):
         rope = rope.model_copy(update={"layers": "global"})
     write_checkpoint(base, "t", random_model(arch, rope, vocab_size=vocab(base)))
     result = H.export_hf(base, "t", tmp_path / "out")
-    assert result.roundtrip.max_abs_logit_diff <= H.ROUNDTRIP_TOLERANCE
+    assert result.roundtrip.max_abs_logit_diff <= C.ROUNDTRIP_TOLERANCE
     assert result.roundtrip.length == 64 and result.roundtrip.argmax_agreement == 1.0
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= set(result.files)
 
@@ -96,7 +90,9 @@ def test_export_loads_offline_and_matches_rlab(base, tmp_path, arch, name):
     hf_model, config = load_folder(tmp_path / "out")
     remote = H.needs_remote_code(model)
     assert (
-        ("auto_map" in config) == remote == (arch == "nanochat-2026" or attention_factor(model.rope) != 1.0)
+        ("auto_map" in config)
+        == remote
+        == (arch == "nanochat-2026" or attention_factor(model.rope) != 1.0 or name == "dynamic-ntk")
     )
     assert config["model_type"] == ("rlab_nanochat" if remote else "nanochat")
     params = config["rope_parameters"]
@@ -107,7 +103,7 @@ def test_export_loads_offline_and_matches_rlab(base, tmp_path, arch, name):
     ids = torch.randint(0, model.config.vocab_size, (3, 57), generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
         diff = (hf_model(input_ids=ids).logits - model(ids)).abs().max().item()
-    assert diff <= H.ROUNDTRIP_TOLERANCE, f"{arch} {name}: {diff:.2e}"
+    assert diff <= C.ROUNDTRIP_TOLERANCE, f"{arch} {name}: {diff:.2e}"
 
 
 @pytest.mark.parametrize(
@@ -139,7 +135,7 @@ def test_a_variant_transformers_cannot_express_is_refused_and_nothing_written(ba
 
 def test_a_failed_round_trip_writes_nothing(base, tmp_path, monkeypatch):
     write_checkpoint(base, "t", random_model("nanochat-2026", VARIANTS["yarn"], vocab_size=vocab(base)))
-    monkeypatch.setattr(H, "ROUNDTRIP_TOLERANCE", 0.0)
+    monkeypatch.setattr(C, "ROUNDTRIP_TOLERANCE", 0.0)
     with pytest.raises(ExportError, match=r"^Round trip failed: max \|logit difference\| "):
         H.export_hf(base, "t", tmp_path / "out")
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
@@ -155,19 +151,53 @@ def test_an_existing_folder_needs_force(base, tmp_path):
     assert not (tmp_path / "out" / "keep.txt").exists()
 
 
-def test_remote_model_generates_what_rlab_generates(base, tmp_path):
-    """Greedy decoding through transformers' generate (no KV cache) follows rlab's own greedy tokens."""
-    write_checkpoint(base, "t", random_model("nanochat-2026", VARIANTS["yarn"], vocab_size=vocab(base)))
+@pytest.mark.parametrize("arch", ["nanochat-2025", "nanochat-2026"])
+@pytest.mark.parametrize("name", ["yarn", "dynamic-ntk"])
+def test_generate_with_cache_left_padded_equals_rlab_greedy(base, tmp_path, arch, name):
+    """transformers' generate (greedy, KV cache, a left-padded batch) follows rlab's greedy sampler token for
+    token, past L0 (dynamic: at the planned length), on prompts the export's own check did not use."""
+    write_checkpoint(base, "t", random_model(arch, VARIANTS[name], vocab_size=vocab(base)))
+    result = H.export_hf(base, "t", tmp_path / "out")
+    assert result.roundtrip.generate_match and result.roundtrip.generate_prompt_lens == (56, 28, 5)
+    hf_model, config = load_folder(tmp_path / "out")
+    assert config["use_cache"] is True
+    model, _ = load_model(BaseLayout(base).checkpoint_dir("t"), 10)
+    bos = int(hf_model.config.bos_token_id)
+    g = torch.Generator().manual_seed(3)
+    prompts = [
+        [bos, *torch.randint(0, model.config.vocab_size, (n,), generator=g).tolist()] for n in (40, 3, 17)
+    ]
+    with torch.no_grad():
+        assert C.greedy_hf(hf_model, prompts, bos) == C.greedy_rlab(model, prompts, bos)
+
+
+def test_dynamic_ntk_generation_needs_the_planned_length(base, tmp_path, monkeypatch):
+    """Negative control: decoding with frequencies at each step's length (what transformers' own `dynamic` does)
+    scores other logits than one forward over the planned length; the length `generate` plans removes that."""
+    from transformers import GenerationMixin
+
+    write_checkpoint(
+        base, "t", random_model("nanochat-2026", VARIANTS["dynamic-ntk"], vocab_size=vocab(base))
+    )
     H.export_hf(base, "t", tmp_path / "out")
     hf_model, _ = load_folder(tmp_path / "out")
     model, _ = load_model(BaseLayout(base).checkpoint_dir("t"), 10)
-    ids = torch.tensor([[int(hf_model.config.bos_token_id), 5, 17, 42]])
+    ids = torch.randint(1, model.config.vocab_size, (1, 40), generator=torch.Generator().manual_seed(3))
+
+    def step_logits():  # the logits each decoding step scored, (new tokens, V)
+        out = hf_model.generate(
+            ids, max_new_tokens=8, do_sample=False, output_logits=True, return_dict_in_generate=True
+        )
+        return torch.cat(out.logits), out.sequences
+
     with torch.no_grad():
-        theirs = hf_model.generate(ids, max_new_tokens=6, do_sample=False)[0, 4:].tolist()
-        ours = ids.clone()
-        for _ in range(6):
-            ours = torch.cat([ours, model(ours)[:, -1].argmax(-1, keepdim=True)], dim=1)
-    assert theirs == ours[0, 4:].tolist()
+        planned, sequence = step_logits()
+        full = model(sequence)[0, ids.size(1) - 1 : -1]  # one forward over prompt + new tokens
+        assert (planned - full).abs().max() <= C.ROUNDTRIP_TOLERANCE
+        monkeypatch.setattr(
+            type(hf_model), "_prepare_cache_for_generation", GenerationMixin._prepare_cache_for_generation
+        )
+        assert (step_logits()[0] - full).abs().max() > 100 * C.ROUNDTRIP_TOLERANCE
 
 
 def test_tokenizer_loads_with_auto_tokenizer_and_prepends_bos(base, tmp_path):
@@ -222,9 +252,10 @@ REFERENCE = {"d314e96": "nanochat-2025", "head": "nanochat-2026"}
 
 
 @pytest.mark.parametrize("version", list(REFERENCE))
-@pytest.mark.parametrize("variant", ["rope", "yarn"])
+@pytest.mark.parametrize("variant", ["rope", "yarn", "dynamic-ntk"])
 def test_nanochat_written_checkpoints_export(tmp_path, version, variant):
-    """nanochat's own d2 of each generation, as it is (rope) and with yarn applied zero-shot (a clone's meta)."""
+    """nanochat's own d2 of each generation, as it is (rope) and with yarn / dynamic-ntk applied zero-shot (a
+    clone's meta): logits, and generate() with the cache (nanochat-2026's short windows bind past 129 tokens)."""
     from tests.conftest import NANOCHAT_REFERENCE_SKIP, nanochat_reference_path
 
     source = nanochat_reference_path(version)
@@ -233,14 +264,20 @@ def test_nanochat_written_checkpoints_export(tmp_path, version, variant):
     base = tmp_path / "base"
     shutil.copytree(source / "tokenizer", BaseLayout(base).tokenizer_dir)
     model, meta = load_model(BaseLayout(source).checkpoint_dir("d2"), 20)
-    if variant == "yarn":
-        model.set_rope(RopeSpec(variant="yarn", factor=4.0, original_len=model.config.sequence_len // 4))
+    if variant != "rope":
+        model.set_rope(RopeSpec(variant=variant, factor=4.0, original_len=model.config.sequence_len // 4))
     write_checkpoint(base, "d2", model, step=20)
     result = H.export_hf(base, "d2", tmp_path / "out")
     assert result.architecture == REFERENCE[version]
-    assert result.remote_code == (version == "head" or variant == "yarn")
-    assert result.roundtrip.max_abs_logit_diff <= H.ROUNDTRIP_TOLERANCE
-    hf_model, _ = load_folder(tmp_path / "out")
+    assert result.remote_code == (version == "head" or variant != "rope")
+    assert result.roundtrip.max_abs_logit_diff <= C.ROUNDTRIP_TOLERANCE and result.roundtrip.generate_match
+    hf_model, config = load_folder(tmp_path / "out")
+    assert config["max_position_embeddings"] == model.config.sequence_len
+    if version == "head":  # SSSL over 2 layers: layer 0 keeps a 128-token window
+        assert config["layer_types"] == ["sliding_attention", "full_attention"]
+        assert config["sliding_window"] == 129
+    if variant == "dynamic-ntk":
+        assert config["rope_parameters"]["original_max_position_embeddings"] == model.config.sequence_len // 4
     ids = torch.randint(0, model.config.vocab_size, (2, model.config.sequence_len))
     with torch.no_grad():
-        assert (hf_model(input_ids=ids).logits - model(ids)).abs().max().item() <= H.ROUNDTRIP_TOLERANCE
+        assert (hf_model(input_ids=ids).logits - model(ids)).abs().max().item() <= C.ROUNDTRIP_TOLERANCE

@@ -49,6 +49,15 @@ def test_alternating_blocks_extrapolate_exactly():
 
 
 @pytest.mark.slow
+def test_checkpointed_blocks_extrapolate_exactly():
+    """Every other block checkpointed: a period of two blocks, and the count of 5 layers is exact."""
+    shape = _shape(n_layer=5).model_copy(update={"activation_checkpointing": "every-2"})
+    estimate = compiled_saved(shape)
+    assert estimate.total == _saved_at_depth(shape, 5)
+    assert estimate.total < compiled_saved(_shape(n_layer=5)).total
+
+
+@pytest.mark.slow
 def test_the_model_compiles_as_one_graph():
     """No graph break: the device-type switch the planner uses (rlab.core.target_device) must stay
     traceable, and so must everything else in the forward."""

@@ -24,16 +24,21 @@ def _shape(dtype: str = "float32", batch: int = 4, accum: int = 1, **config) -> 
     )
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_traced_saved_bytes_equal_what_hooks_see_in_a_real_forward(dtype):
-    """The fake trace counts exactly the storages a real forward saves (independent count, by storage)."""
+@pytest.mark.parametrize(
+    ("dtype", "checkpointing", "n_layer"),
+    [("float32", "off", 2), ("bfloat16", "off", 2), ("float32", "all", 2), ("bfloat16", "every-2", 3)],
+)
+def test_traced_saved_bytes_equal_what_hooks_see_in_a_real_forward(dtype, checkpointing, n_layer):
+    """The fake trace counts exactly the storages a real forward saves (independent count, by storage),
+    with blocks checkpointed (they keep their inputs) as without."""
     from rlab.core.gpt import GPT, GPTConfig
 
-    shape = _shape(dtype)
+    shape = _shape(dtype, n_layer=n_layer).with_checkpointing(checkpointing)
     traced = trace_step(shape)
     torch.manual_seed(0)
     model = GPT(GPTConfig.from_dict(shape.config))
     model.init_weights()
+    model.set_activation_checkpointing(checkpointing)
     x = torch.randint(0, shape.config["vocab_size"], (shape.device_batch_size, shape.seq_len))
     seen: dict[int, int] = {}
 
@@ -48,6 +53,8 @@ def test_traced_saved_bytes_equal_what_hooks_see_in_a_real_forward(dtype):
     assert traced.activations > 0
     assert sum(seen.values()) == traced.activations + traced.weight_copies
     assert set(traced.saved) == {"embed", "layers", "head"}
+    if checkpointing != "off":  # a checkpointed block keeps less than a plain one
+        assert traced.saved["layers"] < trace_step(shape.with_checkpointing("off")).saved["layers"]
 
 
 @pytest.mark.parametrize(("dtype", "accum"), [("float32", 1), ("bfloat16", 2)])

@@ -46,12 +46,17 @@ def test_one_document_two_renderings(tmp_path):
     document = doc.Document(
         doc.text("Experiment ", doc.code("x")),
         [
-            doc.Bullets(
-                [
-                    doc.Item(doc.text("a ", doc.verdict(Verdict.BETTER))),
-                    doc.Item(doc.text("Warning: w"), "warning"),
-                ],
+            doc.Marked(
                 "answer",
+                [
+                    doc.Bullets(
+                        [
+                            doc.Item(doc.text("a ", doc.verdict(Verdict.BETTER))),
+                            doc.Item(doc.text("Warning: w"), "warning"),
+                        ],
+                        "answer",
+                    )
+                ],
             ),
             doc.Image(png, "plots/p.png", "a plot"),
             doc.Section("Notes", [doc.Numbered(["first"])]),
@@ -59,9 +64,10 @@ def test_one_document_two_renderings(tmp_path):
         html_title="t",
     )
     assert doc.to_markdown(document) == (
-        "# Experiment `x`\n\n- a **better**\n- Warning: w\n\n![a plot](plots/p.png)\n\n## Notes\n\n1. first\n"
+        "# Experiment `x`\n\n<!-- answer -->\n- a **better**\n- Warning: w\n<!-- /answer -->\n\n![a plot](plots/p.png)\n\n## Notes\n\n1. first\n"
     )
     html = doc.to_html(document)
+    assert '<div class="answer">\n<ul class="answer">' in html
     assert '<li class="warning">Warning: w</li>' in html and '<strong class="better">better</strong>' in html
     assert 'src="data:image/png;base64,' in html and "plots/p.png" not in html  # self-contained
     assert '<a href="#notes">Notes</a>' in html

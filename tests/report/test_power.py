@@ -161,6 +161,9 @@ def test_spec_check_planned_units_and_warnings(tmp_path):
     from rlab.spec.loading import load_spec
 
     spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
+    spec = spec.model_copy(
+        update={"train": spec.train.model_copy(update={"seeds": 1})}
+    )  # no seed SD to plan from
     planned = power_spec.planned_units(spec, l0=256)
     assert planned["primary"].units == math.ceil(spec.eval.length_tokens / spec.eval.length_block)
     assert planned["copy_gain"].units == spec.eval.copy_trials

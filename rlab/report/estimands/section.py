@@ -1,0 +1,93 @@
+"""The estimands' compact report section: one small table per estimand that has rows, arms in table order."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from rlab.report import inference as inf
+from rlab.report.table_model import BLANK, Table, arm_order
+
+if TYPE_CHECKING:
+    from rlab.report import document as doc
+    from rlab.report.report_data import ReportData
+
+
+def _pivot(data: ReportData, rows: list, column_of, title: str, about: str, caption: str) -> Table | None:
+    """Rows of one estimand -> a table: one row per arm, one column per `column_of(row)`, cells `row.cell()`
+    (n = units). A column with no estimate anywhere is left out, its reason added to the caption."""
+    columns = list(dict.fromkeys(column_of(r) for r in rows))
+    empty = {c: {r.note for r in rows if column_of(r) == c} for c in columns}
+    empty = {
+        c: notes
+        for c, notes in empty.items()
+        if all(not r.cell() or r.note for r in rows if column_of(r) == c)
+    }
+    columns = [c for c in columns if c not in empty]
+    if not columns:
+        return None
+    by_arm: dict[str, dict[str, str]] = {}
+    for r in rows:
+        n = f" (n={r.n_units})" if r.n_units and not r.note else ""
+        by_arm.setdefault(r.arm, {})[column_of(r)] = r.cell() + n
+    records = [
+        {"arm": data.label(arm), **{c: by_arm[arm].get(c, BLANK) for c in columns}}
+        for arm in arm_order(data)
+        if arm in by_arm
+    ]
+    left_out = "; ".join(f"{c}: {'; '.join(sorted(n for n in notes if n))}" for c, notes in empty.items())
+    caption += f" Not shown: {left_out}." if left_out else ""
+    return Table(title, pd.DataFrame(records, columns=["arm", *columns]), set(), caption, about=about)
+
+
+def retention_table(data: ReportData) -> Table | None:
+    from rlab.report.estimands.retention import NAME, short_length
+
+    L0 = short_length(data)
+
+    def column(r) -> str:
+        what = f"BPB at {L0}" if r.metric == "bpb" else "CORE"
+        return f"{what} vs {'base' if r.versus == 'base' else r.reference}"
+
+    return _pivot(
+        data,
+        data.estimands.get(NAME) or [],
+        column,
+        "Short-context retention",
+        f"How much of the short-context quality each arm keeps: BPB at L0 = {L0} as the reference's BPB over the "
+        "arm's (a worse BPB keeps < 100%), CORE as the arm's over the reference's; against the base checkpoint "
+        "each seed came from and against the control arm. Paired by document (BPB) and example (CORE).",
+        "keeps X% [95% studentized interval, delta method over the paired units], n = units. Levels, no "
+        "verdicts: the control comparison's verdict is the BPB-at-length table's.",
+    )
+
+
+def effective_length_table(data: ReportData) -> Table | None:
+    from rlab.report.estimands.effective_length import ABSOLUTE, NAME, RELATIVE
+
+    def column(r) -> str:
+        rule = f">= {ABSOLUTE:g}" if r.threshold == "absolute" else f">= {RELATIVE:.0%} of within L0"
+        return f"{r.source.replace('_', ' ')} {rule}"
+
+    return _pivot(
+        data,
+        data.estimands.get(NAME) or [],
+        column,
+        "Effective context length",
+        "The longest evaluated length up to which retrieval accuracy stays at or above the threshold at every "
+        f"evaluated length (RULER's {ABSOLUTE:g}, or {RELATIVE:.0%} of the arm's own accuracy within L0).",
+        "length [95% bootstrap interval over items; none with fewer than "
+        f"{inf.MIN_UNITS} items at a length]; '< L' fails at the shortest evaluated length, '>= L' passes at the "
+        "longest; n = items per length.",
+    )
+
+
+TABLES = (retention_table, effective_length_table)
+
+
+def sections(data: ReportData) -> list[doc.Section]:
+    """The section of every estimand with rows (none when no estimand could be computed)."""
+    from rlab.report.tables import section
+
+    return [section(t) for build in TABLES if (t := build(data)) is not None]

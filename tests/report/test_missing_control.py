@@ -1,0 +1,22 @@
+"""A report whose control arm (continued rope) is missing gives the continued arms no verdict, and names the command
+that trains the control, instead of comparing them with a training-free arm or the base (issue 36)."""
+
+from __future__ import annotations
+
+import shutil
+
+from rlab.paths import ExperimentLayout
+from rlab.report.collect import collect
+from tests.conftest import REPO_ROOT
+
+
+def test_no_continued_rope_no_verdicts_and_the_command_that_adds_it(tmp_path):
+    shutil.copytree(REPO_ROOT / "results" / "demo", tmp_path / "demo")
+    for folder in ("evals", "runs"):
+        shutil.rmtree(tmp_path / "demo" / folder / "demo-rope", ignore_errors=True)
+    data = collect(ExperimentLayout(tmp_path, "demo"), draws=20)
+    continued = data.comparisons[data.comparisons["kind"] == "continued"]
+    assert continued.empty  # no "vs rope (zero-shot)" or "vs base" verdicts for trained arms
+    assert not data.comparisons[data.comparisons["kind"] == "zero-shot"].empty  # zero-shot vs zero-shot stays
+    (note,) = [n for n in data.footnotes.items if "the control" in n]
+    assert f"rlab continue --spec {tmp_path / 'demo' / 'spec.resolved.yaml'} --variants rope" in note
