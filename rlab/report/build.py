@@ -124,6 +124,7 @@ def report_document(
     declared = list(families(data.comparisons).values())
     if copy is not None:
         declared.append(copy_distance.family(copy.cells))
+    declared += estimands_section.families(data)
     whole = inf.families_note(declared)
     blocks: list[doc.Block] = [
         doc.Marked(
