@@ -86,16 +86,16 @@ def choose_primary(
     capped = {L: tags for L, tags in capped.items() if tags}
     usable = [L for L in wanted if L not in capped and not unknown]
     if usable:
-        top = max(usable)
+        top, what = max(usable), " and ".join(str(L) for L in usable)
         return Primary(
             est.PRIMARY,
             [top],
             f"BPB at {top} tokens of context ({top // train_len}x the training length {train_len}; lower is "
-            f"better), with beside it the extension: BPB at {top} minus BPB at {train_len} on the same targets "
-            "(what the longer context buys; secondary)",
+            f"better), with beside it the extension: BPB at {what} minus BPB at {train_len} on the same targets "
+            f"({'mean over the lengths; ' if len(usable) > 1 else ''}what the longer context buys; secondary)",
             reference=train_len,
             capped=capped,
-            extension=[top],
+            extension=usable,
         )
     if wanted and unknown:
         why = (

@@ -217,7 +217,7 @@ def group_scalars(
     datas: list[TagData], metrics: list[str], core_baselines: dict[str, float]
 ) -> list[dict[str, Any]]:
     """Every scalar of one group of seed replicates: mean over seeds with a studentized interval (unit noise, and
-    seed noise with S - 1 degrees of freedom when there are several seeds)."""
+    seed noise, Satterthwaite's degrees of freedom, when there are several seeds)."""
     rows = []
     for metric in metrics:
         if bpb_metric(metric):

@@ -122,7 +122,8 @@ def extension_beside_level(data: ReportData, arm: str) -> tuple[doc.Part, ...]:
     base_value, _, _, _ = scalar(data, data.baseline_arm, est.EXTENSION) if data.baseline_arm else (0,) * 4
     span = f" [{ext['diff_low']:+.4f}, {ext['diff_high']:+.4f}]" if not math.isnan(ext["diff_low"]) else ""
     out: list[doc.Part] = [
-        f"; extension from {data.primary.reference} to {max(data.primary.extension)} tokens {value:+.4f} vs "
+        f"; extension from {data.primary.reference} to {' and '.join(map(str, data.primary.extension))} tokens "
+        f"{value:+.4f} vs "
         f"{base_value:+.4f} BPB, difference {ext['diff']:+.4f}{span} ",
         short_verdict(ext),
         f" ({family_tag(data, ext)})",
@@ -195,8 +196,8 @@ def warnings(data: ReportData) -> list[str]:
         out.append(
             f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
             f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
-            "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
-            "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
+            "(`rlab continue --seeds S`); the seed and unit terms then get Satterthwaite's degrees of freedom, so "
+            "seeds cost little power where unit noise dominates."
         )
     if unpaired := arms_mod.unpaired_bases(_seed_bases(data)):
         out.append(

@@ -515,10 +515,7 @@ def seeds_note(n_seeds: int) -> str:
     """What a verdict on `n_seeds` seeds per arm covers."""
     if n_seeds >= MIN_SEEDS:
         return (
-            f"{n_seeds} seeds: training noise covered (seed term with {n_seeds - 1} degrees of freedom, "
-            f"t = {stats.t.ppf(1 - ALPHA / 2, n_seeds - 1):.1f} at 95%)"
+            f"{n_seeds} seeds: training noise covered (seed and unit terms, Satterthwaite's degrees of freedom "
+            f"between {n_seeds - 1} and the units')"
         )
-    return (
-        f"1 seed: training noise not covered (a verdict that covers it needs >= {MIN_SEEDS} seeds per arm; "
-        f"at 3 seeds t has 2 degrees of freedom, 4.3 at 95%)"
-    )
+    return f"1 seed: training noise not covered (a verdict that covers it needs >= {MIN_SEEDS} seeds per arm)"

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rlab.report import estimates as est
 from rlab.report import inference as inf
-from rlab.report.arm_comparisons import family_of
+from rlab.report.arm_comparisons import compared_on, family_of
 from rlab.report.arms import Arm, ArmKind, arm_key, baseline_arm, reference_arm
 from rlab.report.collect import resolve_baseline
 from rlab.report.endpoints import EXTENSION_MULTIPLES
@@ -97,6 +97,7 @@ def planned_comparisons(spec: ExperimentSpec, lengths: list[int]) -> list[Planne
             out += [
                 PlannedComparison(arm.key, ref.key, m, family_of(m, arm.kind))
                 for m in arm_metrics(spec, lengths)
+                if compared_on(m, arm.kind)
             ]
     return out
 

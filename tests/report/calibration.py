@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 import pandas as pd
 
 from rlab.report import inference as inf

@@ -60,7 +60,8 @@ def test_seeds_pool_into_one_arm_with_wider_intervals(arms_fx):
     )  # the tag's own value; comparisons are the arm's
     comp = data.comparisons.set_index(["arm", "metric"])
     assert comp.loc[("yarn (zero-shot)", "extension_bpb"), "family"] == "secondary"
-    assert comp.loc[("yarn", "extension_bpb"), "family"] == "primary"
+    assert comp.loc[("yarn", "extension_bpb"), "family"] == "secondary"  # the extension explains the level
+    assert comp.loc[("yarn", "primary_bpb"), "family"] == "primary"
     assert comp.loc[("base", "val_bpb"), "diff"] == pytest.approx(0.147, rel=1e-4)
 
 

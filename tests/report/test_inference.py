@@ -95,4 +95,4 @@ def test_seed_and_unit_terms_use_satterthwaite_degrees_of_freedom():
 def test_verdict_is_typed_and_prints_its_value():
     assert Verdict.WITHIN_NOISE == "≈ within noise" and f"{Verdict.BETTER}" == "better"
     assert Verdict("too few units") is Verdict.TOO_FEW_UNITS and not Verdict.UNTESTABLE.significant
-    assert "not covered" in inf.seeds_note(1) and "covered (seed term with 2 degrees" in inf.seeds_note(3)
+    assert "not covered" in inf.seeds_note(1) and "between 2 and the units" in inf.seeds_note(3)
