@@ -5,6 +5,8 @@
     python -m bench.gpu_bench --steps 40 --device-batch-size 4
     python -m bench.gpu_bench --cpu --steps 4               # the same flow on the CPU at a tiny shape (smoke)
     python -m bench.gpu_bench --work-dir /tmp/gb            # keep the runs; a base prepared there is reused
+    python -m bench gpu --seq-len 32768 --device-batch-size 1 --activation-checkpointing all --no-evals
+    python -m bench gpu --seq-len 131072 --device-batch-size 1 --activation-checkpointing all --no-evals
 
 What runs, in one call:
 1. a base dir with a synthetic corpus (random words: no network) and a 65,536-token tokenizer, so the
@@ -73,7 +75,7 @@ def shipped_device_batch() -> int:
     return int(yaml.safe_load(SPEC.read_text())["train"]["device_batch_size"])
 
 
-def _plan(shape: dict[str, int], batch: int, nproc: int, device: str) -> Any:
+def _plan(shape: dict[str, int], batch: int, nproc: int, device: str, checkpointing: str = "off") -> Any:
     from rlab.memory.plan import plan_training
     from rlab.memory.shape import TrainShape
 
@@ -87,7 +89,12 @@ def _plan(shape: dict[str, int], batch: int, nproc: int, device: str) -> Any:
         "architecture": "nanochat-2025",
     }
     ts = TrainShape(
-        config=config, seq_len=shape["seq_len"], device_batch_size=batch, nproc=nproc, device=device
+        config=config,
+        seq_len=shape["seq_len"],
+        device_batch_size=batch,
+        nproc=nproc,
+        device=device,
+        activation_checkpointing=checkpointing,
     )
     return plan_training(ts, suggest=False)
 
@@ -125,7 +132,14 @@ def _prepared_base(root: Path, vocab: int) -> Path:
 
 
 def run_rlab(
-    base: Path, root: Path, shape: dict[str, int], batch: int, nproc: int, steps: int, cuda: bool
+    base: Path,
+    root: Path,
+    shape: dict[str, int],
+    batch: int,
+    nproc: int,
+    steps: int,
+    cuda: bool,
+    checkpointing: str = "off",
 ) -> dict:
     """rlab's trainer under torchrun; its metrics.jsonl summarised (past compilation and warm-up)."""
     from rlab.spec.run import RunConfig
@@ -150,6 +164,7 @@ def run_rlab(
                 "device_batch_size": batch,
                 "dtype": "bfloat16" if cuda else "float32",
                 "compile": cuda,
+                "activation_checkpointing": checkpointing,
                 "eval_every": max(1, steps // 4),
                 "sample_every": max(1, steps // 4),
                 "eval_tokens": batch * shape["seq_len"] * nproc,
@@ -279,6 +294,14 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("--seq-lens", default=None, help=argparse.SUPPRESS)  # the old flag, ignored
     parser.add_argument(
+        "--seq-len", type=int, default=None, help="tokens per row (default: 8192; CPU smoke 256)"
+    )
+    parser.add_argument(
+        "--activation-checkpointing",
+        default="off",
+        help="off, all or every-k: e.g. --seq-len 131072 --device-batch-size 1 --activation-checkpointing all",
+    )
+    parser.add_argument(
         "--work-dir", type=Path, default=None, help="keep the base and the runs here (default: a temp dir)"
     )
     parser.add_argument("--no-eval-bench", action="store_true", help="skip the CORE/BPB throughput part")
@@ -290,17 +313,19 @@ def main(argv: list[str]) -> None:
     if not cuda and not args.cpu:
         print("no CUDA device: the GPU benchmark did not run (see `make gpu-check` on a GPU machine)")
         return
-    shape = D20 if cuda else CPU_SMOKE
+    shape = {**(D20 if cuda else CPU_SMOKE), **({"seq_len": args.seq_len} if args.seq_len else {})}
+    ckpt = args.activation_checkpointing
     nproc = torch.cuda.device_count() if cuda else 1
     batch = args.device_batch_size or (shipped_device_batch() if cuda else 2)
     where = f"{nproc} x {torch.cuda.get_device_name(0)}" if cuda else "CPU (smoke: figures mean nothing)"
     print(f"device: {where}, torch {torch.__version__}", flush=True)
     print(
         f"shape: n_layer {shape['depth']}, n_embd {shape['n_embd']}, {shape['n_head']} heads, vocab "
-        f"{shape['vocab']:,}, {batch} x {shape['seq_len']} tokens per rank, {nproc} rank(s), {args.steps} steps",
+        f"{shape['vocab']:,}, {batch} x {shape['seq_len']} tokens per rank, {nproc} rank(s), {args.steps} steps, "
+        f"activation checkpointing {ckpt}",
         flush=True,
     )
-    nanochat = os.environ.get("NANOCHAT_DIR") if cuda else None
+    nanochat = os.environ.get("NANOCHAT_DIR") if cuda and ckpt == "off" else None  # it has no checkpointing
     with contextlib.ExitStack() as stack:
         if args.work_dir is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rlab-gpu-bench-")))
@@ -309,7 +334,7 @@ def main(argv: list[str]) -> None:
             root.mkdir(parents=True, exist_ok=True)
         base = _prepared_base(root, shape["vocab"])
         try:
-            plan = _plan(shape, batch, nproc, "cuda" if cuda else "cpu")
+            plan = _plan(shape, batch, nproc, "cuda" if cuda else "cpu", ckpt)
             print(
                 f"memory plan (rlab memory): peak {plan.peak_gib:.2f} GiB per rank (at {plan.peak_phase})",
                 flush=True,
@@ -317,7 +342,7 @@ def main(argv: list[str]) -> None:
         except Exception as exc:  # noqa: BLE001 - the trainers still run; the plan's failure is reported
             plan = None
             print(f"memory plan failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}", flush=True)
-        ours = run_rlab(base, root, shape, batch, nproc, args.steps, cuda)
+        ours = run_rlab(base, root, shape, batch, nproc, args.steps, cuda, ckpt)
         print(f"rlab: {json.dumps(ours)}", flush=True)  # each result as soon as it is in (a cut run keeps it)
         anchor = run_nanochat(Path(nanochat), base, shape, batch, nproc, args.steps) if nanochat else None
         if anchor is not None:

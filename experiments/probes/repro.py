@@ -167,4 +167,7 @@ def _threads(layout: ExperimentLayout) -> list[int]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RlabError as exc:  # one line and a hint, as rlab's own commands say it
+        sys.exit(f"error: {exc.message}\n{exc.hint or ''}".rstrip())

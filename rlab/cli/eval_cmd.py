@@ -195,9 +195,8 @@ def eval_tag(
         for index, cfg in enumerate(plan.configs):
             entries.append({**plan.entry(index, resolve=False), "config": cfg.model_dump(mode="json")})
             if not as_json:
-                out.print(
-                    f"{cfg.tag}: {cfg.model_dump_json()}", highlight=False, markup=False, soft_wrap=True
-                )
+                for line in describe_eval_config(cfg):
+                    out.print(line, highlight=False, markup=False, soft_wrap=True)
                 out.print(
                     f"  {format_command(entries[-1]['command'])}",
                     highlight=False,
@@ -222,3 +221,28 @@ def eval_tag(
     raise_for_failures(plan, outcomes)
     if not as_json:
         reporter.next_step(f"rlab report -e {plan.spec.experiment} --results-dir {plan.spec.results_dir}")
+
+
+def describe_eval_config(cfg: Any) -> list[str]:
+    """A dry run's plan of one tag, readable (`--json` has every setting): what runs, at which lengths, where."""
+    e = cfg.eval
+    step = "newest step" if cfg.step is None else f"step {cfg.step}"
+    lengths = (
+        ", ".join(f"{n:,}" for n in e.lengths) if e.lengths else f"the default grid to 2 x {e.target_len:,}"
+    )
+    lines = [
+        f"{cfg.tag} ({step} in {cfg.base_dir}) -> {cfg.out_dir}",
+        f"  evals: {', '.join(e.evals)}; lengths: {lengths}",
+    ]
+    details = []
+    if "core" in e.evals:
+        tasks = "all tasks" if not e.core_tasks else ", ".join(e.core_tasks)
+        per = "" if e.max_per_task is None else f", {e.max_per_task} per task"
+        details.append(f"CORE {tasks}{per}")
+    if "passkey" in e.evals:
+        details.append(f"passkey {e.passkey_trials} trials x {len(e.passkey_depths)} depths")
+    if "ruler" in e.evals:
+        details.append(f"RULER {', '.join(e.ruler_tasks)} ({e.ruler_trials} trials)")
+    details.append(f"device_batch_size {e.device_batch_size}, seed {e.seed}")
+    lines.append("  " + "; ".join(details))
+    return lines

@@ -280,7 +280,7 @@ def render_longest(rows: Any, shape: Any) -> None:
     out.print(table)
     out.print(
         f"[dim]Peak on the line through the plans at {max(1024, shape.seq_len // 2):,} and {max(2048, shape.seq_len):,} "
-        "tokens (it is affine in the length at one row), rounded down to 1,024; - = not even the shorter fits.[/]",
+        "tokens (it is affine in the length at one row), rounded down to 1,024; - = not even 1,024 fits.[/]",
         highlight=False,
     )
 

@@ -208,7 +208,7 @@ def power_plan(
     if not seed_grid or min(seed_grid) < 1:
         raise RlabError(f"--seeds {seeds!r}: expected positive integers, e.g. 1,3,5.")
     targets = TargetMde()
-    pilot_name = None
+    pilot_name, notes = None, []
     if spec_path is not None:
         from rlab.spec.loading import load_spec
 
@@ -227,7 +227,7 @@ def power_plan(
                 "Run a small pilot first (rlab eval), or state the noise: rlab power --unit-sd core=0.57 ...",
             )
         pilot = power.read_pilot(layout, baseline, spread.value)
-        pilot_name = pilot.name
+        pilot_name, notes = pilot.name, pilot.notes
         if spec_path is None and pilot.targets is not None:
             targets = pilot.targets
         noises = power.with_stated(pilot.noises, stated_unit, stated_seed)
@@ -248,12 +248,19 @@ def power_plan(
 
         typer.echo(
             json.dumps(
-                {"pilot": pilot_name, "power": power_level, "endpoints": [p.as_dict() for p in plans]},
+                {
+                    "pilot": pilot_name,
+                    "power": power_level,
+                    "endpoints": [p.as_dict() for p in plans],
+                    "notes": notes,
+                },
                 indent=2,
             )
         )
         return
     _render(plans, pilot_name, power_level)
+    for note in notes:
+        typer.echo(f"Note: {note}")
 
 
 def _render(plans: list[EndpointPlan], pilot: str | None, power_level: float) -> None:

@@ -187,7 +187,6 @@ class _SoftcapCrossEntropy(torch.autograd.Function):
         )
 
 
-@torch.compiler.disable
 def softcap_cross_entropy(
     hidden: torch.Tensor,
     weight: torch.Tensor,
@@ -200,7 +199,33 @@ def softcap_cross_entropy(
 
     hidden (N, C), weight (V_pad, C), targets (N,) long. reduction "mean" | "sum" | "none"
     ("none" only without gradients: the per-token losses, 0 at ignored targets).
+    Under torch.compile it runs eagerly, outside the graph (`_outside_compile`).
     """
+    if torch.compiler.is_compiling():
+        return _outside_compile()(hidden, weight, targets, vocab_size, softcap, reduction)
+    return _head(hidden, weight, targets, vocab_size, softcap, reduction)
+
+
+_DISABLED: list = []
+
+
+def _outside_compile():
+    """The head wrapped in `torch.compiler.disable`, made at the first compiled call rather than at import:
+    that wrapper imports torch._dynamo, which takes about as long as importing torch, and only a compiled
+    run needs it (`rlab sample`, the evals and the planners' dry runs do not)."""
+    if not _DISABLED:
+        _DISABLED.append(torch.compiler.disable(_head))
+    return _DISABLED[0]
+
+
+def _head(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    vocab_size: int,
+    softcap: float,
+    reduction: str,
+) -> torch.Tensor:
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be mean, sum or none (got {reduction!r})")
     # Decided here: inside forward() grad mode is always off, and needs_input_grad ignores torch.no_grad().

@@ -53,7 +53,7 @@ def least_checkpointing(
 
 def _longest(shape: TrainShape, budget_gib: float, lengths: tuple[int, int]) -> int | None:
     """The longest length (a multiple of LENGTH_STEP) whose peak, on the line through the plans at
-    `lengths`, is within `budget_gib`; None below the shorter length."""
+    `lengths`, is within `budget_gib`; None when not even LENGTH_STEP is."""
     short, long = (
         plan_training(
             shape.model_copy(update={"seq_len": n, "config": {**shape.config, "sequence_len": n}}),
@@ -64,10 +64,8 @@ def _longest(shape: TrainShape, budget_gib: float, lengths: tuple[int, int]) -> 
     slope = (long.peak_gib - short.peak_gib) / (lengths[1] - lengths[0])
     if slope <= 0:
         return None
-    best = lengths[0] + (budget_gib - short.peak_gib) / slope
-    if best < lengths[0]:
-        return None
-    return int(best) // LENGTH_STEP * LENGTH_STEP
+    best = int(lengths[0] + (budget_gib - short.peak_gib) / slope) // LENGTH_STEP * LENGTH_STEP
+    return best if best >= LENGTH_STEP else None
 
 
 def longest_rows(shape: TrainShape, sizes: tuple[float, ...] = GPU_SIZES_GIB) -> list[LongestRow]:

@@ -199,6 +199,16 @@ def warnings(data: ReportData) -> list[str]:
             "(`rlab continue --seeds S`); the seed and unit terms then get Satterthwaite's degrees of freedom, so "
             "seeds cost little power where unit noise dominates."
         )
+    # The continued arms have seeds, but the base (and the zero-shot arms on it) may be one model each.
+    lone = [a for a in data.arms if a.kind != "continued" and a.n_seeds == 1]
+    if lone and not single:
+        every = len(lone) == sum(a.kind != "continued" for a in data.arms)
+        who = "The base and the zero-shot arms are" if every else ", ".join(a.key for a in lone) + " are"
+        out.append(
+            f"{who} one model each (one base): their verdicts cover evaluation noise only, and a rerun that "
+            "pretrains another base (another machine, dtype or seed) may change them; replicated bases "
+            "(`train.replicate_base`) cover that noise (docs/reproducibility.md)."
+        )
     if unpaired := arms_mod.unpaired_bases(_seed_bases(data)):
         out.append(
             f"Replicated bases do not line up across arms ({', '.join(unpaired)}): seed i of these arms continues "

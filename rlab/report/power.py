@@ -444,6 +444,8 @@ class Pilot:
     """The pilot's `eval.target_mde` (from its resolved spec), None when it states none."""
     comparisons: pd.DataFrame | None = None
     """The pilot report's comparisons, adjusted (which entered a family, which did not and why)."""
+    notes: list[str] = field(default_factory=list)
+    """Other shortfalls of the pilot's size (too few keys per length for the effective length's interval)."""
 
 
 def read_pilot(
@@ -464,4 +466,14 @@ def read_pilot(
         noise_from_report(data, name, spread),
         TargetMde.model_validate(stated) if stated else None,
         data.comparisons,
+        _key_notes(data),
     )
+
+
+def _key_notes(data: Any) -> list[str]:
+    """The effective length's keys per length in the pilot, when too few for an informative interval."""
+    from rlab.report.estimands.effective_length import NAME, keys_note
+
+    keys = [r.n_units for r in data.estimands.get(NAME) or [] if r.n_units]
+    note = keys_note(min(keys)) if keys else None
+    return [note] if note else []

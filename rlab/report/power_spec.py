@@ -76,6 +76,8 @@ class PowerCheck:
     pilot: str | None
     """The pilot the noise came from (None: defaults / stated)."""
     planned: dict[str, Planned] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """Other shortfalls of the plan (too few keys per length for the effective length's interval)."""
 
     def line(self) -> str:
         """One line: each class's MDE at the planned size vs its target."""
@@ -119,7 +121,7 @@ class PowerCheck:
                 f"{n.n_units} {n.unit}{f' ({planned.note})' if planned and planned.note else ''} (80% power at "
                 f"alpha {p.alpha:.2g} = 0.05/{n.family_size}); {reach}. Noise: {n.source}. See `rlab power`."
             )
-        return out
+        return out + self.notes
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -280,7 +282,20 @@ def check_spec(spec: ExperimentSpec, l0: int | None, pilot: power.Pilot | None =
         plans.append(
             power.plan_endpoint(noise, float(getattr(spec.eval.target_mde, cls)), inf.ALPHA, inf.POWER)
         )
-    return PowerCheck(plans, pilot.name if pilot else None, planned)
+    return PowerCheck(plans, pilot.name if pilot else None, planned, _key_notes(spec))
+
+
+def _key_notes(spec: ExperimentSpec) -> list[str]:
+    """Whether passkey's keys per length give the effective context length an informative interval."""
+    from rlab.evals.passkey.settings import PasskeySettings
+    from rlab.report.estimands.effective_length import keys_note
+
+    if "passkey" not in spec.eval.evals:
+        return []
+    passkey = PasskeySettings.of(spec.eval)
+    depths = len(passkey.passkey_depths)
+    note = keys_note(depths * passkey.passkey_trials, depths)
+    return [note] if note else []
 
 
 def check_experiment(spec: ExperimentSpec, l0: int | None) -> PowerCheck:

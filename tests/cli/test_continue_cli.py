@@ -607,7 +607,7 @@ def test_eval_all_finds_the_variants_given_with_flags(base, tmp_path):
     assert trained.code == 0, trained.err
     listed = run_main("eval", "--all", *common, "--dry-run", "--no-core")
     assert listed.code == 0, listed.err
-    tags = [line.split(":", 1)[0] for line in listed.out.splitlines() if line.startswith("d20-")]
+    tags = [line.split(" ", 1)[0] for line in listed.out.splitlines() if line.startswith("d20-")]
     assert tags == ["d20-flagged-rope", "d20-flagged-pi", "d20-flagged-ntk"]  # with the control arm
 
 

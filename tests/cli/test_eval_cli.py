@@ -54,9 +54,16 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
         "1",
     )
     assert result.code == 0, result.err
-    first, command = [line for line in result.out.splitlines() if line.strip()][:2]
-    cfg = json.loads(first.split(": ", 1)[1])
     layout = ExperimentLayout(results, "demo")
+    readable = [
+        line for line in result.out.splitlines() if line.strip()
+    ]  # the plan in words, then the command
+    assert readable[0].startswith(f"demo-yarn (newest step in {base}) -> {layout.eval_dir('demo-yarn')}")
+    assert "evals: bpb, bpb_length, passkey, copy_distance; lengths: 256, 1,024" in readable[1]
+    command = readable[-1]
+    as_json = run_main("eval", "--tag", "demo-yarn", *common, "--no-core", "--lengths", "256,1024",
+                       "--max-per-task", "3", "--nproc", "1", "--json")  # fmt: skip
+    cfg = json.loads(as_json.out)["tags"][0]["config"]
     assert (cfg["tag"], cfg["variant"], cfg["out_dir"]) == (
         "demo-yarn",
         "yarn",

@@ -284,3 +284,31 @@ def test_unit_ids_and_bytes_pair_across_lengths_and_models():
     assert [u[0] for u in out[0][8].units] != [u[0] for u in out[1][8].units]
     assert [u[0] for u in out[0][8].units] != [u[0] for u in out[0][32].units]
     assert out[0][8].docs == 2 and out[0][32].docs == 2  # documents under 2 L_k + 1 = 65 tokens are not used
+
+
+def test_kept_targets_sum_to_their_blocks_and_match_a_recompute():
+    """Key-token BPB's inputs: each block's per-target nats sum to its unit and equal a per-window forward."""
+    from rlab.evals.bpb_length.same_targets import score_plan
+
+    torch.set_num_threads(1)
+    model = random_gpt(300, sequence_len=16, seed=6)
+    token_bytes = torch.ones(300, dtype=torch.long)
+    token_bytes[256] = 0
+    docs = _docs((40, 33), seed=3)
+    plan = plan_blocks([len(d) for d in docs], [8, 16], 10_000)
+    _, raw = score_plan(model, plan, docs, token_bytes, 32, keep_targets=True)
+    for L, res in raw.items():
+        assert len(res.target_nats) == len(plan.blocks)
+        for (nats, *_), kept, bl in zip(res.units, res.target_nats, plan.blocks, strict=True):
+            assert math.isclose(sum(kept), nats, rel_tol=1e-9)
+            toks = torch.tensor([docs[bl.doc][bl.end - L : bl.end + 1]])
+            with torch.no_grad():
+                logits = model(toks[:, :-1])[0]
+            ce = F.cross_entropy(logits[L - plan.block :], toks[0, 1:][L - plan.block :], reduction="none")
+            assert torch.allclose(torch.tensor(kept, dtype=torch.float64), ce.double(), rtol=1e-4)
+
+
+def test_bigram_repeats_measure_the_distance_to_the_previous_copy():
+    from rlab.evals.bpb_length.same_targets import bigram_repeats
+
+    assert bigram_repeats([5, 1, 2, 9, 1, 2, 1, 2]) == [0, 0, 0, 0, 0, 3, 0, 2]

@@ -13,7 +13,7 @@ import pytest
 
 from rlab.errors import EvalError
 from rlab.evals.bpb.records import BpbDoc, BpbMetric, BpbSplit
-from rlab.evals.bpb_length.records import LengthRow
+from rlab.evals.bpb_length.records import LengthRow, TargetLoss
 from rlab.evals.catalog import get as get_eval
 from rlab.evals.core.records import CoreExample, CoreMetric, CoreTaskRow
 from rlab.evals.passkey.records import PasskeyCell, PasskeyTrial
@@ -159,6 +159,12 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     ]
     assert len(read_rows(out / "ruler_choices.csv", ChoiceTrial)) == 4
     assert len(read_rows(out / "bpb_by_length.csv", LengthRow)) == 3
+    targets = read_rows(out / "bpb_targets.csv", TargetLoss)  # every scored target at every length
+    len16 = [u for u in read_rows(out / "bpb_units.csv", BpbUnit) if u.metric == "len_16"]
+    assert sum(t.bytes for t in targets if t.length == 16) == sum(u.bytes for u in len16)
+    assert math.isclose(
+        sum(t.nats for t in targets if t.length == 16), sum(u.nats for u in len16), rel_tol=1e-5
+    )
     assert len(read_rows(out / "passkey.csv", PasskeyCell)) == 2
     examples = read_rows(out / "core_examples.csv", CoreExample)
     assert len(examples) == 12 and {e.task for e in examples} == {"copa", "winograd"}
@@ -180,6 +186,7 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
         [
             "eval.json",
             "bpb_by_length.csv",
+            "bpb_targets.csv",
             "passkey.csv",
             "passkey_trials.csv",
             "passkey_choices.csv",

@@ -70,14 +70,23 @@ def test_compare_names_the_platform_facts_that_differ_between_experiments():
     assert numerics.experiments_note(same) is None
 
 
-def test_the_report_warns_when_its_base_and_arms_trained_in_other_dtypes(tmp_path):
+def test_the_report_warns_on_mixed_dtypes_and_on_a_single_base_beside_seeded_arms(tmp_path):
     from rlab.report.collect import collect
 
     shutil.copytree(DEMO, tmp_path / "demo")
     layout = ExperimentLayout(tmp_path, "demo")
+    data = collect(layout, draws=100)
+    said = headline.warnings(data)
     assert not any(
-        "dtype" in w for w in headline.warnings(collect(layout, draws=100))
-    )  # the committed demo: one dtype
+        "dtype" in w or "one model each" in w for w in said
+    )  # one dtype; one seed: the seed warning
+    # Seeds on the continued arms lift the one-seed warning; the base and its zero-shot arms stay one model each.
+    data.arms = [dataclasses.replace(a, tags=a.tags * 2) if a.kind == "continued" else a for a in data.arms]
+    said = headline.warnings(data)
+    assert not any("One training seed" in w for w in said)
+    assert [w for w in said if "one model each" in w][0].startswith(
+        "The base and the zero-shot arms are one model"
+    )
     for path in (tmp_path / "demo" / "evals").glob("demo-*/eval.json"):
         if "zeroshot" not in path.parent.name:  # continued arms in fp32, the base and its clones in bf16
             path.write_text(path.read_text().replace('"train_dtype": "bfloat16"', '"train_dtype": "float32"'))

@@ -67,6 +67,8 @@ class BpbResult:
     docs: int = 0
     unit_docs: list = field(default_factory=list)
     """The document of each unit (same order as `units`)."""
+    target_nats: list[list[float]] = field(default_factory=list)
+    """Per unit, each scored target's nats (BPB vs length's blocks, when asked for: key-token BPB)."""
 
     @property
     def bpb(self) -> float:

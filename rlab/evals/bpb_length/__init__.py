@@ -4,6 +4,7 @@ truncated perplexity (`sliding`); adapter: `run`."""
 from rlab.evals.definition import LENGTH_SETTINGS, ROPE_EVAL_SETTINGS, EvalDefinition, OutputFile
 
 BY_LENGTH_CSV = "bpb_by_length.csv"
+TARGETS_CSV = "bpb_targets.csv"
 
 EVAL = EvalDefinition(
     name="bpb_length",
@@ -13,7 +14,10 @@ EVAL = EvalDefinition(
     run="rlab.evals.bpb_length.run:run",
     settings_model="rlab.evals.bpb_length.settings:BpbLengthSettings",
     shared_settings=(*LENGTH_SETTINGS, *ROPE_EVAL_SETTINGS),
-    files=(OutputFile(BY_LENGTH_CSV, "rlab.evals.bpb_length.records:LengthRow"),),
+    files=(
+        OutputFile(BY_LENGTH_CSV, "rlab.evals.bpb_length.records:LengthRow"),
+        OutputFile(TARGETS_CSV, "rlab.evals.bpb_length.records:TargetLoss", report=True),
+    ),
     inputs=frozenset({"long_docs"}),
     windowed=True,
 )

@@ -27,6 +27,23 @@ class LengthRow(Record):
     """sliding/truncated protocols: forward windows scored at this length."""
 
 
+class TargetLoss(Record):
+    """One scored target of BPB vs length at one length (bpb_targets.csv, same_targets protocol): the units of
+    key-token BPB (`rlab.report.estimands.key_tokens`). `unit` and `position` name the same text at every length."""
+
+    columns: ClassVar[tuple[str, ...]] = ("length", "unit", "position", "token", "bytes", "repeat", "nats")
+    length: int
+    unit: str
+    """The block (bpb_units.csv's unit id of `len_<length>`)."""
+    position: int
+    """The target's index within its block (0 .. B-1)."""
+    token: int
+    bytes: int
+    repeat: int
+    """Tokens back to the latest earlier copy of the bigram ending at this target in its document (0: none)."""
+    nats: float
+
+
 class BpbLengthMetric(Section):
     convention: str
     protocol: Literal["same_targets", "sliding", "truncated"] = "same_targets"

@@ -8,8 +8,8 @@ import logging
 from rlab.data.long_docs import LongDocsSet
 from rlab.errors import EvalError
 from rlab.evals import long_doc_set
-from rlab.evals.bpb_length import BY_LENGTH_CSV
-from rlab.evals.bpb_length.records import BpbLengthMetric, LengthRow
+from rlab.evals.bpb_length import BY_LENGTH_CSV, TARGETS_CSV
+from rlab.evals.bpb_length.records import BpbLengthMetric, LengthRow, TargetLoss
 from rlab.evals.bpb_length.settings import BpbLengthSettings
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.records.base import short_hash
@@ -32,8 +32,11 @@ def run(ctx: EvalContext) -> EvalOutcome:
         [d.tokens + 1 for d in docs.manifest.docs], lengths, settings.length_tokens, settings.length_block
     )
     tokens = long_doc_set.encode(ctx, docs, plan.used_docs, bos=True)
+    keep = settings.length_target_losses
     with ctx.autocast():
-        metric, raw = score_plan(ctx.model, plan, tokens, ctx.token_bytes, ctx.batch_tokens, ctx.progress)
+        metric, raw = score_plan(
+            ctx.model, plan, tokens, ctx.token_bytes, ctx.batch_tokens, ctx.progress, keep
+        )
     section = BpbLengthMetric.model_validate({**metric, "long_docs": long_doc_set.summary(docs)})
     units = [
         BpbUnit(
@@ -42,13 +45,42 @@ def run(ctx: EvalContext) -> EvalOutcome:
         for L, res in raw.items()
         for i, ((n, b, t), d) in enumerate(zip(res.units, res.unit_docs, strict=True))
     ]
+    tables: dict = {ctx.out_dir / BY_LENGTH_CSV: (LengthRow, section.lengths)}
+    if keep:
+        tables[ctx.out_dir / TARGETS_CSV] = (TargetLoss, _target_rows(plan, tokens, raw, ctx.token_bytes))
     return EvalOutcome(
         section,
-        {ctx.out_dir / BY_LENGTH_CSV: (LengthRow, section.lengths)},
+        tables,
         units,
         data_hash=docs.manifest.set_sha256[:12],
         settings_extra={"lengths_used": lengths},
     )
+
+
+def _target_rows(plan, tokens, raw, token_bytes) -> list[TargetLoss]:
+    """Every scored target at every length: block, position, token, bytes, bigram repeat distance, nats."""
+    from rlab.evals.bpb_length.same_targets import bigram_repeats
+
+    nbytes = token_bytes.tolist()
+    repeats = {d: bigram_repeats(tokens[d]) for d in plan.used_docs}
+    rows = []
+    for length, res in raw.items():
+        for i, (block, nats) in enumerate(zip(plan.blocks, res.target_nats, strict=True)):
+            first = block.end - plan.block + 1
+            for p, n in enumerate(nats):
+                tok = tokens[block.doc][first + p]
+                rows.append(
+                    TargetLoss(
+                        length=length,
+                        unit=str(i),
+                        position=p,
+                        token=tok,
+                        bytes=int(nbytes[tok]),
+                        repeat=repeats[block.doc][first + p],
+                        nats=round(n, 6),
+                    )
+                )
+    return rows
 
 
 def _run_sliding(

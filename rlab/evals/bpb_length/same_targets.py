@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import torch
 
-from rlab.core.bpb import score_tokens
+from rlab.core.bpb import token_losses
 from rlab.evals.bpb.score import BpbResult, reduce_units
 from rlab.evals.progress import ProgressFn, report, stages
-from rlab.evals.ranks import rank_and_world
+from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
 log = logging.getLogger(__name__)
 
@@ -185,11 +185,13 @@ def evaluate_bpb_blocks(
     token_bytes: torch.Tensor,
     batch_tokens: int,
     progress: ProgressFn | None = None,
+    targets_out: torch.Tensor | None = None,
 ) -> BpbResult:
     """BPB at one length over the given blocks; one unit per block. Ranks take blocks i = rank (mod world).
 
     Windows of one length all have `length` inputs, so up to batch_tokens // length of them
     share a forward with no padding. `docs` maps a document index to its tokens (BOS first).
+    `targets_out` (N blocks, B) float64, zeros, on the device: filled with each target's nats (key-token BPB).
     """
     rank, world = rank_and_world()
     device = token_bytes.device
@@ -212,10 +214,15 @@ def evaluate_bpb_blocks(
             y[row, length - block :] = torch.as_tensor(
                 toks[bl.end - block + 1 : bl.end + 1], dtype=torch.long
             )
-        nats, nbytes, ntok = score_tokens(model, x.to(device), y.to(device), token_bytes)
+        per_target, per_bytes = token_losses(model, x.to(device), y.to(device), token_bytes)  # (b, L) each
+        nats, nbytes, ntok = per_target.sum(dim=1), per_bytes.sum(dim=1), (per_bytes > 0).double().sum(dim=1)
         for row, b_i in enumerate(idxs):
             units[b_i, 0], units[b_i, 1], units[b_i, 2] = nats[row], nbytes[row], ntok[row]
+            if targets_out is not None:
+                targets_out[b_i] = per_target[row, length - block :]
         report(progress, i + len(idxs), len(mine))
+    if targets_out is not None:
+        all_reduce_sum(targets_out)  # each block's row is non-zero on one rank only: the sum is exact
     return reduce_units(units, docs=len({b.doc for b in blocks}), unit_docs=[b.doc for b in blocks])
 
 
@@ -226,8 +233,10 @@ def score_plan(
     token_bytes: torch.Tensor,
     batch_tokens: int,
     progress: ProgressFn | None = None,
+    keep_targets: bool = False,
 ) -> tuple[dict, dict[int, BpbResult]]:
-    """The `bpb_length` metric (convention, per-length rows, skipped lengths) and the raw results per length."""
+    """The `bpb_length` metric (convention, per-length rows, skipped lengths) and the raw results per length
+    (with each block's per-target nats when `keep_targets`)."""
     for s in plan.skipped:
         log.warning("BPB at length %d skipped: %s", s["length"], s["reason"])
     B = plan.block
@@ -249,7 +258,14 @@ def score_plan(
     rows, raw = [], {}
     parts = stages(progress, [length * len(plan.blocks) for length in plan.lengths])  # forward tokens
     for length, part in zip(plan.lengths, parts):
-        res = evaluate_bpb_blocks(model, docs, plan.blocks, length, B, token_bytes, batch_tokens, part)
+        kept = (
+            torch.zeros(len(plan.blocks), B, dtype=torch.float64, device=token_bytes.device)
+            if keep_targets
+            else None
+        )
+        res = evaluate_bpb_blocks(model, docs, plan.blocks, length, B, token_bytes, batch_tokens, part, kept)
+        if kept is not None:
+            res.target_nats = kept.tolist()
         raw[length] = res
         rows.append(
             {
@@ -299,3 +315,16 @@ def evaluate_bpb_by_length(
     """Plan and score in one call, for documents already tokenized (BOS first); `block` = B (None: default)."""
     plan = plan_blocks([len(d) for d in docs], lengths, token_budget, block)
     return score_plan(model, plan, docs, token_bytes, batch_tokens)
+
+
+def bigram_repeats(tokens: Sequence[int]) -> list[int]:
+    """Per position i of a document: i - j for the latest j < i whose bigram (tokens[j-1], tokens[j]) equals
+    (tokens[i-1], tokens[i]), else 0. A text feature (no model): how far back a copy of the target lies, which
+    key-token BPB's selection rule reads (`rlab.report.estimands.key_tokens`)."""
+    last: dict[tuple[int, int], int] = {}
+    out = [0] * len(tokens)
+    for i in range(1, len(tokens)):
+        pair = (tokens[i - 1], tokens[i])
+        out[i] = i - last[pair] if pair in last else 0
+        last[pair] = i
+    return out

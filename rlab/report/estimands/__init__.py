@@ -41,6 +41,7 @@ ESTIMANDS: tuple[Estimand, ...] = (
         "RULER (Hsieh et al. 2024), HELMET (Yen et al. 2025)",
         "effective_length",
     ),
+    Estimand("key_token_bpb", "Key-token BPB", "LongPPL (Fang et al., ICLR 2025)", "key_tokens"),
 )
 
 

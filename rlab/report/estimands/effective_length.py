@@ -19,6 +19,7 @@ family.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -36,6 +37,8 @@ ABSOLUTE = 0.856
 """RULER's threshold: Llama-2-7B's average score at 4K."""
 RELATIVE = 0.90
 """Share of the arm's own accuracy within L0 an arm must keep at a length."""
+HALF_WIDTH = 0.10
+"""The 95% half-width on a length's accuracy near `ABSOLUTE` that makes the interval on the length informative."""
 BOOTSTRAP = 2000
 """Bootstrap draws of the interval (percentiles at 2.5% and 97.5% of a grid value resolve at this count)."""
 SOURCES = {
@@ -46,6 +49,26 @@ SOURCES = {
 """Source name -> (its CSV in TagSources.csvs, the 0/1 column)."""
 _ITEM = ("task", "depth", "trial")
 """What identifies an item within a length (the columns a source has)."""
+
+
+def keys_needed(half_width: float = HALF_WIDTH, accuracy: float = ABSOLUTE) -> int:
+    """Keys per length for a 95% half-width of `half_width` on an accuracy near `accuracy` (normal
+    approximation), and never fewer than the `inference.MIN_UNITS` an interval needs: 48 at the defaults."""
+    z = 1.959963984540054
+    return max(inf.MIN_UNITS, math.ceil(z * z * accuracy * (1 - accuracy) / half_width**2))
+
+
+def keys_note(keys_per_length: int, depths: int | None = None) -> str | None:
+    """What `keys_per_length` gives the effective length's interval, when it is too few (else None)."""
+    need = keys_needed()
+    if keys_per_length >= need:
+        return None
+    what = "no interval" if keys_per_length < inf.MIN_UNITS else "a wide interval"
+    setting = f" (eval.passkey_trials >= {math.ceil(need / depths)} at {depths} depths)" if depths else ""
+    return (
+        f"effective context length: {keys_per_length} keys per length gives {what}; a 95% half-width of "
+        f"{HALF_WIDTH:g} on an accuracy near {ABSOLUTE:g} needs >= {need} keys per length{setting}"
+    )
 
 
 class EffectiveLengthRow(Record):

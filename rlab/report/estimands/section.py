@@ -83,7 +83,32 @@ def effective_length_table(data: ReportData) -> Table | None:
     )
 
 
-TABLES = (retention_table, effective_length_table)
+def key_token_table(data: ReportData) -> Table | None:
+    from rlab.report.estimands.key_tokens import FAMILY, NAME
+
+    rows = data.estimands.get(NAME) or []
+    return _pivot(
+        data,
+        rows,
+        lambda r: f"L={r.length}",
+        "Key-token BPB",
+        "BPB at each context length on the targets that need long context (LongPPL's key tokens): "
+        + (rows[0].selection if rows else "")
+        + ". Beside it, the plain BPB-at-length difference on every target, from the table below.",
+        f"key-token BPB ± 95% half-width over documents; difference vs the reference arm [95% interval] and its "
+        f"verdict ({FAMILY} family, Holm); (plain: the BPB-at-length difference and verdict), n = documents.",
+    )
+
+
+def families(data: ReportData) -> list[inf.Family]:
+    """The estimands' own Holm families (key-token BPB's), to be declared with the report's."""
+    from rlab.report.estimands.key_tokens import NAME, family
+
+    found = family(data.estimands.get(NAME) or [])
+    return [found] if found is not None else []
+
+
+TABLES = (retention_table, effective_length_table, key_token_table)
 
 
 def sections(data: ReportData) -> list[doc.Section]:
