@@ -133,7 +133,7 @@ def report_document(
                 doc.Paragraph(
                     doc.text(
                         doc.strong("Answer"),
-                        f" (primary endpoint: {data.primary.description}){' ' + whole if whole else ''}:",
+                        f" (primary endpoint: {data.primary.description}{'; ' + whole if whole else ''}):",
                     )
                 ),
                 doc.Bullets(answer_items(data, copy), role="answer"),

@@ -162,12 +162,15 @@ def planned_se(
     with several seeds, per-seed SD `seed_sd` of the seed-level differences over `n_seeds` seeds.
 
     The same two terms as `compare`'s: se² = unit_sd² / n + seed_sd² / S, df Welch-Satterthwaite's over them
-    (n - 1 with one seed). The unit term is taken not to shrink with seeds (conservative: unit heterogeneity of
+    with the seed term at its upper bound, as `compare` takes them (n - 1 with one seed). The unit term is taken not to shrink with seeds (conservative: unit heterogeneity of
     the effect stays when seeds are averaged)."""
-    terms = [(unit_sd**2 / n_units, max(n_units - 1.0, 1.0))]
-    if n_seeds >= MIN_SEEDS:
-        terms.append(((seed_sd or 0.0) ** 2 / n_seeds, n_seeds - 1.0))
-    return _satterthwaite(terms, max(n_units - 1.0, 1.0))
+    unit = (unit_sd**2 / n_units, max(n_units - 1.0, 1.0))
+    if n_seeds < MIN_SEEDS:
+        return _satterthwaite([unit], unit[1])
+    seed = ((seed_sd or 0.0) ** 2 / n_seeds, n_seeds - 1.0)
+    se, _ = _satterthwaite([unit, seed], unit[1])
+    _, df = _satterthwaite([unit, (seed[0] * _upper(seed[1]), seed[1])], unit[1])  # as `_terms` takes them
+    return se, df
 
 
 def rng_for(seed: int, key: str) -> np.random.Generator:
@@ -505,9 +508,9 @@ def families_note(families: Sequence[Family]) -> str:
         return ""
     total = min(1.0, sum(f.alpha for f in fams))
     return (
-        f"These verdicts come from {len(fams)} families ({', '.join(f.name for f in fams)}), each with familywise "
-        f"error {fams[0].alpha:.0%}: the chance that at least one verdict here is a false positive is up to "
-        f"{total:.0%}."
+        f"the verdicts below come from {len(fams)} families ({', '.join(f.name for f in fams)}), each with "
+        f"familywise error {fams[0].alpha:.0%}, so the chance that any one of them is a false positive is up to "
+        f"{total:.0%}"
     )
 
 

@@ -103,12 +103,12 @@ def by_family(
             continue
         default = frame.attrs.get("family")
         n_col = "n_units" if "n_units" in frame else "diff_n"
-        for row in frame.itertuples(index=False):
-            p = getattr(row, "p_value", math.nan)
-            if p is None or pd.isna(p) or pd.isna(getattr(row, n_col)) or pd.isna(row.diff):
+        for row in frame.to_dict("records"):
+            p, n, diff = row.get("p_value", math.nan), row.get(n_col), row.get("diff")
+            if p is None or pd.isna(p) or n is None or pd.isna(n) or diff is None or pd.isna(diff):
                 continue
-            unit = keyed.get((round(float(row.diff), 12), int(getattr(row, n_col))))
-            family = getattr(row, "family", None) or (default.name if default is not None else None)
+            unit = keyed.get((round(float(diff), 12), int(n)))
+            family = row.get("family") or (default.name if default is not None else None)
             if unit is not None and family:
                 out.setdefault(str(family), []).append(unit)
     return out

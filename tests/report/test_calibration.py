@@ -21,8 +21,8 @@ TOLERANCE = 3 * math.sqrt(0.05 * 0.95 / N_SIMS)  # three Monte Carlo standard er
 
 
 KNOWN_LIMITS = {
-    cal.UNEQUAL: "10x unequal document lengths times skewed per-byte effects at n = 32: 8-9% false positives, "
-    "91% coverage (the skew correction is first-order; docs/statistics.md)"
+    cal.UNEQUAL: "documents of 1-10 blocks times skewed per-byte effects at n = 32: 8.7% false positives and 91.3% "
+    "coverage in these 300 experiments, 5.5% / 94.5% at 800 (the skew correction is first order)"
 }
 
 

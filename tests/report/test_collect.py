@@ -138,7 +138,7 @@ def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
     assert_frame_equal(a.scalars, b.scalars)
     assert_frame_equal(a.comparisons, b.comparisons)
     boot = a.scalars[a.scalars["interval"] == "t"]
-    assert len(boot) == 3 * 8  # primary, train, val, 4 lengths, core for each evaluated tag
+    assert len(boot) == 3 * 9  # primary, extension, train, val, 4 lengths, core for each evaluated tag
     assert (boot["ci_low"] <= boot["value"] + 1e-12).all() and (
         boot["value"] <= boot["ci_high"] + 1e-12
     ).all()

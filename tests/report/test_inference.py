@@ -78,7 +78,7 @@ def test_seed_and_unit_terms_use_satterthwaite_degrees_of_freedom():
     a = rng.normal(0, 1, (3, 50)) + rng.normal(0, 0.5, (3, 1))
     b = rng.normal(0, 1, (3, 50))
     c = inf.compare(a, b)
-    u, s = c.unit_var, c.seed_var
+    u, s = c.unit_var, c.seed_var * 2 / stats.chi2.ppf(inf.SEED_DF_QUANTILE, 2)  # the seed term's upper bound
     assert c.df == pytest.approx((u + s) ** 2 / (u**2 / 49 + s**2 / 2)) and c.n_seeds == 3
     assert c.method == inf.SEEDS_T and c.p_value == pytest.approx(
         2 * stats.t.sf(abs(c.estimate) / c.se, c.df)
@@ -96,3 +96,10 @@ def test_verdict_is_typed_and_prints_its_value():
     assert Verdict.WITHIN_NOISE == "≈ within noise" and f"{Verdict.BETTER}" == "better"
     assert Verdict("too few units") is Verdict.TOO_FEW_UNITS and not Verdict.UNTESTABLE.significant
     assert "not covered" in inf.seeds_note(1) and "between 2 and the units" in inf.seeds_note(3)
+
+
+def test_the_opening_says_what_several_families_mean_for_the_whole():
+    fams = [inf.Family("primary", 4), inf.Family("secondary", 60), inf.Family("copy", 0)]
+    note = inf.families_note(fams)
+    assert "2 families (primary, secondary)" in note and "up to 10%" in note
+    assert inf.families_note(fams[:1]) == ""

@@ -20,8 +20,9 @@ the curve's shape shows the effect of context alone and not a change of text (`p
   ended at L_k, the longest window would start at the BOS and the shorter ones never would, and
   "more context" would be confounded with "the document start in view"). Documents with fewer
   than 2 L_k + 1 tokens are not used; when none has that many, e_0 = L_k + 1 (no window sees the
-  BOS, the longest still sees the opening; `start` in eval.json says which). Blocks are taken round-robin over the usable documents (block 0 of every document
-  in document order, then block 1, ...) until `eval.length_tokens` targets are planned.
+  BOS, the longest still sees the opening; `start` in eval.json says which). Blocks are taken
+  round-robin over the usable documents (block 0 of every document in document order, then
+  block 1, ...) until `eval.length_tokens` targets are planned.
 
 So every length scores exactly the same target tokens, each exactly once, each predicted from
 between L - B and L - 1 tokens of left context. The plan depends only on the document lengths,
