@@ -266,7 +266,7 @@ def tables(comp: Comparison) -> list[Table]:
 def method(comp: Comparison, seed: int, draws: int) -> str:
     return (
         f"Paired comparisons over independent units (BPB by documents, CORE by examples stratified by task, "
-        f"passkey by keys): {inf.test_description(draws, seed)}. Primary endpoint: "
+        f"passkey by keys): each comparison's {inf.test_description(draws, seed)}. Primary endpoint: "
         f"{comp.data.primary.description} (the training length of `{comp.primary_from}`). "
         + multiplicity_note(comp.data)
     )

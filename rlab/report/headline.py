@@ -138,6 +138,28 @@ def extension_beside_level(data: ReportData, arm: str) -> tuple[doc.Part, ...]:
     return tuple(out)
 
 
+def worse_extenders(data: ReportData) -> list[str]:
+    """One plain line per continued arm whose extension beats the baseline's while its primary level is worse: it
+    "gains more from context" only because it predicts worse (the Answer says so under its table)."""
+    out = []
+    for arm in sentences_arms(data):
+        ext, level = comparison(data, arm, est.EXTENSION), comparison(data, arm, data.primary.metric)
+        if (
+            ext is None
+            or level is None
+            or Verdict(ext["verdict"]) is not Verdict.BETTER
+            or not level["diff"] > 0
+        ):
+            continue
+        where = "at every length measured" if _worse_lengths(data, arm) == "all" else "at the target length"
+        out.append(
+            f"{arm} gains more from the longer context than {data.baseline} (extension {ext['diff']:+.4f} BPB, "
+            f"better) only because it predicts worse {where}: on the primary endpoint it is "
+            f"{Verdict(level['verdict']).label(None)} ({level['diff']:+.4f} BPB), not a better long-context model."
+        )
+    return out
+
+
 def _worse_lengths(data: ReportData, arm: str) -> str:
     """'all' when the arm's BPB is above the baseline's at every measured length, else 'some'."""
     rows = data.comparisons[
@@ -190,18 +212,12 @@ def warnings(data: ReportData) -> list[str]:
             f"Fewer than {inf.MIN_UNITS} independent units on the primary endpoint: "
             f"{_hint(data.primary.metric)}."
         )
-    single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
-    if single:
-        who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
-        out.append(
-            f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
-            f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
-            "(`rlab continue --seeds S`); the seed and unit terms then get Satterthwaite's degrees of freedom, so "
-            "seeds cost little power where unit noise dominates."
-        )
+    seeds = seed_warning(data)
+    if seeds:
+        out.append(seeds)
     # The continued arms have seeds, but the base (and the zero-shot arms on it) may be one model each.
     lone = [a for a in data.arms if a.kind != "continued" and a.n_seeds == 1]
-    if lone and not single:
+    if lone and not seeds:
         every = len(lone) == sum(a.kind != "continued" for a in data.arms)
         who = "The base and the zero-shot arms are" if every else ", ".join(a.key for a in lone) + " are"
         out.append(
@@ -223,6 +239,20 @@ def warnings(data: ReportData) -> list[str]:
             "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units)."
         )
     return out
+
+
+def seed_warning(data: ReportData) -> str | None:
+    """The warning that continued arms have one training seed (None when every one has several)."""
+    single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
+    if not single:
+        return None
+    who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
+    return (
+        f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
+        f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
+        "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
+        "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
+    )
 
 
 def _seed_bases(data: ReportData) -> dict[str, list[str | None]]:

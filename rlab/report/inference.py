@@ -492,7 +492,7 @@ def decide_family(
 def test_description(draws: int, seed: int) -> str:
     """How every p-value and interval of a comparison is computed, in one sentence for the methods text."""
     return (
-        "its p-value and 95% interval come from one test: the studentized mean difference with Hall's skewness "
+        "p-value and 95% interval come from one test: the studentized mean difference with Hall's skewness "
         f"correction, referred to its own distribution under random signs of the centred per-unit differences "
         f"(every pattern up to {EXACT_SIGN_FLIP_MAX} units, else {draws} Monte Carlo draws, seed {seed}), valid for "
         "skewed and heavy-tailed units; with several training seeds per arm, a t test whose seed and unit terms "
