@@ -278,7 +278,7 @@ def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
                     data.arm(arm).variant,
                     kind,
                     None if is_ref else ref,
-                    None if is_ref else _compared(comparison(data, arm, data.primary.metric)),
+                    None if is_ref else _compared(comparison(data, arm, _primary_metric(data, kind))),
                     None if is_ref else _compared(comparison(data, arm, at_metric), relative=True),
                     _level(data, arm, est.EXTENSION) if data.primary.extension else None,
                     short_context(data, arm),
@@ -287,6 +287,14 @@ def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
                 )
             )
     return out, groups
+
+
+def _primary_metric(data: ReportData, kind: str) -> str:
+    """The primary column's comparison: the primary endpoint for continued arms; for the others BPB at the same
+    length (the primary level is compared for continued arms only: `arm_comparisons.compared_on`)."""
+    if kind == "continued" or data.primary.metric != est.PRIMARY or len(data.primary.lengths) != 1:
+        return data.primary.metric
+    return f"bpb_len_{data.primary.lengths[0]}"
 
 
 def _seed_line(data: ReportData) -> str:
