@@ -202,6 +202,12 @@ def optim_file(ckpt_dir: Path, step: int, rank: int) -> Path:
     return ckpt_dir / f"optim_{step_name(step)}_rank{rank}.pt"
 
 
+def optim_ranks(ckpt_dir: Path, step: int) -> list[int]:
+    """Ranks whose optimizer file (`optim_file`) of `step` exists in `ckpt_dir`, ascending (gaps kept as gaps)."""
+    ranks = (p.stem.rsplit("rank", 1)[-1] for p in Path(ckpt_dir).glob(f"optim_{step_name(step)}_rank*.pt"))
+    return sorted(int(r) for r in ranks if r.isdigit())
+
+
 _META_RE = re.compile(r"^meta_(\d{6,})\.json$")
 
 

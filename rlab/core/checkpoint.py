@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from rlab.atomic_io import atomic_write
 from rlab.core.architecture import NANOCHAT_CONFIG_KEYS, Architecture, key_list
 from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
+from rlab.core.gpt_config import GPTConfig
 from rlab.errors import CheckpointError, TrainingError
 from rlab.nanochat.detect import detect_architecture, window_pattern
 from rlab.nanochat.generations import get_architecture
 from rlab.nanochat.state_dict import patch_missing_keys, strip_compile_prefix
-from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file
+from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file, optim_ranks
 
 if TYPE_CHECKING:
     from rlab.core.gpt import GPT
@@ -100,7 +101,7 @@ def save_checkpoint(
     atomic_write(model_file(ckpt_dir, step), lambda fh: torch.save(model_state, fh))
     if optim_state is not None:
         write_optim_file(ckpt_dir, step, 0, optim_state)
-    for stale in _optim_ranks(ckpt_dir, step):
+    for stale in optim_ranks(ckpt_dir, step):
         if stale >= optim_files:
             optim_file(ckpt_dir, step, stale).unlink(missing_ok=True)
     write_meta(ckpt_dir, step, meta)
@@ -112,8 +113,8 @@ def delete_checkpoint(ckpt_dir: Path, step: int) -> None:
     ckpt_dir = Path(ckpt_dir)
     meta_file(ckpt_dir, step).unlink(missing_ok=True)
     model_file(ckpt_dir, step).unlink(missing_ok=True)
-    for shard in ckpt_dir.glob(f"optim_{step:06d}_rank*.pt"):
-        shard.unlink(missing_ok=True)
+    for rank in optim_ranks(ckpt_dir, step):
+        optim_file(ckpt_dir, step, rank).unlink(missing_ok=True)
 
 
 def prune_checkpoints(ckpt_dir: Path, keep_last: int, candidates: list[int]) -> list[int]:
@@ -124,11 +125,6 @@ def prune_checkpoints(ckpt_dir: Path, keep_last: int, candidates: list[int]) -> 
     if doomed:
         logger.info("keep_last=%d: deleted steps %s from %s", keep_last, doomed, ckpt_dir)
     return doomed
-
-
-def _optim_ranks(ckpt_dir: Path, step: int) -> list[int]:
-    ranks = (p.stem.rsplit("rank", 1)[-1] for p in Path(ckpt_dir).glob(f"optim_{step:06d}_rank*.pt"))
-    return sorted(int(r) for r in ranks if r.isdigit())
 
 
 def _read_optim_file(path: Path) -> Any:
@@ -196,12 +192,25 @@ class CheckpointInfo:
 
     path: Path  # the model file
     step: int
-    architecture: str  # "nanochat-2025" / "nanochat-2026"
-    window_pattern: str  # "L" where the architecture has no windows
-    rotary_base: float  # the base its rope spec uses (the architecture's unless rlab's meta says otherwise)
-    sequence_len: int
-    model_config: dict[str, Any]  # GPTConfig.from_dict input: nanochat's model_config + window_pattern,
-    # architecture and rotary_base
+    config: GPTConfig  # its shape: the detected architecture, window pattern ("L" without windows) and base
+
+    @property
+    def architecture(self) -> str:
+        """nanochat-2025 or nanochat-2026."""
+        return self.config.architecture
+
+    @property
+    def window_pattern(self) -> str:
+        return self.config.window_pattern
+
+    @property
+    def rotary_base(self) -> float:
+        """The base its rope spec uses (the architecture's unless rlab's meta says otherwise)."""
+        return float(self.config.rotary_base or get_architecture(self.architecture).rotary_base)
+
+    @property
+    def sequence_len(self) -> int:
+        return self.config.sequence_len
 
     def describe(self) -> str:
         """e.g. ``nanochat-2026 (windows SSSL, base 100000)``."""
@@ -246,21 +255,9 @@ def _info(
     arch = detect_architecture(meta, keys, str(path))
     pattern = window_pattern(arch, meta.shape)
     base = float(meta.rope_spec(arch.rotary_base).base or arch.rotary_base)
-    model_config = {
-        **{k: getattr(meta.shape, k) for k in NANOCHAT_CONFIG_KEYS},
-        "window_pattern": pattern,
-        "architecture": arch.name,
-        "rotary_base": base,
-    }
-    info = CheckpointInfo(
-        path=path,
-        step=step,
-        architecture=arch.name,
-        window_pattern=pattern,
-        rotary_base=base,
-        sequence_len=meta.sequence_len,
-        model_config=model_config,
-    )
+    shape = {k: getattr(meta.shape, k) for k in NANOCHAT_CONFIG_KEYS}
+    config = GPTConfig(**shape, window_pattern=pattern, architecture=arch.name, rotary_base=base)
+    info = CheckpointInfo(path=path, step=step, config=config)
     return info, arch
 
 
@@ -368,7 +365,7 @@ def load_model(
     ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rope: RopeSpec | None = None
 ) -> tuple[GPT, CheckpointMeta]:
     """(GPT, meta) for `step` (None = newest complete); `rope` overrides the checkpoint's RoPE config."""
-    from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.gpt import GPT
 
     ckpt_dir = Path(ckpt_dir)
     if step is None:
@@ -378,7 +375,7 @@ def load_model(
                 f"No complete checkpoint in {ckpt_dir}.", hint="Check the base dir and --tag."
             )
     state, meta, info = load_checkpoint_state(ckpt_dir, step, device)
-    config = GPTConfig.from_dict(info.model_config)
+    config = info.config
     spec = rope if rope is not None else meta.rope_spec()
     model = GPT(config, rope=spec.with_original_len(config.sequence_len)).to(device)
     model.load_nanochat_state_dict(state, source=str(info.path))

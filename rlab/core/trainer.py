@@ -36,7 +36,7 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
     def __init__(self, cfg: RunConfig, info: DistInfo, on_model: Callable[[Any], None] | None = None):
         import torch
 
-        from rlab.core.gpt import GPT, GPTConfig
+        from rlab.core.gpt import GPT
         from rlab.core.metrics import MemoryMeter, MetricsWriter, device_peak_flops
         from rlab.core.tokenizer import Tokenizer, load_token_bytes
         from rlab.tracking import make_tracker
@@ -54,7 +54,7 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
 
         # Model: identical on every rank (same seed; DDP also broadcasts rank 0's weights).
         torch.manual_seed(self.spec.seed)
-        config = GPTConfig.from_dict(self.start.model_config)
+        config = self.start.config
         model = GPT(config, rope=self.start.rope)
         if self.start.model_state is None:
             model.init_weights()

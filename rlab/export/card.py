@@ -191,6 +191,8 @@ def metadata_header(tags: list[str], options: CardOptions) -> str:
 def recipe_lines(facts: ArmFacts, chain: list[Ancestor]) -> list[str]:
     """Steps, length, tokens and learning rates of the run that made this arm (its run.json)."""
     tokens = chain[0].tokens_trained if chain else None
+    if tokens is None and facts.row.get("tokens_trained", "").isdigit():
+        tokens = int(facts.row["tokens_trained"])
     tokens_text = f"{tokens:,} tokens behind these weights" if tokens is not None else "tokens not recorded"
     run = facts.run
     if run is None:
@@ -199,14 +201,14 @@ def recipe_lines(facts: ArmFacts, chain: list[Ancestor]) -> list[str]:
         ]
     t, lr = run.train, run.train.lr
     kind = "applied without training (zero-shot arm)" if t.steps == 0 else f"{t.steps:,} steps"
-    batch = t.total_batch_size or "device batch x ranks"
+    batch = f"{t.total_batch_size:,} tokens" if t.total_batch_size else "device batch x ranks rows"
     return [
         f"- Experiment `{run.experiment}`, arm `{run.tag}` ({run.variant}): {kind} at {t.seq_len:,} tokens per row, "
         f"from `{run.lineage.parent_tag}@{run.lineage.parent_step}`; {tokens_text}."
         if run.lineage is not None
         else f"- Experiment `{run.experiment}`, arm `{run.tag}` ({run.variant}): {kind} at {t.seq_len:,} tokens per "
         f"row; {tokens_text}.",
-        f"- Batch: {t.device_batch_size} rows per device, total {batch} tokens per step; seed {t.seed}.",
+        f"- Batch: {t.device_batch_size} rows per device, {batch} per step; seed {t.seed}.",
         f"- Learning rates: matrix {lr.matrix_lr:g}, embedding {lr.embedding_lr:g}, unembedding {lr.unembedding_lr:g}, "
         f"scalar {lr.scalar_lr:g}; warmup {lr.warmup_steps} steps, warmdown {lr.warmdown_frac:.0%}, final "
         f"{lr.final_lr_frac:g}x; weight decay {lr.weight_decay:g}.",
@@ -223,7 +225,8 @@ def verdict_lines(facts: ArmFacts) -> list[str]:
             f"- No verdicts in results.csv for this arm ({where}; `rlab report -e EXPERIMENT` writes them)."
         ]
     row = facts.row
-    seeds = f"{row.get('n_seeds') or 1} seed(s), seed {row.get('seed') or '?'}"
+    n_seeds = row.get("n_seeds") or "1"
+    seeds = f"{n_seeds} seed{'' if n_seeds == '1' else 's'}, seed {row.get('seed') or '?'}"
     lines = [
         f"From `results.csv` of experiment `{facts.experiment}` (arm `{row.get('arm', '')}`, {seeds}; "
         "difference = this arm minus the reference, 95% interval over the eval units):",

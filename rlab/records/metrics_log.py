@@ -59,7 +59,9 @@ class FailedRecord(MetricsBase):
 
 
 MetricsRecord = Annotated[TrainRecord | EvalRecord | DoneRecord | FailedRecord, Field(discriminator="type")]
-_METRICS_ADAPTER: TypeAdapter = TypeAdapter(MetricsRecord)
+_METRICS_ADAPTER: TypeAdapter[TrainRecord | EvalRecord | DoneRecord | FailedRecord] = TypeAdapter(
+    MetricsRecord
+)
 
 
 def metrics_record(data: dict[str, Any]) -> TrainRecord | EvalRecord | DoneRecord | FailedRecord:

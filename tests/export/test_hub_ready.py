@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
@@ -21,9 +20,9 @@ from tests.export.test_hf_export import VARIANTS, vocab
 
 torch.set_num_threads(1)
 
-DEMO = Path(__file__).parents[2] / "results" / "demo"
+FIXTURE = Path(__file__).parent / "fixtures" / "demo"
 ARMS = {
-    "demo": ("nanochat-2026", "rope"),
+    "demo": ("nanochat-2025", "rope"),
     "demo-yarn": ("nanochat-2026", "yarn"),
     "demo-dynamic-ntk": ("nanochat-2025", "dynamic-ntk"),
 }
@@ -31,27 +30,13 @@ ARMS = {
 
 @pytest.fixture
 def demo(tmp_path, base) -> tuple[Path, Path]:
-    """(base dir, results root): tiny checkpoints for three demo arms, with the committed demo's run configs and
-    results.csv rows for them."""
+    """(base dir, results root): tiny checkpoints for three demo arms, with run configs and results.csv rows the
+    demo once wrote for them (fixtures/demo, frozen: the committed demo may be regenerated)."""
     results = tmp_path / "results"
-    (results / "demo").mkdir(parents=True)
+    shutil.copytree(FIXTURE, results / "demo")
     for tag, (arch, variant) in ARMS.items():
-        write_checkpoint(
-            base,
-            tag,
-            random_model(arch, VARIANTS[variant], vocab_size=vocab(base)),
-            extra_meta={"experiment": "demo"},
-        )
-        if (DEMO / "runs" / tag / "run.json").is_file():
-            shutil.copytree(DEMO / "runs" / tag, results / "demo" / "runs" / tag)
-    with (DEMO / "results.csv").open(newline="") as f:
-        reader = csv.DictReader(f)
-        rows = [r for r in reader if r["tag"] in ARMS]
-        fields = reader.fieldnames
-    with (results / "demo" / "results.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+        model = random_model(arch, VARIANTS[variant], vocab_size=vocab(base))
+        write_checkpoint(base, tag, model, extra_meta={"experiment": "demo"})
     return base, results
 
 
@@ -72,9 +57,9 @@ def test_card_is_hub_ready_and_its_code_runs(demo, tmp_path, monkeypatch, capsys
     assert meta["license"] == "mit" and meta["base_model"] == "me/demo"
     assert {"yarn", "nanochat-2026", "rlab"} <= set(meta["tags"])
     # the recipe and the verdicts of this arm, from run.json and results.csv, with units and seeds
-    assert "30 steps at 1,024 tokens per row, from `demo@500`" in card
+    assert "30 steps at 1,024 tokens per row, from `demo@500`; 2,170,880 tokens behind these weights" in card
     assert "matrix 0.005, embedding 0.05, unembedding 0.001" in card
-    assert "1 seed(s), seed 42" in card
+    assert "1 seed, seed 42" in card and "2 rows per device, device batch x ranks rows per step" in card
     assert re.search(r"\| extension_bpb \(neg=better\) \| bits per byte .*\| rope \| [-+]\d", card)
     assert "| passkey_overall (pos=better) | accuracy (fraction of trials) |" in card
     # served length: the run's target (1024), not the checkpoint's 64; L0 stays in rope_parameters
@@ -88,13 +73,23 @@ def test_card_is_hub_ready_and_its_code_runs(demo, tmp_path, monkeypatch, capsys
         if path.suffix in (".md", ".json", ".py"):
             text = path.read_text()
             assert str(tmp_path) not in text and "/tmp/" not in text and "/work/" not in text, path.name
+    assert all("trust_remote_code=True" in b for b in python_blocks(card) if "from_pretrained" in b)
+    run_card(out, monkeypatch, capsys)
+
+
+def python_blocks(card: str) -> list[str]:
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
-    assert blocks and all("trust_remote_code=True" in b for b in blocks if "from_pretrained" in b)
-    monkeypatch.chdir(out)
-    for block in blocks:
+    assert blocks
+    return blocks
+
+
+def run_card(folder: Path, monkeypatch, capsys) -> None:
+    """Execute the card's python blocks as written, from inside the folder; they print two continuations."""
+    monkeypatch.chdir(folder)
+    for block in python_blocks((folder / "README.md").read_text()):
         exec(compile(block, "README.md", "exec"), {})
     printed = capsys.readouterr().out
-    assert printed.startswith("[") and printed.count("'") >= 4  # two decoded continuations
+    assert printed.startswith("[") and printed.count("'") >= 4, printed
 
 
 def test_card_without_an_experiment_says_what_is_missing(demo, tmp_path):
@@ -105,7 +100,7 @@ def test_card_without_an_experiment_says_what_is_missing(demo, tmp_path):
     assert "No run config recorded" in card
 
 
-def test_export_all_writes_one_folder_per_arm_and_an_index(demo, tmp_path):
+def test_export_all_writes_one_folder_per_arm_and_an_index(demo, tmp_path, monkeypatch, capsys):
     base, results = demo
     out = tmp_path / "all"
     args = [
@@ -129,6 +124,11 @@ def test_export_all_writes_one_folder_per_arm_and_an_index(demo, tmp_path):
     index = (out / "README.md").read_text()
     assert "3 arms exported by rlab" in index and "| yarn | [demo-yarn/](demo-yarn/README.md) |" in index
     assert stat.S_IMODE((out / "README.md").stat().st_mode) == 0o644
+    for (
+        tag
+    ) in ARMS:  # every card's code runs: transformers' own NanoChat and the shipped file, both generations
+        run_card(out / tag, monkeypatch, capsys)
+    monkeypatch.chdir(tmp_path)
     assert_clean_error(run_main(*args), "exists and is not empty")
     assert_clean_error(run_main("export", "--all", "--out", str(tmp_path / "x")), "give --experiment NAME")
     assert_clean_error(run_main("export", "--out", str(tmp_path / "x")), "Give --tag TAG, or --all")

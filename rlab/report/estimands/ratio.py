@@ -2,8 +2,9 @@
 
 Short-context retention (arm over base) and its comparison with the control are ratios of sums over the same
 units, ``R = sum(num) / sum(den)`` per training seed. Its delta-method influence values
-``psi_i = R + (num_i - R * den_i) / mean(den)`` average exactly to R, so the report's own studentized interval
-(`inference.level`) applies to them as to any per-unit value. The test of ``R = 1`` is the report's paired test
+``psi_i = R + (num_i - R * den_i) / mean(den)`` average exactly to R, so the report's own paired interval applies to
+them as to any per-unit value: `inference.compare` of psi against 1 (whatever correction for skewed units it
+makes, the ratio's interval gets). The test of ``R = 1`` is the report's paired test
 of ``sum(num) = sum(den)`` on the raw per-unit differences (`inference.compare`): testing the influence values
 instead understates the null spread where units differ in size (11% false positives in simulation). The
 calibration suite (`tests/report/calibration_estimands.py`) checks both on skewed units.
@@ -51,12 +52,15 @@ def paired_ratio(
     seed: int = 0,
     draws: int = inf.SIGN_FLIP_DRAWS,
 ) -> Ratio | None:
-    """The ratio of sums over units paired by position ((S, n) or (n,) each): its studentized delta-method
+    """The ratio of sums over units paired by position ((S, n) or (n,) each): its delta-method
     interval and the report's paired test of equal sums; None without units."""
     psi = influence(num, den)
-    level = inf.level(psi, strata=strata)
-    if level is None:
+    if psi.shape[1] == 0:
         return None
+    rng = inf.rng_for(seed, key)
+    shift = inf.compare(psi, np.ones_like(psi), strata=strata, rng=rng, draws=draws)  # its interval: R - 1
     a, b = np.broadcast_arrays(inf.as_seeds(num), inf.as_seeds(den))
-    test = inf.compare(a, b, strata=strata, rng=inf.rng_for(seed, key), draws=draws)
-    return Ratio(level.estimate, level.low, level.high, test.p_value, level.n_units, level.n_seeds)
+    test = inf.compare(a, b, strata=strata, rng=rng, draws=draws)
+    return Ratio(
+        1 + shift.estimate, 1 + shift.low, 1 + shift.high, test.p_value, shift.n_units, shift.n_seeds
+    )

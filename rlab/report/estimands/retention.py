@@ -9,8 +9,8 @@ kept 96.8% of CORE with YaRN, with no error bar. Here, per continued and zero-sh
   only where the base's CORE is clearly above chance (its 95% lower bound > 0), else a ratio means nothing.
 
 Each ratio of sums is linearised per unit (`ratio.influence`) and goes through the report's own paired inference
-(`ratio.paired_ratio`: the studentized interval of `inference.level`, the report's paired test of
-`inference.compare`, seeds as the replicate). The base
+(`ratio.paired_ratio`: the report's paired interval, `inference.compare` of the influence values against 1,
+and its paired test of the raw per-unit differences; seeds as the replicate). The base
 is the checkpoint each seed came from (its lineage), else the experiment's base arm. The same ratio against the
 **control arm** (the baseline variant continued alike) says what the RoPE change costs beyond training alone.
 Levels with intervals: no Holm family of their own (the control comparison's null, equal BPB at L0, is the
