@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt, JsonOpt, at_least, switch
+from rlab.cli.options import BaseDirOpt, JsonOpt, a_name, at_least, switch
 
 if TYPE_CHECKING:
     from rlab.core.checkpoint_meta import CheckpointMeta
@@ -34,7 +34,10 @@ def memory(
         typer.Option("--meta", metavar="FILE", dir_okay=False, help="A checkpoint's meta_XXXXXX.json."),
     ] = None,
     tag: Annotated[
-        Optional[str], typer.Option("--tag", "-t", metavar="TAG", help="A tag's newest checkpoint instead.")
+        Optional[str],
+        typer.Option(
+            "--tag", "-t", metavar="TAG", callback=a_name("tag"), help="A tag's newest checkpoint instead."
+        ),
     ] = None,
     step: Annotated[
         Optional[int],

@@ -25,6 +25,7 @@ from typing import Any
 import typer
 
 from rlab.cli.help_layout import RlabCommand, RlabGroup
+from rlab.cli.options import a_name
 from rlab.variants import VARIANT_NAMES
 
 app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True, cls=RlabGroup)
@@ -111,9 +112,12 @@ def inspect(
     tag: str | None = typer.Option(
         None,
         "--tag",
+        callback=a_name("tag"),
         help="Read head size, base, L0 and the short window from this checkpoint's meta (its newest step).",
     ),
-    base_tag: str | None = typer.Option(None, "--base-tag", help="Read them from this tag at --from-step."),
+    base_tag: str | None = typer.Option(
+        None, "--base-tag", callback=a_name("tag"), help="Read them from this tag at --from-step."
+    ),
     from_step: int | None = typer.Option(None, "--from-step", metavar="N", help="The step of --base-tag."),
     base_dir: Path | None = typer.Option(
         None, "--base-dir", help="Base dir of the checkpoint. (default: $RLAB_BASE_DIR, ...)"

@@ -60,6 +60,26 @@ def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
     return bad
 
 
+MAX_HEALTHY_WEIGHT = 65504.0
+"""The largest |weight| a checkpoint may hold: float16's largest number. Trained LM weights are O(1); one past
+this is an exploded run (an LR of 1e37 left weights of ~3e37), which no half-precision export could hold."""
+
+
+def unhealthy_tensors(state: dict[str, Any], bound: float = MAX_HEALTHY_WEIGHT) -> list[str]:
+    """Floating-point tensors of `state` with NaN/Inf or a |value| past `bound`, each with what is wrong."""
+    import torch
+
+    bad = []
+    for name, value in state.items():
+        if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()):
+            continue
+        if not torch.isfinite(value).all():
+            bad.append(f"{name} (non-finite: NaN/Inf)")
+        elif (peak := float(value.detach().abs().max())) > bound:
+            bad.append(f"{name} (|w| up to {peak:.3g})")
+    return bad
+
+
 def begin_checkpoint(ckpt_dir: Path, step: int) -> None:
     """Rank 0, before any rank writes a file of `step`: until the new meta lands, the step is incomplete."""
     meta_file(Path(ckpt_dir), step).unlink(missing_ok=True)
@@ -83,15 +103,15 @@ def save_checkpoint(
     """Write model, rank 0's optimizer file and finally meta for `step` (the other ranks' files first).
 
     `optim_files`: how many optimizer files the set has; older files of ranks beyond it are removed.
-    Refuses (TrainingError) to write parameters that are not finite.
+    Refuses (TrainingError) to write parameters that are not finite or past `MAX_HEALTHY_WEIGHT`.
     """
     import torch
 
     ckpt_dir = Path(ckpt_dir)
-    bad = nonfinite_tensors(model_state)
+    bad = unhealthy_tensors(model_state)
     if bad:
         raise TrainingError(
-            f"Refusing to save step {step} of {ckpt_dir.name}: non-finite values in {', '.join(bad[:5])}"
+            f"Refusing to save step {step} of {ckpt_dir.name}: unhealthy weights in {', '.join(bad[:5])}"
             + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
             + ".",
             hint="The previous checkpoint is untouched; lower the LR or enable grad clipping and resume.",
