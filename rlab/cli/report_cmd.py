@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from rlab.cli.options import at_least
+from rlab.cli.options import a_name, at_least
 from rlab.errors import RlabError
 
 
@@ -50,6 +50,7 @@ def build_report(
         None,
         "--experiment",
         "-e",
+        callback=a_name("experiment"),
         help="Experiment name (folder under the results dir). Default: the spec's name, "
         "or the only experiment there.",
         show_default=False,

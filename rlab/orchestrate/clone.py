@@ -32,6 +32,7 @@ from rlab.paths import (
     checkpoint_steps,
     meta_file,
     model_file,
+    name_problem,
     optim_file,
     optim_ranks,
 )
@@ -49,7 +50,7 @@ def list_tags(base: BaseLayout) -> list[str]:
     root = base.checkpoints_root
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and name_problem("tag", p.name) is None)
 
 
 def checkpoint_files(ckpt_dir: Path, step: int) -> list[Path]:
