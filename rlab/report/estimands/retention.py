@@ -65,8 +65,9 @@ class RetentionRow(Record):
     """Why there is no estimate ('' when there is one)."""
 
     def column(self, baseline: str) -> str:
-        """The results.csv column: ``short_retention_bpb_vs_base_pct``, ``..._vs_<baseline>_pct``."""
-        return f"{PREFIX}_{self.metric}_vs_{'base' if self.versus == 'base' else baseline}_pct"
+        """The results.csv column: ``short_retention_bpb_pct`` (of the base: retention's own reference), and
+        ``short_retention_bpb_vs_<baseline>_pct`` against the control."""
+        return f"{PREFIX}_{self.metric}" + ("" if self.versus == "base" else f"_vs_{baseline}") + "_pct"
 
     def cell(self) -> str:
         """``98.7% [97.9, 99.5]`` (or the note)."""
