@@ -45,7 +45,7 @@ def atomic_write(
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # TEMP_GLOB
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as fh:
             write(fh)
             fh.flush()
@@ -63,6 +63,20 @@ def atomic_write(
             Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+TEMP_GLOB = ".*.tmp"
+"""What `atomic_write`'s temp files look like (a writer killed mid-write leaves one behind)."""
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Delete the temp files a killed writer left in `folder` (call only while no writer can be active there, e.g.
+    under the tag's lock before a resume); returns what was removed."""
+    folder = Path(folder)
+    stale = sorted(folder.glob(TEMP_GLOB)) if folder.is_dir() else []
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

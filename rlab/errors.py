@@ -41,6 +41,15 @@ class DataError(RlabError):
 class TrainingError(RlabError):
     """Training cannot go on (e.g. too many non-finite steps in a row)."""
 
+    failure_kind: str | None = None
+    """How the run ended when not plainly `failed` (metrics.jsonl's failed record, `rlab ls`'s state)."""
+
+
+class Diverged(TrainingError):
+    """The loss stopped changing or passed its bound for too many steps: the arm is dead, not done."""
+
+    failure_kind = "diverged"
+
 
 class LaunchError(RlabError):
     """A job could not be launched or failed."""
@@ -92,17 +101,20 @@ def unknown_name_error(
 def os_error(exc: OSError) -> RlabError:
     """An OSError that escaped a command (full disk, read-only or missing folder) as a user-facing error.
 
-    The message names the path the OS names; for a full disk it adds how much space is left there.
+    The message names the path the OS names; for a full disk it adds how much space is left on the filesystem that
+    holds it (none is guessed when the OS names no file: the working directory's disk may not be the full one).
     """
     import errno
     import shutil
     from pathlib import Path
 
-    path = exc.filename or "a file"
+    path = exc.filename or "a file (the OS named none)"
     reason = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         free = ""
-        for folder in (Path(str(path)).parent, *Path(str(path)).parents):
+        for folder in (
+            (Path(str(exc.filename)).parent, *Path(str(exc.filename)).parents) if exc.filename else ()
+        ):
             try:
                 free = f" ({_size(shutil.disk_usage(folder).free)} free there)"
                 break

@@ -18,6 +18,7 @@ Two roots:
       results/<exp>/runs/<tag>/spec.resolved.yaml  the spec of the run that trained <tag> (its rerun command)
       results/<exp>/runs/<tag>/train.log    the job's stdout/stderr
       results/<exp>/runs/<tag>/metrics.jsonl  one JSON object per step / eval (source of truth for plots)
+      results/<exp>/runs/<tag>/heartbeats/rank<r>.json  each rank's last step and time (the stall watchdog's)
       results/<exp>/evals/<tag>/eval.json   every metric of one tag
       results/<exp>/evals/<tag>/*.csv       bpb_by_length.csv, passkey.csv, core_examples.csv, bpb_docs.csv
       results/<exp>/results_<variant>.csv   per-task CORE of one variant
@@ -136,6 +137,32 @@ def memory_plan_cache_dir() -> Path:
     return cache_root() / "memory_plans"
 
 
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+"""What an experiment, tag or variant name may be: one folder name, never a path (no `/`, no leading `.`)."""
+MAX_NAME = 100
+"""Longest experiment, tag or variant name: each becomes part of a folder name (the OS allows 255 bytes)."""
+
+
+def name_problem(kind: str, value: str) -> str | None:
+    """Why `value` cannot be a `kind` name (the spec's rule, and every --tag/--base-tag/--experiment's), or None."""
+    if len(value) > MAX_NAME:
+        return f"{kind} must be 1 to {MAX_NAME} characters (got {len(value):,})"
+    if not NAME_RE.match(value):
+        return f"{kind} {value!r} must start with a letter or digit and contain only letters, digits, '.', '_' or '-'"
+    return None
+
+
+def checked_name(kind: str, value: str) -> str:
+    """`value` if it is a valid `kind` name; else a `SpecError`: a tag or experiment is a name, never a path, so
+    nothing is read or written outside the base and results dirs."""
+    problem = name_problem(kind, value)
+    if problem is not None:
+        from rlab.errors import SpecError
+
+        raise SpecError(f"Invalid {problem}.", "A tag or experiment is a name (e.g. d20-pi), not a path.")
+    return value
+
+
 def step_name(step: int) -> str:
     """Zero-padded step as in nanochat's file names (``021400``)."""
     return f"{step:06d}"
@@ -160,11 +187,11 @@ class BaseLayout:
         return self.root / "base_checkpoints"
 
     def checkpoint_dir(self, tag: str) -> Path:
-        return self.checkpoints_root / tag
+        return self.checkpoints_root / checked_name("tag", tag)
 
     def tag_lock(self, tag: str) -> Path:
         """The lock file a run holds while it trains `tag` (hidden beside the tag's folder)."""
-        return self.checkpoints_root / f".{tag}.lock"
+        return self.checkpoints_root / f".{checked_name('tag', tag)}.lock"
 
     @property
     def eval_bundle_dir(self) -> Path:
@@ -202,7 +229,23 @@ def optim_file(ckpt_dir: Path, step: int, rank: int) -> Path:
     return ckpt_dir / f"optim_{step_name(step)}_rank{rank}.pt"
 
 
+def optim_ranks(ckpt_dir: Path, step: int) -> list[int]:
+    """Ranks whose optimizer file (`optim_file`) of `step` exists in `ckpt_dir`, ascending (gaps kept as gaps)."""
+    ranks = (p.stem.rsplit("rank", 1)[-1] for p in Path(ckpt_dir).glob(f"optim_{step_name(step)}_rank*.pt"))
+    return sorted(int(r) for r in ranks if r.isdigit())
+
+
 _META_RE = re.compile(r"^meta_(\d{6,})\.json$")
+
+
+def heartbeat_dir(run_dir: Path) -> Path:
+    """A run's heartbeat folder, from its run dir (what a worker knows: `RunConfig.run_dir`)."""
+    return Path(run_dir) / "heartbeats"
+
+
+def heartbeat_file(run_dir: Path, rank: int) -> Path:
+    """One rank's heartbeat (`rlab.records.heartbeat.Heartbeat`)."""
+    return heartbeat_dir(run_dir) / f"rank{rank}.json"
 
 
 def checkpoint_steps(ckpt_dir: Path) -> list[int]:
@@ -225,6 +268,9 @@ class ExperimentLayout:
     results_root: Path
     experiment: str
 
+    def __post_init__(self) -> None:
+        checked_name("experiment", self.experiment)
+
     @property
     def root(self) -> Path:
         return self.results_root / self.experiment
@@ -234,7 +280,7 @@ class ExperimentLayout:
         return self.root / RESOLVED_SPEC_NAME
 
     def run_dir(self, tag: str) -> Path:
-        return self.root / "runs" / tag
+        return self.root / "runs" / checked_name("tag", tag)
 
     def run_config(self, tag: str) -> Path:
         return self.run_dir(tag) / "run.json"
@@ -249,12 +295,16 @@ class ExperimentLayout:
     def metrics_file(self, tag: str) -> Path:
         return self.run_dir(tag) / "metrics.jsonl"
 
+    def heartbeat_dir(self, tag: str) -> Path:
+        """Where each rank of the tag's job heartbeats (`heartbeat_file`); rlab's watchdog and `status` read it."""
+        return heartbeat_dir(self.run_dir(tag))
+
     def sbatch_script(self, tag: str) -> Path:
         """The SLURM script of a tag's training job (`--launcher slurm`)."""
         return self.run_dir(tag) / "sbatch.sh"
 
     def eval_dir(self, tag: str) -> Path:
-        return self.root / "evals" / tag
+        return self.root / "evals" / checked_name("tag", tag)
 
     def eval_json(self, tag: str) -> Path:
         return self.eval_dir(tag) / "eval.json"
@@ -267,7 +317,7 @@ class ExperimentLayout:
         return self.eval_dir(tag) / "eval_run.json"
 
     def core_task_csv(self, variant: str) -> Path:
-        return self.root / f"results_{variant}.csv"
+        return self.root / f"results_{checked_name('variant', variant)}.csv"
 
     @property
     def results_csv(self) -> Path:

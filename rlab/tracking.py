@@ -40,6 +40,8 @@ class WandbTracker:
     """A wandb run (offline or online)."""
 
     def __init__(self, spec: TrackingSpec, experiment: str, tag: str, run_dir: Path, config: dict[str, Any]):
+        if spec.wandb == "online":
+            check_wandb_reachable()
         try:
             import wandb
         except ImportError:
@@ -63,6 +65,28 @@ class WandbTracker:
 
     def finish(self, exit_code: int = 0) -> None:
         self._run.finish(exit_code=exit_code)
+
+
+WANDB_CONNECT_TIMEOUT_S = 5.0
+"""How long `online` waits for wandb's server before failing (wandb itself retries for minutes)."""
+
+
+def check_wandb_reachable(timeout_s: float = WANDB_CONNECT_TIMEOUT_S) -> None:
+    """Fail fast, with the `offline` hint, when wandb's server ($WANDB_BASE_URL, default api.wandb.ai) cannot be
+    reached: wandb.init would otherwise spend minutes retrying before it gives up."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    host, port = url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RlabError(
+            f"tracking.wandb is online but {host}:{port} cannot be reached ({exc.strerror or exc}).",
+            hint="Set tracking.wandb: offline (runs are kept locally; `wandb sync` uploads them later), or "
+            "disabled.",
+        ) from None
 
 
 def make_tracker(

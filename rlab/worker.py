@@ -116,7 +116,7 @@ def _report(exc: RlabError) -> int:
     line = exc.message.replace("\n", " ") + (f" {exc.hint}" if exc.hint else "")
     sys.stderr.write(f"error: {line}\n")
     error_file = os.environ.get(ERROR_FILE_ENV)
-    if error_file:
+    if error_file and not Path(error_file).exists():  # the first rank's reason; a peer's echo comes later
         try:
             write_error_file(Path(error_file), exc.message, exc.hint)
         except OSError:  # the disk that failed the job may hold the error file too: the line above stays

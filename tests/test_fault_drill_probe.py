@@ -30,6 +30,7 @@ def test_the_probe_attacks_the_job_the_tests_define(tmp_path):
         "torchrun_agent",
         "wait_for",
         "small_tmpfs",
+        "worker_pid",
     ):
         assert getattr(probe, name) is getattr(job_faults, name)
     drill = probe.Drill(tmp_path)
@@ -37,6 +38,9 @@ def test_the_probe_attacks_the_job_the_tests_define(tmp_path):
     assert args == job_faults.continue_args(tmp_path / "d6.yaml", tmp_path / "base", tmp_path / "results")
     assert (tmp_path / "d6.yaml").read_text() == job_faults.long_run("d6")
     assert job_faults.long_run_tag("d6") == "smoke-d6-pi" and "steps: 100000" in job_faults.long_run("d6")
+    assert "stall_timeout_s: 10}" in job_faults.long_run("s1", stall_timeout_s=10)
+    # issue 42's findings 1-6 each have their attack
+    assert [k for k in probe.ATTACKS if k.startswith("42.")] == [f"42.{i}" for i in range(1, 7)]
 
 
 @pytest.mark.slow

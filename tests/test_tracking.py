@@ -30,3 +30,25 @@ def test_offline_wandb_run_groups_by_experiment(tmp_path, monkeypatch):
     tracker.log({"train/loss": 1.0}, step=1)
     tracker.finish()
     assert list((tmp_path / "wandb").glob("offline-run-*"))
+
+
+def test_online_wandb_without_a_network_fails_fast_with_the_offline_hint(tmp_path, monkeypatch):
+    """Issue 42, finding 7: `online` with no network spent 2 minutes in wandb's retries before failing, with no
+    hint to use `offline`. The server is tried once (a few seconds at most) before wandb starts."""
+    import socket
+
+    from rlab.errors import RlabError
+
+    tried = []
+
+    def unreachable(address, timeout=None):
+        tried.append((address, timeout))
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example:8443")
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    with pytest.raises(RlabError, match="wandb.example:8443 cannot be reached") as info:
+        make_tracker(TrackingSpec(wandb="online"), "exp", "tag", tmp_path, {}, is_main=True)
+    assert "tracking.wandb: offline" in (info.value.hint or "")
+    assert tried == [(("wandb.example", 8443), 5.0)]

@@ -1,8 +1,10 @@
-"""Probe: issue 29's fault drill, rerun through the real CLI on 2 CPU ranks (torchrun, gloo).
+"""Probe: the fault drills of issues 29 and 42, rerun through the real CLI on 2 CPU ranks (torchrun, gloo).
 
-Why this exists: the drill found nine ways a long job's faults went wrong (workers outliving their launcher,
+Why this exists: issue 29's drill found nine ways a long job's faults went wrong (workers outliving their launcher,
 a full disk ending in a traceback, a validator that hung, relative paths, a disk check that contradicted
-itself, invisible runs, corrupt inputs found late, exit codes and batch changes, untested multi-process evals).
+itself, invisible runs, corrupt inputs found late, exit codes and batch changes, untested multi-process evals);
+issue 42's found six more (a frozen rank, tags as paths, divergence without NaN, exploded checkpoints, a full
+results disk, a peer's error named instead of the cause: attacks 42.1 to 42.6).
 This script attacks each again and prints what rlab does now, one row per finding, so the drill is repeatable.
 It builds its own tiny base (the test suite's synthetic corpus, a 2-layer 32-wide model pretrained 4 steps) in
 a scratch folder. The full-disk and disk-check attacks mount small tmpfs folders (root only; skipped
@@ -10,6 +12,7 @@ elsewhere). About 10 minutes on 2 shared cores.
 
     .venv/bin/python experiments/probes/fault_drill.py --work /tmp/rlab-drill
     .venv/bin/python experiments/probes/fault_drill.py --work /tmp/rlab-drill --only 1,3,7
+    .venv/bin/python experiments/probes/fault_drill.py --work /tmp/rlab-drill --only 42.1,42.2,42.3,42.4,42.5,42.6
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from tests.cli.job_faults import (  # noqa: E402
     torchrun_agent,
     trained_a_step,
     wait_for,
+    worker_pid,
 )
 
 COLUMNS = 400
@@ -127,7 +131,7 @@ class Drill:
         self.spec(name)
         # typed relative, as the drill did: the paths stored and printed must still work from elsewhere
         args = ["continue", "--spec", f"{name}.yaml", "--base-dir", "base", "--results-dir", "results"]
-        proc = start([*args, "--variants", "pi", "--nproc", "2"], self.work)
+        proc = start([*args, "--variants", "pi", "--no-control", "--nproc", "2"], self.work)
         try:
             ckpt = BaseLayout(self.base).checkpoint_dir(tag)
             wait_for(lambda: len(checkpoint_steps(ckpt)) >= 3, 240, "two saves of the run")  # clone + 2
@@ -465,6 +469,186 @@ class Drill:
             f"{all(results)}, tracebacks: {sum(o[1].count('Traceback') for o in outs)}",
         )
 
+    # issue 42's attacks
+
+    def _failed_job(
+        self, name: str, text: str, attack: Callable[[ExperimentLayout, str], None] | None = None
+    ):
+        """Run job `name` on spec `text` until it ends (after `attack(layout, tag)` once it trained a step); returns
+        (exit code, its summary, seconds from the attack to the end)."""
+        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+        proc = start(self.job_args(name, text=text), self.work)
+        try:
+            attacked = time.time()
+            if attack is not None:
+                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")
+                attack(layout, tag)
+                attacked = time.time()
+            _, stderr = proc.communicate(timeout=600)
+        finally:
+            stop(proc)
+        (self.work / f"{name}.stderr").write_text(stderr)
+        said = " ".join(stderr.split())
+        summary = (
+            said[said.find("job(s) failed") :].split("Rerun just these")[0]
+            if "job(s) failed" in said
+            else said
+        )
+        return proc.returncode, summary, time.time() - attacked
+
+    def _status(self, tag: str) -> str:
+        done = run(["status", "--base-dir", str(self.base), "--results-dir", str(self.results)], self.work)
+        return one_line([ln for ln in done.out.splitlines() if ln.startswith(f"{tag}:")], 160)
+
+    def g1_frozen_rank(self) -> None:
+        name = "s1"
+        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+
+        def freeze(layout: ExperimentLayout, tag: str) -> None:
+            wait_for(lambda: layout.heartbeat_dir(tag).joinpath("rank1.json").exists(), 60, "a heartbeat")
+            os.kill(worker_pid(layout.run_config(tag), 1), signal.SIGSTOP)
+
+        code, summary, took = self._failed_job(name, long_run(name, stall_timeout_s=10), freeze)
+        steps = checkpoint_steps(BaseLayout(self.base).checkpoint_dir(tag))
+        more = str(max(steps) + 2 - 4)
+        resumed = run(
+            [*continue_args(layout.tag_spec(tag), self.base, self.results), "--resume", "--steps", more],
+            self.work,
+        )
+        self.row(
+            "42.1 frozen rank",
+            "`kill -STOP` of rank 1 of `rlab continue --nproc 2` (train.stall_timeout_s: 10), then `rlab status`, "
+            "then `--resume`",
+            "nothing printed for minutes; `rlab status`: training 40/80; only the 30-min collective timeout ends it",
+            f"exit {code} {took:.0f} s after the stop: {one_line([summary], 200)}; status: {self._status(tag)}; "
+            f"--resume: exit {resumed.code}",
+        )
+
+    def g2_tags_as_paths(self) -> None:
+        outside = self.work / "outside"
+        shutil.copytree(
+            BaseLayout(self.base).checkpoint_dir("smoke"),
+            outside / "base_checkpoints" / "d2",
+            dirs_exist_ok=True,
+        )
+        before = sorted(outside.rglob("*"))
+        codes = []
+        for tag in (
+            str(outside / "base_checkpoints" / "d2"),
+            "../../outside/base_checkpoints/d2",
+            "smoke/../smoke",
+        ):
+            for command in ("eval", "sample"):
+                extra = ["--results-dir", str(self.results), "--no-core"] if command == "eval" else []
+                done = run([command, "--tag", tag, "--base-dir", str(self.base), *extra], self.work)
+                codes.append(f"{command} {tag.replace(str(self.work), '<work>')}: exit {done.code}")
+        written = sorted(set(outside.rglob("*")) - set(before))
+        self.row(
+            "42.2 tags as paths",
+            "`rlab eval/sample --tag` an absolute path, `../../x/base_checkpoints/d2`, `smoke/../smoke`",
+            "exit 0; evaluated a checkpoint outside --base-dir, wrote eval.json, logs and CSVs there",
+            f"{'; '.join(codes)}; files written outside: {len(written)}; e.g. "
+            f"{one_line(error_lines(run(['eval', '--tag', 'smoke/../smoke'], self.work).err), 150)}",
+        )
+
+    def g3_divergence(self) -> None:
+        name = "s3"
+        huge = "lr: {warmup_steps: 1, matrix_lr: 1.0e+8, embedding_lr: 1.0e+8, unembedding_lr: 1.0e+8}"
+        text = (
+            long_run(name, steps=60)
+            .replace("lr: {warmup_steps: 1}", huge)
+            .replace("save_every: 2", "save_every: 100")
+        )
+        code, summary, _ = self._failed_job(name, text)
+        ls = run(
+            ["ls", "--base-dir", str(self.base), "--results-dir", str(self.results), "--json"], self.work
+        )
+        state = next((t["state"] for t in json.loads(ls.out)["tags"] if t["tag"] == long_run_tag(name)), "-")
+        self.row(
+            "42.3 divergence without NaN",
+            "`rlab continue --nproc 2` at lr 1e8 (every group), 60 steps",
+            "loss stuck at ln(vocab), grad norm 0.0 for 29 steps; state `done`, exit 0, no warning",
+            f"exit {code}: {one_line([summary], 200)}; ls state: {state}",
+        )
+
+    def g4_exploded_checkpoints(self) -> None:
+        from rlab.core.checkpoint_meta import read_meta
+        from rlab.errors import RlabError
+
+        name = "s4"
+        huge = "lr: {warmup_steps: 1, matrix_lr: 1.0e+37, embedding_lr: 1.0e+37, unembedding_lr: 1.0e+37}"
+        text = long_run(name, steps=40, grad_clip="null").replace("lr: {warmup_steps: 1}", huge)
+        code, summary, _ = self._failed_job(name, text)
+        ckpt = BaseLayout(self.base).checkpoint_dir(long_run_tag(name))
+        unreadable = []
+        for step in checkpoint_steps(ckpt):
+            try:
+                meta = read_meta(ckpt, step)
+                if not all(isinstance(c, float) for c in meta.replica_param_checksums or []):
+                    unreadable.append(step)
+            except RlabError:
+                unreadable.append(step)
+        self.row(
+            "42.4 exploded checkpoints",
+            "`rlab continue --nproc 2` at lr 1e37, no grad clip, saving every 2 steps",
+            "steps 22-30 saved with weights ~3e37 and `replica_param_checksums: [null, null]`; the resume hint "
+            "pointed at them",
+            f"exit {code}: {one_line([summary], 260)}; checkpoints {checkpoint_steps(ckpt)}, "
+            f"unreadable metas: {unreadable or 'none'}",
+        )
+
+    def g5_full_results_disk(self) -> None:
+        from rlab.records.metrics_log import read_metrics_records
+
+        with small_tmpfs(self.work / "tmpfs-results", "16m") as mount:
+            if mount is None:
+                self.row("42.5 full results disk", "-", "-", "skipped: cannot mount tmpfs here")
+                return
+            name = "s5"
+            layout, tag = ExperimentLayout(mount / "results", name), long_run_tag(name)
+            proc = start(continue_args(self.spec(name), self.base, mount / "results"), self.work)
+            try:
+                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")
+                filler = fill_disk(mount)
+                _, stderr = proc.communicate(timeout=180)
+            finally:
+                stop(proc)
+            said = " ".join(stderr.split())
+            summary = said[said.find("job(s) failed") :].split("Rerun just these")[0]
+            metrics = layout.metrics_file(tag)
+            torn = not metrics.read_bytes().endswith(b"\n")
+            try:
+                records = f"{len(read_metrics_records(metrics))} records read"
+            except Exception as exc:  # noqa: BLE001 - what a reader meets is the finding
+                records = f"unreadable: {exc}"
+            filler.unlink()
+            self.row(
+                "42.5 full results disk",
+                "fill a 16 MiB tmpfs holding --results-dir while `rlab continue --nproc 2` trains",
+                "'No space left writing a file (71 GiB free there)': no file, the root disk's free space; "
+                "a torn last line in metrics.jsonl",
+                f"exit {proc.returncode}: {one_line([summary], 220)}; metrics.jsonl torn: {torn}, {records}",
+            )
+
+    def g6_cause_first(self) -> None:
+        code, summary, _ = self._failed_job(
+            "s6",
+            long_run("s6"),
+            lambda layout, tag: os.kill(worker_pid(layout.run_config(tag), 0), signal.SIGKILL),
+        )
+        agent_code, agent_summary, _ = self._failed_job(
+            "s6agent",
+            long_run("s6agent"),
+            lambda layout, tag: os.kill(torchrun_agent(layout.run_config(tag)), signal.SIGKILL),
+        )
+        self.row(
+            "42.6 the cause first",
+            "SIGKILL of rank 0's worker of `rlab continue --nproc 2`; then of a job's torchrun agent",
+            "rank 1's gloo 'Connection closed by peer'; the agent kill: '1 of 1 job(s) failed' with no cause",
+            f"rank 0: exit {code}: {one_line([summary], 160)}; agent: exit {agent_code}: "
+            f"{one_line([agent_summary], 160)}",
+        )
+
 
 ATTACKS = {
     "1": Drill.f1_agent_killed_and_f4_paths_and_f8_way_out,
@@ -475,6 +659,12 @@ ATTACKS = {
     "7": Drill.f7_corrupt_inputs,
     "8": Drill.f8_signals,
     "9": Drill.f9_evals,
+    "42.1": Drill.g1_frozen_rank,
+    "42.2": Drill.g2_tags_as_paths,
+    "42.3": Drill.g3_divergence,
+    "42.4": Drill.g4_exploded_checkpoints,
+    "42.5": Drill.g5_full_results_disk,
+    "42.6": Drill.g6_cause_first,
 }
 
 
@@ -498,7 +688,7 @@ def main() -> None:
             drill.row(f"{key} (attack failed)", ATTACKS[key].__name__, "-", f"{type(exc).__name__}: {exc}")
         say(f"attack {key}: {time.time() - t0:.0f} s")
     say(f"\ndrill: {time.time() - began:.0f} s\n")
-    say("| finding | attack | before (issue 29) | now |\n|---|---|---|---|")
+    say("| finding | attack | before (issue 29 / 42) | now |\n|---|---|---|---|")
     for row in sorted(drill.rows, key=lambda r: r["finding"]):
         say(f"| {row['finding']} | {row['attack']} | {row['before']} | {row['now']} |")
 

@@ -34,6 +34,7 @@ from rlab.cli.options import (
     NprocOpt,
     ResultsDirOpt,
     SpecOpt,
+    a_name,
     at_least,
     switch,
 )
@@ -82,7 +83,10 @@ def with_eval_switches(command: Callable[..., None]) -> Callable[..., None]:
 @with_eval_switches
 def eval_tag(
     tag: Annotated[
-        Optional[str], typer.Option("--tag", "-t", metavar="TAG", help="Tag to evaluate (e.g. d20-pi).")
+        Optional[str],
+        typer.Option(
+            "--tag", "-t", metavar="TAG", callback=a_name("tag"), help="Tag to evaluate (e.g. d20-pi)."
+        ),
     ] = None,
     all_tags: Annotated[bool, switch("--all", help="Evaluate every variant tag of the experiment.")] = False,
     as_json: JsonOpt = False,

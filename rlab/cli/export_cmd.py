@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt, ExperimentOpt, JsonOpt, ResultsDirOpt, at_least, switch
+from rlab.cli.options import BaseDirOpt, ExperimentOpt, JsonOpt, ResultsDirOpt, a_name, at_least, switch
 
 
 def export_tag(
@@ -17,7 +17,12 @@ def export_tag(
     ],
     tag: Annotated[
         Optional[str],
-        typer.Option("--tag", "-t", help="Model tag under <base>/base_checkpoints/ (e.g. d20-yarn)."),
+        typer.Option(
+            "--tag",
+            "-t",
+            callback=a_name("tag"),
+            help="Model tag under <base>/base_checkpoints/ (e.g. d20-yarn).",
+        ),
     ] = None,
     export_all: Annotated[
         bool, switch("--all", help="Every arm of --experiment: one folder per arm and an index README.")

@@ -16,6 +16,9 @@ from rlab.paths import BaseLayout, default_base_dir
 STATE_STYLE = {
     "training": "bold cyan",
     "failed": "red",
+    "diverged": "red",
+    "stalled": "red",
+    "eval unreadable": "red",
     "stopped": "yellow",
     "done": "green",
     "evaluated": "bold green",
@@ -32,7 +35,7 @@ def step_text(record: dict) -> str:
         return "-"
     return (
         f"{step}/{end}"
-        if end is not None and record["state"] in ("training", "stopped", "failed")
+        if end is not None and record["state"] in ("training", "stalled", "stopped", "failed", "diverged")
         else str(step)
     )
 

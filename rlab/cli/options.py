@@ -37,6 +37,21 @@ def at_least(low: float):
     return check
 
 
+def a_name(kind: str):
+    """A callback refusing a --tag/--base-tag/--experiment that is not a name (`rlab.paths.name_problem`, the spec's
+    rule): a tag is a folder under the base or results dir, never a path to elsewhere."""
+
+    def check(value: str | None) -> str | None:
+        from rlab.paths import name_problem
+
+        problem = None if value is None else name_problem(kind, value)
+        if problem is not None:
+            raise typer.BadParameter(f"{problem} (a name, not a path)")
+        return value
+
+    return check
+
+
 def switch(*names: str, help: str, panel: str | None = None):  # noqa: A002 - typer's own keyword
     """A boolean flag without the `<bool>` type column."""
     return typer.Option(*names, help=help, metavar="", rich_help_panel=panel)
@@ -67,6 +82,7 @@ BaseTagOpt = Annotated[
     typer.Option(
         "--base-tag",
         metavar="TAG",
+        callback=a_name("tag"),
         rich_help_panel=PATHS_PANEL,
         help="Base model tag (spec: base.tag). (default: d20)",
     ),
@@ -87,6 +103,7 @@ ExperimentOpt = Annotated[
         "--experiment",
         "-e",
         metavar="NAME",
+        callback=a_name("experiment"),
         rich_help_panel=PATHS_PANEL,
         help="Experiment name (spec: name). (default: the base tag)",
     ),
@@ -97,6 +114,7 @@ ExperimentFilterOpt = Annotated[
         "--experiment",
         "-e",
         metavar="NAME",
+        callback=a_name("experiment"),
         rich_help_panel=PATHS_PANEL,
         help="Only this experiment. (default: $RLAB_EXPERIMENT, else the only one, else all)",
     ),

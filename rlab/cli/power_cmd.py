@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, at_least
+from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, a_name, at_least
 from rlab.errors import RlabError
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ def power_plan(
             "--experiment",
             "-e",
             metavar="NAME",
+            callback=a_name("experiment"),
             help="Pilot: an experiment with evals (folder under the results dir). (default: the spec's)",
         ),
     ] = None,

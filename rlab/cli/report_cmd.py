@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from rlab.cli.options import at_least
+from rlab.cli.options import a_name, at_least
 from rlab.errors import RlabError
 
 
@@ -50,6 +50,7 @@ def build_report(
         None,
         "--experiment",
         "-e",
+        callback=a_name("experiment"),
         help="Experiment name (folder under the results dir). Default: the spec's name, "
         "or the only experiment there.",
         show_default=False,
@@ -126,11 +127,17 @@ def build_report(
         typer.echo(_report_json(name, report))
         return
     if not quiet:
-        from rlab.cli.report_view import rich_table, rich_text
+        from rlab.cli.report_view import rich_block, rich_table, rich_text
+        from rlab.report import answer as ans
 
-        for item in report.items:
-            out.print(rich_text(item.text))
-        out.print()
+        if report.answer_table is not None:
+            out.print(rich_block(ans.table(report.answer_table), ans.title(report.data)))
+            for line in report.answer_table.lines:
+                out.print(rich_text(line))
+            out.print()
+            for item in report.answer_table.warnings:
+                out.print(rich_text(item.text), style="dim" if item.tone == "note" else "")
+            out.print()
         for table in report.tables:
             if not table.frame.empty:
                 out.print(rich_table(table))
@@ -147,8 +154,11 @@ def build_report(
 
 
 def _report_json(name: str, report) -> str:
-    """The report as one JSON document: the answer, the baseline, what was written, every table's rows."""
+    """The report as one JSON document: the Answer table as typed rows (estimate, interval, verdict per column),
+    the verdicts in words, the baseline, what was written, every table's rows."""
     import json
+
+    from rlab.report.document import plain
 
     tables = [
         {
@@ -163,6 +173,18 @@ def _report_json(name: str, report) -> str:
             "experiment": name,
             "baseline": report.data.baseline,
             "answer": list(report.answer),
+            "answer_table": (
+                {
+                    "columns": [
+                        {"key": c.key, "header": c.header, "definition": c.definition}
+                        for c in report.answer_table.columns
+                    ],
+                    "rows": report.answer_table.json_rows(),
+                    "lines": [plain(line) for line in report.answer_table.lines],
+                }
+                if report.answer_table is not None
+                else None
+            ),
             "notes": list(report.data.footnotes.items),
             "written": [str(p) for p in report.written],
             "mismatches": [m.sentence() for m in report.data.mismatches],

@@ -2,7 +2,8 @@
 
 `rich_text` turns a `rlab.report.document.Text` into a rich Text (strong spans bold, code cyan, a verdict bold
 in its colour); `rich_table` a report `Table` into a rich table, cells coloured by the verdict they state and the
-significant best in bold green. Shared by `rlab report` and `rlab compare`.
+significant best in bold green; `rich_block` a document table (the report's Answer) with its blocks of rows and
+its verdicts as coloured words. Shared by `rlab report` and `rlab compare`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from rich.text import Text as RichText
 from rlab.report.inference import Verdict
 
 if TYPE_CHECKING:
-    from rlab.report.document import Text
+    from rlab.report.document import TableBlock, Text
     from rlab.report.table_model import Table
 
 VERDICT_STYLE = {
@@ -58,5 +59,29 @@ def rich_table(table: Table) -> RichTable:
             if style is None and (r, col) in table.best and text:
                 style = "bold green"
             cells.append(RichText(text, style=style or ""))
+        out.add_row(*cells)
+    return out
+
+
+def rich_block(block: TableBlock, title: str = "") -> RichTable:
+    """A document table: a section line before each block of rows, each verdict a coloured word (its MDE or why
+    there is none after it)."""
+    out = RichTable(title=title or None, title_justify="left")
+    for i, col in enumerate(block.columns):
+        out.add_column(col, justify="left" if i == 0 else "right", max_width=24 if i == 0 else None)
+    for r, row in enumerate(block.rows):
+        if r in block.groups:
+            if r:
+                out.add_section()
+            out.add_row(RichText(block.groups[r], style="italic dim"))
+        cells = []
+        for cell in row:
+            text = RichText(cell.text, style="italic" if cell.em else "")
+            if cell.badge:
+                style = VERDICT_STYLE.get(cell.verdict) if cell.verdict is not None else None
+                text.append("\n" + cell.badge, style=f"bold {style or ''}".strip())
+            if cell.detail:
+                text.append("\n" + cell.detail, style="dim")
+            cells.append(text)
         out.add_row(*cells)
     return out

@@ -25,6 +25,7 @@ from typing import Any
 import typer
 
 from rlab.cli.help_layout import RlabCommand, RlabGroup
+from rlab.cli.options import a_name
 from rlab.variants import VARIANT_NAMES
 
 app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True, cls=RlabGroup)
@@ -111,9 +112,12 @@ def inspect(
     tag: str | None = typer.Option(
         None,
         "--tag",
+        callback=a_name("tag"),
         help="Read head size, base, L0 and the short window from this checkpoint's meta (its newest step).",
     ),
-    base_tag: str | None = typer.Option(None, "--base-tag", help="Read them from this tag at --from-step."),
+    base_tag: str | None = typer.Option(
+        None, "--base-tag", callback=a_name("tag"), help="Read them from this tag at --from-step."
+    ),
     from_step: int | None = typer.Option(None, "--from-step", metavar="N", help="The step of --base-tag."),
     base_dir: Path | None = typer.Option(
         None, "--base-dir", help="Base dir of the checkpoint. (default: $RLAB_BASE_DIR, ...)"
@@ -196,14 +200,14 @@ def _inspect(
             raise SpecError(f"{name}: must be > 0 (got {value})")
     target = target_len or (round(original_len * scale) if scale > 1 else 4 * original_len)
 
-    from rlab.core import rope as rope_lib  # imports torch
+    from rlab.core import rope_frequencies as rope_lib  # numpy: no torch to wait for
     from rlab.core import rope_geometry
 
     rope_lib.check_head_dim(head_dim)
     geometry = rope_geometry.assess(spec, head_dim, target)
 
-    freqs = rope_lib.inv_freq(spec, head_dim, seq_len).tolist()
-    plain = rope_lib.inv_freq(build_rope_spec(base=base), head_dim).tolist()
+    freqs = rope_lib.inv_freq_values(spec, head_dim, seq_len)
+    plain = rope_lib.inv_freq_values(build_rope_spec(base=base), head_dim)
     mscale = rope_lib.attention_factor(spec)
     report = {
         "variant": spec.variant.value,

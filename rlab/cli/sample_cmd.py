@@ -7,12 +7,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.options import BaseDirOpt, at_least
+from rlab.cli.options import BaseDirOpt, a_name, at_least
 
 
 def sample(
     tag: Annotated[
-        str, typer.Option("--tag", "-t", help="Model tag under <base>/base_checkpoints/ (e.g. d20-pi).")
+        str,
+        typer.Option(
+            "--tag",
+            "-t",
+            callback=a_name("tag"),
+            help="Model tag under <base>/base_checkpoints/ (e.g. d20-pi).",
+        ),
     ],
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="Text to continue (BOS is prepended).")] = "",
     step: Annotated[

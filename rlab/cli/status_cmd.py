@@ -68,9 +68,12 @@ def status(
                     if r["experiment"]
                     else "rlab continue ... --resume"
                 )
-                reason = f" ({r['error']})" if r.get("error") else ""
+                error = r.get("error") or ""
+                said = (
+                    error if error.startswith(r["state"]) else r["state"] + (f" ({error})" if error else "")
+                )
                 out.print(
-                    f"{r['tag']}: {r['state']}{reason}; log {r['log']}; finish it with: {hint}",
+                    f"{r['tag']}: {said}; log {r['log']}; finish it with: {hint}",
                     highlight=False,
                     markup=False,
                     soft_wrap=True,

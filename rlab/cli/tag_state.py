@@ -2,11 +2,14 @@
 
 A tag's state comes from what is on disk, never from guessing:
   training   its lock is held (a `rlab continue` job is running it now; rlab.orchestrate.lock)
-  failed     its metrics.jsonl ends with a `failed` record
+  failed     its metrics.jsonl ends with a `failed` record (`diverged`: its loss stopped changing or passed its
+             bound, `rlab.core.divergence`; `stalled`: rlab's watchdog stopped it, a rank silent too long)
+  stalled    also while it still holds the lock, once a rank's heartbeat is past the watchdog's bound
   stopped    a run started but neither finished nor holds the lock (interrupted; `--resume` finishes it),
              also one launched (its run.json written) that was stopped before it logged a step
   done       its metrics.jsonl says `done`
   evaluated  done, and an eval.json exists for it
+  eval unreadable  done, its eval.json cannot be read (reports leave it out and say so)
   base       a checkpoint no rlab run wrote (a nanochat base, or a clone not yet trained)
 """
 
@@ -15,13 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
+from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, name_problem
 
 if TYPE_CHECKING:
     from rlab.core.checkpoint_meta import CheckpointMeta
     from rlab.spec.run import RunConfig
 
-LIVE_STATES = ("training", "stopped", "failed")
+LIVE_STATES = ("training", "stalled", "stopped", "failed", "diverged")
 
 
 def tag_records(base: BaseLayout, results_root: Path) -> list[dict[str, Any]]:
@@ -52,19 +55,24 @@ def _record(
     progress = MetricsTail(run.metrics_file(tag)).poll() if run else None
     launched = None if run else next((exp for exp in experiments if _launched(exp, tag)), None)
     run = run or launched
-    evals = {exp.experiment: exp.eval_json(tag) for exp in experiments if exp.eval_json(tag).exists()}
+    evals, unreadable = _evals(tag, experiments)
     holder = _lock_holder(base, tag)
     error = progress.error if progress is not None else None
-    if holder:
+    stall = _stall(run, tag) if holder and run is not None else None
+    if stall is not None:
+        state, error = "stalled", stall
+    elif holder:
         state = "training"
     elif progress is not None and progress.finished == "failed":
-        state = "failed"
+        state = progress.kind or "failed"
     elif progress is not None and progress.finished != "done":
         state = "stopped"
     elif launched is not None:  # its job was launched and stopped before logging anything
         state, error = "stopped", "launched, stopped before its first step"
     elif evals:
         state = "evaluated"
+    elif unreadable:
+        state, error = "eval unreadable", f"left out of reports: {unreadable[0]}"
     elif progress is not None:
         state = "done"
     else:
@@ -92,6 +100,36 @@ def _record(
         "holder": holder,
         "error": error,
     }
+
+
+def _evals(tag: str, experiments: list[ExperimentLayout]) -> tuple[dict[str, Path], list[str]]:
+    """The tag's eval.json per experiment that reads, and why each other one does not (never a silent drop)."""
+    from rlab.records.base import ContractError
+    from rlab.records.eval_doc import read_eval_doc
+
+    found, unreadable = {}, []
+    for exp in experiments:
+        path = exp.eval_json(tag)
+        if not path.exists():
+            continue
+        try:
+            read_eval_doc(path)
+        except ContractError as exc:
+            unreadable.append(f"{path}: {exc.message}")
+            continue
+        found[exp.experiment] = path
+    return found, unreadable
+
+
+def _stall(run: ExperimentLayout, tag: str) -> str | None:
+    """`stalled since 09:41 (rank 1 at step 40)` while a rank of the tag's running job is past the watchdog's
+    bound (`rlab.records.heartbeat.find_stall`), else None."""
+    import time
+
+    from rlab.records.heartbeat import find_stall, read_heartbeats
+
+    stall = find_stall(read_heartbeats(run.heartbeat_dir(tag)), time.time())
+    return stall.describe() if stall is not None else None
 
 
 def _launched(exp: ExperimentLayout, tag: str) -> bool:
@@ -122,6 +160,8 @@ def eval_records(results_root: Path) -> list[dict[str, Any]]:
     for exp in _experiments(results_root):
         evals_dir = exp.root / "evals"
         for folder in sorted(evals_dir.iterdir()) if evals_dir.is_dir() else []:
+            if name_problem("tag", folder.name) is not None:
+                continue
             config, result = exp.eval_run_config(folder.name), exp.eval_json(folder.name)
             if config.exists() and (not result.exists() or result.stat().st_mtime < config.stat().st_mtime):
                 records.append(
@@ -138,7 +178,11 @@ def eval_records(results_root: Path) -> list[dict[str, Any]]:
 def _experiments(results_root: Path) -> list[ExperimentLayout]:
     if not results_root.is_dir():
         return []
-    return [ExperimentLayout(results_root, p.name) for p in sorted(results_root.iterdir()) if p.is_dir()]
+    return [
+        ExperimentLayout(results_root, p.name)
+        for p in sorted(results_root.iterdir())
+        if p.is_dir() and name_problem("experiment", p.name) is None  # not `_compare/`
+    ]
 
 
 def _architecture(base: BaseLayout, tag: str, steps: list[int]) -> dict[str, Any] | None:

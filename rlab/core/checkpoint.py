@@ -16,7 +16,11 @@ removes the step's old meta (`begin_checkpoint`), the other ranks then write the
 
 from __future__ import annotations
 
+import collections
+import io
 import logging
+import pickle
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from rlab.atomic_io import atomic_write
 from rlab.core.architecture import NANOCHAT_CONFIG_KEYS, Architecture, key_list
 from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
+from rlab.core.gpt_config import GPTConfig
 from rlab.errors import CheckpointError, TrainingError
 from rlab.nanochat.detect import detect_architecture, window_pattern
 from rlab.nanochat.generations import get_architecture
 from rlab.nanochat.state_dict import patch_missing_keys, strip_compile_prefix
-from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file
+from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file, optim_ranks
 
 if TYPE_CHECKING:
     from rlab.core.gpt import GPT
@@ -52,6 +57,26 @@ def nonfinite_tensors(state: dict[str, Any]) -> list[str]:
     for name, value in state.items():
         if isinstance(value, torch.Tensor) and value.is_floating_point() and not torch.isfinite(value).all():
             bad.append(name)
+    return bad
+
+
+MAX_HEALTHY_WEIGHT = 65504.0
+"""The largest |weight| a checkpoint may hold: float16's largest number. Trained LM weights are O(1); one past
+this is an exploded run (an LR of 1e37 left weights of ~3e37), which no half-precision export could hold."""
+
+
+def unhealthy_tensors(state: dict[str, Any], bound: float = MAX_HEALTHY_WEIGHT) -> list[str]:
+    """Floating-point tensors of `state` with NaN/Inf or a |value| past `bound`, each with what is wrong."""
+    import torch
+
+    bad = []
+    for name, value in state.items():
+        if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()):
+            continue
+        if not torch.isfinite(value).all():
+            bad.append(f"{name} (non-finite: NaN/Inf)")
+        elif (peak := float(value.detach().abs().max())) > bound:
+            bad.append(f"{name} (|w| up to {peak:.3g})")
     return bad
 
 
@@ -78,15 +103,15 @@ def save_checkpoint(
     """Write model, rank 0's optimizer file and finally meta for `step` (the other ranks' files first).
 
     `optim_files`: how many optimizer files the set has; older files of ranks beyond it are removed.
-    Refuses (TrainingError) to write parameters that are not finite.
+    Refuses (TrainingError) to write parameters that are not finite or past `MAX_HEALTHY_WEIGHT`.
     """
     import torch
 
     ckpt_dir = Path(ckpt_dir)
-    bad = nonfinite_tensors(model_state)
+    bad = unhealthy_tensors(model_state)
     if bad:
         raise TrainingError(
-            f"Refusing to save step {step} of {ckpt_dir.name}: non-finite values in {', '.join(bad[:5])}"
+            f"Refusing to save step {step} of {ckpt_dir.name}: unhealthy weights in {', '.join(bad[:5])}"
             + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
             + ".",
             hint="The previous checkpoint is untouched; lower the LR or enable grad clipping and resume.",
@@ -96,7 +121,7 @@ def save_checkpoint(
     atomic_write(model_file(ckpt_dir, step), lambda fh: torch.save(model_state, fh))
     if optim_state is not None:
         write_optim_file(ckpt_dir, step, 0, optim_state)
-    for stale in _optim_ranks(ckpt_dir, step):
+    for stale in optim_ranks(ckpt_dir, step):
         if stale >= optim_files:
             optim_file(ckpt_dir, step, stale).unlink(missing_ok=True)
     write_meta(ckpt_dir, step, meta)
@@ -108,8 +133,8 @@ def delete_checkpoint(ckpt_dir: Path, step: int) -> None:
     ckpt_dir = Path(ckpt_dir)
     meta_file(ckpt_dir, step).unlink(missing_ok=True)
     model_file(ckpt_dir, step).unlink(missing_ok=True)
-    for shard in ckpt_dir.glob(f"optim_{step:06d}_rank*.pt"):
-        shard.unlink(missing_ok=True)
+    for rank in optim_ranks(ckpt_dir, step):
+        optim_file(ckpt_dir, step, rank).unlink(missing_ok=True)
 
 
 def prune_checkpoints(ckpt_dir: Path, keep_last: int, candidates: list[int]) -> list[int]:
@@ -120,11 +145,6 @@ def prune_checkpoints(ckpt_dir: Path, keep_last: int, candidates: list[int]) -> 
     if doomed:
         logger.info("keep_last=%d: deleted steps %s from %s", keep_last, doomed, ckpt_dir)
     return doomed
-
-
-def _optim_ranks(ckpt_dir: Path, step: int) -> list[int]:
-    ranks = (p.stem.rsplit("rank", 1)[-1] for p in Path(ckpt_dir).glob(f"optim_{step:06d}_rank*.pt"))
-    return sorted(int(r) for r in ranks if r.isdigit())
 
 
 def _read_optim_file(path: Path) -> Any:
@@ -192,12 +212,25 @@ class CheckpointInfo:
 
     path: Path  # the model file
     step: int
-    architecture: str  # "nanochat-2025" / "nanochat-2026"
-    window_pattern: str  # "L" where the architecture has no windows
-    rotary_base: float  # the base its rope spec uses (the architecture's unless rlab's meta says otherwise)
-    sequence_len: int
-    model_config: dict[str, Any]  # GPTConfig.from_dict input: nanochat's model_config + window_pattern,
-    # architecture and rotary_base
+    config: GPTConfig  # its shape: the detected architecture, window pattern ("L" without windows) and base
+
+    @property
+    def architecture(self) -> str:
+        """nanochat-2025 or nanochat-2026."""
+        return self.config.architecture
+
+    @property
+    def window_pattern(self) -> str:
+        return self.config.window_pattern
+
+    @property
+    def rotary_base(self) -> float:
+        """The base its rope spec uses (the architecture's unless rlab's meta says otherwise)."""
+        return float(self.config.rotary_base or get_architecture(self.architecture).rotary_base)
+
+    @property
+    def sequence_len(self) -> int:
+        return self.config.sequence_len
 
     def describe(self) -> str:
         """e.g. ``nanochat-2026 (windows SSSL, base 100000)``."""
@@ -242,21 +275,9 @@ def _info(
     arch = detect_architecture(meta, keys, str(path))
     pattern = window_pattern(arch, meta.shape)
     base = float(meta.rope_spec(arch.rotary_base).base or arch.rotary_base)
-    model_config = {
-        **{k: getattr(meta.shape, k) for k in NANOCHAT_CONFIG_KEYS},
-        "window_pattern": pattern,
-        "architecture": arch.name,
-        "rotary_base": base,
-    }
-    info = CheckpointInfo(
-        path=path,
-        step=step,
-        architecture=arch.name,
-        window_pattern=pattern,
-        rotary_base=base,
-        sequence_len=meta.sequence_len,
-        model_config=model_config,
-    )
+    shape = {k: getattr(meta.shape, k) for k in NANOCHAT_CONFIG_KEYS}
+    config = GPTConfig(**shape, window_pattern=pattern, architecture=arch.name, rotary_base=base)
+    info = CheckpointInfo(path=path, step=step, config=config)
     return info, arch
 
 
@@ -269,8 +290,54 @@ def inspect_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
     """
     ckpt_dir = Path(ckpt_dir)
     meta = read_meta(ckpt_dir, step)
-    state = _read_state_dict(model_file(ckpt_dir, step), mmap=True)
-    return _info(ckpt_dir, step, meta, state.keys())[0]
+    path = model_file(ckpt_dir, step)
+    keys = state_dict_keys(path)
+    if keys is None:  # not readable without torch: torch.load says what is wrong with it
+        keys = list(_read_state_dict(path, mmap=True).keys())
+    return _info(ckpt_dir, step, meta, keys)[0]
+
+
+class _TensorStub:
+    """What a tensor (or any torch object) in a state dict's pickle becomes when only its keys are read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _TensorStub:
+        return _TensorStub()
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+class _KeysOnly(pickle.Unpickler):
+    """Unpickles a `torch.save` state dict's structure without torch: dicts are built, every other class
+    (tensors, storages) becomes a stub, and no storage is read; nothing the pickle names is ever run."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        return _TensorStub
+
+    def persistent_load(self, pid: Any) -> None:
+        return None
+
+
+def state_dict_keys(path: Path) -> list[str] | None:
+    """The keys of a model file in torch's zip format, read from its pickle without importing torch (which
+    takes longer than everything else a dry run does); None when it is not such a file or not a state dict
+    of tensors (the caller then loads it with torch, which names the problem)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            name = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            state = _KeysOnly(io.BytesIO(z.read(name))).load()
+    except Exception:  # noqa: BLE001 - any failure: torch.load decides, and reports it
+        return None
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, _TensorStub) for k, v in state.items()
+    ):
+        return None
+    return list(state)
 
 
 def verify_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
@@ -318,7 +385,7 @@ def load_model(
     ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rope: RopeSpec | None = None
 ) -> tuple[GPT, CheckpointMeta]:
     """(GPT, meta) for `step` (None = newest complete); `rope` overrides the checkpoint's RoPE config."""
-    from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.gpt import GPT
 
     ckpt_dir = Path(ckpt_dir)
     if step is None:
@@ -328,7 +395,7 @@ def load_model(
                 f"No complete checkpoint in {ckpt_dir}.", hint="Check the base dir and --tag."
             )
     state, meta, info = load_checkpoint_state(ckpt_dir, step, device)
-    config = GPTConfig.from_dict(info.model_config)
+    config = info.config
     spec = rope if rope is not None else meta.rope_spec()
     model = GPT(config, rope=spec.with_original_len(config.sequence_len)).to(device)
     model.load_nanochat_state_dict(state, source=str(info.path))

@@ -38,7 +38,7 @@ from pydantic import (
 from rlab.atomic_io import atomic_write
 from rlab.errors import CheckpointError
 from rlab.paths import checkpoint_steps, meta_file, model_file
-from rlab.records.base import short_hash
+from rlab.records.base import first_error, short_hash
 from rlab.records.provenance import CodeVersion, Platform
 from rlab.spec.rope import RopeSpec
 from rlab.spec.run import Lineage
@@ -409,6 +409,14 @@ def meta_sha256(ckpt_dir: Path, step: int) -> str:
 
 
 def write_meta(ckpt_dir: Path, step: int, meta: CheckpointMeta) -> None:
-    """Write the meta of `step` atomically (the last file of a checkpoint: its presence means complete)."""
+    """Write the meta of `step` atomically (the last file of a checkpoint: its presence means complete), once it
+    reads back through its model (a non-finite checksum would be written as null and break every resume)."""
     text = meta_text(meta)
+    try:
+        CheckpointMeta.model_validate_json(text)
+    except ValidationError as exc:
+        raise CheckpointError(
+            f"Refusing to write {meta_file(Path(ckpt_dir), step)}: it would not read back ({first_error(exc)}).",
+            "The checkpoint stays incomplete; the previous one is untouched.",
+        ) from None
     atomic_write(meta_file(Path(ckpt_dir), step), lambda fh: fh.write(text), binary=False)

@@ -77,8 +77,9 @@ def verify_allocator(expected: str) -> dict[str, Any]:
     return record
 
 
-def init_distributed() -> DistInfo:
-    """Join the torchrun job if there is one and pick this rank's device."""
+def init_distributed(timeout_s: float | None = None) -> DistInfo:
+    """Join the torchrun job if there is one and pick this rank's device; `timeout_s`: the collectives' timeout
+    (torch's default, 10 min for NCCL and 30 for gloo, when None)."""
     import torch
     import torch.distributed as dist
 
@@ -99,6 +100,10 @@ def init_distributed() -> DistInfo:
         kwargs: dict[str, Any] = {"backend": backend}
         if backend == "nccl":
             kwargs["device_id"] = device
+        if timeout_s is not None:
+            from datetime import timedelta
+
+            kwargs["timeout"] = timedelta(seconds=timeout_s)
         dist.init_process_group(**kwargs)
         logger.info("process group: backend %s, world size %d", backend, world_size)
     return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, device=device)

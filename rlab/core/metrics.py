@@ -112,7 +112,6 @@ class MetricsWriter:
 
     def __init__(self, path: Path | None, *, resumed_from: int | None = None, append: bool = False) -> None:
         self.path = Path(path) if path is not None else None
-        self._fh = None
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,21 +120,18 @@ class MetricsWriter:
             from rlab.atomic_io import write_text_atomic
 
             write_text_atomic(self.path, "".join(r.model_dump_json() + "\n" for r in kept))
-        self._fh = self.path.open("a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        if self._fh is None:
+        """One record, one line, whole or not at all (`rlab.records.metrics_log.append_record`: a full disk never
+        leaves a torn line, and its error names this file)."""
+        if self.path is None:
             return
-        from rlab.records.metrics_log import metrics_record
+        from rlab.records.metrics_log import append_record
 
-        checked = metrics_record({**record, "time": record.get("time", time.time())})
-        self._fh.write(checked.model_dump_json() + "\n")
-        self._fh.flush()
+        append_record(self.path, record)
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Nothing is held open between records (kept for the callers' symmetry)."""
 
 
 def records_through(path: Path, step: int) -> list:

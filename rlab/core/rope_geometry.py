@@ -36,6 +36,7 @@ from rlab.errors import RlabError
 from rlab.spec.rope import RopeSpec, RopeVariant
 
 if TYPE_CHECKING:
+    from rlab.core.gpt_config import GPTConfig
     from rlab.spec.experiment import ExperimentSpec
 
 MEN_FIT_COEFF = 0.0424
@@ -220,10 +221,10 @@ def _reach_text(reach: int | None, target: int) -> str:
 
 def effective_base(spec: RopeSpec, head_dim: int, target_len: int) -> float | None:
     """The base whose plain frequencies the variant's are at `target_len`, for the variants that only move it."""
-    from rlab.core.rope import inv_freq
+    from rlab.core.rope_frequencies import inv_freq_values
 
     if spec.variant in (RopeVariant.rope, RopeVariant.abf, RopeVariant.ntk, RopeVariant.dynamic_ntk):
-        freqs = inv_freq(spec, head_dim, target_len).double()
+        freqs = inv_freq_values(spec, head_dim, target_len)
         return float(freqs[1] ** (-head_dim / 2)) if head_dim > 2 else None  # theta_1 = b^(-2/d)
     return None
 
@@ -239,14 +240,14 @@ def assess(
 ) -> Geometry:
     """The geometry of `spec` (base and L0 filled in) extended to `target_len`; `short_windows` = the short
     window at L0 and at the plan's length on a windowed model."""
-    from rlab.core.rope import inv_freq
+    from rlab.core.rope_frequencies import inv_freq_values
 
     assert spec.base is not None and spec.original_len is not None, (
         "fill base and L0 from the checkpoint first"
     )
     l0 = spec.original_len
     plain = plain_inv_freq(spec.base, head_dim)
-    scaled = inv_freq(spec, head_dim, target_len).double().tolist()
+    scaled = inv_freq_values(spec, head_dim, target_len)
     return Geometry(
         name=name or spec.variant.value,
         variant=spec.variant.value,
@@ -281,21 +282,20 @@ def plan_warnings(geometries: Sequence[Geometry]) -> list[str]:
 
 def assess_plan(
     variants: dict[str, RopeSpec],
-    model_config: dict[str, object],
+    config: GPTConfig,
     target_len: int,
     train_len: int,
 ) -> list[Geometry]:
-    """`assess` for every variant of a plan on a checkpoint (`CheckpointInfo.model_config`: its head dim, base,
+    """`assess` for every variant of a plan on a checkpoint (`CheckpointInfo.config`: its head dim, base,
     L0, architecture and window pattern); `train_len` is the length the continued runs train at (it sizes
     nanochat-2026's windows under `windows: scale`)."""
     from rlab.core.architecture import full_context_layers, window_sizes
     from rlab.nanochat.generations import get_architecture
 
-    n_embd, n_head = int(model_config["n_embd"]), int(model_config["n_head"])  # type: ignore[call-overload]
-    l0, n_layer = int(model_config["sequence_len"]), int(model_config["n_layer"])  # type: ignore[call-overload]
-    base = float(model_config["rotary_base"])  # type: ignore[arg-type]
-    arch = get_architecture(str(model_config["architecture"]))
-    pattern = str(model_config.get("window_pattern") or "L")
+    n_layer, l0 = config.n_layer, config.sequence_len
+    arch = get_architecture(config.architecture)
+    base = float(config.rotary_base or arch.rotary_base)
+    pattern = config.window_pattern or "L"
     geometries = []
     for name, spec in variants.items():
         spec = spec.with_original_len(l0).with_base(base)
@@ -304,17 +304,17 @@ def assess_plan(
             context = train_len if spec.windows == "scale" else int(spec.original_len or l0)
             short = (min(window_sizes(pattern, n_layer, l0)), min(window_sizes(pattern, n_layer, context)))
         geometries.append(
-            assess(spec, n_embd // n_head, target_len, name=name, short_windows=short, window_len=train_len)
+            assess(spec, config.head_dim, target_len, name=name, short_windows=short, window_len=train_len)
         )
     return geometries
 
 
-def plan_geometry_warnings(spec: ExperimentSpec, model_config: dict[str, object]) -> list[str]:
+def plan_geometry_warnings(spec: ExperimentSpec, config: GPTConfig) -> list[str]:
     """The preflight's geometry check of a resolved experiment on its base checkpoint: `plan_warnings` of every
     variant (a RoPE config the model cannot take, e.g. longrope factors for another head dim, is one line)."""
     if spec.target_len is None:
         return []
     try:
-        return plan_warnings(assess_plan(spec.variants, model_config, spec.target_len, spec.train.seq_len))
+        return plan_warnings(assess_plan(spec.variants, config, spec.target_len, spec.train.seq_len))
     except RlabError as exc:
         return [exc.message]

@@ -37,6 +37,9 @@ from rlab.spec.run import RunConfig
 
 logger = logging.getLogger("rlab.core.train")  # also when run as __main__
 
+COLLECTIVE_TIMEOUT_FACTOR = 3
+"""The process group's timeout, in units of train.stall_timeout_s."""
+
 
 def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Run one training job (this process's share of it); returns {"step", "val_bpb", "skipped"}.
@@ -51,7 +54,8 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
     )
 
     alloc_conf = configure_allocator()  # before anything initialises CUDA
-    info = init_distributed()
+    # a collective waits 3x the stall bound, so rlab's watchdog names the silent rank before a peer times out
+    info = init_distributed(timeout_s=COLLECTIVE_TIMEOUT_FACTOR * cfg.train.stall_timeout_s)
     finished = False
     try:
         alloc = verify_allocator(alloc_conf)

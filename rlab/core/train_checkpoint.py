@@ -1,13 +1,15 @@
 """Checkpoints written during training, and the RNG state they carry.
 
-Every rank takes part in a save: the loader positions are gathered, the weights checked for non-finite values
-and the replicas compared by checksum, and each rank writes its share of the optimizer state; rank 0 writes the
+Every rank takes part in a save: the loader positions are gathered, the weights checked (finite, within
+`rlab.core.checkpoint.MAX_HEALTHY_WEIGHT`, finite checksums: only healthy checkpoints are written) and the replicas
+compared by checksum, and each rank writes its share of the optimizer state; rank 0 writes the
 weights and the typed meta (`rlab.core.checkpoint_meta.CheckpointMeta`) that resume, evals and reports read.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 from typing import Any
 
@@ -64,9 +66,9 @@ class CheckpointSaving(TrainerState):
 
         from rlab.core.checkpoint import (
             begin_checkpoint,
-            nonfinite_tensors,
             prune_checkpoints,
             save_checkpoint,
+            unhealthy_tensors,
             write_optim_file,
         )
         from rlab.core.distributed import all_gather_scalar, barrier, broadcast_object, gather_objects
@@ -76,15 +78,18 @@ class CheckpointSaving(TrainerState):
             world_size=self.info.world_size, ranks=gather_objects(self.loader.state_dict(), self.info)
         )
         model_state = self.model.state_dict()
-        bad = nonfinite_tensors(model_state)  # replicas are identical, so every rank decides alike
-        if bad:
-            raise TrainingError(
-                f"Refusing to save step {step} of {self.cfg.tag}: non-finite parameters ({', '.join(bad[:5])}).",
-                hint="The previous checkpoint is untouched; lower the LR and resume from it.",
-            )
+        bad = unhealthy_tensors(model_state)  # replicas are identical, so every rank decides alike
         checksums = all_gather_scalar(
             torch.stack([p.detach().double().sum() for p in self.model.parameters()]).sum(), self.info
         )
+        if not bad and not all(math.isfinite(c) for c in checksums):
+            bad = [f"parameter checksums {checksums}"]
+        if bad:  # only healthy checkpoints: a resume must never start from exploded weights
+            raise TrainingError(
+                f"Refusing to save step {step} of {self.cfg.tag}: unhealthy weights ({', '.join(bad[:5])}).",
+                hint="Nothing of this step was written. Lower train.lr or set train.grad_clip, then "
+                + self.resume_hint(),
+            )
         if len(set(checksums)) > 1:
             logger.error("replicas diverged at step %d: parameter checksums %s", step, checksums)
         payload = optimizer_shard(self.optimizers, self.info.rank)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rlab.core.checkpoint_meta import (
     CheckpointMeta,
@@ -34,9 +35,17 @@ from rlab.core.checkpoint_meta import (
     LrPolicy,
     OptimizerImport,
 )
+from rlab.core.gpt_config import GPTConfig
 from rlab.paths import BaseLayout
 from rlab.spec.rope import RopeSpec
-from rlab.spec.run import CheckpointInit, Lineage, RunConfig
+from rlab.spec.run import CheckpointInit, Lineage, RunConfig, ScratchInit
+
+if TYPE_CHECKING:
+    from torch.optim import Optimizer
+
+    from rlab.core.gpt import GPT
+    from rlab.nanochat.loader_position import NanochatPosition
+    from rlab.spec.train import TrainSpec
 
 logger = logging.getLogger("rlab.core.train")
 
@@ -51,7 +60,7 @@ class StartPoint:
     step: int  # global step of the weights we start from
     run_start_step: int  # global step at which this run (schedule position 0) began
     model_state: dict[str, Any] | None  # None: from-scratch init
-    model_config: dict[str, Any]
+    config: GPTConfig  # the model's shape at this run's sequence length
     rope: RopeSpec
     lineage: Lineage | None
     tokens_trained: int = 0  # tokens of applied steps behind the starting weights (the base's included)
@@ -65,7 +74,7 @@ class StartPoint:
     lr_policy: LrPolicy | None = None  # a resumed run's recorded peak-LR scale and warmup
     fresh_continuation: bool = False  # weights from a checkpoint, optimizer state not (yet) restored
     loader_state: dict[str, Any] | None = None
-    loader_after: Any = None  # rlab.nanochat.loader_position.NanochatPosition
+    loader_after: NanochatPosition | None = None  # where nanochat's loader of the base stopped
     data_start: DataStartRecord = field(default_factory=lambda: DataStartRecord(source="beginning"))
     skipped_total: int = 0
     resumed_from: int | None = None
@@ -99,9 +108,11 @@ def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> int | None:
     return None
 
 
-def resolve_data_start(
-    cfg: RunConfig, layout: BaseLayout, init_dir: Path
-) -> tuple[dict[str, Any] | None, Any, DataStartRecord]:
+DataStart: TypeAlias = "tuple[dict[str, Any] | None, NanochatPosition | None, DataStartRecord]"
+"""`resolve_data_start`'s (rlab loader state, nanochat position, meta record)."""
+
+
+def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> DataStart:
     """(rlab loader state, nanochat position, meta record) of where this run's train data starts."""
     from rlab.core.checkpoint_meta import read_meta
     from rlab.errors import CheckpointError
@@ -145,124 +156,140 @@ def resolve_data_start(
 
 
 def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartPoint:
-    """Decide the starting weights, RoPE, optimizer source and data position."""
+    """Decide the starting weights, RoPE, optimizer source and data position: a resume of this run's own
+    checkpoint when there is one, else a continuation of `cfg.init`'s checkpoint, else from scratch."""
+    target_dir = layout.checkpoint_dir(cfg.tag)
+    init_dir = layout.checkpoint_dir(cfg.init.tag) if isinstance(cfg.init, CheckpointInit) else target_dir
+    data = resolve_data_start(cfg, layout, init_dir)
+    protected: set[int] = set()
+    if isinstance(cfg.init, CheckpointInit) and cfg.init.tag == cfg.tag:
+        protected.add(cfg.init.step)  # the cloned source step is never pruned
+    if cfg.resume:
+        step = _resumable_step(cfg, target_dir)
+        if step is not None:
+            return _resume(cfg, target_dir, step, data, protected)
+        logger.info("resume: no checkpoint of this run in %s yet; starting from init", target_dir)
+    if isinstance(cfg.init, CheckpointInit):
+        return _continue(cfg, cfg.init, init_dir, data, protected)
+    return _scratch(cfg, cfg.init, vocab_size, data)
+
+
+def _resume(cfg: RunConfig, ckpt_dir: Path, step: int, data: DataStart, protected: set[int]) -> StartPoint:
+    """Everything back from this run's own checkpoint at `step`."""
     from rlab.core.checkpoint import load_checkpoint_state, load_optim_set
     from rlab.errors import CheckpointError
     from rlab.paths import meta_file
 
-    target_dir = layout.checkpoint_dir(cfg.tag)
-    protected: set[int] = set()
-    if isinstance(cfg.init, CheckpointInit) and cfg.init.tag == cfg.tag:
-        protected.add(cfg.init.step)  # the cloned source step is never pruned
-    init_dir = layout.checkpoint_dir(cfg.init.tag) if isinstance(cfg.init, CheckpointInit) else target_dir
-    loader_state, after, data_record = resolve_data_start(cfg, layout, init_dir)
+    _, after, data_record = data
+    model_state, meta, info = load_checkpoint_state(ckpt_dir, step)
+    state = meta.train_state
+    if state is None or state.run_start_step is None:
+        raise CheckpointError(
+            f"{meta_file(ckpt_dir, step)}: meta has no train_state.run_start_step to resume from.",
+            "Resume with the rlab that wrote it, or start over with --force.",
+        )
+    files = load_optim_set(ckpt_dir, step)
+    own = files is not None
+    logger.info("resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh")
+    return StartPoint(
+        step=step,
+        run_start_step=state.run_start_step,
+        model_state=model_state,
+        config=info.config,
+        rope=meta.rope_spec(),
+        lineage=meta.lineage,
+        tokens_trained=meta.tokens_behind(),
+        run_tokens=state.run_tokens or 0,
+        optim_files=files,
+        optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
+        optimizer_import=meta.optimizer.imported if meta.optimizer is not None else None,
+        lr_policy=state.lr_policy,
+        loader_state=meta.loader_state.model_dump() if meta.loader_state is not None else None,
+        loader_after=after,
+        data_start=meta.data_start or data_record,
+        skipped_total=state.skipped_total or 0,
+        resumed_from=step,
+        protected_steps=protected,
+    )
 
-    if cfg.resume:
-        step = _resumable_step(cfg, target_dir)
-        if step is None:
-            logger.info("resume: no checkpoint of this run in %s yet; starting from init", target_dir)
-        else:
-            model_state, meta, info = load_checkpoint_state(target_dir, step)
-            state = meta.train_state
-            if state is None or state.run_start_step is None:
-                raise CheckpointError(
-                    f"{meta_file(target_dir, step)}: meta has no train_state.run_start_step to resume from.",
-                    "Resume with the rlab that wrote it, or start over with --force.",
-                )
-            files = load_optim_set(target_dir, step)
-            own = files is not None
-            logger.info(
-                "resuming %s at step %d (optimizer state: %s)", cfg.tag, step, "restored" if own else "fresh"
-            )
-            return StartPoint(
-                step=step,
-                run_start_step=state.run_start_step,
-                model_state=model_state,
-                model_config=info.model_config,
-                rope=meta.rope_spec(),
-                lineage=meta.lineage,
-                tokens_trained=meta.tokens_behind(),
-                run_tokens=state.run_tokens or 0,
-                optim_files=files,
-                optimizer_note="restored" if own else "fresh (saved optimizer state missing or foreign)",
-                optimizer_import=meta.optimizer.imported if meta.optimizer is not None else None,
-                lr_policy=state.lr_policy,
-                loader_state=meta.loader_state.model_dump() if meta.loader_state is not None else None,
-                loader_after=after,
-                data_start=meta.data_start or data_record,
-                skipped_total=state.skipped_total or 0,
-                resumed_from=step,
-                protected_steps=protected,
-            )
 
+def _continue(
+    cfg: RunConfig, init: CheckpointInit, src_dir: Path, data: DataStart, protected: set[int]
+) -> StartPoint:
+    """The weights of `init`'s checkpoint at this run's length; its optimizer state restored, imported or fresh."""
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set
+    from rlab.paths import optim_ranks
+
+    loader_state, after, data_record = data
     seq_len = cfg.train.seq_len
-    if isinstance(cfg.init, CheckpointInit):
-        src_dir = init_dir
-        model_state, meta, info = load_checkpoint_state(src_dir, cfg.init.step)
-        src_config = info.model_config
-        src_len = int(src_config["sequence_len"])
-        # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
-        # recorded it in its meta; otherwise it is the source's training length.
-        cloned_len = meta.rope.original_len if meta.rope is not None and cfg.init.tag == cfg.tag else None
-        rope = cfg.rope.with_original_len(int(cloned_len or src_len))
-        files = load_optim_set(src_dir, cfg.init.step)
-        own = files is not None
-        shards = any(src_dir.glob(f"optim_{cfg.init.step:06d}_rank*.pt"))
-        nanochat = None if own or not shards else (src_dir, cfg.init.step)
-        note = (
-            "restored from the source checkpoint"
-            if own
-            else "fresh: the source has no optimizer state"
-            if not shards
-            else "pending nanochat import"
-        )
-        lineage = cfg.lineage or Lineage(parent_tag=cfg.init.tag, parent_step=cfg.init.step)
-        logger.info(
-            "starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
-            cfg.tag,
-            cfg.init.tag,
-            cfg.init.step,
-            src_len,
-            seq_len,
-            rope.describe(),
-            "from nanochat's per-rank shards" if nanochat else note,
-        )
-        return StartPoint(
-            step=cfg.init.step,
-            run_start_step=cfg.init.step,
-            model_state=model_state,
-            model_config={**src_config, "sequence_len": seq_len},
-            rope=rope,
-            lineage=lineage,
-            tokens_trained=meta.tokens_behind(),
-            optim_files=files,
-            nanochat_optim=nanochat,
-            optimizer_note=note,
-            fresh_continuation=not own,
-            loader_state=loader_state,
-            loader_after=after,
-            data_start=data_record,
-            protected_steps=protected,
-        )
+    model_state, meta, info = load_checkpoint_state(src_dir, init.step)
+    src_len = info.sequence_len
+    # L0 left null means "the checkpoint's": the clone of this tag (made by `rlab continue`) already
+    # recorded it in its meta; otherwise it is the source's training length.
+    cloned_len = meta.rope.original_len if meta.rope is not None and init.tag == cfg.tag else None
+    rope = cfg.rope.with_original_len(int(cloned_len or src_len))
+    files = load_optim_set(src_dir, init.step)
+    own = files is not None
+    shards = bool(optim_ranks(src_dir, init.step))
+    nanochat = None if own or not shards else (src_dir, init.step)
+    note = (
+        "restored from the source checkpoint"
+        if own
+        else "fresh: the source has no optimizer state"
+        if not shards
+        else "pending nanochat import"
+    )
+    logger.info(
+        "starting %s from %s step %d: seq_len %d -> %d, %s; optimizer %s",
+        cfg.tag,
+        init.tag,
+        init.step,
+        src_len,
+        seq_len,
+        rope.describe(),
+        "from nanochat's per-rank shards" if nanochat else note,
+    )
+    return StartPoint(
+        step=init.step,
+        run_start_step=init.step,
+        model_state=model_state,
+        config=replace(info.config, sequence_len=seq_len),
+        rope=rope,
+        lineage=cfg.lineage or Lineage(parent_tag=init.tag, parent_step=init.step),
+        tokens_trained=meta.tokens_behind(),
+        optim_files=files,
+        nanochat_optim=nanochat,
+        optimizer_note=note,
+        fresh_continuation=not own,
+        loader_state=loader_state,
+        loader_after=after,
+        data_start=data_record,
+        protected_steps=protected,
+    )
 
-    m = cfg.init.model
-    model_config = {
-        "sequence_len": seq_len,
-        "vocab_size": vocab_size,
-        "n_layer": m.n_layer,
-        "n_head": m.n_head,
-        "n_kv_head": m.n_kv_head or m.n_head,
-        "n_embd": m.n_embd,
-        "window_pattern": m.window_pattern,
-        "architecture": m.architecture,
-        "rotary_base": m.rotary_base,
-    }
-    logger.info("training %s from scratch: %s", cfg.tag, model_config)
+
+def _scratch(cfg: RunConfig, init: ScratchInit, vocab_size: int, data: DataStart) -> StartPoint:
+    """Freshly initialised weights of the spec's model shape."""
+    loader_state, after, data_record = data
+    seq_len = cfg.train.seq_len
+    m = init.model
+    config = GPTConfig(
+        sequence_len=seq_len,
+        vocab_size=vocab_size,
+        n_layer=m.n_layer,
+        n_head=m.n_head,
+        n_kv_head=m.n_kv_head or m.n_head,
+        n_embd=m.n_embd,
+        window_pattern=m.window_pattern,
+        architecture=m.architecture,
+        rotary_base=m.rotary_base,
+    )
+    logger.info("training %s from scratch: %s", cfg.tag, config.to_dict())
     return StartPoint(
         step=0,
         run_start_step=0,
         model_state=None,
-        model_config=model_config,
+        config=config,
         rope=cfg.rope.with_original_len(seq_len),
         lineage=cfg.lineage,
         loader_state=loader_state,
@@ -279,15 +306,15 @@ def fresh_lr_policy(steps: int, warmup_steps: int) -> LrPolicy:
 
 def start_optimizers(
     start: StartPoint,
-    model,
-    spec,
+    model: GPT,
+    spec: TrainSpec,
     n_embd: int,
-    restore_rng,
+    restore_rng: Callable[[Any], None],
     *,
     rank: int = 0,
     world_size: int = 1,
     compile_ns: bool = False,
-) -> tuple[list, LrPolicy]:
+) -> tuple[list[Optimizer], LrPolicy]:
     """Build the optimizers (state sharded over `world_size` ranks) and load the state `start` names;
     returns (optimizers, lr_policy).
 
@@ -297,7 +324,7 @@ def start_optimizers(
     from rlab.core.optim_shards import load_optimizer_state
     from rlab.nanochat.optim_import import import_nanochat_optimizer
 
-    def build() -> list:
+    def build() -> list[Optimizer]:
         return build_optimizers(
             model, spec.lr, n_embd, rank=rank, world_size=world_size, compile_ns=compile_ns
         )

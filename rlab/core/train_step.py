@@ -167,7 +167,7 @@ class TrainStep(TrainerState):
             raise TrainingError(
                 f"Stopped {self.cfg.tag} at step {step + 1}: {self.consecutive_skips} consecutive steps skipped "
                 f"(last: {reason}).",
-                hint="Lower train.lr, set train.grad_clip or raise train.explode_threshold, then rerun with "
-                "resume: true (it continues from the last good checkpoint).",
+                hint="Lower train.lr, set train.grad_clip or raise train.explode_threshold, then "
+                + self.resume_hint(),
             )
         return record

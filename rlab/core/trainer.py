@@ -17,12 +17,14 @@ from typing import Any
 
 from rlab.core.batch_plan import plan_batch
 from rlab.core.distributed import DistInfo
+from rlab.core.divergence import DivergenceWatch
+from rlab.core.heartbeat import HeartbeatThread
 from rlab.core.precision import resolve_dtype, stream_dtype
 from rlab.core.train_checkpoint import CheckpointSaving, restore_rng
 from rlab.core.train_evals import TrainEvals
 from rlab.core.train_start import resolve_start, start_optimizers
 from rlab.core.train_step import TrainStep
-from rlab.errors import TrainingError
+from rlab.errors import Diverged, TrainingError
 from rlab.paths import BaseLayout
 from rlab.provenance import current_platform
 from rlab.spec.run import RunConfig
@@ -36,7 +38,7 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
     def __init__(self, cfg: RunConfig, info: DistInfo, on_model: Callable[[Any], None] | None = None):
         import torch
 
-        from rlab.core.gpt import GPT, GPTConfig
+        from rlab.core.gpt import GPT
         from rlab.core.metrics import MemoryMeter, MetricsWriter, device_peak_flops
         from rlab.core.tokenizer import Tokenizer, load_token_bytes
         from rlab.tracking import make_tracker
@@ -50,11 +52,16 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
         self.tokenizer = Tokenizer.from_directory(self.layout.tokenizer_dir)
         self.token_bytes = load_token_bytes(self.layout.tokenizer_dir, self.device)
         self.start = resolve_start(cfg, self.layout, self.tokenizer.vocab_size)
+        # the stall watchdog's view of this rank, from here to the end of `run` (rlab.core.heartbeat)
+        self.heartbeat = HeartbeatThread(
+            Path(cfg.run_dir), info.rank, self.start.step, self.spec.stall_timeout_s
+        )
+        self.heartbeat.start()
         self.end_step = self.start.run_start_step + self.spec.steps
 
         # Model: identical on every rank (same seed; DDP also broadcasts rank 0's weights).
         torch.manual_seed(self.spec.seed)
-        config = GPTConfig.from_dict(self.start.model_config)
+        config = self.start.config
         model = GPT(config, rope=self.start.rope)
         if self.start.model_state is None:
             model.init_weights()
@@ -117,6 +124,13 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
         self.run_tokens = self.start.run_tokens
         self.last_val_bpb: float | None = None
         self.written_steps: list[int] = []
+        self.divergence = DivergenceWatch(
+            vocab_size=config.vocab_size,
+            after=self.spec.diverged_after,
+            max_loss=self.spec.max_loss,
+            warmup_steps=self.lr_spec.warmup_steps,
+            run_start_step=self.start.run_start_step,
+        )
         logger.info(
             "%s: %d params, world_size %d, batch %d x %d x %d ranks x %d accum = %d tokens/step, dtype %s, "
             "compile %s, activation checkpointing %s, steps %d -> %d",
@@ -205,6 +219,14 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
         plan = plan_in_subprocess(self.memory_shape(), device_memory_gib(self.device))
         return oom_error(exc, step, self.info, plan)
 
+    def _diverged(self, step: int, reason: str) -> Diverged:
+        first = self.divergence.first_dead or step
+        return Diverged(
+            f"Stopped {self.cfg.tag} at step {step}: diverged ({self.divergence.streak} steps in a row since step "
+            f"{first}; last: {reason}).",
+            hint="Lower train.lr or set train.grad_clip, then " + self.resume_hint(before=first),
+        )
+
     def memory_shape(self) -> dict[str, Any]:
         """This run's training shape as `rlab memory` takes it (`rlab.memory.shape.TrainShape`)."""
         config = {**self.model.config.nanochat_dict(), "architecture": self.model.config.architecture}
@@ -267,13 +289,20 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
                     record["lr_mult"],
                     record["grad_norm"],
                 )
+                self.heartbeat.stepped(done)
+                dead = self.divergence.check(record)
+                if dead is not None:
+                    raise self._diverged(done, dead)
                 last = done == end
                 if spec.eval_every is not None and (done % spec.eval_every == 0 or last):
                     self._explained(self.evaluate, done, done)
+                    self.heartbeat.stepped(done)
                 if spec.sample_every is not None and (done % spec.sample_every == 0 or last):
                     self._explained(self.sample, done, done)
+                    self.heartbeat.stepped(done)
                 if last or (spec.save_every is not None and done % spec.save_every == 0):
                     self._explained(self.save, done, done)
+                    self.heartbeat.stepped(done)
             step = end
             self.metrics.write(
                 {"type": "done", "step": end, "skipped": self.skipped_total, "val_bpb": self.last_val_bpb}
@@ -286,12 +315,14 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
                     "type": "failed",
                     "step": step,
                     "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    "kind": getattr(exc, "failure_kind", None),
                 }
             )
             self.tracker.finish(1)
             raise
         finally:
             gc.unfreeze()  # a caller in the same process (tests, notebooks) gets its collector back
+            self.heartbeat.stop()
             kernels.close()
             progress.close()
             self.loader.close()

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from rlab.core.batch_plan import BatchPlan
     from rlab.core.checkpoint_meta import LrPolicy
     from rlab.core.distributed import DistInfo
+    from rlab.core.divergence import DivergenceWatch
     from rlab.core.gpt import GPT
+    from rlab.core.heartbeat import HeartbeatThread
     from rlab.core.loader import TokenLoader
     from rlab.core.metrics import MemoryMeter, MetricsWriter
     from rlab.core.tokenizer import Tokenizer
@@ -63,6 +65,18 @@ class TrainerState:
     run_tokens: int
     last_val_bpb: float | None
     written_steps: list[int]
+    divergence: DivergenceWatch
+    heartbeat: HeartbeatThread
+
+    def resume_hint(self, before: int | None = None) -> str:
+        """What to rerun with: the newest checkpoint of the tag (every one a save wrote is healthy,
+        `rlab.core.train_checkpoint`), older than step `before` when given."""
+        from rlab.paths import checkpoint_steps
+
+        steps = [s for s in checkpoint_steps(self.ckpt_dir) if before is None or s < before]
+        if not steps:
+            return "rerun it from the start (--force): no checkpoint of this run is older."
+        return f"resume from step {steps[-1]}, the newest healthy checkpoint: --resume --resume-from {steps[-1]}."
 
     def amp(self) -> contextlib.AbstractContextManager:
         return autocast_context(self.device, self.amp_dtype)

@@ -1,6 +1,6 @@
 """What an eval is, declared once: the rest of rlab derives its view of an eval from this.
 
-Each eval is a package under `rlab/evals/` whose `__init__.py` holds `EVAL = EvalDefinition(...)`;
+Each eval is a package under `rlab/evals/` whose `__init__.py` holds `EVAL = package_eval(__name__, ...)`;
 `rlab.evals.catalog` finds them. From a definition come the spec's `eval.evals` names and default
 (`rlab.spec.eval`), the `--<name>/--no-<name>` switches of `rlab eval`, its section of eval.json
 (`rlab.records.eval_doc.EvalMetrics`), the files its section owns (`rlab.evals.outputs`), its keys of the
@@ -16,7 +16,7 @@ imported only where they are used (`resolve`).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -102,6 +102,41 @@ class EvalDefinition:
         """The settings this eval depends on (from the whole `eval` section as JSON), plus the facts of one run
         that change what it measures (`extra`, e.g. the lengths it used)."""
         return {**{k: settings.get(k) for k in self.settings}, **(extra or {})}
+
+
+def package_eval(
+    package: str,
+    *,
+    order: int,
+    help: str,
+    files: tuple[OutputFile, ...] = (),
+    variant_csv: str | None = None,
+    settings: bool = True,
+    **options: Any,
+) -> EvalDefinition:
+    """The definition of the eval in `package`, laid out as every eval is: `run.py` holds `run`, `records.py`
+    `<Name>Metric` and `settings.py` `<Name>Settings` (`<Name>`: the package's name in CamelCase; `settings=False`:
+    it has no settings of its own).
+
+    A row model named from "." (`.records:PasskeyTrial`) is the package's own; `options` are the other fields.
+    """
+    name = package.rpartition(".")[2]
+    stem = name.title().replace("_", "")
+
+    def own(ref: str) -> str:
+        return package + ref if ref.startswith(".") else ref
+
+    return EvalDefinition(
+        name=name,
+        order=order,
+        help=help,
+        section=f"{package}.records:{stem}Metric",
+        run=f"{package}.run:run",
+        settings_model=f"{package}.settings:{stem}Settings" if settings else None,
+        files=tuple(replace(f, row=own(f.row)) for f in files),
+        variant_csv=own(variant_csv) if variant_csv else None,
+        **options,
+    )
 
 
 def resolve(ref: str) -> Any:

@@ -24,7 +24,7 @@ from rlab.nanochat.gen2025.optimizer import read_shards as read_2025
 from rlab.nanochat.gen2026.optimizer import read_shards as read_2026
 from rlab.nanochat.optim_state import FullState, ParamList, Reader, ShardMismatch
 from rlab.nanochat.state_dict import strip_compile_prefix
-from rlab.paths import model_file, optim_file
+from rlab.paths import model_file, optim_file, optim_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +56,7 @@ READERS: list[Reader] = [read_2025, read_2026]
 def load_shards(ckpt_dir: Path, step: int) -> list[Any]:
     """Every rank's shard, rank 0 first; ShardMismatch when none, a gap, or an unreadable file."""
     ckpt_dir = Path(ckpt_dir)
-    found = sorted(
-        int(p.stem.rsplit("rank", 1)[1])
-        for p in ckpt_dir.glob(f"optim_{step:06d}_rank*.pt")
-        if p.stem.rsplit("rank", 1)[1].isdigit()
-    )
+    found = optim_ranks(ckpt_dir, step)
     if not found:
         raise ShardMismatch(f"no optimizer shards optim_{step:06d}_rank*.pt in {ckpt_dir}")
     if found != list(range(len(found))):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta
-from rlab.paths import BaseLayout
+from rlab.paths import BaseLayout, optim_ranks
 from rlab.spec.experiment import ExperimentSpec
 
 NOT_RECORDED = "not recorded"
@@ -80,7 +80,7 @@ def optimizer_source(meta: CheckpointMeta, base: BaseLayout, tag: str) -> str:
     """Where the continued runs' optimizer state comes from, as the trainer will decide it (`core.train_start`)."""
     if meta.optimizer is not None and meta.optimizer.files:
         return "restored from the base's saved state"
-    shards = sorted(base.checkpoint_dir(tag).glob(f"optim_{meta.step:06d}_rank*.pt"))
+    shards = optim_ranks(base.checkpoint_dir(tag), meta.step)
     if shards:
         return f"imported from nanochat's {len(shards)} per-rank shard(s)"
     return "fresh (none saved): peak LRs scaled down, longer warmup"

@@ -26,7 +26,16 @@ from typing import Literal
 
 from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
 from rlab.errors import CheckpointError, unknown_name_error
-from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file, optim_file
+from rlab.paths import (
+    BaseLayout,
+    ExperimentLayout,
+    checkpoint_steps,
+    meta_file,
+    model_file,
+    name_problem,
+    optim_file,
+    optim_ranks,
+)
 from rlab.spec.rope import RopeSpec
 from rlab.spec.run import Lineage
 
@@ -41,17 +50,13 @@ def list_tags(base: BaseLayout) -> list[str]:
     root = base.checkpoints_root
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and name_problem("tag", p.name) is None)
 
 
 def checkpoint_files(ckpt_dir: Path, step: int) -> list[Path]:
-    """The files of one step: model, meta and every optimizer shard (rank 0, 1, ... while present)."""
-    files = [model_file(ckpt_dir, step), meta_file(ckpt_dir, step)]
-    rank = 0
-    while optim_file(ckpt_dir, step, rank).exists():
-        files.append(optim_file(ckpt_dir, step, rank))
-        rank += 1
-    return files
+    """The files of one step: model, meta and every optimizer shard (every rank's present)."""
+    shards = [optim_file(ckpt_dir, step, rank) for rank in optim_ranks(ckpt_dir, step)]
+    return [model_file(ckpt_dir, step), meta_file(ckpt_dir, step), *shards]
 
 
 def require_checkpoint(base: BaseLayout, tag: str, step: int) -> Path:

@@ -36,7 +36,7 @@ def input_problems(
     vocab_size = None
     try:
         info = verify_checkpoint(base.checkpoint_dir(base_tag), step)
-        vocab_size = int(info.model_config["vocab_size"])
+        vocab_size = info.config.vocab_size
     except RlabError as exc:
         problems.append(exc)
     try:

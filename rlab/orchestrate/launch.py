@@ -175,6 +175,11 @@ class Job:
     log: Path
     metrics: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    heartbeats: Path | None = None
+    """The folder its ranks heartbeat into (`rlab.records.heartbeat`): watched for a stalled rank while it runs."""
+    error_file: Path | None = None
+    """Where its first failing worker writes its error (`rlab.worker`): off the results disk, which may be the full
+    one that swallowed the log's `error:` line."""
 
     def command(self, devices: tuple[str, ...] | None = None) -> str:
         return format_command(self.argv, {**self.env, **_device_env(devices)})
@@ -191,6 +196,10 @@ class JobState:
     started: float | None = None
     ended: float | None = None
     pid: int | None = None
+    stalled: str | None = None
+    """Why the watchdog stopped it (`rlab.records.heartbeat.Stall.detail`), if it did."""
+    reported: str | None = None
+    """The error its first failing worker reported (`Job.error_file`), if any."""
 
     @property
     def seconds(self) -> float | None:
@@ -239,10 +248,13 @@ def run_jobs(
             for pid, (state, proc, devices, fh, job_id) in list(running.items()):
                 code = proc.poll()
                 if code is None:
-                    continue
+                    if not stop_if_stalled(state, job_id):
+                        continue
+                    code = proc.wait()
                 _kill_group(pid, signal.SIGKILL)
                 stop_job(job_id)  # workers a crashed launcher left behind, in whatever session they are
                 fh.close()
+                state.reported = _reported_error(state.job)
                 state.returncode, state.ended = code, time.time()
                 state.state = "done" if code == 0 else "failed"
                 log.info("%s finished with exit code %d", state.job.tag, code)
@@ -264,6 +276,42 @@ def run_jobs(
     return states
 
 
+def _reported_error(job: Job) -> str | None:
+    """The error the job's first failing worker wrote to `job.error_file` (message and hint), removing the file."""
+    if job.error_file is None:
+        return None
+    from rlab.worker import read_error_file
+
+    reported = read_error_file(job.error_file)
+    job.error_file.unlink(missing_ok=True)
+    return None if reported is None else " ".join(part for part in reported if part)
+
+
+def stop_if_stalled(state: JobState, job_id: str) -> bool:
+    """The stall watchdog: when a rank of the job has been silent (or the job without a step) past its bound, kill
+    the job, record why in its metrics (a `failed` record of kind `stalled`), and return True."""
+    from rlab.records.heartbeat import find_stall, read_heartbeats
+
+    job = state.job
+    if job.heartbeats is None or state.pid is None:
+        return False
+    now = time.time()
+    stall = find_stall(read_heartbeats(job.heartbeats), now)
+    if stall is None:
+        return False
+    state.stalled = stall.detail(now)
+    log.warning("%s: %s; stopping the job", job.tag, state.stalled)
+    _kill_group(state.pid, signal.SIGKILL)  # a stopped (SIGSTOP) process ignores SIGTERM until continued
+    stop_job(job_id)
+    if job.metrics is not None:
+        from rlab.records.metrics_log import append_record
+
+        append_record(
+            job.metrics, {"type": "failed", "step": stall.step, "error": stall.describe(), "kind": "stalled"}
+        )
+    return True
+
+
 def new_job_id() -> str:
     """A unique ``RLAB_JOB_ID`` for one launched job."""
     import uuid
@@ -277,8 +325,16 @@ def _start(
     from rlab.orchestrate.lifeline import lifeline_argv
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
+    if job.heartbeats is not None:  # an earlier run's heartbeats would read as a stall
+        for old in job.heartbeats.glob("rank*.json"):
+            old.unlink(missing_ok=True)
     job_id = new_job_id()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices), JOB_ENV: job_id}
+    if job.error_file is not None:
+        from rlab.worker import ERROR_FILE_ENV
+
+        job.error_file.unlink(missing_ok=True)
+        env[ERROR_FILE_ENV] = str(job.error_file)
     fh = open(job.log, "ab")
     fh.write(f"# rlab: {job.command(devices)}\n".encode())
     fh.flush()

@@ -123,7 +123,7 @@ def preflight_continue(
         if info is not None:
             from rlab.core.rope_geometry import plan_geometry_warnings
 
-            pf.warnings += plan_geometry_warnings(spec, info.model_config)
+            pf.warnings += plan_geometry_warnings(spec, info.config)
     try:
         check_batch(spec.train, spec.launch.world_size)
     except RlabError as exc:

@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlab.atomic_io import remove_stale_temps
 from rlab.errors import SpecError
 from rlab.orchestrate.clone import (
     CloneMethod,
@@ -79,6 +82,9 @@ def apply_tag_plans(
         if plan.action == "replace":
             remove_paths(list(plan.delete))
         if plan.action == "resume":
+            remove_stale_temps(
+                base.checkpoint_dir(run.tag)
+            )  # a save killed mid-write (the tag's lock is ours)
             if plan.set_aside:
                 from rlab.orchestrate.resume import set_aside
 
@@ -171,6 +177,8 @@ def build_jobs(spec: ExperimentSpec, runs: list[RunConfig], *, torchrun: str | N
                 log=layout.train_log(run.tag),
                 metrics=layout.metrics_file(run.tag),
                 env=dict(spec.launch.env),
+                heartbeats=layout.heartbeat_dir(run.tag),
+                error_file=Path(tempfile.gettempdir()) / f"rlab-{os.getpid()}-{run.tag}.error.json",
             )
         )
     return jobs

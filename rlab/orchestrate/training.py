@@ -212,13 +212,16 @@ def launch_and_watch(
 
 def job_failure(state: JobState) -> JobFailure:
     """What a failed job's log says: its own reason and its last lines."""
-    from rlab.orchestrate.watch import tail_lines, worker_error
+    from rlab.orchestrate.watch import launcher_signal, tail_lines, worker_error
 
     return JobFailure(
         tag=state.job.tag,
         returncode=state.returncode,
         log=state.job.log,
-        reason=worker_error(state.job.log),
+        reason=state.stalled
+        or launcher_signal(state.returncode)
+        or state.reported
+        or worker_error(state.job.log),
         tail=tail_lines(state.job.log, LOG_TAIL_LINES),
     )
 

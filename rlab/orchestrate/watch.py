@@ -33,6 +33,8 @@ class Progress:
     finished: str | None = None
     """'done' or 'failed' when the worker wrote its final record."""
     error: str | None = None
+    kind: str | None = None
+    """A failure's kind beyond failed: `diverged` or `stalled` (metrics_log.FailedRecord)."""
 
 
 class MetricsTail:
@@ -83,6 +85,7 @@ class MetricsTail:
         elif kind in ("done", "failed"):
             p.finished = kind
             p.error = record.get("error")
+            p.kind = record.get("kind")
             if kind == "done":
                 p.eta_s = 0.0
             if record.get("step") is not None:
@@ -116,26 +119,97 @@ _PEER_FAILURE = re.compile(
 """A rank's failure that only echoes another rank's: its peer went away (gloo/NCCL)."""
 
 
+_RANK_FIELD = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_EXIT_FIELD = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)")
+_TERMINATED_BY_AGENT = re.compile(r"Sending process (\d+) closing signal")
+
+
+@dataclass(frozen=True)
+class RankExit:
+    """One rank's end as torchrun's failure report states it."""
+
+    rank: int
+    exitcode: int
+    root: bool
+    """torchrun's "Root Cause (first observed failure)"."""
+    by_agent: bool
+    """torchrun itself signalled it (it stops the other ranks once one failed)."""
+
+    def describe(self) -> str:
+        if self.exitcode < 0:
+            return f"rank {self.rank} was killed by {signal_name(-self.exitcode)}"
+        return f"rank {self.rank} exited with code {self.exitcode}"
+
+
+def signal_name(number: int) -> str:
+    """`SIGKILL (signal 9)`."""
+    import signal
+
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
+
+
+def launcher_signal(returncode: int | None) -> str | None:
+    """A job whose launcher (torchrun, exec'd by the lifeline shim) was killed by a signal, in words; else None."""
+    if returncode is None or returncode >= 0:
+        return None
+    return (
+        f"the job's launcher (torchrun) was killed by {signal_name(-returncode)}; its workers stopped with it"
+    )
+
+
+def rank_exits(lines: list[str]) -> list[RankExit]:
+    """The ranks torchrun's failure report lists (root cause first), from a job log's lines."""
+    stopped = {int(m.group(1)) for line in lines if (m := _TERMINATED_BY_AGENT.search(line))}
+    exits, rank, root = [], None, False
+    for line in lines:
+        if "Root Cause" in line:
+            root = True
+        elif line.startswith("Failures:"):
+            root = False
+        elif m := _RANK_FIELD.match(line):
+            rank = int(m.group(1))
+        elif (m := _EXIT_FIELD.match(line)) and rank is not None:
+            exits.append(RankExit(rank, int(m.group(1)), root, int(m.group(2)) in stopped))
+            rank = None
+    return sorted(exits, key=lambda e: not e.root)
+
+
 def worker_error(path: Path) -> str | None:
-    """A failed job's root cause, as plain text: the first ``error: ...`` line a worker printed (rlab workers
-    print one for every user-facing failure, a full disk included), else the first exception line of a
-    worker traceback that is not a peer's disconnect (a rank whose peer died reports only that), else the
-    first such disconnect; torchrun's own ChildFailedError boilerplate is skipped. None when the log has
-    none of them."""
+    """A failed job's cause, first, as plain text: a worker's own ``error: ...`` line (rlab workers print one for
+    every user-facing failure, a full disk included) that is not a peer's disconnect; else a rank torchrun reports
+    killed by a signal (not by torchrun itself), the other ranks' disconnects being its echo; else the first
+    exception line of a worker traceback that is not a disconnect, then the first disconnect, then the exit code
+    of torchrun's root cause. torchrun's ChildFailedError boilerplate is skipped. None when the log has none."""
     if not path.exists():
         return None
-    own, exception, peer = None, None, None
     with open(path, errors="replace") as fh:
-        for raw in fh:
-            line = RANK_PREFIX.sub("", raw.strip())
-            if line.startswith("error: "):
-                own = own or line[len("error: ") :]
-            elif _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
-                if _PEER_FAILURE.search(line):
-                    peer = peer or line
-                else:
-                    exception = exception or line
-    return own or exception or peer
+        lines = [RANK_PREFIX.sub("", raw.rstrip("\n")) for raw in fh]
+    own, own_peer, exception, peer = None, None, None, None
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("error: "):
+            text = line[len("error: ") :]
+            if _PEER_FAILURE.search(text):
+                own_peer = own_peer or text
+            else:
+                own = own or text
+        elif _EXCEPTION_LINE.match(line) and "ChildFailedError" not in line:
+            if _PEER_FAILURE.search(line):
+                peer = peer or line
+            else:
+                exception = exception or line
+    exits = rank_exits(lines)
+    killed = next((e for e in exits if e.exitcode < 0 and not e.by_agent), None)
+    if own is not None:
+        return own
+    if killed is not None:
+        echo = " (the other ranks then lost their connection to it)" if own_peer or peer else ""
+        return killed.describe() + echo
+    root = exits[0].describe() if exits and exits[0].root else None
+    return exception or own_peer or peer or root
 
 
 def format_eta(seconds: float | None) -> str:

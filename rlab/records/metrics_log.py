@@ -55,16 +55,56 @@ class FailedRecord(MetricsBase):
     type: Literal["failed"] = "failed"
     step: int | None
     error: str
+    kind: Literal["diverged", "stalled"] | None = None
+    """How it failed when that is more than an error: a dead run (`rlab.core.divergence`), or a rank the
+    watchdog found silent (`rlab.orchestrate.heartbeat`)."""
     time: float
 
 
 MetricsRecord = Annotated[TrainRecord | EvalRecord | DoneRecord | FailedRecord, Field(discriminator="type")]
-_METRICS_ADAPTER: TypeAdapter = TypeAdapter(MetricsRecord)
+_METRICS_ADAPTER: TypeAdapter[TrainRecord | EvalRecord | DoneRecord | FailedRecord] = TypeAdapter(
+    MetricsRecord
+)
 
 
 def metrics_record(data: dict[str, Any]) -> TrainRecord | EvalRecord | DoneRecord | FailedRecord:
     """Validate one metrics.jsonl record (a dict with `type`)."""
     return _METRICS_ADAPTER.validate_python(data)
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Append one validated record (with `time`) as one line: written in one call, and a failed write is cut back
+    off, so the file never keeps a torn line."""
+    import time
+
+    checked = metrics_record({**record, "time": record.get("time", time.time())})
+    append_line(Path(path), checked.model_dump_json() + "\n")
+
+
+def append_line(path: Path, line: str) -> None:
+    """`line` appended to `path` whole or not at all (a full disk: the partial line is truncated away, and the
+    OSError names the file)."""
+    import errno
+    import os
+
+    data = line.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(
+                    errno.ENOSPC, os.strerror(errno.ENOSPC)
+                )  # a short write: the disk filled mid-line
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    finally:
+        os.close(fd)
 
 
 def read_metrics_records(path: Path) -> list[TrainRecord | EvalRecord | DoneRecord | FailedRecord]:

@@ -17,13 +17,13 @@ from typing import Literal
 from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
+from rlab.report import answer as ans
 from rlab.report import copy_distance, headline
 from rlab.report import document as doc
-from rlab.report import inference as inf
+from rlab.report import methods as mth
 from rlab.report import uncertainty as unc
 from rlab.report.collect import collect
 from rlab.report.estimands import section as estimands_section
-from rlab.report.estimates import families
 from rlab.report.plots import PLOT_FILES, write_plots
 from rlab.report.report_data import ReportData
 from rlab.report.results_csv import lock_for, write_results_csv
@@ -48,9 +48,11 @@ class ReportOutput:
     tables: list[Table]
     """The main tables (for the terminal)."""
     items: list[doc.Item] = field(default_factory=list)
-    """The opening lines: verdict sentences, then warnings and notes."""
+    """The verdicts in words: one sentence per variant, the copy's lines, then warnings and notes (JSON)."""
     written: list[Path] = field(default_factory=list)
     document: doc.Document | None = None
+    answer_table: ans.Answer | None = None
+    """The Answer: one row per arm, three lines (the document's, the terminal's and JSON's first table)."""
 
     @property
     def answer(self) -> list[str]:
@@ -58,17 +60,26 @@ class ReportOutput:
         return [doc.md_text(i.text) for i in self.items]
 
 
-def answer_items(data: ReportData, copy: copy_distance.CopySection | None = None) -> list[doc.Item]:
-    """Verdicts, then what limits them: the report's warnings, and whether the models use context at all."""
-    limits = list(headline.warnings(data))
+def limits(data: ReportData, copy: copy_distance.CopySection | None = None) -> list[str]:
+    """What limits the verdicts: the report's warnings, and whether the models use context at all."""
+    out = list(headline.warnings(data))
     if copy is not None and copy.caveat:
-        limits.append(copy.caveat)
+        out.append(copy.caveat)
     if (line := _passkey_line(data)) is not None:
-        limits.append(line)
+        out.append(line)
+    return out
+
+
+def answer_of(data: ReportData, copy: copy_distance.CopySection | None = None) -> ans.Answer:
+    return ans.build(data, limits(data, copy), headline.disagreements(data))
+
+
+def answer_items(data: ReportData, copy: copy_distance.CopySection | None = None) -> list[doc.Item]:
+    """Verdicts in words, then what limits them (`limits`) and notes."""
     return (
         [doc.Item(t) for t in headline.sentences(data)]
         + [doc.Item(t) for t in (copy.answer if copy is not None else [])]
-        + [doc.Item(doc.prose(f"Warning: {w}"), "warning") for w in limits]
+        + [doc.Item(doc.prose(f"Warning: {w}"), "warning") for w in limits(data, copy)]
         + [doc.Item(doc.prose(f"Note: {n}"), "note") for n in headline.disagreements(data)]
     )
 
@@ -76,24 +87,6 @@ def answer_items(data: ReportData, copy: copy_distance.CopySection | None = None
 def answer_lines(data: ReportData, copy: copy_distance.CopySection | None = None) -> list[str]:
     """`answer_items` as markdown lines."""
     return [doc.md_text(i.text) for i in answer_items(data, copy)]
-
-
-def _method(data: ReportData, seed: int, draws: int) -> str:
-    bpb = (
-        "BPB by documents (blocks of one document summed into one unit)"
-        if data.clustered
-        else "BPB by eval units (each taken as independent: they do not name their documents)"
-    )
-    return (
-        f"`x ± h`: estimate and half-width of its studentized (t) 95% interval over independent units: {bpb}, "
-        f"CORE by examples stratified by task, passkey by keys (Wilson intervals per cell). Each comparison is "
-        f"paired on the units both arms scored; its p-value comes from a sign-flip permutation test (exact up to "
-        f"{inf.EXACT_SIGN_FLIP_MAX} units, else {draws} Monte Carlo draws, seed {seed}), or, with several "
-        f"training seeds per arm, from the t test whose seed term has S - 1 degrees of freedom (the seed is the "
-        f"replicate of training noise). "
-        + (f"{note} " if (note := headline.bases_note(data)) else "")
-        + headline.multiplicity_note(data)
-    )
 
 
 def _passkey_line(data: ReportData) -> str | None:
@@ -123,21 +116,17 @@ def report_document(
     draws: int,
     copy: copy_distance.CopySection | None = None,
 ) -> doc.Document:
-    """The report as one document (rendered to comparison.md and comparison.html)."""
-    blocks: list[doc.Block] = [
-        doc.Marked(
-            "answer",
-            [
-                doc.Paragraph(
-                    doc.text(doc.strong("Answer"), f" (primary endpoint: {data.primary.description}):")
-                ),
-                doc.Bullets(answer_items(data, copy), role="answer"),
-            ],
-        )
+    """The report as one document (rendered to comparison.md and comparison.html): the Answer (its table, three
+    lines, the headline plot beside it), the warnings, the copy section and tables, plots, Methods, notes."""
+    answer = answer_of(data, copy)
+    opening: list[doc.Block] = [
+        doc.Paragraph(doc.text(doc.strong("Answer"), ans.title(data).removeprefix("Answer") + ":")),
+        ans.table(answer),
+        *(doc.Paragraph(line) for line in answer.lines),
     ]
-    if (headline_plot := _plot(plots, "bpb_length")) is not None:
-        blocks.append(headline_plot)
-    blocks.append(doc.Paragraph(doc.prose(_method(data, seed, draws))))
+    blocks: list[doc.Block] = [doc.Marked("answer", opening, beside=_plot(plots, "bpb_length"))]
+    if answer.warnings:
+        blocks.append(doc.Section("Warnings and notes", [doc.Bullets(answer.warnings)]))
     if copy is not None:
         blocks.append(copy_distance.section(copy))
     blocks += estimands_section.sections(data)
@@ -145,17 +134,23 @@ def report_document(
     figures = [f for k in ("loss", "val_bpb", "passkey") if (f := _plot(plots, k, heading=True)) is not None]
     if figures:
         blocks.append(doc.Section("Plots", list(figures)))
+    blocks.append(
+        mth.section(
+            clustered=data.clustered,
+            seed=seed,
+            draws=draws,
+            families=ans.declared_families(data),
+            baseline=data.baseline,
+            bases_note=headline.bases_note(data),
+            columns=[(c.header, c.definition) for c in answer.columns],
+        )
+    )
     if data.footnotes.items:
         blocks.append(doc.Section("Notes", [doc.Numbered(list(data.footnotes.items))]))
-    declared = list(families(data.comparisons).values())
-    if copy is not None:
-        declared.append(copy_distance.family(copy.cells))
-    declared += estimands_section.families(data)
     return doc.Document(
         doc.text("Experiment ", doc.code(data.experiment), ": RoPE variants vs ", doc.code(data.baseline)),
         blocks,
         html_title=f"rlab report: {data.experiment}",
-        families=declared,
     )
 
 
@@ -207,7 +202,9 @@ def write_report(
         written += write_document(
             document, layout.comparison_md, layout.comparison_html, html_too=fmt == "html"
         )
-    return ReportOutput(data, main_tables(data), answer_items(data, copy), written, document)
+    return ReportOutput(
+        data, main_tables(data), answer_items(data, copy), written, document, answer_of(data, copy)
+    )
 
 
 def write_document(document: doc.Document, md_path: Path, html_path: Path, *, html_too: bool) -> list[Path]:

@@ -27,6 +27,7 @@ from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
 from rlab.report import copy_retention as retention
 from rlab.report import document as doc
 from rlab.report import inference as inf
+from rlab.report import methods as mth
 from rlab.report.copy_plot import plot
 from rlab.report.copy_records import by_seed, nested_arms, records, section_lengths
 from rlab.report.inference import Verdict
@@ -331,13 +332,10 @@ def section(copy: CopySection) -> doc.Section:
         "Each record repeats a 32-token passage of held-out natural text `d` tokens after its first "
         "occurrence, at the end of a window of W tokens; its control is the same window with another passage "
         "in place of the first occurrence (rlab.evals.copy_distance.task). Cells: mean loss on the repeat "
-        "(nats/token), the gain over the control (what seeing the passage earlier saves) with its studentized 95% "
-        "interval over records, and the greedy copy accuracy. Comparisons are paired differences of gain "
+        "(nats/token), the gain over the control (what seeing the passage earlier saves) with its "
+        f"{mth.INTERVAL} over records, and the greedy copy accuracy. Comparisons are paired differences of gain "
         "(same records; + = the arm uses the earlier passage more) vs the baseline variant in the same "
-        "condition, with unadjusted 95% intervals; their verdicts form the "
-        f"{family(copy.cells).describe()} (p from sign-flip tests over records, or the t test over seeds; "
-        f'fewer than {inf.MIN_UNITS} records or no variation: no test, in no family). "Within noise" gives '
-        "its MDE in nats/token, the smallest difference its test would find with 80% power at alpha / m."
+        f"condition; their verdicts form the copy family ({mth.TITLE}); MDEs are in nats/token."
     )
     blocks: list[doc.Block] = [doc.Paragraph(about), doc.Bullets([doc.Item(t) for t in copy.sentences])]
     if copy.plot is not None:

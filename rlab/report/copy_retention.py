@@ -35,6 +35,7 @@ import pandas as pd
 from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
 from rlab.report import document as doc
 from rlab.report import inference as inf
+from rlab.report import methods as mth
 from rlab.report.inference import Verdict
 
 COLUMNS = [
@@ -361,7 +362,7 @@ def blocks(kept: pd.DataFrame) -> list[doc.Block]:
         doc.strong("Retention of the copy"),
         f" beyond L0: gain at distance d over the same arm's gain at d = {within} "
         "(the longest distance within L0), on the same records (nested: the same passage and filler, only the "
-        "gap grows), with its studentized 95% interval; 1 = keeps all of it, 0 = none. Beside it, the difference "
+        f"gap grows), with its {mth.INTERVAL}; 1 = keeps all of it, 0 = none. Beside it, the difference "
         "from the reference arm's retention, paired by record, with its verdict (in the copy family, with the "
         f"levels). n/a: no copy within L0 to retain (gain's 95% lower bound < {USEFUL_GAIN:g})."
         + (

@@ -85,6 +85,11 @@ class Cell:
     best: bool = False
     """The significant best of its column (bold)."""
     em: bool = False
+    badge: str = ""
+    """The verdict's words, shown after the text as a badge (HTML: coloured by `verdict`, on a line of its own;
+    markdown: bold)."""
+    detail: str = ""
+    """A short aside after the badge (``MDE 0.0062``)."""
 
 
 @dataclass
@@ -118,6 +123,10 @@ class TableBlock:
     align: Literal["report", "plain"] = "report"
     """report: first column left, the others right (``:---`` / ``---:``); plain: no alignment markers."""
     empty: str = "(no data yet)"
+    groups: dict[int, str] = field(default_factory=dict)
+    """Row index -> the heading of the block of rows that starts there (a full-width row)."""
+    links: dict[str, str] = field(default_factory=dict)
+    """Column header -> where it links (``#methods``)."""
 
 
 @dataclass
@@ -147,6 +156,9 @@ class Marked:
 
     name: str
     blocks: list[Block] = field(default_factory=list)
+    beside: Image | None = None
+    """A figure HTML shows beside the blocks (wrapping below on a narrow screen); markdown puts it after the
+    end marker, so a quote of the marked passage never carries a relative image path."""
 
 
 @dataclass
@@ -174,20 +186,33 @@ def md_text(value: Text) -> str:
     return "".join(out)
 
 
+def _md_escape(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
 def _md_cell(cell: Cell) -> str:
-    t = cell.text.replace("|", "\\|").replace("\n", " ")
+    t = _md_escape(cell.text)
     if cell.best and t:
-        return f"**{t}**"
-    return f"_{t}_" if cell.em and t else t
+        t = f"**{t}**"
+    elif cell.em and t:
+        t = f"_{t}_"
+    badge = f"**{_md_escape(cell.badge)}**" if cell.badge else ""
+    detail = f"({_md_escape(cell.detail)})" if cell.detail else ""
+    return " ".join(p for p in (t, badge, detail) if p)
 
 
 def md_table(table: TableBlock) -> list[str]:
     if not table.rows:
         return [f"_{table.empty}_"]
-    heads = [c.replace("|", "\\|").replace("\n", " ") for c in table.columns]
+    heads = [
+        f"[{_md_escape(c)}]({table.links[c]})" if c in table.links else _md_escape(c) for c in table.columns
+    ]
     marks = [":---"] + ["---:"] * (len(heads) - 1) if table.align == "report" else ["---"] * len(heads)
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(marks) + "|"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
+    for i, row in enumerate(table.rows):
+        if i in table.groups:
+            lines.append(f"| _{_md_escape(table.groups[i])}_ |" + " |" * (len(heads) - 1))
+        lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
     return lines
 
 
@@ -205,7 +230,8 @@ def _md_block(block: Block) -> list[str]:
         return [f"![{block.alt}]({block.href})", ""]
     if isinstance(block, Marked):
         inner = [line for b in block.blocks for line in _md_block(b)]
-        return [f"<!-- {block.name} -->", *inner[:-1], f"<!-- /{block.name} -->", ""]
+        after = _md_block(block.beside) if block.beside is not None else []
+        return [f"<!-- {block.name} -->", *inner[:-1], f"<!-- /{block.name} -->", "", *after]
     return [f"## {block.title}", ""] + [line for b in block.blocks for line in _md_block(b)]
 
 
@@ -225,20 +251,42 @@ VERDICT_CLASS = {
     Verdict.NOT_COMPARABLE: "mismatch",
 }
 """CSS class of each verdict (a cell or a span)."""
+HTML_BADGE = {Verdict.WITHIN_NOISE: "≈ noise"}
+"""A badge's shorter form where colour carries the rest (the words stay in its title and in the markdown)."""
 
 CSS = (
-    "body{font-family:system-ui,sans-serif;max-width:1400px;margin:1.5em auto;padding:0 1em;line-height:1.4;"
-    "color:#1d1d1d}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}"
-    "table{border-collapse:collapse;margin:.5em 0;font-size:14px}td,th{border:1px solid #ccc;padding:3px 8px;"
-    "text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
-    "table.plain td,table.plain th{text-align:left}.best{font-weight:bold}"
-    ".better{color:#17692a;background:#e3f4e6}.worse{color:#9b1c1c;background:#fbe4e4}.noise{color:#555}"
-    ".few,.untestable,.mismatch{color:#8a5a00;background:#fff4d6}strong.better,strong.worse,strong.few,"
-    "strong.untestable,strong.mismatch{padding:0 3px;border-radius:3px}img{max-width:100%}"
-    ".answer li{margin:.3em 0}.about{color:#333;margin:.2em 0 .4em}.caption{color:#555;font-style:italic}"
-    ".warning{color:#8a5a00}.note{color:#444}.families{display:flex;gap:.6em;flex-wrap:wrap;margin:.6em 0}"
-    ".families span{border:1px solid #ccc;border-radius:4px;padding:2px 8px;background:#fafafa;font-size:14px}"
-    "nav{font-size:14px;margin:.4em 0 1em}nav a{margin-right:.8em}"
+    # colours as variables: one light and one dark palette (prefers-color-scheme), both with readable contrast
+    ":root{--fg:#1d1d1d;--muted:#555;--bg:#fff;--line:#ccc;--head:#f3f3f3;--chip:#fafafa;--link:#0b57d0;"
+    "--good:#17692a;--good-bg:#e3f4e6;--bad:#9b1c1c;--bad-bg:#fbe4e4;--warn:#8a5a00;--warn-bg:#fff4d6;"
+    "--noise-bg:#ececec}"
+    "@media (prefers-color-scheme:dark){:root{--fg:#e6e6e6;--muted:#aaa;--bg:#161718;--line:#444;--head:#26282a;"
+    "--chip:#202224;--link:#8ab4f8;--good:#8fd19e;--good-bg:#1e3a25;--bad:#f3a6a6;--bad-bg:#4a2020;"
+    "--warn:#f0c674;--warn-bg:#3d3215;--noise-bg:#2e3033}img{background:#fff}}"
+    "body{font-family:system-ui,sans-serif;max-width:1400px;margin:1em auto;padding:0 1em;line-height:1.4;"
+    "color:var(--fg);background:var(--bg)}a{color:var(--link)}h1{font-size:1.35em;margin:.3em 0}"
+    "h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid var(--line)}"
+    ".scroll{overflow-x:auto;max-width:100%}"
+    "table{border-collapse:collapse;margin:.5em 0;font-size:14px}td,th{border:1px solid var(--line);"
+    "padding:3px 8px;text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}"
+    "th{background:var(--head)}th a{color:inherit}tr.group th{text-align:left;font-weight:normal;"
+    "font-style:italic}table.plain td,table.plain th{text-align:left}.best{font-weight:bold}"
+    ".better{color:var(--good);background:var(--good-bg)}.worse{color:var(--bad);background:var(--bad-bg)}"
+    ".noise{color:var(--muted)}.few,.untestable,.mismatch{color:var(--warn);background:var(--warn-bg)}"
+    "strong.better,strong.worse,strong.few,strong.untestable,strong.mismatch{padding:0 3px;border-radius:3px}"
+    ".badge{display:inline-block;font-size:12px;font-weight:600;padding:0 5px;border-radius:8px;"
+    "border:1px solid currentColor}.verdict-line{display:block}small{color:var(--muted)}.badge.noise{background:var(--noise-bg)}img{max-width:100%}"
+    ".with-figure{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}.with-figure>.answer{flex:0 1 auto;"
+    "width:min-content;max-width:100%}.with-figure>.beside{flex:1 1 300px;max-width:560px;margin:0}"
+    ".answer th{white-space:normal;vertical-align:bottom}"
+    ".answer table{font-size:13px}.answer td,.answer th{padding:2px 6px;vertical-align:top}.answer p{margin:.25em 0}"
+    ".answer li{margin:.3em 0}.about{margin:.2em 0 .4em}.caption{color:var(--muted);font-style:italic}"
+    ".warning{color:var(--warn)}.note{color:var(--muted)}.families{display:flex;gap:.6em;flex-wrap:wrap;"
+    "margin:.6em 0}.families span{border:1px solid var(--line);border-radius:4px;padding:2px 8px;"
+    "background:var(--chip);font-size:14px}nav{font-size:14px;margin:.4em 0 1em}nav a{margin-right:.8em}"
+    # print: black on white, no scroll boxes (tables wrap instead), figures kept whole
+    "@media print{:root{--fg:#000;--bg:#fff;--link:#000}body{max-width:none;margin:0}nav{display:none}"
+    ".scroll{overflow:visible}td,th{white-space:normal}table,figure,img{page-break-inside:avoid}"
+    ".badge{border-width:2px}}"
 )
 
 
@@ -261,19 +309,42 @@ def html_text(value: Text) -> str:
 
 def _html_cell(cell: Cell) -> str:
     kind = VERDICT_CLASS.get(cell.verdict, "") if cell.verdict is not None else ""
-    classes = [c for c in ("best" if cell.best and cell.text else "", kind) if c]
+    classes = [c for c in ("best" if cell.best and cell.text else "", "" if cell.badge else kind) if c]
     attr = f' class="{" ".join(classes)}"' if classes else ""
     body = html.escape(cell.text)
-    return f"<td{attr}>{f'<em>{body}</em>' if cell.em else body}</td>"
+    body = f"<em>{body}</em>" if cell.em and body else body
+    if cell.badge or cell.detail:
+        short = HTML_BADGE.get(cell.verdict, cell.badge) if cell.verdict is not None else cell.badge
+        title = f' title="{html.escape(cell.badge)}"' if short != cell.badge else ""
+        badge = f'<span class="badge {kind}"{title}>{html.escape(short)}</span>' if cell.badge else ""
+        detail = f"<small>{html.escape(cell.detail)}</small>" if cell.detail else ""
+        body += f'<span class="verdict-line">{" ".join(p for p in (badge, detail) if p)}</span>'
+    return f"<td{attr}>{body}</td>"
+
+
+def _html_head(table: TableBlock, column: str) -> str:
+    text = html.escape(column)
+    href = table.links.get(column)
+    return f'<th><a href="{html.escape(href)}">{text}</a></th>' if href else f"<th>{text}</th>"
 
 
 def html_table(table: TableBlock) -> str:
+    """The table in its own horizontally scrolling box, so a wide one never widens the page."""
     if not table.rows:
         return f"<p><em>{html.escape(table.empty)}</em></p>"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
-    body = "\n".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in table.rows)
+    head = "".join(_html_head(table, c) for c in table.columns)
+    rows = []
+    for i, row in enumerate(table.rows):
+        if i in table.groups:
+            group = html.escape(table.groups[i])
+            rows.append(f'<tr class="group"><th colspan="{len(table.columns)}">{group}</th></tr>')
+        rows.append("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>")
+    body = "\n".join(rows)
     cls = ' class="plain"' if table.align == "plain" else ""
-    return f"<table{cls}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+    return (
+        f'<div class="scroll"><table{cls}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n'
+        "</table></div>"
+    )
 
 
 def _img(image: Image) -> str:
@@ -306,7 +377,16 @@ def _html_block(block: Block) -> list[str]:
         return [head + _img(block)]
     if isinstance(block, Marked):
         inner = [line for b in block.blocks for line in _html_block(b)]
-        return [f'<div class="{html.escape(block.name)}">', *inner, "</div>"]
+        if block.beside is None:
+            return [f'<div class="{html.escape(block.name)}">', *inner, "</div>"]
+        figure = f'<figure class="beside">{_img(block.beside)}</figure>'
+        return [
+            f'<div class="with-figure"><div class="{html.escape(block.name)}">',
+            *inner,
+            "</div>",
+            figure,
+            "</div>",
+        ]
     return [f'<h2 id="{_anchor(block.title)}">{html.escape(block.title)}</h2>'] + [
         line for b in block.blocks for line in _html_block(b)
     ]
@@ -318,16 +398,21 @@ def _families(families: Iterable[Family]) -> str:
 
 
 def to_html(doc: Document) -> str:
+    """One self-contained page; the section links sit under the opening blocks (the answer comes first)."""
     sections = [b for b in doc.blocks if isinstance(b, Section)]
     nav = " ".join(f'<a href="#{_anchor(s.title)}">{html.escape(s.title)}</a>' for s in sections)
     parts = [
         '<!doctype html>\n<html><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width,initial-scale=1">',
+        '<meta name="color-scheme" content="light dark">',
         f"<title>{html.escape(doc.html_title)}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>{html_text(doc.title)}</h1>",
         _families(doc.families),
-        f"<nav>{nav}</nav>" if nav else "",
     ]
-    parts += [line for b in doc.blocks for line in _html_block(b)]
+    for b in doc.blocks:
+        if nav and b is (sections[0] if sections else None):
+            parts.append(f"<nav>{nav}</nav>")
+        parts += _html_block(b)
     parts.append("</body></html>\n")
     return "\n".join(p for p in parts if p)

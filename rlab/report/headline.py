@@ -172,18 +172,12 @@ def warnings(data: ReportData) -> list[str]:
             f"Fewer than {inf.MIN_UNITS} independent units on the primary endpoint: "
             f"{_hint(data.primary.metric)}."
         )
-    single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
-    if single:
-        who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
-        out.append(
-            f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
-            f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
-            "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
-            "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
-        )
+    seeds = seed_warning(data)
+    if seeds:
+        out.append(seeds)
     # The continued arms have seeds, but the base (and the zero-shot arms on it) may be one model each.
     lone = [a for a in data.arms if a.kind != "continued" and a.n_seeds == 1]
-    if lone and not single:
+    if lone and not seeds:
         every = len(lone) == sum(a.kind != "continued" for a in data.arms)
         who = "The base and the zero-shot arms are" if every else ", ".join(a.key for a in lone) + " are"
         out.append(
@@ -205,6 +199,20 @@ def warnings(data: ReportData) -> list[str]:
             "independent, so BPB intervals may be too narrow (re-evaluate to get per-document units)."
         )
     return out
+
+
+def seed_warning(data: ReportData) -> str | None:
+    """The warning that continued arms have one training seed (None when every one has several)."""
+    single = [a.key for a in data.arms if a.kind == "continued" and a.n_seeds == 1]
+    if not single:
+        return None
+    who = "variant" if len(single) == sum(a.kind == "continued" for a in data.arms) else ", ".join(single)
+    return (
+        f"One training seed per {who}: the intervals and verdicts cover evaluation noise only, not "
+        f"seed-to-seed training noise; a verdict that covers it needs >= {inf.MIN_SEEDS} seeds per arm "
+        "(`rlab continue --seeds S`), and with S seeds the seed term has S - 1 degrees of freedom (t = 4.3 at "
+        "3 seeds, 2.8 at 5), so a few seeds buy coverage of training noise, not power."
+    )
 
 
 def _seed_bases(data: ReportData) -> dict[str, list[str | None]]:

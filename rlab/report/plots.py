@@ -131,10 +131,11 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     zero_refs = sorted(set(diffs[diffs["kind"] == "zero-shot"]["reference"]))
     # the base is the zero-shot arms' own zero when they are compared with it: no separate line then
     base_rows = diffs[diffs["kind"] == "base"] if not zero_refs else diffs.iloc[:0]
-    ncols = min(len(variants), 3)
+    # near-square (two panels a row, the legend below): the report shows it beside the Answer table, narrow
+    ncols = min(len(variants), 2)
     nrows = math.ceil(len(variants) / ncols)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(4.3 * ncols + 2.6, 3.3 * nrows + 0.6), sharex=True, sharey=True, squeeze=False
+        nrows, ncols, figsize=(4.0 * ncols + 0.4, 3.1 * nrows + 1.9), sharex=True, sharey=True, squeeze=False
     )
     lengths = sorted(set(diffs["length"]) | {m[0] for m in _marks(data)})
     band = _zero_band(diffs)
@@ -205,13 +206,12 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     if any_capped:
         handles.append(Line2D([], [], color="0.2", marker="X", linestyle="none", markersize=7))
         labels.append("context capped by attention\nwindows (not L tokens)")
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8.5, frameon=False)
     fig.suptitle(
-        f"BPB difference vs {data.baseline} by context length, paired on the same targets "
-        f"— '{data.experiment}'",
+        f"BPB difference vs {data.baseline} by context length,\npaired on the same targets — '{data.experiment}'",
         fontsize=11,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 1.35 / (3.1 * nrows + 1.9), 1, 1))  # the legend's room below
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8.5, frameon=False)
     return _save(fig, path)
 
 

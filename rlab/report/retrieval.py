@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.report import inference as inf
+from rlab.report import methods as mth
 from rlab.report.table_model import BLANK, Table, arm_order
 from rlab.report.uncertainty import wilson
 
@@ -95,8 +96,8 @@ def retrieval_table(data: ReportData) -> Table | None:
         "Retrieval: likelihood beside generation",
         pd.DataFrame(rows, columns=["arm", "eval", *(f"L={L}" for L in lengths)]),
         set(),
-        f"likelihood accuracy [95% Wilson interval over items] (chance {chance_text}), mean margin of the right "
-        "value over the best distractor in nats/token [95% studentized interval over items], the generation "
+        f"likelihood accuracy [{mth.WILSON} over items] (chance {chance_text}), mean margin of the right "
+        f"value over the best distractor in nats/token [{mth.INTERVAL} over items], the generation "
         "score of the same items, n = items per seed.",
         about="Each passkey and RULER-style item scored twice: by generation (the published protocols) and by "
         "likelihood, the right value against distractors of the same form after the same prompt (CORE's "

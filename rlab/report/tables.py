@@ -18,6 +18,8 @@ import math
 import pandas as pd
 
 from rlab.report import document as doc
+from rlab.report import inference as inf
+from rlab.report import methods as mth
 from rlab.report.estimates import NO_RELATIVE, passkey_summary
 from rlab.report.inference import Verdict
 from rlab.report.report_data import ReportData
@@ -138,7 +140,7 @@ def bpb_table(data: ReportData) -> Table:
         "BPB on the train and val splits (bits per byte, lower is better)",
         frame,
         best,
-        f"Δ: relative change of val BPB vs {b} in %, 95% paired-bootstrap interval.",
+        f"Δ: relative change of val BPB vs {b} in %, {mth.paired_interval(units)}; {mth.in_family()}.",
         about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
         f"splits (val: {_units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
         "modelling, not the use of long context." + references_note(data),
@@ -189,8 +191,8 @@ def core_table(data: ReportData) -> Table:
         f"{name} (centered accuracy, higher is better)".replace(" tasks) (", " tasks; "),
         frame,
         _significant_best(data, "core", "CORE", order),
-        f"Δ: CORE difference vs {b}, 95% bootstrap interval over examples stratified by task, paired on "
-        "shared examples. No relative change: a baseline at or below 0 makes it meaningless.",
+        f"Δ: CORE difference vs {b}, {mth.paired_interval('the shared examples, stratified by task')}; "
+        f"{mth.in_family()}. No relative change: a baseline at or below 0 makes it meaningless.",
         about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
         "centered on random guessing." + references_note(data),
         verdicts=verdicts,
@@ -284,10 +286,10 @@ def length_change_table(data: ReportData) -> Table:
         f"BPB change vs {data.baseline} by context length (neg=better)",
         frame,
         set(),
-        "≈: not significant after Holm within its family; MDE: the smallest change its test would find with "
-        "80% power at the family's alpha / m. " + families_line(data),
+        f"≈: within noise ({mth.in_family()}); MDE: the smallest change its test would find with "
+        f"{inf.POWER:.0%} power at the family's alpha / m.",
         about=_length_about(data)
-        + " Paired difference of each arm minus the baseline in %, 95% interval."
+        + f" Paired difference of each arm minus the baseline in %, {mth.INTERVAL}."
         + references_note(data),
         verdicts=verdicts,
     )
@@ -335,8 +337,8 @@ def zero_shot_table(data: ReportData) -> Table:
         frame,
         set(),
         ("Δ: difference in BPB" if data.primary.metric in NO_RELATIVE else "Δ: relative change in %")
-        + ", 95% paired interval; verdicts Holm-adjusted within their family (continued: "
-        "primary; zero-shot: secondary). Each column compares "
+        + f", {mth.paired_interval('documents')}; {mth.in_family()} (continued: primary; zero-shot: "
+        "secondary). Each column compares "
         "arms in the same condition, so the zero-shot Δ is the RoPE change alone and the continued Δ "
         "the variant after the same training.",
         about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
@@ -382,8 +384,8 @@ def passkey_table(data: ReportData) -> Table:
         "Passkey retrieval accuracy",
         frame,
         set(),
-        "accuracy [95% Wilson interval] n = independent keys, over all depths; verdict on all lengths "
-        "pooled, paired by key (sign-flip test of the discordant keys, Holm-adjusted in the secondary family).",
+        f"accuracy [{mth.WILSON}] n = independent keys, over all depths; verdict on all lengths "
+        f"pooled, paired by key ({mth.TEST} of the discordant keys; {mth.in_family()}).",
         about="A random key hidden at several depths of filler text of each length; the model must "
         "repeat it.",
         verdicts=verdicts,
@@ -413,14 +415,6 @@ def core_task_table(data: ReportData) -> Table:
         "Point estimates only: per-task samples are too small for per-task verdicts.",
         about="Each CORE task's accuracy centered on random guessing; n = examples of the task.",
     )
-
-
-def families_line(data: ReportData) -> str:
-    """The table verdicts' families with their sizes (testable comparisons only)."""
-    from rlab.report.estimates import families
-
-    found = families(data.comparisons)
-    return "Families: " + "; ".join(f.describe() for f in found.values()) + "." if found else ""
 
 
 def _has_other_conditions(data: ReportData) -> bool:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rlab.evals import catalog, outputs
 from rlab.evals.definition import resolve
-from rlab.paths import ExperimentLayout
+from rlab.paths import ExperimentLayout, name_problem
 from rlab.records.base import ContractError, Record
 from rlab.records.eval_doc import EvalDoc, read_eval_doc
 from rlab.records.metrics_log import read_metrics_records
@@ -79,7 +79,7 @@ def read_json(path: Path, notes: list[str], what: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         notes.append(f"{what} is unreadable ({type(exc).__name__}); ignored")
         log.warning("cannot read %s: %s", path, exc)
         return None
@@ -131,7 +131,9 @@ def discover_tags(layout: ExperimentLayout) -> list[str]:
     tags: set[str] = set()
     for parent in (layout.root / "runs", layout.root / "evals"):
         if parent.is_dir():
-            tags.update(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+            tags.update(
+                p.name for p in parent.iterdir() if p.is_dir() and name_problem("tag", p.name) is None
+            )
     return sorted(tags)
 
 
@@ -144,7 +146,7 @@ def read_spec(layout: ExperimentLayout, notes: list[str]) -> dict[str, Any] | No
 
     try:
         value = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         notes.append(f"spec.resolved.yaml is unreadable ({type(exc).__name__}); ignored")
         return None
     return value if isinstance(value, dict) else None
@@ -182,6 +184,20 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
     return src
 
 
+def left_out(src: TagSources) -> str | None:
+    """Why a tag stays out of the comparison and its verdicts: its run diverged (a dead arm, `rlab.core.divergence`),
+    or its eval.json cannot be read; None for a tag that takes part."""
+    frame = src.metrics
+    if frame is not None and "kind" in frame.columns and not (frame["type"] == "done").any():
+        dead = frame[frame["kind"] == "diverged"]
+        if not dead.empty:
+            return f"its run diverged at step {dead['step'].iloc[-1]} ({dead['error'].iloc[-1]})"
+    unreadable = next((n for n in src.notes if n.startswith("eval.json ignored")), None)
+    if src.eval is None and unreadable is not None:
+        return unreadable.replace("eval.json ignored", "eval.json unreadable", 1)
+    return None
+
+
 def spec_variant_names(spec: dict[str, Any] | None) -> list[str]:
     """Variant names of a resolved spec (a name -> config mapping, or a list of names/objects)."""
     variants = (spec or {}).get("variants")
@@ -204,6 +220,10 @@ def read_experiment(layout: ExperimentLayout) -> ExperimentSources:
     tags = []
     for tag in discover_tags(layout):
         src = read_tag(layout, tag, known)
+        why = left_out(src)
+        if why is not None:  # never a silent drop: the note says which tag and why
+            notes.append(f"left out: {tag}, {why}")
+            continue
         init = (src.run_config or {}).get("init")
         if (
             tag == base_tag or (isinstance(init, dict) and init.get("kind") == "scratch")

@@ -62,7 +62,7 @@ def _admits_bool(annotation: Any) -> bool:
     return _mentions(annotation, (bool, Any)) or not _mentions(annotation, (int, float))
 
 
-def _mentions(annotation: Any, types: tuple) -> bool:
+def _mentions(annotation: Any, types: tuple[object, ...]) -> bool:
     if any(annotation is t for t in types):
         return True
     return any(_mentions(arg, types) for arg in typing.get_args(annotation))

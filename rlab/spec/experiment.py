@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator, model_validator
 
+from rlab.paths import name_problem
 from rlab.spec.base import StrictModel
 from rlab.spec.bounds import (
     MAX_FACTOR,
@@ -34,21 +35,13 @@ from rlab.spec.rope import RopeSpec, default_variant_specs
 from rlab.spec.tracking import TrackingSpec
 from rlab.spec.train import ModelSpec, TrainSpec
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-MAX_NAME = 100
-"""Longest experiment, tag or variant name: each becomes part of a folder name (the OS allows 255 bytes)."""
-
 
 def _check_name(kind: str, value: str) -> str:
-    if len(value) > MAX_NAME:
-        subject = "" if kind in ("name", "tag") else f"{kind} "  # the YAML path already says which
-        raise ValueError(f"{subject}must be 1 to {MAX_NAME} characters (got {len(value):,})")
-    if not _NAME_RE.match(value):
-        raise ValueError(
-            f"{kind} {value!r} must start with a letter or digit and contain only letters, digits, '.', '_' or '-'"
-        )
+    problem = name_problem(kind, value)
+    if problem is not None:
+        if kind in ("name", "tag") and problem.startswith(f"{kind} must"):  # the YAML path already says which
+            problem = problem.removeprefix(f"{kind} ")
+        raise ValueError(problem)
     return value
 
 

@@ -149,6 +149,30 @@ def spec_yaml(spec: ExperimentSpec) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
 
+class _DuplicateKey(ValueError):
+    """A key written twice in one YAML mapping (PyYAML would keep the last silently)."""
+
+
+def _unique_keys_loader() -> type:
+    """yaml's SafeLoader refusing a key that occurs twice in a mapping (line numbers in the message)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, (str, int, float, bool)):  # a YAML key may be a list or mapping too
+                    if key in seen:
+                        raise _DuplicateKey(
+                            f"key {key!r} appears twice (line {key_node.start_mark.line + 1})"
+                        )
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -169,7 +193,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
             "Check the spec path (a YAML file, e.g. experiments/demo.yaml).",
         ) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_unique_keys_loader())  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise SpecError(f"{path}: {exc}.", "Each key may appear once in a mapping; remove one.") from None
     except RecursionError:
         raise SpecError(f"{path}: nested too deeply to be a spec.", _SCHEMA_HINT) from None
     except ValueError as exc:  # an integer past Python's 4300-digit limit for reading numbers
@@ -181,7 +207,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(f"{path}: not valid YAML{where}: {problem}") from None
     if data is None:
-        return {}
+        raise SpecError(
+            f"{path}: the spec is empty.", "A spec names at least its base, e.g. `base: {tag: d20}`."
+        )
     if not isinstance(data, dict):
         raise SpecError(f"{path}: a spec must be a mapping of keys (got {type(data).__name__}).")
     return data

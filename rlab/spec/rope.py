@@ -238,7 +238,8 @@ def read_longrope_factors(path: Path) -> tuple[list[float], list[float]]:
     for found in candidates:
         if isinstance(found, dict) and all(isinstance(found.get(k), list) for k in LONGROPE_FACTOR_KEYS):
             try:
-                return tuple([float(x) for x in found[k]] for k in LONGROPE_FACTOR_KEYS)  # type: ignore[return-value]
+                short, long = ([float(x) for x in found[k]] for k in LONGROPE_FACTOR_KEYS)
+                return short, long
             except (TypeError, ValueError):
                 raise ValueError(
                     f"factors_file: {path}: short_factor / long_factor must be numbers"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError
 
@@ -120,6 +120,9 @@ class EvalRunConfig(StrictModel):
     (without it the worker refuses rather than lose them)."""
 
 
+ConfigT = TypeVar("ConfigT", RunConfig, EvalRunConfig)
+
+
 def write_config(config: RunConfig | EvalRunConfig, path: Path) -> None:
     """Write a resolved config as JSON, atomically."""
     from rlab.atomic_io import write_text_atomic
@@ -127,7 +130,7 @@ def write_config(config: RunConfig | EvalRunConfig, path: Path) -> None:
     write_text_atomic(path, config.model_dump_json(indent=2) + "\n")
 
 
-def read_config(path: Path, cls: type[RunConfig] | type[EvalRunConfig]):
+def read_config(path: Path, cls: type[ConfigT]) -> ConfigT:
     """Read and validate a resolved config; a bad file is a `SpecError` naming the path."""
     try:
         data = json.loads(Path(path).read_text())

@@ -132,6 +132,15 @@ class TrainSpec(StrictModel):
     """Skip the update when the grad norm exceeds this (null: only non-finite norms are skipped)."""
     max_consecutive_skips: Every = 10
     """Stop with an error after this many skipped (non-finite or exploding) steps in a row."""
+    diverged_after: Every | None = 20
+    """Stop the run as `diverged` after this many steps in a row that train nothing (grad norm exactly 0, or, past
+    the LR warmup, the loss of a uniform guess, ln(vocab), within 1e-3) or whose loss is above max_loss; null
+    = never. A run that diverges without NaN is a dead arm, never a finished one."""
+    max_loss: float | None = Field(None, gt=0)
+    """The loss above which a step counts towards diverged_after; null = 2 x ln(vocab)."""
+    stall_timeout_s: Annotated[int, InRange(1, 86_400)] = 300
+    """A rank silent for this many seconds past the slowest step seen ends the job as stalled (rlab's watchdog;
+    each rank heartbeats); the ranks' collective timeout is 3x this, so the watchdog names the rank first."""
     eval_every: Cadence = 100
     """Run val BPB every N steps (and at the end); `never` disables."""
     eval_tokens: TokenCount = 65536
@@ -166,6 +175,11 @@ class TrainSpec(StrictModel):
         # a continued run's seq_len left unset is the experiment's target_len, checked once it is known
         if "seq_len" in self.model_fields_set and (problem := self.warmup_problem()):
             raise ValueError(problem)
+        warmup = sum(phase.steps for phase in self.seq_len_warmup)
+        if self.steps and warmup > self.steps:
+            raise ValueError(
+                f"seq_len_warmup: its phases take {warmup} steps, more than the run's {self.steps}"
+            )
         if self.replicate_base and self.seeds < 2:
             raise ValueError(f"replicate_base: needs seeds >= 2, one base per seed (got seeds {self.seeds})")
         return self

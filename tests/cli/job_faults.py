@@ -23,16 +23,17 @@ from tests.conftest import default_sigint
 LONG_RUN = """name: {name}
 base: {{tag: smoke, step: 4}}
 train: {{seq_len: 128, steps: {steps}, device_batch_size: 2, eval_every: never, save_every: 2, keep_last: 3,
-        eval_tokens: 1024, lr: {{warmup_steps: 1}}}}
+        eval_tokens: 1024, lr: {{warmup_steps: 1}}{extra}}}
 variants:
   pi: {{variant: pi, factor: 4.0}}
 """
 """The job's spec (`long_run` fills in the experiment name and steps); 2 ranks x 2 rows x 128 = 512 tokens/step."""
 
 
-def long_run(name: str = "drill", steps: int = 100_000) -> str:
-    """The job's spec text for experiment `name`."""
-    return LONG_RUN.format(name=name, steps=steps)
+def long_run(name: str = "drill", steps: int = 100_000, **train: object) -> str:
+    """The job's spec text for experiment `name` (`train`: more train.* settings, e.g. stall_timeout_s=5)."""
+    extra = "".join(f", {key}: {value}" for key, value in train.items())
+    return LONG_RUN.format(name=name, steps=steps, extra=extra)
 
 
 def long_run_tag(name: str = "drill") -> str:
@@ -52,6 +53,7 @@ def continue_args(spec: Path | str, base: Path | str, results: Path | str, nproc
         str(results),
         "--variants",
         "pi",
+        "--no-control",  # the one job to break (the control arm would train first)
         "--nproc",
         str(nproc),
     ]
@@ -107,6 +109,15 @@ def torchrun_agent(run_json: Path) -> int:
     """The pid of the torchrun agent of the job whose run.json is `run_json`."""
     (agent,) = [p for p in processes_mentioning(str(run_json)) if program(p) == "torchrun"]
     return agent
+
+
+def worker_pid(run_json: Path, rank: int) -> int:
+    """The pid of the job's worker of `rank`, from its heartbeat (`rlab.records.heartbeat`)."""
+    from rlab.paths import heartbeat_file
+    from rlab.records.heartbeat import Heartbeat
+
+    beat = Heartbeat.model_validate_json(heartbeat_file(run_json.parent, rank).read_bytes())
+    return beat.pid
 
 
 def fill_disk(folder: Path) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file
 from tests.cli.harness import assert_user_error, run_main
@@ -94,7 +95,10 @@ def test_ls_shows_steps_lineage_rope_and_evals(tmp_path):
     meta_file(ckpt, 21800).write_text(json.dumps(meta))
     layout = ExperimentLayout(tmp_path / "res", "rope")
     layout.eval_json("d20-yarn").parent.mkdir(parents=True)
-    layout.eval_json("d20-yarn").write_text(json.dumps({"metrics": {"bpb": {}, "core": {}}}))
+    fixture = Path(__file__).parents[1] / "report" / "fixtures" / "fx" / "evals" / "fx-pi" / "eval.json"
+    layout.eval_json("d20-yarn").write_bytes(
+        fixture.read_bytes()
+    )  # an eval.json that reads (else: unreadable)
     result = run_main("ls", "--base-dir", str(base), "--results-dir", str(tmp_path / "res"))
     assert result.code == 0, result.err
     row = next(line for line in result.out.splitlines() if "d20-yarn" in line)

@@ -25,7 +25,9 @@ from tests.cli.job_faults import (
     start_job,
     stop,
     torchrun_agent,
+    wait_for,
     wait_for_training,
+    worker_pid,
 )
 from tests.orchestrate.helpers import pretrained_smoke_base, write_spec
 
@@ -50,6 +52,8 @@ def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_check
         stop(proc)
     assert proc.returncode == 1 and "Traceback" not in stderr
     assert "1 of 1 job(s) failed: smoke-drill-pi" in " ".join(stderr.split())
+    # issue 42, finding 6: the summary says how the agent ended
+    assert "the job's launcher (torchrun) was killed by SIGKILL (signal 9)" in " ".join(stderr.split())
     # the moment rlab has exited (the lock with it), no process of the job is left ...
     assert processes_mentioning(str(layout.run_config(tag))) == []
     assert lock_holder(BaseLayout(base_dir), tag) is None
@@ -123,3 +127,87 @@ def test_a_resume_on_fewer_processes_keeps_the_global_batch(tiny_base_dir, tmp_p
     assert sorted(tokens) == [5, 6, 7, 8]
     assert [tokens[s] - tokens.get(s - 1, 0) for s in (5, 6, 7, 8)] == [512, 512, 512, 512]
     assert "x 1 ranks x 2 accum = 512 tokens/step" in layout.train_log(tag).read_text()
+
+
+def test_a_frozen_rank_ends_the_job_in_one_line_naming_it_and_the_run_resumes_after(tiny_base_dir, tmp_path):
+    """Issue 42, finding 1: `kill -STOP` of one worker hung the job silently (`rlab status`: training 40/80) until
+    the 30-minute collective timeout. Each rank heartbeats; one silent past train.stall_timeout_s (+ the slowest
+    step) ends the job with a line naming it and its last step, and `rlab status` says stalled since when."""
+    base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    results = tmp_path / "stall-results"
+    layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
+    spec = write_spec(tmp_path, long_run(stall_timeout_s=10))
+    proc = start_job(*continue_args(spec, base_dir, results))
+    try:
+        wait_for_training(layout, tag)
+        wait_for(lambda: layout.heartbeat_dir(tag).joinpath("rank1.json").exists(), 60, "rank 1's heartbeat")
+        frozen = worker_pid(layout.run_config(tag), 1)
+        os.kill(frozen, signal.SIGSTOP)
+        _, stderr = proc.communicate(timeout=120)  # 3 x 10 s would be the collective's own timeout
+    finally:
+        stop(proc)
+    text = " ".join(stderr.split())
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert processes_mentioning(str(layout.run_config(tag))) == []  # the stopped worker killed too
+    said = text.split("job(s) failed")[1]
+    assert f"{tag}: stalled since " in said and "(rank 1 at step " in said and "silent for" in said, text[
+        -2000:
+    ]
+    status = run_process("status", "--base-dir", str(base_dir), "--results-dir", str(results), columns=300)
+    assert f"{tag}: stalled since " in status.out and "(rank 1 at step " in status.out, status.out
+    steps = checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag))
+    more = str(max(steps) + 2 - 4)  # the run's steps count from the base step (4)
+    resumed = run_process(
+        *continue_args(layout.tag_spec(tag), base_dir, results), "--resume", "--steps", more
+    )
+    assert resumed.code == 0, resumed.err[-3000:]
+    assert max(checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag))) == max(steps) + 2
+
+
+def test_rank_0_killed_is_the_cause_named_not_rank_1s_lost_connection(tiny_base_dir, tmp_path):
+    """Issue 42, finding 6: rank 0 SIGKILLed (as during a save): the summary showed rank 1's gloo "Connection
+    closed by peer"; it names rank 0 and the signal first."""
+    base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    results = tmp_path / "kill-results"
+    layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
+    proc = start_job(*continue_args(write_spec(tmp_path, long_run()), base_dir, results))
+    try:
+        wait_for_training(layout, tag)
+        wait_for(lambda: layout.heartbeat_dir(tag).joinpath("rank0.json").exists(), 60, "rank 0's heartbeat")
+        os.kill(worker_pid(layout.run_config(tag), 0), signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        stop(proc)
+    said = " ".join(stderr.split()).split("job(s) failed")[1].split("Rerun just these")[0]
+    assert proc.returncode == 1 and f"{tag}: rank 0 was killed by SIGKILL (signal 9)" in said, stderr[-3000:]
+
+
+def test_a_full_results_disk_names_the_file_and_its_filesystems_free_space_and_tears_no_line(
+    tiny_base_dir, tmp_path, small_disk
+):
+    """Issue 42, finding 5: "No space left writing a file (71 GiB free there)": no file, the root disk's free
+    space, and metrics.jsonl left with a torn last line. Now: the file, the full filesystem's free space, whole
+    lines only."""
+    import shutil
+
+    from rlab.records.metrics_log import read_metrics_records
+
+    base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
+    results = small_disk / "results"
+    layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
+    proc = start_job(*continue_args(write_spec(tmp_path, long_run()), base_dir, results))
+    try:
+        wait_for_training(layout, tag)
+        filler = fill_disk(small_disk)
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        stop(proc)
+    said = " ".join(stderr.split()).split("job(s) failed")[1].split("Rerun just these")[0]
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert f"{tag}: No space left writing {results}" in said, said
+    free = said.split(" free there")[0].rsplit("(", 1)[-1].split(", ")[-1]
+    assert free.endswith((" B", " KiB")), said  # the tmpfs's few bytes, not another disk's GiB
+    metrics = layout.metrics_file(tag)
+    assert metrics.read_bytes().endswith(b"\n") and read_metrics_records(metrics)
+    filler.unlink()
+    shutil.rmtree(small_disk / "results", ignore_errors=True)

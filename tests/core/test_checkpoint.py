@@ -14,7 +14,7 @@ import torch
 from rlab.core.checkpoint import find_last_step, prune_checkpoints, save_checkpoint
 from rlab.core.checkpoint_meta import read_meta
 from rlab.errors import CheckpointError, TrainingError
-from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file
+from rlab.paths import checkpoint_steps, meta_file, model_file, optim_file, optim_ranks
 from tests.conftest import REPO_ROOT
 from tests.core.tiny_checkpoints import tiny_meta
 
@@ -91,7 +91,7 @@ def test_sigkill_during_save_leaves_previous_checkpoint(tmp_path, hang_at):
     ckpt.mkdir()
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(ckpt), str(hang_at)], cwd=REPO_ROOT)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # a hang guard, not a timing: a loaded laptop is slow
         while not (ckpt / "READY").exists():
             assert proc.poll() is None, "child exited before reaching the save"
             assert time.monotonic() < deadline
@@ -105,3 +105,12 @@ def test_sigkill_during_save_leaves_previous_checkpoint(tmp_path, hang_at):
     assert torch.load(model_file(ckpt, 1))["w"].sum() == 8
     assert read_meta(ckpt, 1) == tiny_meta(1)
     assert not meta_file(ckpt, 2).exists()
+
+
+def test_optim_ranks_lists_the_ranks_present_gaps_and_strays_aside(tmp_path):
+    for rank in (0, 2, 10):
+        optim_file(tmp_path, 5, rank).touch()
+    optim_file(tmp_path, 6, 1).touch()  # another step
+    (tmp_path / "optim_000005_rankX.pt").touch()  # not a rank
+    assert optim_ranks(tmp_path, 5) == [0, 2, 10]
+    assert optim_ranks(tmp_path, 7) == []

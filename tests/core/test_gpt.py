@@ -234,6 +234,6 @@ def test_a_variant_that_leaves_its_base_to_the_checkpoint_gets_the_models_own(tm
     meta = tiny_meta(1, model.config.nanochat_dict(), rope=model.rope.model_dump(mode="json"))
     save_checkpoint(tmp_path, 1, model.state_dict(), meta)
     info = inspect_checkpoint(tmp_path, 1)
-    assert info.rotary_base == 500.0 and info.model_config["rotary_base"] == 500.0
+    assert info.rotary_base == 500.0 and info.config.rotary_base == 500.0
     loaded, _ = load_model(tmp_path, 1, rope=RopeSpec(variant="pi", factor=4))
     assert loaded.rope.base == 500.0 and loaded.rope.original_len == TINY["sequence_len"]

@@ -70,3 +70,36 @@ def test_records_are_validated_and_nan_survives(tmp_path):
     path.write_text('{"type": "bogus"}\n' + path.read_text())
     with pytest.raises(ContractError, match="metrics.jsonl"):
         read_metrics_records(path)
+
+
+def test_a_full_disk_never_leaves_a_torn_line_and_the_error_names_the_file(tmp_path, monkeypatch):
+    """Finding 5: one of two runs on a full results disk left metrics.jsonl with a torn last line, and the message
+    named no file ("No space left writing a file") with the free space of another disk."""
+    import errno
+    import os
+
+    from rlab.errors import os_error
+
+    path = tmp_path / "metrics.jsonl"
+    writer = MetricsWriter(path)
+    writer.write(_train(1))
+    real_write = os.write
+
+    def half_then_full(fd, data):  # the disk fills mid-line: part of it lands, then ENOSPC
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError) as info:
+        writer.write(_train(2))
+    monkeypatch.setattr(os, "write", real_write)
+    assert info.value.filename == str(path)
+    assert _steps(path) == [("train", 1)] and path.read_text().endswith("}\n")  # the partial line cut away
+    writer.write(_train(2))  # the disk freed: the stream goes on, whole lines only
+    assert _steps(path) == [("train", 1), ("train", 2)]
+    message = os_error(info.value).message
+    assert message.startswith(f"No space left writing {path} (") and "free there)" in message
+    nameless = os_error(OSError(errno.ENOSPC, "No space left on device")).message
+    assert (
+        nameless == "No space left writing a file (the OS named none)."
+    )  # no other disk's free space guessed

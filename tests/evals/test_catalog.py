@@ -82,18 +82,9 @@ def test_two_groups_of_settings_may_not_share_a_key() -> None:
 
 TOY_EVAL = {
     "__init__.py": """
-        from rlab.evals.definition import EvalDefinition
+        from rlab.evals.definition import package_eval
 
-        EVAL = EvalDefinition(
-            name="toy",
-            order=70,
-            help="Toy eval.",
-            section="rlab.evals.toy.records:ToyMetric",
-            run="rlab.evals.toy.run:run",
-            settings_model="rlab.evals.toy.settings:ToySettings",
-            shared_settings=("seed",),
-            default=False,
-        )
+        EVAL = package_eval(__name__, order=70, help="Toy eval.", shared_settings=("seed",), default=False)
     """,
     "settings.py": """
         from typing import Annotated

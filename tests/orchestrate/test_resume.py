@@ -72,3 +72,23 @@ def test_the_preflight_applies_it_and_the_console_says_so(tmp_path):
     pf = preflight_continue(spec, resume=True)
     assert pf.runs[0].train.total_batch_size == 512
     assert any("stays 512 tokens/step" in note for note in pf.notes)
+
+
+def test_a_resume_removes_the_temp_files_a_killed_save_left(tmp_path):
+    """Issue 42, finding 7: a save killed mid-write left a 5 MB `.tmp` beside the checkpoints forever, even after a
+    successful resume. The resume (under the tag's lock, before its job starts) removes them."""
+    from rlab.orchestrate.tag_setup import apply_tag_plans, tag_plans
+
+    run, tag_dir = _resumable(tmp_path, nproc=2)
+    stale = tag_dir / ".model_000040.pt.k2j3h4.tmp"
+    stale.write_bytes(b"\0" * 4096)
+    spec = load_spec(
+        None, base_dir=tmp_path / "base", results_dir=tmp_path / "res", from_step=20, variants="pi"
+    )
+    plans = tag_plans(spec, [run], resume=True, force=False)
+    (resumed,) = apply_tag_plans(spec, plans)
+    assert resumed.resume and not stale.exists()
+    assert sorted(p.name for p in tag_dir.iterdir() if p.name.startswith("meta_")) == [
+        "meta_000020.json",
+        "meta_000030.json",
+    ]

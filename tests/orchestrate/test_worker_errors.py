@@ -81,4 +81,63 @@ def test_worker_lines_and_reasons_are_printed_as_text_not_markup(tmp_path):
     assert "Traceback" not in outcome.text
     assert "── d20-mk-pi failed (exit 1): cannot write /data/[run]/x.pt [/] (disk)" in outcome.err
     assert "  [bold]progress[/] of [/broken]" in outcome.err  # the log tail, verbatim
-    assert "d20-mk-pi: cannot write /data/[run]/x.pt [/] (disk)" in " ".join(outcome.err.split())
+    # the summary's reason line names the first failed job (the control arm, d20-mk-rope, runs first)
+    assert "d20-mk-rope: cannot write /data/[run]/x.pt [/] (disk)" in " ".join(outcome.err.split())
+
+
+RANK0_KILLED_LOG = """\
+# rlab: torchrun --standalone --nnodes=1 --nproc-per-node=2 -m rlab.core.train run.json
+2026-11-28 09:13:50 [rank 0] INFO rlab.core.train: step 10/60
+error: Distributed (gloo) error on rank 1 (host h, cpu) at step 12: [pair.cc:553] Connection closed by peer [127.0.0.1]:39128. One rank's failure stops them all.
+W1128 09:13:52.632000 21812 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 21836 closing signal SIGTERM
+E1128 09:13:52.697000 21812 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) local_rank: 0 (pid: 21835)
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+=======================================================
+rlab.core.train FAILED
+-------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-28_09:13:52
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -15 (pid: 21836)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 21836
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-28_09:13:52
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -9 (pid: 21835)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 21835
+=======================================================
+"""
+"""torchrun 2.13's report of rank 0 SIGKILLed during a save: rank 1's own line is only the echo."""
+
+
+def test_the_first_rank_that_failed_and_how_comes_before_a_peers_connection_error(tmp_path):
+    """Finding 6: the user saw rank 1's gloo "Connection closed by peer", not that rank 0 was killed."""
+    from rlab.orchestrate.watch import launcher_signal
+
+    log = tmp_path / "train.log"
+    log.write_text(RANK0_KILLED_LOG)
+    assert worker_error(log) == (
+        "rank 0 was killed by SIGKILL (signal 9) (the other ranks then lost their connection to it)"
+    )
+    own = RANK0_KILLED_LOG.replace(
+        "error: Distributed", "error: No space left writing /r/metrics.jsonl.\nerror: D"
+    )
+    log.write_text(own)
+    assert worker_error(log) == "No space left writing /r/metrics.jsonl."  # a rank's own reason stays first
+    exited = RANK0_KILLED_LOG.split("error: ")[0] + RANK0_KILLED_LOG.split("\n", 3)[3].replace(
+        "-9 (pid: 21835)  (SIGKILL)", "3 (pid: 21835)"
+    )
+    log.write_text(exited)
+    assert worker_error(log) == "rank 0 exited with code 3"
+    # the agent itself killed (the OOM killer's choice): the job's exit status says so
+    assert launcher_signal(-9) == (
+        "the job's launcher (torchrun) was killed by SIGKILL (signal 9); its workers stopped with it"
+    )
+    assert launcher_signal(1) is None and launcher_signal(0) is None

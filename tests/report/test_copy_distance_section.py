@@ -117,10 +117,14 @@ def test_the_opening_repeats_the_sections_verdicts_at_a_familywise_5_percent(fx)
     write_report(fx, draws=200)
     md = fx.comparison_md.read_text()
     opening = md.split("\n## ")[0]
-    line = next(s for s in opening.splitlines() if s.startswith("- Long-range use, continued arms"))
-    assert "(distance 216, window 256)" in line and "yarn +3.51" in line and "**better**" in line
-    assert "(copy family: 2 comparisons, Holm, familywise error 5%)" in line
-    assert "their verdicts form the copy family: 2 comparisons, Holm, familywise error 5%" in md
+    assert "copy 2 comparisons, Holm within each, familywise error 5%" in opening  # the families, said once
+    section = md.split("## Long-range use: copy loss by distance")[1].split("\n## ")[0]
+    line = next(
+        s for s in section.splitlines() if s.startswith("- continued arms at distance 216 (window 256)")
+    )
+    assert "vs rope +3.51" in line and "**better**" in line
+    assert "their verdicts form the copy family (Methods)" in section
+    assert "copy (2 comparisons): the copy section's paired differences" in md  # the Methods section
 
 
 def test_too_few_records_give_no_p_value_and_no_family(fx):

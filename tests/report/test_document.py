@@ -93,7 +93,7 @@ def test_report_cells_carry_their_verdicts(fx):
     assert {s.verdict for s in firsts} == {Verdict.BETTER}  # fx: pi and yarn better on the primary endpoint
     assert doc.to_markdown(out.document) == fx.comparison_md.read_text()
     html = fx.comparison_html.read_text()
-    assert html.count('<strong class="better">') == 2 and 'class="families"' in html
+    assert html.count('<span class="badge better">better</span>') == 2  # the Answer's badges, typed
     assert html.count('<td class="few">') == 2  # CORE on 16 examples: too few units, typed, not parsed
 
 

@@ -26,11 +26,12 @@ def test_cli_writes_everything_and_shows_tables(results_root):
     exp = results_root / "fx"
     for name in ("results.csv", "comparison.md", "comparison.html", "plots/bpb_vs_length.png"):
         assert (exp / name).is_file(), name
-    assert result.out.startswith("pi vs rope: ")  # the answer comes first
+    assert result.out.startswith("Answer (primary endpoint: ")  # the Answer table comes first
+    assert "primary Δ vs rope" in result.out and "better" in result.out
     assert "BPB change vs rope by context length" in result.out and "Passkey" in result.out
     assert "not evaluated yet" in result.out  # the footnotes are shown too
     html = (exp / "comparison.html").read_text()
-    assert "<table>" in html and 'class="best"' in html and '<strong class="better">better</strong>' in html
+    assert "<table>" in html and 'class="best"' in html and '<span class="badge better">better</span>' in html
     assert 'src="data:image/png;base64,' in html and 'src="plots/' not in html  # self-contained
 
 

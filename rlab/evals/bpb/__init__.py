@@ -1,16 +1,13 @@
 """Train and val bits per byte over fixed sets of whole documents (`score`, `doc_set`; adapter: `run`)."""
 
-from rlab.evals.definition import EvalDefinition, OutputFile
+from rlab.evals.definition import OutputFile, package_eval
 
 DOCS_CSV = "bpb_docs.csv"
 
-EVAL = EvalDefinition(
-    name="bpb",
+EVAL = package_eval(
+    __name__,
     order=10,
     help="Train/val BPB.",
-    section="rlab.evals.bpb.records:BpbMetric",
-    run="rlab.evals.bpb.run:run",
-    settings_model="rlab.evals.bpb.settings:BpbSettings",
     shared_settings=("seed",),
-    files=(OutputFile(DOCS_CSV, "rlab.evals.bpb.records:BpbDoc"),),
+    files=(OutputFile(DOCS_CSV, ".records:BpbDoc"),),
 )

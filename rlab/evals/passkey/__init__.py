@@ -1,23 +1,20 @@
 """Passkey retrieval by generation: a key hidden at a depth of filler, read back greedily (`task`), and the
 same prompts scored by likelihood (`rlab.evals.retrieval`); adapter: `run`."""
 
-from rlab.evals.definition import LENGTH_SETTINGS, ROPE_EVAL_SETTINGS, EvalDefinition, OutputFile
+from rlab.evals.definition import LENGTH_SETTINGS, ROPE_EVAL_SETTINGS, OutputFile, package_eval
 
 CELLS_CSV = "passkey.csv"
 TRIALS_CSV = "passkey_trials.csv"
 CHOICES_CSV = "passkey_choices.csv"
 
-EVAL = EvalDefinition(
-    name="passkey",
+EVAL = package_eval(
+    __name__,
     order=40,
     help="Passkey retrieval.",
-    section="rlab.evals.passkey.records:PasskeyMetric",
-    run="rlab.evals.passkey.run:run",
-    settings_model="rlab.evals.passkey.settings:PasskeySettings",
     shared_settings=("retrieval_choices", *LENGTH_SETTINGS, "seed", *ROPE_EVAL_SETTINGS),
     files=(
-        OutputFile(CELLS_CSV, "rlab.evals.passkey.records:PasskeyCell"),
-        OutputFile(TRIALS_CSV, "rlab.evals.passkey.records:PasskeyTrial", report=True),
+        OutputFile(CELLS_CSV, ".records:PasskeyCell"),
+        OutputFile(TRIALS_CSV, ".records:PasskeyTrial", report=True),
         OutputFile(CHOICES_CSV, "rlab.evals.retrieval.records:ChoiceTrial", report=True),
     ),
     windowed=True,
