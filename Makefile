@@ -14,10 +14,10 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.stamp-install
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast test-slow lint bench bench-smoke demo data clean help gpu-check
+.PHONY: browser-deps install test test-fast test-slow lint bench bench-smoke demo data clean help gpu-check
 
 help:
-	@echo "make demo | test | test-fast | test-slow | lint | bench | bench-smoke | gpu-check | install [TORCH=...] | clean"
+	@echo "make demo | test | test-fast | test-slow | lint | bench | bench-smoke | gpu-check | browser-deps | install [TORCH=...] | clean"
 
 install: $(STAMP)
 
@@ -27,6 +27,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
+
+# The report's browser test (tests/report/test_browser.py): playwright into the venv and Debian's Chromium, where
+# they install; the test skips, saying which is missing, where they do not.
+browser-deps: install
+	$(BIN)/python -m pip install -q -e ".[browser]"
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
 # The CI suite: everything that runs on a CPU (GPU tests skip themselves).
 test: install

@@ -2,7 +2,7 @@
 
 `train.activation_checkpointing` names it: `off` (none), `all` (every block), `every-k` (blocks 0, k, 2k, ...),
 or `auto`, which the memory plan resolves before a GPU launch to the least recomputation that fits
-(`rlab.memory.checkpointing.choose`; a run that was not planned, e.g. on a CPU, trains with `off`).
+(`rlab.memory.plan.least_checkpointing`; a run that was not planned, e.g. on a CPU, trains with `off`).
 A checkpointed block saves its inputs instead of its activations (`torch.utils.checkpoint`, non-reentrant,
 which torch.compile traces); the loss is the same to the float, a training step runs the block's forward
 twice. No torch here: the spec and the planner read these names without it.

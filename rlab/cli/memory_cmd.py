@@ -299,7 +299,7 @@ def _eval_plan(
     json_out: bool,
 ) -> None:
     from rlab.cli.console import out
-    from rlab.memory.eval_plan import eval_shape_from, plan_evals
+    from rlab.memory.eval_plan import eval_shape_from, plan_evals, plans_at_multiples
     from rlab.memory.shape import model_config_from_meta
 
     config = model_config_from_meta(meta)
@@ -334,5 +334,30 @@ def _eval_plan(
     verdict = "[green]fits[/]" if plan.fits else "[red]does not fit[/]"
     out.print(
         f"peak {plan.peak_gib:.1f} GiB vs {plan.budget_gib:.1f} GiB usable of {plan.gpu_memory_gib:g} GiB ({verdict})",
+        highlight=False,
+    )
+    _render_eval_multiples(plans_at_multiples(shape, memory_gib), shape.train_seq_len)
+
+
+def _render_eval_multiples(plans: Any, train_len: int) -> None:
+    """Each planned multiple of the training length, and the longest eval length that fits."""
+    from rlab.cli.console import out
+
+    for p in plans:
+        mark = "fits" if p.fits else "does not fit"
+        out.print(
+            f"  {p.shape.longest // train_len}x = {p.shape.longest:,}: BPB {p.bpb.peak_gib:.2f}, prefill "
+            f"{p.prefill.peak_gib:.2f} GiB (KV {p.prefill.kv_cache_gib:.2f}): {mark}",
+            highlight=False,
+        )
+    fitting = [p.shape.longest for p in plans if p.fits]
+    if not fitting:
+        out.print(
+            f"[red]no eval length from 2x the training length ({2 * train_len:,}) fits[/]", highlight=False
+        )
+        return
+    bound = "at least " if fitting[-1] == plans[-1].shape.longest else ""
+    out.print(
+        f"longest eval length that fits: {bound}{fitting[-1]:,} ({fitting[-1] // train_len}x the training length)",
         highlight=False,
     )

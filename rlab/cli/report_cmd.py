@@ -98,6 +98,13 @@ def build_report(
     as_json: bool = typer.Option(
         False, "--json", help="Print what was written and every table as JSON (stdout)."
     ),
+    calibrate: bool = typer.Option(
+        False,
+        "--calibrate",
+        help="Also re-run each family's tests on plasmode nulls (this experiment's own per-unit differences, "
+        "centred and resampled) and print the familywise errors found (a minute or more).",
+        rich_help_panel="Statistics",
+    ),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
     from rlab.cli.console import out
@@ -113,9 +120,14 @@ def build_report(
             f"Evaluate its tags first: rlab eval --all -e {name}"
             + (f" --results-dir {results_dir.absolute()}" if results_dir else ""),
         )
-    report = write_report(
-        layout, baseline=baseline, fmt=fmt.value, seed=seed, draws=draws, allow_mismatch=allow_mismatch
-    )
+    from rlab.report import inference
+
+    with inference.recording_units() as recorded:
+        report = write_report(
+            layout, baseline=baseline, fmt=fmt.value, seed=seed, draws=draws, allow_mismatch=allow_mismatch
+        )
+    if calibrate:
+        _print_calibration(report.data, recorded, seed)
     if (quiet or as_json) and report.data.mismatches:  # otherwise the opening lines below say it
         from rlab.cli.console import err
         from rlab.report.headline import mismatch_line
@@ -193,3 +205,13 @@ def _report_json(name: str, report) -> str:
         },
         indent=2,
     )
+
+
+def _print_calibration(data, recorded, seed: int) -> None:
+    """`--calibrate`: the plasmode familywise error of each family, on stderr (stdout stays the report's)."""
+    from rlab.cli.console import err
+    from rlab.report import plasmode
+
+    frames = [data.comparisons, data.copy_cells, data.copy_retention]
+    for e in plasmode.calibrate(recorded, [f for f in frames if f is not None], seed=seed):
+        err.print(f"Calibration: {e.line()}", highlight=False, soft_wrap=True)

@@ -200,14 +200,14 @@ def _inspect(
             raise SpecError(f"{name}: must be > 0 (got {value})")
     target = target_len or (round(original_len * scale) if scale > 1 else 4 * original_len)
 
-    from rlab.core import rope as rope_lib  # imports torch
+    from rlab.core import rope_frequencies as rope_lib  # numpy: no torch to wait for
     from rlab.core import rope_geometry
 
     rope_lib.check_head_dim(head_dim)
     geometry = rope_geometry.assess(spec, head_dim, target)
 
-    freqs = rope_lib.inv_freq(spec, head_dim, seq_len).tolist()
-    plain = rope_lib.inv_freq(build_rope_spec(base=base), head_dim).tolist()
+    freqs = rope_lib.inv_freq_values(spec, head_dim, seq_len)
+    plain = rope_lib.inv_freq_values(build_rope_spec(base=base), head_dim)
     mscale = rope_lib.attention_factor(spec)
     report = {
         "variant": spec.variant.value,

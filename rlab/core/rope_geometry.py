@@ -221,10 +221,10 @@ def _reach_text(reach: int | None, target: int) -> str:
 
 def effective_base(spec: RopeSpec, head_dim: int, target_len: int) -> float | None:
     """The base whose plain frequencies the variant's are at `target_len`, for the variants that only move it."""
-    from rlab.core.rope import inv_freq
+    from rlab.core.rope_frequencies import inv_freq_values
 
     if spec.variant in (RopeVariant.rope, RopeVariant.abf, RopeVariant.ntk, RopeVariant.dynamic_ntk):
-        freqs = inv_freq(spec, head_dim, target_len).double()
+        freqs = inv_freq_values(spec, head_dim, target_len)
         return float(freqs[1] ** (-head_dim / 2)) if head_dim > 2 else None  # theta_1 = b^(-2/d)
     return None
 
@@ -240,14 +240,14 @@ def assess(
 ) -> Geometry:
     """The geometry of `spec` (base and L0 filled in) extended to `target_len`; `short_windows` = the short
     window at L0 and at the plan's length on a windowed model."""
-    from rlab.core.rope import inv_freq
+    from rlab.core.rope_frequencies import inv_freq_values
 
     assert spec.base is not None and spec.original_len is not None, (
         "fill base and L0 from the checkpoint first"
     )
     l0 = spec.original_len
     plain = plain_inv_freq(spec.base, head_dim)
-    scaled = inv_freq(spec, head_dim, target_len).double().tolist()
+    scaled = inv_freq_values(spec, head_dim, target_len)
     return Geometry(
         name=name or spec.variant.value,
         variant=spec.variant.value,

@@ -3,7 +3,7 @@
 Each setting is planned exactly (the trace and torch.compile's partitioner run with the blocks checkpointed,
 `rlab.activation_checkpointing`), so these functions only decide which plans to make. A checkpointed block
 keeps its input instead of its activations, so the peak falls about linearly in the number of checkpointed
-blocks: `least_checkpointing` starts at the first setting that line predicts to fit and plans upwards from
+blocks: `rlab.memory.plan.least_checkpointing` starts at the first setting that line predicts to fit and plans upwards from
 there until one fits. At one row per rank the peak is affine in the length (every saved tensor, the rotary
 tables and the kernels' working memory grow with the tokens; weights and optimizer state do not), so
 `longest_rows` solves for the longest length from the plans at two lengths.
@@ -11,44 +11,11 @@ tables and the kernels' working memory grow with the tokens; weights and optimiz
 
 from __future__ import annotations
 
-from rlab.activation_checkpointing import candidates, checkpointed_layers
-from rlab.memory.plan import FIT_FRACTION, LongestRow, MemoryPlan, plan_training
+from rlab.memory.plan import FIT_FRACTION, LongestRow, plan_training
 from rlab.memory.shape import TrainShape
 
 GPU_SIZES_GIB = (24.0, 40.0, 80.0, 141.0)
 LENGTH_STEP = 1024  # the longest lengths are rounded down to a multiple of this
-
-
-def least_checkpointing(
-    shape: TrainShape, gpu_memory_gib: float, off: MemoryPlan | None = None
-) -> MemoryPlan | None:
-    """The plan of the setting with the fewest checkpointed blocks under which `shape` fits, None when
-    not even every block checkpointed fits. `off` is the shape's plan without checkpointing, if made."""
-    n_layer = shape.config["n_layer"]
-    settings = candidates(n_layer)[1:]
-    everything = plan_training(shape.with_checkpointing("all"), gpu_memory_gib, suggest=False)
-    if not everything.fits:
-        return None
-    off = off or plan_training(shape.with_checkpointing("off"), gpu_memory_gib, suggest=False)
-
-    def predicted(setting: str) -> float:
-        share = len(checkpointed_layers(setting, n_layer)) / n_layer
-        return off.peak_gib + (everything.peak_gib - off.peak_gib) * share
-
-    start = next(i for i, s in enumerate(settings) if predicted(s) <= everything.budget_gib)
-    plans = {len(settings) - 1: everything}
-
-    def plan_at(i: int) -> MemoryPlan:
-        if i not in plans:
-            plans[i] = plan_training(shape.with_checkpointing(settings[i]), gpu_memory_gib, suggest=False)
-        return plans[i]
-
-    i = start
-    while not plan_at(i).fits:  # the line was optimistic: more checkpointing (`all` fits)
-        i += 1
-    while i > 0 and plan_at(i - 1).fits:  # it was pessimistic: less
-        i -= 1
-    return plan_at(i)
 
 
 def _longest(shape: TrainShape, budget_gib: float, lengths: tuple[int, int]) -> int | None:

@@ -187,3 +187,17 @@ def eval_shape_from(
         dtype=dtype,
         device=device,
     )
+
+
+EVAL_MULTIPLES = (2, 4, 8)
+"""The eval lengths `rlab memory --eval` plans, as multiples of the training length."""
+
+
+def plans_at_multiples(shape: EvalShape, gpu_memory_gib: float) -> list[EvalPlan]:
+    """The evals' plan at 2, 4 and 8 x the training length (the rest of `shape` as given), shortest first:
+    what an eval grid past the default 2 x needs. Each is planned: rows per forward fall as the length
+    grows (batch_tokens // length), so a longer length can need less until one row is left."""
+    return [
+        plan_evals(shape.model_copy(update={"longest": m * shape.train_seq_len}), gpu_memory_gib)
+        for m in EVAL_MULTIPLES
+    ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from rlab.activation_checkpointing import candidates, checkpointed_layers
 from rlab.memory.counts import StepCounts, StepTrace
 from rlab.memory.shape import TrainShape
 
@@ -151,8 +152,6 @@ def plan_training(
     if suggest and not plan.fits:
         plan.suggestion = largest_fitting_batch(shape, gpu_memory_gib)
     if suggest and not plan.fits and plan.suggestion is None and shape.activation_checkpointing == "off":
-        from rlab.memory.checkpointing import least_checkpointing
-
         fitting = least_checkpointing(shape, gpu_memory_gib, plan)
         if fitting is not None:
             plan.suggestion = Suggestion(
@@ -256,3 +255,35 @@ def largest_fitting_batch(shape: TrainShape, gpu_memory_gib: float) -> Suggestio
         if plan.fits:
             return Suggestion(device_batch_size=batch, grad_accum_steps=accum, peak_gib=plan.peak_gib)
     return None
+
+
+def least_checkpointing(
+    shape: TrainShape, gpu_memory_gib: float, off: MemoryPlan | None = None
+) -> MemoryPlan | None:
+    """The plan of the setting with the fewest checkpointed blocks under which `shape` fits, None when
+    not even every block checkpointed fits. `off` is the shape's plan without checkpointing, if made."""
+    n_layer = shape.config["n_layer"]
+    settings = candidates(n_layer)[1:]
+    everything = plan_training(shape.with_checkpointing("all"), gpu_memory_gib, suggest=False)
+    if not everything.fits:
+        return None
+    off = off or plan_training(shape.with_checkpointing("off"), gpu_memory_gib, suggest=False)
+
+    def predicted(setting: str) -> float:
+        share = len(checkpointed_layers(setting, n_layer)) / n_layer
+        return off.peak_gib + (everything.peak_gib - off.peak_gib) * share
+
+    start = next(i for i, s in enumerate(settings) if predicted(s) <= everything.budget_gib)
+    plans = {len(settings) - 1: everything}
+
+    def plan_at(i: int) -> MemoryPlan:
+        if i not in plans:
+            plans[i] = plan_training(shape.with_checkpointing(settings[i]), gpu_memory_gib, suggest=False)
+        return plans[i]
+
+    i = start
+    while not plan_at(i).fits:  # the line was optimistic: more checkpointing (`all` fits)
+        i += 1
+    while i > 0 and plan_at(i - 1).fits:  # it was pessimistic: less
+        i -= 1
+    return plan_at(i)

@@ -74,8 +74,7 @@ def plan_continue_memory(spec: ExperimentSpec, base: BaseInfo) -> tuple[MemoryPl
     """The memory plan of `spec`'s runs from `base` on GPUs (every tag has the same shape), and with
     train.activation_checkpointing auto the line saying what it chose: the least checkpointing that fits at
     the configured batch (off when the run fits without; the plan without, and its suggestion, when nothing does)."""
-    from rlab.memory.checkpointing import least_checkpointing
-    from rlab.memory.plan import plan_training
+    from rlab.memory.plan import least_checkpointing, plan_training
     from rlab.memory.shape import TrainShape
 
     shape = TrainShape.model_validate(training_shape(spec, base))

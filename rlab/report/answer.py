@@ -196,8 +196,8 @@ def columns(data: ReportData) -> list[Column]:
     b = data.baseline
     target = target_length(data)
     l0, _ = section_lengths(data)
-    extension = data.primary.metric == est.EXTENSION
-    longest = max(data.primary.lengths) if data.primary.lengths else None
+    extension = bool(data.primary.extension)
+    longest = max(data.primary.extension) if extension else None
     out = [
         Column(
             "primary",
@@ -278,15 +278,23 @@ def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
                     data.arm(arm).variant,
                     kind,
                     None if is_ref else ref,
-                    None if is_ref else _compared(comparison(data, arm, data.primary.metric)),
+                    None if is_ref else _compared(comparison(data, arm, _primary_metric(data, kind))),
                     None if is_ref else _compared(comparison(data, arm, at_metric), relative=True),
-                    _level(data, arm, est.EXTENSION) if data.primary.metric == est.EXTENSION else None,
+                    _level(data, arm, est.EXTENSION) if data.primary.extension else None,
                     short_context(data, arm),
                     copy_kept(data, arm, window),
                     None if is_ref else _compared(comparison(data, arm, "core")),
                 )
             )
     return out, groups
+
+
+def _primary_metric(data: ReportData, kind: str) -> str:
+    """The primary column's comparison: the primary endpoint for continued arms; for the others BPB at the same
+    length (the primary level is compared for continued arms only: `arm_comparisons.compared_on`)."""
+    if kind == "continued" or data.primary.metric != est.PRIMARY or len(data.primary.lengths) != 1:
+        return data.primary.metric
+    return f"bpb_len_{data.primary.lengths[0]}"
 
 
 def _seed_line(data: ReportData) -> str:
@@ -321,13 +329,15 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
     out = [
         doc.text(
             doc.prose(
-                f"Verdicts: {mth.families_line(declared_families(data))}; "
-                f"intervals: {mth.INTERVAL}s, unadjusted; "
+                f"Verdicts: {mth.families_line(declared_families(data))}"
+                + (f" ({whole})" if (whole := inf.families_note(declared_families(data))) else "")
+                + f"; intervals: {mth.INTERVAL}s, unadjusted; "
             ),
             doc.strong(mth.TITLE),
             " below.",
         )
     ]
+    out += [doc.prose(line) for line in headline.worse_extenders(data)]
     if seed := _seed_line(data):
         out.append(doc.prose(seed))
     first = _mismatch_line(data) if data.mismatches else (warnings[0] if warnings else "")

@@ -1,6 +1,6 @@
 """Each arm compared with its reference arm, then the verdicts: paired estimates, Holm families and the MDE.
 
-`compare_arms` pairs every arm with its reference arm on shared units (studentized interval, sign-flip or seed
+`compare_arms` pairs every arm with its reference arm on shared units (skew-corrected studentized interval and test, or seed
 t test, units, seeds) and names the family each comparison would belong to; `adjust` then Holm-adjusts each
 family over its testable comparisons only (after `rlab.report.collect.block_verdicts` took the not-comparable
 ones out), sets the typed verdicts and the MDE at 80% power; `best_arm` names the arm that beats every other
@@ -133,6 +133,12 @@ def family_of(metric: str, kind: str) -> str:
     return "primary" if metric in PRIMARY_METRICS and kind == "continued" else "secondary"
 
 
+def compared_on(metric: str, kind: str) -> bool:
+    """Whether arms of `kind` are compared on `metric`: the primary level only for continued arms (for the others
+    it is BPB at that length again, already in the secondary family)."""
+    return metric not in PRIMARY_METRICS or kind == "continued"
+
+
 def compare_arms(
     arms: list[Arm],
     refs: dict[str, Arm],
@@ -156,7 +162,7 @@ def compare_arms(
         theirs = scalars[scalars["arm"] == ref.key].set_index("metric")
         mine = scalars[scalars["arm"] == arm.key].set_index("metric")
         for metric in mine.index:
-            if metric not in theirs.index:
+            if metric not in theirs.index or not compared_on(metric, arm.kind):
                 continue
             key = f"{arm.key}-vs-{ref.key}/{metric}"
             unpaired = (arm.key, metric) in skip

@@ -66,7 +66,8 @@ def _tag_data(src: TagSources, bpb_len: pd.DataFrame, passkey: pd.DataFrame, pri
 def _metrics_of(datas: list[est.TagData], has_core: bool, has_passkey: bool, primary: Primary) -> list[str]:
     names = {m for d in datas for m, v in d.points.items() if not math.isnan(v)}
     lengths = sorted(int(m[8:]) for m in names if m.startswith("bpb_len_"))
-    out = list(dict.fromkeys(m for m in (primary.metric, "train_bpb", "val_bpb") if m in names))
+    first = (primary.metric, est.EXTENSION, "train_bpb", "val_bpb")
+    out = list(dict.fromkeys(m for m in first if m in names))
     out += [f"bpb_len_{L}" for L in lengths]
     if has_core:
         out.append("core")

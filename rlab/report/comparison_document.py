@@ -266,9 +266,7 @@ def tables(comp: Comparison) -> list[Table]:
 def method(comp: Comparison, seed: int, draws: int) -> str:
     return (
         f"Paired comparisons over independent units (BPB by documents, CORE by examples stratified by task, "
-        f"passkey by keys): studentized (t) 95% intervals; p-values from sign-flip permutation tests (exact up to "
-        f"{inf.EXACT_SIGN_FLIP_MAX} units, else {draws} draws, seed {seed}), or from the t test over training seeds "
-        f"(S - 1 degrees of freedom) when arms have several. Primary endpoint: "
+        f"passkey by keys): each comparison's {inf.test_description(draws, seed)}. Primary endpoint: "
         f"{comp.data.primary.description} (the training length of `{comp.primary_from}`). "
         + multiplicity_note(comp.data)
     )

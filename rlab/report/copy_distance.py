@@ -6,7 +6,7 @@ the control window whose earlier passage is another one (`control`) and the gain
 studentized 95% intervals over records (the same records for every tag, so differences of gain between arms are
 paired by record; several seeds of an arm are the replicates of training noise, `rlab.report.inference`). The
 paired differences with the baseline variant in the same condition are the **copy family**: Holm over its
-testable comparisons (at least `MIN_UNITS` records, some variation), familywise 5%, each p from a sign-flip test
+testable comparisons (at least `MIN_UNITS` records, some variation), familywise 5%, each p from the skew-corrected sign-flip test
 over records (one seed) or the t test over seeds; "within noise" carries its MDE at 80% power. Beside each
 level, each arm's retention of the copy beyond L0 (its gain there over its own gain within L0, per nested record:
 `rlab.report.copy_retention`) is compared with the reference's in the same family (`analyse`). The report's

@@ -20,11 +20,11 @@ from rlab.report import inference as inf
 from rlab.report import uncertainty as unc
 
 PRIMARY = "primary_bpb"
-"""The level primary endpoint: BPB at the lengths of `endpoints.Primary` (where no extension can be measured)."""
+"""The primary endpoint: BPB at the lengths of `endpoints.Primary` (the longest extension length, else T)."""
 EXTENSION = "extension_bpb"
-"""The extension primary endpoint: BPB beyond the training length minus BPB at it, on the same targets
-(`add_extension_units`); lower = the arm keeps more of what it does at the training length."""
-PRIMARY_METRICS = (PRIMARY, EXTENSION)
+"""The extension beside the primary endpoint (secondary): BPB beyond the training length minus BPB at it, on
+the same targets (`add_extension_units`); lower = the arm keeps more of what it does at the training length."""
+PRIMARY_METRICS = (PRIMARY,)
 ALPHA = inf.ALPHA
 FAMILIES = ("primary", "secondary")
 """The report's two families of table verdicts (the copy section declares a third, `copy`)."""
@@ -217,7 +217,7 @@ def group_scalars(
     datas: list[TagData], metrics: list[str], core_baselines: dict[str, float]
 ) -> list[dict[str, Any]]:
     """Every scalar of one group of seed replicates: mean over seeds with a studentized interval (unit noise, and
-    seed noise with S - 1 degrees of freedom when there are several seeds)."""
+    seed noise, Satterthwaite's degrees of freedom, when there are several seeds)."""
     rows = []
     for metric in metrics:
         if bpb_metric(metric):

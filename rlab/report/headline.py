@@ -91,41 +91,81 @@ def sentence(data: ReportData, arm: str) -> doc.Text:
         )
     else:
         call = doc.text(doc.verdict(word), f" than {b}")
-    values = (
-        f"extension {value:+.4f} vs {base_value:+.4f} BPB, difference"
-        if metric == est.EXTENSION
-        else f"{value:.4f} vs {base_value:.4f} BPB,"
-    )
     return doc.text(
         doc.strong(arm),
-        f" vs {b}: {values} {rel + ' = ' if rel else ''}{absolute}; ",
+        f" vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; ",
         call,
         f" (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})",
-        *(level_beside_extension(data, arm) if metric == est.EXTENSION else ()),
+        *extension_beside_level(data, arm),
         ".",
     )
 
 
-def level_beside_extension(data: ReportData, arm: str) -> tuple[doc.Part, ...]:
-    """The level at the longest extension length beside an extension verdict: an arm much worse at every length
-    can lose less from more context without using it better, and a reader must see both."""
-    length = max(data.primary.lengths)
-    comp = comparison(data, arm, f"bpb_len_{length}")
-    if comp is None or math.isnan(comp["diff"]) or math.isnan(comp["rel_pct"]):
-        return ()
-    value, _, _, _ = scalar(data, arm, f"bpb_len_{length}")
-    base_value, _, _, _ = (
-        scalar(data, data.baseline_arm, f"bpb_len_{length}") if data.baseline_arm else (0,) * 4
-    )
+def short_verdict(comp) -> doc.Span:
+    """A secondary verdict in a sentence: the word, with its MDE beside "within noise"."""
     word = Verdict(comp["verdict"])
-    rel = f"{comp['rel_pct']:+.2f}%" + (
-        f" [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]" if not math.isnan(comp["rel_low"]) else ""
-    )
-    return (
-        f"; its level at {length} tokens: {value:.3f} vs {base_value:.3f} BPB, {rel} ",
-        doc.verdict(word, "within noise" if word is Verdict.WITHIN_NOISE else word.label(None)),
-        f" ({family_tag(data, comp)})",
-    )
+    if word is Verdict.WITHIN_NOISE:
+        mde = mde_text(comp)
+        return doc.verdict(word, f"within noise ({mde})" if mde else "within noise")
+    return doc.verdict(word, word.label(None))
+
+
+def extension_beside_level(data: ReportData, arm: str) -> tuple[doc.Part, ...]:
+    """The extension beside the level verdict (what the longer context buys), and plainly when an arm "gains more
+    from context" only because it predicts worse: a model that barely uses context loses little from more."""
+    if not data.primary.extension or data.primary.reference is None:
+        return ()
+    ext, level = comparison(data, arm, est.EXTENSION), comparison(data, arm, data.primary.metric)
+    if ext is None or math.isnan(ext["diff"]):
+        return ()
+    value, _, _, _ = scalar(data, arm, est.EXTENSION)
+    base_value, _, _, _ = scalar(data, data.baseline_arm, est.EXTENSION) if data.baseline_arm else (0,) * 4
+    span = f" [{ext['diff_low']:+.4f}, {ext['diff_high']:+.4f}]" if not math.isnan(ext["diff_low"]) else ""
+    out: list[doc.Part] = [
+        f"; extension from {data.primary.reference} to {' and '.join(map(str, data.primary.extension))} tokens "
+        f"{value:+.4f} vs "
+        f"{base_value:+.4f} BPB, difference {ext['diff']:+.4f}{span} ",
+        short_verdict(ext),
+        f" ({family_tag(data, ext)})",
+    ]
+    if Verdict(ext["verdict"]) is Verdict.BETTER and level is not None and level["diff"] > 0:
+        worse = _worse_lengths(data, arm)
+        where = "at every length measured" if worse == "all" else f"at {max(data.primary.lengths)} tokens"
+        out.append(
+            f": it gains more from the longer context only because it predicts worse {where}, not a better "
+            "long-context model"
+        )
+    return tuple(out)
+
+
+def worse_extenders(data: ReportData) -> list[str]:
+    """One plain line per continued arm whose extension beats the baseline's while its primary level is worse: it
+    "gains more from context" only because it predicts worse (the Answer says so under its table)."""
+    out = []
+    for arm in sentences_arms(data):
+        ext, level = comparison(data, arm, est.EXTENSION), comparison(data, arm, data.primary.metric)
+        if (
+            ext is None
+            or level is None
+            or Verdict(ext["verdict"]) is not Verdict.BETTER
+            or not level["diff"] > 0
+        ):
+            continue
+        where = "at every length measured" if _worse_lengths(data, arm) == "all" else "at the target length"
+        out.append(
+            f"{arm} gains more from the longer context than {data.baseline} (extension {ext['diff']:+.4f} BPB, "
+            f"better) only because it predicts worse {where}: on the primary endpoint it is "
+            f"{Verdict(level['verdict']).label(None)} ({level['diff']:+.4f} BPB), not a better long-context model."
+        )
+    return out
+
+
+def _worse_lengths(data: ReportData, arm: str) -> str:
+    """'all' when the arm's BPB is above the baseline's at every measured length, else 'some'."""
+    rows = data.comparisons[
+        (data.comparisons["arm"] == arm) & data.comparisons["metric"].astype(str).str.startswith("bpb_len_")
+    ]
+    return "all" if len(rows) and (rows["diff"] > 0).all() else "some"
 
 
 def family_tag(data: ReportData, comp) -> str:

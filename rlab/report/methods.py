@@ -18,9 +18,9 @@ ANCHOR = "#methods"
 INTERVAL = f"studentized (t) {inf.LEVEL:.0%} interval"
 """Every interval the tables print (levels and paired differences; passkey levels excepted: `WILSON`)."""
 WILSON = f"Wilson {inf.LEVEL:.0%} interval"
-TEST = "sign-flip permutation test"
-"""The test of one seed per arm."""
-SEED_TEST = "t test over training seeds (S - 1 degrees of freedom)"
+TEST = "skew-corrected sign-flip test"
+"""The test of one seed per arm (`rlab.report.skew_test`)."""
+SEED_TEST = "t test over training seeds and units (Satterthwaite degrees of freedom)"
 """The test with several seeds per arm."""
 CORRECTION = "Holm"
 PLUS_MINUS = f"`x ± h`: the estimate and the half-width of its {INTERVAL}"
@@ -77,9 +77,8 @@ def section(
         f"{bpb_units(clustered)}, CORE by examples stratified by task, passkey by keys, copy by records.",
         f"**Intervals.** {PLUS_MINUS} over those units ([low, high] where printed as a range); passkey levels: "
         f"{WILSON}s. Intervals are unadjusted.",
-        f"**Tests.** One seed per arm: a {TEST} (exact up to {inf.EXACT_SIGN_FLIP_MAX} units, else {draws} "
-        f"Monte Carlo draws, seed {seed}); several seeds: the {SEED_TEST}, the seed being the replicate of "
-        "training noise." + (f" {bases_note}" if bases_note else ""),
+        f"**Tests.** A comparison's {inf.test_description(draws, seed)}."
+        + (f" {bases_note}" if bases_note else ""),
         f"**No verdict** with fewer than {inf.MIN_UNITS} units, with no variation between the arms, or between "
         "arms evaluated differently (not comparable); such comparisons enter no family.",
         f"**Families.** A verdict is better/worse only when its {CORRECTION}-adjusted p is at most "

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rlab.report import estimates as est
 from rlab.report import inference as inf
-from rlab.report.arm_comparisons import family_of
+from rlab.report.arm_comparisons import compared_on, family_of
 from rlab.report.arms import Arm, ArmKind, arm_key, baseline_arm, reference_arm
 from rlab.report.collect import resolve_baseline
 from rlab.report.endpoints import EXTENSION_MULTIPLES
@@ -46,12 +46,20 @@ def planned_arms(spec: ExperimentSpec) -> list[Arm]:
 
 
 def planned_primary(spec: ExperimentSpec, lengths: list[int]) -> str:
-    """The primary metric `endpoints.choose_primary` will pick: the extension where BPB vs length reaches 2T
-    or 4T, else BPB at T, else val BPB (T: the continued training length)."""
+    """The primary metric `endpoints.choose_primary` will pick: BPB at length (at 2T or 4T where measured, else
+    T), else val BPB (T: the continued training length)."""
     target = spec.train.seq_len
     if spec.train.steps == 0 or "bpb_length" not in spec.eval.evals or target not in lengths:
         return "val_bpb"
-    return est.EXTENSION if any(m * target in lengths for m in EXTENSION_MULTIPLES) else est.PRIMARY
+    return est.PRIMARY
+
+
+def _extension_planned(spec: ExperimentSpec, lengths: list[int]) -> bool:
+    """Whether the extension is measured beside the primary endpoint (a secondary comparison)."""
+    target = spec.train.seq_len
+    return planned_primary(spec, lengths) == est.PRIMARY and any(
+        m * target in lengths for m in EXTENSION_MULTIPLES
+    )
 
 
 def arm_metrics(spec: ExperimentSpec, lengths: list[int]) -> list[str]:
@@ -59,6 +67,7 @@ def arm_metrics(spec: ExperimentSpec, lengths: list[int]) -> list[str]:
     evals = spec.eval.evals
     primary = planned_primary(spec, lengths)
     names = [primary] if primary not in SPLIT_BPB or "bpb" in evals else []
+    names += [est.EXTENSION] * _extension_planned(spec, lengths)
     names += [m for m in SPLIT_BPB if "bpb" in evals]
     names += [f"bpb_len_{length}" for length in lengths if "bpb_length" in evals]
     names += ["core"] * ("core" in evals) + ["passkey_overall"] * ("passkey" in evals)
@@ -88,6 +97,7 @@ def planned_comparisons(spec: ExperimentSpec, lengths: list[int]) -> list[Planne
             out += [
                 PlannedComparison(arm.key, ref.key, m, family_of(m, arm.kind))
                 for m in arm_metrics(spec, lengths)
+                if compared_on(m, arm.kind)
             ]
     return out
 

@@ -9,7 +9,7 @@ The noise of a paired difference between two arms has the two terms `inference.c
 
 * a **unit SD** σ_u: the SD of one unit's contribution to the difference (se² = σ_u² / n with one seed);
 * a **seed SD** σ_s: the SD of one seed's difference between the arms (training noise; se² gains σ_s² / S
-  with S seeds, and the test then has S - 1 degrees of freedom).
+  with S seeds, and the test then has Satterthwaite's degrees of freedom over the two terms).
 
 `inference.planned_se` turns (σ_u, n, σ_s, S) into the (se, df) the report's test would have, and
 `inference.mde` into an MDE, so a plan and the report it leads to use one formula. The noise comes from a

@@ -41,7 +41,7 @@ __all__ = [
 
 LN2 = math.log(2.0)
 DEFAULT_DRAWS = inf.SIGN_FLIP_DRAWS
-"""Monte Carlo draws per sign-flip test (`rlab report --draws`)."""
+"""Monte Carlo draws per skew-corrected sign-flip test (`rlab report --draws`)."""
 DEFAULT_LEVEL = inf.LEVEL
 _Z95 = 1.959963984540054
 

@@ -49,6 +49,11 @@ _COMPARISON_KINDS = (
 )
 
 
+ESTIMAND_PREFIXES = ("short_retention_", "effective_length_", "key_bpb_len_")
+"""results.csv columns of `rlab.report.estimands`."""
+_ESTIMAND_DETAIL = ("", "_censored", "_ci_low", "_ci_high", "_n_units", "_n_targets")
+
+
 def better_word(metric: str) -> str:
     """The sign convention written into a comparison column's name."""
     return "neg=better" if lower_is_better(metric) else "pos=better"
@@ -101,6 +106,10 @@ def column_key(col: str) -> tuple:
         return (3, group, sub, detail, col)
     if col == "notes":
         return (6,)
+    if col.startswith(ESTIMAND_PREFIXES):  # an estimand's value, then its interval, counts and comparison
+        name = col.split(" (")[0]  # a comparison's "(neg=better)"
+        suffix = next((x for x in _ESTIMAND_DETAIL[1:] if name.endswith(x)), "")
+        return (5, name[: len(name) - len(suffix)], _ESTIMAND_DETAIL.index(suffix), col)
     return (5, col)
 
 

@@ -28,7 +28,7 @@ def test_pilot_table_and_json(results):
     assert got.code == 0, got.text
     plan = json.loads(got.out)
     rows = {(e["endpoint"], e["family"]): e for e in plan["endpoints"]}
-    primary = rows[("extension_bpb", "primary")]  # fx's primary endpoint: BPB(2T) - BPB(T)
+    primary = rows[("primary_bpb", "primary")]  # fx's primary endpoint: BPB at 4T
     assert primary["family_size"] == 2 and primary["alpha"] == pytest.approx(0.025)
     assert primary["target_mde"] == 0.01 and primary["n_units"] == 24 and primary["units_one_seed"] >= 20
     wide = rows[("bpb_len_512", "secondary")]

@@ -170,44 +170,48 @@ def test_hand_computed_tiny_case():
     model = RecordingUniformModel(V)
     metric, raw = evaluate_bpb_by_length(model, docs, [6, 4], 100, token_bytes, batch_tokens=12)
     # L_k = 6, B = 4 // 2 = 2; doc 1 (5 tokens) cannot hold a 6-token window plus its target.
-    # Block ends e = 6, 8 (e <= 9): targets tokens 5..6 and 7..8 of doc 0, i.e. 5,6 | 7,1 -> 11 | 2 bytes.
+    # No document has 2 L_k + 1 = 13 tokens, so blocks start at L_k + 1 (no window sees the BOS): ends e = 7, 9:
+    # targets tokens 6..7 and 8..9 of doc 0, i.e. 6,7 | 1,2 -> 7 | 3 bytes.
     assert metric["block"] == 2 and metric["longest"] == 6 and metric["skipped"] == []
+    assert metric["start"] == 7 and metric["document_start_in_view"] is True
     for L in (4, 6):
         res = raw[L]
-        assert res.tokens == 4 and res.bytes == 13 and res.docs == 1
-        assert [u[1] for u in res.units] == [5 + 6, 1 + 1]
-        assert math.isclose(res.bpb, 4 * math.log(V) / (math.log(2) * 13), rel_tol=1e-6)
+        assert res.tokens == 4 and res.bytes == 10 and res.docs == 1
+        assert [u[1] for u in res.units] == [6 + 1, 1 + 2]
+        assert math.isclose(res.bpb, 4 * math.log(V) / (math.log(2) * 10), rel_tol=1e-6)
     rows = {r["length"]: r for r in metric["lengths"]}
     assert (rows[4]["context_min"], rows[4]["context_max"], rows[6]["context_min"]) == (2, 3, 4)
     assert rows[4]["blocks"] == 2 and rows[4]["short_docs"] == 1
     # the forwards: L = 4 then L = 6; 12 // 4 = 3 windows fit a batch at L = 4, 12 // 6 = 2 at L = 6
     (x4, y4), (x6, y6) = model.calls
-    assert x4.tolist() == [docs[0][2:6], docs[0][4:8]] and y4.tolist() == [[-1, -1, 5, 6], [-1, -1, 7, 1]]
-    assert x6.tolist() == [docs[0][0:6], docs[0][2:8]] and y6.tolist() == [
-        [-1] * 4 + [5, 6],
-        [-1] * 4 + [7, 1],
+    assert x4.tolist() == [docs[0][3:7], docs[0][5:9]] and y4.tolist() == [[-1, -1, 6, 7], [-1, -1, 1, 2]]
+    assert x6.tolist() == [docs[0][1:7], docs[0][3:9]] and y6.tolist() == [
+        [-1] * 4 + [6, 7],
+        [-1] * 4 + [1, 2],
     ]
     assert "stride" in metric["convention"] and "same targets" in metric["convention"]
 
 
 def test_plan_round_robin_budget_and_short_docs():
     plan = plan_blocks([5, 40, 8, 100, 30], [4, 8], token_budget=13)
-    # B = 2, L_k = 8: docs 0 and 2 are too short (< 9 tokens); ends 8, 10, ... per usable doc
+    # B = 2, L_k = 8: blocks from 2 L_k = 16 (no window sees the document start); docs 0 and 2 are too short
+    # (< 17 tokens); ends 16, 18, ... per usable doc
     assert plan.block == 2 and plan.longest == 8 and plan.short_docs == [0, 2] and plan.usable_docs == 3
     assert plan.blocks == [
-        Block(1, 8),
-        Block(3, 8),
-        Block(4, 8),
-        Block(1, 10),
-        Block(3, 10),
-        Block(4, 10),
-        Block(1, 12),
+        Block(1, 16),
+        Block(3, 16),
+        Block(4, 16),
+        Block(1, 18),
+        Block(3, 18),
+        Block(4, 18),
+        Block(1, 20),
     ]
+    assert plan.start == 16 and all(b.end - plan.longest >= plan.longest for b in plan.blocks)
     assert plan.budget_met and plan.scored_positions == 14 and plan.docs == 3
     full = plan_blocks([5, 40, 8, 100, 30], [4, 8], token_budget=10**9)
     assert not full.budget_met
-    # every block of every usable document once: ends 8..n-1 step 2
-    assert len(full.blocks) == len(set(full.blocks)) == sum(len(range(8, n, 2)) for n in (40, 100, 30))
+    # every block of every usable document once: ends 16..n-1 step 2
+    assert len(full.blocks) == len(set(full.blocks)) == sum(len(range(16, n, 2)) for n in (40, 100, 30))
     assert plan_blocks([5, 40, 8, 100, 30], [4, 8], 13).blocks == plan.blocks  # deterministic
 
 
@@ -215,7 +219,9 @@ def test_infeasible_lengths_skipped_and_the_longest_feasible_places_blocks():
     plan = plan_blocks([20, 50], [8, 16, 64, 128], token_budget=10**9)
     assert plan.lengths == [8, 16] and [s["length"] for s in plan.skipped] == [64, 128]
     assert "65 tokens" in plan.skipped[0]["reason"] and "longest has 50" in plan.skipped[0]["reason"]
-    assert plan.longest == 16 and plan.short_docs == [] and plan.blocks[0] == Block(0, 16)
+    assert plan.longest == 16 and plan.short_docs == [0] and plan.blocks[0] == Block(1, 32)  # doc 0: 20 < 33
+    short = plan_blocks([20, 20], [8, 16], token_budget=10**9)  # no document has 2 L_k + 1: from L_k + 1
+    assert short.start == 17 and short.blocks[0] == Block(0, 17)
     none = plan_blocks([5, 8], [8], 100)
     assert none.lengths == [] and none.blocks == [] and none.skipped[0]["length"] == 8
     metric, raw = evaluate_bpb_by_length(
@@ -235,8 +241,10 @@ def test_blocks_equal_per_window_recompute_on_a_real_model():
     docs = [[256] + torch.randint(0, 256, (n,), generator=g).tolist() for n in (50, 9, 31)]
     metric, raw = evaluate_bpb_by_length(model, docs, [8, 16, 64], 10_000, token_bytes, 40)
     plan = plan_blocks([len(d) for d in docs], [8, 16, 64], 10_000)
-    # L_k = 16 (64 needs 65 tokens), B = 4: doc 0 (51 tokens) ends 16..48 -> 9 blocks, doc 2 (32) ends 16..28 -> 4
-    assert plan.longest == 16 and len(plan.blocks) == 13 and metric["skipped"][0]["length"] == 64
+    # L_k = 16 (64 needs 65 tokens), B = 4, from 2 L_k = 32: doc 0 (51 tokens) ends 32..48 -> 5 blocks; doc 2
+    # (32 tokens) is too short
+    assert plan.longest == 16 and len(plan.blocks) == 5 and metric["skipped"][0]["length"] == 64
+    assert metric["start"] == 32 and metric["document_start_in_view"] is False
     for L in (8, 16):
         nats, units = 0.0, []
         for bl in plan.blocks:
@@ -247,7 +255,7 @@ def test_blocks_equal_per_window_recompute_on_a_real_model():
             units.append(ce)
             nats += ce
         res = raw[L]
-        assert res.tokens == res.bytes == 52 and res.docs == 2
+        assert res.tokens == res.bytes == 20 and res.docs == 1
         assert math.isclose(res.nats, nats, rel_tol=1e-5)
         assert all(math.isclose(a, b, rel_tol=1e-4) for (a, *_), b in zip(res.units, units))
         direct = evaluate_bpb_blocks(
@@ -268,12 +276,14 @@ def test_unit_ids_and_bytes_pair_across_lengths_and_models():
         model = random_gpt(300, sequence_len=16, seed=seed)
         out.append(evaluate_bpb_by_length(model, docs, [8, 32], 100, token_bytes, 32)[1])
     byte_units = [u[1] for u in out[0][8].units]
-    assert len(byte_units) == 25  # ceil(100 / B = 4) blocks
+    assert (
+        len(byte_units) == 9
+    )  # from 2 L_k = 64: doc 0 (71 tokens) 2 blocks, doc 3 (91) 7; the budget is unmet
     for res in (out[0][8], out[0][32], out[1][8], out[1][32]):
         assert [u[1] for u in res.units] == byte_units
     assert [u[0] for u in out[0][8].units] != [u[0] for u in out[1][8].units]
     assert [u[0] for u in out[0][8].units] != [u[0] for u in out[0][32].units]
-    assert out[0][8].docs == 3 and out[0][32].docs == 3  # the 13-token doc is too short for L_k = 32
+    assert out[0][8].docs == 2 and out[0][32].docs == 2  # documents under 2 L_k + 1 = 65 tokens are not used
 
 
 def test_kept_targets_sum_to_their_blocks_and_match_a_recompute():

@@ -64,3 +64,13 @@ def test_eval_plan_matches_real_bpb_and_prefill_runs():
     ):
         assert abs(planned * gib - measured) <= 0.10 * measured, (planned * gib, measured)
     assert round(cache_bytes[0] / gib, 3) == plan.prefill.kv_cache_gib
+
+
+def test_longer_eval_lengths_are_each_planned():
+    """2, 4 and 8 x the training length, each planned against the GPU."""
+    from rlab.memory.eval_plan import plans_at_multiples
+
+    plans = plans_at_multiples(_shape(), 80)
+    assert [p.shape.longest for p in plans] == [256, 512, 1024] and all(p.fits for p in plans)
+    assert [p.bpb.rows for p in plans] == [4, 2, 1]  # batch_tokens 1024 // length
+    assert not any(p.fits for p in plans_at_multiples(_shape(), 0.001))

@@ -139,3 +139,18 @@ def test_windowed_layers_plan_the_cuda_kernel():
     on_gpu = trace_step(shape)
     on_cpu = trace_step(shape.model_copy(update={"device": "cpu"}))
     assert on_gpu.saved["layers"] < on_cpu.saved["layers"]
+
+
+def test_longest_rows_grow_with_the_gpu_and_with_checkpointing():
+    """Per GPU size, checkpointing every block trains longer rows than none, and a larger GPU longer still."""
+    from rlab.memory.checkpointing import longest_rows
+
+    shape = _shape(seq_len=2048, n_layer=2, n_embd=128).with_batch(2, 1)
+    rows = longest_rows(shape, sizes=(0.25, 1.0))
+    assert [r.gpu_memory_gib for r in rows] == [0.25, 1.0]
+    small, large = rows
+    assert small.without_checkpointing is not None and large.without_checkpointing is not None
+    assert small.with_checkpointing is not None and large.with_checkpointing is not None
+    assert small.without_checkpointing < small.with_checkpointing
+    assert small.without_checkpointing < large.without_checkpointing
+    assert all(n % 1024 == 0 for r in rows for n in (r.without_checkpointing, r.with_checkpointing))

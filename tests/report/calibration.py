@@ -5,7 +5,12 @@ every unit, or equal in expectation with seed-to-seed training noise), runs the 
 on it, and records whether the test rejected at 5% and whether the 95% interval covered the true difference (0).
 Shapes follow the demo: 32 documents with several blocks each (BPB), 20 tasks x 11 examples (CORE), 24 keys
 (passkey), 24 records (copy), and 3 or 5 training seeds with training noise that dominates, matches or is
-dwarfed by the evaluation noise. The family scenario runs m = 10 null copy comparisons through Holm.
+dwarfed by the evaluation noise. Nulls that are not symmetric: per-unit differences drawn from a centred
+exponential or lognormal (n = 20-64), heavy tails (t with 3 df), documents of very unequal length (the BPB
+ratio), an arm with 5 seeds against a reference with one. Families: Holm over 10 and 60 correlated null tests
+(centred exponential differences sharing a unit effect), and plasmode nulls: the committed demo's own
+per-document BPB differences (each continued arm vs rope at each length), centred and resampled
+(`rlab.report.plasmode`, which `rlab report --calibrate` runs on the experiment at hand).
 
 Print the table: ``.venv/bin/python -m tests.report.calibration [n_experiments]``.
 """
@@ -16,11 +21,16 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from rlab.report import inference as inf
+from rlab.report import plasmode
 from rlab.report import uncertainty as unc
+
+DEMO_EVALS = Path(__file__).resolve().parents[2] / "results" / "demo" / "evals"
 
 DRAWS = 1000
 """Sign-flip draws per simulated test (p resolves to 1e-3; the report uses 20000)."""
@@ -109,11 +119,68 @@ def copy(
     return run
 
 
+def skewed(draw: Callable[[np.random.Generator, int], np.ndarray], n: int):
+    """One seed, n units whose differences are i.i.d. from `draw` (mean 0, not symmetric)."""
+
+    def run(rng: np.random.Generator) -> inf.Comparison:
+        d = draw(rng, n)
+        return inf.compare(d, np.zeros(n), rng=rng, draws=DRAWS)
+
+    return run
+
+
+def exponential(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.exponential(1.0, n) - 1.0
+
+
+def lognormal(rng: np.random.Generator, n: int, sigma: float = 0.75) -> np.ndarray:
+    return rng.lognormal(0.0, sigma, n) - math.exp(sigma**2 / 2)
+
+
+def heavy(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.standard_t(3, n)
+
+
+def unequal_lengths(docs: int = 32) -> Callable[[np.random.Generator], inf.Comparison]:
+    """BPB over documents of 1-10 scored blocks (10x unequal length, as long documents are scored) whose
+    per-byte effect is skewed (centred exponential) and of mean 0."""
+
+    def run(rng: np.random.Generator) -> inf.Comparison:
+        nbytes = rng.integers(1, 11, docs) * rng.integers(250, 350, docs).astype(float)
+        effect = 0.02 * (rng.exponential(1.0, docs) - 1.0)
+        level = 1.8 * rng.lognormal(0.0, 0.15, docs)
+        a = (level + effect) * nbytes * math.log(2)
+        b = level * nbytes * math.log(2)
+        return unc.bpb_paired_diff(a[None], nbytes[None], b[None], nbytes[None], key="sim", draws=DRAWS).diff
+
+    return run
+
+
+def unequal_seeds(seeds: int = 5) -> Callable[[np.random.Generator], inf.Comparison]:
+    """An arm with `seeds` seeds against a reference with one, training noise dominant: the reference's seed
+    term is borrowed from the arm that has one."""
+
+    def run(rng: np.random.Generator) -> inf.Comparison:
+        n = 40
+        unit = rng.standard_normal(n)
+        a = unit + 0.05 * rng.standard_normal((seeds, n)) + 0.3 * rng.standard_normal((seeds, 1))
+        b = unit + 0.05 * rng.standard_normal((1, n)) + 0.3 * rng.standard_normal((1, 1))
+        return inf.compare(a, b)
+
+    return run
+
+
+UNEQUAL = "BPB, 32 documents of 1-10 blocks (unequal length), skewed effects"
 SCENARIOS: dict[str, Callable[[np.random.Generator], inf.Comparison]] = {
     "BPB, 32 documents (clustered), 1 seed": bpb(),
     "CORE, 20 tasks x 11 examples (stratified), 1 seed": core(),
     "passkey, 24 keys, 1 seed": passkey(),
     "copy, 24 records, 1 seed": copy(),
+    "skewed: centred exponential, n = 20": skewed(exponential, 20),
+    "skewed: centred exponential, n = 64": skewed(exponential, 64),
+    "skewed: centred lognormal (sigma 0.75), n = 32": skewed(lognormal, 32),
+    "heavy-tailed: t with 3 df, n = 24": skewed(heavy, 24),
+    UNEQUAL: unequal_lengths(),
     "BPB, 3 seeds, training noise dominant": bpb(3, 0.03),
     "BPB, 3 seeds, training noise ~ eval noise": bpb(3, 0.005),
     "BPB, 3 seeds, no training noise": bpb(3, 0.0),
@@ -122,6 +189,7 @@ SCENARIOS: dict[str, Callable[[np.random.Generator], inf.Comparison]] = {
     "CORE, 5 seeds, training noise dominant": core(5, 0.05),
     "copy, 3 seeds, training noise dominant": copy(3, 0.3),
     "copy, 5 seeds, training noise dominant": copy(5, 0.3),
+    "5 seeds vs 1 seed, training noise dominant": unequal_seeds(5),
     "copy, 24 records, true shift 0.2 (coverage only)": copy(shift=0.2),
 }
 TRUE_VALUE = {"copy, 24 records, true shift 0.2 (coverage only)": 0.2}
@@ -142,21 +210,70 @@ def simulate(name: str, n_sims: int, seed: int = 0) -> Result:
     return Result(name, n_sims, fp, covered / n_sims, untestable / n_sims)
 
 
-def familywise(n_sims: int, m: int = 10, seed: int = 0) -> float:
-    """Share of experiments in which Holm over m null copy comparisons calls at least one significant."""
-    rng = np.random.default_rng([seed, m])
-    run = copy()
+def correlated_family(m: int, n: int = 32, rho: float = 0.5, seed: int = 0) -> list[inf.UnitContributions]:
+    """m null tests on the same n units whose centred-exponential differences share a unit effect (correlation
+    `rho` between tests), as `plasmode.family_error` takes them (each resampled independently there, so the
+    correlation enters through the shared shape only)."""
+    rng = np.random.default_rng([seed, m, n])
+    shared = exponential(rng, n)
+    out = []
+    for _ in range(m):
+        z = math.sqrt(rho) * shared + math.sqrt(1 - rho) * exponential(rng, n)
+        out.append(inf.UnitContributions(0.0, n, z - z.mean(), None))
+    return out
+
+
+def familywise(n_sims: int, m: int = 10, n: int = 32, rho: float = 0.5, seed: int = 0) -> float:
+    """Share of simulated experiments in which Holm over m correlated null tests calls at least one significant:
+    each experiment draws fresh centred-exponential differences with a shared unit effect."""
+    rng = np.random.default_rng([seed, m, n, 1])
     hits = 0
     for _ in range(n_sims):
-        comps = [run(rng) for _ in range(m)]
+        shared = exponential(rng, n)
+        comps = [
+            inf.compare(
+                math.sqrt(rho) * shared + math.sqrt(1 - rho) * exponential(rng, n),
+                np.zeros(n),
+                rng=rng,
+                draws=20_000,
+                stop_hits=plasmode.STOP_HITS,
+            )
+            for _ in range(m)
+        ]
         _, _, verdicts = inf.decide_family("sim", comps, [False] * m)
         hits += any(v.significant for v in verdicts)
     return hits / n_sims
 
 
+def demo_units(length: int | None = None) -> list[inf.UnitContributions]:
+    """The committed demo's per-document BPB differences, each continued arm vs rope at each length (or one),
+    as the report's test sees them: contributions (d - D w) / mean(w) of the document sums."""
+    frames = {
+        p.parent.name: pd.read_csv(p)
+        for p in sorted(DEMO_EVALS.glob("demo-*/bpb_units.csv"))
+        if "zeroshot" not in p.parent.name
+    }
+    ref = frames.pop("demo-rope")
+    out = []
+    for frame in frames.values():
+        for metric in sorted(set(frame["metric"]) & set(ref["metric"])):
+            if not str(metric).startswith("len_") or (length is not None and metric != f"len_{length}"):
+                continue
+
+            def docs(f: pd.DataFrame, metric: str = str(metric)) -> pd.DataFrame:
+                return f[f["metric"] == metric].groupby("doc")[["nats", "bytes"]].sum()
+
+            joined = docs(frame).merge(docs(ref), left_index=True, right_index=True, suffixes=("", "_ref"))
+            d = (joined["nats"] - joined["nats_ref"]).to_numpy() / math.log(2)
+            w = joined["bytes"].to_numpy(float)
+            z = (d - d.sum() / w.sum() * w) / w.mean()
+            out.append(inf.UnitContributions(0.0, len(z), z, None))
+    return out
+
+
 def table(n_sims: int = 2000) -> str:
     lines = [
-        "| scenario | experiments | false positives (nominal 5%) | 95% interval coverage | untestable |",
+        "| null | experiments | false positives (nominal 5%) | 95% interval coverage | untestable |",
         "|---|---:|---:|---:|---:|",
     ]
     for name in SCENARIOS:
@@ -164,11 +281,20 @@ def table(n_sims: int = 2000) -> str:
         fp = "" if math.isnan(r.false_positive) else f"{r.false_positive:.1%}"
         lines.append(f"| {name} | {r.n_sims} | {fp} | {r.coverage:.1%} | {r.untestable:.1%} |")
     fw_n = max(200, n_sims // 4)
+    for m in (10, 60):
+        lines.append(
+            f"| Holm family of {m} correlated null tests (centred exponential, n = 32, rho 0.5) | {fw_n} | "
+            f"{familywise(fw_n, m):.1%} (familywise) | | |"
+        )
+    for name, units in (("demo plasmode, BPB by length", demo_units()),):
+        e = plasmode.family_error(name, units, reps=fw_n)
+        lines.append(
+            f"| {name}: Holm family of {e.size} | {e.reps} | {e.familywise:.1%} (familywise), {e.per_test:.1%} "
+            f"(per test) | {e.coverage:.1%} | |"
+        )
     lines.append(
-        f"| family of 10 null copy comparisons, Holm | {fw_n} | {familywise(fw_n):.1%} (familywise) | | |"
-    )
-    lines.append(
-        f"\nMonte Carlo SE of a 5% rate: {math.sqrt(0.05 * 0.95 / n_sims):.2%} at {n_sims} experiments."
+        f"\nMonte Carlo SE of a 5% rate: {math.sqrt(0.05 * 0.95 / n_sims):.2%} at {n_sims} experiments, "
+        f"{math.sqrt(0.05 * 0.95 / fw_n):.2%} at {fw_n}."
     )
     return "\n".join(lines)
 

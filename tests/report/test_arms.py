@@ -60,7 +60,8 @@ def test_seeds_pool_into_one_arm_with_wider_intervals(arms_fx):
     )  # the tag's own value; comparisons are the arm's
     comp = data.comparisons.set_index(["arm", "metric"])
     assert comp.loc[("yarn (zero-shot)", "extension_bpb"), "family"] == "secondary"
-    assert comp.loc[("yarn", "extension_bpb"), "family"] == "primary"
+    assert comp.loc[("yarn", "extension_bpb"), "family"] == "secondary"  # the extension explains the level
+    assert comp.loc[("yarn", "primary_bpb"), "family"] == "primary"
     assert comp.loc[("base", "val_bpb"), "diff"] == pytest.approx(0.147, rel=1e-4)
 
 
@@ -71,8 +72,8 @@ def test_report_shows_zero_shot_next_to_continued(arms_fx):
     table = next(t for t in out.tables if t.title.startswith("Zero-shot vs continued"))
     rows = table.frame.set_index("variant")
     assert rows.loc["yarn", "zero-shot"] and rows.loc["yarn", "continued"]
-    # the extension of the base: 1.1 x rope's ((1.90 - 1.40) + (2.60 - 1.40)) / 2
-    assert rows.loc["base (reference)", "zero-shot"].startswith("0.9350")
+    # the primary endpoint of the base: its BPB at 4T = 512, 1.1 x rope's 2.60
+    assert rows.loc["base (reference)", "zero-shot"].startswith("2.8600")
     assert "yarn ×3 seeds" in md
     assert any("not seed-to-seed training noise" in line for line in out.answer)  # rope and pi have one seed
 

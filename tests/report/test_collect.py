@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
+from rlab.report import inference as inf
 from rlab.report.collect import collect
 from rlab.report.wide import column_key, order_columns
 
@@ -138,7 +139,7 @@ def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
     assert_frame_equal(a.scalars, b.scalars)
     assert_frame_equal(a.comparisons, b.comparisons)
     boot = a.scalars[a.scalars["interval"] == "t"]
-    assert len(boot) == 3 * 8  # primary, train, val, 4 lengths, core for each evaluated tag
+    assert len(boot) == 3 * 9  # primary, extension, train, val, 4 lengths, core for each evaluated tag
     assert (boot["ci_low"] <= boot["value"] + 1e-12).all() and (
         boot["value"] <= boot["ci_high"] + 1e-12
     ).all()
@@ -146,7 +147,7 @@ def test_intervals_bracket_the_estimates_and_are_deterministic(fx):
     assert len(comp) and ((comp["diff_low"] <= comp["diff"]) & (comp["diff"] <= comp["diff_high"])).all()
     c = collect(fx, "rope", seed=4, draws=300)
     assert_frame_equal(c.scalars, a.scalars)  # studentized intervals: no resampling, the seed plays no part
-    mc = a.comparisons["method"] == "sign-flip (Monte Carlo)"  # p resolves to 1 / (draws + 1), never 0
+    mc = a.comparisons["method"] == inf.SKEW_MC  # p resolves to 1 / (draws + 1), never 0
     assert mc.any() and (a.comparisons.loc[mc, "p_value"] >= 1 / 301 - 1e-15).all()
 
 

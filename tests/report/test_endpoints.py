@@ -39,8 +39,8 @@ def _attention(caps: dict[int, int | None], rule: str = "capped") -> dict:
 
 def test_extension_units_give_the_difference_of_bpb_at_two_lengths(fx):
     data = collect(fx, "rope", draws=300)
-    assert data.primary.metric == est.EXTENSION and data.primary.lengths == [256, 512]
-    assert data.primary.reference == 128 and not data.primary.note
+    assert data.primary.metric == est.PRIMARY and data.primary.lengths == [512]  # the level at 4T is primary
+    assert data.primary.extension == [256, 512] and data.primary.reference == 128 and not data.primary.note
     units = pd.read_csv(fx.eval_dir("fx-yarn") / "bpb_units.csv")
     by = {m: g.set_index("unit") for m, g in units.groupby("metric")}
     per_length = [
@@ -51,7 +51,8 @@ def test_extension_units_give_the_difference_of_bpb_at_two_lengths(fx):
     assert yarn["value"] == pytest.approx(np.mean(per_length), rel=1e-9)
     assert yarn["ci_low"] < yarn["value"] < yarn["ci_high"] and yarn["n_units"] == 24  # documents
     comp = data.comparisons.set_index(["arm", "metric"]).loc[("yarn", est.EXTENSION)]
-    assert comp["family"] == "primary" and np.isnan(comp["rel_pct"])  # no percent of a difference
+    assert comp["family"] == "secondary" and np.isnan(comp["rel_pct"])  # no percent of a difference
+    assert data.comparisons.set_index(["arm", "metric"]).loc[("yarn", est.PRIMARY), "family"] == "primary"
     assert "extension_bpb_rel_vs_rope_pct (neg=better)" not in data.results.columns
 
 
@@ -59,7 +60,7 @@ def test_capped_lengths_are_left_out_of_the_primary_and_labelled(fx):
     for tag in CONTINUED:
         _edit(fx, tag, lambda d: d.update(attention=_attention({64: None, 128: None, 256: None, 512: 128})))
     data = collect(fx, "rope", draws=300)
-    assert data.primary.metric == est.EXTENSION and data.primary.lengths == [256]
+    assert data.primary.metric == est.PRIMARY and data.primary.lengths == [256]
     assert data.primary.capped == {512: sorted(CONTINUED)}
     assert any("left out 512 tokens" in w for w in warnings(data))
     cells = length_table(data).frame.set_index("arm")
@@ -107,13 +108,18 @@ def test_dynamic_ntk_curves_are_annotated_with_their_scale_per_length(fx):
     assert data.label("dynamic-ntk").endswith(f"[{data.footnotes.items.index(note) + 1}]")
 
 
-def test_an_extension_verdict_shows_the_arms_level_at_the_longest_length_beside_it(fx):
-    """A worse arm can lose less from more context without using it better: the Answer says both."""
+def test_the_answer_leads_with_the_level_and_explains_it_by_the_extension(fx):
+    """A worse arm can lose less from more context without using it better: the level at the longest length is the
+    verdict, the extension stands beside it, and an arm that "extends better" only because it predicts worse at
+    every length is called out."""
     from rlab.report.document import plain
     from rlab.report.headline import sentence
 
     data = collect(fx, "rope", draws=300)
-    line = plain(sentence(data, "pi"))
-    comp = data.comparisons.set_index(["arm", "metric"]).loc[("pi", "bpb_len_512")]
-    assert "its level at 512 tokens:" in line and f"{comp['rel_pct']:+.2f}%" in line
-    assert line.index("extension") < line.index("its level at 512 tokens")
+    for arm in ("pi", "yarn"):
+        line = plain(sentence(data, arm))
+        level = data.comparisons.set_index(["arm", "metric"]).loc[(arm, est.PRIMARY)]
+        assert f"{level['rel_pct']:+.2f}%" in line and line.index("BPB,") < line.index("extension from 128")
+        ext = data.comparisons.set_index(["arm", "metric"]).loc[(arm, est.EXTENSION)]
+        only_because = "only because it predicts worse" in line
+        assert only_because == (ext["verdict"] == "better" and level["diff"] > 0)

@@ -43,7 +43,7 @@ def test_every_arm_keeps_a_share_of_its_bases_bpb_at_l0(demo):
     assert same.keeps_pct == pytest.approx(100.0) and same.p_value is None and same.n_units == 52
     assert rows[("pi", "base")].high_pct < 100.0  # PI at L0 is measurably worse than its base
     columns = demo.results.columns
-    assert "short_retention_bpb_vs_base_pct_n_units" in columns
+    assert "short_retention_bpb_pct_n_units" in columns
     assert "short_retention_bpb_vs_rope_pct_ci_low" in columns
 
 

@@ -51,6 +51,10 @@ class BpbLengthMetric(Section):
     block: int | None = None
     """same_targets: targets per block (B); null for the YaRN protocols."""
     longest: int
+    start: int | None = None
+    """same_targets: the first block's end e_0 (2 L_k: no window sees the document start; null: recorded before)."""
+    document_start_in_view: bool | None = None
+    """same_targets: True when no document allowed 2 L_k + 1 tokens, so the longest window sees the opening."""
     units: int | None = None
     """Independent units behind each length: blocks (same_targets) or documents (sliding/truncated)."""
     docs: int | None = None

@@ -77,7 +77,7 @@ def _target_rows(plan, tokens, raw, token_bytes) -> list[TargetLoss]:
                         token=tok,
                         bytes=int(nbytes[tok]),
                         repeat=repeats[block.doc][first + p],
-                        nats=round(n, 6),
+                        nats=round(n, 5),
                     )
                 )
     return rows

@@ -13,11 +13,16 @@ the curve's shape shows the effect of context alone and not a change of text (`p
   whose targets are tokens [e - L + 1, e]; only the last B targets, tokens [e - B + 1, e],
   are scored (input positions L - B .. L - 1 of the window). A block is usable iff e >= L_k
   (the longest window fits) and e <= n - 1 (its last target is in the document of n tokens).
-- Within a document the blocks tile the tail without overlap or gaps: e = L_k, L_k + B,
-  L_k + 2B, ... (a stride of B), i.e. targets L_k - B + 1 .. ; the head before that and a
-  tail of fewer than B tokens are not scored. Documents with fewer than L_k + 1 tokens are
-  not used. Blocks are taken round-robin over the usable documents (block 0 of every document
-  in document order, then block 1, ...) until `eval.length_tokens` targets are planned.
+- Within a document the blocks tile the tail without overlap or gaps from e_0 = 2 L_k: e = e_0,
+  e_0 + B, ... (a stride of B); the head before that and a tail of fewer than B tokens are not
+  scored. Starting at 2 L_k keeps the document start out of every window: the longest window
+  begins L_k tokens in, so no length sees the BOS or the document's opening (had the first block
+  ended at L_k, the longest window would start at the BOS and the shorter ones never would, and
+  "more context" would be confounded with "the document start in view"). Documents with fewer
+  than 2 L_k + 1 tokens are not used; when none has that many, e_0 = L_k + 1 (no window sees the
+  BOS, the longest still sees the opening; `start` in eval.json says which). Blocks are taken
+  round-robin over the usable documents (block 0 of every document in document order, then
+  block 1, ...) until `eval.length_tokens` targets are planned.
 
 So every length scores exactly the same target tokens, each exactly once, each predicted from
 between L - B and L - 1 tokens of left context. The plan depends only on the document lengths,
@@ -65,8 +70,9 @@ def default_block(lengths: Sequence[int]) -> int:
 def convention(block: int, longest: int) -> str:
     return (
         f"same targets at every length: targets are blocks of B = {block} consecutive tokens, placed where "
-        f"the longest feasible window (L_k = {longest}) fits: block ends e = L_k, L_k+B, L_k+2B, ... in each "
-        "document with at least L_k+1 tokens (a stride of B, no overlap), taken round-robin over documents "
+        f"the longest feasible window (L_k = {longest}) starts past the document start: block ends e = 2L_k, "
+        "2L_k+B, ... in each document with at least 2L_k+1 tokens (else from L_k+1: no window sees the BOS), "
+        "a stride of B, no overlap, taken round-robin over documents "
         "until the token budget; at every length L a block is scored by one forward over inputs [e-L, e) "
         "scoring only its last B targets (input positions L-B..L-1), so every length scores exactly the same "
         "target tokens, each once, with between L-B and L-1 tokens of left context; lengths no document "
@@ -95,6 +101,11 @@ class BlockPlan:
         return self.lengths[-1] if self.lengths else 0
 
     @property
+    def start(self) -> int:
+        """The first block's end e_0 (the earliest scored target; see `first_end`)."""
+        return min((b.end for b in self.blocks), default=0)
+
+    @property
     def docs(self) -> int:
         """Documents that contribute at least one block."""
         return len({b.doc for b in self.blocks})
@@ -108,9 +119,15 @@ class BlockPlan:
         return self.block * len(self.blocks)
 
 
-def doc_block_ends(n_tokens: int, longest: int, block: int) -> list[int]:
-    """Block ends e = longest, longest + block, ... <= n_tokens - 1 of one document (empty if too short)."""
-    return list(range(longest, n_tokens, block))
+def first_end(doc_lengths: Sequence[int], longest: int) -> int:
+    """e_0: 2 L_k where some document is long enough (no window sees the document start), else L_k + 1 (no
+    window sees the BOS)."""
+    return 2 * longest if max(doc_lengths, default=0) >= 2 * longest + 1 else longest + 1
+
+
+def doc_block_ends(n_tokens: int, start: int, block: int) -> list[int]:
+    """Block ends e = start, start + block, ... <= n_tokens - 1 of one document (empty if too short)."""
+    return list(range(start, n_tokens, block))
 
 
 def plan_blocks(
@@ -146,8 +163,9 @@ def plan_blocks(
     if not feasible:
         return BlockPlan([], skipped, B, [], 0, list(range(len(doc_lengths))), False)
     longest = feasible[-1]
-    per_doc = {d: doc_block_ends(n, longest, B) for d, n in enumerate(doc_lengths) if n >= longest + 1}
-    short = [d for d, n in enumerate(doc_lengths) if n < longest + 1]
+    start = first_end(doc_lengths, longest)
+    per_doc = {d: doc_block_ends(n, start, B) for d, n in enumerate(doc_lengths) if n >= start + 1}
+    short = [d for d, n in enumerate(doc_lengths) if n < start + 1]
     blocks: list[Block] = []
     rounds = max((len(e) for e in per_doc.values()), default=0)
     for r in range(rounds):
@@ -276,6 +294,8 @@ def score_plan(
         "convention": convention(B, plan.longest),
         "block": B,
         "longest": plan.longest,
+        "start": plan.start,
+        "document_start_in_view": bool(plan.blocks) and plan.start < 2 * plan.longest,
         "units": len(plan.blocks),
         "docs": plan.docs,
         "lengths": rows,

@@ -227,7 +227,9 @@ def analyse(data: ReportData, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -
     arms = {a.key: a for a in data.arms}
     rows: list[KeyTokenRow] = []
     tests: list[inf.Comparison | None] = []
-    for arm in data.arms:
+    for arm in (
+        a for a in data.arms if base is None or a.group == base.group
+    ):  # unit ids name one experiment's text
         for length in lengths:
             row = KeyTokenRow(
                 arm=arm.key,
@@ -249,7 +251,7 @@ def analyse(data: ReportData, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -
             row.n_units, row.n_targets, row.share = level.n_units, len(keys), len(keys) / max(1, len(sel))
             row.plain_bpb = _scalar(data, arm.key, f"bpb_len_{length}")
             ref = arms.get(refs.get(arm.key, ""))
-            if ref is None:
+            if ref is None or ref.group != arm.group:
                 continue
             both = _doc_sums(per_tag, arm.tags + ref.tags, keys, length)
             if both is None:

@@ -65,8 +65,9 @@ class RetentionRow(Record):
     """Why there is no estimate ('' when there is one)."""
 
     def column(self, baseline: str) -> str:
-        """The results.csv column: ``short_retention_bpb_vs_base_pct``, ``..._vs_<baseline>_pct``."""
-        return f"{PREFIX}_{self.metric}_vs_{'base' if self.versus == 'base' else baseline}_pct"
+        """The results.csv column: ``short_retention_bpb_pct`` (of the base: retention's own reference), and
+        ``short_retention_bpb_vs_<baseline>_pct`` against the control."""
+        return f"{PREFIX}_{self.metric}" + ("" if self.versus == "base" else f"_vs_{baseline}") + "_pct"
 
     def cell(self) -> str:
         """``98.7% [97.9, 99.5]`` (or the note)."""
@@ -126,7 +127,7 @@ def _core_units(data: ReportData, tags: list[str]) -> tuple[np.ndarray, np.ndarr
 def _bases(data: ReportData, arm: Arm) -> list[str] | None:
     """The base tag of each of the arm's seeds: its lineage's parent where evaluated, else the base arm's."""
     evaluated = {s.tag: s for s in data.sources.tags} if data.sources else {}
-    base_arm = next((a for a in data.arms if a.kind == "base"), None)
+    base_arm = next((a for a in data.arms if a.kind == "base" and a.group == arm.group), None)
     out = []
     for i, tag in enumerate(arm.tags):
         parent = base_of(evaluated[tag]) if tag in evaluated else None
@@ -236,7 +237,7 @@ def analyse(data: ReportData, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -
             if metric == "bpb" and L0 is None:
                 continue
             rows.append(_one(data, arm, metric, "base", None, _bases(data, arm), L0, seed, draws))
-            if control is not None and arm.key != control.key:
+            if control is not None and arm.key != control.key and arm.group == control.group:
                 rows.append(_one(data, arm, metric, "control", control, control.tags, L0, seed, draws))
     return rows
 
