@@ -40,10 +40,11 @@ def test_missing_metrics_file_and_unreadable_eval_json(fx):
     )
     assert "fx-pi: no training metrics (metrics.jsonl)" in data.footnotes.items
     assert any(
-        n.startswith("fx-yarn: eval.json ignored:") and "not readable JSON" in n for n in data.footnotes.items
+        n.startswith("left out: fx-yarn, eval.json unreadable:") and "not readable JSON" in n
+        for n in data.footnotes.items
     )
-    assert math.isnan(res.loc["fx-yarn", "val_bpb"])
-    assert set(data.curves["tag"]) == {"fx-ntk", "fx-rope", "fx-yarn"}
+    assert "fx-yarn" not in res.index  # left out, and named so, never silently dropped
+    assert set(data.curves["tag"]) == {"fx-ntk", "fx-rope"}
 
 
 def test_no_units_means_no_claims(fx):
