@@ -59,7 +59,9 @@ def test_stacked_newton_schulz_is_torch_muon_s_bit_for_bit(shape):
 
 @pytest.mark.parametrize("architecture", ARCHS)
 def test_one_process_steps_are_torch_muon_and_adamw_s(architecture):
-    """World size 1: the same weights as torch.optim.Muon + torch.optim.AdamW with the same groups, bit for bit."""
+    """World size 1: the same weights as torch.optim.Muon + torch.optim.AdamW with the same groups, to the last bit
+    of fp32: on some CPUs (an Intel Xeon with AMX) the update of a stacked group of same-shaped matrices rounds one
+    element differently from torch's matrix-at-a-time update (1.5e-8 on a weight of 0.3, one ulp)."""
     ours, ref = tiny_model(architecture), tiny_model(architecture)
     optimizers = build_optimizers(ours, LRSpec(), 32)
     muon, adamw = optimizers
@@ -88,7 +90,7 @@ def test_one_process_steps_are_torch_muon_and_adamw_s(architecture):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
     for (name, a), b in zip(ours.named_parameters(), ref.parameters(), strict=True):
-        assert torch.equal(a, b), name
+        torch.testing.assert_close(a, b, rtol=torch.finfo(a.dtype).eps, atol=0, msg=name)
         assert a.grad is None
 
 
