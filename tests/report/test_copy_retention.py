@@ -96,7 +96,8 @@ def test_seeds_are_the_replicate_of_a_retention_difference():
     planned = ret.plan(recs, _gains(recs), set(recs["arm"]), 32, _reference)
     rows, tests = ret.estimate(recs, _gains(recs), planned, seed=0, draws=4000)
     test = next(t for t in tests if t is not None)
-    assert test.n_seeds == 3 and test.df == 2 and test.method == "t over seeds"
+    # seeds and units both carry noise: Satterthwaite df, at least the S - 1 of the seeds alone
+    assert test.n_seeds == 3 and test.df >= 2 and test.method.startswith("t over seeds and units")
 
 
 def test_no_verdict_without_nested_records_or_enough_of_them_or_reach():
