@@ -13,7 +13,8 @@ from tests.conftest import REPO_ROOT
 def test_no_continued_rope_no_verdicts_and_the_command_that_adds_it(tmp_path):
     shutil.copytree(REPO_ROOT / "results" / "demo", tmp_path / "demo")
     for folder in ("evals", "runs"):
-        shutil.rmtree(tmp_path / "demo" / folder / "demo-rope", ignore_errors=True)
+        for tag in ("demo-rope", "demo-rope-seed1"):
+            shutil.rmtree(tmp_path / "demo" / folder / tag, ignore_errors=True)
     data = collect(ExperimentLayout(tmp_path, "demo"), draws=20)
     continued = data.comparisons[data.comparisons["kind"] == "continued"]
     assert continued.empty  # no "vs rope (zero-shot)" or "vs base" verdicts for trained arms
