@@ -43,6 +43,8 @@ def commands(reference: Path | None, smoke: bool) -> list[Command]:
     rlab = [sys.executable, "-m", "rlab"]
     base = reference / "d314e96" if reference is not None else None
     where = ["--base-dir", str(base)] if base is not None else []
+    # without the reference these commands would read the default base dir: skip them, naming what is missing
+    needs = base if base is not None else Path("$RLAB_NANOCHAT_REFERENCE")
     memory = ["--seq-len", "256", "--device-batch-size", "1", "--eager"] if smoke else ["--seq-len", "8192"]
     memory += ["--device-batch-size", "8"] if not smoke else []
     help_cmds = ["continue", "eval", "report", "memory", "sample", "power", "ls", "status"]
@@ -68,13 +70,13 @@ def commands(reference: Path | None, smoke: bool) -> list[Command]:
                 "--dry-run",
             ],
             3.0,
-            needs=base,
+            needs=needs,
         ),
         Command(
             "rlab eval --dry-run (nanochat d2)",
             [*rlab, "eval", *where, "--tag", "d2", "--dry-run"],
             3.0,
-            needs=base,
+            needs=needs,
         ),
         Command(
             "rlab sample (nanochat d2, 8 tokens)",
@@ -92,7 +94,7 @@ def commands(reference: Path | None, smoke: bool) -> list[Command]:
                 "cpu",
             ],
             5.0,
-            needs=base,
+            needs=needs,
         ),
         Command(
             "rlab memory (d20, cold cache)",
