@@ -247,15 +247,22 @@ def familywise(n_sims: int, m: int = 10, n: int = 32, rho: float = 0.5, seed: in
 
 def demo_units(length: int | None = None) -> list[inf.UnitContributions]:
     """The committed demo's per-document BPB differences, each continued arm vs rope at each length (or one),
-    as the report's test sees them: contributions (d - D w) / mean(w) of the document sums."""
+    as the report's one-seed test sees them: contributions (d - D w) / mean(w) of the document sums.
+
+    Seed i of an arm is paired with seed i of rope (as the report pairs them); a comparison whose differences
+    equal one already taken is left out: the demo's training seeds give byte-identical evals (the seed changes
+    nothing in its continued training), and counting such a copy twice makes a family of duplicates."""
     frames = {
         p.parent.name: pd.read_csv(p)
         for p in sorted(DEMO_EVALS.glob("demo-*/bpb_units.csv"))
         if "zeroshot" not in p.parent.name
     }
-    ref = frames.pop("demo-rope")
-    out = []
-    for frame in frames.values():
+    out: list[inf.UnitContributions] = []
+    for name, frame in frames.items():
+        seed = name[name.rindex("-seed") :] if "-seed" in name else ""
+        ref = frames.get(f"demo-rope{seed}")
+        if ref is None or name.startswith("demo-rope"):
+            continue
         for metric in sorted(set(frame["metric"]) & set(ref["metric"])):
             if not str(metric).startswith("len_") or (length is not None and metric != f"len_{length}"):
                 continue
@@ -267,7 +274,8 @@ def demo_units(length: int | None = None) -> list[inf.UnitContributions]:
             d = (joined["nats"] - joined["nats_ref"]).to_numpy() / math.log(2)
             w = joined["bytes"].to_numpy(float)
             z = (d - d.sum() / w.sum() * w) / w.mean()
-            out.append(inf.UnitContributions(0.0, len(z), z, None))
+            if not any(len(u.z) == len(z) and np.allclose(u.z, z) for u in out):
+                out.append(inf.UnitContributions(0.0, len(z), z, None))
     return out
 
 
