@@ -329,11 +329,11 @@ def compare(
         return Comparison(**base, p_value=None, reason="no variation")
     indicator = None if strata_arr is None else _indicator(strata_arr)
     _, se_u, a_u = skew_test.moments(z[None, :], indicator)
-    a = float(a_u[0] * (se_u[0] / se) ** 3)  # the units' third cumulant over the whole se³
+    skew = float(a_u[0] * (se_u[0] / se) ** 3)  # the units' third cumulant over the whole se³
     centred = z - _stratum_means(z, indicator)
     drawn = [(v * _upper(d), d) for v, d in seed_terms]  # the reference draws seed terms at their upper bound
     if stop_hits is not None:  # simulations: the p only, drawn sequentially (the interval is not computed)
-        observed = abs(float(skew_test.hall(estimate / se, a)))
+        observed = abs(float(skew_test.hall(estimate / se, skew)))
         p = skew_test.sequential_p(
             observed, centred, indicator, rng or np.random.default_rng(0), draws, stop_hits, drawn
         )
@@ -342,7 +342,7 @@ def compare(
     ref, exact = skew_test.reference(
         centred, indicator, rng or np.random.default_rng(0), draws, EXACT_SIGN_FLIP_MAX, drawn
     )
-    p, low, high = skew_test.p_and_interval(estimate, se, a, ref, level)
+    p, low, high = skew_test.p_and_interval(estimate, se, skew, ref, level)
     base.update(low=low, high=high)
     if not seed_terms and (recorded := _RECORDED.get()) is not None:
         recorded.append(UnitContributions(estimate, n, z, strata_arr))

@@ -138,7 +138,10 @@ def _draw(
 
 
 def _abs_g(
-    x: np.ndarray, indicator: np.ndarray | None, shift: np.ndarray | float = 0.0, seed_var: np.ndarray | float = 0.0
+    x: np.ndarray,
+    indicator: np.ndarray | None,
+    shift: np.ndarray | float = 0.0,
+    seed_var: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """|G| of each row of `x` as unit contributions, plus a seed term's estimate `shift` and variance `seed_var`
     (the skewness is the units' third cumulant over the whole se³: seed noise is taken as symmetric)."""

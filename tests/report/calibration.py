@@ -170,6 +170,21 @@ def unequal_seeds(seeds: int = 5) -> Callable[[np.random.Generator], inf.Compari
     return run
 
 
+def seeded_skewed(seeds: int, ref_seeds: int, seed_sd: float, n: int = 32):
+    """Seeds on both sides (or unequal counts) whose per-unit arm effect is skewed (centred exponential, SD 0.5
+    against a unit SD of 1 shared by the arms), with training noise `seed_sd` per seed: the seeded test's skew
+    correction with unit noise dominant (0) or seed noise dominant (0.3)."""
+
+    def run(rng: np.random.Generator) -> inf.Comparison:
+        unit = rng.standard_normal(n)
+        effect = 0.5 * exponential(rng, n)
+        a = unit + effect + 0.1 * rng.standard_normal((seeds, n)) + seed_sd * rng.standard_normal((seeds, 1))
+        b = unit + 0.1 * rng.standard_normal((ref_seeds, n)) + seed_sd * rng.standard_normal((ref_seeds, 1))
+        return inf.compare(a, b, rng=rng, draws=DRAWS)
+
+    return run
+
+
 UNEQUAL = "BPB, 32 documents of 1-10 blocks (unequal length), skewed effects"
 SCENARIOS: dict[str, Callable[[np.random.Generator], inf.Comparison]] = {
     "BPB, 32 documents (clustered), 1 seed": bpb(),
@@ -190,6 +205,12 @@ SCENARIOS: dict[str, Callable[[np.random.Generator], inf.Comparison]] = {
     "copy, 3 seeds, training noise dominant": copy(3, 0.3),
     "copy, 5 seeds, training noise dominant": copy(5, 0.3),
     "5 seeds vs 1 seed, training noise dominant": unequal_seeds(5),
+    "skewed units, 2 seeds, no training noise": seeded_skewed(2, 2, 0.0),
+    "skewed units, 2 seeds, training noise dominant": seeded_skewed(2, 2, 0.3),
+    "skewed units, 3 seeds, no training noise": seeded_skewed(3, 3, 0.0),
+    "skewed units, 5 seeds, training noise ~ unit noise": seeded_skewed(5, 5, 0.03),
+    "skewed units, 2 seeds vs 1, training noise dominant": seeded_skewed(2, 1, 0.3),
+    "skewed units, 5 seeds vs 1, no training noise": seeded_skewed(5, 1, 0.0),
     "copy, 24 records, true shift 0.2 (coverage only)": copy(shift=0.2),
 }
 TRUE_VALUE = {"copy, 24 records, true shift 0.2 (coverage only)": 0.2}
