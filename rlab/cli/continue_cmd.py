@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from rlab.orchestrate.launch import Job
     from rlab.orchestrate.preflight import Preflight
     from rlab.orchestrate.reporter import Reporter
-    from rlab.report.power_spec import PowerCheck
+    from rlab.report.power.spec import PowerCheck
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import RunConfig
 
@@ -244,8 +244,8 @@ def render_changes(pf: Preflight) -> None:
 
 
 def power_check(spec: ExperimentSpec, l0: int | None) -> PowerCheck:
-    """What the planned evals can detect vs `eval.target_mde` (`rlab.report.power_spec`)."""
-    from rlab.report.power_spec import check_experiment
+    """What the planned evals can detect vs `eval.target_mde` (`rlab.report.power.spec`)."""
+    from rlab.report.power.spec import check_experiment
 
     return check_experiment(spec, l0)
 

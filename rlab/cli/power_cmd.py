@@ -1,4 +1,4 @@
-"""`rlab power`: how many units and seeds each endpoint needs for a target MDE (`rlab.report.power`).
+"""`rlab power`: how many units and seeds each endpoint needs for a target MDE (`rlab.report.power.planner`).
 
     rlab power -e demo                                   # pilot: results/demo's per-unit files
     rlab power --unit-sd core=0.57 --seed-sd core=0.0052 --mde core=0.01 --family-size 8
@@ -17,13 +17,13 @@ from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, a_name, at_least
 from rlab.errors import RlabError
 
 if TYPE_CHECKING:
-    from rlab.report.power import EndpointPlan, Noise
+    from rlab.report.power.planner import EndpointPlan, Noise
 
 STATED_PANEL = "Stated noise and targets"
 
 
 class Spread(str, Enum):
-    """Which of an endpoint's pilot comparisons sets its noise (`rlab.report.power.Spread`)."""
+    """Which of an endpoint's pilot comparisons sets its noise (`rlab.report.power.planner.Spread`)."""
 
     median = "median"
     max = "max"
@@ -53,8 +53,8 @@ def _stated_only(
     unit_sd: dict[str, float], seed_sd: dict[str, float], family_size: int | None
 ) -> list[Noise]:
     """Endpoints known only from stated SDs (no pilot): one per name given to --unit-sd."""
-    from rlab.report import power
-    from rlab.report.power_spec import CLASS_UNITS
+    from rlab.report.power import planner as power
+    from rlab.report.power.spec import CLASS_UNITS
 
     out = []
     for name in unit_sd:
@@ -196,7 +196,7 @@ def power_plan(
     nanochat figure for --seed-sd:
     dev/LEADERBOARD.md "Run 4" (commit 4b40774), the same d24 run 7 times: CORE SD 0.0052.
     """
-    from rlab.report import power
+    from rlab.report.power import planner as power
     from rlab.spec.eval import TargetMde
 
     stated_unit = _pairs(unit_sd, "--unit-sd")

@@ -11,10 +11,10 @@ import pytest
 from rlab.evals.copy_distance import CSV as COPY_DISTANCE_CSV
 from rlab.evals.copy_distance.records import CopyRow
 from rlab.records.rows import write_rows
-from rlab.report import copy_retention as ret
-from rlab.report import inference as inf
 from rlab.report.build import write_report
-from rlab.report.inference import Verdict
+from rlab.report.copy_distance import retention as ret
+from rlab.report.stats import inference as inf
+from rlab.report.stats.inference import Verdict
 
 WITHIN, FAR = 32, 256  # windows: within L0 (32 in the fixture) and beyond it
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlab.paths import ExperimentLayout
-from rlab.report.collect import collect
+from rlab.report.assemble.collect import collect
 from rlab.report.estimands import effective_length as el
 from rlab.report.estimands.ratio import influence, paired_ratio
 
@@ -128,7 +128,7 @@ def test_selection_is_cross_fitted_by_document_halves():
 
 
 def test_power_says_how_many_keys_the_effective_length_needs():
-    from rlab.report.power_spec import check_spec
+    from rlab.report.power.spec import check_spec
     from rlab.spec.loading import load_spec
 
     assert el.keys_needed() == 48 and el.keys_note(80) is None  # passkey's default: 20 trials x 4 depths

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rlab.report import inference as inf
-from rlab.report.inference import Verdict
+from rlab.report.stats import inference as inf
+from rlab.report.stats.inference import Verdict
 
 
 def test_one_seed_test_is_near_the_paired_t_test_on_symmetric_units():

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rlab.report import inference as inf
-from rlab.report import power
+from rlab.report.power import planner as power
+from rlab.report.stats import inference as inf
 from rlab.spec.eval import TargetMde
 
 
@@ -135,7 +135,7 @@ def test_stated_run_to_run_sd_becomes_the_sd_of_a_difference():
 
 def test_pilot_noise_reproduces_the_reports_mdes(fx):
     """The unit SD read from a pilot's comparisons gives back each comparison's printed MDE (one formula)."""
-    from rlab.report.collect import collect
+    from rlab.report.assemble.collect import collect
 
     data = collect(fx, draws=200)
     comps = data.comparisons[data.comparisons["mde"].notna()]
@@ -160,7 +160,7 @@ def test_pilot_noise_reproduces_the_reports_mdes(fx):
 
 
 def test_spec_check_planned_units_and_warnings(tmp_path):
-    from rlab.report import power_spec
+    from rlab.report.power import spec as power_spec
     from rlab.spec.loading import load_spec
 
     spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
@@ -197,7 +197,7 @@ def test_spec_check_planned_units_and_warnings(tmp_path):
 def test_the_copy_family_estimate_counts_retention_past_l0(tmp_path):
     """The demo's copy family holds 5 levels and 3 retentions (windows 512-1024 past L0 = 256) per arm: the
     estimate must not be below what the report will adjust over, or the planned MDEs would be optimistic."""
-    from rlab.report import power_spec
+    from rlab.report.power import spec as power_spec
     from rlab.spec.loading import load_spec
 
     spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
@@ -216,8 +216,8 @@ def test_the_dry_run_counts_the_families_the_demo_report_adjusts_over(tmp_path):
     import shutil
 
     from rlab.paths import ExperimentLayout
-    from rlab.report import power_spec
-    from rlab.report.collect import collect
+    from rlab.report.assemble.collect import collect
+    from rlab.report.power import spec as power_spec
     from rlab.spec.loading import load_spec
     from tests.conftest import REPO_ROOT
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from rlab.report import inference as inf
-from rlab.report import uncertainty as unc
-from rlab.report.inference import Verdict
+from rlab.report.stats import inference as inf
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats.inference import Verdict
 
 
 def _units(rng: np.random.Generator, n: int, bpb: float, noise: float) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rlab.records.base import Record
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.report_data import ReportData
 
 
 @dataclass(frozen=True)

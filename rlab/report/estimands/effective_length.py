@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
-from rlab.report import inference as inf
-from rlab.report.arms import Arm
+from rlab.report.sources.arms import Arm
+from rlab.report.stats import inference as inf
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.report_data import ReportData
 
 NAME = "effective_length"
 ABSOLUTE = 0.856

@@ -30,12 +30,12 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
-from rlab.report import inference as inf
-from rlab.report import uncertainty as unc
-from rlab.report.inference import Verdict
+from rlab.report.stats import inference as inf
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats.inference import Verdict
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.report_data import ReportData
 
 NAME = "key_token_bpb"
 FAMILY = "key-token"

@@ -26,15 +26,15 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
-from rlab.report import estimates as est
-from rlab.report import frames as fr
-from rlab.report import inference as inf
-from rlab.report.arms import Arm, base_of
 from rlab.report.estimands.ratio import paired_ratio
-from rlab.report.uncertainty import _core_values
+from rlab.report.sources import frames as fr
+from rlab.report.sources.arms import Arm, base_of
+from rlab.report.stats import estimates as est
+from rlab.report.stats import inference as inf
+from rlab.report.stats.uncertainty import _core_values
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.report_data import ReportData
 
 NAME = "short_context_retention"
 PREFIX = "short_retention"

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from rlab.report import inference as inf
-from rlab.report.table_model import BLANK, Table, arm_order
+from rlab.report.render.table_model import BLANK, Table, arm_order
+from rlab.report.stats import inference as inf
 
 if TYPE_CHECKING:
-    from rlab.report import document as doc
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.report_data import ReportData
+    from rlab.report.render import document as doc
 
 
 def _pivot(data: ReportData, rows: list, column_of, title: str, about: str, caption: str) -> Table | None:
@@ -113,6 +113,6 @@ TABLES = (retention_table, effective_length_table, key_token_table)
 
 def sections(data: ReportData) -> list[doc.Section]:
     """The section of every estimand with rows (none when no estimand could be computed)."""
-    from rlab.report.tables import section
+    from rlab.report.render.tables import section
 
     return [section(t) for build in TABLES if (t := build(data)) is not None]
