@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table as RichTable
 from rich.text import Text as RichText
 
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 if TYPE_CHECKING:
     from rlab.report.render.document import TableBlock, Text

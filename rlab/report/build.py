@@ -196,7 +196,7 @@ def write_report(
             else:
                 written.append(path)
         tables = all_tables(data)
-        copy = copy_distance.build(data, layout.plots_dir, seed)
+        copy = copy_distance.build(data, layout.plots_dir)
         if copy is not None and copy.plot is not None:
             written.append(copy.plot)
         document = report_document(data, tables, plots, seed, draws, copy)

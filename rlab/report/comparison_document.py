@@ -24,7 +24,7 @@ from rlab.report.render.table_model import Table
 from rlab.report.render.tables import mde_text, section, verdict_of, verdict_text
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 METRIC_NAMES = {
     "extension_bpb": "BPB extension (beyond − at the training length)",

@@ -29,6 +29,7 @@ import pandas as pd
 from rlab.report.stats import inference as inf
 from rlab.report.stats import plasmode
 from rlab.report.stats import uncertainty as unc
+from rlab.report.stats import verdicts as vd
 
 DEMO_EVALS = Path(__file__).resolve().parents[2] / "results" / "demo" / "evals"
 
@@ -240,7 +241,7 @@ def familywise(n_sims: int, m: int = 10, n: int = 32, rho: float = 0.5, seed: in
             )
             for _ in range(m)
         ]
-        _, _, verdicts = inf.decide_family("sim", comps, [False] * m)
+        _, _, verdicts = vd.decide_family("sim", comps, [False] * m)
         hits += any(v.significant for v in verdicts)
     return hits / n_sims
 

@@ -9,7 +9,7 @@ import pytest
 from rlab.report.render import answer as ans
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 from tests.cli.harness import run_main
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.report.assemble.collect import collect
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 from tests.cli.harness import run_process
 from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base
 

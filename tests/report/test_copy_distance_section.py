@@ -10,7 +10,7 @@ from rlab.evals.copy_distance.records import CopyRow
 from rlab.records.rows import read_rows, write_rows
 from rlab.report.build import write_report
 from rlab.report.copy_distance import section as copy_distance
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 
 def _write(fx, tag: str, copy_at_long: float, seed: int) -> None:

@@ -13,7 +13,7 @@ from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
 from rlab.report.render.headline import disagreements
 from rlab.report.render.tables import length_table
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 
 def _scale_units(fx, tag: str, factor: float, metric_prefix: str = "") -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlab.report.render import document as doc
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 

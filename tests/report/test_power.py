@@ -11,6 +11,7 @@ from scipy import stats
 
 from rlab.report.power import planner as power
 from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 from rlab.spec.eval import TargetMde
 
 
@@ -76,7 +77,7 @@ def _simulated_power(n: int, effect: float, unit_sd: float, alpha: float, sims: 
         diff = rng.normal(effect, unit_sd, size=n)
         base = rng.normal(3.0, 1.0, size=n)  # the arms' levels: only their per-unit difference matters
         c = inf.compare(base + diff, base, rng=rng, draws=2000)
-        hits += inf.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is inf.Verdict.BETTER
+        hits += vd.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is vd.Verdict.BETTER
     return hits / sims
 
 
@@ -100,7 +101,7 @@ def test_with_seeds_the_recommended_plan_gives_at_least_80_percent():
     for _ in range(sims):
         diff = effect + rng.normal(0, seed_sd, size=(seeds, 1)) + rng.normal(0, unit_sd, size=(1, n))
         c = inf.compare(diff, np.zeros((seeds, n)))
-        hits += inf.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is inf.Verdict.BETTER
+        hits += vd.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is vd.Verdict.BETTER
     # the seed term is estimated on S - 1 df while the unit term is nearly exact, so t(S - 1) makes the planned
     # power a lower bound; it must not fall short of 80%
     assert 0.76 <= hits / sims <= 0.97

@@ -16,6 +16,7 @@ import pandas as pd
 from rlab.report.sources.arms import Arm
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc
+from rlab.report.stats import verdicts as vd
 from rlab.report.stats.estimates import (
     FAMILIES,
     NO_RELATIVE,
@@ -27,7 +28,7 @@ from rlab.report.stats.estimates import (
     stack_core,
     stack_units,
 )
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 COMPARISON_COLUMNS = [
     "arm",
@@ -252,7 +253,7 @@ def best_arm(
             seed,
             draws,
         )
-        if got is None or inf.decide(got.diff, got.diff.p_value, lower) not in (Verdict.BETTER,):
+        if got is None or vd.decide(got.diff, got.diff.p_value, lower) not in (Verdict.BETTER,):
             return None
     return best
 
@@ -272,7 +273,7 @@ def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:
     blocked = frame["verdict"] == Verdict.NOT_COMPARABLE
     for name in FAMILIES:
         idx = [i for i in frame.index[(frame["family"] == name) & ~blocked]]
-        family, adjusted, verdicts = inf.decide_family(
+        family, adjusted, verdicts = vd.decide_family(
             name, [tests[i] for i in idx], [lower_is_better(frame.at[i, "metric"]) for i in idx]
         )
         for i, p, v in zip(idx, adjusted, verdicts, strict=True):

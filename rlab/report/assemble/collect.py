@@ -20,17 +20,24 @@ from typing import Any
 import pandas as pd
 
 from rlab.errors import RlabError, unknown_name_error
+from rlab.evals.bpb.records import BpbMetric
+from rlab.evals.bpb_length.records import BpbLengthMetric
+from rlab.evals.core.records import CoreMetric
+from rlab.evals.passkey.records import PasskeyMetric
 from rlab.paths import ExperimentLayout
 from rlab.report.assemble import arm_comparisons as ac
 from rlab.report.assemble.endpoints import Primary, add_units, choose_primary, context_caps, dynamic_ntk_note
-from rlab.report.assemble.report_data import Footnotes, ReportData
+from rlab.report.assemble.report_data import Footnotes, Measured, ReportData
+from rlab.report.assemble.wide import ID, wide_frame
+from rlab.report.copy_distance import section as copy_distance
+from rlab.report.estimands import analyse_all
 from rlab.report.sources import comparability as cmp
 from rlab.report.sources import frames as fr
 from rlab.report.sources.arms import Arm, baseline_arm, group_arms, kind_of, reference_arm, seed_of
 from rlab.report.sources.tag_files import ExperimentSources, TagSources, read_experiment
 from rlab.report.stats import estimates as est
 from rlab.report.stats import uncertainty as unc
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +54,15 @@ ESTIMATE_COLUMNS = ("diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_
 def _tag_data(src: TagSources, bpb_len: pd.DataFrame, passkey: pd.DataFrame, primary: Primary) -> est.TagData:
     units, clustered = est.units_by_metric(src.csvs.get("bpb_units"))
     data = est.TagData(tag=src.tag, units=units, clustered=clustered)
-    bpb = src.metric("bpb") or {}
-    for split in fr.BPB_METRICS:
-        entry = bpb.get(split)
-        data.points[f"{split}_bpb"] = fr.num(entry.get("bpb") if isinstance(entry, dict) else None)
+    bpb = src.section(BpbMetric)
+    splits = {"train": bpb.train if bpb else None, "val": bpb.val if bpb else None}
+    for split, entry in splits.items():
+        data.points[f"{split}_bpb"] = fr.num(entry.bpb if entry is not None else None)
     for r in bpb_len.itertuples(index=False):
         data.points[f"bpb_len_{r.length}"] = fr.num(r.bpb)
-    core = src.metric("core")
+    core = src.section(CoreMetric)
     if core is not None:
-        data.points["core"] = fr.num(core.get("core"))
+        data.points["core"] = fr.num(core.core)
         data.core_examples = src.csvs.get("core_examples")
     data.passkey = passkey if len(passkey) else None
     data.passkey_trials = src.csvs.get("passkey_trials")
@@ -125,27 +132,27 @@ def _known_variant(name: str, variants: set[str]) -> str:
 
 
 def _tag_footnotes(src: TagSources, notes: Footnotes) -> list[int]:
-    core = src.metric("core")
+    core, bpb_length = src.section(CoreMetric), src.section(BpbLengthMetric)
     extra = []
     used = [w.length for w in src.eval.attention.lengths] if src.eval and src.eval.attention else []
-    used += [int(r["length"]) for r in (src.metric("bpb_length") or {}).get("lengths") or []]
+    used += [r.length for r in bpb_length.lengths] if bpb_length is not None else []
     dyn = dynamic_ntk_note(src, kind_of(src), used)
     marks = [notes.add(dyn)] if dyn is not None else []  # the note names its tag itself
-    if core is not None and core.get("partial"):
-        missing = core.get("missing_tasks") or []
-        extra.append("partial CORE" + (f" (missing: {', '.join(map(str, missing))})" if missing else ""))
-    if core is not None and core.get("selection") is not None:
+    if core is not None and core.partial:
+        missing = core.missing_tasks
+        extra.append("partial CORE" + (f" (missing: {', '.join(missing)})" if missing else ""))
+    if core is not None and core.selection is not None:
         extra.append(
-            f"CORE on {len(core['selection'])} of {core.get('bundle_tasks') or '?'} tasks only "
-            f"(eval.core_tasks: {', '.join(core['selection'])}), not the full CORE"
+            f"CORE on {len(core.selection)} of {core.bundle_tasks or '?'} tasks only "
+            f"(eval.core_tasks: {', '.join(core.selection)}), not the full CORE"
         )
-    for name, what in (("bpb_length", "BPB"), ("passkey", "passkey")):
-        skipped = (src.metric(name) or {}).get("skipped") or []
-        lengths = [str(s.get("length")) for s in skipped if isinstance(s, dict)]
-        if lengths:
+    passkey = src.section(PasskeyMetric)
+    skips = {"BPB": bpb_length.skipped if bpb_length else [], "passkey": passkey.skipped if passkey else []}
+    for what, skipped in skips.items():
+        if skipped:
             extra.append(
-                f"{what} not measured at length(s) {', '.join(lengths)} (skipped by the eval: "
-                f"{skipped[0].get('reason', 'no reason given')})"
+                f"{what} not measured at length(s) {', '.join(str(s.length) for s in skipped)} (skipped by the "
+                f"eval: {skipped[0].reason})"
             )
     return marks + [notes.add(f"{src.tag}: {msg}") for msg in [*src.notes, *extra]]
 
@@ -380,7 +387,7 @@ def assemble(
         notes.add(msg)
     tag_notes = {src.tag: marks for src in tags if (marks := _tag_footnotes(src, notes))}
 
-    out = ReportData(
+    measured = Measured(
         experiment=sources.experiment,
         baseline=baseline,
         baseline_tag=base.tags[0] if base else None,
@@ -395,7 +402,6 @@ def assemble(
         passkey=passkey,
         core_tasks=core_tasks,
         curves=curves,
-        results=pd.DataFrame(),
         footnotes=notes,
         clustered=clustered,
         tag_notes=tag_notes,
@@ -405,13 +411,16 @@ def assemble(
         mismatches=[m for ms in found.values() for m in ms],
         allow_mismatch=allow_mismatch,
     )
-    from rlab.report import estimands
-    from rlab.report.assemble.wide import ID, wide_frame
-    from rlab.report.copy_distance import section as copy_distance
-
-    out.copy_cells, out.copy_retention = copy_distance.analyse(out, seed, draws)
-    out.estimands = estimands.analyse_all(out, seed, draws)
-    out.results = wide_frame(out) if tags else pd.DataFrame(columns=list(ID))
+    copy_cells, copy_retention = copy_distance.analyse(measured, seed, draws)
+    rows = analyse_all(measured, seed, draws)
+    results = (
+        wide_frame(measured, copy_cells=copy_cells, copy_retention=copy_retention, estimands=rows)
+        if tags
+        else pd.DataFrame(columns=list(ID))
+    )
+    out = ReportData.of(
+        measured, copy_cells=copy_cells, copy_retention=copy_retention, estimands=rows, results=results
+    )
     log.info(
         "collected %d tag(s) in %d arm(s) of experiment %s (baseline %s)",
         len(tags),

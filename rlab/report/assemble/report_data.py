@@ -1,12 +1,14 @@
 """What `collect` hands the renderers: one experiment's frames, arms, estimates and comparisons (`ReportData`).
 
-Built by `rlab.report.assemble.collect` (one experiment) or `rlab.report.assemble.compare` (several); read by the tables, plots,
-headline, results.csv row (`wide`) and document builders. Nothing here computes or renders.
+Built once by `rlab.report.assemble.collect.assemble` (one experiment, or several for `compare`): first `Measured`,
+what the tags measured and how the arms compare, which the analyses read (copy distance, estimands); then
+`ReportData`, the same plus those analyses and results.csv's frame. Read by the tables, plots, headline and
+document builders. Nothing here computes or renders.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import pandas as pd
 
@@ -28,8 +30,10 @@ class Footnotes:
         return self.items.index(text) + 1
 
 
-@dataclass
-class ReportData:
+@dataclass(kw_only=True)
+class Measured:
+    """One experiment's frames, arms, estimates and comparisons: what the analyses and renderers read."""
+
     experiment: str
     baseline: str
     baseline_tag: str | None
@@ -46,15 +50,13 @@ class ReportData:
     comparisons: pd.DataFrame
     """arm, reference (the arm it is compared with), variant, kind, metric, diff(_low/_high), rel_pct(_low/_high),
     ref_value, se, df, p_value (None where untestable), method, n_units, n_seeds, interval, family (primary /
-    secondary; "" for comparisons in no family), family_size, p_holm, verdict (`inference.Verdict`), mde (80% power
+    secondary; "" for comparisons in no family), family_size, p_holm, verdict (`verdicts.Verdict`), mde (80% power
     at alpha / family size), mde_rel_pct."""
     bpb_length: pd.DataFrame
     passkey: pd.DataFrame
     core_tasks: pd.DataFrame
     curves: pd.DataFrame
     """tag, variant, type (train/eval), step, loss, val_bpb."""
-    results: pd.DataFrame
-    """The wide frame behind results.csv."""
     footnotes: Footnotes
     clustered: bool = False
     """True when every tag's BPB units name their documents (cluster bootstrap by document)."""
@@ -67,12 +69,6 @@ class ReportData:
     """Verdicts were given across mismatches anyway (`--allow-mismatch`)."""
     best: dict[str, str] = field(default_factory=dict)
     """metric -> the arm that beats every other arm on it beyond noise (metrics without one are absent)."""
-    copy_cells: pd.DataFrame | None = None
-    """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.section.analyse`)."""
-    copy_retention: pd.DataFrame | None = None
-    """The copy's retention beyond L0 per arm and distance, verdicts in the same family (`copy_retention`)."""
-    estimands: dict[str, list] = field(default_factory=dict)
-    """`rlab.report.estimands` name -> its typed rows (short-context retention, ...)."""
     context_caps: dict[str, dict[int, int] | None] = field(default_factory=dict)
     """Per tag: length -> the most tokens back its model attends there, where its windows cap the context
     (None: its eval.json does not record the windows)."""
@@ -97,3 +93,37 @@ class ReportData:
         marks = sorted({m for t in arm.tags for m in self.tag_notes.get(t, [])})
         text = arm.key + (f" ×{arm.n_seeds} seeds" if arm.n_seeds > 1 else "")
         return f"{text} [{','.join(map(str, marks))}]" if marks else text
+
+
+@dataclass(kw_only=True)
+class ReportData(Measured):
+    """`Measured` with the analyses that read it and the wide frame behind results.csv."""
+
+    copy_cells: pd.DataFrame | None
+    """The copy-by-distance cells and their copy-family verdicts (`rlab.report.copy_distance.section.analyse`)."""
+    copy_retention: pd.DataFrame | None
+    """The copy's retention beyond L0 per arm and distance, verdicts in the same family (`copy_retention`)."""
+    estimands: dict[str, list]
+    """`rlab.report.estimands` name -> its typed rows (short-context retention, ...)."""
+    results: pd.DataFrame
+    """The wide frame behind results.csv (`rlab.report.assemble.wide.wide_frame`)."""
+
+    @classmethod
+    def of(
+        cls,
+        measured: Measured,
+        *,
+        copy_cells: pd.DataFrame | None,
+        copy_retention: pd.DataFrame | None,
+        estimands: dict[str, list],
+        results: pd.DataFrame,
+    ) -> ReportData:
+        """`measured` (its very frames, not copies) with its analyses and results.csv's frame."""
+        shared = {f.name: getattr(measured, f.name) for f in fields(Measured)}
+        return cls(
+            **shared,
+            copy_cells=copy_cells,
+            copy_retention=copy_retention,
+            estimands=estimands,
+            results=results,
+        )

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from rlab.records.base import ContractError, first_error
 from rlab.records.results_row import ResultsRow
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 VERDICT_MARK = "_verdict_vs_"
 

@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
+from rlab.evals.core.records import CoreMetric
+from rlab.records.base import Record
 from rlab.records.results_row import PROVENANCE_COLUMNS
 from rlab.report.estimands import wide_cells as estimand_cells
 from rlab.report.sources.frames import ROPE_FIELDS
 from rlab.report.stats.estimates import NO_RELATIVE, bpb_metric, lower_is_better
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import ReportData
+    from rlab.report.assemble.report_data import Measured
 
 ID = ("experiment", "tag", "variant", "arm", "kind", "seed", "compared_with")
 RUN = (
@@ -137,14 +139,15 @@ def comparison_columns(metric: str, baseline: str) -> dict[str, str]:
     }
 
 
-def _copy_columns(data: ReportData, rows: dict[str, dict]) -> None:
+def _copy_columns(
+    data: Measured, cells: pd.DataFrame | None, kept: pd.DataFrame | None, rows: dict[str, dict]
+) -> None:
     """Copy gain per distance and, beyond L0, the copy's retention (`copy_retention_d<d>`): each tag's own value,
     interval and records; its arm's paired difference with the reference arm (the baseline variant in the same
     condition), interval, records, Holm p in the copy family, verdict and MDE. No p-value where the comparison is
     untestable (fewer than 20 records, no variation, no copy within L0 to retain)."""
     from rlab.report.copy_distance.records import metric_name, retention_name, tag_levels, tag_retentions
 
-    cells = data.copy_cells
     if cells is None or cells.empty:
         return
     for r in tag_levels(data).itertuples(index=False):
@@ -156,14 +159,14 @@ def _copy_columns(data: ReportData, rows: dict[str, dict]) -> None:
         row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = r.retention, r.low, r.high
         row[f"{name}_n_units"] = r.n
     by_arm = {arm.key: arm.tags for arm in data.arms}
-    kept = data.copy_retention if data.copy_retention is not None else cells.iloc[:0]
+    kept = kept if kept is not None else cells.iloc[:0]
     tested = [(metric_name, cells[cells["ref"].notna()]), (retention_name, kept[kept["diff"].notna()])]
     for name_of, frame in tested:
         _copy_comparisons(data, rows, by_arm, name_of, frame)
 
 
 def _copy_comparisons(
-    data: ReportData,
+    data: Measured,
     rows: dict[str, dict],
     by_arm: dict[str, list[str]],
     name_of: Callable[[int], str],
@@ -187,7 +190,14 @@ def _copy_comparisons(
             rows[tag].update({names[k]: v for k, v in values.items()})
 
 
-def wide_frame(data: ReportData) -> pd.DataFrame:
+def wide_frame(
+    data: Measured,
+    *,
+    copy_cells: pd.DataFrame | None,
+    copy_retention: pd.DataFrame | None,
+    estimands: dict[str, list[Record]],
+) -> pd.DataFrame:
+    """One row per tag: its run facts, its own estimates, its arm's comparisons, copy and estimand columns."""
     meta = data.meta.drop(columns=["label", "evaluated"])
     rows = {r["tag"]: dict(r) for r in meta.to_dict("records")}
     for r in data.tag_scalars.itertuples(index=False):
@@ -196,17 +206,11 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
         row[f"{r.metric}_ci_low"], row[f"{r.metric}_ci_high"] = r.ci_low, r.ci_high
         row[f"{r.metric}_n_units"] = r.n_units
     for src in data.sources.tags if data.sources else []:
-        core = src.metric("core")
-        if core is not None:
-            selection = core.get("selection")  # eval.core_tasks: CORE on a subset of the bundle's tasks
-            rows[src.tag]["core_tasks"] = (
-                ";".join(map(str, selection)) if isinstance(selection, list) else "all"
-            )
-            rows[src.tag]["core_partial"] = bool(core.get("partial", False))
-            missing = core.get("missing_tasks") or []
-            rows[src.tag]["core_missing_tasks"] = (
-                ";".join(map(str, missing)) if isinstance(missing, list) else ""
-            )
+        core = src.section(CoreMetric)
+        if core is not None:  # eval.core_tasks: CORE on a subset of the bundle's tasks
+            rows[src.tag]["core_tasks"] = ";".join(core.selection) if core.selection is not None else "all"
+            rows[src.tag]["core_partial"] = core.partial
+            rows[src.tag]["core_missing_tasks"] = ";".join(core.missing_tasks)
     if len(data.passkey):
         by_len = data.passkey.groupby(["tag", "length"], as_index=False)["accuracy"].mean()
         for r in by_len.itertuples(index=False):
@@ -223,8 +227,8 @@ def wide_frame(data: ReportData) -> pd.DataFrame:
                 if (field.startswith("rel") or field == "mde_rel_pct") and r.metric in NO_RELATIVE:
                     continue  # a difference of differences has no relative change: no empty columns
                 row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
-    _copy_columns(data, rows)
-    for arm, cells in estimand_cells(data).items():
+    _copy_columns(data, copy_cells, copy_retention, rows)
+    for arm, cells in estimand_cells(estimands, data.baseline).items():
         for tag in by_arm.get(arm, []):
             rows[tag].update(cells)
     for tag, marks in data.tag_notes.items():

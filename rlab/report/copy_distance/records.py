@@ -13,6 +13,7 @@ from typing import cast
 
 import pandas as pd
 
+from rlab.evals.copy_distance.records import CopyDistanceMetric
 from rlab.report.copy_distance import retention
 from rlab.report.stats import inference as inf
 
@@ -45,11 +46,11 @@ def nested_arms(data) -> set[str]:
     """Arms every tag of which scored copy records nested across windows (paired gains across distances)."""
     flags: dict[str, bool] = {}
     for src in data.sources.tags if data.sources else []:
-        entry = src.metric("copy_distance")
-        if entry is None or src.tag not in set(data.meta["tag"]):
+        section = src.section(CopyDistanceMetric)
+        if section is None or src.tag not in set(data.meta["tag"]):
             continue
         key = data.arm_of(src.tag).key
-        flags[key] = flags.get(key, True) and bool(entry.get("nested"))
+        flags[key] = flags.get(key, True) and section.nested
     return {k for k, v in flags.items() if v}
 
 

@@ -36,7 +36,8 @@ from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
 from rlab.report.stats import inference as inf
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats import verdicts as vd
+from rlab.report.stats.verdicts import Verdict
 
 COLUMNS = [
     "arm",
@@ -213,7 +214,7 @@ def fill(
     tests: list[inf.Comparison | None],
     adjusted: list[float | None],
     verdicts: list[Verdict],
-    family: inf.Family,
+    family: vd.Family,
 ) -> pd.DataFrame:
     """The retention frame, with each test's difference, Holm-adjusted p in the copy family, verdict and MDE."""
     for row, test, p, v in zip(rows, tests, adjusted, verdicts, strict=True):
@@ -322,7 +323,7 @@ def sentences(kept: pd.DataFrame) -> list[doc.Text]:
     return out
 
 
-def answer_lines(kept: pd.DataFrame, train_len: int | None, family: inf.Family) -> list[doc.Text]:
+def answer_lines(kept: pd.DataFrame, train_len: int | None, family: vd.Family) -> list[doc.Text]:
     """The retention verdicts at a glance: zero-shot arms at the first distance past L0, continued arms at the
     training length (the same distances as the level lines), best first."""
     out = []

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
@@ -30,7 +30,11 @@ from rlab.report.copy_distance.records import by_seed, nested_arms, records, sec
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
 from rlab.report.stats import inference as inf
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats import verdicts as vd
+from rlab.report.stats.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from rlab.report.assemble.report_data import Measured, ReportData
 
 COPY_PLOT = "copy_distance.png"
 FAMILY = "copy"
@@ -62,13 +66,9 @@ def _reference_arm(arms: set[str], kind: str, variant: str, baseline: str) -> st
     return ref if ref in arms else None
 
 
-def cells(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> pd.DataFrame:
-    """Per arm and window: levels with their intervals, and the paired difference of gain with the reference arm,
-    its test and (after Holm over the copy family) its verdict and MDE (`analyse`, without the retention)."""
-    return analyse(data, seed, draws)[0]
-
-
-def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.DataFrame, pd.DataFrame]:
+def analyse(
+    data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The section's two estimands, decided in one copy family: per arm and window the level (gain) and its paired
     difference with the reference arm; per arm and window beyond L0 the retention and its paired difference."""
     recs = records(data)
@@ -127,7 +127,7 @@ def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.D
         {a: data.arm_caps(a) for a in arms},
     )
     kept_rows, kept_tests = retention.estimate(recs, gains_of, planned, seed, draws)
-    family, adjusted, verdicts = inf.decide_family(
+    family, adjusted, verdicts = vd.decide_family(
         FAMILY, tests + kept_tests, [False] * (len(tests) + len(kept_tests))
     )
     kept = retention.fill(kept_rows, kept_tests, adjusted[len(tests) :], verdicts[len(tests) :], family)
@@ -151,9 +151,9 @@ def analyse(data, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> tuple[pd.D
     return out, kept
 
 
-def family(c: pd.DataFrame) -> inf.Family:
-    """The copy family (its size counts testable comparisons only; set by `cells`)."""
-    return c.attrs.get("family", inf.Family(FAMILY, 0))
+def family(c: pd.DataFrame) -> vd.Family:
+    """The copy family (its size counts testable comparisons only; set by `analyse`)."""
+    return c.attrs.get("family", vd.Family(FAMILY, 0))
 
 
 def _verdict(row) -> doc.Span | None:
@@ -303,14 +303,11 @@ def table(c: pd.DataFrame, caps: dict[str, dict[int, int]] | None = None) -> doc
     return doc.TableBlock(columns, rows, align="plain")
 
 
-def build(data, plots_dir: Path, seed: int = 0) -> CopySection | None:
+def build(data: ReportData, plots_dir: Path) -> CopySection | None:
     """The section, or None when no tag has copy-distance results (cells from `ReportData.copy_cells` and
     `copy_retention`, decided in `collect`)."""
-    if getattr(data, "copy_cells", None) is not None:
-        c, kept = data.copy_cells, data.copy_retention
-    else:
-        c, kept = analyse(data, seed)
-    if c.empty:
+    c, kept = data.copy_cells, data.copy_retention
+    if c is None or c.empty:
         return None
     kept = kept if kept is not None else pd.DataFrame(columns=retention.COLUMNS)
     base_len, train_len = section_lengths(data)

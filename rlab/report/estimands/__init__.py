@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rlab.records.base import Record
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import ReportData
+    from rlab.report.assemble.report_data import Measured
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,15 @@ def _module(e: Estimand) -> Any:
     return importlib.import_module(f"rlab.report.estimands.{e.module}")
 
 
-def analyse_all(data: ReportData, seed: int, draws: int) -> dict[str, list[Record]]:
+def analyse_all(data: Measured, seed: int, draws: int) -> dict[str, list[Record]]:
     """Every estimand's rows for one report."""
     return {e.name: _module(e).analyse(data, seed, draws) for e in ESTIMANDS}
 
 
-def wide_cells(data: ReportData) -> dict[str, dict[str, object]]:
-    """Per arm, every estimand's results.csv cells."""
+def wide_cells(rows: dict[str, list[Record]], baseline: str) -> dict[str, dict[str, object]]:
+    """Per arm, every estimand's results.csv cells (from `analyse_all`'s `rows`)."""
     out: dict[str, dict[str, object]] = {}
     for e in ESTIMANDS:
-        rows = data.estimands.get(e.name) or []
-        for arm, cells in _module(e).wide_columns(rows, data.baseline).items():
+        for arm, cells in _module(e).wide_columns(rows[e.name], baseline).items():
             out.setdefault(arm, {}).update(cells)
     return out

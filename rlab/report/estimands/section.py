@@ -8,6 +8,7 @@ import pandas as pd
 
 from rlab.report.render.table_model import BLANK, Table, arm_order
 from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 
 if TYPE_CHECKING:
     from rlab.report.assemble.report_data import ReportData
@@ -100,7 +101,7 @@ def key_token_table(data: ReportData) -> Table | None:
     )
 
 
-def families(data: ReportData) -> list[inf.Family]:
+def families(data: ReportData) -> list[vd.Family]:
     """The estimands' own Holm families (key-token BPB's), to be declared with the report's."""
     from rlab.report.estimands.key_tokens import NAME, family
 

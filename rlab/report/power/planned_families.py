@@ -23,6 +23,7 @@ from rlab.report.power.planner import endpoint_class
 from rlab.report.sources.arms import Arm, ArmKind, arm_key, baseline_arm, reference_arm
 from rlab.report.stats import estimates as est
 from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 
 if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
@@ -117,7 +118,7 @@ def family_sizes(
     sizes = dict.fromkeys(est.FAMILIES, 0)
     for c in planned_comparisons(spec, lengths):
         family, verdict, pilot_units = known.get((c.arm, c.metric), (None, None, None))
-        if family == "" and verdict != inf.Verdict.TOO_FEW_UNITS:
+        if family == "" and verdict != vd.Verdict.TOO_FEW_UNITS:
             continue  # not comparable, no variation, no units: more units would not change that
         n = None if c.metric in SPLIT_BPB else units.get(endpoint_class(c.metric, c.family))
         if n is None and pilot_units is not None and not pd.isna(pilot_units):

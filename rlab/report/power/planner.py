@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 
 if TYPE_CHECKING:
     from rlab.report.assemble.report_data import ReportData
@@ -321,7 +322,7 @@ def noise_from_report(data: ReportData, pilot: str, spread: Spread = "median") -
                 for m, k in zip(comps["metric"], comps["kind"], strict=True)
             ]
         )
-        measured = comps[comps["diff"].notna() & (comps["verdict"] != inf.Verdict.NOT_COMPARABLE)]
+        measured = comps[comps["diff"].notna() & (comps["verdict"] != vd.Verdict.NOT_COMPARABLE)]
         varied = _num(measured["unit_var"]) > 0  # tested, or too few units but some variance
         sizes = measured[varied].groupby("would_be").size().to_dict()
         for (metric, family), rows in measured.groupby(["metric", "would_be"], sort=False):
@@ -374,14 +375,14 @@ def _copy_noise(data: ReportData, pilot: str, spread: Spread) -> list[Noise]:
     cells = data.copy_cells
     if cells is None or cells.empty or "unit_var" not in cells:
         return []
-    rows = cells[cells["ref"].notna() & (cells["verdict"] != inf.Verdict.UNTESTABLE)]
+    rows = cells[cells["ref"].notna() & (cells["verdict"] != vd.Verdict.UNTESTABLE)]
     rows = rows[rows["diff"].notna()]
     kept = getattr(data, "copy_retention", None)  # retention comparisons share the copy family
     tested = (
         0
         if kept is None or kept.empty
         else int(
-            (kept["diff"].notna() & ~kept["verdict"].isin([inf.Verdict.UNTESTABLE, inf.Verdict.NONE])).sum()
+            (kept["diff"].notna() & ~kept["verdict"].isin([vd.Verdict.UNTESTABLE, vd.Verdict.NONE])).sum()
         )
     )
     size = len(rows) + tested

@@ -26,8 +26,8 @@ from rlab.report.render import methods as mth
 from rlab.report.render.table_model import arm_order
 from rlab.report.render.tables import comparison, scalar
 from rlab.report.stats import estimates as est
-from rlab.report.stats import inference as inf
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats import verdicts as vd
+from rlab.report.stats.verdicts import Verdict
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Estimate:
     unit: str = ""
     """``BPB``, ``%`` or '' (a ratio, a CORE difference)."""
     verdict: str | None = None
-    """`inference.Verdict` value; None for a level (no test)."""
+    """`verdicts.Verdict` value; None for a level (no test)."""
     mde: float | None = None
     n_units: int | None = None
     note: str = ""
@@ -330,7 +330,7 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
         doc.text(
             doc.prose(
                 f"Verdicts: {mth.families_line(declared_families(data))}"
-                + (f" ({whole})" if (whole := inf.families_note(declared_families(data))) else "")
+                + (f" ({whole})" if (whole := vd.families_note(declared_families(data))) else "")
                 + f"; intervals: {mth.INTERVAL}s, unadjusted; "
             ),
             doc.strong(mth.TITLE),
@@ -348,7 +348,7 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
     return out
 
 
-def declared_families(data: ReportData) -> list[inf.Family]:
+def declared_families(data: ReportData) -> list[vd.Family]:
     """Every family of verdicts the report declares: the tables', the copy section's, the estimands'."""
     from rlab.report.copy_distance.section import family
     from rlab.report.estimands import section as estimands_section

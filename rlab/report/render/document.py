@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Union
 
-from rlab.report.stats.inference import Family, Verdict
+from rlab.report.stats.verdicts import Family, Verdict
 
 
 @dataclass(frozen=True)

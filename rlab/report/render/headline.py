@@ -16,7 +16,7 @@ from rlab.report.sources import arms as arms_mod
 from rlab.report.sources import numerics
 from rlab.report.stats import estimates as est
 from rlab.report.stats import inference as inf
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 MORE_UNITS_HINT = {
     "bpb": "score more documents: raise eval.bpb_tokens (val/train BPB) or eval.length_tokens (BPB vs length), "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rlab.report.render import document as doc
 from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 
 TITLE = "Methods"
 """The section's title; table headers link to it (`ANCHOR`)."""
@@ -44,7 +45,7 @@ def bpb_units(clustered: bool) -> str:
     )
 
 
-def families_line(families: list[inf.Family]) -> str:
+def families_line(families: list[vd.Family]) -> str:
     """``primary 4, secondary 56, copy 59 comparisons, Holm within each, familywise error 5%``."""
     sized = [f for f in families if f.size]
     if not sized:
@@ -58,7 +59,7 @@ def section(
     clustered: bool,
     seed: int,
     draws: int,
-    families: list[inf.Family],
+    families: list[vd.Family],
     baseline: str,
     bases_note: str,
     columns: list[tuple[str, str]],

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from rlab.evals.passkey.records import PasskeyLength, PasskeyMetric
+from rlab.evals.ruler.records import RulerMetric
 from rlab.report.render import methods as mth
 from rlab.report.render.table_model import BLANK, Table, arm_order
 from rlab.report.stats import inference as inf
@@ -24,7 +26,11 @@ from rlab.report.stats.uncertainty import wilson
 if TYPE_CHECKING:
     from rlab.report.assemble.report_data import ReportData
 
-EVALS = {"passkey": ("passkey_choices", "passkey"), "ruler": ("ruler_choices", "RULER-style")}
+Retrieval = PasskeyMetric | RulerMetric
+EVALS: dict[type[Retrieval], tuple[str, str]] = {
+    PasskeyMetric: ("passkey_choices", "passkey"),
+    RulerMetric: ("ruler_choices", "RULER-style"),
+}
 """eval.json section -> (its choices CSV in TagSources.csvs, row label)."""
 _KEYS = ["task", "length", "depth", "trial"]
 
@@ -38,14 +44,14 @@ def _margins(frames: list[pd.DataFrame]) -> np.ndarray:
     return np.concatenate(ordered)[None]
 
 
-def _generation(data: ReportData, tags: list[str], section: str, length: int) -> float | None:
+def _generation(data: ReportData, tags: list[str], model: type[Retrieval], length: int) -> float | None:
     """The generation score of the same length: passkey accuracy, RULER-style mean score (seed mean)."""
     values = []
     for src in data.sources.tags if data.sources is not None else []:
-        metric = src.metric(section) if src.tag in tags else None
-        for row in (metric or {}).get("by_length") or []:
-            if row["length"] == length:
-                values.append(row["accuracy"] if section == "passkey" else row["score"])
+        section = src.section(model) if src.tag in tags else None
+        for row in section.by_length if section is not None else []:
+            if row.length == length:
+                values.append(row.accuracy if isinstance(row, PasskeyLength) else row.score)
     return sum(values) / len(values) if values else None
 
 
@@ -74,22 +80,22 @@ def retrieval_table(data: ReportData) -> Table | None:
         return None
     lengths = sorted({int(L) for s, n in found for L in s.csvs[n]["length"]})
     chance = {
-        1.0 / float(metric["likelihood"]["choices"])
+        1.0 / float(section.likelihood.choices)
         for s in by_tag.values()
-        for section in EVALS
-        if (metric := s.metric(section)) and metric.get("likelihood")
+        for model in EVALS
+        if (section := s.section(model)) is not None and section.likelihood is not None
     }
     rows = []
     for arm in arm_order(data):
         tags = [t for t in data.arm(arm).tags if t in by_tag]
-        for section, (csv, label) in EVALS.items():
+        for model, (csv, label) in EVALS.items():
             frames_of = [by_tag[t].csvs[csv] for t in tags if csv in by_tag[t].csvs]
             if not frames_of:
                 continue
             row = {"arm": data.label(arm), "eval": label}
             for L in lengths:
                 frames = [f[f["length"] == L] for f in frames_of]
-                row[f"L={L}"] = _cell(frames, _generation(data, tags, section, L))
+                row[f"L={L}"] = _cell(frames, _generation(data, tags, model, L))
             rows.append(row)
     chance_text = ", ".join(f"{c:.2f}" for c in sorted(chance)) or "1/choices"
     return Table(

@@ -14,7 +14,7 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.sources.arms import KIND_ORDER
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 BLANK = ""
 """An empty cell."""

@@ -17,13 +17,14 @@ import math
 
 import pandas as pd
 
+from rlab.evals.core.records import CoreMetric
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
 from rlab.report.render.table_model import BLANK, Table, arm_order, change_cell, count_cell, fmt, plus_minus
 from rlab.report.stats import inference as inf
 from rlab.report.stats.estimates import NO_RELATIVE, passkey_summary
-from rlab.report.stats.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
 
@@ -150,12 +151,10 @@ def bpb_table(data: ReportData) -> Table:
 
 def core_name(data: ReportData) -> str:
     """`CORE`, or `CORE (k of N tasks)` when the tags' CORE ran on a subset of the bundle (`eval.core_tasks`)."""
-    from rlab.evals.core.records import CoreMetric
-
     labels = {
-        CoreMetric.model_validate(core).label
+        core.label
         for src in (data.sources.tags if data.sources is not None else [])
-        if (core := src.metric("core"))
+        if (core := src.section(CoreMetric)) is not None
     }
     if labels in (set(), {"CORE"}):
         return "CORE"

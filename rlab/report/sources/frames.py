@@ -7,11 +7,16 @@ frame, never a guess from another file. `collect` stacks them over tags.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rlab.evals.bpb_length.records import BpbLengthMetric
+from rlab.evals.core.records import CoreMetric
+from rlab.evals.passkey.records import PasskeyMetric
+from rlab.records.base import Record
 from rlab.records.results_row import PROVENANCE_COLUMNS, provenance
 from rlab.report.sources.tag_files import TagSources
 
@@ -32,7 +37,6 @@ ROPE_FIELDS = (
 TEXT_ROPE_FIELDS = ("layers", "windows")
 """Of those, the ones whose value is a word (layers: all | global, windows: scale | fixed, for sliding-window
 models), not a number. longrope's per-frequency factors are no column (d/2 numbers): eval.json's rope has them."""
-BPB_METRICS = ("train", "val")
 PROVENANCE = PROVENANCE_COLUMNS
 """results.csv's provenance columns (`rlab.records.results_row.ResultsRow`), from each tag's eval.json."""
 
@@ -101,13 +105,11 @@ def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str
     return row
 
 
-def _records_frame(src: TagSources, metric: str, key: str, cols: list[str], sort: list[str]) -> pd.DataFrame:
-    """`cols` of the records under eval.json's metrics[metric][key] (empty when that eval did not run)."""
-    entry = src.metric(metric)
-    rows = entry.get(key) if entry else None
-    if not rows:
+def _records_frame(records: Sequence[Record], cols: list[str], sort: list[str]) -> pd.DataFrame:
+    """`cols` of one eval.json section's records (empty when that eval did not run)."""
+    if not records:
         return pd.DataFrame(columns=cols)
-    frame = pd.DataFrame.from_records(rows)
+    frame = pd.DataFrame.from_records([r.model_dump() for r in records])
     for c in cols:
         if c not in frame:
             frame[c] = np.nan
@@ -118,23 +120,25 @@ def _records_frame(src: TagSources, metric: str, key: str, cols: list[str], sort
 
 def bpb_length_frame(src: TagSources) -> pd.DataFrame:
     """length, bpb, ci_low, ci_high, tokens, docs — points from eval.json; intervals are the report's, added later."""
-    return _records_frame(
-        src, "bpb_length", "lengths", ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"], ["length"]
-    )
+    section = src.section(BpbLengthMetric)
+    rows = section.lengths if section is not None else []
+    return _records_frame(rows, ["length", "bpb", "ci_low", "ci_high", "tokens", "docs"], ["length"])
 
 
 def passkey_frame(src: TagSources) -> pd.DataFrame:
     """length, depth, accuracy, n — from eval.json."""
-    return _records_frame(src, "passkey", "cells", ["length", "depth", "accuracy", "n"], ["length", "depth"])
+    section = src.section(PasskeyMetric)
+    cells = section.cells if section is not None else []
+    return _records_frame(cells, ["length", "depth", "accuracy", "n"], ["length", "depth"])
 
 
 def core_task_frame(src: TagSources) -> pd.DataFrame:
     """task, type, accuracy, centered, baseline, n — from eval.json's core section."""
     cols = ["task", "type", "accuracy", "centered", "baseline", "n"]
-    entry = src.metric("core")
-    if not entry or not entry["tasks"]:
+    core = src.section(CoreMetric)
+    if core is None or not core.tasks:
         return pd.DataFrame(columns=cols)
-    frame = pd.DataFrame.from_records([{"task": k, **v} for k, v in entry["tasks"].items()])
+    frame = pd.DataFrame.from_records([{"task": k, **v.model_dump()} for k, v in core.tasks.items()])
     for c in cols:
         if c not in frame:
             frame[c] = np.nan if c != "type" else ""

@@ -12,7 +12,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -23,9 +23,12 @@ from rlab.records.base import ContractError, Record
 from rlab.records.eval_doc import EvalDoc, read_eval_doc
 from rlab.records.metrics_log import read_metrics_records
 from rlab.records.rows import read_rows
+from rlab.records.sections import Section
 from rlab.records.units import BpbUnit
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S", bound=Section)
 
 
 def eval_csvs() -> dict[str, tuple[str, type[Record]]]:
@@ -57,10 +60,10 @@ class TagSources:
     def evaluated(self) -> bool:
         return self.eval is not None
 
-    def metric(self, name: str) -> dict[str, Any] | None:
-        """One section of eval.json's "metrics" as plain data (None when that eval did not run)."""
-        section = self.eval.section(name) if self.eval is not None else None
-        return section.model_dump() if section is not None else None
+    def section(self, model: type[S]) -> S | None:
+        """eval.json's section of type `model` (e.g. `rlab.evals.core.records.CoreMetric`), typed; None when that
+        eval did not run."""
+        return self.eval.metrics.of(model) if self.eval is not None else None
 
 
 @dataclass

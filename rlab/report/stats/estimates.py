@@ -18,6 +18,7 @@ import pandas as pd
 
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc
+from rlab.report.stats import verdicts as vd
 
 PRIMARY = "primary_bpb"
 """The primary endpoint: BPB at the lengths of `endpoints.Primary` (the longest extension length, else T)."""
@@ -246,10 +247,10 @@ def group_scalars(
     return rows
 
 
-def families(comparisons: pd.DataFrame) -> dict[str, inf.Family]:
+def families(comparisons: pd.DataFrame) -> dict[str, vd.Family]:
     """The declared families of the table verdicts with their sizes (testable comparisons only)."""
     return {
-        name: inf.Family(name, int((comparisons["family"] == name).sum()))
+        name: vd.Family(name, int((comparisons["family"] == name).sum()))
         for name in FAMILIES
         if "family" in comparisons
     }

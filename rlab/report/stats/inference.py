@@ -10,8 +10,8 @@ arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean o
     seed-averaged difference, over n (within strata when `strata` is given: CORE tasks), n - 1 df;
   - a *seed term* (several seeds): the variance of the per-seed differences over S, S - 1 df (seed i of both
     arms saw the same data order). Unequal seed counts: each arm's per-seed variance over its seeds; an arm
-    with one seed borrows the other arm's per-seed variance (`_seed_terms`). One seed on both sides: no seed
-    term, and the verdict says training noise is not covered (`Comparison.training_noise_covered`).
+    with one seed borrows the other arm's per-seed variance (`rlab.report.stats.variance`). One seed on both
+    sides: no seed term, and the verdict says training noise is not covered (`Comparison.training_noise_covered`).
 * **One seed per side** (`compare`): p and the 95% interval come from one procedure, `rlab.report.stats.skew_test`:
   Hall's skew-corrected studentized mean, referred to its own distribution under random signs of the centred
   contributions (all 2^n patterns up to `EXACT_SIGN_FLIP_MAX` units, else `draws` seeded draws). The plain
@@ -22,7 +22,7 @@ arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean o
   seeds add power when unit noise dominates (at zero training noise, df ~ n - 1, not S - 1).
 * **Untestable**: fewer than `MIN_UNITS` units, or no variation (every unit differs by the same amount: identical
   arms, structural zeros): the p-value is None, the comparison enters no family and gets no verdict.
-* **Families** (`holm`, `Family`, `decide`): verdicts are Holm-adjusted within one declared family whose size
+* **Families** (`rlab.report.stats.verdicts`): verdicts are Holm-adjusted within one declared family whose size
   counts only testable comparisons (statsmodels' `multipletests` gives the same numbers; this one keeps the
   None entries out of the count).
 * **MDE** (`Comparison.mde`, `mde`): the smallest true difference the test finds with 80% power at a given level,
@@ -44,12 +44,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 from scipy import stats
 
 from rlab.report.stats import skew_test
+from rlab.report.stats.variance import satterthwaite, se_terms, t_interval, upper_factor
 
 MIN_UNITS = 20
 """Fewer independent units than this: no p-value and no verdict (a t interval on so few is fragile)."""
@@ -70,36 +70,6 @@ SKEW_MC = "skew-corrected t, sign-flip reference (Monte Carlo)"
 SEEDS_T = "t over seeds and units (Satterthwaite df)"
 _NO_VARIATION = 1e-12
 """A standard error this small relative to the values is rounding: the arms are identical on these units."""
-
-
-class Verdict(str, Enum):
-    """What a comparison concludes. Only the first three are tests; the rest say why there is none."""
-
-    BETTER = "better"
-    WORSE = "worse"
-    WITHIN_NOISE = "≈ within noise"
-    TOO_FEW_UNITS = "too few units"
-    UNTESTABLE = "untestable"
-    NOT_COMPARABLE = "not comparable"
-    NONE = ""
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-    @property
-    def significant(self) -> bool:
-        return self in (Verdict.BETTER, Verdict.WORSE)
-
-    def label(self, n_units: int | None = None) -> str:
-        """The text a table shows: ``too few units (n=12)``, ``untestable (no variation)``, or the value."""
-        if self is Verdict.TOO_FEW_UNITS and n_units is not None:
-            return f"too few units (n={n_units})"
-        if self is Verdict.UNTESTABLE:
-            return "untestable (no variation)"
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -166,10 +136,12 @@ def planned_se(
     the effect stays when seeds are averaged)."""
     unit = (unit_sd**2 / n_units, max(n_units - 1.0, 1.0))
     if n_seeds < MIN_SEEDS:
-        return _satterthwaite([unit], unit[1])
+        return satterthwaite([unit], unit[1])
     seed = ((seed_sd or 0.0) ** 2 / n_seeds, n_seeds - 1.0)
-    se, _ = _satterthwaite([unit, seed], unit[1])
-    _, df = _satterthwaite([unit, (seed[0] * _upper(seed[1]), seed[1])], unit[1])  # as `_terms` takes them
+    se, _ = satterthwaite([unit, seed], unit[1])
+    _, df = satterthwaite(
+        [unit, (seed[0] * upper_factor(seed[1]), seed[1])], unit[1]
+    )  # as `se_terms` takes them
     return se, df
 
 
@@ -193,88 +165,6 @@ def cluster_sums(values: np.ndarray, clusters: Sequence | np.ndarray | None) -> 
     out = np.zeros((values.shape[0], int(inverse.max()) + 1 if len(inverse) else 0))
     np.add.at(out.T, inverse.ravel(), values.T)
     return out
-
-
-# ---------------------------------------------------------------- variance terms
-
-
-def _unit_terms(z: np.ndarray, strata: np.ndarray | None) -> list[tuple[float, float]]:
-    """(variance of the mean of z, df) per stratum; one term without strata. Strata of one unit add nothing."""
-    n = len(z)
-    if strata is None:
-        return [(float(np.var(z, ddof=1)) / n, n - 1.0)] if n >= 2 else []
-    terms = []
-    for label in np.unique(strata):
-        part = z[strata == label]
-        if len(part) >= 2:
-            terms.append((len(part) * float(np.var(part, ddof=1)) / n**2, len(part) - 1.0))
-    return terms
-
-
-def _satterthwaite(terms: list[tuple[float, float]], fallback: float) -> tuple[float, float]:
-    """(se, df) of a sum of independent variance terms (Welch-Satterthwaite)."""
-    total = sum(v for v, _ in terms)
-    if total <= 0:
-        return 0.0, fallback
-    denom = sum(v * v / df for v, df in terms if v > 0 and df > 0)
-    return math.sqrt(total), (total * total / denom if denom > 0 else fallback)
-
-
-def _seed_estimates(y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    return y.sum(axis=1) / weights.sum()
-
-
-def _terms(
-    ya: np.ndarray, yb: np.ndarray | None, weights: np.ndarray, strata: np.ndarray | None
-) -> tuple[float, float, float, int, float, float, np.ndarray]:
-    """(estimate, se, df, seeds, unit term, seed term, unit contributions z) of mean(a) - mean(b) (or of a alone
-    when `yb` is None); se² = unit term + seed term, df Welch-Satterthwaite's over both."""
-    n = ya.shape[1]
-    a_s = _seed_estimates(ya, weights)
-    b_s = _seed_estimates(yb, weights) if yb is not None else np.zeros(1)
-    estimate = float(a_s.mean() - b_s.mean())
-    d = ya.mean(axis=0) - (yb.mean(axis=0) if yb is not None else 0.0)
-    z = (d - estimate * weights) / weights.mean()
-    terms = _unit_terms(z, strata)
-    seed_terms = _seed_terms(a_s, b_s if yb is not None else None)
-    se, _ = _satterthwaite(terms + seed_terms, max(n - 1.0, 1.0))
-    _, df = _satterthwaite(terms + [(v * _upper(d), d) for v, d in seed_terms], max(n - 1.0, 1.0))
-    seeds = min(len(a_s), len(b_s)) if yb is not None else len(a_s)
-    return estimate, se, df, seeds, sum(v for v, _ in terms), sum(v for v, _ in seed_terms), z
-
-
-SEED_DF_QUANTILE = 0.1
-"""The df of a comparison over seeds are Satterthwaite's with the seed term at its 90% upper confidence bound: a
-seed variance estimated on 2-4 df is often far too small, and Satterthwaite's df taken at face value then trust
-it (7-8% false positives at 3-5 seeds with training noise dominant, in simulation)."""
-
-
-def _upper(df: float) -> float:
-    """Factor to a variance estimate's upper confidence bound at `SEED_DF_QUANTILE` on `df` degrees of freedom."""
-    return float(df / stats.chi2.ppf(SEED_DF_QUANTILE, df))
-
-
-def _seed_terms(a_s: np.ndarray, b_s: np.ndarray | None) -> list[tuple[float, float]]:
-    """The seed term(s) of se² with their df. Same seed counts: one difference per seed (seed i of both arms saw
-    the same data order). Unequal counts: each arm's per-seed variance over its seeds; an arm with one seed
-    borrows the per-seed variance of the other (its training noise is there, only not measurable on it)."""
-    if b_s is None:
-        return [(float(np.var(a_s, ddof=1)) / len(a_s), len(a_s) - 1.0)] if len(a_s) >= 2 else []
-    if len(a_s) == len(b_s):
-        return [(float(np.var(a_s - b_s, ddof=1)) / len(a_s), len(a_s) - 1.0)] if len(a_s) >= 2 else []
-    measured = [x for x in (a_s, b_s) if len(x) >= 2]
-    if len(measured) == 2:
-        return [(float(np.var(x, ddof=1)) / len(x), len(x) - 1.0) for x in measured]
-    (x,) = measured
-    per_seed = float(np.var(x, ddof=1))
-    return [(per_seed * (1.0 / len(a_s) + 1.0 / len(b_s)), len(x) - 1.0)]
-
-
-def _interval(estimate: float, se: float, df: float, level: float) -> tuple[float, float]:
-    if se == 0.0:
-        return estimate, estimate
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
-    return estimate - half, estimate + half
 
 
 # ---------------------------------------------------------------- the two entry points
@@ -307,8 +197,8 @@ def compare(
     if n == 0 or not w.sum() > 0:
         return Comparison(math.nan, math.nan, math.nan, math.nan, math.nan, None, n, reason="no units")
     strata_arr = None if strata is None else np.asarray(strata)
-    estimate, se, df, seeds, unit_var, seed_var, z = _terms(ya, yb, w, strata_arr)
-    low, high = _interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
+    estimate, se, df, seeds, unit_var, seed_var, z = se_terms(ya, yb, w, strata_arr)
+    low, high = t_interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
     base = dict(
         estimate=estimate,
         low=low,
@@ -400,10 +290,10 @@ def level(
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     if n == 0 or not w.sum() > 0:
         return None
-    estimate, se, df, seeds, unit_var, seed_var, _ = _terms(
+    estimate, se, df, seeds, unit_var, seed_var, _ = se_terms(
         ys, None, w, None if strata is None else np.asarray(strata)
     )
-    low, high = _interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
+    low, high = t_interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
     return Comparison(
         estimate, low, high, se, df, None, n, seeds, "t", "a level, not a test", unit_var, seed_var
     )
@@ -425,70 +315,6 @@ def relative(c: Comparison, baseline: float) -> tuple[float, float, float] | Non
     return tuple(100.0 * v / baseline for v in (c.estimate, c.low, c.high))  # type: ignore[return-value]
 
 
-# ---------------------------------------------------------------- families and verdicts
-
-
-@dataclass(frozen=True)
-class Family:
-    """A declared set of verdicts whose familywise error is controlled together (Holm)."""
-
-    name: str
-    """``primary``, ``secondary`` or ``copy``."""
-    size: int
-    """Testable comparisons in the family (untestable, too-few-units and not-comparable ones never enter)."""
-    alpha: float = ALPHA
-
-    def describe(self) -> str:
-        return (
-            f"{self.name} family: {self.size} comparison{'s' if self.size != 1 else ''}, "
-            f"Holm, familywise error {self.alpha:.0%}"
-        )
-
-    @property
-    def mde_alpha(self) -> float:
-        """The level an MDE is quoted at: alpha / m, Holm's strictest step (what the family surely resolves)."""
-        return self.alpha / max(1, self.size)
-
-
-def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm-Bonferroni adjusted p-values; None/NaN entries stay None and do not count in the family."""
-    valid = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
-    out: list[float | None] = [None] * len(p_values)
-    m, running = len(valid), 0.0
-    for rank, i in enumerate(sorted(valid, key=lambda j: p_values[j])):  # type: ignore[arg-type,return-value]
-        running = max(running, min(1.0, (m - rank) * float(p_values[i])))  # type: ignore[arg-type]
-        out[i] = running
-    return out
-
-
-def decide(
-    c: Comparison | None, p_adjusted: float | None, lower_is_better: bool, alpha: float = ALPHA
-) -> Verdict:
-    """The verdict of one comparison given its family-adjusted p: better/worse only when significant (and its
-    95% interval excludes 0, so a printed verdict never contradicts its interval)."""
-    if c is None or math.isnan(c.estimate):
-        return Verdict.NONE
-    if c.n_units < MIN_UNITS:
-        return Verdict.TOO_FEW_UNITS
-    if not c.testable or p_adjusted is None or math.isnan(p_adjusted):
-        return Verdict.UNTESTABLE
-    if not (p_adjusted <= alpha and c.excludes_zero()):
-        return Verdict.WITHIN_NOISE
-    improved = c.estimate < 0 if lower_is_better else c.estimate > 0
-    return Verdict.BETTER if improved else Verdict.WORSE
-
-
-def decide_family(
-    name: str, comparisons: Sequence[Comparison | None], lower_is_better: Sequence[bool], alpha: float = ALPHA
-) -> tuple[Family, list[float | None], list[Verdict]]:
-    """Holm over the testable comparisons of one family: (the family, adjusted p per entry, verdict per entry)."""
-    raw = [c.p_value if c is not None else None for c in comparisons]
-    adjusted = holm(raw)
-    family = Family(name, sum(p is not None for p in adjusted), alpha)
-    verdicts = [decide(c, p, lib, alpha) for c, p, lib in zip(comparisons, adjusted, lower_is_better)]
-    return family, adjusted, verdicts
-
-
 def test_description(draws: int, seed: int) -> str:
     """How every p-value and interval of a comparison is computed, in one sentence for the methods text."""
     return (
@@ -498,27 +324,3 @@ def test_description(draws: int, seed: int) -> str:
         "skewed and heavy-tailed units; with several training seeds per arm, a t test whose seed and unit terms "
         "have Satterthwaite's degrees of freedom (an arm with one seed borrows the other's seed term)"
     )
-
-
-def families_note(families: Sequence[Family]) -> str:
-    """What drawing verdicts from several families means for the whole: each keeps its own familywise error,
-    so the chance that any of them errs is up to their sum (Bonferroni)."""
-    fams = [f for f in families if f.size > 0]
-    if len(fams) <= 1:
-        return ""
-    total = min(1.0, sum(f.alpha for f in fams))
-    return (
-        f"the verdicts below come from {len(fams)} families ({', '.join(f.name for f in fams)}), each with "
-        f"familywise error {fams[0].alpha:.0%}, so the chance that any one of them is a false positive is up to "
-        f"{total:.0%}"
-    )
-
-
-def seeds_note(n_seeds: int) -> str:
-    """What a verdict on `n_seeds` seeds per arm covers."""
-    if n_seeds >= MIN_SEEDS:
-        return (
-            f"{n_seeds} seeds: training noise covered (seed and unit terms, Satterthwaite's degrees of freedom "
-            f"between {n_seeds - 1} and the units')"
-        )
-    return f"1 seed: training noise not covered (a verdict that covers it needs >= {MIN_SEEDS} seeds per arm)"

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 
 DEFAULT_REPS = 200
 """Simulated experiments per family (Monte Carlo SE of a 5% rate: 1.5 points)."""
@@ -84,7 +85,7 @@ def family_error(
                 tests += 1
                 hits += c.p_value <= inf.ALPHA
                 covered += c.p_value > inf.ALPHA
-        _, _, verdicts = inf.decide_family(name, comps, [False] * len(comps))
+        _, _, verdicts = vd.decide_family(name, comps, [False] * len(comps))
         any_hit += any(v.significant for v in verdicts)
     return FamilyError(
         name, len(units), reps, any_hit / max(reps, 1), hits / max(tests, 1), covered / max(tests, 1)
