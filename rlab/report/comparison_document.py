@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from rlab.paths import ComparisonLayout
-from rlab.report.assemble.collect import NOT_COMPARABLE
 from rlab.report.assemble.compare import Comparison
+from rlab.report.assemble.pairing import NOT_COMPARABLE
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.build import write_document
 from rlab.report.render import document as doc

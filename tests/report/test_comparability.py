@@ -7,7 +7,8 @@ import json
 import pandas as pd
 
 from rlab.records.eval_doc import read_eval_doc
-from rlab.report.assemble.collect import NOT_COMPARABLE, collect
+from rlab.report.assemble.collect import collect
+from rlab.report.assemble.pairing import NOT_COMPARABLE
 from rlab.report.render import tables
 from rlab.report.render.table_model import BLANK
 from rlab.report.sources.comparability import TRAINING, mismatches

@@ -35,7 +35,7 @@ def test_influence_values_average_to_the_ratio_of_sums():
 
 
 def test_every_arm_keeps_a_share_of_its_bases_bpb_at_l0(demo):
-    rows = {(r.arm, r.versus): r for r in demo.estimands["short_context_retention"] if r.metric == "bpb"}
+    rows = {(r.arm, r.versus): r for r in demo.estimands.short_context_retention if r.metric == "bpb"}
     arms = {a.key for a in demo.arms if a.kind != "base"}
     assert {a for a, v in rows if v == "base"} == arms
     assert {a for a, v in rows if v == "control"} == arms - {"rope"}
@@ -48,7 +48,7 @@ def test_every_arm_keeps_a_share_of_its_bases_bpb_at_l0(demo):
 
 
 def test_effective_length_is_censored_and_needs_keys_for_an_interval(demo):
-    rows = demo.estimands["effective_length"]
+    rows = demo.estimands.effective_length
     assert {r.source for r in rows} == {"passkey_likelihood"}  # generation retrieves nothing in the demo
     assert all(r.lengths == [256, 1024] and r.n_units == 4 and r.low is None for r in rows)
     assert rows[0].cell() == "256"  # no interval on 4 keys (the caption says why)
@@ -103,7 +103,7 @@ def test_key_token_bpb_finds_a_gain_on_the_targets_that_need_context(tmp_path):
         (tag / "core_examples.csv").unlink()
     _plant_targets(tmp_path, {"demo-yarn": 0.5, "demo-yarn-seed1": 0.5})  # both seeds
     data = collect(ExperimentLayout(tmp_path, "demo"), draws=2000)  # Holm over ~50 tests needs p < 1e-3
-    rows = {(r.arm, r.length): r for r in data.estimands["key_token_bpb"]}
+    rows = {(r.arm, r.length): r for r in data.estimands.key_token_bpb}
     yarn = rows[("yarn", 1024)]
     assert (
         yarn.share is not None and 0.1 < yarn.share <= 0.2

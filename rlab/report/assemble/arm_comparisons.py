@@ -2,7 +2,7 @@
 
 `compare_arms` pairs every arm with its reference arm on shared units (skew-corrected studentized interval and test, or seed
 t test, units, seeds) and names the family each comparison would belong to; `adjust` then Holm-adjusts each
-family over its testable comparisons only (after `rlab.report.assemble.collect.block_verdicts` took the not-comparable
+family over its testable comparisons only (after `rlab.report.assemble.pairing.block_verdicts` took the not-comparable
 ones out), sets the typed verdicts and the MDE at 80% power; `best_arm` names the arm that beats every other
 beyond noise on a metric. The per-tag units and the scalar estimates they start from are `rlab.report.stats.estimates`.
 """

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from rlab.errors import RlabError, unknown_name_error
 from rlab.paths import ExperimentLayout
 from rlab.records.base import ContractError
-from rlab.report.assemble.collect import Pairing, assemble
+from rlab.report.assemble.collect import assemble
+from rlab.report.assemble.pairing import Pairing
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.sources import comparability as cmp
 from rlab.report.sources import numerics

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, cast
 import pandas as pd
 
 from rlab.evals.core.records import CoreMetric
-from rlab.records.base import Record
 from rlab.records.results_row import PROVENANCE_COLUMNS
+from rlab.report.estimands import EstimandRows
 from rlab.report.estimands import wide_cells as estimand_cells
 from rlab.report.sources.frames import ROPE_FIELDS
 from rlab.report.stats.estimates import NO_RELATIVE, bpb_metric, lower_is_better
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import Measured
+    from rlab.report.assemble.measured import Measured
 
 ID = ("experiment", "tag", "variant", "arm", "kind", "seed", "compared_with")
 RUN = (
@@ -195,7 +195,7 @@ def wide_frame(
     *,
     copy_cells: pd.DataFrame | None,
     copy_retention: pd.DataFrame | None,
-    estimands: dict[str, list[Record]],
+    estimands: EstimandRows,
 ) -> pd.DataFrame:
     """One row per tag: its run facts, its own estimates, its arm's comparisons, copy and estimand columns."""
     meta = data.meta.drop(columns=["label", "evaluated"])

@@ -34,7 +34,8 @@ from rlab.report.stats import verdicts as vd
 from rlab.report.stats.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import Measured, ReportData
+    from rlab.report.assemble.measured import Measured
+    from rlab.report.assemble.report_data import ReportData
 
 COPY_PLOT = "copy_distance.png"
 FAMILY = "copy"

@@ -30,7 +30,7 @@ from rlab.report.sources.arms import Arm
 from rlab.report.stats import inference as inf
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import Measured
+    from rlab.report.assemble.measured import Measured
 
 NAME = "effective_length"
 ABSOLUTE = 0.856

@@ -36,7 +36,7 @@ from rlab.report.stats import verdicts as vd
 from rlab.report.stats.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import Measured
+    from rlab.report.assemble.measured import Measured
 
 NAME = "key_token_bpb"
 FAMILY = "key-token"

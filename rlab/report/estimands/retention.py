@@ -34,7 +34,7 @@ from rlab.report.stats import inference as inf
 from rlab.report.stats.uncertainty import _core_values
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import Measured
+    from rlab.report.assemble.measured import Measured
 
 NAME = "short_context_retention"
 PREFIX = "short_retention"

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pandas as pd
 
 from rlab.report.assemble.arm_comparisons import compared_on, family_of
-from rlab.report.assemble.collect import resolve_baseline
 from rlab.report.assemble.endpoints import EXTENSION_MULTIPLES
+from rlab.report.assemble.pairing import resolve_baseline
 from rlab.report.power.planner import endpoint_class
 from rlab.report.sources.arms import Arm, ArmKind, arm_key, baseline_arm, reference_arm
 from rlab.report.stats import estimates as est

@@ -473,8 +473,8 @@ def read_pilot(
 
 def _key_notes(data: Any) -> list[str]:
     """The effective length's keys per length in the pilot, when too few for an informative interval."""
-    from rlab.report.estimands.effective_length import NAME, keys_note
+    from rlab.report.estimands.effective_length import keys_note
 
-    keys = [r.n_units for r in data.estimands.get(NAME) or [] if r.n_units]
+    keys = [r.n_units for r in data.estimands.effective_length if r.n_units]
     note = keys_note(min(keys)) if keys else None
     return [note] if note else []

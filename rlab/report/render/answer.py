@@ -19,7 +19,6 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.copy_distance.records import section_lengths
-from rlab.report.estimands.retention import NAME as SHORT_RETENTION
 from rlab.report.render import document as doc
 from rlab.report.render import headline
 from rlab.report.render import methods as mth
@@ -132,7 +131,7 @@ def _level(data: ReportData, arm: str, metric: str) -> Estimate | None:
 def short_context(data: ReportData, arm: str) -> Estimate | None:
     """How much of its base's BPB at L0 the arm keeps, in % (`rlab.report.estimands.retention`: the base's BPB
     over the arm's, paired by document; 100 = nothing lost at short context)."""
-    for row in data.estimands.get(SHORT_RETENTION) or []:
+    for row in data.estimands.short_context_retention:
         if row.arm == arm and row.metric == "bpb" and row.versus == "base" and row.keeps_pct is not None:
             return Estimate(row.keeps_pct, row.low_pct, row.high_pct, "%", n_units=row.n_units or None)
     return None
