@@ -47,17 +47,24 @@ HEAD_TARGET_KIB = 8.0  # issue 27: the loss head keeps at most 8 KiB per token
 PEAK_TARGET_GIB = 72.0  # issue 27: d20 at 8 x 8192 per rank on 8 ranks within 90% of 80 GiB
 
 
+def nanochat_2025(n_layer: int, n_embd: int, n_head: int, vocab_size: int, seq_len: int) -> GPTConfig:
+    """A nanochat-2025 model of these sizes, with as many kv heads as query heads (the benches' models)."""
+    return GPTConfig(
+        sequence_len=seq_len,
+        vocab_size=vocab_size,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_kv_head=n_head,
+        n_embd=n_embd,
+        architecture="nanochat-2025",
+    )
+
+
 def _shape(size: dict[str, Any], batch: int | None = None):
     from rlab.memory.shape import TrainShape
 
-    config = GPTConfig(
-        sequence_len=size["seq_len"],
-        vocab_size=size["vocab_size"],
-        n_layer=size["n_layer"],
-        n_head=size["n_head"],
-        n_kv_head=size["n_head"],
-        n_embd=size["n_embd"],
-        architecture="nanochat-2025",
+    config = nanochat_2025(
+        size["n_layer"], size["n_embd"], size["n_head"], size["vocab_size"], size["seq_len"]
     )
     return TrainShape(
         config=config, seq_len=size["seq_len"], device_batch_size=batch or size["batch"], nproc=size["nproc"]

@@ -131,7 +131,9 @@ class CheckpointSaver:
             self._keep_last(step)
         barrier(dist)
 
-    def _refuse_unhealthy(self, step: int, model_state: dict[str, Any], checksums: list[float]) -> None:
+    def _refuse_unhealthy(
+        self, step: int, model_state: dict[str, torch.Tensor], checksums: list[float]
+    ) -> None:
         """Only healthy checkpoints: a resume must never start from exploded weights (the replicas are
         identical, so every rank decides alike)."""
         bad = unhealthy_tensors(model_state)

@@ -32,17 +32,17 @@ class StepModel:
     """The model itself: what the optimizers step, the evals score and checkpoints save."""
     eager: torch.nn.Module
     """`model` under DDP on a distributed run, else `model`: what a failed compile falls back to."""
-    forward: torch.nn.Module
+    step_module: torch.nn.Module
     """What the step calls: `eager` compiled, or `eager` itself."""
     checkpointing: str
     """The blocks that keep only their input (resolved: off, all, every-k)."""
 
     @property
     def compiled(self) -> bool:
-        return self.forward is not self.eager
+        return self.step_module is not self.eager
 
     def uncompile(self) -> None:
-        self.forward = self.eager
+        self.step_module = self.eager
 
     def no_sync(self) -> contextlib.AbstractContextManager:
         """DDP's gradient all-reduce held off (a micro-step before the last); nothing to hold on one process."""
@@ -86,11 +86,11 @@ def wrap_model(
     for length in seq_lens:
         model.precompute_tables(length, dist.device)
     eager: torch.nn.Module = wrap_ddp(model, dist.device) if dist.is_distributed else model
-    forward = eager
+    step_module = eager
     if compile_wanted:
         try:
             # Fixed shapes (a row length is one graph; a warmup length another), as nanochat compiles.
-            forward = torch.compile(eager, dynamic=False)  # type: ignore[assignment]
+            step_module = torch.compile(eager, dynamic=False)  # type: ignore[assignment]
         except Exception as exc:  # noqa: BLE001 - any backend failure means "run eager"
             logger.warning("torch.compile unavailable (%s); training uncompiled", exc)
-    return StepModel(model=model, eager=eager, forward=forward, checkpointing=checkpointing)
+    return StepModel(model=model, eager=eager, step_module=step_module, checkpointing=checkpointing)

@@ -80,7 +80,7 @@ class StepRunner:
                 self.model.no_sync() if i < n - 1 else contextlib.nullcontext()
             ):  # all-reduce on the last only
                 with self.precision.autocast():
-                    loss = self.model.forward(x, y)
+                    loss = self.model.step_module(x, y)
                 (loss / n).backward()
             total += loss.detach().float()
         return total / n
@@ -97,7 +97,7 @@ class StepRunner:
         try:
             with self.model.no_sync():
                 with self.precision.autocast():
-                    loss = self.model.forward(x, y)
+                    loss = self.model.step_module(x, y)
                 loss.backward()
         except Exception as exc:  # only a compiler error is kept (fallback); anything else re-raises
             if not is_compiler_error(exc):

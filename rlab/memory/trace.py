@@ -53,7 +53,7 @@ def planned_model(config: GPTConfig, device: str, dtype: str) -> GPT:
     return on_cpu(build)
 
 
-def rlab_model(config: GPTConfig, shape: TrainShape) -> torch.nn.Module:
+def rlab_model(config: GPTConfig, shape: TrainShape) -> GPT:
     """rlab's GPT of `config` as the trainer prepares it for the shape's device, dtype and checkpointing."""
     model = planned_model(config, shape.device, shape.dtype)
     model.set_activation_checkpointing(shape.activation_checkpointing)

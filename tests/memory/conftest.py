@@ -43,8 +43,7 @@ def small_config(
         n_head=heads,
         n_kv_head=heads,
         n_embd=n_embd,
-        architecture="nanochat-2025",
-        **more,
+        **{"architecture": "nanochat-2025", **more},
     )
 
 
