@@ -1,7 +1,7 @@
 """The model's shape, `GPTConfig`: nanochat's `model_config` plus the architecture generation and rotary base.
 
-Its own module, free of torch, so that the parts the model is built from (`rlab.core.layer_positions`) and the
-memory planner's records read the shape without importing the model.
+Its own module so that the parts the model is built from (`rlab.core.layer_positions`) read the shape without
+importing the model, and torch-free, so that reading a checkpoint's shape (a dry run, `rlab ls`) imports no torch.
 """
 
 from __future__ import annotations
