@@ -7,7 +7,7 @@ import json
 
 from rlab.paths import ExperimentLayout
 from rlab.records.eval_doc import read_eval_doc
-from rlab.report.comparability import mismatches
+from rlab.report.sources.comparability import mismatches
 from rlab.spec.run import EvalRunConfig
 from tests.cli.harness import assert_user_error, run_main
 from tests.conftest import EVAL_BUNDLE_DIR

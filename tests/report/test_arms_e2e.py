@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from rlab.paths import BaseLayout, ExperimentLayout
-from rlab.report.collect import collect
-from rlab.report.inference import Verdict
+from rlab.report.assemble.collect import collect
+from rlab.report.stats.verdicts import Verdict
 from tests.cli.harness import run_process
 from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base, spec_args
 
