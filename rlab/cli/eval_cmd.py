@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import click
 import typer
 
 from rlab.cli.help_layout import RlabCommand
@@ -49,15 +48,16 @@ class EvalCommand(RlabCommand):
     """`rlab eval`: the options of `eval_tag`, with `eval_switch` for every eval of the catalog (`rlab.evals.catalog`)
     before `--lengths`."""
 
-    def __init__(self, *args: Any, params: list[click.Parameter], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, params: list[Any], **kwargs: Any) -> None:
         at = next((i for i, p in enumerate(params) if p.name == "lengths"), len(params))
         switches = [eval_switch(d) for d in catalog.definitions()]
         super().__init__(*args, params=[*params[:at], *switches, *params[at:]], **kwargs)
 
 
-def eval_switch(definition: EvalDefinition) -> click.Parameter:
+def eval_switch(definition: EvalDefinition) -> Any:
     """`--<eval>/--no-<eval>` for one eval: on or off for this run, recorded in `ctx.meta[SWITCHES]` (not given, the
-    spec says). Typer makes the option from a one-option command, so its help lists it like the others."""
+    spec says). Typer makes the option (a click option of its own kind) from a one-option command, so its help lists
+    it like the others."""
 
     def record(ctx: typer.Context, value: Optional[bool]) -> None:
         if value is not None:

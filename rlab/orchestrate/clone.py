@@ -92,7 +92,8 @@ def require_checkpoint(base: BaseLayout, tag: str, step: int | None, flags: TagF
     if step is not None and step not in steps:
         found = ", ".join(str(s) for s in steps) or "none"
         raise CheckpointError(
-            f"No checkpoint for step {step} in {ckpt_dir} (found: {found}).", f"Choose one with {flags.step_flag}."
+            f"No checkpoint for step {step} in {ckpt_dir} (found: {found}).",
+            f"Choose one with {flags.step_flag}.",
         )
     return ckpt_dir
 
