@@ -2,7 +2,6 @@
 
     catalog.names()          # ('bpb', 'bpb_length', 'core', 'passkey', 'ruler', 'copy_distance')
     catalog.get("core")      # its EvalDefinition; a typo gets "Did you mean 'core'?"
-    catalog.preflight(spec.eval, base)   # the selected evals' own checks before a launch
 
 Adding an eval is adding its package (see docs/architecture.md, "How to add an eval"): nothing here or
 elsewhere lists the evals by hand. Packages without `EVAL` (`retrieval/`, shared by passkey and ruler) are
@@ -14,14 +13,9 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from typing import TYPE_CHECKING
 
-from rlab.errors import EvalError, RlabError, unknown_name_error
-from rlab.evals.definition import EvalDefinition, Input, resolve
-
-if TYPE_CHECKING:
-    from rlab.paths import BaseLayout
-    from rlab.spec.eval import EvalSpec
+from rlab.errors import EvalError, unknown_name_error
+from rlab.evals.definition import EvalDefinition, Input
 
 _PACKAGE = "rlab.evals"
 
@@ -62,15 +56,3 @@ def get(name: str) -> EvalDefinition:
 def needing(what: Input, selected: tuple[str, ...] | list[str]) -> list[str]:
     """Which of the `selected` evals read `what`."""
     return [d.name for d in definitions() if d.name in selected and what in d.inputs]
-
-
-def preflight(settings: EvalSpec, base: BaseLayout) -> tuple[RlabError, ...]:
-    """Each selected eval's own checks before a launch (`EvalDefinition.preflight`): what makes the plan wrong is
-    raised, what only stops a run (a missing input) is returned."""
-    found = []
-    for definition in definitions():
-        if definition.preflight is not None and definition.name in settings.evals:
-            problem = resolve(definition.preflight)(settings, base)
-            if problem is not None:
-                found.append(problem)
-    return tuple(found)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rlab.core.checkpoint_meta import CheckpointMeta, newest_meta
 from rlab.errors import CheckpointError, RlabError, SpecError
 from rlab.evals import catalog
+from rlab.evals.definition import resolve
 from rlab.orchestrate.clone import TagFlags, require_checkpoint
 from rlab.paths import BaseLayout, ExperimentLayout, default_results_root
 
@@ -181,9 +182,21 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
         assert request.tag is not None
         tags = [request.tag]
     configs = [_tag_config(spec, base, name, request, meta if name == request.tag else None) for name in tags]
-    blockers = catalog.preflight(spec.eval, base)
+    blockers = preflight_evals(spec, base)
     nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
     return EvalPlan(request, spec, configs, nproc, blockers)
+
+
+def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> tuple[RlabError, ...]:
+    """Each selected eval's own checks (`EvalDefinition.preflight`): what makes the plan wrong is raised, what only
+    stops a run (a missing input) is returned."""
+    found = []
+    for definition in catalog.definitions():
+        if definition.preflight is not None and definition.name in spec.eval.evals:
+            problem = resolve(definition.preflight)(spec.eval, base)
+            if problem is not None:
+                found.append(problem)
+    return tuple(found)
 
 
 def _tag_config(
