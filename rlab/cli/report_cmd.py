@@ -120,7 +120,7 @@ def build_report(
             f"Evaluate its tags first: rlab eval --all -e {name}"
             + (f" --results-dir {results_dir.absolute()}" if results_dir else ""),
         )
-    from rlab.report import inference
+    from rlab.report.stats import inference
 
     with inference.recording_units() as recorded:
         report = write_report(
@@ -130,7 +130,7 @@ def build_report(
         _print_calibration(report.data, recorded, seed)
     if (quiet or as_json) and report.data.mismatches:  # otherwise the opening lines below say it
         from rlab.cli.console import err
-        from rlab.report.headline import mismatch_line
+        from rlab.report.render.headline import mismatch_line
 
         err.print(
             f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True
@@ -140,7 +140,7 @@ def build_report(
         return
     if not quiet:
         from rlab.cli.report_view import rich_block, rich_table, rich_text
-        from rlab.report import answer as ans
+        from rlab.report.render import answer as ans
 
         if report.answer_table is not None:
             out.print(rich_block(ans.table(report.answer_table), ans.title(report.data)))
@@ -170,7 +170,7 @@ def _report_json(name: str, report) -> str:
     the verdicts in words, the baseline, what was written, every table's rows."""
     import json
 
-    from rlab.report.document import plain
+    from rlab.report.render.document import plain
 
     tables = [
         {
@@ -210,7 +210,7 @@ def _report_json(name: str, report) -> str:
 def _print_calibration(data, recorded, seed: int) -> None:
     """`--calibrate`: the plasmode familywise error of each family, on stderr (stdout stays the report's)."""
     from rlab.cli.console import err
-    from rlab.report import plasmode
+    from rlab.report.stats import plasmode
 
     frames = [data.comparisons, data.copy_cells, data.copy_retention]
     for e in plasmode.calibrate(recorded, [f for f in frames if f is not None], seed=seed):

@@ -6,7 +6,7 @@ Each eval is a package under `rlab/evals/` whose `__init__.py` holds `EVAL = pac
 (`rlab.records.eval_doc.EvalMetrics`), the files its section owns (`rlab.evals.outputs`), its keys of the
 spec's `eval:` section (`rlab.spec.eval.EvalSpec`, from its settings model) and those hashed into its
 provenance, what must exist before the workers start (`rlab.orchestrate.evaluation`), and the side files the
-report reads (`rlab.report.tag_files`).
+report reads (`rlab.report.sources.tag_files`).
 
 Plain Python on purpose (no pydantic, no torch): `rlab --help` lists the switches without importing
 either. The section model, settings model, row models and run function are named as "module:attribute" and
@@ -90,7 +90,7 @@ class EvalDefinition:
     def settings(self) -> tuple[str, ...]:
         """The `EvalSpec` fields its numbers depend on, its own (`settings_model`, less its `not_hashed`) then
         the shared ones: recorded and hashed with its section, so two tags whose sections differ in one of them
-        are not compared (`rlab.report.comparability`). Imports the settings model (pydantic)."""
+        are not compared (`rlab.report.sources.comparability`). Imports the settings model (pydantic)."""
         model = self.settings_type()
         return (*(model.hashed() if model else ()), *self.shared_settings)
 

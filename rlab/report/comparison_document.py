@@ -1,8 +1,8 @@
 """What a comparison of several experiments says, and where it is written: comparison.md / .html and a plot.
 
 One sentence per compared pair on the primary endpoint, the tables of differences and estimates, the method
-paragraph and the paired-difference plot, as one `rlab.report.document` (the same model the report renders
-through); the numbers are those `rlab.report.compare.collect_comparison` collected.
+paragraph and the paired-difference plot, as one `rlab.report.render.document` (the same model the report renders
+through); the numbers are those `rlab.report.assemble.compare.collect_comparison` collected.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from pathlib import Path
 import pandas as pd
 
 from rlab.paths import ComparisonLayout
-from rlab.report import document as doc
-from rlab.report import inference as inf
-from rlab.report import uncertainty as unc
+from rlab.report.assemble.compare import Comparison
+from rlab.report.assemble.pairing import NOT_COMPARABLE
+from rlab.report.assemble.report_data import ReportData
 from rlab.report.build import write_document
-from rlab.report.collect import NOT_COMPARABLE
-from rlab.report.compare import Comparison
-from rlab.report.headline import family_tag, multiplicity_note
-from rlab.report.inference import Verdict
-from rlab.report.report_data import ReportData
-from rlab.report.table_model import Table
-from rlab.report.tables import mde_text, section, verdict_of, verdict_text
+from rlab.report.render import document as doc
+from rlab.report.render.headline import family_tag, multiplicity_note
+from rlab.report.render.table_model import Table
+from rlab.report.render.tables import mde_text, section, verdict_of, verdict_text
+from rlab.report.stats import inference as inf
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats.verdicts import Verdict
 
 METRIC_NAMES = {
     "extension_bpb": "BPB extension (beyond − at the training length)",
@@ -274,7 +274,7 @@ def method(comp: Comparison, seed: int, draws: int) -> str:
 
 def plot_differences(comp: Comparison, path: Path) -> Path | None:
     """Paired BPB difference by context length, one line per compared pair, 95% interval shaded."""
-    from rlab.report.plots import _pyplot, _save
+    from rlab.report.render.plots import _pyplot, _save
 
     c = comp.data.comparisons
     rows = c[c["metric"].str.startswith("bpb_len_") & c["diff"].notna()].copy()
@@ -314,7 +314,7 @@ def comparison_document(
     comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int
 ) -> doc.Document:
     """The comparison as one document (rendered to comparison.md and comparison.html)."""
-    from rlab.report.estimates import families
+    from rlab.report.stats.estimates import families
 
     data = comp.data
     pairing = (

@@ -218,7 +218,7 @@ def test_the_spec_eval_json_and_cli_list_the_catalog() -> None:
 
 
 def test_the_report_reads_each_eval_s_report_files() -> None:
-    from rlab.report.tag_files import eval_csvs
+    from rlab.report.sources.tag_files import eval_csvs
 
     expected = {f.key for d in catalog.definitions() for f in d.files if f.report} | {"bpb_units"}
     assert set(eval_csvs()) == expected
