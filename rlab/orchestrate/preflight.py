@@ -395,7 +395,7 @@ def _check_inputs(pf: Preflight, *, launching: bool) -> None:
         pf.warnings += [item.line() for item in pf.eval_inputs if item.state == "missing"]
     if not any(item.name == "CORE bundle" and item.state == "missing" for item in pf.eval_inputs):
         try:  # a typo in eval.core_tasks would otherwise surface only at `rlab eval`, after training
-            check_task_selection(pf.spec.eval, base_layout(pf.spec).eval_bundle_dir)
+            check_task_selection(pf.spec.eval, base_layout(pf.spec).root)
         except RlabError as exc:
             pf.problem(exc)
 
