@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from rlab.report import inference as inf
-from rlab.report import plasmode
+from rlab.report.stats import inference as inf
+from rlab.report.stats import plasmode
 from tests.report import calibration as cal
 
 N_SIMS = 300

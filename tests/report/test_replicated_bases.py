@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from rlab.report import inference as inf
+from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
-from rlab.report.collect import collect
+from rlab.report.stats import inference as inf
 from tests.report.test_arms import _replicate
 
 
