@@ -109,9 +109,10 @@ class EvalPlan:
     spec: ExperimentSpec
     configs: list[EvalRunConfig]
     nproc: int
-    blockers: dict[str, RlabError] = field(default_factory=dict)
-    """Eval name -> what its preflight found that stops a run but not a dry run (no CORE bundle): a dry run says
-    it, a run refuses before it starts (`refusal`)."""
+    blockers: tuple[RlabError, ...] = ()
+    """What the evals' preflights found that stops a run but not a dry run (no CORE bundle): a dry run says it."""
+    refusal: RlabError | None = None
+    """The first blocker, with how to leave its eval out: a run raises it before it starts."""
 
     @property
     def layout(self) -> ExperimentLayout:
@@ -140,14 +141,6 @@ class EvalPlan:
         if resolve:
             launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
         return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{cfg.tag}", module=EVAL_MODULE)
-
-    def refusal(self) -> RlabError | None:
-        """Why a run refuses to start (the first blocker, with how to leave its eval out), or None."""
-        if not self.blockers:
-            return None
-        name, problem = next(iter(self.blockers.items()))
-        leave_out = f"Or leave it out: --no-{catalog.get(name).flag}."
-        return type(problem)(problem.message, f"{problem.hint} {leave_out}" if problem.hint else leave_out)
 
     def entry(self, index: int, *, resolve: bool) -> dict[str, Any]:
         """One tag's plan as JSON (what `rlab eval --json` lists)."""
@@ -192,7 +185,16 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     configs = [_tag_config(spec, base, name, request, meta if name == request.tag else None) for name in tags]
     blockers = preflight_evals(spec, base)
     nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
-    return EvalPlan(request, spec, configs, nproc, blockers)
+    return EvalPlan(request, spec, configs, nproc, tuple(blockers.values()), _refusal(blockers))
+
+
+def _refusal(blockers: dict[str, RlabError]) -> RlabError | None:
+    """The first blocker with how to leave its eval out, or None."""
+    if not blockers:
+        return None
+    name, problem = next(iter(blockers.items()))
+    leave_out = f"Or leave it out: --no-{catalog.get(name).flag}."
+    return type(problem)(problem.message, f"{problem.hint} {leave_out}" if problem.hint else leave_out)
 
 
 def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> dict[str, RlabError]:

@@ -50,9 +50,8 @@ def run_evals(plan: EvalPlan, reporter: Reporter) -> list[EvalOutcome]:
     from rlab.spec.run import write_config
 
     layout = plan.layout
-    refusal = plan.refusal()
-    if refusal is not None:
-        raise refusal
+    if plan.refusal is not None:
+        raise plan.refusal
     require_writable_results(layout.root)
     ensure_long_docs(plan.spec, base_layout(plan.spec).root, reporter)
     outcomes = []
