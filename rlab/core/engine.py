@@ -192,7 +192,9 @@ class Engine:
         self, last: torch.Tensor, cache: KVCache, choices: Sequence[Sequence[Sequence[int]]]
     ) -> list[list[float]]:
         """Mean log-probability per token of every candidate after the cached prompts (`last`: the prompts'
-        last logits (B, V)); the cache is left at the prompts' end, as the prefill left it."""
+        last logits (B, V)); the cache is left as the prefill left it. One forward per candidate index, every
+        prompt's candidate in one batch (measured on the demo's model: repeating the cache to score several
+        candidates per forward costs more in copies than it saves in forwards)."""
         B, device = last.size(0), last.device
         pos, prev = cache.pos, cache.prev_embedding
         first = torch.log_softmax(last.float(), dim=-1)  # (B, V): each candidate's first token
@@ -201,7 +203,7 @@ class Engine:
             cands = [list(choices[b][j]) for b in range(B)]
             total = first.gather(1, torch.tensor([[c[0]] for c in cands], device=device))[:, 0]  # (B,)
             width = max(len(c) for c in cands)
-            if width > 1:  # tokens 0..m-2 of each candidate predict tokens 1..m-1
+            if width > 1:  # tokens 0..m-2 of each candidate predict tokens 1..m-1; right padding reaches nothing
                 ids = torch.tensor([c[:-1] + [c[0]] * (width - len(c)) for c in cands], device=device)
                 cache.pos, cache.prev_embedding = pos, prev
                 logp = torch.log_softmax(self.model(ids, kv_cache=cache).float(), dim=-1)  # (B, width-1, V)

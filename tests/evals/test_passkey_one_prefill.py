@@ -28,7 +28,7 @@ def test_candidates_from_the_generation_prefill_score_as_packed_scoring(tokenize
         tokenizer.vocab_size, sequence_len=64, n_embd=64, rope=rope, n_head=1, n_kv_head=1,
         architecture="nanochat-2026",
     )  # fmt: skip
-    lengths, depths, trials, seed, choices = [120, 200], [0.0, 0.5], 3, 5, 6
+    lengths, depths, trials, seed, choices = [200, 260], [0.0, 0.5], 3, 5, 6
     got = evaluate_passkey(Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 700, choices=choices)
     again = evaluate_passkey(
         Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 10_000, choices=choices
