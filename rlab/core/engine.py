@@ -203,7 +203,9 @@ class Engine:
             cands = [list(choices[b][j]) for b in range(B)]
             total = first.gather(1, torch.tensor([[c[0]] for c in cands], device=device))[:, 0]  # (B,)
             width = max(len(c) for c in cands)
-            if width > 1:  # tokens 0..m-2 of each candidate predict tokens 1..m-1; right padding reaches nothing
+            if (
+                width > 1
+            ):  # tokens 0..m-2 of each candidate predict tokens 1..m-1; right padding reaches nothing
                 ids = torch.tensor([c[:-1] + [c[0]] * (width - len(c)) for c in cands], device=device)
                 cache.pos, cache.prev_embedding = pos, prev
                 logp = torch.log_softmax(self.model(ids, kv_cache=cache).float(), dim=-1)  # (B, width-1, V)

@@ -29,7 +29,9 @@ def test_candidates_from_the_generation_prefill_score_as_packed_scoring(tokenize
         architecture="nanochat-2026",
     )  # fmt: skip
     lengths, depths, trials, seed, choices = [200, 260], [0.0, 0.5], 3, 5, 6
-    got = evaluate_passkey(Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 700, choices=choices)
+    got = evaluate_passkey(
+        Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 700, choices=choices
+    )
     again = evaluate_passkey(
         Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 10_000, choices=choices
     )

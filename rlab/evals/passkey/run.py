@@ -45,4 +45,3 @@ def run(ctx: EvalContext) -> EvalOutcome:
         },
         settings_extra={"lengths_used": lengths},
     )
-

@@ -205,10 +205,8 @@ def evaluate_passkey(
         for (L, d, t), p in zip(cells, prompts)
         if choices
     ]
-    jobs = [
-        GenJob(p.tokens, MAX_NEW_TOKENS, tuple(tuple(c) for c in item.choices) if items else ())
-        for p, item in zip(prompts, items or prompts)
-    ]
+    candidates = [tuple(tuple(c) for c in item.choices) for item in items] or [()] * len(prompts)
+    jobs = [GenJob(p.tokens, MAX_NEW_TOKENS, c) for p, c in zip(prompts, candidates)]
 
     def score(i: int, out: list[int]) -> float:
         return float(first_number(tokenizer.decode(out)) == prompts[i].key)

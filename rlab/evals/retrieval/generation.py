@@ -85,11 +85,13 @@ def run_jobs_with_choices(
         rows = max(1, batch_tokens // max(length + max_new, seq_len))
         for k in range(0, len(idxs), rows):
             chunk = idxs[k : k + rows]
-            outs, chosen = engine.greedy_and_choices(
-                [jobs[i].prompt for i in chunk],
-                max_new,
-                [jobs[i].choices for i in chunk] if with_choices else (),
-                seq_len=seq_len or None,
+            prompts = [jobs[i].prompt for i in chunk]
+            outs, chosen = (
+                engine.greedy_and_choices(
+                    prompts, max_new, [jobs[i].choices for i in chunk], seq_len=seq_len or None
+                )
+                if with_choices
+                else (engine.greedy(prompts, max_new), [])
             )
             for n, i in enumerate(chunk):
                 if max_new:

@@ -185,7 +185,9 @@ def estimate(
     return found | {"low": grid[low], "high": grid[high]}
 
 
-def unsettled(items: dict[int, np.ndarray], lengths: list[int], level: float) -> tuple[np.ndarray, np.ndarray]:
+def unsettled(
+    items: dict[int, np.ndarray], lengths: list[int], level: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Lengths where every item is right (or every one wrong), so that no bootstrap draw can fail (pass) there,
     yet the exact binomial bound does not settle it: all n right gives a one-sided 97.5% lower bound
     0.025^(1/n) on the accuracy (0.926 at 48 keys), all wrong an upper bound 1 - 0.025^(1/n). Where the bound does
