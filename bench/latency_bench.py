@@ -113,6 +113,11 @@ def _time(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     return time.perf_counter() - start, done.returncode
 
 
+def _load() -> str:
+    """The machine's load average (a ratio holds under load better than seconds do, not perfectly)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="bench.latency_bench")
     parser.add_argument("--repeats", type=int, default=3, help="runs per command (the median is shown)")
@@ -129,6 +134,7 @@ def main(argv: list[str]) -> None:
         if args.only is None or any(s in c.name for s in args.only.split(","))
     ]
     rows, torch_times = [], []
+    load_before = _load()
     with tempfile.TemporaryDirectory() as tmp:
         for i, cmd in enumerate(selected):
             if cmd.needs is not None and not cmd.needs.exists():
@@ -144,6 +150,7 @@ def main(argv: list[str]) -> None:
                 times.append(seconds)
             rows.append((cmd, statistics.median(times), "" if code == 0 else f"exit {code}"))
     torch_s = statistics.median(torch_times) if torch_times else float("nan")
+    print(f"load average before / after: {load_before} / {_load()} (1, 5, 15 min; {os.cpu_count()} cores)")
     print(f'python -c "import torch": {torch_s:.2f} s (median of {len(torch_times)}, the unit below)')
     print(f"{'command':44} {'seconds':>8} {'x torch':>8} {'target':>8}  ok")
     for cmd, seconds, note in rows:

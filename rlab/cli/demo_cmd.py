@@ -126,12 +126,14 @@ def run_demo(
 
 def _power_line(spec: Path, base_dir: Path, results_dir: Path) -> None:
     """What the demo's evals can detect vs its eval.target_mde (the power line `rlab continue --dry-run` prints)."""
-    from rlab.cli.continue_cmd import console_reporter, power_check, render_power
+    from rlab.cli.plan_view import render_power
+    from rlab.cli.reporting import console_reporter
+    from rlab.report.power_spec import check_experiment
     from rlab.spec.loading import load_spec
 
     resolved = load_spec(spec, base_dir=base_dir.resolve(), results_dir=results_dir.resolve())
     l0 = resolved.pretrain.train.seq_len if resolved.pretrain is not None else None
-    render_power(power_check(resolved, l0), console_reporter())
+    render_power(check_experiment(resolved, l0), console_reporter())
 
 
 def _go_no_go(base_dir: Path, spec: Path, enforce: bool = True) -> None:

@@ -3,7 +3,8 @@
     rlab power -e demo                                   # pilot: results/demo's per-unit files
     rlab power --unit-sd core=0.57 --seed-sd core=0.0052 --mde core=0.01 --family-size 8
 
-This module resolves the pilot and the stated numbers, and renders the plan as a table or JSON.
+This module parses the stated numbers and names the pilot; `rlab.report.power_sources` takes the noise from
+them, `rlab.report.power` plans; the plan is rendered here as a table or JSON.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, a_name, at_least
 from rlab.errors import RlabError
 
 if TYPE_CHECKING:
-    from rlab.report.power import EndpointPlan, Noise
+    from rlab.report.power import EndpointPlan
 
 STATED_PANEL = "Stated noise and targets"
 
@@ -47,29 +48,6 @@ def _pairs(values: list[str] | None, flag: str, integer: bool = False) -> dict[s
             )
         out[name.strip()] = float(int(value)) if integer else value
     return out
-
-
-def _stated_only(
-    unit_sd: dict[str, float], seed_sd: dict[str, float], family_size: int | None
-) -> list[Noise]:
-    """Endpoints known only from stated SDs (no pilot): one per name given to --unit-sd."""
-    from rlab.report import power
-    from rlab.report.power_spec import CLASS_UNITS
-
-    out = []
-    for name in unit_sd:
-        cls = name if name in power.CLASSES else power.endpoint_class(name, "")
-        family = power.class_family(cls)
-        out.append(
-            power.Noise(
-                endpoint=name,
-                family=family,
-                family_size=family_size or 1,
-                unit=CLASS_UNITS.get(cls, power.unit_word(name)),
-                unit_sd=None,
-            )
-        )
-    return power.with_stated(out, unit_sd, seed_sd)
 
 
 UNIT_SHORT = {"documents": "docs", "examples": "ex", "keys": "keys", "records": "rec", "blocks": "blocks"}
@@ -197,10 +175,14 @@ def power_plan(
     dev/LEADERBOARD.md "Run 4" (commit 4b40774), the same d24 run 7 times: CORE SD 0.0052.
     """
     from rlab.report import power
-    from rlab.spec.eval import TargetMde
+    from rlab.report.power_sources import StatedNoise, plan_inputs
 
-    stated_unit = _pairs(unit_sd, "--unit-sd")
-    stated_seed = _pairs(seed_sd, "--seed-sd")
+    stated = StatedNoise(
+        _pairs(unit_sd, "--unit-sd"),
+        _pairs(seed_sd, "--seed-sd"),
+        family_size,
+        None if not endpoints else frozenset(e.strip() for e in endpoints.split(",") if e.strip()),
+    )
     targets_given = _pairs(mde, "--mde")
     try:
         seed_grid = tuple(sorted({int(s) for s in seeds.split(",") if s.strip()}))
@@ -208,42 +190,20 @@ def power_plan(
         seed_grid = ()
     if not seed_grid or min(seed_grid) < 1:
         raise RlabError(f"--seeds {seeds!r}: expected positive integers, e.g. 1,3,5.")
-    targets = TargetMde()
-    pilot_name, notes = None, []
+    spec_targets, pilot = None, None
     if spec_path is not None:
         from rlab.spec.loading import load_spec
 
-        targets = load_spec(spec_path).eval.target_mde
-    if experiment is None and spec_path is None and stated_unit:
-        noises = _stated_only(stated_unit, stated_seed, family_size)
-    else:
+        spec_targets = load_spec(spec_path).eval.target_mde
+    if not stated.stands_alone(pilot_named=experiment is not None or spec_path is not None):
         from rlab.orchestrate.experiments import resolve_experiment
         from rlab.paths import ExperimentLayout
 
         name, root = resolve_experiment(experiment, spec_path, results_dir)
-        layout = ExperimentLayout(root, name)
-        if not any(layout.root.glob("evals/*/eval.json")):
-            raise RlabError(
-                f"Experiment '{name}' has no evals to serve as a pilot (no eval.json under {layout.root}/evals).",
-                "Run a small pilot first (rlab eval), or state the noise: rlab power --unit-sd core=0.57 ...",
-            )
-        pilot = power.read_pilot(layout, baseline, spread.value)
-        pilot_name, notes = pilot.name, pilot.notes
-        if spec_path is None and pilot.targets is not None:
-            targets = pilot.targets
-        noises = power.with_stated(pilot.noises, stated_unit, stated_seed)
-    if family_size is not None:
-        from dataclasses import replace
-
-        noises = [replace(n, family_size=family_size) for n in noises]
-    if endpoints:
-        wanted = {e.strip() for e in endpoints.split(",") if e.strip()}
-        noises = [
-            n for n in noises if n.endpoint in wanted or power.endpoint_class(n.endpoint, n.family) in wanted
-        ]
-    if not noises:
-        raise RlabError("No endpoint to plan.", "Check --endpoints, or state one: --unit-sd core=0.57.")
-    plans = power.plan(noises, targets, targets_given, power=power_level, seeds=seed_grid)
+        pilot = ExperimentLayout(root, name)
+    inputs = plan_inputs(stated, pilot, spec_targets, baseline, spread.value)
+    pilot_name, notes = inputs.pilot, inputs.notes
+    plans = power.plan(inputs.noises, inputs.targets, targets_given, power=power_level, seeds=seed_grid)
     if json_out:
         import json
 

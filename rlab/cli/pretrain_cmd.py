@@ -19,7 +19,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from rlab.cli.continue_cmd import render_plan, run_reporter
 from rlab.cli.options import (
     BaseDirOpt,
     BaseTagOpt,
@@ -61,6 +60,8 @@ def pretrain(
     force: ForceOpt = False,
 ) -> None:
     """Train the spec's base model from scratch (its `pretrain:` section) into the base tag (and its replicates)."""
+    from rlab.cli.plan_view import render_plan
+    from rlab.cli.reporting import run_reporter
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.plan import plan_bases
     from rlab.orchestrate.tag_setup import build_jobs

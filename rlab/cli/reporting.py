@@ -14,13 +14,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 from rich.text import Text
+
+from rlab.cli.console import err, out
+from rlab.orchestrate.reporter import JsonReporter
 
 if TYPE_CHECKING:
     from rlab.cli.eval_progress import EvalProgressView
     from rlab.orchestrate.launch import JobState
-    from rlab.orchestrate.reporter import JobFailure, TickFn
+    from rlab.orchestrate.reporter import JobFailure, Reporter, TickFn
     from rlab.orchestrate.watch import Progress
 
 
@@ -132,3 +136,13 @@ class ConsoleReporter:
 
     def next_step(self, command: str) -> None:
         self._print(self.out, f"next: {command}")
+
+
+def console_reporter(to_stderr: bool = False) -> ConsoleReporter:
+    """The console reporter; `to_stderr` for --json output, so stdout carries only the JSON."""
+    return ConsoleReporter(out=err if to_stderr else out, err=err)
+
+
+def run_reporter(as_json: bool) -> Reporter:
+    """What a training run reports to: the console, or with --json one JSON object per event on stdout."""
+    return JsonReporter(emit=typer.echo) if as_json else console_reporter()

@@ -25,9 +25,9 @@ def status(
 ) -> None:
     """Show runs in progress, stopped or failed (step/total, loss, ETA, log) and unfinished evals."""
     from rlab.cli.console import out
-    from rlab.cli.ls_cmd import records_table
-    from rlab.cli.tag_state import LIVE_STATES, eval_records, tag_records
+    from rlab.cli.tag_view import records_table
     from rlab.orchestrate.experiments import experiment_filter
+    from rlab.orchestrate.tag_state import LIVE_STATES, eval_records, tag_records
 
     base = BaseLayout((base_dir or default_base_dir()).expanduser().absolute())
     experiment, results_root = experiment_filter(experiment, results_dir)
@@ -35,11 +35,13 @@ def status(
     runs = [
         r
         for r in tag_records(base, results_root)
-        if r["state"] in LIVE_STATES and (experiment is None or r["experiment"] == experiment)
+        if r.state in LIVE_STATES and (experiment is None or r.experiment == experiment)
     ]
-    evals = [r for r in eval_records(results_root) if experiment is None or r["experiment"] == experiment]
+    evals = [r for r in eval_records(results_root) if experiment is None or r.experiment == experiment]
     if as_json:
-        typer.echo(json.dumps({"runs": runs, "evals": evals}, indent=2))
+        typer.echo(
+            json.dumps({"runs": [r.as_dict() for r in runs], "evals": [r.as_dict() for r in evals]}, indent=2)
+        )
         return
     if not runs and not evals:
         out.print(
@@ -54,34 +56,32 @@ def status(
         out.print("Training runs", highlight=False, markup=False)
         out.print(records_table(runs, out.width))
         for r in runs:
-            if r["state"] == "training":
+            if r.state == "training":
                 out.print(
-                    f"{r['tag']}: {r['holder']}; log {r['log']}",
+                    f"{r.tag}: {r.holder}; log {r.log}",
                     highlight=False,
                     markup=False,
                     soft_wrap=True,
                 )
             else:
                 hint = (
-                    f"rlab continue --spec {results_root / r['experiment'] / 'spec.resolved.yaml'} "
-                    f"--variants {r['variant'] or '<variant>'} --resume"
-                    if r["experiment"]
+                    f"rlab continue --spec {results_root / r.experiment / 'spec.resolved.yaml'} "
+                    f"--variants {r.variant or '<variant>'} --resume"
+                    if r.experiment
                     else "rlab continue ... --resume"
                 )
-                error = r.get("error") or ""
-                said = (
-                    error if error.startswith(r["state"]) else r["state"] + (f" ({error})" if error else "")
-                )
+                error = r.error or ""
+                said = error if error.startswith(r.state) else r.state + (f" ({error})" if error else "")
                 out.print(
-                    f"{r['tag']}: {said}; log {r['log']}; finish it with: {hint}",
+                    f"{r.tag}: {said}; log {r.log}; finish it with: {hint}",
                     highlight=False,
                     markup=False,
                     soft_wrap=True,
                 )
-    for r in evals:
+    for e in evals:
         out.print(
-            f"{r['tag']} ({r['experiment']}): {r['state']}; log {r['log']}; "
-            f"rerun: rlab eval --tag {r['tag']} -e {r['experiment']}",
+            f"{e.tag} ({e.experiment}): {e.state}; log {e.log}; "
+            f"rerun: rlab eval --tag {e.tag} -e {e.experiment}",
             highlight=False,
             markup=False,
             soft_wrap=True,

@@ -16,11 +16,7 @@ removes the step's old meta (`begin_checkpoint`), the other ranks then write the
 
 from __future__ import annotations
 
-import collections
-import io
 import logging
-import pickle
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +26,7 @@ from rlab.atomic_io import atomic_write
 from rlab.core.architecture import NANOCHAT_CONFIG_KEYS, Architecture, key_list
 from rlab.core.checkpoint_meta import CheckpointMeta, read_meta, write_meta
 from rlab.core.gpt_config import GPTConfig
+from rlab.core.torch_zip import read_tensors, state_dict_keys
 from rlab.errors import CheckpointError, TrainingError
 from rlab.nanochat.detect import detect_architecture, window_pattern
 from rlab.nanochat.generations import get_architecture
@@ -297,58 +294,21 @@ def inspect_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
     return _info(ckpt_dir, step, meta, keys)[0]
 
 
-class _TensorStub:
-    """What a tensor (or any torch object) in a state dict's pickle becomes when only its keys are read."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _TensorStub:
-        return _TensorStub()
-
-    def __setstate__(self, state: Any) -> None:
-        pass
-
-
-class _KeysOnly(pickle.Unpickler):
-    """Unpickles a `torch.save` state dict's structure without torch: dicts are built, every other class
-    (tensors, storages) becomes a stub, and no storage is read; nothing the pickle names is ever run."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("collections", "OrderedDict"):
-            return collections.OrderedDict
-        return _TensorStub
-
-    def persistent_load(self, pid: Any) -> None:
-        return None
-
-
-def state_dict_keys(path: Path) -> list[str] | None:
-    """The keys of a model file in torch's zip format, read from its pickle without importing torch (which
-    takes longer than everything else a dry run does); None when it is not such a file or not a state dict
-    of tensors (the caller then loads it with torch, which names the problem)."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            name = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
-            state = _KeysOnly(io.BytesIO(z.read(name))).load()
-    except Exception:  # noqa: BLE001 - any failure: torch.load decides, and reports it
-        return None
-    if not isinstance(state, dict) or not all(
-        isinstance(k, str) and isinstance(v, _TensorStub) for k, v in state.items()
-    ):
-        return None
-    return list(state)
-
-
 def verify_checkpoint(ckpt_dir: Path, step: int) -> CheckpointInfo:
     """Every check `load_checkpoint_state` makes (meta, file, keys, finite values), on the memory-mapped
-    file, nothing kept: what the orchestrator runs on the checkpoints a job will read, before any clone."""
+    file, nothing kept: what the orchestrator runs on the checkpoints a job will read, before any clone.
+    A plain file is read without torch (`rlab.core.torch_zip`); any other is loaded with torch."""
     ckpt_dir = Path(ckpt_dir)
     meta = read_meta(ckpt_dir, step)
     path = model_file(ckpt_dir, step)
-    state = strip_compile_prefix(_read_state_dict(path, mmap=True))
-    info, _ = _info(ckpt_dir, step, meta, state.keys())
-    bad = nonfinite_tensors(state)
+    stored = read_tensors(path)
+    if isinstance(stored, dict):
+        plain = strip_compile_prefix(stored)
+        keys, bad = list(plain), [name for name, tensor in plain.items() if not tensor.finite()]
+    else:
+        state = strip_compile_prefix(_read_state_dict(path, mmap=True))
+        keys, bad = list(state), nonfinite_tensors(state)
+    info, _ = _info(ckpt_dir, step, meta, keys)
     if bad:
         raise CheckpointError(f"{path}: non-finite values (NaN/Inf) in {key_list(bad)}.")
     return info

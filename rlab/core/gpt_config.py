@@ -1,7 +1,7 @@
 """The model's shape, `GPTConfig`: nanochat's `model_config` plus the architecture generation and rotary base.
 
 Its own module so that the parts the model is built from (`rlab.core.layer_positions`) read the shape without
-importing the model.
+importing the model, and torch-free, so that reading a checkpoint's shape (a dry run, `rlab ls`) imports no torch.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from rlab.core import rope as rope_lib
 from rlab.core.architecture import DEFAULT_WINDOW_PATTERN, NANOCHAT_CONFIG_KEYS, window_sizes
+from rlab.core.rope_frequencies import check_head_dim
 from rlab.errors import SpecError
 from rlab.nanochat.generations import DEFAULT_ARCHITECTURE, get_architecture
 
@@ -72,4 +72,4 @@ class GPTConfig:
             )
         get_architecture(self.architecture)
         window_sizes(self.window_pattern, self.n_layer, self.sequence_len)  # checks the pattern's letters
-        rope_lib.check_head_dim(self.head_dim)
+        check_head_dim(self.head_dim)

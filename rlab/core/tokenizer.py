@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
+from rlab.core.torch_zip import StoredTensor, read_tensors
 from rlab.errors import DataError
 
 if TYPE_CHECKING:  # torch stays out of `rlab --help`
@@ -245,8 +246,9 @@ def check_tokenizer(directory: str | Path) -> int:
     naming the file that cannot be read."""
     tokenizer = Tokenizer.from_directory(directory)
     path = Path(directory) / TOKEN_BYTES_NAME
+    stored = read_tensors(path) if path.is_file() else None  # a plain file: read without torch
     try:
-        table = load_token_bytes(directory)
+        entries = stored.numel if isinstance(stored, StoredTensor) else load_token_bytes(directory).numel()
     except DataError:
         raise
     except Exception as exc:  # noqa: BLE001 - torch raises many types for a truncated or foreign file
@@ -254,9 +256,9 @@ def check_tokenizer(directory: str | Path) -> int:
         raise DataError(
             f"Cannot read {path}: {reason}.", "Rebuild it with `rlab data prepare --force`."
         ) from None
-    if table.numel() != tokenizer.vocab_size:
+    if entries != tokenizer.vocab_size:
         raise DataError(
-            f"{path} has {table.numel()} entries for a tokenizer of {tokenizer.vocab_size} tokens.",
+            f"{path} has {entries} entries for a tokenizer of {tokenizer.vocab_size} tokens.",
             "Rebuild it with `rlab data prepare --force`.",
         )
     return tokenizer.vocab_size

@@ -40,6 +40,17 @@ def test_root_help_loads_nothing_heavy():
     assert _loaded_heavy_modules(code) == []
 
 
+def test_a_command_help_loads_nothing_heavy():
+    """The root group's unset switches are processed before every subcommand: no pydantic to coerce them."""
+    for command in ("continue", "eval", "ls"):
+        code = (
+            "import sys\nfrom rlab.cli.app import main\n"
+            f"sys.argv = ['rlab', '{command}', '--help']\n"
+            "try:\n    main()\nexcept SystemExit as exit:\n    assert exit.code == 0"
+        )
+        assert _loaded_heavy_modules(code) == [], command
+
+
 def test_rope_help_names_every_variant():
     result = run_main("rope", "inspect", "--help", columns=200)
     assert result.code == 0, result.text

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rlab.cli.ls_cmd import records_table
+from rlab.cli.tag_view import records_table
 from rlab.orchestrate.lock import TagLocks
+from rlab.orchestrate.tag_state import tag_records
 from rlab.paths import BaseLayout
 from tests.cli.harness import run_main
 from tests.orchestrate.helpers import make_checkpoint
@@ -69,11 +70,8 @@ def test_ls_at_80_columns_never_cuts_a_number(tmp_path):
     narrow = run_main("ls", "--base-dir", str(base), "--results-dir", str(results), columns=80)
     assert narrow.code == 0, narrow.err
     assert "rope" not in next(line for line in narrow.out.splitlines() if line.startswith("tag "))
-    listed = json.loads(run_main("ls", "--base-dir", str(base), "--results-dir", str(results), "--json").out)[
-        "tags"
-    ]
     wide = Console(width=200, record=True)
-    wide.print(records_table(listed, 200))
+    wide.print(records_table(tag_records(BaseLayout(base), results), 200))
     assert "rope" in wide.export_text().splitlines()[0]
     rows = [line for line in narrow.out.splitlines() if line.strip().startswith("fx-")]
     assert len(rows) == 9 and all(len(line) <= 80 for line in rows) and "…" not in narrow.out, narrow.out
