@@ -76,18 +76,11 @@ def shipped_device_batch() -> int:
 
 
 def _plan(shape: dict[str, int], batch: int, nproc: int, device: str, checkpointing: str = "off") -> Any:
+    from bench.memory_bench import nanochat_2025
     from rlab.memory.plan import plan_training
     from rlab.memory.shape import TrainShape
 
-    config = {
-        "sequence_len": shape["seq_len"],
-        "vocab_size": shape["vocab"],
-        "n_layer": shape["depth"],
-        "n_head": shape["n_head"],
-        "n_kv_head": shape["n_head"],
-        "n_embd": shape["n_embd"],
-        "architecture": "nanochat-2025",
-    }
+    config = nanochat_2025(shape["depth"], shape["n_embd"], shape["n_head"], shape["vocab"], shape["seq_len"])
     ts = TrainShape(
         config=config,
         seq_len=shape["seq_len"],

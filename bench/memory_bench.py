@@ -32,9 +32,11 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from rlab.core.gpt_config import GPTConfig
 
 SIZES = {
     "d20": dict(n_layer=20, n_embd=1280, n_head=10, vocab_size=65536, seq_len=8192, batch=8, nproc=8),
@@ -45,18 +47,25 @@ HEAD_TARGET_KIB = 8.0  # issue 27: the loss head keeps at most 8 KiB per token
 PEAK_TARGET_GIB = 72.0  # issue 27: d20 at 8 x 8192 per rank on 8 ranks within 90% of 80 GiB
 
 
+def nanochat_2025(n_layer: int, n_embd: int, n_head: int, vocab_size: int, seq_len: int) -> GPTConfig:
+    """A nanochat-2025 model of these sizes, with as many kv heads as query heads (the benches' models)."""
+    return GPTConfig(
+        sequence_len=seq_len,
+        vocab_size=vocab_size,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_kv_head=n_head,
+        n_embd=n_embd,
+        architecture="nanochat-2025",
+    )
+
+
 def _shape(size: dict[str, Any], batch: int | None = None):
     from rlab.memory.shape import TrainShape
 
-    config = {
-        "sequence_len": size["seq_len"],
-        "vocab_size": size["vocab_size"],
-        "n_layer": size["n_layer"],
-        "n_head": size["n_head"],
-        "n_kv_head": size["n_head"],
-        "n_embd": size["n_embd"],
-        "architecture": "nanochat-2025",
-    }
+    config = nanochat_2025(
+        size["n_layer"], size["n_embd"], size["n_head"], size["vocab_size"], size["seq_len"]
+    )
     return TrainShape(
         config=config, seq_len=size["seq_len"], device_batch_size=batch or size["batch"], nproc=size["nproc"]
     )
@@ -73,18 +82,16 @@ def _nanochat_modules(nanochat_dir: Path):
     return gpt
 
 
-def nanochat_model(nanochat_dir: Path) -> Callable[[dict[str, Any]], Any]:
+def nanochat_model(nanochat_dir: Path) -> Callable[[GPTConfig], Any]:
     gpt = _nanochat_modules(nanochat_dir)
 
-    def make(config: dict[str, Any], shape=None):
+    def make(config: GPTConfig, shape=None):
         import torch
 
         from rlab.memory.trace import on_cpu
 
-        keys = ("sequence_len", "vocab_size", "n_layer", "n_head", "n_kv_head", "n_embd")
-
         def build():
-            model = gpt.GPT(gpt.GPTConfig(**{k: config[k] for k in keys}))
+            model = gpt.GPT(gpt.GPTConfig(**config.nanochat_dict()))
             model.transformer.wte.to(dtype=torch.bfloat16)  # what its init_weights does on CUDA
             return model
 
@@ -103,32 +110,6 @@ def nanochat_build(nanochat_dir: Path):
         return model, optimizers, list(model.transformer.h)
 
     return build
-
-
-@contextlib.contextmanager
-def fake_world(nproc: int) -> Iterator[None]:
-    """Rank 0 of a fake process group of `nproc` ranks (collectives do nothing), as torchrun's environment
-    says; torch.compile off inside (nanochat compiles its optimizer steps, which cannot run on fake tensors)."""
-    import torch
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": str(nproc)}
-    before = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=nproc)
-    disabled = torch._dynamo.config.disable
-    torch._dynamo.config.disable = True
-    try:
-        yield
-    finally:
-        torch._dynamo.config.disable = disabled
-        dist.destroy_process_group()
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 # ----- the counts ------------------------------------------------------------------------------------
@@ -159,9 +140,8 @@ def compiled_per_token(size: dict[str, Any], make_model) -> dict[str, float]:
 
 
 def rlab_row(size: dict[str, Any], compiled: bool = True) -> dict[str, Any]:
-    from rlab.memory.compiled import rlab_model
     from rlab.memory.plan import plan_training
-    from rlab.memory.trace import build_training
+    from rlab.memory.trace import build_training, rlab_model
 
     plan = plan_training(_shape(size).model_copy(update={"compile": compiled}), suggest=False)
     return {
@@ -178,10 +158,11 @@ def nanochat_row(size: dict[str, Any], nanochat_dir: Path, compiled: bool = True
     """nanochat's counts; its peak: its traced step at the full shape, the saved activations replaced by
     the compiled count (no DDP)."""
     from rlab.memory.compiled import compiled_saved
+    from rlab.memory.fake_world import fake_world
     from rlab.memory.trace import trace_step
 
     shape, make = _shape(size), nanochat_model(nanochat_dir)
-    with fake_world(size["nproc"]):
+    with fake_world(size["nproc"], environ=True, compile_off=True):  # nanochat compiles its optimizer steps
         eager = eager_per_token(size, nanochat_build(nanochat_dir))
         trace = trace_step(shape, build=nanochat_build(nanochat_dir))
     kept = trace.peak_parts.get("activations", 0) + trace.peak_parts.get("weight_copies", 0)

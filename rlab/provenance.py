@@ -3,7 +3,7 @@ and on which machine (`Platform`: CPU, ISA, torch, threads).
 
 Recorded in every checkpoint meta (training) and every eval.json section. The code version is carried into
 results.csv, so that the report can refuse to compare numbers produced by different code; the platform lets the
-report and `rlab compare` say when numbers were computed under other numerics (`rlab.report.numerics`).
+report and `rlab compare` say when numbers were computed under other numerics (`rlab.report.sources.numerics`).
 """
 
 from __future__ import annotations

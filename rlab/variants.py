@@ -47,4 +47,4 @@ def parse_variant(name: str) -> RopeVariant:
 
 BASELINE_VARIANT = RopeVariant.rope.value
 """The variant every other is compared with unless told otherwise: `rlab continue` trains it as the control arm
-(`rlab.orchestrate.control`) and `rlab report` compares with it (`rlab.report.collect.resolve_baseline`)."""
+(`rlab.orchestrate.control`) and `rlab report` compares with it (`rlab.report.assemble.pairing.resolve_baseline`)."""

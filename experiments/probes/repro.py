@@ -6,7 +6,7 @@ move (issue 45: a few percent after training); the verdicts should not. This pro
 eval and report stages (the same commands `rlab demo` runs, on its base and data) as the experiment `demo-repro`,
 trained in the other dtype than the demo's own and with `--threads` intra-op threads per rank (torchrun's
 default, the demo's, is 1), then counts the verdicts that changed between results/demo/results.csv and
-results/demo-repro/results.csv (`rlab.report.verdict_diff`): the figure docs/reproducibility.md states.
+results/demo-repro/results.csv (`rlab.report.assemble.verdict_diff`): the figure docs/reproducibility.md states.
 
     make demo                                                   # the reference: results/demo
     .venv/bin/python experiments/probes/repro.py                # the other dtype, 2 threads per rank
@@ -36,7 +36,7 @@ from rlab.errors import RlabError
 from rlab.orchestrate.demo import DEMO_SPEC, Stage, demo_stages
 from rlab.paths import ExperimentLayout, find_eval_bundle
 from rlab.records.eval_doc import read_eval_doc
-from rlab.report.verdict_diff import VerdictDiff, verdict_diff
+from rlab.report.assemble.verdict_diff import VerdictDiff, verdict_diff
 from rlab.spec.loading import load_spec
 
 NAME = "demo-repro"

@@ -5,7 +5,7 @@
     rlab compare A B --arms yarn                    # A/yarn vs B/yarn only
 
 Writes <results root of the first>/_compare/A+B/{comparison.md,plots/} (never a single experiment's
-report). The work is `rlab.report.compare`; this module resolves the arguments and renders.
+report). The work is `rlab.report.assemble.compare`; this module resolves the arguments and renders.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def compare(
     from rlab.cli.console import out
     from rlab.cli.report_view import rich_table, rich_text
     from rlab.paths import ComparisonLayout
-    from rlab.report.compare import collect_comparison
+    from rlab.report.assemble.compare import collect_comparison
     from rlab.report.comparison_document import write_comparison
 
     layouts = [_layout(t, results_dir) for t in experiments]

@@ -156,7 +156,7 @@ def continue_training(
     from rlab.orchestrate.preflight import plan_json, preflight_continue
     from rlab.orchestrate.tag_setup import build_jobs
     from rlab.orchestrate.training import start_continue, submit_slurm
-    from rlab.report.power_spec import check_experiment
+    from rlab.report.power.spec import check_experiment
     from rlab.spec.loading import load_spec
 
     spec = load_spec(

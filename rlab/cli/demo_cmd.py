@@ -128,7 +128,7 @@ def _power_line(spec: Path, base_dir: Path, results_dir: Path) -> None:
     """What the demo's evals can detect vs its eval.target_mde (the power line `rlab continue --dry-run` prints)."""
     from rlab.cli.plan_view import render_power
     from rlab.cli.reporting import console_reporter
-    from rlab.report.power_spec import check_experiment
+    from rlab.report.power.spec import check_experiment
     from rlab.spec.loading import load_spec
 
     resolved = load_spec(spec, base_dir=base_dir.resolve(), results_dir=results_dir.resolve())

@@ -303,7 +303,7 @@ def _eval_plan(
     from rlab.memory.shape import model_config_from_meta
 
     config = model_config_from_meta(meta)
-    train_len = seq_len or config["sequence_len"]
+    train_len = seq_len or config.sequence_len
     shape = eval_shape_from(
         config,
         train_seq_len=train_len,

@@ -1,7 +1,7 @@
 """A training plan on the terminal: the dry runs of `rlab continue`, `rlab pretrain` and `rlab demo`.
 
 `render_plan` lays out the planned tags and their exact commands, `render_changes` the eval inputs and what a
-continuation changes against its base run, `render_power` the power line (`rlab.report.power_spec`). The
+continuation changes against its base run, `render_power` the power line (`rlab.report.power.spec`). The
 commands build the plan; this module only prints it.
 """
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from rlab.orchestrate.launch import Job
     from rlab.orchestrate.preflight import Preflight
     from rlab.orchestrate.reporter import Reporter
-    from rlab.report.power_spec import PowerCheck
+    from rlab.report.power.spec import PowerCheck
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import RunConfig
 

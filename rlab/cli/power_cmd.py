@@ -1,10 +1,10 @@
-"""`rlab power`: how many units and seeds each endpoint needs for a target MDE (`rlab.report.power`).
+"""`rlab power`: how many units and seeds each endpoint needs for a target MDE (`rlab.report.power.planner`).
 
     rlab power -e demo                                   # pilot: results/demo's per-unit files
     rlab power --unit-sd core=0.57 --seed-sd core=0.0052 --mde core=0.01 --family-size 8
 
-This module parses the stated numbers and names the pilot; `rlab.report.power_sources` takes the noise from
-them, `rlab.report.power` plans; the plan is rendered here as a table or JSON.
+This module parses the stated numbers and names the pilot; `rlab.report.power.sources` takes the noise from
+them, `rlab.report.power.planner` plans; the plan is rendered here as a table or JSON.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, a_name, at_least
 from rlab.errors import RlabError
 
 if TYPE_CHECKING:
-    from rlab.report.power import EndpointPlan
+    from rlab.report.power.planner import EndpointPlan
 
 STATED_PANEL = "Stated noise and targets"
 
 
 class Spread(str, Enum):
-    """Which of an endpoint's pilot comparisons sets its noise (`rlab.report.power.Spread`)."""
+    """Which of an endpoint's pilot comparisons sets its noise (`rlab.report.power.planner.Spread`)."""
 
     median = "median"
     max = "max"
@@ -174,8 +174,8 @@ def power_plan(
     nanochat figure for --seed-sd:
     dev/LEADERBOARD.md "Run 4" (commit 4b40774), the same d24 run 7 times: CORE SD 0.0052.
     """
-    from rlab.report import power
-    from rlab.report.power_sources import StatedNoise, plan_inputs
+    from rlab.report.power import planner as power
+    from rlab.report.power.sources import StatedNoise, plan_inputs
 
     stated = StatedNoise(
         _pairs(unit_sd, "--unit-sd"),

@@ -120,7 +120,7 @@ def build_report(
             f"Evaluate its tags first: rlab eval --all -e {name}"
             + (f" --results-dir {results_dir.absolute()}" if results_dir else ""),
         )
-    from rlab.report import inference
+    from rlab.report.stats import inference
 
     with inference.recording_units() as recorded:
         report = write_report(
@@ -130,7 +130,7 @@ def build_report(
         _print_calibration(report.data, recorded, seed)
     if (quiet or as_json) and report.data.mismatches:  # otherwise the opening lines below say it
         from rlab.cli.console import err
-        from rlab.report.headline import mismatch_line
+        from rlab.report.render.headline import mismatch_line
 
         err.print(
             f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True
@@ -139,30 +139,36 @@ def build_report(
         typer.echo(_report_json(name, report))
         return
     if not quiet:
-        from rlab.cli.report_view import rich_block, rich_table, rich_text
-        from rlab.report import answer as ans
-
-        if report.answer_table is not None:
-            out.print(rich_block(ans.table(report.answer_table), ans.title(report.data)))
-            for line in report.answer_table.lines:
-                out.print(rich_text(line))
-            out.print()
-            for item in report.answer_table.warnings:
-                out.print(rich_text(item.text), style="dim" if item.tone == "note" else "")
-            out.print()
-        for table in report.tables:
-            if not table.frame.empty:
-                out.print(rich_table(table))
-                out.print()
-        notes = report.data.footnotes.items
-        if notes:
-            out.print("[bold]Notes[/]")
-            for i, text in enumerate(notes, start=1):
-                out.print(f"  [dim]{i}.[/] {_escape(text)}")
-            out.print()
+        _print_tables(report)
     out.print("[bold]Wrote[/]")
     for path in report.written:
         out.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_tables(report) -> None:
+    """The Answer table with its lines and warnings, every other table, then the notes."""
+    from rlab.cli.console import out
+    from rlab.cli.report_view import rich_block, rich_table, rich_text
+    from rlab.report.render import answer as ans
+
+    if report.answer_table is not None:
+        out.print(rich_block(ans.table(report.answer_table), ans.title(report.data)))
+        for line in report.answer_table.lines:
+            out.print(rich_text(line))
+        out.print()
+        for item in report.answer_table.warnings:
+            out.print(rich_text(item.text), style="dim" if item.tone == "note" else "")
+        out.print()
+    for table in report.tables:
+        if not table.frame.empty:
+            out.print(rich_table(table))
+            out.print()
+    notes = report.data.footnotes.items
+    if notes:
+        out.print("[bold]Notes[/]")
+        for i, text in enumerate(notes, start=1):
+            out.print(f"  [dim]{i}.[/] {_escape(text)}")
+        out.print()
 
 
 def _report_json(name: str, report) -> str:
@@ -170,7 +176,7 @@ def _report_json(name: str, report) -> str:
     the verdicts in words, the baseline, what was written, every table's rows."""
     import json
 
-    from rlab.report.document import plain
+    from rlab.report.render.document import plain
 
     tables = [
         {
@@ -211,8 +217,8 @@ def _print_calibration(data, recorded, seed: int) -> None:
     """`--calibrate`: the plasmode familywise error of each family (the estimands' too), on stderr (stdout stays
     the report's)."""
     from rlab.cli.console import err
-    from rlab.report import plasmode
     from rlab.report.estimands import calibration
+    from rlab.report.stats import plasmode
 
     frames = [data.comparisons, data.copy_cells, data.copy_retention]
     found = plasmode.calibrate(recorded, [f for f in frames if f is not None], seed=seed)

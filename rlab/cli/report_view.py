@@ -1,6 +1,6 @@
 """The report's document pieces on the terminal: verdicts coloured by their `Verdict`, never by their wording.
 
-`rich_text` turns a `rlab.report.document.Text` into a rich Text (strong spans bold, code cyan, a verdict bold
+`rich_text` turns a `rlab.report.render.document.Text` into a rich Text (strong spans bold, code cyan, a verdict bold
 in its colour); `rich_table` a report `Table` into a rich table, cells coloured by the verdict they state and the
 significant best in bold green; `rich_block` a document table (the report's Answer) with its blocks of rows and
 its verdicts as coloured words. Shared by `rlab report` and `rlab compare`.
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 from rich.table import Table as RichTable
 from rich.text import Text as RichText
 
-from rlab.report.inference import Verdict
+from rlab.report.stats.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from rlab.report.document import TableBlock, Text
-    from rlab.report.table_model import Table
+    from rlab.report.render.document import TableBlock, Text
+    from rlab.report.render.table_model import Table
 
 VERDICT_STYLE = {
     Verdict.BETTER: "green",

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 
@@ -71,3 +72,19 @@ def autocast_context(device: Any, amp_dtype: Any) -> contextlib.AbstractContextM
     if amp_dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=amp_dtype)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A training run's numerics: its device and autocast dtype (None: plain fp32; master weights stay fp32)."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return autocast_context(self.device, self.amp_dtype)
+
+    @property
+    def dtype_name(self) -> Literal["bfloat16", "float32"]:
+        """What checkpoints (`train_state.dtype`) and memory plans record."""
+        return "bfloat16" if self.amp_dtype is not None else "float32"

@@ -20,9 +20,12 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlab.errors import TrainingError
+
+if TYPE_CHECKING:
+    from rlab.memory.shape import TrainShape
 
 logger = logging.getLogger(__name__)
 
@@ -152,10 +155,10 @@ def oom_error(exc: BaseException, step: int, info, plan: dict[str, Any] | None) 
     return TrainingError(message, hint=hint)
 
 
-def plan_in_subprocess(shape: dict[str, Any], gpu_memory_gib: float) -> dict[str, Any] | None:
-    """`rlab memory`'s plan of `shape` (a TrainShape dict), computed in a fresh CPU-only process so the
-    failing trainer's CUDA state and process group are not involved; None when it fails or times out."""
-    request = json.dumps({"shape": shape, "gpu_memory_gib": gpu_memory_gib})
+def plan_in_subprocess(shape: TrainShape, gpu_memory_gib: float) -> dict[str, Any] | None:
+    """`rlab memory`'s plan of `shape` (its JSON), computed in a fresh CPU-only process so the failing
+    trainer's CUDA state and process group are not involved; None when it fails or times out."""
+    request = json.dumps({"shape": shape.model_dump(mode="json"), "gpu_memory_gib": gpu_memory_gib})
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
         env.pop(var, None)

@@ -6,12 +6,22 @@ no_grad with the model in eval mode, and give the memory they used back before t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from rlab.core.distributed import DistInfo
-from rlab.core.trainer_state import TrainerState
+import torch
+
+from rlab.core.bpb import score_tokens
+from rlab.core.distributed import DistInfo, all_reduce_sum
+from rlab.core.gpt import GPT
+from rlab.core.loader import TokenLoader
+from rlab.core.metrics import MemoryMeter, MetricsWriter
+from rlab.core.precision import Precision
+from rlab.core.tokenizer import Tokenizer
+from rlab.tracking import Tracker
 
 logger = logging.getLogger("rlab.core.train")  # the trainer's one log channel (train.log)
 
@@ -19,16 +29,22 @@ SAMPLE_PROMPT = "The"
 SAMPLE_TOKENS = 24
 
 
-def training_val_bpb(model, batches: Iterator, num_batches: int, token_bytes, info: DistInfo, amp) -> float:
+Autocast = Callable[[], contextlib.AbstractContextManager]
+"""The run's autocast context (`rlab.core.precision.Precision.autocast`)."""
+
+
+def training_val_bpb(
+    model: GPT,
+    batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
+    num_batches: int,
+    token_bytes: torch.Tensor,
+    info: DistInfo,
+    amp: Autocast,
+) -> float:
     """Bits per byte on `num_batches` val batches (all ranks), under no_grad; special tokens excluded.
 
     A minimal, training-time version of the metric; `rlab.evals` holds the full evaluation.
     """
-    import torch
-
-    from rlab.core.bpb import score_tokens
-    from rlab.core.distributed import all_reduce_sum
-
     sums = torch.zeros(2, dtype=torch.float64, device=info.device)  # [nats, bytes]
     for _ in range(num_batches):
         x, y = next(batches)  # (B, T) each
@@ -40,11 +56,14 @@ def training_val_bpb(model, batches: Iterator, num_batches: int, token_bytes, in
 
 
 def sample_text(
-    model, tokenizer, device, amp, prompt: str = SAMPLE_PROMPT, max_tokens: int = SAMPLE_TOKENS
+    model: GPT,
+    tokenizer: Tokenizer,
+    device: torch.device,
+    amp: Autocast,
+    prompt: str = SAMPLE_PROMPT,
+    max_tokens: int = SAMPLE_TOKENS,
 ) -> str:
     """Greedy continuation of `prompt` (a quick look at what the model says; no KV cache needed at this size)."""
-    import torch
-
     ids = tokenizer.encode(prompt, prepend=tokenizer.bos_token_id)
     x = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
     with torch.no_grad():
@@ -56,33 +75,48 @@ def sample_text(
     return tokenizer.decode(x[0, 1:].tolist())
 
 
-class TrainEvals(TrainerState):
-    """Evals and samples, as a part of `rlab.core.trainer.Trainer`."""
+@dataclass
+class TrainingEvals:
+    """Val bits per byte and a greedy sample of one run's model, each logged (and the bpb tracked)."""
 
-    def evaluate(self, step: int) -> None:
-        plan = self.plan
-        num_batches = max(1, math.ceil(self.spec.eval_tokens / plan.tokens_per_micro_step))
-        loader = self._make_loader("val", None)
+    model: GPT
+    tokenizer: Tokenizer
+    token_bytes: torch.Tensor
+    """(V,) bytes per token id, 0 for special tokens."""
+    dist: DistInfo
+    precision: Precision
+    open_val: Callable[[], TokenLoader]
+    """A fresh val loader: every eval scores the same batches."""
+    val_batches: int
+    memory: MemoryMeter
+    metrics: MetricsWriter
+    tracker: Tracker
+
+    def evaluate(self, step: int) -> float:
+        """Val bpb on `val_batches` batches (all ranks); written to metrics.jsonl and the tracker."""
+        loader = self.open_val()
         self.model.eval()
         try:
-            bpb = training_val_bpb(self.model, loader, num_batches, self.token_bytes, self.info, self.amp)
+            bpb = training_val_bpb(
+                self.model, loader, self.val_batches, self.token_bytes, self.dist, self.precision.autocast
+            )
         finally:
             loader.close()
             self.model.train()
         peak = self.memory.peak_mb()
         self.memory.release_cached()
         self.memory.reset()
-        self.last_val_bpb = bpb
         logger.info("step %d: val bpb %.4f (peak memory this interval %.0f MB)", step, bpb, peak)
-        record = {"type": "eval", "step": step, "val_bpb": bpb, "peak_mem_mb": peak}
-        self.metrics.write(record)
+        self.metrics.write({"type": "eval", "step": step, "val_bpb": bpb, "peak_mem_mb": peak})
         self.tracker.log({"val/bpb": bpb, "val/peak_mem_mb": peak}, step=step)
+        return bpb
 
     def sample(self, step: int) -> None:
-        if self.info.is_main:
+        """Rank 0 logs the model's greedy continuation of `SAMPLE_PROMPT`."""
+        if self.dist.is_main:
             self.model.eval()
             try:
-                text = sample_text(self.model, self.tokenizer, self.device, self.amp)
+                text = sample_text(self.model, self.tokenizer, self.dist.device, self.precision.autocast)
             finally:
                 self.model.train()
             self.memory.release_cached()

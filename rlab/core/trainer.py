@@ -1,9 +1,10 @@
-"""The trainer of one run: built from its `RunConfig` in `__init__`, trained in `run`.
+"""The trainer of one run: its parts built from its `RunConfig` in `__init__`, trained in `run`.
 
-Setup here (start point, model, precision, optimizers, compile, loader, metrics) and the loop that calls the
-step, evals, samples and saves on their cadences; the step itself (`rlab.core.train_step`), checkpoints
-(`rlab.core.train_checkpoint`) and evals (`rlab.core.train_evals`) are parts the class is assembled from.
-A step's out-of-memory or distributed failure is re-raised as one line naming the rank.
+The trainer holds its parts, each built from what it uses: the model and its wrappers (`rlab.core.train_model`),
+the step runner (`rlab.core.train_step`), the checkpoint saver (`rlab.core.train_checkpoint`), the in-training
+evals (`rlab.core.train_evals`), the stop rules (`rlab.core.train_guard`) and the heartbeat
+(`rlab.core.heartbeat`). The loop here calls the step, evals, samples and saves on their cadences. A step's
+out-of-memory or distributed failure is re-raised as one line naming the rank.
 """
 
 from __future__ import annotations
@@ -11,304 +12,275 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import math
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from rlab.core.batch_plan import plan_batch
+import torch
+from torch.optim import Optimizer
+
+from rlab.core.batch_plan import BatchPlan, plan_batch
+from rlab.core.checkpoint_meta import LrPolicy
 from rlab.core.distributed import DistInfo
 from rlab.core.divergence import DivergenceWatch
+from rlab.core.gpt import GPT
 from rlab.core.heartbeat import HeartbeatThread
-from rlab.core.precision import resolve_dtype, stream_dtype
-from rlab.core.train_checkpoint import CheckpointSaving, restore_rng
-from rlab.core.train_evals import TrainEvals
+from rlab.core.loader import TokenLoader
+from rlab.core.metrics import MemoryMeter, MetricsWriter, TrainProgress, device_peak_flops
+from rlab.core.precision import Precision, resolve_dtype
+from rlab.core.step_failures import (
+    device_memory_gib,
+    distributed_error,
+    is_distributed_error,
+    is_oom,
+    oom_error,
+    plan_in_subprocess,
+)
+from rlab.core.tokenizer import Tokenizer, load_token_bytes
+from rlab.core.train_checkpoint import CheckpointSaver, restore_rng
+from rlab.core.train_evals import TrainingEvals
+from rlab.core.train_guard import RunGuard
+from rlab.core.train_model import build_model, wrap_model
 from rlab.core.train_start import resolve_start, start_optimizers
-from rlab.core.train_step import TrainStep
-from rlab.errors import Diverged, TrainingError
+from rlab.core.train_step import RunCounters, StepRunner
+from rlab.memory.shape import TrainShape
+from rlab.nanochat.loader_position import NanochatPosition
 from rlab.paths import BaseLayout
 from rlab.provenance import current_platform
 from rlab.spec.run import RunConfig
+from rlab.tracking import make_tracker
 
 logger = logging.getLogger("rlab.core.train")  # the trainer's one log channel (train.log)
 
+T = TypeVar("T")
 
-class Trainer(TrainStep, CheckpointSaving, TrainEvals):
-    """One run: set up in `__init__`, train in `run`."""
 
-    def __init__(self, cfg: RunConfig, info: DistInfo, on_model: Callable[[Any], None] | None = None):
-        import torch
+class Trainer:
+    """One run: its parts set up in `__init__`, trained in `run`."""
 
-        from rlab.core.gpt import GPT
-        from rlab.core.metrics import MemoryMeter, MetricsWriter, device_peak_flops
-        from rlab.core.tokenizer import Tokenizer, load_token_bytes
-        from rlab.tracking import make_tracker
-
-        self.cfg, self.info, self.spec = cfg, info, cfg.train
-        self.layout = BaseLayout(Path(cfg.base_dir))
-        self.ckpt_dir = self.layout.checkpoint_dir(cfg.tag)
-        self.plan = plan_batch(self.spec, info.world_size)
-        self.device = info.device
-
-        self.tokenizer = Tokenizer.from_directory(self.layout.tokenizer_dir)
-        self.token_bytes = load_token_bytes(self.layout.tokenizer_dir, self.device)
-        self.start = resolve_start(cfg, self.layout, self.tokenizer.vocab_size)
+    def __init__(self, run: RunConfig, dist: DistInfo, on_model: Callable[[GPT], None] | None = None):
+        self.run_config, self.dist, train = run, dist, run.train
+        layout = BaseLayout(Path(run.base_dir))
+        self.batch = plan_batch(train, dist.world_size)
+        tokenizer = Tokenizer.from_directory(layout.tokenizer_dir)
+        token_bytes = load_token_bytes(layout.tokenizer_dir, dist.device)
+        self.start = resolve_start(run, layout, tokenizer.vocab_size)
         # the stall watchdog's view of this rank, from here to the end of `run` (rlab.core.heartbeat)
         self.heartbeat = HeartbeatThread(
-            Path(cfg.run_dir), info.rank, self.start.step, self.spec.stall_timeout_s
-        )
-        self.heartbeat.start()
-        self.end_step = self.start.run_start_step + self.spec.steps
-
-        # Model: identical on every rank (same seed; DDP also broadcasts rank 0's weights).
-        torch.manual_seed(self.spec.seed)
-        config = self.start.config
-        model = GPT(config, rope=self.start.rope)
-        if self.start.model_state is None:
-            model.init_weights()
-        else:
-            model.load_nanochat_state_dict(self.start.model_state)
-            self.start.model_state = None  # free the CPU copy
-        self.model = model.to(self.device)
-        self.amp_dtype = resolve_dtype(self.spec.dtype, self.device)
-        # bf16 embeddings and residual stream on a GPU, as nanochat (before the optimizers see the parameters)
-        self.model.set_stream_dtype(stream_dtype(self.device, self.amp_dtype))
+            Path(run.run_dir), dist.rank, self.start.step, train.stall_timeout_s
+        ).start()
+        self.end_step = self.start.run_start_step + train.steps
+        self.precision = Precision(dist.device, resolve_dtype(train.dtype, dist.device))
+        model = build_model(self.start, train.seed, self.precision)
         if on_model is not None:
-            on_model(self.model)
-
-        self.compile_wanted = (
-            self.spec.compile if self.spec.compile is not None else self.device.type == "cuda"
-        )
-        shard = self.spec.shard_optimizer and info.is_distributed
-        self.optimizers, self.lr_policy = start_optimizers(
-            self.start,
-            self.model,
-            self.spec,
-            config.n_embd,
-            lambda state: restore_rng(state, self.device),
-            rank=info.rank if shard else 0,
-            world_size=info.world_size if shard else 1,
-            compile_ns=self.compile_wanted,
-        )
-        self.lr_spec = self.spec.lr.model_copy(update={"warmup_steps": self.lr_policy.warmup_steps})
-
+            on_model(model)
+        compile_wanted = train.compile if train.compile is not None else dist.device.type == "cuda"
+        optimizers, lr_policy = self._start_optimizers(model, compile_wanted)
         # auto reaches the trainer only where no memory plan resolved it (continue's preflight does on GPUs)
-        self.checkpointing = (
-            "off" if self.spec.activation_checkpointing == "auto" else self.spec.activation_checkpointing
-        )
-        self.model.set_activation_checkpointing(self.checkpointing)
-        for length in {self.plan.seq_len, *(p.seq_len for p in self.spec.seq_len_warmup)}:
-            self.model.precompute_tables(length, self.device)  # outside the compiled region
-        self.train_model = self._wrap_model()
-        self.compiled = self.train_model is not self._eager_model
-        self.compile_checked = False
-
-        self.flops_per_token = self.model.estimate_flops()
-        self.peak_flops = device_peak_flops(self.device, self.spec.peak_flops)
-        self.memory = MemoryMeter(self.device)
+        checkpointing = "off" if train.activation_checkpointing == "auto" else train.activation_checkpointing
+        lengths = {self.batch.seq_len, *(p.seq_len for p in train.seq_len_warmup)}
+        self.model = wrap_model(model, dist, compile_wanted, checkpointing, lengths)
+        flops = model.estimate_flops(), device_peak_flops(dist.device, train.peak_flops)
+        self.memory = MemoryMeter(dist.device)
         self.metrics = MetricsWriter(
-            Path(cfg.run_dir) / "metrics.jsonl" if info.is_main else None,
+            Path(run.run_dir) / "metrics.jsonl" if dist.is_main else None,
             resumed_from=self.start.resumed_from,
         )
+        config = run.model_dump(mode="json")
         self.tracker = make_tracker(
-            cfg.tracking,
-            cfg.experiment,
-            cfg.tag,
-            Path(cfg.run_dir),
-            cfg.model_dump(mode="json"),
-            info.is_main,
+            run.tracking, run.experiment, run.tag, Path(run.run_dir), config, dist.is_main
         )
-        self.loader = self._make_loader("train", self.start.loader_state, after=self.start.loader_after)
-        # cumulative counters, carried on from the checkpoint (never recomputed from step counts)
-        self.skipped_total = self.start.skipped_total
-        self.tokens_trained = self.start.tokens_trained
-        self.run_tokens = self.start.run_tokens
-        self.last_val_bpb: float | None = None
-        self.written_steps: list[int] = []
-        self.divergence = DivergenceWatch(
-            vocab_size=config.vocab_size,
-            after=self.spec.diverged_after,
-            max_loss=self.spec.max_loss,
-            warmup_steps=self.lr_spec.warmup_steps,
+        loaders = partial(_open_loader, layout, tokenizer, self.batch, dist, train.seed)
+        self.loader = loaders("train", self.start.loader_state, self.start.loader_after)
+        self.counters = RunCounters(
+            tokens_trained=self.start.tokens_trained,
+            run_tokens=self.start.run_tokens,
+            skipped_total=self.start.skipped_total,
+        )
+        self.steps = self._step_runner(optimizers, lr_policy, *flops)
+        self.saver = self._saver(layout.checkpoint_dir(run.tag), optimizers, lr_policy)
+        self.evals = self._evals(tokenizer, token_bytes, loaders)
+        divergence = DivergenceWatch(
+            vocab_size=model.config.vocab_size,
+            after=train.diverged_after,
+            max_loss=train.max_loss,
+            warmup_steps=lr_policy.warmup_steps,
             run_start_step=self.start.run_start_step,
         )
-        logger.info(
-            "%s: %d params, world_size %d, batch %d x %d x %d ranks x %d accum = %d tokens/step, dtype %s, "
-            "compile %s, activation checkpointing %s, steps %d -> %d",
-            cfg.tag,
-            sum(p.numel() for p in self.model.parameters()),
-            info.world_size,
-            self.plan.device_batch_size,
-            self.plan.seq_len,
-            info.world_size,
-            self.plan.grad_accum_steps,
-            self.plan.tokens_per_step,
-            (
-                f"bf16 autocast (fp32 master, {str(self.model.stream_dtype).removeprefix('torch.')} stream)"
-                if self.amp_dtype
-                else "fp32"
-            ),
-            self.compiled,
-            self.checkpointing,
-            self.start.step,
-            self.end_step,
-        )
-        logger.info("platform: %s", current_platform(self.device).label)
-        if self.spec.seq_len_warmup:
-            logger.info(
-                "sequence-length warmup: %s, then rows of %d",
-                ", ".join(f"{p.steps} steps in rows of {p.seq_len}" for p in self.spec.seq_len_warmup),
-                self.plan.seq_len,
-            )
+        self.guard = RunGuard(run.tag, self.saver.ckpt_dir, train.max_consecutive_skips, divergence)
+        self._log_setup()
 
     # --- setup helpers ---
 
-    def _wrap_model(self):
-        import torch
-
-        from rlab.core.distributed import wrap_ddp
-
-        model = wrap_ddp(self.model, self.device) if self.info.is_distributed else self.model
-        self._eager_model = model
-        if not self.compile_wanted:
-            return model
-        try:
-            # Fixed shapes (a row length is one graph; a warmup length another), as nanochat compiles.
-            return torch.compile(model, dynamic=False)
-        except Exception as exc:  # noqa: BLE001 - any backend failure means "run eager"
-            logger.warning("torch.compile unavailable (%s); training uncompiled", exc)
-            return model
-
-    def _hold_attention_kernels(self, stack: contextlib.ExitStack) -> str:
-        """Select the attention kernels for the run (held until `stack` closes); the line train.log shows."""
-        import torch
-
-        from rlab.core.attention_backends import attention_kernels, describe_attention
-
-        c = self.model.config
-        dtype = self.amp_dtype or torch.float32
-        sdpa = stack.enter_context(attention_kernels(self.device, c.n_head, c.n_kv_head, c.head_dim, dtype))
-        return describe_attention(
-            sdpa,
-            self.model.window_sizes,
-            self.plan.seq_len,
-            self.device,
-            self.model.window_kernel,
-            self.compiled,
+    def _start_optimizers(self, model: GPT, compile_wanted: bool) -> tuple[list[Optimizer], LrPolicy]:
+        """The optimizers, their state loaded as the start point says (`rlab.core.train_start`)."""
+        train, dist = self.run_config.train, self.dist
+        shard = train.shard_optimizer and dist.is_distributed
+        return start_optimizers(
+            self.start,
+            model,
+            train,
+            self.start.config.n_embd,
+            lambda state: restore_rng(state, dist.device),
+            rank=dist.rank if shard else 0,
+            world_size=dist.world_size if shard else 1,
+            compile_ns=compile_wanted,
         )
+
+    def _step_runner(
+        self,
+        optimizers: list[Optimizer],
+        lr_policy: LrPolicy,
+        flops_per_token: float,
+        peak_flops: float | None,
+    ) -> StepRunner:
+        train = self.run_config.train
+        return StepRunner(
+            model=self.model,
+            optimizers=optimizers,
+            loader=self.loader,
+            batch=self.batch,
+            train=train,
+            lr=train.lr.model_copy(update={"warmup_steps": lr_policy.warmup_steps}),
+            run_start_step=self.start.run_start_step,
+            end_step=self.end_step,
+            dist=self.dist,
+            precision=self.precision,
+            flops_per_token=flops_per_token,
+            peak_flops=peak_flops,
+            memory=self.memory,
+            counters=self.counters,
+        )
+
+    def _saver(self, ckpt_dir: Path, optimizers: list[Optimizer], lr_policy: LrPolicy) -> CheckpointSaver:
+        return CheckpointSaver(
+            run=self.run_config,
+            ckpt_dir=ckpt_dir,
+            dist=self.dist,
+            start=self.start,
+            end_step=self.end_step,
+            lr_policy=lr_policy,
+            precision=self.precision,
+            model=self.model.model,
+            optimizers=optimizers,
+            loader=self.loader,
+            batch=self.batch,
+            counters=self.counters,
+        )
+
+    def _evals(
+        self, tokenizer: Tokenizer, token_bytes: torch.Tensor, loaders: Callable[..., TokenLoader]
+    ) -> TrainingEvals:
+        val_tokens = self.run_config.train.eval_tokens
+        return TrainingEvals(
+            model=self.model.model,
+            tokenizer=tokenizer,
+            token_bytes=token_bytes,
+            dist=self.dist,
+            precision=self.precision,
+            open_val=partial(loaders, "val"),
+            val_batches=max(1, math.ceil(val_tokens / self.batch.tokens_per_micro_step)),
+            memory=self.memory,
+            metrics=self.metrics,
+            tracker=self.tracker,
+        )
+
+    def _log_setup(self) -> None:
+        """train.log's opening lines: the shape, batch, numerics and steps of the run."""
+        model, batch, train = self.model.model, self.batch, self.run_config.train
+        logger.info(
+            "%s: %d params, world_size %d, batch %d x %d x %d ranks x %d accum = %d tokens/step, dtype %s, "
+            "compile %s, activation checkpointing %s, steps %d -> %d",
+            self.run_config.tag,
+            sum(p.numel() for p in model.parameters()),
+            self.dist.world_size,
+            batch.device_batch_size,
+            batch.seq_len,
+            self.dist.world_size,
+            batch.grad_accum_steps,
+            batch.tokens_per_step,
+            (
+                f"bf16 autocast (fp32 master, {str(model.stream_dtype).removeprefix('torch.')} stream)"
+                if self.precision.amp_dtype
+                else "fp32"
+            ),
+            self.model.compiled,
+            self.model.checkpointing,
+            self.start.step,
+            self.end_step,
+        )
+        logger.info("platform: %s", current_platform(self.dist.device).label)
+        if train.seq_len_warmup:
+            logger.info(
+                "sequence-length warmup: %s, then rows of %d",
+                ", ".join(f"{p.steps} steps in rows of {p.seq_len}" for p in train.seq_len_warmup),
+                batch.seq_len,
+            )
 
     # --- failures ---
 
-    def _explained(self, fn: Callable[[int], Any], step: int, arg: int) -> Any:
+    def _explained(self, fn: Callable[[int], T], step: int, arg: int) -> T:
         """`fn(arg)`, with an out-of-memory or distributed failure re-raised as one line naming this rank
         (and, for memory, the plan's device batch that fits; `rlab.core.step_failures`)."""
-        from rlab.core.step_failures import distributed_error, is_distributed_error, is_oom
-
         try:
             return fn(arg)
         except Exception as exc:  # classified, then re-raised: OOM and distributed errors get one line
             if is_oom(exc):
-                raise self._oom_error(exc, step) from exc
+                self.memory.release_cached()
+                plan = plan_in_subprocess(self.memory_shape(), device_memory_gib(self.dist.device))
+                raise oom_error(exc, step, self.dist, plan) from exc
             if is_distributed_error(exc):
-                raise distributed_error(exc, step, self.info) from exc
+                raise distributed_error(exc, step, self.dist) from exc
             raise
 
-    def _oom_error(self, exc: BaseException, step: int) -> TrainingError:
-        from rlab.core.step_failures import device_memory_gib, oom_error, plan_in_subprocess
-
-        self.memory.release_cached()
-        plan = plan_in_subprocess(self.memory_shape(), device_memory_gib(self.device))
-        return oom_error(exc, step, self.info, plan)
-
-    def _diverged(self, step: int, reason: str) -> Diverged:
-        first = self.divergence.first_dead or step
-        return Diverged(
-            f"Stopped {self.cfg.tag} at step {step}: diverged ({self.divergence.streak} steps in a row since step "
-            f"{first}; last: {reason}).",
-            hint="Lower train.lr or set train.grad_clip, then " + self.resume_hint(before=first),
+    def memory_shape(self) -> TrainShape:
+        """This run's training shape as `rlab memory` plans it."""
+        batch = self.batch
+        return TrainShape(
+            config=self.model.model.config,
+            seq_len=batch.seq_len,
+            device_batch_size=batch.device_batch_size,
+            nproc=self.dist.world_size,
+            grad_accum_steps=batch.grad_accum_steps,
+            dtype=self.precision.dtype_name,
+            device="cuda" if self.dist.device.type == "cuda" else "cpu",
+            compile=self.model.compiled,
+            shard_optimizer=bool(self.run_config.train.shard_optimizer),
+            activation_checkpointing=self.model.checkpointing,
         )
-
-    def memory_shape(self) -> dict[str, Any]:
-        """This run's training shape as `rlab memory` takes it (`rlab.memory.shape.TrainShape`)."""
-        config = {**self.model.config.nanochat_dict(), "architecture": self.model.config.architecture}
-        return {
-            "config": config,
-            "seq_len": self.plan.seq_len,
-            "device_batch_size": self.plan.device_batch_size,
-            "nproc": self.info.world_size,
-            "grad_accum_steps": self.plan.grad_accum_steps,
-            "dtype": "bfloat16" if self.amp_dtype is not None else "float32",
-            "device": "cuda" if self.device.type == "cuda" else "cpu",
-            "compile": self.compiled,
-            "shard_optimizer": bool(self.spec.shard_optimizer),
-            "activation_checkpointing": self.checkpointing,
-        }
 
     # --- the run ---
 
     def run(self) -> dict[str, Any]:
-        from rlab.core.metrics import TrainProgress
-
-        spec, start, end = self.spec, self.start.step, self.end_step
-        self.consecutive_skips = 0
+        """Train from the start point to `end_step`; returns {"step", "val_bpb", "skipped"}."""
+        start, end, counters = self.start.step, self.end_step, self.counters
         if start >= end:
-            logger.info("%s already trained to step %d; nothing to do", self.cfg.tag, start)
+            logger.info("%s already trained to step %d; nothing to do", self.run_config.tag, start)
             self.metrics.write({"type": "done", "step": start})
-            return {"step": start, "val_bpb": None, "skipped": self.skipped_total}
-        progress = TrainProgress(self.info.is_main, start, end, self.cfg.tag)
+            return {"step": start, "val_bpb": None, "skipped": counters.skipped_total}
+        progress = TrainProgress(self.dist.is_main, start, end, self.run_config.tag)
         step = start
         kernels = contextlib.ExitStack()
         try:
-            logger.info("attention: %s", self._hold_attention_kernels(kernels))
-            self.model.train()
+            held = self.model.hold_attention_kernels(kernels, self.precision, self.batch.seq_len)
+            logger.info("attention: %s", held)
+            self.model.model.train()
             self.memory.reset()
             for step in range(start, end):
-                record = self._explained(self.train_step, step + 1, step)
-                if step == start:
-                    # Setup's objects (model, loader, compiled graphs) live for the whole run: collect once,
-                    # then freeze them out of the collector's scans (nanochat saw ~500 ms pauses without).
-                    gc.collect()
-                    gc.freeze()
-                    logger.debug("gc: %d objects frozen after the first step", gc.get_freeze_count())
-                done = step + 1
-                self.metrics.write(record)
-                self.tracker.log(
-                    {
-                        f"train/{k}": v
-                        for k, v in record.items()
-                        if isinstance(v, (int, float)) and k != "type"
-                    },
-                    step=done,
-                )
-                progress.update(
-                    done - start, f"loss {record['loss']:.4f} | {record['tokens_per_s']:,.0f} tok/s"
-                )
-                logger.debug(
-                    "step %d loss %.4f lr_mult %.3f grad_norm %.3f",
-                    done,
-                    record["loss"],
-                    record["lr_mult"],
-                    record["grad_norm"],
-                )
-                self.heartbeat.stepped(done)
-                dead = self.divergence.check(record)
-                if dead is not None:
-                    raise self._diverged(done, dead)
-                last = done == end
-                if spec.eval_every is not None and (done % spec.eval_every == 0 or last):
-                    self._explained(self.evaluate, done, done)
-                    self.heartbeat.stepped(done)
-                if spec.sample_every is not None and (done % spec.sample_every == 0 or last):
-                    self._explained(self.sample, done, done)
-                    self.heartbeat.stepped(done)
-                if last or (spec.save_every is not None and done % spec.save_every == 0):
-                    self._explained(self.save, done, done)
-                    self.heartbeat.stepped(done)
+                self._train_step(step, progress)
             step = end
             self.metrics.write(
-                {"type": "done", "step": end, "skipped": self.skipped_total, "val_bpb": self.last_val_bpb}
+                {
+                    "type": "done",
+                    "step": end,
+                    "skipped": counters.skipped_total,
+                    "val_bpb": counters.last_val_bpb,
+                }
             )
             self.tracker.finish(0)
-            return {"step": end, "val_bpb": self.last_val_bpb, "skipped": self.skipped_total}
+            return {"step": end, "val_bpb": counters.last_val_bpb, "skipped": counters.skipped_total}
         except BaseException as exc:
             self.metrics.write(
                 {
@@ -327,3 +299,72 @@ class Trainer(TrainStep, CheckpointSaving, TrainEvals):
             progress.close()
             self.loader.close()
             self.metrics.close()
+
+    def _train_step(self, step: int, progress: TrainProgress) -> None:
+        """Step `step` + 1: its record written, tracked and shown, the stop rules checked, then what is due."""
+        record = self._explained(self.steps.run, step + 1, step)
+        if step == self.start.step:
+            # Setup's objects (model, loader, compiled graphs) live for the whole run: collect once,
+            # then freeze them out of the collector's scans (nanochat saw ~500 ms pauses without).
+            gc.collect()
+            gc.freeze()
+            logger.debug("gc: %d objects frozen after the first step", gc.get_freeze_count())
+        done = step + 1
+        self.metrics.write(record)
+        self.guard.check_skips(record, self.counters.consecutive_skips)
+        self.tracker.log(
+            {f"train/{k}": v for k, v in record.items() if isinstance(v, (int, float)) and k != "type"},
+            step=done,
+        )
+        progress.update(
+            done - self.start.step, f"loss {record['loss']:.4f} | {record['tokens_per_s']:,.0f} tok/s"
+        )
+        logger.debug(
+            "step %d loss %.4f lr_mult %.3f grad_norm %.3f",
+            done,
+            record["loss"],
+            record["lr_mult"],
+            record["grad_norm"],
+        )
+        self.heartbeat.stepped(done)
+        self.guard.check_divergence(record)
+        self._due(done)
+
+    def _due(self, done: int) -> None:
+        """The eval, sample and save due after step `done`, each followed by a heartbeat."""
+        train, last = self.run_config.train, done == self.end_step
+        if train.eval_every is not None and (done % train.eval_every == 0 or last):
+            self.counters.last_val_bpb = self._explained(self.evals.evaluate, done, done)
+            self.heartbeat.stepped(done)
+        if train.sample_every is not None and (done % train.sample_every == 0 or last):
+            self._explained(self.evals.sample, done, done)
+            self.heartbeat.stepped(done)
+        if last or (train.save_every is not None and done % train.save_every == 0):
+            self._explained(self.saver.save, done, done)
+            self.heartbeat.stepped(done)
+
+
+def _open_loader(
+    layout: BaseLayout,
+    tokenizer: Tokenizer,
+    batch: BatchPlan,
+    dist: DistInfo,
+    seed: int,
+    split: Literal["train", "val"],
+    state: dict[str, Any] | None = None,
+    after: NanochatPosition | None = None,
+) -> TokenLoader:
+    """This rank's loader of `split`, from `state` (a resume) or after nanochat's position `after`."""
+    return TokenLoader(
+        layout.data_dir,
+        tokenizer,
+        split,
+        batch.device_batch_size,
+        batch.seq_len,
+        rank=dist.rank,
+        world_size=dist.world_size,
+        device=dist.device,
+        seed=seed,
+        state=state,
+        after=after,
+    )

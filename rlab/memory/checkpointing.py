@@ -21,13 +21,7 @@ LENGTH_STEP = 1024  # the longest lengths are rounded down to a multiple of this
 def _longest(shape: TrainShape, budget_gib: float, lengths: tuple[int, int]) -> int | None:
     """The longest length (a multiple of LENGTH_STEP) whose peak, on the line through the plans at
     `lengths`, is within `budget_gib`; None when not even LENGTH_STEP is."""
-    short, long = (
-        plan_training(
-            shape.model_copy(update={"seq_len": n, "config": {**shape.config, "sequence_len": n}}),
-            suggest=False,
-        )
-        for n in lengths
-    )
+    short, long = (plan_training(shape.with_seq_len(n), suggest=False) for n in lengths)
     slope = (long.peak_gib - short.peak_gib) / (lengths[1] - lengths[0])
     if slope <= 0:
         return None

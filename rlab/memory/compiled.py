@@ -22,26 +22,27 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
 import torch
 
+from rlab.core.gpt_config import GPTConfig
 from rlab.memory.counts import CompiledSaved
 from rlab.memory.shape import TrainShape
+from rlab.memory.trace import rlab_model
 
 
-def layer_period(config: dict[str, Any], checkpointing: str = "off") -> int:
+def layer_period(config: GPTConfig, checkpointing: str = "off") -> int:
     """How many consecutive blocks make up the pattern the depth repeats: 1 when every block is alike,
     2 with value embeddings on alternating layers, times the window pattern's length (lcm) with windows,
     and k's (lcm) when every k-th block is checkpointed."""
     from rlab.activation_checkpointing import every
-    from rlab.core.architecture import DEFAULT_WINDOW_PATTERN
     from rlab.nanochat.generations import get_architecture
 
-    arch = get_architecture(config.get("architecture", "nanochat-2025"))
+    arch = get_architecture(config.architecture)
     period = 2 if arch.value_embeds else 1
     if arch.sliding_windows:
-        period = math.lcm(period, len(config.get("window_pattern") or DEFAULT_WINDOW_PATTERN))
+        period = math.lcm(period, len(config.window_pattern))
     return math.lcm(period, every(checkpointing) or 1)
 
 
@@ -93,26 +94,8 @@ def _counting_backend(counts: list[int]):
     )
 
 
-MakeModel = Callable[[dict[str, Any], TrainShape], torch.nn.Module]
-"""Builds the model of a config (nanochat's model_config keys) for a shape: rlab's GPT, or another to compare."""
-
-
-def rlab_model(config: dict[str, Any], shape: TrainShape) -> torch.nn.Module:
-    """rlab's GPT as the trainer prepares it for the shape's device and dtype (`rlab.core.precision`)."""
-    from rlab.core.gpt import GPT, GPTConfig
-    from rlab.core.precision import stream_dtype
-    from rlab.memory.trace import on_cpu
-
-    amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
-
-    def build() -> GPT:
-        model = GPT(GPTConfig.from_dict(config))
-        model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))
-        return model
-
-    model = on_cpu(build)
-    model.set_activation_checkpointing(shape.activation_checkpointing)
-    return model
+MakeModel = Callable[[GPTConfig, TrainShape], torch.nn.Module]
+"""Builds the model of a config for a shape: rlab's GPT (`rlab.memory.trace.rlab_model`), or another to compare."""
 
 
 def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_model) -> int:
@@ -123,10 +106,10 @@ def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_
     counts: list[int] = []
     torch._dynamo.reset()
     with planning_for(shape.device), FakeTensorMode(allow_non_fake_inputs=True):
-        model = make_model({**shape.config, "n_layer": depth}, shape)
+        model = make_model(replace(shape.config, n_layer=depth), shape)
         compiled = torch.compile(model, backend=_counting_backend(counts), dynamic=False, fullgraph=False)
         rows = (shape.device_batch_size, shape.seq_len)
-        x = torch.randint(0, shape.config["vocab_size"], rows)
+        x = torch.randint(0, shape.config.vocab_size, rows)
         cast = (
             torch.autocast("cpu", dtype=torch.bfloat16)
             if shape.dtype == "bfloat16"
@@ -140,7 +123,7 @@ def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_
 
 def compiled_saved(shape: TrainShape, make_model: MakeModel = rlab_model) -> CompiledSaved:
     """What the compiled forward of `shape` keeps for the backward (see the module docstring)."""
-    n_layer = shape.config["n_layer"]
+    n_layer = shape.config.n_layer
     period = layer_period(shape.config, shape.activation_checkpointing)
     low, high = probe_depths(n_layer, period)
     at_low = _saved_at_depth(shape, low, make_model)

@@ -17,13 +17,16 @@ the scored rows by value (a `nonzero`, which fake tensors cannot run), so here t
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from rlab.core.gpt_config import GPTConfig
 from rlab.memory.plan import DEFAULT_GPU_MEMORY_GIB, FIT_FRACTION, GIB
-from rlab.memory.trace import CUDA_BLOCK, on_cpu
+from rlab.memory.shape import ModelConfig
+from rlab.memory.trace import CUDA_BLOCK, planned_model
 from rlab.memory.tracker import LiveTensors
 
 
@@ -32,7 +35,7 @@ class EvalShape(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    config: dict[str, Any]
+    config: ModelConfig
     train_seq_len: int
     """The tag's training length: batch_tokens = device_batch_size x this (`EvalContext.batch_tokens`)."""
     longest: int
@@ -93,7 +96,7 @@ def _bpb_forward(model, shape: EvalShape, rows: int) -> None:
     from rlab.core.gpt import LOGIT_SOFTCAP
     from rlab.core.head_loss import _SoftcapCrossEntropy
 
-    L, vocab = shape.longest, shape.config["vocab_size"]
+    L, vocab = shape.longest, shape.config.vocab_size
     x = torch.randint(0, vocab, (rows, L))
     targets = torch.randint(0, vocab, (rows * shape.block,))
     with torch.no_grad(), _cast(shape):
@@ -110,7 +113,7 @@ def _prefill(model, shape: EvalShape, rows: int) -> int:
     engine = Engine(model)
     with torch.no_grad(), _cast(shape):
         cache = engine._new_cache(rows, shape.longest, torch.device("cpu"))
-        ids = torch.randint(0, shape.config["vocab_size"], (rows, prompt))
+        ids = torch.randint(0, shape.config.vocab_size, (rows, prompt))
         engine.prefill(ids, cache)
     return sum(t.untyped_storage().nbytes() for t in cache._k + cache._v)
 
@@ -119,22 +122,13 @@ def plan_evals(shape: EvalShape, gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB)
     """Trace the evals' two largest forwards of `shape` (see the module docstring)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from rlab.core.gpt import GPT, GPTConfig
-    from rlab.core.precision import stream_dtype
     from rlab.core.target_device import planning_for
 
     bpb_rows = max(1, shape.batch_tokens // shape.longest)
     gen_rows = max(1, shape.batch_tokens // shape.longest)  # run_jobs: batch_tokens // (prompt + answer)
     tracker = LiveTensors(round_to=CUDA_BLOCK if shape.device == "cuda" else 1)
     with planning_for(shape.device), FakeTensorMode(), tracker:
-        amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
-
-        def build() -> torch.nn.Module:
-            model = GPT(GPTConfig.from_dict(shape.config))
-            model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))  # as the eval worker does
-            return model
-
-        model = on_cpu(build).eval()
+        model = planned_model(shape.config, shape.device, shape.dtype).eval()
         params = tracker.live_bytes
         tracker.set_phase("bpb")
         _bpb_forward(model, shape, bpb_rows)
@@ -161,7 +155,7 @@ def plan_evals(shape: EvalShape, gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB)
 
 
 def eval_shape_from(
-    config: dict[str, Any],
+    config: GPTConfig,
     *,
     train_seq_len: int,
     longest: int | None = None,
@@ -178,7 +172,7 @@ def eval_shape_from(
     l0 = original_len or train_seq_len
     grid = default_grid(l0, train_seq_len)
     return EvalShape(
-        config={**config, "sequence_len": train_seq_len},
+        config=replace(config, sequence_len=train_seq_len),
         train_seq_len=train_seq_len,
         longest=longest or max(grid),
         block=default_block(grid),

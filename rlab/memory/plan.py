@@ -207,7 +207,7 @@ def _plan(shape: TrainShape, gpu_memory_gib: float) -> MemoryPlan:
         else round(compiled.per_layer / tokens / KIB, 2),
         compiled_outside_blocks_gib=None if compiled is None else _gib(compiled.outside_blocks),
         activations_by_region_gib={k: _gib(v) for k, v in sorted(trace.saved.items())},
-        kib_per_token_per_layer=round(trace.saved["layers"] / tokens / shape.config["n_layer"] / KIB, 2),
+        kib_per_token_per_layer=round(trace.saved["layers"] / tokens / shape.config.n_layer / KIB, 2),
         head_kib_per_token=round(trace.saved["head"] / tokens / KIB, 2),
         head_transient_gib=_gib(trace.head_transient),
         peak_gib=_gib(peak),
@@ -262,7 +262,7 @@ def least_checkpointing(
 ) -> MemoryPlan | None:
     """The plan of the setting with the fewest checkpointed blocks under which `shape` fits, None when
     not even every block checkpointed fits. `off` is the shape's plan without checkpointing, if made."""
-    n_layer = shape.config["n_layer"]
+    n_layer = shape.config.n_layer
     settings = candidates(n_layer)[1:]
     everything = plan_training(shape.with_checkpointing("all"), gpu_memory_gib, suggest=False)
     if not everything.fits:

@@ -7,14 +7,34 @@ The model's `sequence_len` is set to the run's, as a continued run sets it (`rla
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PositiveInt, model_validator
 
-from rlab.core.architecture import NANOCHAT_CONFIG_KEYS
+from rlab.core.architecture import DEFAULT_WINDOW_PATTERN, NANOCHAT_CONFIG_KEYS
 from rlab.core.checkpoint_meta import CheckpointMeta
+from rlab.core.gpt_config import GPTConfig
 from rlab.errors import CheckpointError, SpecError
+from rlab.nanochat.generations import get_architecture
+
+
+def config_record(config: GPTConfig) -> dict[str, Any]:
+    """The model's shape as a plan's JSON writes it: nanochat's model_config keys and the architecture, then
+    the window pattern of a windowed architecture and a rotary base the checkpoint set (the keys a plan has
+    always had, so cached plans and `rlab memory --json` keep their form)."""
+    record: dict[str, Any] = {k: getattr(config, k) for k in NANOCHAT_CONFIG_KEYS}
+    record["architecture"] = config.architecture
+    if get_architecture(config.architecture).sliding_windows:
+        record["window_pattern"] = config.window_pattern
+    if config.rotary_base is not None:
+        record["rotary_base"] = config.rotary_base
+    return record
+
+
+ModelConfig = Annotated[GPTConfig, PlainSerializer(config_record)]
+"""A plan's model shape: `GPTConfig` in Python, `config_record`'s keys in JSON."""
 
 
 class TrainShape(BaseModel):
@@ -22,8 +42,8 @@ class TrainShape(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    config: dict[str, Any]
-    """GPTConfig fields (nanochat's model_config plus architecture, window_pattern, rotary_base)."""
+    config: ModelConfig
+    """The model, at the run's sequence length."""
     seq_len: PositiveInt
     device_batch_size: PositiveInt
     nproc: PositiveInt = 1
@@ -62,8 +82,8 @@ class TrainShape(BaseModel):
     def describe(self) -> str:
         c = self.config
         return (
-            f"{c.get('architecture', 'nanochat-2025')} n_layer {c['n_layer']}, n_embd {c['n_embd']}, "
-            f"{c['n_head']} heads ({c['n_kv_head']} kv), vocab {c['vocab_size']:,}; "
+            f"{c.architecture} n_layer {c.n_layer}, n_embd {c.n_embd}, "
+            f"{c.n_head} heads ({c.n_kv_head} kv), vocab {c.vocab_size:,}; "
             f"{self.device_batch_size} x {self.seq_len} tokens per rank, {self.nproc} rank(s), "
             f"accumulation {self.grad_accum_steps}, {self.dtype} on {self.device}"
             + (", compiled" if self.compile else "")
@@ -77,18 +97,23 @@ class TrainShape(BaseModel):
     def with_checkpointing(self, setting: str) -> TrainShape:
         return self.model_copy(update={"activation_checkpointing": setting})
 
+    def with_seq_len(self, seq_len: int) -> TrainShape:
+        """The same shape with rows (and the model's sequence length) of `seq_len` tokens."""
+        return self.model_copy(
+            update={"seq_len": seq_len, "config": replace(self.config, sequence_len=seq_len)}
+        )
 
-def model_config_from_meta(meta: CheckpointMeta) -> dict[str, Any]:
-    """GPTConfig fields from a checkpoint meta. The architecture is the meta's (rlab writes it), else
+
+def model_config_from_meta(meta: CheckpointMeta) -> GPTConfig:
+    """The model's shape from a checkpoint meta alone. The architecture is the meta's (rlab writes it), else
     nanochat-2026 when its model_config has a window_pattern (only 2026 nanochat writes one), else 2025."""
     shape = meta.shape
-    out: dict[str, Any] = {k: getattr(shape, k) for k in NANOCHAT_CONFIG_KEYS}
-    out["architecture"] = meta.architecture or (
-        "nanochat-2026" if shape.window_pattern is not None else "nanochat-2025"
+    return GPTConfig(
+        **{k: getattr(shape, k) for k in NANOCHAT_CONFIG_KEYS},
+        architecture=meta.architecture
+        or ("nanochat-2026" if shape.window_pattern is not None else "nanochat-2025"),
+        window_pattern=(shape.window_pattern or DEFAULT_WINDOW_PATTERN).upper(),
     )
-    if shape.window_pattern is not None:
-        out["window_pattern"] = shape.window_pattern.upper()
-    return out
 
 
 def accumulation_for(total_batch_size: int | None, device_batch_size: int, seq_len: int, nproc: int) -> int:
@@ -123,13 +148,13 @@ def shape_from_meta(
     writes it too). `total_batch_size` (tokens per step) sets the gradient accumulation.
     """
     config = model_config_from_meta(meta)
-    seq = seq_len or config["sequence_len"]
+    seq = seq_len or config.sequence_len
     batch = device_batch_size or meta.device_batch_size
     if batch is None or batch < 1:
         raise SpecError(f"{source} records no device_batch_size: pass --device-batch-size.")
     accum = accumulation_for(total_batch_size, batch, seq, nproc)
     return TrainShape(
-        config={**config, "sequence_len": seq},
+        config=replace(config, sequence_len=seq),
         seq_len=seq,
         device_batch_size=batch,
         nproc=nproc,

@@ -24,6 +24,9 @@ from typing import Any, TypeVar
 
 import torch
 
+from rlab.core.gpt import GPT
+from rlab.core.gpt_config import GPTConfig
+from rlab.core.precision import stream_dtype
 from rlab.memory.counts import StepTrace
 from rlab.memory.shape import TrainShape
 from rlab.memory.tracker import LiveTensors, SavedTensors
@@ -37,28 +40,38 @@ Built = tuple[torch.nn.Module, list[torch.optim.Optimizer], list[torch.nn.Module
 """What a step is traced on: the model, its optimizers and its blocks (in order)."""
 
 
+def planned_model(config: GPTConfig, device: str, dtype: str) -> GPT:
+    """rlab's GPT of `config` as the trainer and the eval worker prepare it for `device` under `dtype` (the
+    embeddings' and residual stream's dtype, `rlab.core.precision`), on (fake) CPU storage."""
+    amp = torch.bfloat16 if dtype == "bfloat16" else None
+
+    def build() -> GPT:
+        model = GPT(config)
+        model.set_stream_dtype(stream_dtype(torch.device(device), amp))
+        return model
+
+    return on_cpu(build)
+
+
+def rlab_model(config: GPTConfig, shape: TrainShape) -> GPT:
+    """rlab's GPT of `config` as the trainer prepares it for the shape's device, dtype and checkpointing."""
+    model = planned_model(config, shape.device, shape.dtype)
+    model.set_activation_checkpointing(shape.activation_checkpointing)
+    return model
+
+
 def build_training(shape: TrainShape) -> Built:
     """rlab's model and optimizers as the trainer builds them for this shape, as rank 0 of `shape.nproc`
     (the weights' values do not matter). Muon's Newton-Schulz runs uncompiled here (fake tensors cannot
     run compiled kernels); its buffers are the same."""
-    from rlab.core.gpt import GPT, GPTConfig
     from rlab.core.optim import build_optimizers
-    from rlab.core.precision import stream_dtype
     from rlab.spec.train import LRSpec
 
     # as `rlab.core.trainer.Trainer` prepares it: the embeddings' and residual stream's dtype for the device,
     # then the optimizers, then the rotary tables (and block masks) built outside the compiled region
-    amp = torch.bfloat16 if shape.dtype == "bfloat16" else None
-
-    def build() -> GPT:
-        model = GPT(GPTConfig.from_dict(shape.config))
-        model.set_stream_dtype(stream_dtype(torch.device(shape.device), amp))
-        return model
-
-    model = on_cpu(build)
-    model.set_activation_checkpointing(shape.activation_checkpointing)
+    model = rlab_model(shape.config, shape)
     world = shape.nproc if shape.shard_optimizer else 1
-    optimizers = build_optimizers(model, LRSpec(), shape.config["n_embd"], rank=0, world_size=world)
+    optimizers = build_optimizers(model, LRSpec(), shape.config.n_embd, rank=0, world_size=world)
     model.precompute_tables(shape.seq_len, "cpu")
     return model, optimizers, list(model.transformer.h)  # type: ignore[arg-type]  # ModuleDict members are untyped
 
@@ -141,7 +154,7 @@ def trace_step(
         tracker.register_parameters(model.parameters())
         gen = torch.Generator().manual_seed(0) if not fake else None
         rows = (shape.device_batch_size, shape.seq_len)
-        vocab = shape.config["vocab_size"]
+        vocab = shape.config.vocab_size
         x = torch.randint(0, vocab, rows, generator=gen)
         y = torch.randint(0, vocab, rows, generator=gen)
         regions = _Regions(blocks, tracker, saved)
@@ -197,7 +210,7 @@ def saved_by_region(shape: TrainShape, build: Callable[[TrainShape], Built] = bu
     with planning_for(shape.device), FakeTensorMode(), tracker:
         model, _, blocks = build(shape)
         tracker.register_parameters(model.parameters())
-        x = torch.randint(0, shape.config["vocab_size"], (shape.device_batch_size, shape.seq_len))
+        x = torch.randint(0, shape.config.vocab_size, (shape.device_batch_size, shape.seq_len))
         regions = _Regions(blocks, tracker, saved)
         try:
             with saved.hooks(), _autocast(shape):

@@ -50,9 +50,8 @@ def run_evals(plan: EvalPlan, reporter: Reporter) -> list[EvalOutcome]:
     from rlab.spec.run import write_config
 
     layout = plan.layout
-    if plan.missing_bundle is not None:
-        missing = plan.missing_bundle
-        raise EvalError(missing.message, f"{missing.hint} Or leave CORE out: --no-core.")
+    if plan.blockers:
+        raise plan.blockers[0]
     require_writable_results(layout.root)
     ensure_long_docs(plan.spec, base_layout(plan.spec).root, reporter)
     outcomes = []

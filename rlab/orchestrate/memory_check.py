@@ -11,12 +11,14 @@ is not planned: it changes nothing there. Tracing the model takes seconds to a m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from rlab.errors import CheckpointError, LaunchError, RlabError
 
 if TYPE_CHECKING:
     from rlab.memory.plan import MemoryPlan
+    from rlab.memory.shape import TrainShape
     from rlab.orchestrate.base_info import BaseInfo
     from rlab.spec.experiment import ExperimentSpec, LaunchSpec
 
@@ -43,31 +45,30 @@ def gpu_memory_gib(launch: LaunchSpec) -> float:
     return DEFAULT_GPU_MEMORY_GIB
 
 
-def training_shape(spec: ExperimentSpec, base: BaseInfo) -> dict[str, Any]:
-    """The `TrainShape` (as a dict) of one continued run of `spec` from `base` on GPUs."""
-    from rlab.memory.shape import accumulation_for, model_config_from_meta
+def training_shape(spec: ExperimentSpec, base: BaseInfo) -> TrainShape:
+    """The shape of one continued run of `spec` from `base` on GPUs."""
+    from rlab.memory.shape import TrainShape, accumulation_for, model_config_from_meta
 
     train = spec.train
     world = spec.launch.world_size
     if base.meta is None:
         raise CheckpointError(f"{base.tag}@{base.step}: no meta to read the model's shape from.")
-    config = model_config_from_meta(base.meta)
-    return {
-        "config": {**config, "sequence_len": train.seq_len},
-        "seq_len": train.seq_len,
-        "device_batch_size": train.device_batch_size,
-        "nproc": world,
-        "grad_accum_steps": accumulation_for(
+    return TrainShape(
+        config=replace(model_config_from_meta(base.meta), sequence_len=train.seq_len),
+        seq_len=train.seq_len,
+        device_batch_size=train.device_batch_size,
+        nproc=world,
+        grad_accum_steps=accumulation_for(
             train.total_batch_size, train.device_batch_size, train.seq_len, world
         ),
-        "dtype": "float32" if train.dtype == "float32" else "bfloat16",
-        "device": "cuda",
-        "compile": True if train.compile is None else train.compile,
-        "shard_optimizer": train.shard_optimizer,
-        "activation_checkpointing": "off"
+        dtype="float32" if train.dtype == "float32" else "bfloat16",
+        device="cuda",
+        compile=True if train.compile is None else train.compile,
+        shard_optimizer=train.shard_optimizer,
+        activation_checkpointing="off"
         if train.activation_checkpointing == "auto"
         else train.activation_checkpointing,
-    }
+    )
 
 
 def plan_continue_memory(spec: ExperimentSpec, base: BaseInfo) -> tuple[MemoryPlan, str | None]:
@@ -75,9 +76,8 @@ def plan_continue_memory(spec: ExperimentSpec, base: BaseInfo) -> tuple[MemoryPl
     train.activation_checkpointing auto the line saying what it chose: the least checkpointing that fits at
     the configured batch (off when the run fits without; the plan without, and its suggestion, when nothing does)."""
     from rlab.memory.plan import least_checkpointing, plan_training
-    from rlab.memory.shape import TrainShape
 
-    shape = TrainShape.model_validate(training_shape(spec, base))
+    shape = training_shape(spec, base)
     gpu = gpu_memory_gib(spec.launch)
     if spec.train.activation_checkpointing != "auto":
         return plan_training(shape, gpu), None

@@ -11,5 +11,5 @@ An eval's own formats (its eval.json section, its CSV rows) live with the eval; 
 `provenance` (code version, how each section was measured, the checkpoint's facts), `sections` (the `Section`
 base and the pieces several sections share). Writers build the models; readers validate through them, so a
 field exists in exactly one place. No model carries a confidence interval: intervals are the report's
-(`rlab.report.uncertainty`), computed from the units the evals write. pydantic only (no torch, no pandas).
+(`rlab.report.stats.uncertainty`), computed from the units the evals write. pydantic only (no torch, no pandas).
 """

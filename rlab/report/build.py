@@ -1,6 +1,6 @@
 """`write_report`: collect an experiment's outputs and write results.csv, comparison.md/.html and plots.
 
-The one entry point the CLI calls. `report_document` builds the report once as a `rlab.report.document.Document`
+The one entry point the CLI calls. `report_document` builds the report once as a `rlab.report.render.document.Document`
 (the answer: one sentence per variant on the primary endpoint, then what limits it; the headline plot; the method;
 the copy section; tables that each say what they measure; plots; notes), and the markdown and the HTML are two
 renderings of it (the HTML self-contained: plots embedded as base64 PNGs). It returns what it built and leaves
@@ -17,18 +17,19 @@ from typing import Literal
 from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
-from rlab.report import answer as ans
-from rlab.report import copy_distance, headline
-from rlab.report import document as doc
-from rlab.report import methods as mth
-from rlab.report import uncertainty as unc
-from rlab.report.collect import collect
+from rlab.report.assemble.collect import collect
+from rlab.report.assemble.report_data import ReportData
+from rlab.report.assemble.results_csv import lock_for, write_results_csv
+from rlab.report.copy_distance import section as copy_distance
 from rlab.report.estimands import section as estimands_section
-from rlab.report.plots import PLOT_FILES, write_plots
-from rlab.report.report_data import ReportData
-from rlab.report.results_csv import lock_for, write_results_csv
-from rlab.report.table_model import Table
-from rlab.report.tables import all_tables, main_tables, passkey_all_zero, section
+from rlab.report.render import answer as ans
+from rlab.report.render import document as doc
+from rlab.report.render import headline
+from rlab.report.render import methods as mth
+from rlab.report.render.plots import PLOT_FILES, write_plots
+from rlab.report.render.table_model import Table
+from rlab.report.render.tables import all_tables, main_tables, passkey_all_zero, section
+from rlab.report.stats import uncertainty as unc
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ def write_report(
             else:
                 written.append(path)
         tables = all_tables(data)
-        copy = copy_distance.build(data, layout.plots_dir, seed)
+        copy = copy_distance.build(data, layout.plots_dir)
         if copy is not None and copy.plot is not None:
             written.append(copy.plot)
         document = report_document(data, tables, plots, seed, draws, copy)

@@ -1,8 +1,8 @@
 """What a comparison of several experiments says, and where it is written: comparison.md / .html and a plot.
 
 One sentence per compared pair on the primary endpoint, the tables of differences and estimates, the method
-paragraph and the paired-difference plot, as one `rlab.report.document` (the same model the report renders
-through); the numbers are those `rlab.report.compare.collect_comparison` collected.
+paragraph and the paired-difference plot, as one `rlab.report.render.document` (the same model the report renders
+through); the numbers are those `rlab.report.assemble.compare.collect_comparison` collected.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ from pathlib import Path
 import pandas as pd
 
 from rlab.paths import ComparisonLayout
-from rlab.report import document as doc
-from rlab.report import inference as inf
-from rlab.report import uncertainty as unc
+from rlab.report.assemble.compare import Comparison
+from rlab.report.assemble.pairing import NOT_COMPARABLE
+from rlab.report.assemble.report_data import ReportData
 from rlab.report.build import write_document
-from rlab.report.collect import NOT_COMPARABLE
-from rlab.report.compare import Comparison
-from rlab.report.headline import family_tag, multiplicity_note
-from rlab.report.inference import Verdict
-from rlab.report.report_data import ReportData
-from rlab.report.table_model import Table
-from rlab.report.tables import mde_text, section, verdict_of, verdict_text
+from rlab.report.render import document as doc
+from rlab.report.render.headline import bpb_change, family_tag, multiplicity_note, unit_word
+from rlab.report.render.table_model import Table
+from rlab.report.render.tables import mde_text, section, verdict_of, verdict_text
+from rlab.report.stats import inference as inf
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats.verdicts import Verdict
 
 METRIC_NAMES = {
     "extension_bpb": "BPB extension (beyond − at the training length)",
@@ -38,16 +38,6 @@ METRIC_NAMES = {
 
 def metric_name(metric: str) -> str:
     return METRIC_NAMES.get(metric, f"BPB@{metric[8:]}" if metric.startswith("bpb_len_") else metric)
-
-
-def _unit_word(data: ReportData, metric: str) -> str:
-    return (
-        "examples"
-        if metric == "core"
-        else "keys"
-        if metric.startswith("passkey")
-        else ("documents" if data.clustered else "eval units")
-    )
 
 
 def sentence(data: ReportData, row: pd.Series) -> doc.Text:
@@ -66,14 +56,7 @@ def sentence(data: ReportData, row: pd.Series) -> doc.Text:
             f" vs {ref}: no paired comparison on the primary endpoint (missing eval outputs).",
         )
     values = data.scalars.set_index(["arm", "metric"])["value"]
-    rel = (
-        f"{row['rel_pct']:+.2f}% [{row['rel_low']:+.2f}, {row['rel_high']:+.2f}] = "
-        if not math.isnan(row["rel_pct"]) and not math.isnan(row["rel_low"])
-        else ""
-    )
-    absolute = f"{row['diff']:+.4f} BPB" + (
-        f" [{row['diff_low']:+.4f}, {row['diff_high']:+.4f}]" if not math.isnan(row["diff_low"]) else ""
-    )
+    rel, absolute = bpb_change(row)
     word = Verdict(row["verdict"])
     n = "?" if pd.isna(row["n_units"]) else int(row["n_units"])
     mde = mde_text(row)
@@ -90,9 +73,9 @@ def sentence(data: ReportData, row: pd.Series) -> doc.Text:
     seeds = data.arm(arm).n_seeds
     return doc.text(
         doc.strong(arm),
-        f" vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; ",
+        f" vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; ",
         call,
-        f" (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
+        f" (n = {n} {unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
         f"{family_tag(data, row)}).",
     )
 
@@ -274,7 +257,7 @@ def method(comp: Comparison, seed: int, draws: int) -> str:
 
 def plot_differences(comp: Comparison, path: Path) -> Path | None:
     """Paired BPB difference by context length, one line per compared pair, 95% interval shaded."""
-    from rlab.report.plots import _pyplot, _save
+    from rlab.report.render.plots import _pyplot, _save
 
     c = comp.data.comparisons
     rows = c[c["metric"].str.startswith("bpb_len_") & c["diff"].notna()].copy()
@@ -314,7 +297,7 @@ def comparison_document(
     comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int
 ) -> doc.Document:
     """The comparison as one document (rendered to comparison.md and comparison.html)."""
-    from rlab.report.estimates import families
+    from rlab.report.stats.estimates import families
 
     data = comp.data
     pairing = (

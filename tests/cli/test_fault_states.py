@@ -63,7 +63,7 @@ def test_a_corrupt_eval_json_is_named_in_ls_and_report_never_silently_dropped(tm
 
 
 def test_a_run_json_that_is_not_utf8_is_a_note_not_a_traceback(tmp_path):
-    """Finding 7: `rlab report` printed a UnicodeDecodeError traceback (report/tag_files.py)."""
+    """Finding 7: `rlab report` printed a UnicodeDecodeError traceback (report/sources/tag_files.py)."""
     _, results = _tree(tmp_path)
     run_json = ExperimentLayout(results, "fx").run_config("fx-rope")
     run_json.write_bytes(b'{"tag": "fx-rope\xff\xfe"}')

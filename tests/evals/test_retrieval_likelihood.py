@@ -138,7 +138,7 @@ def test_a_model_that_copies_retrieves_by_likelihood_above_chance(tokenizer):
     from rlab.core.engine import Engine
     from rlab.core.optim import build_optimizers, set_lr_multiplier
     from rlab.evals.passkey.task import build_prompt, draw_key, evaluate_passkey
-    from rlab.report.uncertainty import wilson
+    from rlab.report.stats.uncertainty import wilson
     from rlab.spec.train import LRSpec
 
     length, trials = 256, 40

@@ -230,7 +230,7 @@ def test_windowed_model_records_its_windows_and_the_rule_in_the_settings(
     assert extend.measured["bpb"].settings_hash == capped.measured["bpb"].settings_hash
     bpb = {r: {row.length: row.bpb for row in d.metrics.bpb_length.lengths} for r, d in docs.items()}
     assert bpb["extend"][32] == bpb["capped"][32] and bpb["extend"][64] != bpb["capped"][64]
-    from rlab.report.comparability import mismatches
+    from rlab.report.sources.comparability import mismatches
 
     found = mismatches(capped.model_copy(update={"tag": "other"}), extend)
     assert [(m.section, m.what) for m in found] == [("bpb_length", "eval settings")]

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from rlab.core.gpt_config import GPTConfig
+
 D20_META = Path(__file__).resolve().parents[1] / "fixtures" / "nanochat_d20" / "meta_021400.json"
 
 
@@ -30,17 +32,19 @@ def memory_base(tiny_base_dir: Path, tmp_path: Path) -> Path:
     return base
 
 
-def small_config(n_layer: int = 2, n_embd: int = 128, vocab_size: int = 512, seq_len: int = 256) -> dict:
+def small_config(
+    n_layer: int = 2, n_embd: int = 128, vocab_size: int = 512, seq_len: int = 256, **more
+) -> GPTConfig:
     heads = max(1, n_embd // 64)
-    return {
-        "sequence_len": seq_len,
-        "vocab_size": vocab_size,
-        "n_layer": n_layer,
-        "n_head": heads,
-        "n_kv_head": heads,
-        "n_embd": n_embd,
-        "architecture": "nanochat-2025",
-    }
+    return GPTConfig(
+        sequence_len=seq_len,
+        vocab_size=vocab_size,
+        n_layer=n_layer,
+        n_head=heads,
+        n_kv_head=heads,
+        n_embd=n_embd,
+        **{"architecture": "nanochat-2025", **more},
+    )
 
 
 def profiled_peak(fn) -> int:

@@ -3,6 +3,8 @@ the full depth, for alike blocks and for nanochat-2026's alternating ones), and 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -13,7 +15,7 @@ from tests.memory.conftest import small_config
 
 def _shape(n_layer: int, seq_len: int = 128, **config) -> TrainShape:
     return TrainShape(
-        config={**small_config(n_layer=n_layer, n_embd=64, seq_len=seq_len), **config},
+        config=small_config(n_layer=n_layer, n_embd=64, seq_len=seq_len, **config),
         seq_len=seq_len,
         device_batch_size=2,
     )
@@ -22,8 +24,10 @@ def _shape(n_layer: int, seq_len: int = 128, **config) -> TrainShape:
 def test_probe_depths_repeat_the_full_depths_layout():
     """One period of blocks apart, from the smallest depth with the full depth's remainder."""
     assert layer_period(_shape(20).config) == 1
-    assert layer_period({**_shape(20).config, "architecture": "nanochat-2026"}) == 2  # value embeds alternate
-    windows = {**_shape(20).config, "architecture": "nanochat-2026", "window_pattern": "SSSL"}
+    assert (
+        layer_period(replace(_shape(20).config, architecture="nanochat-2026")) == 2
+    )  # value embeds alternate
+    windows = replace(_shape(20).config, architecture="nanochat-2026", window_pattern="SSSL")
     assert layer_period(windows) == 4
     assert probe_depths(20, 1) == (1, 2) and probe_depths(2, 1) == (1, 2) and probe_depths(1, 1) == (1, 2)
     assert probe_depths(20, 4) == (4, 8) and probe_depths(21, 4) == (1, 5) and probe_depths(6, 2) == (2, 4)
@@ -61,10 +65,10 @@ def test_checkpointed_blocks_extrapolate_exactly():
 def test_the_model_compiles_as_one_graph():
     """No graph break: the device-type switch the planner uses (rlab.core.target_device) must stay
     traceable, and so must everything else in the forward."""
-    from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.gpt import GPT
 
     shape = _shape(n_layer=2)
-    model = GPT(GPTConfig.from_dict(shape.config))
+    model = GPT(shape.config)
     x = torch.randint(0, 512, (2, 128))
     torch._dynamo.reset()
     explained = torch._dynamo.explain(model)(x, x)

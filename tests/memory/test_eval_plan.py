@@ -22,10 +22,10 @@ def _shape() -> EvalShape:
 
 
 def _model(shape: EvalShape):
-    from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.gpt import GPT
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig.from_dict(shape.config))
+    model = GPT(shape.config)
     model.init_weights()
     return model.eval()
 
@@ -36,7 +36,7 @@ def test_eval_plan_matches_real_bpb_and_prefill_runs():
 
     shape = _shape()
     plan = plan_evals(shape)
-    rows, L, V = plan.bpb.rows, shape.longest, shape.config["vocab_size"]
+    rows, L, V = plan.bpb.rows, shape.longest, shape.config.vocab_size
     assert rows == shape.batch_tokens // L == plan.prefill.rows
     token_bytes = torch.ones(V, dtype=torch.long)
 

@@ -31,15 +31,15 @@ def _shape(dtype: str = "float32", batch: int = 4, accum: int = 1, **config) -> 
 def test_traced_saved_bytes_equal_what_hooks_see_in_a_real_forward(dtype, checkpointing, n_layer):
     """The fake trace counts exactly the storages a real forward saves (independent count, by storage),
     with blocks checkpointed (they keep their inputs) as without."""
-    from rlab.core.gpt import GPT, GPTConfig
+    from rlab.core.gpt import GPT
 
     shape = _shape(dtype, n_layer=n_layer).with_checkpointing(checkpointing)
     traced = trace_step(shape)
     torch.manual_seed(0)
-    model = GPT(GPTConfig.from_dict(shape.config))
+    model = GPT(shape.config)
     model.init_weights()
     model.set_activation_checkpointing(checkpointing)
-    x = torch.randint(0, shape.config["vocab_size"], (shape.device_batch_size, shape.seq_len))
+    x = torch.randint(0, shape.config.vocab_size, (shape.device_batch_size, shape.seq_len))
     seen: dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -133,8 +133,9 @@ def test_sharded_optimizer_state_is_one_ranks_share():
 def test_windowed_layers_plan_the_cuda_kernel():
     """nanochat-2026 windows: on CUDA FlexAttention keeps O(T) for the backward; the CPU's dense mask
     through SDPA keeps the T x T attention weights. The plan of the CUDA path counts the former."""
-    config = {**small_config(n_layer=2, n_embd=128, seq_len=512), "architecture": "nanochat-2026"}
-    config["window_pattern"] = "SL"
+    config = small_config(
+        n_layer=2, n_embd=128, seq_len=512, architecture="nanochat-2026", window_pattern="SL"
+    )
     shape = TrainShape(config=config, seq_len=512, device_batch_size=2, compile=False)
     on_gpu = trace_step(shape)
     on_cpu = trace_step(shape.model_copy(update={"device": "cpu"}))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def test_the_key_covers_what_the_counts_depend_on(monkeypatch):
         _shape(grad_accum_steps=2),
         _shape(device_batch_size=4),
         _shape(seq_len=64),
-        _shape(config={**_shape().config, "n_embd": 128}),
+        _shape(config=replace(_shape().config, n_embd=128)),
     ]
     keys = {plan_cache.plan_key(s) for s in variants}
     assert base not in keys and len(keys) == len(variants)

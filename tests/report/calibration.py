@@ -10,7 +10,7 @@ exponential or lognormal (n = 20-64), heavy tails (t with 3 df), documents of ve
 ratio), an arm with 5 seeds against a reference with one. Families: Holm over 10 and 60 correlated null tests
 (centred exponential differences sharing a unit effect), and plasmode nulls: the committed demo's own
 per-document BPB differences (each continued arm vs rope at each length), centred and resampled
-(`rlab.report.plasmode`, which `rlab report --calibrate` runs on the experiment at hand).
+(`rlab.report.stats.plasmode`, which `rlab report --calibrate` runs on the experiment at hand).
 
 Print the table: ``.venv/bin/python -m tests.report.calibration [n_experiments]``.
 """
@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rlab.report import inference as inf
-from rlab.report import plasmode
-from rlab.report import uncertainty as unc
+from rlab.report.stats import inference as inf
+from rlab.report.stats import plasmode
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats import verdicts as vd
 
 DEMO_EVALS = Path(__file__).resolve().parents[2] / "results" / "demo" / "evals"
 
@@ -240,7 +241,7 @@ def familywise(n_sims: int, m: int = 10, n: int = 32, rho: float = 0.5, seed: in
             )
             for _ in range(m)
         ]
-        _, _, verdicts = inf.decide_family("sim", comps, [False] * m)
+        _, _, verdicts = vd.decide_family("sim", comps, [False] * m)
         hits += any(v.significant for v in verdicts)
     return hits / n_sims
 

@@ -25,11 +25,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rlab.report import uncertainty as unc
 from rlab.report.estimands import effective_length as el
 from rlab.report.estimands import key_tokens as kt
 from rlab.report.estimands.ratio import paired_ratio
-from rlab.report.uncertainty import _core_values
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats.uncertainty import _core_values
 from tests.report.calibration import Result
 
 DRAWS = 1000

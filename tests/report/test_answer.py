@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from rlab.report import answer as ans
-from rlab.report import document as doc
-from rlab.report import methods as mth
-from rlab.report.inference import Verdict
+from rlab.report.render import answer as ans
+from rlab.report.render import document as doc
+from rlab.report.render import methods as mth
+from rlab.report.stats.verdicts import Verdict
 from tests.cli.harness import run_main
 
 

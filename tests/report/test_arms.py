@@ -8,8 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
+from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
-from rlab.report.collect import collect
 
 
 def _replicate(fx, src: str, dst: str, *, scale: float, run: dict) -> None:

@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from rlab.report import plasmode
+from rlab.report.stats import plasmode
 from tests.report import calibration as cal
 
 N_SIMS = 300

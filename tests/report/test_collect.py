@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
-from rlab.report import inference as inf
-from rlab.report.collect import collect
-from rlab.report.wide import column_key, order_columns
+from rlab.report.assemble.collect import collect
+from rlab.report.assemble.wide import column_key, order_columns
+from rlab.report.stats import inference as inf
 
 # Hand-computed from the fixture files (see tests/report/fixtures/fx).
 PK = {  # passkey accuracy per length, mean over the 3 depths
@@ -182,8 +182,8 @@ def test_column_order_is_stable_whatever_the_input_order(fx):
 
 
 def test_tables_mark_best_only_when_significant(fx):
-    from rlab.report.document import md_table
-    from rlab.report.tables import block, core_table, core_task_table, length_table, passkey_table
+    from rlab.report.render.document import md_table
+    from rlab.report.render.tables import block, core_table, core_task_table, length_table, passkey_table
 
     data = collect(fx, "rope", draws=500)
     lt = length_table(data)

@@ -7,10 +7,11 @@ import json
 import pandas as pd
 
 from rlab.records.eval_doc import read_eval_doc
-from rlab.report import tables
-from rlab.report.collect import NOT_COMPARABLE, collect
-from rlab.report.comparability import TRAINING, mismatches
-from rlab.report.table_model import BLANK
+from rlab.report.assemble.collect import collect
+from rlab.report.assemble.pairing import NOT_COMPARABLE
+from rlab.report.render import tables
+from rlab.report.render.table_model import BLANK
+from rlab.report.sources.comparability import TRAINING, mismatches
 from tests.cli.harness import run_main
 
 
@@ -108,7 +109,7 @@ def test_a_training_budget_mismatch_blocks_every_metric_and_is_shown_first(fx, r
 
 def test_the_primary_endpoint_belongs_to_bpb_length():
     """The primary endpoint is BPB at length: a bpb_length mismatch must block its verdict too."""
-    from rlab.report.comparability import blocks, metric_section
+    from rlab.report.sources.comparability import blocks, metric_section
 
     assert metric_section("primary_bpb") == "bpb_length"
     assert blocks([cmp_mismatch("bpb_length")], "primary_bpb") and not blocks(
@@ -117,7 +118,7 @@ def test_the_primary_endpoint_belongs_to_bpb_length():
 
 
 def cmp_mismatch(section: str):
-    from rlab.report.comparability import Mismatch
+    from rlab.report.sources.comparability import Mismatch
 
     return Mismatch("a", "b", section, "eval data", "x vs y")
 

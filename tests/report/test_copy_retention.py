@@ -11,10 +11,10 @@ import pytest
 from rlab.evals.copy_distance import CSV as COPY_DISTANCE_CSV
 from rlab.evals.copy_distance.records import CopyRow
 from rlab.records.rows import write_rows
-from rlab.report import copy_retention as ret
-from rlab.report import inference as inf
 from rlab.report.build import write_report
-from rlab.report.inference import Verdict
+from rlab.report.copy_distance import retention as ret
+from rlab.report.stats import verdicts as vd
+from rlab.report.stats.verdicts import Verdict
 
 WITHIN, FAR = 32, 256  # windows: within L0 (32 in the fixture) and beyond it
 
@@ -54,7 +54,7 @@ def _reference(kind: str, variant: str) -> str | None:
 
 def _decide(recs: pd.DataFrame, planned: list[ret.Planned]) -> pd.DataFrame:
     rows, tests = ret.estimate(recs, _gains(recs), planned, seed=0, draws=4000)
-    family, adjusted, verdicts = inf.decide_family("copy", tests, [False] * len(tests))
+    family, adjusted, verdicts = vd.decide_family("copy", tests, [False] * len(tests))
     return ret.fill(rows, tests, adjusted, verdicts, family).set_index("arm")
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from rlab.records.base import short_hash
-from rlab.report.collect import NOT_COMPARABLE, collect
+from rlab.report.assemble.collect import collect
+from rlab.report.assemble.pairing import NOT_COMPARABLE
 from tests.cli.harness import run_main
 
 TASKS = ["hellaswag_zeroshot", "lambada_openai"]

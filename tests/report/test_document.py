@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlab.report import document as doc
-from rlab.report.inference import Verdict
+from rlab.report.render import document as doc
+from rlab.report.stats.verdicts import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 

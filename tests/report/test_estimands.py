@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlab.paths import ExperimentLayout
-from rlab.report.collect import collect
+from rlab.report.assemble.collect import collect
 from rlab.report.estimands import effective_length as el
 from rlab.report.estimands.ratio import influence, paired_ratio
 
@@ -35,7 +35,7 @@ def test_influence_values_average_to_the_ratio_of_sums():
 
 
 def test_every_arm_keeps_a_share_of_its_bases_bpb_at_l0(demo):
-    rows = {(r.arm, r.versus): r for r in demo.estimands["short_context_retention"] if r.metric == "bpb"}
+    rows = {(r.arm, r.versus): r for r in demo.estimands.short_context_retention if r.metric == "bpb"}
     arms = {a.key for a in demo.arms if a.kind != "base"}
     assert {a for a, v in rows if v == "base"} == arms
     assert {a for a, v in rows if v == "control"} == arms - {"rope"}
@@ -48,7 +48,7 @@ def test_every_arm_keeps_a_share_of_its_bases_bpb_at_l0(demo):
 
 
 def test_effective_length_is_censored_and_needs_keys_for_an_interval(demo):
-    rows = demo.estimands["effective_length"]
+    rows = demo.estimands.effective_length
     assert {r.source for r in rows} == {"passkey_likelihood"}  # generation retrieves nothing in the demo
     assert all(r.lengths == [256, 1024] and r.n_units == 4 and r.low is None for r in rows)
     assert rows[0].cell() == "256"  # no interval on 4 keys (the caption says why)
@@ -103,7 +103,7 @@ def test_key_token_bpb_finds_a_gain_on_the_targets_that_need_context(tmp_path):
         (tag / "core_examples.csv").unlink()
     _plant_targets(tmp_path, {"demo-yarn": 0.5, "demo-yarn-seed1": 0.5})  # both seeds
     data = collect(ExperimentLayout(tmp_path, "demo"), draws=2000)  # Holm over ~50 tests needs p < 1e-3
-    rows = {(r.arm, r.length): r for r in data.estimands["key_token_bpb"]}
+    rows = {(r.arm, r.length): r for r in data.estimands.key_token_bpb}
     yarn = rows[("yarn", 1024)]
     assert (
         yarn.share is not None and 0.1 < yarn.share <= 0.2
@@ -128,7 +128,7 @@ def test_selection_is_cross_fitted_by_document_halves():
 
 
 def test_power_says_how_many_keys_the_effective_length_needs():
-    from rlab.report.power_spec import check_spec
+    from rlab.report.power.spec import check_spec
     from rlab.spec.loading import load_spec
 
     assert el.keys_needed() == 48 and el.keys_note(80) is None  # passkey's default: 20 trials x 4 depths

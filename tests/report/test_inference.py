@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rlab.report import inference as inf
-from rlab.report.inference import Verdict
+from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
+from rlab.report.stats.variance import SEED_DF_QUANTILE
+from rlab.report.stats.verdicts import Verdict
 
 
 def test_one_seed_test_is_near_the_paired_t_test_on_symmetric_units():
@@ -42,14 +44,14 @@ def test_sign_flips_are_exact_on_few_units():
 
 
 def test_holm_and_families_count_only_testable_comparisons():
-    adj = inf.holm([0.01, 0.04, None, 0.03, math.nan, 0.2])
+    adj = vd.holm([0.01, 0.04, None, 0.03, math.nan, 0.2])
     assert adj[0] == pytest.approx(0.04) and adj[3] == pytest.approx(0.09) and adj[1] == pytest.approx(0.09)
     assert adj[5] == pytest.approx(0.2) and adj[2] is None and adj[4] is None
     rng = np.random.default_rng(1)
     real = inf.compare(rng.normal(1, 0.2, 30), np.zeros(30))
     few = inf.compare(rng.normal(1, 0.2, 5), np.zeros(5))
     same = inf.compare(np.ones(30), np.ones(30))
-    family, p, verdicts = inf.decide_family("t", [real, few, same, None], [False] * 4)
+    family, p, verdicts = vd.decide_family("t", [real, few, same, None], [False] * 4)
     assert family.size == 1 and family.describe() == "t family: 1 comparison, Holm, familywise error 5%"
     assert verdicts == [Verdict.BETTER, Verdict.TOO_FEW_UNITS, Verdict.UNTESTABLE, Verdict.NONE]
     assert p[1] is None and p[2] is None
@@ -57,7 +59,7 @@ def test_holm_and_families_count_only_testable_comparisons():
 
 def test_a_verdict_never_contradicts_its_interval():
     c = inf.Comparison(0.1, -0.01, 0.2, 0.05, 30, 0.001, 40)
-    assert inf.decide(c, 0.01, lower_is_better=False) == Verdict.WITHIN_NOISE
+    assert vd.decide(c, 0.01, lower_is_better=False) == Verdict.WITHIN_NOISE
 
 
 def test_mde_is_the_80_percent_power_distance():
@@ -78,7 +80,7 @@ def test_seed_and_unit_terms_use_satterthwaite_degrees_of_freedom():
     a = rng.normal(0, 1, (3, 50)) + rng.normal(0, 0.5, (3, 1))
     b = rng.normal(0, 1, (3, 50))
     c = inf.compare(a, b)
-    u, s = c.unit_var, c.seed_var * 2 / stats.chi2.ppf(inf.SEED_DF_QUANTILE, 2)  # the seed term's upper bound
+    u, s = c.unit_var, c.seed_var * 2 / stats.chi2.ppf(SEED_DF_QUANTILE, 2)  # the seed term's upper bound
     assert c.df == pytest.approx((u + s) ** 2 / (u**2 / 49 + s**2 / 2)) and c.n_seeds == 3
     assert c.method == inf.SEEDS_T and c.p_value == pytest.approx(
         2 * stats.t.sf(abs(c.estimate) / c.se, c.df)
@@ -95,11 +97,11 @@ def test_seed_and_unit_terms_use_satterthwaite_degrees_of_freedom():
 def test_verdict_is_typed_and_prints_its_value():
     assert Verdict.WITHIN_NOISE == "≈ within noise" and f"{Verdict.BETTER}" == "better"
     assert Verdict("too few units") is Verdict.TOO_FEW_UNITS and not Verdict.UNTESTABLE.significant
-    assert "not covered" in inf.seeds_note(1) and "between 2 and the units" in inf.seeds_note(3)
+    assert "not covered" in vd.seeds_note(1) and "between 2 and the units" in vd.seeds_note(3)
 
 
 def test_the_opening_says_what_several_families_mean_for_the_whole():
-    fams = [inf.Family("primary", 4), inf.Family("secondary", 60), inf.Family("copy", 0)]
-    note = inf.families_note(fams)
+    fams = [vd.Family("primary", 4), vd.Family("secondary", 60), vd.Family("copy", 0)]
+    note = vd.families_note(fams)
     assert "2 families (primary, secondary)" in note and "up to 10%" in note
-    assert inf.families_note(fams[:1]) == ""
+    assert vd.families_note(fams[:1]) == ""

@@ -10,8 +10,8 @@ import pytest
 
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
+from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
-from rlab.report.collect import collect
 
 
 def test_tag_not_evaluated_is_blank_with_footnote(fx):

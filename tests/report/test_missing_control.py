@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 from rlab.paths import ExperimentLayout
-from rlab.report.collect import collect
+from rlab.report.assemble.collect import collect
 from tests.conftest import REPO_ROOT
 
 

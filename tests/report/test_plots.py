@@ -6,7 +6,7 @@ import json
 import shutil
 
 from rlab.report.build import write_report
-from rlab.report.plots import PLOT_FILES
+from rlab.report.render.plots import PLOT_FILES
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rlab.report import inference as inf
-from rlab.report import power
+from rlab.report.power import planner as power
+from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 from rlab.spec.eval import TargetMde
 
 
@@ -76,7 +77,7 @@ def _simulated_power(n: int, effect: float, unit_sd: float, alpha: float, sims: 
         diff = rng.normal(effect, unit_sd, size=n)
         base = rng.normal(3.0, 1.0, size=n)  # the arms' levels: only their per-unit difference matters
         c = inf.compare(base + diff, base, rng=rng, draws=2000)
-        hits += inf.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is inf.Verdict.BETTER
+        hits += vd.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is vd.Verdict.BETTER
     return hits / sims
 
 
@@ -100,7 +101,7 @@ def test_with_seeds_the_recommended_plan_gives_at_least_80_percent():
     for _ in range(sims):
         diff = effect + rng.normal(0, seed_sd, size=(seeds, 1)) + rng.normal(0, unit_sd, size=(1, n))
         c = inf.compare(diff, np.zeros((seeds, n)))
-        hits += inf.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is inf.Verdict.BETTER
+        hits += vd.decide(c, c.p_value, lower_is_better=False, alpha=alpha) is vd.Verdict.BETTER
     # the seed term is estimated on S - 1 df while the unit term is nearly exact, so t(S - 1) makes the planned
     # power a lower bound; it must not fall short of 80%
     assert 0.76 <= hits / sims <= 0.97
@@ -135,7 +136,7 @@ def test_stated_run_to_run_sd_becomes_the_sd_of_a_difference():
 
 def test_pilot_noise_reproduces_the_reports_mdes(fx):
     """The unit SD read from a pilot's comparisons gives back each comparison's printed MDE (one formula)."""
-    from rlab.report.collect import collect
+    from rlab.report.assemble.collect import collect
 
     data = collect(fx, draws=200)
     comps = data.comparisons[data.comparisons["mde"].notna()]
@@ -160,7 +161,7 @@ def test_pilot_noise_reproduces_the_reports_mdes(fx):
 
 
 def test_spec_check_planned_units_and_warnings(tmp_path):
-    from rlab.report import power_spec
+    from rlab.report.power import spec as power_spec
     from rlab.spec.loading import load_spec
 
     spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
@@ -197,7 +198,7 @@ def test_spec_check_planned_units_and_warnings(tmp_path):
 def test_the_copy_family_estimate_counts_retention_past_l0(tmp_path):
     """The demo's copy family holds 5 levels and 3 retentions (windows 512-1024 past L0 = 256) per arm: the
     estimate must not be below what the report will adjust over, or the planned MDEs would be optimistic."""
-    from rlab.report import power_spec
+    from rlab.report.power import spec as power_spec
     from rlab.spec.loading import load_spec
 
     spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
@@ -216,8 +217,8 @@ def test_the_dry_run_counts_the_families_the_demo_report_adjusts_over(tmp_path):
     import shutil
 
     from rlab.paths import ExperimentLayout
-    from rlab.report import power_spec
-    from rlab.report.collect import collect
+    from rlab.report.assemble.collect import collect
+    from rlab.report.power import spec as power_spec
     from rlab.spec.loading import load_spec
     from tests.conftest import REPO_ROOT
 

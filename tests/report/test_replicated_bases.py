@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
-from rlab.report.collect import collect
 from tests.report.test_arms import _replicate
 
 

@@ -6,8 +6,8 @@ import threading
 
 import pandas as pd
 
+from rlab.report.assemble.results_csv import format_cell, write_results_csv
 from rlab.report.build import write_report
-from rlab.report.results_csv import format_cell, write_results_csv
 
 
 def test_rerun_gives_identical_bytes(fx):

@@ -9,10 +9,10 @@ import numpy as np
 from rlab.evals.passkey import CHOICES_CSV as PASSKEY_CHOICES_CSV
 from rlab.evals.retrieval.records import ChoiceTrial
 from rlab.records.rows import write_rows
+from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
-from rlab.report.collect import collect
-from rlab.report.retrieval import retrieval_table
-from rlab.report.tables import all_tables
+from rlab.report.render.retrieval import retrieval_table
+from rlab.report.render.tables import all_tables
 
 
 def add_choices(fx, tag: str, margins: dict[int, list[float]]) -> None:

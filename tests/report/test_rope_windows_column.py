@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from rlab.report.frames import meta_row
-from rlab.report.tag_files import TagSources
-from rlab.report.wide import order_columns
+from rlab.report.assemble.wide import order_columns
+from rlab.report.sources.frames import meta_row
+from rlab.report.sources.tag_files import TagSources
 
 
 def test_windows_is_a_word_column_after_the_rope_numbers():

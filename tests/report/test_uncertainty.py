@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from rlab.report import inference as inf
-from rlab.report import uncertainty as unc
-from rlab.report.inference import Verdict
+from rlab.report.stats import inference as inf
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats import verdicts as vd
+from rlab.report.stats.verdicts import Verdict
 
 
 def _units(rng: np.random.Generator, n: int, bpb: float, noise: float) -> tuple[np.ndarray, np.ndarray]:
@@ -19,7 +20,7 @@ def _units(rng: np.random.Generator, n: int, bpb: float, noise: float) -> tuple[
 
 
 def _verdict(c: inf.Comparison, lower_is_better: bool = True) -> Verdict:
-    return inf.decide(c, c.p_value, lower_is_better)
+    return vd.decide(c, c.p_value, lower_is_better)
 
 
 def test_bpb_interval_is_ratio_of_sums_and_brackets_it():

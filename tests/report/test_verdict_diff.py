@@ -8,9 +8,9 @@ import pytest
 
 from rlab.paths import ExperimentLayout
 from rlab.records.base import ContractError
-from rlab.report.compare import _verdict_notes
-from rlab.report.inference import Verdict
-from rlab.report.verdict_diff import verdict_diff
+from rlab.report.assemble.compare import _verdict_notes
+from rlab.report.assemble.verdict_diff import verdict_diff
+from rlab.report.stats.verdicts import Verdict
 
 COLUMNS = [
     "experiment",

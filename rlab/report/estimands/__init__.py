@@ -10,13 +10,16 @@ explains each with its reference.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rlab.records.base import Record
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.measured import Measured
+    from rlab.report.estimands.effective_length import EffectiveLengthRow
+    from rlab.report.estimands.key_tokens import KeyTokenRow
+    from rlab.report.estimands.retention import RetentionRow
 
 
 @dataclass(frozen=True)
@@ -45,20 +48,31 @@ ESTIMANDS: tuple[Estimand, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class EstimandRows:
+    """Every estimand's typed rows for one report, a field per `ESTIMANDS` name (empty: nothing to estimate)."""
+
+    short_context_retention: list[RetentionRow] = field(default_factory=list)
+    effective_length: list[EffectiveLengthRow] = field(default_factory=list)
+    key_token_bpb: list[KeyTokenRow] = field(default_factory=list)
+
+    def of(self, e: Estimand) -> list[Record]:
+        return list(getattr(self, e.name))
+
+
 def _module(e: Estimand) -> Any:
     return importlib.import_module(f"rlab.report.estimands.{e.module}")
 
 
-def analyse_all(data: ReportData, seed: int, draws: int) -> dict[str, list[Record]]:
+def analyse_all(data: Measured, seed: int, draws: int) -> EstimandRows:
     """Every estimand's rows for one report."""
-    return {e.name: _module(e).analyse(data, seed, draws) for e in ESTIMANDS}
+    return EstimandRows(**{e.name: _module(e).analyse(data, seed, draws) for e in ESTIMANDS})
 
 
-def wide_cells(data: ReportData) -> dict[str, dict[str, object]]:
-    """Per arm, every estimand's results.csv cells."""
+def wide_cells(rows: EstimandRows, baseline: str) -> dict[str, dict[str, object]]:
+    """Per arm, every estimand's results.csv cells (from `analyse_all`'s `rows`)."""
     out: dict[str, dict[str, object]] = {}
     for e in ESTIMANDS:
-        rows = data.estimands.get(e.name) or []
-        for arm, cells in _module(e).wide_columns(rows, data.baseline).items():
+        for arm, cells in _module(e).wide_columns(rows.of(e), baseline).items():
             out.setdefault(arm, {}).update(cells)
     return out

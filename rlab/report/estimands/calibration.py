@@ -1,6 +1,6 @@
 """The estimands' tests for `rlab report --calibrate`: their one-seed per-unit contributions, grouped by family.
 
-The plasmode check (`rlab.report.plasmode`) re-runs a family's tests on the experiment's own units made null. The
+The plasmode check (`rlab.report.stats.plasmode`) re-runs a family's tests on the experiment's own units made null. The
 report's tables give it their families through their frames; the estimands' rows do not carry what a test rested
 on, so their analyses are run once more here while `inference.recording_units` records it (seconds: no eval data
 is read again). Short-context retention is a level, not a Holm family: its plasmode line reports the coverage of
@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlab.report import inference as inf
 from rlab.report.estimands import key_tokens, retention
+from rlab.report.stats import inference as inf
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.measured import Measured
 
 RETENTION_FAMILY = "short-context retention (levels, no Holm)"
 
 
-def families(data: ReportData, seed: int = 0) -> dict[str, list[inf.UnitContributions]]:
+def families(data: Measured, seed: int = 0) -> dict[str, list[inf.UnitContributions]]:
     """Family name -> the one-seed tests of that estimand (none where every arm has several seeds)."""
     with inf.recording_units() as recorded:
         rows = retention.analyse(data, seed)

@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
-from rlab.report import inference as inf
-from rlab.report.arms import Arm
+from rlab.report.sources.arms import Arm
+from rlab.report.stats import inference as inf
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.measured import Measured
 
 NAME = "effective_length"
 ABSOLUTE = 0.856
@@ -198,7 +198,7 @@ def unsettled(
     return (acc >= 1.0) & (bound < level), (acc <= 0.0) & (1.0 - bound >= level)
 
 
-def _frames(data: ReportData, arm: Arm, csv: str) -> list[pd.DataFrame] | None:
+def _frames(data: Measured, arm: Arm, csv: str) -> list[pd.DataFrame] | None:
     by_tag = {s.tag: s for s in data.sources.tags} if data.sources else {}
     frames = [by_tag[t].csvs.get(csv) for t in arm.tags if t in by_tag]
     if not frames or any(f is None or f.empty for f in frames):
@@ -206,7 +206,7 @@ def _frames(data: ReportData, arm: Arm, csv: str) -> list[pd.DataFrame] | None:
     return frames  # type: ignore[return-value]
 
 
-def _retrieves(data: ReportData, csv: str, column: str) -> bool:
+def _retrieves(data: Measured, csv: str, column: str) -> bool:
     """Any tag has a correct item in this source (generation scores all 0 at small scale: nothing to measure)."""
     return any(
         csv in s.csvs and float(pd.to_numeric(s.csvs[csv][column], errors="coerce").sum()) > 0
@@ -214,7 +214,7 @@ def _retrieves(data: ReportData, csv: str, column: str) -> bool:
     )
 
 
-def analyse(data: ReportData, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[EffectiveLengthRow]:
+def analyse(data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[EffectiveLengthRow]:
     """Every arm's effective length per retrieval source that has items, under both thresholds."""
     from rlab.report.estimands.retention import short_length
 

@@ -30,12 +30,13 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
-from rlab.report import inference as inf
-from rlab.report import uncertainty as unc
-from rlab.report.inference import Verdict
+from rlab.report.stats import inference as inf
+from rlab.report.stats import uncertainty as unc
+from rlab.report.stats import verdicts as vd
+from rlab.report.stats.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.measured import Measured
 
 NAME = "key_token_bpb"
 FAMILY = "key-token"
@@ -128,7 +129,7 @@ def key_mask(drop: np.ndarray, cells: np.ndarray, folds: np.ndarray) -> np.ndarr
     return mask
 
 
-def _targets(data: ReportData, tag: str) -> pd.DataFrame | None:
+def _targets(data: Measured, tag: str) -> pd.DataFrame | None:
     """bpb_targets.csv of a tag joined with its blocks' documents (bpb_units.csv): length, unit, position, doc,
     bytes, repeat, nats."""
     src = next((s for s in data.sources.tags if s.tag == tag), None) if data.sources else None
@@ -145,7 +146,7 @@ def _targets(data: ReportData, tag: str) -> pd.DataFrame | None:
     return out if len(out) == len(frame) else None
 
 
-def _selection(data: ReportData, base_tags: list[str], L0: int | None) -> tuple[pd.DataFrame, str] | str:
+def _selection(data: Measured, base_tags: list[str], L0: int | None) -> tuple[pd.DataFrame, str] | str:
     """(targets with their `key` flag, a description) from the base's losses, or why there is none."""
     frames = [_targets(data, t) for t in base_tags]
     if not base_tags or any(f is None for f in frames):
@@ -203,7 +204,7 @@ def _by_length(frame: pd.DataFrame | None) -> pd.DataFrame | None:
     return frame.pivot_table(index=["unit", "position"], columns="length", values="nats", aggfunc="first")
 
 
-def analyse(data: ReportData, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[KeyTokenRow]:
+def analyse(data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[KeyTokenRow]:
     """Every arm's key-token BPB at every length of the base's targets, compared with its reference arm."""
     from rlab.report.estimands.retention import short_length
 
@@ -268,19 +269,19 @@ def analyse(data: ReportData, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -
             row.p_value = c.p_value
             row.plain_diff, row.plain_verdict = _plain(data, arm.key, length)
             tests[-1] = c
-    _, adjusted, verdicts = inf.decide_family(FAMILY, tests, [True] * len(tests))
+    _, adjusted, verdicts = vd.decide_family(FAMILY, tests, [True] * len(tests))
     for row, p, v, t in zip(rows, adjusted, verdicts, tests, strict=True):
         if t is not None:
             row.p_holm, row.verdict = p, v
     return rows
 
 
-def _scalar(data: ReportData, arm: str, metric: str) -> float | None:
+def _scalar(data: Measured, arm: str, metric: str) -> float | None:
     hit = data.scalars[(data.scalars["arm"] == arm) & (data.scalars["metric"] == metric)]
     return float(hit["value"].iloc[0]) if len(hit) and not math.isnan(hit["value"].iloc[0]) else None
 
 
-def _plain(data: ReportData, arm: str, length: int) -> tuple[float | None, Verdict]:
+def _plain(data: Measured, arm: str, length: int) -> tuple[float | None, Verdict]:
     c = data.comparisons
     hit = c[(c["arm"] == arm) & (c["metric"] == f"bpb_len_{length}")]
     if hit.empty or pd.isna(hit["diff"].iloc[0]):
@@ -288,10 +289,10 @@ def _plain(data: ReportData, arm: str, length: int) -> tuple[float | None, Verdi
     return float(hit["diff"].iloc[0]), Verdict(hit["verdict"].iloc[0])
 
 
-def family(rows: list[KeyTokenRow]) -> inf.Family | None:
+def family(rows: list[KeyTokenRow]) -> vd.Family | None:
     """The section's Holm family (its testable comparisons), or None without any."""
     size = sum(r.p_holm is not None for r in rows)
-    return inf.Family(FAMILY, size) if size else None
+    return vd.Family(FAMILY, size) if size else None
 
 
 def wide_columns(rows: list[KeyTokenRow], baseline: str) -> dict[str, dict[str, object]]:

@@ -1,4 +1,4 @@
-"""A ratio of two paired sums as per-unit values that `rlab.report.inference` can take.
+"""A ratio of two paired sums as per-unit values that `rlab.report.stats.inference` can take.
 
 Short-context retention (arm over base) and its comparison with the control are ratios of sums over the same
 units, ``R = sum(num) / sum(den)`` per training seed. Its delta-method influence values
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlab.report import inference as inf
+from rlab.report.stats import inference as inf
 
 
 def influence(num: np.ndarray, den: np.ndarray) -> np.ndarray:

@@ -26,15 +26,15 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
-from rlab.report import estimates as est
-from rlab.report import frames as fr
-from rlab.report import inference as inf
-from rlab.report.arms import Arm, base_of
 from rlab.report.estimands.ratio import paired_ratio
-from rlab.report.uncertainty import _core_values
+from rlab.report.sources import frames as fr
+from rlab.report.sources.arms import Arm, base_of
+from rlab.report.stats import estimates as est
+from rlab.report.stats import inference as inf
+from rlab.report.stats.uncertainty import _core_values
 
 if TYPE_CHECKING:
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.measured import Measured
 
 NAME = "short_context_retention"
 PREFIX = "short_retention"
@@ -78,7 +78,7 @@ class RetentionRow(Record):
         return f"{self.keeps_pct:.1f}% [{self.low_pct:.1f}, {self.high_pct:.1f}]"
 
 
-def short_length(data: ReportData) -> int | None:
+def short_length(data: Measured) -> int | None:
     """L0: the base's training length (the base tag's), else the arms' RoPE original length."""
     base = data.meta[data.meta["kind"] == "base"]["train_seq_len"]
     for values in (base, data.meta["rope_original_len"]):
@@ -88,7 +88,7 @@ def short_length(data: ReportData) -> int | None:
     return None
 
 
-def _bpb_docs(data: ReportData, tags: list[str], length: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _bpb_docs(data: Measured, tags: list[str], length: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Per tag, nats summed per document over the targets every tag scored at `length`: ((k, docs), bytes)."""
     by_tag = {s.tag: s for s in data.sources.tags} if data.sources else {}
     frames = []
@@ -109,7 +109,7 @@ def _bpb_docs(data: ReportData, tags: list[str], length: int) -> tuple[np.ndarra
     return nats.astype(float), nbytes
 
 
-def _core_units(data: ReportData, tags: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+def _core_units(data: Measured, tags: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """Per tag, the per-example values whose mean is CORE over the examples every tag scored, and each
     example's task (the stratum)."""
     by_tag = {s.tag: s for s in data.sources.tags} if data.sources else {}
@@ -124,7 +124,7 @@ def _core_units(data: ReportData, tags: list[str]) -> tuple[np.ndarray, np.ndarr
     return values, strata
 
 
-def _bases(data: ReportData, arm: Arm) -> list[str] | None:
+def _bases(data: Measured, arm: Arm) -> list[str] | None:
     """The base tag of each of the arm's seeds: its lineage's parent where evaluated, else the base arm's."""
     evaluated = {s.tag: s for s in data.sources.tags} if data.sources else {}
     base_arm = next((a for a in data.arms if a.kind == "base" and a.group == arm.group), None)
@@ -169,7 +169,7 @@ def _estimate(num: np.ndarray, den: np.ndarray, strata: np.ndarray | None, key: 
     )
 
 
-def _side(data: ReportData, arm: Arm, ref_tags: list[str], metric: str, length: int | None):
+def _side(data: Measured, arm: Arm, ref_tags: list[str], metric: str, length: int | None):
     """(arm values (S, n), reference values (S_ref, n), strata) on the units both scored, or a note."""
     k = len(arm.tags)
     if metric == "bpb":
@@ -186,7 +186,7 @@ def _side(data: ReportData, arm: Arm, ref_tags: list[str], metric: str, length: 
 
 
 def _one(
-    data: ReportData,
+    data: Measured,
     arm: Arm,
     metric: str,
     versus: str,
@@ -223,7 +223,7 @@ def _one(
     return _row(arm, metric, versus, reference, length, **_estimate(mine, theirs, strata, key, seed, draws))
 
 
-def analyse(data: ReportData, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[RetentionRow]:
+def analyse(data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[RetentionRow]:
     """Every continued and zero-shot arm's retention at L0: BPB (and CORE where evaluated), vs its base and vs
     the control arm (the baseline variant continued)."""
     L0 = short_length(data)

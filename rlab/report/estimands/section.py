@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from rlab.report import inference as inf
-from rlab.report.table_model import BLANK, Table, arm_order
+from rlab.report.render.table_model import BLANK, Table, arm_order
+from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
 
 if TYPE_CHECKING:
-    from rlab.report import document as doc
-    from rlab.report.report_data import ReportData
+    from rlab.report.assemble.report_data import ReportData
+    from rlab.report.render import document as doc
 
 
 def _pivot(data: ReportData, rows: list, column_of, title: str, about: str, caption: str) -> Table | None:
@@ -42,7 +43,7 @@ def _pivot(data: ReportData, rows: list, column_of, title: str, about: str, capt
 
 
 def retention_table(data: ReportData) -> Table | None:
-    from rlab.report.estimands.retention import NAME, short_length
+    from rlab.report.estimands.retention import short_length
 
     L0 = short_length(data)
 
@@ -52,7 +53,7 @@ def retention_table(data: ReportData) -> Table | None:
 
     return _pivot(
         data,
-        data.estimands.get(NAME) or [],
+        data.estimands.short_context_retention,
         column,
         "Short-context retention",
         f"How much of the short-context quality each arm keeps: BPB at L0 = {L0} as the reference's BPB over the "
@@ -64,7 +65,7 @@ def retention_table(data: ReportData) -> Table | None:
 
 
 def effective_length_table(data: ReportData) -> Table | None:
-    from rlab.report.estimands.effective_length import ABSOLUTE, NAME, RELATIVE
+    from rlab.report.estimands.effective_length import ABSOLUTE, RELATIVE
 
     def column(r) -> str:
         rule = f">= {ABSOLUTE:g}" if r.threshold == "absolute" else f">= {RELATIVE:.0%} of within L0"
@@ -72,7 +73,7 @@ def effective_length_table(data: ReportData) -> Table | None:
 
     return _pivot(
         data,
-        data.estimands.get(NAME) or [],
+        data.estimands.effective_length,
         column,
         "Effective context length",
         "The longest evaluated length up to which retrieval accuracy stays at or above the threshold at every "
@@ -84,9 +85,9 @@ def effective_length_table(data: ReportData) -> Table | None:
 
 
 def key_token_table(data: ReportData) -> Table | None:
-    from rlab.report.estimands.key_tokens import FAMILY, NAME
+    from rlab.report.estimands.key_tokens import FAMILY
 
-    rows = data.estimands.get(NAME) or []
+    rows = data.estimands.key_token_bpb
     return _pivot(
         data,
         rows,
@@ -100,11 +101,11 @@ def key_token_table(data: ReportData) -> Table | None:
     )
 
 
-def families(data: ReportData) -> list[inf.Family]:
+def families(data: ReportData) -> list[vd.Family]:
     """The estimands' own Holm families (key-token BPB's), to be declared with the report's."""
-    from rlab.report.estimands.key_tokens import NAME, family
+    from rlab.report.estimands.key_tokens import family
 
-    found = family(data.estimands.get(NAME) or [])
+    found = family(data.estimands.key_token_bpb)
     return [found] if found is not None else []
 
 
@@ -113,6 +114,6 @@ TABLES = (retention_table, effective_length_table, key_token_table)
 
 def sections(data: ReportData) -> list[doc.Section]:
     """The section of every estimand with rows (none when no estimand could be computed)."""
-    from rlab.report.tables import section
+    from rlab.report.render.tables import section
 
     return [section(t) for build in TABLES if (t := build(data)) is not None]

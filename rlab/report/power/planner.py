@@ -1,0 +1,480 @@
+"""The power planner: how many units and seeds each endpoint needs to detect a stated difference.
+
+A report's "within noise" says what it rules out through its MDE (`inference.Comparison.mde`); this module asks
+the question before the experiment: given the noise of each endpoint, how many independent units (documents,
+examples, keys, records) and training seeds make the smallest difference of interest detectable with 80% power
+at the level the report will test it (its family's alpha / m, Holm's strictest step)?
+
+The noise of a paired difference between two arms has the two terms `inference.compare` estimates:
+
+* a **unit SD** σ_u: the SD of one unit's contribution to the difference (se² = σ_u² / n with one seed);
+* a **seed SD** σ_s: the SD of one seed's difference between the arms (training noise; se² gains σ_s² / S
+  with S seeds, and the test then has Satterthwaite's degrees of freedom over the two terms).
+
+`inference.planned_se` turns (σ_u, n, σ_s, S) into the (se, df) the report's test would have, and
+`inference.mde` into an MDE, so a plan and the report it leads to use one formula. The noise comes from a
+**pilot** (`noise_from_report`: an experiment's per-unit files, through the report's own comparisons; each
+endpoint takes the median of its comparisons, or the noisiest, `Spread`) or is **stated**
+(`Noise` built by hand: `rlab power --unit-sd/--seed-sd`). A stated run-to-run SD of one arm (nanochat
+publishes one for CORE) becomes the SD of a difference of two independent runs, √2 times it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import pandas as pd
+
+from rlab.report.stats import inference as inf
+from rlab.report.stats import verdicts as vd
+
+if TYPE_CHECKING:
+    from rlab.report.assemble.report_data import ReportData
+    from rlab.spec.eval import TargetMde
+
+CLASSES = ("primary", "bpb", "core", "passkey", "copy_gain")
+"""Endpoint classes a target MDE is stated for (`eval.target_mde`); a specific endpoint name overrides."""
+SEED_GRID = (1, 2, 3, 5, 8, 10)
+"""Seeds per arm a plan is worked out for."""
+MAX_UNITS = 10**8
+"""A plan needing more units than this is reported as unreachable."""
+NANOCHAT_CORE_SEED_SD = 0.0052
+"""Run-to-run SD of CORE: nanochat's dev/LEADERBOARD.md, "Run 4" (commit 4b40774, 2026-03-04), the same d24
+command run 7 times (mildly non-deterministic training): CORE 0.25119 .. 0.26765, sample SD 0.0052."""
+NANOCHAT_CORE_SOURCE = "nanochat dev/LEADERBOARD.md Run 4: 7 identical d24 runs, CORE SD 0.0052"
+
+
+def endpoint_class(endpoint: str, family: str) -> str:
+    """The `CLASSES` entry whose target applies to an endpoint (by family first: the primary family)."""
+    if family == "primary":
+        return "primary"
+    if endpoint.startswith("copy"):
+        return "copy_gain"
+    if endpoint == "core":
+        return "core"
+    if endpoint.startswith("passkey"):
+        return "passkey"
+    return "bpb"
+
+
+def class_family(cls: str) -> str:
+    """The family an endpoint class's verdicts belong to."""
+    return {"primary": "primary", "copy_gain": "copy"}.get(cls, "secondary")
+
+
+def unit_word(endpoint: str, clustered: bool = True) -> str:
+    """What the independent units of an endpoint are."""
+    if endpoint.startswith("copy"):
+        return "records"
+    if endpoint == "core":
+        return "examples"
+    if endpoint.startswith("passkey"):
+        return "keys"
+    return "documents" if clustered else "blocks"
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise of one endpoint's paired differences, and the family its verdicts will belong to."""
+
+    endpoint: str
+    """``primary_bpb``, ``bpb_len_2048``, ``core``, ``passkey_overall``, ``copy_d472``, ..."""
+    family: str
+    """``primary``, ``secondary`` or ``copy``: the family the endpoint's verdicts are Holm-adjusted in."""
+    family_size: int
+    """Comparisons that family holds (m): the MDE is planned at alpha / m."""
+    unit: str
+    """documents, examples, keys or records."""
+    unit_sd: float | None
+    """SD of one unit's contribution to a difference; None when unknown."""
+    seed_sd: float | None = None
+    """SD of one seed's difference between two arms (training noise); None when unknown."""
+    n_units: int | None = None
+    """Units in the pilot (or the planned experiment) this noise was measured on / is checked for."""
+    n_seeds: int = 1
+    """Seeds per arm in the pilot (or the planned experiment)."""
+    source: str = ""
+    """Where `unit_sd` comes from (a pilot, a stated value, a default)."""
+    set_by: str = ""
+    """Which of the pilot's comparisons the SDs summarise (`Spread`)."""
+    seed_source: str = ""
+    """Where `seed_sd` comes from ('' when unknown)."""
+    ref_value: float | None = None
+    """The reference arm's value on this endpoint (for BPB: MDEs in percent), when known."""
+
+
+@dataclass(frozen=True)
+class SeedOption:
+    """Units needed at one number of seeds per arm."""
+
+    seeds: int
+    units: int | None
+    """Fewest units (at least `inference.MIN_UNITS`) that reach the target; None: unreachable at these seeds."""
+    floor: float
+    """The MDE with infinitely many units at these seeds (the seed term alone); 0 with one seed."""
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    noise: Noise
+    target: float
+    alpha: float
+    """The level the MDE is planned at: the family's alpha / m."""
+    power: float
+    mde_now: float
+    """MDE at the pilot's (or planned) units and seeds (NaN when the noise is unknown)."""
+    options: list[SeedOption] = field(default_factory=list)
+
+    @property
+    def one_seed(self) -> SeedOption | None:
+        return next((o for o in self.options if o.seeds == 1), None)
+
+    @property
+    def with_seeds(self) -> SeedOption | None:
+        """The fewest seeds (>= 2, so training noise is covered) at which some number of units reaches the
+        target; None when the seed SD is unknown or no seed count in the grid suffices."""
+        if self.noise.seed_sd is None:
+            return None
+        return next((o for o in self.options if o.seeds >= inf.MIN_SEEDS and o.units is not None), None)
+
+    @property
+    def underpowered(self) -> bool:
+        return not math.isnan(self.mde_now) and self.mde_now > self.target
+
+    def as_dict(self) -> dict[str, Any]:
+        n = self.noise
+        return {
+            "endpoint": n.endpoint,
+            "family": n.family,
+            "family_size": n.family_size,
+            "alpha": self.alpha,
+            "power": self.power,
+            "unit": n.unit,
+            "target_mde": self.target,
+            "unit_sd": n.unit_sd,
+            "seed_sd": n.seed_sd,
+            "n_units": n.n_units,
+            "n_seeds": n.n_seeds,
+            "mde_now": None if math.isnan(self.mde_now) else self.mde_now,
+            "underpowered": self.underpowered,
+            "units_one_seed": self.one_seed.units if self.one_seed else None,
+            "seeds_needed": self.with_seeds.seeds if self.with_seeds else None,
+            "units_at_seeds_needed": self.with_seeds.units if self.with_seeds else None,
+            "by_seeds": [{"seeds": o.seeds, "units": o.units, "mde_floor": o.floor} for o in self.options],
+            "source": n.source,
+            "set_by": n.set_by,
+            "seed_source": n.seed_source,
+            "ref_value": n.ref_value,
+        }
+
+
+# ---------------------------------------------------------------- the arithmetic
+
+
+def mde_at(
+    unit_sd: float,
+    n_units: int,
+    alpha: float,
+    power: float = inf.POWER,
+    seed_sd: float | None = None,
+    n_seeds: int = 1,
+) -> float:
+    """The MDE the report would print for a comparison with this noise, units and seeds, tested at `alpha`."""
+    se, df = inf.planned_se(unit_sd, n_units, seed_sd, n_seeds)
+    return inf.mde(se, df, alpha, power)
+
+
+def seed_floor(seed_sd: float | None, n_seeds: int, alpha: float, power: float = inf.POWER) -> float:
+    """The MDE with unlimited units at `n_seeds` seeds: what the seed term alone allows (0 with one seed)."""
+    if n_seeds < inf.MIN_SEEDS or not seed_sd:
+        return 0.0
+    return inf.mde(seed_sd / math.sqrt(n_seeds), n_seeds - 1.0, alpha, power)
+
+
+def required_units(
+    unit_sd: float,
+    target: float,
+    alpha: float,
+    power: float = inf.POWER,
+    seed_sd: float | None = None,
+    n_seeds: int = 1,
+) -> int | None:
+    """The fewest units (never below `inference.MIN_UNITS`, the verdict gate) whose MDE is at most `target`;
+    None when the seed term alone exceeds it or more than `MAX_UNITS` would be needed."""
+    if not target > 0:
+        return None
+
+    def reaches(n: int) -> bool:
+        return mde_at(unit_sd, n, alpha, power, seed_sd, n_seeds) <= target
+
+    if unit_sd <= 0:
+        return inf.MIN_UNITS if seed_floor(seed_sd, n_seeds, alpha, power) <= target else None
+    low = inf.MIN_UNITS
+    if reaches(low):
+        return low
+    high = 2 * low
+    while not reaches(high):  # the MDE falls monotonically in n (df grows, se shrinks) to the seed floor
+        if high > MAX_UNITS:
+            return None
+        high *= 2
+    while high - low > 1:  # reaches(high), not reaches(low)
+        mid = (low + high) // 2
+        low, high = (low, mid) if reaches(mid) else (mid, high)
+    return high
+
+
+def plan_endpoint(
+    noise: Noise,
+    target: float,
+    alpha: float = inf.ALPHA,
+    power: float = inf.POWER,
+    seeds: tuple[int, ...] = SEED_GRID,
+) -> EndpointPlan:
+    """Units needed at each seed count of `seeds`, and the MDE at the noise's own units and seeds."""
+    level = alpha / max(1, noise.family_size)
+    if noise.unit_sd is None:
+        return EndpointPlan(noise, target, level, power, math.nan, [])
+    now = (
+        mde_at(noise.unit_sd, noise.n_units, level, power, noise.seed_sd, noise.n_seeds)
+        if noise.n_units and (noise.n_seeds < inf.MIN_SEEDS or noise.seed_sd is not None)
+        else math.nan
+    )
+    options = []
+    for s in seeds:
+        if s >= inf.MIN_SEEDS and noise.seed_sd is None:
+            continue
+        units = required_units(noise.unit_sd, target, level, power, noise.seed_sd, s)
+        options.append(SeedOption(s, units, seed_floor(noise.seed_sd, s, level, power)))
+    return EndpointPlan(noise, target, level, power, now, options)
+
+
+def target_for(noise: Noise, targets: TargetMde, overrides: dict[str, float] | None = None) -> float:
+    """The target MDE of an endpoint: an override by its name, by its class, else the spec's (or default)."""
+    overrides = overrides or {}
+    if noise.endpoint in overrides:
+        return overrides[noise.endpoint]
+    cls = endpoint_class(noise.endpoint, noise.family)
+    return overrides.get(cls, float(getattr(targets, cls)))
+
+
+def plan(
+    noises: list[Noise],
+    targets: TargetMde,
+    overrides: dict[str, float] | None = None,
+    *,
+    alpha: float = inf.ALPHA,
+    power: float = inf.POWER,
+    seeds: tuple[int, ...] = SEED_GRID,
+) -> list[EndpointPlan]:
+    return [plan_endpoint(n, target_for(n, targets, overrides), alpha, power, seeds) for n in noises]
+
+
+# ---------------------------------------------------------------- noise from a pilot
+
+
+Spread = Literal["median", "max"]
+"""Which of an endpoint's comparisons sets its noise: the median one (a typical comparison; the default) or the
+noisiest (every comparison reaches the target). Arms far from the baseline have noisier differences (their
+effect varies from unit to unit) but need no power to be told apart, so the noisiest is usually pessimistic."""
+
+
+def _num(column: pd.Series) -> pd.Series:
+    """A frame column as floats (pd.NA and blanks -> NaN)."""
+    return pd.to_numeric(column, errors="coerce").astype(float)
+
+
+def _summarise(rows: pd.DataFrame, spread: Spread) -> tuple[float | None, float | None, str]:
+    """(unit SD, seed SD, which comparison(s)) over the comparisons of one endpoint, per `spread`."""
+    unit = (_num(rows["unit_var"]) * _num(rows["n_units"])).where(lambda v: v > 0).dropna()
+    if unit.empty:
+        return None, None, ""
+    several = _num(rows["n_seeds"]) >= inf.MIN_SEEDS
+    seed = (_num(rows["seed_var"]) * _num(rows["n_seeds"]))[several].dropna()
+    if spread == "max":
+        i = unit.idxmax()
+        which = f"{rows.at[i, 'arm']!s} vs {rows.at[i, 'reference']!s}, the noisiest of {len(unit)}"
+        return math.sqrt(float(unit[i])), math.sqrt(float(seed.max())) if len(seed) else None, which
+    which = f"median of {len(unit)} comparison{'s' if len(unit) != 1 else ''}"
+    return (
+        math.sqrt(float(unit.median())),
+        math.sqrt(float(seed.median())) if len(seed) else None,
+        which,
+    )
+
+
+def noise_from_report(data: ReportData, pilot: str, spread: Spread = "median") -> list[Noise]:
+    """The noise of every endpoint the pilot compared, from the report's own comparisons (and its copy cells).
+
+    An endpoint is a metric within one family (the primary endpoint of continued arms is the primary family,
+    the same metric of zero-shot arms is secondary). Its unit and seed SDs are the median (or largest, `spread`)
+    over its comparisons; its family size counts every comparison that would be tested with enough units
+    (those with fewer than `inference.MIN_UNITS` units but some variance included; those with no variation or
+    not comparable left out)."""
+    out: list[Noise] = []
+    comps = data.comparisons
+    if comps is not None and len(comps):
+        primary = data.primary.metric
+        comps = comps.assign(  # the family each would be tested in (those with too few units are in none yet)
+            would_be=[
+                "primary" if m == primary and k == "continued" else "secondary"
+                for m, k in zip(comps["metric"], comps["kind"], strict=True)
+            ]
+        )
+        measured = comps[comps["diff"].notna() & (comps["verdict"] != vd.Verdict.NOT_COMPARABLE)]
+        varied = _num(measured["unit_var"]) > 0  # tested, or too few units but some variance
+        sizes = measured[varied].groupby("would_be").size().to_dict()
+        for (metric, family), rows in measured.groupby(["metric", "would_be"], sort=False):
+            unit_sd, seed_sd, which = _summarise(rows, spread)
+            units, seeds = _num(rows["n_units"]), _num(rows["n_seeds"])
+            n = int(units.max()) if units.notna().any() else None
+            s = int(seeds.min()) if seeds.notna().any() else 1
+            ref = rows["ref_value"].iloc[0]
+            out.append(
+                Noise(
+                    endpoint=str(metric),
+                    family=str(family),
+                    family_size=int(sizes.get(family, 1)),
+                    unit=unit_word(str(metric), data.clustered),
+                    unit_sd=unit_sd,
+                    seed_sd=seed_sd,
+                    n_units=n,
+                    n_seeds=s,
+                    source=f"pilot {pilot}",
+                    set_by=which,
+                    seed_source=f"pilot {pilot}: {s} seeds" if seed_sd else "",
+                    ref_value=None if pd.isna(ref) else float(ref),
+                )
+            )
+    out += _copy_noise(data, pilot, spread)
+    order = {"primary": 0, "secondary": 1, "copy": 2}
+    return sorted(out, key=lambda n: (order.get(n.family, 3), _endpoint_rank(n.endpoint)))
+
+
+def _endpoint_rank(endpoint: str) -> tuple[int, int]:
+    import re
+
+    m = re.match(r"^(?:bpb_len_|copy_d)(\d+)$", endpoint)
+    if m:
+        return (3 if endpoint.startswith("bpb") else 6, int(m.group(1)))
+    ranks = {
+        "primary_bpb": 0,
+        "extension_bpb": 0,
+        "train_bpb": 1,
+        "val_bpb": 2,
+        "core": 4,
+        "passkey_overall": 5,
+    }
+    return (ranks.get(endpoint, 7), 0)
+
+
+def _copy_noise(data: ReportData, pilot: str, spread: Spread) -> list[Noise]:
+    from rlab.report.copy_distance.records import metric_name
+
+    cells = data.copy_cells
+    if cells is None or cells.empty or "unit_var" not in cells:
+        return []
+    rows = cells[cells["ref"].notna() & (cells["verdict"] != vd.Verdict.UNTESTABLE)]
+    rows = rows[rows["diff"].notna()]
+    kept = getattr(data, "copy_retention", None)  # retention comparisons share the copy family
+    tested = (
+        0
+        if kept is None or kept.empty
+        else int(
+            (kept["diff"].notna() & ~kept["verdict"].isin([vd.Verdict.UNTESTABLE, vd.Verdict.NONE])).sum()
+        )
+    )
+    size = len(rows) + tested
+    out = []
+    for distance, g in rows.groupby("distance"):
+        g = g.rename(columns={"diff_n": "n_units", "ref": "reference"})
+        unit_sd, seed_sd, which = _summarise(g, spread)
+        out.append(
+            Noise(
+                endpoint=metric_name(int(distance)),
+                family="copy",
+                family_size=size,
+                unit="records",
+                unit_sd=unit_sd,
+                seed_sd=seed_sd,
+                n_units=int(g["n_units"].max()),
+                n_seeds=int(g["n_seeds"].min()),
+                source=f"pilot {pilot}",
+                set_by=which,
+                seed_source=f"pilot {pilot}: {int(g['n_seeds'].min())} seeds" if seed_sd else "",
+            )
+        )
+    return out
+
+
+def with_stated(
+    noises: list[Noise],
+    unit_sd: dict[str, float] | None = None,
+    seed_sd: dict[str, float] | None = None,
+) -> list[Noise]:
+    """Replace a pilot's noise by stated values, by endpoint name or class (`CLASSES`).
+
+    `seed_sd` is the run-to-run SD of one arm's value (as nanochat publishes CORE's): a difference of two
+    independently trained arms has √2 times it."""
+    unit_sd, seed_sd = unit_sd or {}, seed_sd or {}
+    out = []
+    for n in noises:
+        cls = endpoint_class(n.endpoint, n.family)
+        u = unit_sd.get(n.endpoint, unit_sd.get(cls))
+        s = seed_sd.get(n.endpoint, seed_sd.get(cls))
+        if u is not None:
+            n = replace(n, unit_sd=u, source="stated (--unit-sd)", set_by="")
+        if s is not None:
+            n = replace(
+                n,
+                seed_sd=math.sqrt(2.0) * s,
+                seed_source=f"stated run-to-run SD {s:g} (x√2 for a difference)",
+            )
+        out.append(n)
+    return out
+
+
+@dataclass
+class Pilot:
+    """An experiment's evals read as a pilot: the noise of each endpoint and the targets its spec states."""
+
+    name: str
+    noises: list[Noise]
+    targets: TargetMde | None
+    """The pilot's `eval.target_mde` (from its resolved spec), None when it states none."""
+    comparisons: pd.DataFrame | None = None
+    """The pilot report's comparisons, adjusted (which entered a family, which did not and why)."""
+    notes: list[str] = field(default_factory=list)
+    """Other shortfalls of the pilot's size (too few keys per length for the effective length's interval)."""
+
+
+def read_pilot(
+    layout: Any, baseline: str | None = None, spread: Spread = "median", draws: int = 200
+) -> Pilot:
+    """The noise of every endpoint an experiment compared (its report's comparisons, `noise_from_report`).
+
+    The sign-flip draws only set p-values, which a plan does not use: a few hundred keep this fast."""
+    from rlab.report.assemble.collect import collect
+    from rlab.spec.eval import TargetMde
+
+    data = collect(layout, baseline, draws=draws)
+    name = layout.experiment
+    spec = (data.sources.spec or {}) if data.sources else {}
+    stated = (spec.get("eval") or {}).get("target_mde") if isinstance(spec, dict) else None
+    return Pilot(
+        name,
+        noise_from_report(data, name, spread),
+        TargetMde.model_validate(stated) if stated else None,
+        data.comparisons,
+        _key_notes(data),
+    )
+
+
+def _key_notes(data: Any) -> list[str]:
+    """The effective length's keys per length in the pilot, when too few for an informative interval."""
+    from rlab.report.estimands.effective_length import keys_note
+
+    keys = [r.n_units for r in data.estimands.effective_length if r.n_units]
+    note = keys_note(min(keys)) if keys else None
+    return [note] if note else []
