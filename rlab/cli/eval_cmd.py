@@ -199,7 +199,7 @@ def eval_tag(
     )
     plan = plan_evals(request)
     if dry_run:
-        for blocker in plan.blockers:
+        for blocker in plan.blockers.values():
             err.print(f"[yellow]{escape(blocker.message)}[/] {escape(blocker.hint or '')}", highlight=False)
         entries = []
         for index, cfg in enumerate(plan.configs):

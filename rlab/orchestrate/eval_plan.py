@@ -109,9 +109,9 @@ class EvalPlan:
     spec: ExperimentSpec
     configs: list[EvalRunConfig]
     nproc: int
-    blockers: tuple[RlabError, ...] = ()
-    """What the evals' preflights found that stops a run but not a dry run (no CORE bundle): a dry run says it,
-    a run refuses before it starts."""
+    blockers: dict[str, RlabError] = field(default_factory=dict)
+    """Eval name -> what its preflight found that stops a run but not a dry run (no CORE bundle): a dry run says
+    it, a run refuses before it starts (`refusal`)."""
 
     @property
     def layout(self) -> ExperimentLayout:
@@ -140,6 +140,14 @@ class EvalPlan:
         if resolve:
             launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
         return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{cfg.tag}", module=EVAL_MODULE)
+
+    def refusal(self) -> RlabError | None:
+        """Why a run refuses to start (the first blocker, with how to leave its eval out), or None."""
+        if not self.blockers:
+            return None
+        name, problem = next(iter(self.blockers.items()))
+        leave_out = f"Or leave it out: --no-{catalog.get(name).flag}."
+        return type(problem)(problem.message, f"{problem.hint} {leave_out}" if problem.hint else leave_out)
 
     def entry(self, index: int, *, resolve: bool) -> dict[str, Any]:
         """One tag's plan as JSON (what `rlab eval --json` lists)."""
@@ -187,16 +195,16 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     return EvalPlan(request, spec, configs, nproc, blockers)
 
 
-def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> tuple[RlabError, ...]:
+def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> dict[str, RlabError]:
     """Each selected eval's own checks (`EvalDefinition.preflight`): what makes the plan wrong is raised, what only
-    stops a run (a missing input) is returned."""
-    found = []
+    stops a run (a missing input) is returned by eval name."""
+    found = {}
     for definition in catalog.definitions():
         if definition.preflight is not None and definition.name in spec.eval.evals:
             problem = resolve(definition.preflight)(spec.eval, base)
             if problem is not None:
-                found.append(problem)
-    return tuple(found)
+                found[definition.name] = problem
+    return found
 
 
 def _tag_config(
