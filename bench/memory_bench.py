@@ -32,7 +32,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,32 +112,6 @@ def nanochat_build(nanochat_dir: Path):
     return build
 
 
-@contextlib.contextmanager
-def fake_world(nproc: int) -> Iterator[None]:
-    """Rank 0 of a fake process group of `nproc` ranks (collectives do nothing), as torchrun's environment
-    says; torch.compile off inside (nanochat compiles its optimizer steps, which cannot run on fake tensors)."""
-    import torch
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": str(nproc)}
-    before = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=nproc)
-    disabled = torch._dynamo.config.disable
-    torch._dynamo.config.disable = True
-    try:
-        yield
-    finally:
-        torch._dynamo.config.disable = disabled
-        dist.destroy_process_group()
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 # ----- the counts ------------------------------------------------------------------------------------
 
 
@@ -184,10 +158,11 @@ def nanochat_row(size: dict[str, Any], nanochat_dir: Path, compiled: bool = True
     """nanochat's counts; its peak: its traced step at the full shape, the saved activations replaced by
     the compiled count (no DDP)."""
     from rlab.memory.compiled import compiled_saved
+    from rlab.memory.fake_world import fake_world
     from rlab.memory.trace import trace_step
 
     shape, make = _shape(size), nanochat_model(nanochat_dir)
-    with fake_world(size["nproc"]):
+    with fake_world(size["nproc"], environ=True, compile_off=True):  # nanochat compiles its optimizer steps
         eager = eager_per_token(size, nanochat_build(nanochat_dir))
         trace = trace_step(shape, build=nanochat_build(nanochat_dir))
     kept = trace.peak_parts.get("activations", 0) + trace.peak_parts.get("weight_copies", 0)

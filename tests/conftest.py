@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_probe(name: str) -> ModuleType:
+    """`experiments/probes/<name>.py` as a module: the probes are scripts, not a package."""
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_probe", REPO_ROOT / "experiments" / "probes" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 EVAL_BUNDLE_DIR = REPO_ROOT / "tests" / "fixtures" / "eval_bundle"
 """A subset of the DCLM CORE bundle kept in the repository (every label, a few rows per task; see its
 SOURCES.md): what the CORE tests read."""

@@ -3,36 +3,15 @@ its command line and the means to break it from `tests.cli.job_faults`, so they 
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from tests.cli import job_faults
-from tests.cli.harness import REPO
-
-PROBE = REPO / "experiments" / "probes" / "fault_drill.py"
-
-
-def _probe():
-    spec = importlib.util.spec_from_file_location("fault_drill_probe", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_probe
 
 
 def test_the_probe_attacks_the_job_the_tests_define(tmp_path):
-    probe = _probe()
-    for name in (
-        "long_run",
-        "long_run_tag",
-        "start_job",
-        "stop",
-        "torchrun_agent",
-        "wait_for",
-        "small_tmpfs",
-        "worker_pid",
-    ):
-        assert getattr(probe, name) is getattr(job_faults, name)
+    probe = load_probe("fault_drill")
+    assert probe.jf is job_faults  # the job and its attacks, not copies of them
     drill = probe.Drill(tmp_path)
     args = drill.job_args("d6")
     assert args == job_faults.continue_args(tmp_path / "d6.yaml", tmp_path / "base", tmp_path / "results")
@@ -47,7 +26,7 @@ def test_the_probe_attacks_the_job_the_tests_define(tmp_path):
 def test_the_probe_s_validator_attack_finds_every_bad_spec_refused(tmp_path, capsys):
     """Attack 3 needs no base: 10 bad specs through `rlab validate` in separate processes, each refused in one
     or two lines without a traceback."""
-    drill = _probe().Drill(tmp_path)
+    drill = load_probe("fault_drill").Drill(tmp_path)
     drill.f3_validator()
     (row,) = drill.rows
     assert row["finding"] == "3 validator" and row["now"].startswith(

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import torch
 
-PROBE = Path(__file__).resolve().parents[1] / "experiments" / "probes" / "induction.py"
-
-
-def _probe():
-    spec = importlib.util.spec_from_file_location("induction_probe", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_probe
 
 
 def test_each_window_repeats_its_passage_at_a_varying_distance():
-    probe = _probe()
+    probe = load_probe("induction")
     rows, first, repeat = probe.copy_windows(256, 32, 64, torch.Generator().manual_seed(1))
     targets = rows[:, 1:]
     assert (rows[:, 0] == probe.BOS).all()
@@ -32,13 +23,15 @@ def test_each_window_repeats_its_passage_at_a_varying_distance():
 
 
 def test_the_probe_trains_and_prints_the_gain_by_window(capsys):
-    _probe().main(["--phases", "16:2", "--width", "64"])
+    load_probe("induction").main(["--phases", "16:2", "--width", "64"])
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["step"] == 2 and report["trained_at"] == 16
     assert set(report["copy_gain_by_window"]) == {"32", "64", "128", "256", "512"}
 
 
 def test_the_fixed_layout_repeats_half_a_window_back():
-    rows, first, repeat = _probe().copy_windows(32, 4, 64, torch.Generator().manual_seed(0), fixed=True)
+    rows, first, repeat = load_probe("induction").copy_windows(
+        32, 4, 64, torch.Generator().manual_seed(0), fixed=True
+    )
     assert (repeat.float().argmax(1) - first.float().argmax(1) == 16).all()
     assert torch.equal(rows[:, 1:17], rows[:, 17:33])

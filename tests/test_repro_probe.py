@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -14,21 +13,14 @@ import yaml
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
 from rlab.spec.loading import load_spec
+from tests.conftest import load_probe
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = REPO / "experiments" / "probes" / "repro.py"
 DEMO_YAML = REPO / "experiments" / "demo.yaml"
 
 
-def _probe():
-    spec = importlib.util.spec_from_file_location("repro_probe", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_rerun_is_the_demo_as_its_own_experiment_in_the_other_dtype(tmp_path):
-    probe = _probe()
+    probe = load_probe("repro")
     demo = yaml.safe_load(DEMO_YAML.read_text())
     spec = probe.rerun_spec(demo, probe.NAME, "float32")
     assert demo["name"] == "demo" and demo["train"]["dtype"] == "auto"  # the demo's own spec untouched
@@ -46,7 +38,7 @@ def test_the_rerun_is_the_demo_as_its_own_experiment_in_the_other_dtype(tmp_path
 
 
 def test_the_reference_must_come_from_the_same_spec(tmp_path):
-    probe = _probe()
+    probe = load_probe("repro")
     reference = ExperimentLayout(tmp_path, "demo")
     with pytest.raises(RlabError, match="No demo results"):
         probe.check_reference(reference, DEMO_YAML)
@@ -74,7 +66,7 @@ def test_count_only_prints_each_change_and_a_json_line(tmp_path, capsys):
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    assert _probe().main(["--results-dir", str(tmp_path), "--count-only"]) == 0
+    assert load_probe("repro").main(["--results-dir", str(tmp_path), "--count-only"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     report = json.loads(lines[-1])
     assert (

@@ -26,7 +26,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,20 +36,9 @@ sys.path.insert(0, str(REPO))
 
 from rlab.orchestrate.lock import lock_holder  # noqa: E402
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, model_file  # noqa: E402
+from tests.cli import job_faults as jf  # noqa: E402
 from tests.cli.harness import Outcome, processes_mentioning, run_process  # noqa: E402
-from tests.cli.job_faults import (  # noqa: E402
-    continue_args,
-    fill_disk,
-    long_run,
-    long_run_tag,
-    small_tmpfs,
-    start_job,
-    stop,
-    torchrun_agent,
-    trained_a_step,
-    wait_for,
-    worker_pid,
-)
+from tests.orchestrate.helpers import spec_args  # noqa: E402
 
 COLUMNS = 400
 """No wrapped lines in what the drill reads back."""
@@ -63,7 +54,7 @@ def run(args: list[str], cwd: Path, timeout: float = 300) -> Outcome:
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return start_job(*args, cwd=cwd, columns=COLUMNS)
+    return jf.start_job(*args, cwd=cwd, columns=COLUMNS)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -110,12 +101,29 @@ class Drill:
 
     def spec(self, name: str, text: str | None = None) -> Path:
         path = self.work / f"{name}.yaml"
-        path.write_text(text if text is not None else long_run(name))
+        path.write_text(text if text is not None else jf.long_run(name))
         return path
 
     def job_args(self, name: str, base: Path | None = None, text: str | None = None) -> list[str]:
         """`rlab continue` of the job on spec `text` (default: the long run) as experiment `name`."""
-        return continue_args(self.spec(name, text), base or self.base, self.results)
+        return jf.continue_args(self.spec(name, text), base or self.base, self.results)
+
+    def base_on(self, mount: Path) -> Path:
+        """A copy of the tiny base on `mount` (a small tmpfs), its shards and long documents linked, not copied."""
+        base = mount / "base"
+        shutil.copytree(self.base, base, ignore=shutil.ignore_patterns("base_data", "long_docs", "corpus"))
+        for sub in ("base_data", "long_docs"):
+            (base / sub).symlink_to(self.base / sub)
+        return base
+
+    @contextmanager
+    def tmpfs(self, folder: str, size: str, finding: str, before: str = "-") -> Iterator[Path | None]:
+        """A small tmpfs under the work folder while the block runs; None where it cannot be mounted (the
+        finding's row then says it was skipped)."""
+        with jf.small_tmpfs(self.work / folder, size) as mount:
+            if mount is None:
+                self.row(finding, "-", before, "skipped: cannot mount tmpfs here")
+            yield mount
 
     def row(self, finding: str, attack: str, before: str, now: str) -> None:
         self.rows.append({"finding": finding, "attack": attack, "before": before, "now": now})
@@ -127,19 +135,19 @@ class Drill:
         """SIGKILL of the torchrun agent alone; then the printed resume command from another directory
         (relative paths typed); then a truncated newest checkpoint and the way out, on 1 process."""
         name = "d1"
-        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+        layout, tag = ExperimentLayout(self.results, name), jf.long_run_tag(name)
         self.spec(name)
         # typed relative, as the drill did: the paths stored and printed must still work from elsewhere
-        args = ["continue", "--spec", f"{name}.yaml", "--base-dir", "base", "--results-dir", "results"]
+        args = ["continue", *spec_args(f"{name}.yaml", "base", "results")]
         proc = start([*args, "--variants", "pi", "--no-control", "--nproc", "2"], self.work)
         try:
             ckpt = BaseLayout(self.base).checkpoint_dir(tag)
-            wait_for(lambda: len(checkpoint_steps(ckpt)) >= 3, 240, "two saves of the run")  # clone + 2
+            jf.wait_for(lambda: len(checkpoint_steps(ckpt)) >= 3, 240, "two saves of the run")  # clone + 2
             job = processes_mentioning(str(layout.run_config(tag)))
-            os.kill(torchrun_agent(layout.run_config(tag)), signal.SIGKILL)
+            os.kill(jf.torchrun_agent(layout.run_config(tag)), signal.SIGKILL)
             _, stderr = proc.communicate(timeout=120)
         finally:
-            stop(proc)
+            jf.stop(proc)
         (self.work / "d1-killed.stderr").write_text(stderr)
         left = processes_mentioning(str(layout.run_config(tag)))
         steps = checkpoint_steps(ckpt)
@@ -184,7 +192,7 @@ class Drill:
         readable = int(argv[argv.index("--resume-from") + 1]) if "--resume-from" in argv else None
         resumed = None
         if readable is not None:
-            two_more = str(readable + 2 - 4)  # steps count from the base step (4)
+            two_more = str(readable + 2 - jf.BASE_STEP)
             resumed = run([*argv[1:], "--steps", two_more], Path("/"), timeout=400)
             (self.work / "d1-resumed.stderr").write_text(resumed.err)
         said = refused.err + (resumed.err if resumed else "")
@@ -205,33 +213,20 @@ class Drill:
         )
 
     def f2_full_disk(self) -> None:
-        with small_tmpfs(self.work / "tmpfs-full", "16m") as mount:
+        with self.tmpfs("tmpfs-full", "16m", "2 full disk", "61-line MarkupError traceback") as mount:
             if mount is None:
-                self.row(
-                    "2 full disk", "-", "61-line MarkupError traceback", "skipped: cannot mount tmpfs here"
-                )
                 return
             name = "d2"
-            base = mount / "base"
-            shutil.copytree(
-                self.base, base, ignore=shutil.ignore_patterns("base_data", "long_docs", "corpus")
-            )
-            for sub in ("base_data", "long_docs"):
-                (base / sub).symlink_to(self.base / sub)
-            layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+            base = self.base_on(mount)
+            layout, tag = ExperimentLayout(self.results, name), jf.long_run_tag(name)
             proc = start(self.job_args(name, base), self.work)
-            try:
-                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")
-                filler = fill_disk(mount)
-                _, stderr = proc.communicate(timeout=180)
-            finally:
-                stop(proc)
+            stderr, filler = jf.attack_when_training(
+                proc, layout, tag, lambda: jf.fill_disk(mount), timeout=180
+            )
             failed = stderr[stderr.find("job(s) failed") :]
             filler.unlink()
             steps = checkpoint_steps(BaseLayout(base).checkpoint_dir(tag))
-            more = str(max(steps) + 2 - 4)  # the run's steps count from the base step (4)
-            resume = [*continue_args(layout.tag_spec(tag), base, self.results), "--resume", "--steps", more]
-            resumed = run(resume, self.work)
+            resumed = run(jf.resume_args(layout, tag, base, self.results, after=max(steps)), self.work)
             self.row(
                 "2 full disk",
                 "fill a 16 MiB tmpfs holding the base while `rlab continue --nproc 2` trains",
@@ -286,18 +281,10 @@ class Drill:
     def f5_disk_check(self) -> None:
         from rlab.orchestrate.disk import DISK_MARGIN, MIB, checkpoint_bytes
 
-        with small_tmpfs(self.work / "tmpfs-disk", "192m") as mount:
+        with self.tmpfs("tmpfs-disk", "192m", "5 disk check", "refused 0.1 GB with 0.1 GB free") as mount:
             if mount is None:
-                self.row(
-                    "5 disk check", "-", "refused 0.1 GB with 0.1 GB free", "skipped: cannot mount tmpfs here"
-                )
                 return
-            base = mount / "base"
-            shutil.copytree(
-                self.base, base, ignore=shutil.ignore_patterns("base_data", "long_docs", "corpus")
-            )
-            for sub in ("base_data", "long_docs"):
-                (base / sub).symlink_to(self.base / sub)
+            base = self.base_on(mount)
             one = checkpoint_bytes(BaseLayout(base).checkpoint_dir("smoke"), 4)
             keep = 95 * MIB // one  # about the drill's 94 MiB written
             need = (keep + 1) * one  # keep_last + the save being written, the clone hard-linked
@@ -308,7 +295,7 @@ class Drill:
                 spare = shutil.disk_usage(mount).free - free
                 with open(filler, "wb") as fh:
                     fh.write(b"\0" * spare)
-                text = long_run(f"d5{label}").replace("keep_last: 3", f"keep_last: {keep}")
+                text = jf.long_run(f"d5{label}").replace("keep_last: 3", f"keep_last: {keep}")
                 done = run([*self.job_args(f"d5{label}", base, text), "--dry-run"], self.work)
                 said = [ln for ln in done.err.splitlines() if "Not enough disk" in ln]
                 outcome[label] = (done.code, shutil.disk_usage(mount).free / MIB, one_line(said, 200))
@@ -324,15 +311,15 @@ class Drill:
 
     def f6_invisible_run(self) -> None:
         name = "d6"
-        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+        layout, tag = ExperimentLayout(self.results, name), jf.long_run_tag(name)
         proc = start(self.job_args(name), self.work)
         try:
-            wait_for(lambda: layout.run_config(tag).exists(), 120, "run.json")
+            jf.wait_for(lambda: layout.run_config(tag).exists(), 120, "run.json")
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        wait_for(lambda: not processes_mentioning(str(layout.run_config(tag))), 30, "the job to go")
-        stepped = trained_a_step(layout, tag)
+        jf.wait_for(lambda: not processes_mentioning(str(layout.run_config(tag))), 30, "the job to go")
+        stepped = jf.trained_a_step(layout, tag)
         status = run(["status", "--results-dir", str(self.results), "--base-dir", str(self.base)], self.work)
         shown = [
             ln for ln in status.out.splitlines() + status.err.splitlines() if tag in ln or "resume" in ln
@@ -371,7 +358,7 @@ class Drill:
             began = time.time()
             done = run(self.job_args(name, base), self.work)
             took = time.time() - began
-            cloned = BaseLayout(base).checkpoint_dir(long_run_tag(name)).exists()
+            cloned = BaseLayout(base).checkpoint_dir(jf.long_run_tag(name)).exists()
             lines = error_lines(done.err)
             seen.append(
                 f"{label}: exit {done.code} in {took:.1f} s, {len(lines)} line(s), cloned: {cloned}, "
@@ -389,14 +376,9 @@ class Drill:
         codes = {}
         for signum in (signal.SIGINT, signal.SIGTERM):
             name = f"d8{signum.name.lower()}"
-            layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+            layout, tag = ExperimentLayout(self.results, name), jf.long_run_tag(name)
             proc = start(self.job_args(name), self.work)
-            try:
-                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")  # noqa: B023
-                proc.send_signal(signum)
-                _, stderr = proc.communicate(timeout=120)
-            finally:
-                stop(proc)
+            jf.attack_when_training(proc, layout, tag, partial(proc.send_signal, signum))
             left = len(processes_mentioning(str(layout.run_config(tag))))
             codes[signum.name] = f"exit {proc.returncode} ({left} job process(es) left)"
         self.row(
@@ -439,12 +421,12 @@ class Drill:
         config = layout.eval_run_config("smoke")
         proc = start(argv(long), self.work)
         try:
-            wait_for(lambda: len(processes_mentioning(str(config))) >= 3, 120, "eval workers")
+            jf.wait_for(lambda: len(processes_mentioning(str(config))) >= 3, 120, "eval workers")
             time.sleep(2)
-            os.kill(torchrun_agent(config), signal.SIGKILL)
+            os.kill(jf.torchrun_agent(config), signal.SIGKILL)
             _, stderr = proc.communicate(timeout=120)
         finally:
-            stop(proc)
+            jf.stop(proc)
         left = len(processes_mentioning(str(config)))
         kept = layout.eval_json("smoke").read_bytes() == before
         shutil.copytree(
@@ -476,24 +458,19 @@ class Drill:
     ):
         """Run job `name` on spec `text` until it ends (after `attack(layout, tag)` once it trained a step); returns
         (exit code, its summary, seconds from the attack to the end)."""
-        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+        layout, tag = ExperimentLayout(self.results, name), jf.long_run_tag(name)
         proc = start(self.job_args(name, text=text), self.work)
         try:
             attacked = time.time()
             if attack is not None:
-                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")
+                jf.wait_for(lambda: jf.trained_a_step(layout, tag), 240, "a trained step")
                 attack(layout, tag)
                 attacked = time.time()
             _, stderr = proc.communicate(timeout=600)
         finally:
-            stop(proc)
+            jf.stop(proc)
         (self.work / f"{name}.stderr").write_text(stderr)
-        said = " ".join(stderr.split())
-        summary = (
-            said[said.find("job(s) failed") :].split("Rerun just these")[0]
-            if "job(s) failed" in said
-            else said
-        )
+        summary = jf.failure_summary(stderr) or " ".join(stderr.split())
         return proc.returncode, summary.split("train.log. ", 1)[-1], time.time() - attacked  # the reason line
 
     def _status(self, tag: str) -> str:
@@ -502,20 +479,15 @@ class Drill:
 
     def g1_frozen_rank(self) -> None:
         name = "s1"
-        layout, tag = ExperimentLayout(self.results, name), long_run_tag(name)
+        layout, tag = ExperimentLayout(self.results, name), jf.long_run_tag(name)
 
         def freeze(layout: ExperimentLayout, tag: str) -> None:
-            wait_for(lambda: layout.heartbeat_dir(tag).joinpath("rank1.json").exists(), 60, "a heartbeat")
-            os.kill(worker_pid(layout.run_config(tag), 1), signal.SIGSTOP)
+            jf.stop_rank(layout, tag, 1, signal.SIGSTOP)
 
-        code, summary, took = self._failed_job(name, long_run(name, stall_timeout_s=10), freeze)
+        code, summary, took = self._failed_job(name, jf.long_run(name, stall_timeout_s=10), freeze)
         status = self._status(tag)
         steps = checkpoint_steps(BaseLayout(self.base).checkpoint_dir(tag))
-        more = str(max(steps) + 2 - 4)
-        resumed = run(
-            [*continue_args(layout.tag_spec(tag), self.base, self.results), "--resume", "--steps", more],
-            self.work,
-        )
+        resumed = run(jf.resume_args(layout, tag, self.base, self.results, after=max(steps)), self.work)
         self.row(
             "42.1 frozen rank",
             "`kill -STOP` of rank 1 of `rlab continue --nproc 2` (train.stall_timeout_s: 10), then `rlab status`, "
@@ -556,7 +528,7 @@ class Drill:
         name = "s3"
         huge = "lr: {warmup_steps: 1, matrix_lr: 1.0e+8, embedding_lr: 1.0e+8, unembedding_lr: 1.0e+8}"
         text = (
-            long_run(name, steps=60)
+            jf.long_run(name, steps=60)
             .replace("lr: {warmup_steps: 1}", huge)
             .replace("save_every: 2", "save_every: 100")
         )
@@ -564,7 +536,9 @@ class Drill:
         ls = run(
             ["ls", "--base-dir", str(self.base), "--results-dir", str(self.results), "--json"], self.work
         )
-        state = next((t["state"] for t in json.loads(ls.out)["tags"] if t["tag"] == long_run_tag(name)), "-")
+        state = next(
+            (t["state"] for t in json.loads(ls.out)["tags"] if t["tag"] == jf.long_run_tag(name)), "-"
+        )
         self.row(
             "42.3 divergence without NaN",
             "`rlab continue --nproc 2` at lr 1e8 (every group), 60 steps",
@@ -578,9 +552,9 @@ class Drill:
 
         name = "s4"
         huge = "lr: {warmup_steps: 1, matrix_lr: 1.0e+37, embedding_lr: 1.0e+37, unembedding_lr: 1.0e+37}"
-        text = long_run(name, steps=40, grad_clip="null").replace("lr: {warmup_steps: 1}", huge)
+        text = jf.long_run(name, steps=40, grad_clip="null").replace("lr: {warmup_steps: 1}", huge)
         code, summary, _ = self._failed_job(name, text)
-        ckpt = BaseLayout(self.base).checkpoint_dir(long_run_tag(name))
+        ckpt = BaseLayout(self.base).checkpoint_dir(jf.long_run_tag(name))
         unreadable = []
         for step in checkpoint_steps(ckpt):
             try:
@@ -601,23 +575,16 @@ class Drill:
     def g5_full_results_disk(self) -> None:
         from rlab.records.metrics_log import read_metrics_records
 
-        with small_tmpfs(self.work / "tmpfs-results", "16m") as mount:
+        with self.tmpfs("tmpfs-results", "16m", "42.5 full results disk") as mount:
             if mount is None:
-                self.row("42.5 full results disk", "-", "-", "skipped: cannot mount tmpfs here")
                 return
             name = "s5"
-            layout, tag = ExperimentLayout(mount / "results", name), long_run_tag(name)
-            proc = start(continue_args(self.spec(name), self.base, mount / "results"), self.work)
-            try:
-                wait_for(lambda: trained_a_step(layout, tag), 240, "a trained step")
-                filler = fill_disk(mount)
-                _, stderr = proc.communicate(timeout=180)
-            finally:
-                stop(proc)
-            said = " ".join(stderr.split())
-            summary = (
-                said[said.find("job(s) failed") :].split("Rerun just these")[0].split("train.log. ", 1)[-1]
+            layout, tag = ExperimentLayout(mount / "results", name), jf.long_run_tag(name)
+            proc = start(jf.continue_args(self.spec(name), self.base, mount / "results"), self.work)
+            stderr, filler = jf.attack_when_training(
+                proc, layout, tag, lambda: jf.fill_disk(mount), timeout=180
             )
+            summary = jf.failure_summary(stderr).split("train.log. ", 1)[-1]
             metrics = layout.metrics_file(tag)
             torn = not metrics.read_bytes().endswith(b"\n")
             try:
@@ -636,13 +603,13 @@ class Drill:
     def g6_cause_first(self) -> None:
         code, summary, _ = self._failed_job(
             "s6",
-            long_run("s6"),
-            lambda layout, tag: os.kill(worker_pid(layout.run_config(tag), 0), signal.SIGKILL),
+            jf.long_run("s6"),
+            lambda layout, tag: jf.stop_rank(layout, tag, 0, signal.SIGKILL),
         )
         agent_code, agent_summary, _ = self._failed_job(
             "s6agent",
-            long_run("s6agent"),
-            lambda layout, tag: os.kill(torchrun_agent(layout.run_config(tag)), signal.SIGKILL),
+            jf.long_run("s6agent"),
+            lambda layout, tag: os.kill(jf.torchrun_agent(layout.run_config(tag)), signal.SIGKILL),
         )
         self.row(
             "42.6 the cause first",

@@ -46,6 +46,8 @@ app = typer.Typer(
     cls=RlabGroup,
 )
 
+_COMMAND_CLASSES = {"eval": eval_cmd.EvalCommand}  # rlab eval adds a switch per eval of the catalog
+
 # The mission: continue -> eval -> report. Each command's --help ends with examples (rlab.cli.examples).
 for _name, _function, _panel in (
     ("continue", continue_cmd.continue_training, "Experiment"),
@@ -63,7 +65,8 @@ for _name, _function, _panel in (
     ("validate", spec_cmd.validate, "Spec"),
     ("schema", spec_cmd.schema, "Spec"),
 ):
-    app.command(_name, cls=RlabCommand, rich_help_panel=_panel, epilog=epilog(_name))(_function)
+    _cls = _COMMAND_CLASSES.get(_name, RlabCommand)
+    app.command(_name, cls=_cls, rich_help_panel=_panel, epilog=epilog(_name))(_function)
 app.add_typer(rope_cmd.app, name="rope", rich_help_panel="Inspect")
 app.add_typer(data_cmd.app, name="data", rich_help_panel="Set-up")
 app.add_typer(bundle_cmd.app, name="bundle", rich_help_panel="Set-up")

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 # Heavy imports (pydantic specs, the orchestrator) are local to the functions that use them, so
 # `rlab --help` stays fast; the command's signature names only typer and option aliases.
-import functools
-import inspect
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from rlab.cli.help_layout import RlabCommand
 from rlab.cli.options import (
     EVALS_PANEL,
     PATHS_PANEL,
@@ -40,48 +38,53 @@ from rlab.cli.options import (
 )
 from rlab.errors import SpecError
 from rlab.evals import catalog
+from rlab.evals.definition import EvalDefinition
+
+SWITCHES = "eval_switches"
+"""Where the `--<eval>/--no-<eval>` switches leave their values: `ctx.meta[SWITCHES]`, eval name -> on or off."""
 
 
-def with_eval_switches(command: Callable[..., None]) -> Callable[..., None]:
-    """`command` with a `--<eval>/--no-<eval>` switch for every eval of the catalog (`rlab.evals.catalog`),
-    listed before `--lengths`; the switches reach it as `switches` (eval name -> on, off or None = as the spec
-    says). Typer reads options from the signature, so the switches are added to it."""
-    definitions = catalog.definitions()
-    switch_params = [
-        inspect.Parameter(
-            f"switch_{d.name}",
-            inspect.Parameter.KEYWORD_ONLY,
-            default=None,
-            annotation=Annotated[
-                Optional[bool],
-                typer.Option(
-                    f"--{d.flag}/--no-{d.flag}", metavar="", rich_help_panel=EVALS_PANEL, help=d.help
-                ),
-            ],
-        )
-        for d in definitions
-    ]
-    params: list[inspect.Parameter] = []
-    for param in inspect.signature(command, eval_str=True).parameters.values():
-        if param.name == "lengths":
-            params += switch_params
-        if param.name != "switches":
-            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+class EvalCommand(RlabCommand):
+    """`rlab eval`: the options of `eval_tag`, with `eval_switch` for every eval of the catalog (`rlab.evals.catalog`)
+    before `--lengths`."""
 
-    @functools.wraps(command)
-    def with_switches(**kwargs: Any) -> None:
-        switches = {d.name: kwargs.pop(f"switch_{d.name}") for d in definitions}
-        command(**kwargs, switches=switches)
-
-    # typer reads `__signature__`, which functools' wrapper type does not declare
-    exposed: Any = with_switches
-    exposed.__signature__ = inspect.Signature(params)
-    exposed.__annotations__ = {p.name: p.annotation for p in params}
-    return with_switches
+    def __init__(self, *args: Any, params: list[Any], **kwargs: Any) -> None:
+        at = next((i for i, p in enumerate(params) if p.name == "lengths"), len(params))
+        switches = [eval_switch(d) for d in catalog.definitions()]
+        super().__init__(*args, params=[*params[:at], *switches, *params[at:]], **kwargs)
 
 
-@with_eval_switches
+def eval_switch(definition: EvalDefinition) -> Any:
+    """`--<eval>/--no-<eval>` for one eval: on or off for this run, recorded in `ctx.meta[SWITCHES]` (not given, the
+    spec says). Typer makes the option (a click option of its own kind) from a one-option command, so its help lists
+    it like the others."""
+
+    def record(ctx: typer.Context, value: Optional[bool]) -> None:
+        if value is not None:
+            ctx.meta.setdefault(SWITCHES, {})[definition.name] = value
+
+    def switch(
+        value: Optional[bool] = typer.Option(
+            None,
+            f"--{definition.flag}/--no-{definition.flag}",
+            metavar="",
+            rich_help_panel=EVALS_PANEL,
+            help=definition.help,
+            expose_value=False,
+            callback=record,
+        ),
+    ) -> None:
+        """A holder for the option."""
+
+    holder = typer.Typer(add_completion=False)
+    holder.command()(switch)
+    (option,) = typer.main.get_command(holder).params
+    option.name = definition.name
+    return option
+
+
 def eval_tag(
+    ctx: typer.Context,
     tag: Annotated[
         Optional[str],
         typer.Option(
@@ -152,7 +155,6 @@ def eval_tag(
         ),
     ] = False,
     dry_run: DryRunOpt = False,
-    switches: dict[str, bool | None] | None = None,
 ) -> None:
     """Evaluate a tag with the experiment's evals (each switched on or off below) and write its per-tag outputs."""
     from rich.markup import escape
@@ -173,6 +175,11 @@ def eval_tag(
         length_list = None if lengths is None else [int(x) for x in parse_names(lengths)]
     except ValueError:
         raise SpecError(f"--lengths: expected comma-separated integers (got {lengths!r}).") from None
+    switches = dict(ctx.meta.get(SWITCHES, {}))
+    if tasks is not None:  # --tasks turns CORE on
+        if switches.get("core") is False:
+            raise SpecError("--tasks picks CORE tasks, --no-core turns CORE off.", "Give one of them.")
+        switches["core"] = True
     request = EvalRequest(
         tag=tag,
         all_tags=all_tags,
@@ -182,7 +189,7 @@ def eval_tag(
         base_tag=base_tag,
         results_dir=results_dir,
         step=step,
-        switches=switches or {},
+        switches=switches,
         lengths=length_list,
         max_per_task=max_per_task,
         tasks=None if tasks is None else parse_names(tasks),
@@ -192,9 +199,8 @@ def eval_tag(
     )
     plan = plan_evals(request)
     if dry_run:
-        if plan.missing_bundle is not None:
-            missing = plan.missing_bundle
-            err.print(f"[yellow]{escape(missing.message)}[/] {escape(missing.hint or '')}", highlight=False)
+        for blocker in plan.blockers.values():
+            err.print(f"[yellow]{escape(blocker.message)}[/] {escape(blocker.hint or '')}", highlight=False)
         entries = []
         for index, cfg in enumerate(plan.configs):
             entries.append({**plan.entry(index, resolve=False), "config": cfg.model_dump(mode="json")})

@@ -139,30 +139,36 @@ def build_report(
         typer.echo(_report_json(name, report))
         return
     if not quiet:
-        from rlab.cli.report_view import rich_block, rich_table, rich_text
-        from rlab.report.render import answer as ans
-
-        if report.answer_table is not None:
-            out.print(rich_block(ans.table(report.answer_table), ans.title(report.data)))
-            for line in report.answer_table.lines:
-                out.print(rich_text(line))
-            out.print()
-            for item in report.answer_table.warnings:
-                out.print(rich_text(item.text), style="dim" if item.tone == "note" else "")
-            out.print()
-        for table in report.tables:
-            if not table.frame.empty:
-                out.print(rich_table(table))
-                out.print()
-        notes = report.data.footnotes.items
-        if notes:
-            out.print("[bold]Notes[/]")
-            for i, text in enumerate(notes, start=1):
-                out.print(f"  [dim]{i}.[/] {_escape(text)}")
-            out.print()
+        _print_tables(report)
     out.print("[bold]Wrote[/]")
     for path in report.written:
         out.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_tables(report) -> None:
+    """The Answer table with its lines and warnings, every other table, then the notes."""
+    from rlab.cli.console import out
+    from rlab.cli.report_view import rich_block, rich_table, rich_text
+    from rlab.report.render import answer as ans
+
+    if report.answer_table is not None:
+        out.print(rich_block(ans.table(report.answer_table), ans.title(report.data)))
+        for line in report.answer_table.lines:
+            out.print(rich_text(line))
+        out.print()
+        for item in report.answer_table.warnings:
+            out.print(rich_text(item.text), style="dim" if item.tone == "note" else "")
+        out.print()
+    for table in report.tables:
+        if not table.frame.empty:
+            out.print(rich_table(table))
+            out.print()
+    notes = report.data.footnotes.items
+    if notes:
+        out.print("[bold]Notes[/]")
+        for i, text in enumerate(notes, start=1):
+            out.print(f"  [dim]{i}.[/] {_escape(text)}")
+        out.print()
 
 
 def _report_json(name: str, report) -> str:
@@ -208,10 +214,14 @@ def _report_json(name: str, report) -> str:
 
 
 def _print_calibration(data, recorded, seed: int) -> None:
-    """`--calibrate`: the plasmode familywise error of each family, on stderr (stdout stays the report's)."""
+    """`--calibrate`: the plasmode familywise error of each family (the estimands' too), on stderr (stdout stays
+    the report's)."""
     from rlab.cli.console import err
+    from rlab.report.estimands import calibration
     from rlab.report.stats import plasmode
 
     frames = [data.comparisons, data.copy_cells, data.copy_retention]
-    for e in plasmode.calibrate(recorded, [f for f in frames if f is not None], seed=seed):
+    found = plasmode.calibrate(recorded, [f for f in frames if f is not None], seed=seed)
+    found += [plasmode.family_error(n, u, seed=seed) for n, u in calibration.families(data, seed).items()]
+    for e in found:
         err.print(f"Calibration: {e.line()}", highlight=False, soft_wrap=True)

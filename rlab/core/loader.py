@@ -224,13 +224,8 @@ class TokenLoader:
         self.after = after
         self._first_epoch = after.unread(self.row_groups) if after is not None else None
 
-    def _resume_position(self, state: dict[str, Any] | None) -> Position:
-        self._set_after(self.after)
-        if state is None:
-            epoch = (
-                0 if self.rank < self._num_slots(0) else 1
-            )  # a first epoch with nothing left for this rank
-            return Position(epoch, slot=self.rank, doc=self._first_doc(self.rank))
+    def _saved_ranks(self, state: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+        """The saved world size and every saved rank's state (one rank's own state stands for all of them)."""
         ranks = state.get("ranks")
         if ranks is None:  # one rank's own state, as returned by state_dict()
             old_world = int(state.get("world_size", 1))
@@ -249,7 +244,11 @@ class TokenLoader:
         for rs in ranks:
             if rs.get("split", self.split) != self.split:
                 raise DataError(f"Loader state is for the {rs.get('split')} split, not {self.split}.")
-        saved_seed = int(ranks[0].get("seed", self.seed))
+        return old_world, ranks
+
+    def _keep_saved_order(self, saved: dict[str, Any]) -> None:
+        """A saved state keeps its own seed and start: the data order belongs to the stream being continued."""
+        saved_seed = int(saved.get("seed", self.seed))
         if saved_seed != self.seed:
             log.info(
                 "loader state was saved under seed %d; keeping its data order (this run's seed is %d)",
@@ -257,8 +256,8 @@ class TokenLoader:
                 self.seed,
             )
             self.seed = saved_seed
-        saved_after = ranks[0].get("after")
-        if saved_after is not None or "after" in ranks[0]:
+        saved_after = saved.get("after")
+        if saved_after is not None or "after" in saved:
             from rlab.nanochat.loader_position import NanochatPosition
 
             restored = NanochatPosition.from_dict(saved_after) if saved_after else None
@@ -269,6 +268,16 @@ class TokenLoader:
                     self.after.describe(),
                 )
             self._set_after(restored)
+
+    def _resume_position(self, state: dict[str, Any] | None) -> Position:
+        self._set_after(self.after)
+        if state is None:
+            epoch = (
+                0 if self.rank < self._num_slots(0) else 1
+            )  # a first epoch with nothing left for this rank
+            return Position(epoch, slot=self.rank, doc=self._first_doc(self.rank))
+        old_world, ranks = self._saved_ranks(state)
+        self._keep_saved_order(ranks[0])
         if old_world == self.world_size and ranks[0].get("parts", self.parts) == self.parts:
             rs = ranks[self.rank]
             pos = Position(int(rs["epoch"]), int(rs["slot"]), int(rs["doc"]), int(rs["tok"]))

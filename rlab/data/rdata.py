@@ -36,6 +36,19 @@ REFSXP, NILVALUE_SXP, GLOBALENV_SXP, UNBOUNDVALUE_SXP, MISSINGARG_SXP = 255, 254
 BASENAMESPACE_SXP, NAMESPACESXP, PACKAGESXP, PERSISTSXP = 250, 249, 248, 247
 EMPTYENV_SXP, BASEENV_SXP, ATTRLANGSXP, ATTRLISTSXP, ALTREP_SXP = 242, 241, 240, 239, 238
 _LATIN1_MASK = 1 << 2
+_NO_VALUE = frozenset(  # nodes read as None
+    {
+        NILVALUE_SXP,
+        EMPTYENV_SXP,
+        BASEENV_SXP,
+        GLOBALENV_SXP,
+        UNBOUNDVALUE_SXP,
+        MISSINGARG_SXP,
+        BASENAMESPACE_SXP,
+    }
+)
+_VECTORS = frozenset((LGLSXP, INTSXP, REALSXP, CPLXSXP, RAWSXP, STRSXP, VECSXP, EXPRSXP, S4SXP))
+_PAIRLISTS = frozenset((LISTSXP, LANGSXP, CLOSXP, PROMSXP, DOTSXP, ATTRLANGSXP, ATTRLISTSXP))
 _NA_INT = -(2**31)
 
 
@@ -66,18 +79,14 @@ class _Reader:
     def item(self) -> Any:
         flags = self.read_int()
         kind = flags & 0xFF
-        levels = flags >> 12
-        has_attr = bool(flags & (1 << 9))  # bit 10 (has tag) is implied by the node kind here
-        if kind in (
-            NILVALUE_SXP,
-            EMPTYENV_SXP,
-            BASEENV_SXP,
-            GLOBALENV_SXP,
-            UNBOUNDVALUE_SXP,
-            MISSINGARG_SXP,
-            BASENAMESPACE_SXP,
-        ):
+        if kind in _NO_VALUE:
             return None
+        if kind in _VECTORS:
+            return self.vector(kind, has_attr=bool(flags & (1 << 9)))  # bit 10 (has tag) is implied here
+        return self.node(kind, flags)
+
+    def node(self, kind: int, flags: int) -> Any:
+        """A node that is not a vector: references, names, symbols, environments, pairlists, strings."""
         if kind == REFSXP:
             index = flags >> 8
             if index == 0:
@@ -99,49 +108,52 @@ class _Reader:
             self.refs.append(env)
             self.item(), self.item(), self.item(), self.item()  # enclosure, frame, hash table, attributes
             return env
-        if kind in (LISTSXP, LANGSXP, CLOSXP, PROMSXP, DOTSXP, ATTRLANGSXP, ATTRLISTSXP):
+        if kind in _PAIRLISTS:
             return self.pairlist(flags)
         if kind == CHARSXP:
             n = self.read_int()
             if n == -1:
                 return None
-            raw = self.read_bytes(n)
-            return raw.decode("latin-1" if levels & _LATIN1_MASK else "utf-8", errors="replace")
+            encoding = "latin-1" if (flags >> 12) & _LATIN1_MASK else "utf-8"
+            return self.read_bytes(n).decode(encoding, errors="replace")
         if kind == ALTREP_SXP:
             self.item()  # class info
             state = self.item()
             self.item()  # attributes
             return state
-        if kind in (LGLSXP, INTSXP):
-            n = self.length()
-            values = list(struct.unpack_from(f">{n}i", self.data, self.pos))
-            self.pos += 4 * n
-            out: Any = [None if v == _NA_INT else v for v in values]
-        elif kind == REALSXP:
-            n = self.length()
-            out = list(struct.unpack_from(f">{n}d", self.data, self.pos))
-            self.pos += 8 * n
-        elif kind == CPLXSXP:
-            n = self.length()
-            parts = struct.unpack_from(f">{2 * n}d", self.data, self.pos)
-            self.pos += 16 * n
-            out = [complex(parts[2 * i], parts[2 * i + 1]) for i in range(n)]
-        elif kind == RAWSXP:
-            out = self.read_bytes(self.length())
-        elif kind == STRSXP:
-            out = [self.item() for _ in range(self.length())]
-        elif kind in (VECSXP, EXPRSXP):
-            out = [self.item() for _ in range(self.length())]
-        elif kind == S4SXP:
-            out = None
-        else:
-            raise DataError(f"Unsupported R object type {kind} in serialised data.")
+        raise DataError(f"Unsupported R object type {kind} in serialised data.")
+
+    def vector(self, kind: int, has_attr: bool) -> Any:
+        """A vector's values, then its attributes: a list with names becomes a dict."""
+        out = self.values(kind)
         if has_attr:
             attrs = dict(self.item())
             element_names = attrs.get("names")
             if kind == VECSXP and isinstance(element_names, list) and len(element_names) == len(out):
                 return dict(zip(element_names, out))  # a named list
         return out
+
+    def values(self, kind: int) -> Any:
+        if kind in (LGLSXP, INTSXP):
+            n = self.length()
+            values = list(struct.unpack_from(f">{n}i", self.data, self.pos))
+            self.pos += 4 * n
+            return [None if v == _NA_INT else v for v in values]
+        if kind == REALSXP:
+            n = self.length()
+            reals = list(struct.unpack_from(f">{n}d", self.data, self.pos))
+            self.pos += 8 * n
+            return reals
+        if kind == CPLXSXP:
+            n = self.length()
+            parts = struct.unpack_from(f">{2 * n}d", self.data, self.pos)
+            self.pos += 16 * n
+            return [complex(parts[2 * i], parts[2 * i + 1]) for i in range(n)]
+        if kind == RAWSXP:
+            return self.read_bytes(self.length())
+        if kind == S4SXP:
+            return None
+        return [self.item() for _ in range(self.length())]  # STRSXP, VECSXP, EXPRSXP
 
     def pairlist(self, flags: int) -> list[tuple[Any, Any]]:
         """A pairlist (attributes, calls) as [(tag, value), ...]; read iteratively along its CDRs."""

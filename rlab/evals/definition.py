@@ -5,8 +5,9 @@ Each eval is a package under `rlab/evals/` whose `__init__.py` holds `EVAL = pac
 (`rlab.spec.eval`), the `--<name>/--no-<name>` switches of `rlab eval`, its section of eval.json
 (`rlab.records.eval_doc.EvalMetrics`), the files its section owns (`rlab.evals.outputs`), its keys of the
 spec's `eval:` section (`rlab.spec.eval.EvalSpec`, from its settings model) and those hashed into its
-provenance, what must exist before the workers start (`rlab.orchestrate.evaluation`), and the side files the
-report reads (`rlab.report.sources.tag_files`).
+provenance, what must exist before the workers start (`rlab.orchestrate.evaluation`), its own checks before a
+launch (`preflight`, called by `rlab.orchestrate.eval_plan`), and the side files the report reads
+(`rlab.report.sources.tag_files`).
 
 Plain Python on purpose (no pydantic, no torch): `rlab --help` lists the switches without importing
 either. The section model, settings model, row models and run function are named as "module:attribute" and
@@ -80,6 +81,10 @@ class EvalDefinition:
     windowed: bool = False
     """It evaluates past the model's sequence_len, so `eval.attention_windows` changes what it measures (the
     runner adds the rule to its settings for a windowed model)."""
+    preflight: str | None = None
+    """Its checks before `rlab eval` starts a worker, "module:function": (`EvalSpec`, `rlab.paths.BaseLayout`) ->
+    `RlabError | None`. It raises what makes any plan wrong (a task that does not exist) and returns what only
+    stops a run (a missing input: a dry run says it, a run refuses)."""
 
     @property
     def flag(self) -> str:
@@ -112,11 +117,12 @@ def package_eval(
     files: tuple[OutputFile, ...] = (),
     variant_csv: str | None = None,
     settings: bool = True,
+    preflight: bool = False,
     **options: Any,
 ) -> EvalDefinition:
     """The definition of the eval in `package`, laid out as every eval is: `run.py` holds `run`, `records.py`
     `<Name>Metric` and `settings.py` `<Name>Settings` (`<Name>`: the package's name in CamelCase; `settings=False`:
-    it has no settings of its own).
+    it has no settings of its own); `preflight=True`: `preflight.py` holds `preflight`.
 
     A row model named from "." (`.records:PasskeyTrial`) is the package's own; `options` are the other fields.
     """
@@ -135,6 +141,7 @@ def package_eval(
         settings_model=f"{package}.settings:{stem}Settings" if settings else None,
         files=tuple(replace(f, row=own(f.row)) for f in files),
         variant_csv=own(variant_csv) if variant_csv else None,
+        preflight=f"{package}.preflight:preflight" if preflight else None,
         **options,
     )
 

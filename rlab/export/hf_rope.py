@@ -22,6 +22,17 @@ from rlab.spec.rope import RopeSpec, RopeVariant
 RopeParameters = dict[str, Any]
 
 
+def _scaled(rope_type: str, spec: RopeSpec, **more: Any) -> RopeParameters:
+    """A scaled rope type's parameters: its factor over the original length L0, then its own."""
+    return {
+        "rope_type": rope_type,
+        "rope_theta": spec.base,
+        "factor": spec.factor,
+        "original_max_position_embeddings": spec.original_len,
+        **more,
+    }
+
+
 def _rope(spec: RopeSpec, head_dim: int) -> RopeParameters:
     return {"rope_type": "default", "rope_theta": spec.base}
 
@@ -38,23 +49,11 @@ def _ntk(spec: RopeSpec, head_dim: int) -> RopeParameters:
 def _dynamic_ntk(spec: RopeSpec, head_dim: int) -> RopeParameters:
     # L0 where every other scaled type keeps it; transformers' own `dynamic` would read max_position_embeddings
     # (the served length) instead, so these exports always ship their modeling file (`hf.needs_remote_code`)
-    return {
-        "rope_type": "dynamic",
-        "rope_theta": spec.base,
-        "factor": spec.factor,
-        "original_max_position_embeddings": spec.original_len,
-    }
+    return _scaled("dynamic", spec)
 
 
 def _yarn(spec: RopeSpec, head_dim: int) -> RopeParameters:
-    params: RopeParameters = {
-        "rope_type": "yarn",
-        "rope_theta": spec.base,
-        "factor": spec.factor,
-        "original_max_position_embeddings": spec.original_len,
-        "beta_fast": spec.beta_fast,
-        "beta_slow": spec.beta_slow,
-    }
+    params = _scaled("yarn", spec, beta_fast=spec.beta_fast, beta_slow=spec.beta_slow)
     if spec.variant is RopeVariant.ntk_by_parts:
         params["attention_factor"] = 1.0
     elif spec.attention_factor is not None:
@@ -63,14 +62,9 @@ def _yarn(spec: RopeSpec, head_dim: int) -> RopeParameters:
 
 
 def _llama3(spec: RopeSpec, head_dim: int) -> RopeParameters:
-    return {
-        "rope_type": "llama3",
-        "rope_theta": spec.base,
-        "factor": spec.factor,
-        "original_max_position_embeddings": spec.original_len,
-        "low_freq_factor": spec.low_freq_factor,
-        "high_freq_factor": spec.high_freq_factor,
-    }
+    return _scaled(
+        "llama3", spec, low_freq_factor=spec.low_freq_factor, high_freq_factor=spec.high_freq_factor
+    )
 
 
 def _abf(spec: RopeSpec, head_dim: int) -> RopeParameters:
@@ -85,15 +79,13 @@ def _longrope(spec: RopeSpec, head_dim: int) -> RopeParameters:
             f"longrope has {len(spec.short_factor or [])} factors but this model's head dim {head_dim} needs "
             f"{head_dim // 2}: transformers would reject the config."
         )
-    return {
-        "rope_type": "longrope",
-        "rope_theta": spec.base,
-        "factor": spec.factor,
-        "original_max_position_embeddings": spec.original_len,
-        "short_factor": list(spec.short_factor or []),
-        "long_factor": list(spec.long_factor or []),
-        "attention_factor": attention_factor(spec),
-    }
+    return _scaled(
+        "longrope",
+        spec,
+        short_factor=list(spec.short_factor or []),
+        long_factor=list(spec.long_factor or []),
+        attention_factor=attention_factor(spec),
+    )
 
 
 HF_ROPE: dict[RopeVariant, Callable[[RopeSpec, int], RopeParameters]] = {

@@ -59,23 +59,41 @@ def checkpoint_files(ckpt_dir: Path, step: int) -> list[Path]:
     return [model_file(ckpt_dir, step), meta_file(ckpt_dir, step), *shards]
 
 
-def require_checkpoint(base: BaseLayout, tag: str, step: int) -> Path:
-    """The folder of `tag`, after checking it exists and holds `step`; errors list what does exist."""
+@dataclass(frozen=True)
+class TagFlags:
+    """How a command names a tag and its step: what its checkpoint errors call them and which flag changes them."""
+
+    noun: str
+    tag_flag: str
+    step_flag: str
+    make: str
+    """How to make a tag when there is none."""
+
+
+BASE_TAG = TagFlags("base tag", "--base-tag", "--from-step", "train a base with `rlab pretrain`")
+
+
+def require_checkpoint(base: BaseLayout, tag: str, step: int | None, flags: TagFlags = BASE_TAG) -> Path:
+    """The folder of `tag`, after checking it exists and holds `step` (None: any); errors list what does exist."""
     ckpt_dir = base.checkpoint_dir(tag)
     if not ckpt_dir.is_dir():
         tags = list_tags(base)
         if not tags:
             raise CheckpointError(
-                f"Base tag '{tag}' not found: {base.checkpoints_root} has no checkpoints.",
-                "Check --base-dir (or $RLAB_BASE_DIR / $NANOCHAT_BASE_DIR), or train a base with `rlab pretrain`.",
+                f"{flags.noun.capitalize()} '{tag}' not found: {base.checkpoints_root} has no checkpoints.",
+                f"Check --base-dir (or $RLAB_BASE_DIR / $NANOCHAT_BASE_DIR), or {flags.make}.",
             )
-        error = unknown_name_error("base tag", tag, tags, CheckpointError)
-        raise CheckpointError(f"{error.message} (in {base.checkpoints_root})", "Choose one with --base-tag.")
+        error = unknown_name_error(flags.noun, tag, tags, CheckpointError)
+        raise CheckpointError(
+            f"{error.message} (in {base.checkpoints_root})",
+            f"Choose one with {flags.tag_flag} (`rlab ls` lists them).",
+        )
     steps = checkpoint_steps(ckpt_dir)
-    if step not in steps:
+    if step is not None and step not in steps:
         found = ", ".join(str(s) for s in steps) or "none"
         raise CheckpointError(
-            f"No checkpoint for step {step} in {ckpt_dir} (found: {found}).", "Choose one with --from-step."
+            f"No checkpoint for step {step} in {ckpt_dir} (found: {found}).",
+            f"Choose one with {flags.step_flag}.",
         )
     return ckpt_dir
 

@@ -3,8 +3,9 @@
     plan = plan_evals(EvalRequest(tag="d20-pi"))   # spec, one EvalRunConfig + command per tag
 
 The spec to evaluate with is --spec; else the experiment's saved resolved spec, found through the
-tag's checkpoint meta; else defaults. The eval flags are applied to it, the CORE task selection and
-every tag and step checked, before anything runs (`rlab.orchestrate.evaluation` runs the plan).
+tag's checkpoint meta; else defaults. The eval flags are named overrides of it (`rlab.spec.loading`), as every
+command's are; every tag and step, then each selected eval's own preflight (`EvalDefinition.preflight`), are
+checked before anything runs (`rlab.orchestrate.evaluation` runs the plan).
 """
 
 from __future__ import annotations
@@ -14,18 +15,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta, newest_meta
-from rlab.errors import CheckpointError, EvalError, RlabError, SpecError, unknown_name_error
+from rlab.errors import CheckpointError, RlabError, SpecError
 from rlab.evals import catalog
-from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, default_results_root, find_eval_bundle
+from rlab.evals.definition import resolve
+from rlab.orchestrate.clone import TagFlags, require_checkpoint
+from rlab.paths import BaseLayout, ExperimentLayout, default_results_root
 
 if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
     from rlab.spec.run import EvalRunConfig
 
+EVAL_TAG = TagFlags("tag", "--tag", "--step", "run `rlab continue` first")
+"""How `rlab eval`'s checkpoint errors name a tag and the flags that change it."""
+
 
 @dataclass(frozen=True)
 class EvalRequest:
-    """What `rlab eval` was asked, as typed values (None = not given: the spec's or the default)."""
+    """What `rlab eval` was asked, as typed values (None = not given: the spec's or the default). `nproc` is the
+    eval workers' own, not a spec override: the spec's launch section is training's (its `gpus_per_variant` may
+    exceed an eval's --nproc)."""
 
     tag: str | None = None
     all_tags: bool = False
@@ -43,6 +51,20 @@ class EvalRequest:
     eval_bundle: Path | None = None
     nproc: int | None = None
     force: bool = False
+
+    def spec_overrides(self) -> dict[str, Any]:
+        """The flags that are fields of the spec, as `load_spec`'s named overrides."""
+        return dict(
+            name=self.experiment,
+            base_dir=self.base_dir,
+            base_tag=self.base_tag,
+            results_dir=self.results_dir,
+            lengths=self.lengths,
+            max_per_task=self.max_per_task,
+            tasks=self.tasks,
+            eval_bundle=self.eval_bundle,
+            eval_switches=self.switches,
+        )
 
     def rerun_command(self, tag: str) -> str:
         """This request for `tag` alone as a command line, paths absolute (it works from any directory)."""
@@ -87,8 +109,9 @@ class EvalPlan:
     spec: ExperimentSpec
     configs: list[EvalRunConfig]
     nproc: int
-    missing_bundle: RlabError | None = None
-    """CORE is asked for but no bundle is found: a dry run says so, a run refuses before it starts."""
+    blockers: dict[str, RlabError] = field(default_factory=dict)
+    """Eval name -> what its preflight found that stops a run but not a dry run (no CORE bundle): a dry run says
+    it, a run refuses before it starts (`refusal`)."""
 
     @property
     def layout(self) -> ExperimentLayout:
@@ -118,6 +141,14 @@ class EvalPlan:
             launch = launch.model_copy(update={"torchrun": resolve_program(launch.torchrun)})
         return torchrun_argv(path, launch, index=index, rdzv_id=f"eval-{cfg.tag}", module=EVAL_MODULE)
 
+    def refusal(self) -> RlabError | None:
+        """Why a run refuses to start (the first blocker, with how to leave its eval out), or None."""
+        if not self.blockers:
+            return None
+        name, problem = next(iter(self.blockers.items()))
+        leave_out = f"Or leave it out: --no-{catalog.get(name).flag}."
+        return type(problem)(problem.message, f"{problem.hint} {leave_out}" if problem.hint else leave_out)
+
     def entry(self, index: int, *, resolve: bool) -> dict[str, Any]:
         """One tag's plan as JSON (what `rlab eval --json` lists)."""
         cfg, layout = self.configs[index], self.layout
@@ -134,7 +165,6 @@ class EvalPlan:
 
 def plan_evals(request: EvalRequest) -> EvalPlan:
     """Resolve the spec and every tag's eval config; every problem found here, before anything runs."""
-    from rlab.evals.core.bundle import check_task_selection, no_bundle_error
     from rlab.orchestrate.launch import visible_gpus
     from rlab.orchestrate.plan import base_layout
     from rlab.orchestrate.tag_setup import with_saved_variants
@@ -147,9 +177,7 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     if request.tag is not None and request.all_tags:
         raise SpecError("--tag and --all contradict each other.", "Give one of them.")
     spec, meta = resolve_eval_spec(request)
-    spec = apply_eval_flags(spec, request)
     base = base_layout(spec)
-    check_task_selection(spec.eval, base.root)  # a typo in the CORE tasks fails here, not in the worker
     if request.all_tags:
         spec = with_saved_variants(spec)  # variants given with --variants on `rlab continue` count too
         tags = [t for t in experiment_eval_tags(spec) if base.checkpoint_dir(t).is_dir()]
@@ -162,65 +190,30 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
         assert request.tag is not None
         tags = [request.tag]
     configs = [_tag_config(spec, base, name, request, meta if name == request.tag else None) for name in tags]
-    _check_passkey_lengths(spec, base)
+    blockers = preflight_evals(spec, base)
     nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
-    missing = None
-    from rlab.evals.core.settings import CoreSettings
-
-    if (
-        catalog.needing("core_bundle", spec.eval.evals)
-        and find_eval_bundle(base.root, CoreSettings.of(spec.eval).core_bundle) is None
-    ):
-        missing = no_bundle_error(base.root)  # said before any worker starts, with how to get one
-    return EvalPlan(request, spec, configs, nproc, missing)
+    return EvalPlan(request, spec, configs, nproc, blockers)
 
 
-def _check_passkey_lengths(spec: ExperimentSpec, base: BaseLayout) -> None:
-    """Passkey lengths given in the spec that no prompt of this tokenizer fits: said before a worker starts
-    (the worker would skip every one of them and fail)."""
-    from rlab.evals.passkey.settings import PasskeySettings
-
-    own = PasskeySettings.of(spec.eval).passkey_lengths
-    explicit = own or spec.eval.lengths
-    if "passkey" not in spec.eval.evals or not explicit or not base.tokenizer_dir.is_dir():
-        return
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.evals.passkey.task import shortest_prompt
-
-    lengths = [*explicit, *(() if own else spec.eval.extra_lengths)]
-    need = shortest_prompt(Tokenizer.from_directory(base.tokenizer_dir))
-    if max(lengths) < need:
-        key = "eval.passkey_lengths" if own else "eval.lengths"
-        raise EvalError(
-            f"{key}: no passkey prompt fits in {max(lengths)} tokens with the tokenizer in {base.tokenizer_dir} "
-            f"(the shortest takes {need}).",
-            f"Give passkey lengths of at least {need} tokens (eval.passkey_lengths), or leave passkey out: --no-passkey.",
-        )
+def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> dict[str, RlabError]:
+    """Each selected eval's own checks (`EvalDefinition.preflight`): what makes the plan wrong is raised, what only
+    stops a run (a missing input) is returned by eval name."""
+    found = {}
+    for definition in catalog.definitions():
+        if definition.preflight is not None and definition.name in spec.eval.evals:
+            problem = resolve(definition.preflight)(spec.eval, base)
+            if problem is not None:
+                found[definition.name] = problem
+    return found
 
 
 def _tag_config(
     spec: ExperimentSpec, base: BaseLayout, name: str, request: EvalRequest, meta: CheckpointMeta | None
 ) -> EvalRunConfig:
-    from rlab.orchestrate.clone import list_tags
     from rlab.orchestrate.plan import is_base_tag, plan_eval
 
-    ckpt_dir = base.checkpoint_dir(name)
-    if not ckpt_dir.is_dir():
-        available = list_tags(base)
-        if not available:
-            raise CheckpointError(
-                f"Tag '{name}' not found: {base.checkpoints_root} has no checkpoints.",
-                "Check --base-dir, or run `rlab continue` first.",
-            )
-        error = unknown_name_error("tag", name, available, CheckpointError)
-        raise CheckpointError(f"{error.message} (in {base.checkpoints_root})", "See `rlab ls`.")
     step = request.step
-    steps = checkpoint_steps(ckpt_dir)
-    if step is not None and step not in steps:
-        raise CheckpointError(
-            f"No checkpoint for step {step} in {ckpt_dir} (found: {', '.join(map(str, steps)) or 'none'}).",
-            "Choose one with --step.",
-        )
+    ckpt_dir = require_checkpoint(base, name, step, EVAL_TAG)
     if is_base_tag(spec, name):  # the base or a replicate of it: a reference arm, at the variants' start step
         cfg = plan_eval(spec, name, variant="base", step=step if step is not None else spec.base.step)
     else:
@@ -265,9 +258,7 @@ def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, CheckpointM
     from rlab.spec.loading import load_spec
 
     experiment, base_tag = request.experiment, request.base_tag
-    named: dict[str, Any] = dict(
-        base_dir=request.base_dir, results_dir=request.results_dir, name=experiment, base_tag=base_tag
-    )
+    named = request.spec_overrides()
     if request.spec_path is not None:
         return load_spec(request.spec_path, **named), None
     meta = None
@@ -296,41 +287,3 @@ def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, CheckpointM
             "Pass --spec FILE, or the --experiment and --results-dir `rlab continue` used.",
         )
     return load_spec(None, **named), meta
-
-
-def apply_eval_flags(spec: ExperimentSpec, request: EvalRequest) -> ExperimentSpec:
-    """`spec` with the request's eval switches, lengths, CORE tasks and bundle; a bad value is a SpecError."""
-    from pydantic import ValidationError
-
-    from rlab.spec.eval import EvalSpec
-    from rlab.spec.loading import format_validation_error
-
-    data = spec.eval.model_dump(mode="json")
-    evals = list(data["evals"])
-    for name in catalog.names():
-        value = request.switches.get(name)
-        if value is True and name not in evals:
-            evals.append(name)
-        elif value is False and name in evals:
-            evals.remove(name)
-    if request.lengths is not None:
-        data["lengths"] = list(request.lengths)
-    if request.max_per_task is not None:
-        data["max_per_task"] = request.max_per_task
-    if request.eval_bundle is not None:
-        data["core_bundle"] = str(request.eval_bundle)
-    if request.tasks is not None:
-        if request.switches.get("core") is False:
-            raise SpecError("--tasks picks CORE tasks, --no-core turns CORE off.", "Give one of them.")
-        data["core_tasks"] = list(request.tasks)
-        if "core" not in evals:
-            evals.append("core")
-    data["evals"] = evals
-    if not evals:
-        flags = [f"--{d.flag}" for d in catalog.definitions()]
-        raise SpecError("No evals left to run.", f"Enable one with {', '.join(flags[:-1])} or {flags[-1]}.")
-    try:
-        new_eval = EvalSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, "eval flags").replace("  ", "  eval.")) from None
-    return spec.model_copy(update={"eval": new_eval})

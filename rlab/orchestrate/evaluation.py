@@ -50,9 +50,9 @@ def run_evals(plan: EvalPlan, reporter: Reporter) -> list[EvalOutcome]:
     from rlab.spec.run import write_config
 
     layout = plan.layout
-    if plan.missing_bundle is not None:
-        missing = plan.missing_bundle
-        raise EvalError(missing.message, f"{missing.hint} Or leave CORE out: --no-core.")
+    refusal = plan.refusal()
+    if refusal is not None:
+        raise refusal
     require_writable_results(layout.root)
     ensure_long_docs(plan.spec, base_layout(plan.spec).root, reporter)
     outcomes = []

@@ -103,21 +103,9 @@ def preflight_continue(
     warning for a dry run or `rlab validate` (a base dir may get its data later).
     """
     pf = Preflight(spec)
-    replicas: dict[str, BaseInfo] = {}
-    info: CheckpointInfo | None = None
     base, layout = base_layout(spec), experiment_layout(spec)
     step = spec.base_step
-    if step is not None:
-        try:
-            require_checkpoint(base, spec.base.tag, step)
-            pf.base = read_base_info(base, spec.base.tag, step)
-        except RlabError as exc:
-            if not (base_made_by_pretrain and spec.pretrain is not None):
-                pf.problem(exc)
-        if pf.base is not None:
-            info = _check_architecture(pf, base.checkpoint_dir(spec.base.tag), step)
-        if not (base_made_by_pretrain and spec.pretrain is not None):
-            replicas = _base_replicas(pf, base, step)
+    replicas, info = _read_base(pf, base, base_made_by_pretrain=base_made_by_pretrain)
     if pf.base is not None:
         spec = pf.spec = resolve_lengths(spec, pf.base)
         if info is not None:
@@ -134,14 +122,7 @@ def preflight_continue(
         pf.problem(exc)
         return pf
     if pf.base is not None:
-        pf.warnings += length_warnings(spec, pf.base)
-        if pf.base.meta is not None:
-            pf.changes = base_changes(spec, pf.base.meta, base)
-        if spec.train.data_start == "after_base" and pf.base.data_start is None:
-            pf.warnings.append(
-                f"{spec.base.tag}@{step} records no data loader position: every variant reads the "
-                "train data from its beginning (text the base may have trained on)."
-            )
+        _base_notes(pf, base, pf.base)
     _check_tags(pf, resume=resume, force=force)
     if resume and pf.base is not None:
         _adjust_resumed_batches(pf)
@@ -154,6 +135,41 @@ def preflight_continue(
         _open_inputs(pf, resume=resume, resume_from=resume_from, launching=launching)
     _check_memory(pf)
     return pf
+
+
+def _read_base(
+    pf: Preflight, base: BaseLayout, *, base_made_by_pretrain: bool
+) -> tuple[dict[str, BaseInfo], CheckpointInfo | None]:
+    """The base step's facts into `pf.base`, its replicates' and its checkpoint's; with `base_made_by_pretrain`
+    a missing base is expected, not a problem."""
+    spec, step = pf.spec, pf.spec.base_step
+    if step is None:
+        return {}, None
+    expected_missing = base_made_by_pretrain and spec.pretrain is not None
+    info: CheckpointInfo | None = None
+    try:
+        require_checkpoint(base, spec.base.tag, step)
+        pf.base = read_base_info(base, spec.base.tag, step)
+    except RlabError as exc:
+        if not expected_missing:
+            pf.problem(exc)
+    if pf.base is not None:
+        info = _check_architecture(pf, base.checkpoint_dir(spec.base.tag), step)
+    replicas = {} if expected_missing else _base_replicas(pf, base, step)
+    return replicas, info
+
+
+def _base_notes(pf: Preflight, base: BaseLayout, info: BaseInfo) -> None:
+    """Warnings about the plan against its base: lengths, the settings it changes, an unknown data position."""
+    spec = pf.spec
+    pf.warnings += length_warnings(spec, info)
+    if info.meta is not None:
+        pf.changes = base_changes(spec, info.meta, base)
+    if spec.train.data_start == "after_base" and info.data_start is None:
+        pf.warnings.append(
+            f"{spec.base.tag}@{spec.base_step} records no data loader position: every variant reads the "
+            "train data from its beginning (text the base may have trained on)."
+        )
 
 
 def _base_replicas(pf: Preflight, base: BaseLayout, step: int) -> dict[str, BaseInfo]:
@@ -379,7 +395,7 @@ def _check_inputs(pf: Preflight, *, launching: bool) -> None:
         pf.warnings += [item.line() for item in pf.eval_inputs if item.state == "missing"]
     if not any(item.name == "CORE bundle" and item.state == "missing" for item in pf.eval_inputs):
         try:  # a typo in eval.core_tasks would otherwise surface only at `rlab eval`, after training
-            check_task_selection(pf.spec.eval, base_layout(pf.spec).eval_bundle_dir)
+            check_task_selection(pf.spec.eval, base_layout(pf.spec).root)
         except RlabError as exc:
             pf.problem(exc)
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from rlab.errors import SpecError, unknown_name_error
+from rlab.evals import catalog
 from rlab.paths import (
     RESOLVED_SPEC_NAME,
     default_base_dir,
@@ -53,6 +54,10 @@ OVERRIDE_PATHS: dict[str, str] = {
     "gpus_per_variant": "launch.gpus_per_variant",
     "max_restarts": "launch.max_restarts",
     "launcher": "launch.launcher",
+    "lengths": "eval.lengths",
+    "max_per_task": "eval.max_per_task",
+    "tasks": "eval.core_tasks",
+    "eval_bundle": "eval.core_bundle",
 }
 
 MAX_PROBLEM_LINES = 12
@@ -65,7 +70,8 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
 
     `variants` (a list of names, or a comma-separated string) selects which variants run:
     names the spec defines keep their config, built-in names get the default config at
-    the spec's `scale`. With `resolve`, base_dir and results_dir are filled in from the
+    the spec's `scale`. `eval_switches` (eval name -> on, off or None) adds evals to
+    `eval.evals` or drops them (`rlab eval --core/--no-core`). With `resolve`, base_dir and results_dir are filled in from the
     environment (see `rlab.paths`), so the returned spec is complete and can be saved.
     """
     source = str(path) if path is not None else "<flags>"
@@ -73,6 +79,7 @@ def load_spec(path: Path | str | None = None, *, resolve: bool = True, **overrid
     if path is not None and Path(path).name == RESOLVED_SPEC_NAME:
         _reroot_recorded(raw, Path(path))
     variants = overrides.pop("variants", None)
+    _switch_evals(raw, overrides.pop("eval_switches", None) or {})
     for key, value in overrides.items():
         if key not in OVERRIDE_PATHS:
             raise TypeError(f"load_spec: unknown override {key!r}")
@@ -225,6 +232,25 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
             node[key] = child
         node = child
     node[leaf] = value
+
+
+def _switch_evals(raw: dict[str, Any], switches: dict[str, bool | None]) -> None:
+    """`eval.evals` (the spec's, else the default list) with the evals switched on added, those switched off
+    dropped; a value that is not a list is left for validation to report."""
+    if not any(on is not None for on in switches.values()):
+        return
+    if raw.get("eval") is None:
+        raw["eval"] = {}
+    section = raw["eval"]
+    evals = section.get("evals", list(catalog.default_names())) if isinstance(section, dict) else None
+    if not isinstance(evals, list):
+        return
+    evals = [name for name in evals if switches.get(name) is not False]
+    evals += [name for name in catalog.names() if switches.get(name) and name not in evals]
+    if not evals:
+        flags = [f"--{d.flag}" for d in catalog.definitions()]
+        raise SpecError("No evals left to run.", f"Enable one with {', '.join(flags[:-1])} or {flags[-1]}.")
+    section["evals"] = evals
 
 
 def _validate(raw: dict[str, Any], source: str) -> ExperimentSpec:

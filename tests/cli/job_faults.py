@@ -15,10 +15,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
-from rlab.paths import ExperimentLayout
+from rlab.paths import ExperimentLayout, heartbeat_file
+from rlab.records.heartbeat import Heartbeat
 from tests.cli.harness import REPO, processes_mentioning, start_process
 from tests.conftest import default_sigint
+from tests.orchestrate.helpers import spec_args
 
 LONG_RUN = """name: {name}
 base: {{tag: smoke, step: 4}}
@@ -45,18 +48,35 @@ def continue_args(spec: Path | str, base: Path | str, results: Path | str, nproc
     """`rlab continue` of the job's one variant."""
     return [
         "continue",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(results),
+        *spec_args(spec, base, results),
         "--variants",
         "pi",
         "--no-control",  # the one job to break (the control arm would train first)
         "--nproc",
         str(nproc),
     ]
+
+
+BASE_STEP = 4
+"""The smoke base's step: a run's `--steps` count from it."""
+
+T = TypeVar("T")
+
+
+def resume_args(
+    layout: ExperimentLayout, tag: str, base: Path | str, results: Path | str, after: int
+) -> list[str]:
+    """`rlab continue --resume` of the job from its own saved spec, to two steps past step `after`."""
+    more = after + 2 - BASE_STEP
+    return [*continue_args(layout.tag_spec(tag), base, results), "--resume", "--steps", str(more)]
+
+
+def failure_summary(stderr: str) -> str:
+    """What the job's failure summary says, on one line: from "job(s) failed" to the rerun command ("" if none)."""
+    said = " ".join(stderr.split())
+    if "job(s) failed" not in said:
+        return ""
+    return said[said.find("job(s) failed") :].split("Rerun just these")[0]
 
 
 def start_job(*args: str, cwd: Path | None = REPO, columns: int = 200) -> subprocess.Popen[str]:
@@ -90,6 +110,24 @@ def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
     raise TimeoutError(f"timed out after {seconds:g} s waiting for {what}")
 
 
+def attack_when_training(
+    proc: subprocess.Popen[str],
+    layout: ExperimentLayout,
+    tag: str,
+    attack: Callable[[], T],
+    timeout: float = 120,
+) -> tuple[str, T]:
+    """Once the job has trained a step, `attack()` it and wait for it to end (what is left is killed); returns
+    the job's stderr and what the attack returned."""
+    try:
+        wait_for_training(layout, tag)
+        done = attack()
+        _, stderr = proc.communicate(timeout=timeout)
+    finally:
+        stop(proc)
+    return stderr, done
+
+
 def trained_a_step(layout: ExperimentLayout, tag: str) -> bool:
     metrics = layout.metrics_file(tag)
     return metrics.exists() and '"train"' in metrics.read_text()
@@ -113,11 +151,15 @@ def torchrun_agent(run_json: Path) -> int:
 
 def worker_pid(run_json: Path, rank: int) -> int:
     """The pid of the job's worker of `rank`, from its heartbeat (`rlab.records.heartbeat`)."""
-    from rlab.paths import heartbeat_file
-    from rlab.records.heartbeat import Heartbeat
-
     beat = Heartbeat.model_validate_json(heartbeat_file(run_json.parent, rank).read_bytes())
     return beat.pid
+
+
+def stop_rank(layout: ExperimentLayout, tag: str, rank: int, signum: signal.Signals) -> None:
+    """Send `signum` to the job's worker of `rank` once it has written its heartbeat (SIGSTOP freezes it)."""
+    beat = heartbeat_file(layout.run_dir(tag), rank)
+    wait_for(beat.exists, 60, f"rank {rank}'s heartbeat")
+    os.kill(worker_pid(layout.run_config(tag), rank), signum)
 
 
 def fill_disk(folder: Path) -> Path:

@@ -31,6 +31,7 @@ from tests.orchestrate.helpers import (
     make_checkpoint,
     pretrained_smoke_base,
     snapshot,
+    spec_args,
     write_spec,
 )
 
@@ -231,12 +232,7 @@ def test_pipeline_failure_isolation_and_tag_exists(base, tmp_path):
         tmp_path, f"name: iso\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-iso-ntk')}}}\n"
     )
     common = [
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(results),
+        *spec_args(spec, base.root, results),
         "--from-step",
         "20",
     ]
@@ -307,12 +303,7 @@ def test_seeds_and_training_free_arm(base, tmp_path):
     spec = write_spec(tmp_path, f"name: arms\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
     result = run_main(
         "continue",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(results),
+        *spec_args(spec, base.root, results),
         "--from-step",
         "20",
         "--variants",
@@ -348,12 +339,7 @@ def test_seeds_and_training_free_arm(base, tmp_path):
     # eval --all with the same spec file finds the tags the flags made (from the saved resolved spec)
     planned = run_main(
         "eval",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(results),
+        *spec_args(spec, base.root, results),
         "--all",
         "--dry-run",
     )
@@ -397,12 +383,7 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     base = BaseLayout(base_dir)
     common = [
-        "--spec",
-        str(EXPERIMENTS / "smoke.yaml"),
-        "--base-dir",
-        str(base_dir),
-        "--results-dir",
-        str(results),
+        *spec_args(EXPERIMENTS / "smoke.yaml", base_dir, results),
     ]
     # A broken yarn tag resumed with --resume is refused before anything is cloned or launched, naming the
     # file; pi (a fresh clone) trains on its own.
@@ -459,12 +440,7 @@ def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path, signum, c
     spec = write_spec(tmp_path, f"name: cc\nlaunch: {{torchrun: {script}}}\n")
     proc = start_process(
         "continue",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(tmp_path / "res"),
+        *spec_args(spec, base.root, tmp_path / "res"),
         "--from-step",
         "10",
         "--variants",
@@ -565,12 +541,7 @@ def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_pat
     script.chmod(0o755)
     spec = write_spec(tmp_path, f"name: kk\nlaunch: {{torchrun: {script}}}\n")
     common = [
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(tmp_path / "res"),
+        *spec_args(spec, base.root, tmp_path / "res"),
         "--from-step",
         "10",
         "--variants",
@@ -602,7 +573,7 @@ def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_pat
 def test_eval_all_finds_the_variants_given_with_flags(base, tmp_path):
     results = tmp_path / "res"
     spec = write_spec(tmp_path, f"name: flagged\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    common = ["--spec", str(spec), "--base-dir", str(base.root), "--results-dir", str(results)]
+    common = [*spec_args(spec, base.root, results)]
     trained = run_main("continue", *common, "--from-step", "20", "--variants", "pi,ntk")
     assert trained.code == 0, trained.err
     listed = run_main("eval", "--all", *common, "--dry-run", "--no-core")
@@ -620,12 +591,7 @@ def test_sigkill_of_a_real_continue_leaves_no_torchrun_or_worker(tiny_base_dir, 
     layout = ExperimentLayout(results, "smoke")
     proc = start_process(
         "continue",
-        "--spec",
-        str(EXPERIMENTS / "smoke.yaml"),
-        "--base-dir",
-        str(base_dir),
-        "--results-dir",
-        str(results),
+        *spec_args(EXPERIMENTS / "smoke.yaml", base_dir, results),
         "--variants",
         "pi",
         "--no-control",  # else the control arm (rope) trains first and pi never starts
@@ -661,9 +627,7 @@ def test_pretrain_goes_through_the_shared_launch_path(tmp_path):
         f"name: pt\npretrain: {{train: {{steps: 2, seq_len: 64}}}}\n"
         f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n",
     )
-    result = run_main(
-        "pretrain", "--spec", str(spec), "--base-dir", str(tmp_path / "b"), "--results-dir", str(results)
-    )
+    result = run_main("pretrain", *spec_args(spec, tmp_path / "b", results))
     assert result.code == 0, result.out + result.err
     layout = ExperimentLayout(results, "pt")
     assert "launched --standalone" in layout.train_log("d20").read_text()
@@ -674,12 +638,7 @@ def test_resume_refuses_another_experiments_tag_or_another_base_step(base, tmp_p
     results = tmp_path / "res"
     spec = write_spec(tmp_path, f"launch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
     common = [
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(results),
+        *spec_args(spec, base.root, results),
         "--variants",
         "pi",
     ]
@@ -712,12 +671,7 @@ def test_pretrain_dry_run_shows_the_sequence_length_warmup(tmp_path):
     )
     result = run_main(
         "pretrain",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(tmp_path / "b"),
-        "--results-dir",
-        str(tmp_path / "res"),
+        *spec_args(spec, tmp_path / "b", tmp_path / "res"),
         "--dry-run",
     )
     assert result.code == 0, result.out + result.err

@@ -11,7 +11,7 @@ from rlab.report.sources.comparability import mismatches
 from rlab.spec.run import EvalRunConfig
 from tests.cli.harness import assert_user_error, run_main
 from tests.conftest import EVAL_BUNDLE_DIR
-from tests.orchestrate.helpers import EXPERIMENTS, make_checkpoint
+from tests.orchestrate.helpers import EXPERIMENTS, make_checkpoint, spec_args
 
 BUNDLE = str(EVAL_BUNDLE_DIR)
 
@@ -86,12 +86,7 @@ def test_unknown_task_says_did_you_mean_before_anything_runs(tmp_path):
     common = [
         "--tag",
         "demo-yarn",
-        "--spec",
-        str(EXPERIMENTS / "demo.yaml"),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(tmp_path / "res"),
+        *spec_args(EXPERIMENTS / "demo.yaml", base, tmp_path / "res"),
         "--eval-bundle",
         BUNDLE,
     ]
@@ -120,12 +115,7 @@ def test_tasks_turn_core_on_and_reach_the_worker_config(tmp_path):
         "eval",
         "--tag",
         "demo-yarn",
-        "--spec",
-        str(EXPERIMENTS / "demo.yaml"),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(tmp_path / "res"),
+        *spec_args(EXPERIMENTS / "demo.yaml", base, tmp_path / "res"),
         "--eval-bundle",
         BUNDLE,
         "--tasks",

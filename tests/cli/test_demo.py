@@ -10,6 +10,7 @@ import yaml
 from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
 from tests.cli.harness import run_main, run_process
 from tests.conftest import EVAL_BUNDLE_DIR, make_english_docs
+from tests.orchestrate.helpers import spec_args
 
 TINY_DEMO = {
     "name": "tinydemo",
@@ -127,12 +128,7 @@ def test_tiny_demo_end_to_end(tmp_path):
     spec.write_text(yaml.safe_dump(TINY_DEMO))
     argv = [
         "demo",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(tmp_path / "base"),
-        "--results-dir",
-        str(tmp_path / "results"),
+        *spec_args(spec, tmp_path / "base", tmp_path / "results"),
         "--corpus",
         str(corpus),
         "--vocab-size",

@@ -11,7 +11,7 @@ import pytest
 
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file
 from tests.cli.harness import Outcome, run_main
-from tests.orchestrate.helpers import make_checkpoint, write_spec
+from tests.orchestrate.helpers import make_checkpoint, spec_args, write_spec
 
 
 def assert_named_error(outcome: Outcome, *fragments: str) -> None:
@@ -37,12 +37,7 @@ def setup(tmp_path):
     spec = write_spec(tmp_path, f"name: in\nlaunch: {{torchrun: {_recording_torchrun(tmp_path)}}}\n")
     args = [
         "continue",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(tmp_path / "res"),
+        *spec_args(spec, base.root, tmp_path / "res"),
     ]
     return base, [*args, "--from-step", "20", "--variants", "pi"]
 

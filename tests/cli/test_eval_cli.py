@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file
 from tests.cli.harness import assert_user_error, run_main
-from tests.orchestrate.helpers import EXPERIMENTS, make_checkpoint
+from tests.orchestrate.helpers import EXPERIMENTS, make_checkpoint, spec_args
 
 
 def test_eval_needs_a_tag():
@@ -33,12 +33,7 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
     make_checkpoint(base, "demo-yarn")
     results = tmp_path / "res"
     common = [
-        "--spec",
-        str(EXPERIMENTS / "demo.yaml"),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(results),
+        *spec_args(EXPERIMENTS / "demo.yaml", base, results),
         "--dry-run",
     ]
     result = run_main(

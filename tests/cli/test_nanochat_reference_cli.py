@@ -15,6 +15,7 @@ from rlab.paths import BaseLayout, ExperimentLayout, meta_file, model_file
 from rlab.records.eval_doc import read_eval_doc
 from tests.cli.harness import run_process
 from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference
+from tests.orchestrate.helpers import spec_args
 
 REFERENCE = nanochat_reference_path("")
 SPEC = f"""name: ref
@@ -39,7 +40,7 @@ def test_ls_continue_eval_on_nanochat_s_own_base_dir(version, tmp_path):
     shutil.copytree(REFERENCE / version, base)
     (spec := tmp_path / "ref.yaml").write_text(SPEC)
     results = tmp_path / "results"
-    common = ["--spec", str(spec), "--base-dir", str(base), "--results-dir", str(results)]
+    common = [*spec_args(spec, base, results)]
 
     listed = run_process("ls", "--base-dir", str(base))
     assert listed.code == 0 and shown.split()[0].removeprefix("nanochat-") in listed.out, listed.out

@@ -13,6 +13,7 @@ from rlab.records.eval_doc import read_eval_doc
 from rlab.spec.eval import EvalSpec
 from tests.cli.harness import run_main
 from tests.conftest import EVAL_BUNDLE_DIR, nanochat_reference_path, needs_nanochat_reference
+from tests.orchestrate.helpers import spec_args
 
 REFERENCE = nanochat_reference_path("head")
 SPEC = f"""name: ref
@@ -33,12 +34,7 @@ def test_default_evals_on_nanochat_s_base_dir_without_preparation(tmp_path):
 
     done = run_main(
         "eval",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(results),
+        *spec_args(spec, base, results),
         "--tag",
         "d2",
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from tests.cli.harness import Outcome, run_main
-from tests.orchestrate.helpers import fake_torchrun, make_checkpoint
+from tests.orchestrate.helpers import fake_torchrun, make_checkpoint, spec_args
 
 
 def _rlab(argv: list[str], cwd: Path) -> Outcome:
@@ -30,7 +30,7 @@ def test_printed_commands_work_from_another_directory(tmp_path):
     (here / "spec.yaml").write_text(
         f"name: rel\nlaunch: {{torchrun: {fake_torchrun(tmp_path, fail_on='d20-rel-ntk')}}}\n"
     )
-    common = ["--spec", "spec.yaml", "--base-dir", "base", "--results-dir", "res", "--from-step", "20"]
+    common = [*spec_args("spec.yaml", "base", "res"), "--from-step", "20"]
     failed = _rlab(["continue", *common, "--variants", "pi,ntk"], cwd=here)
     assert failed.code == 1, failed.err
     saved = yaml.safe_load((here / "res" / "rel" / "spec.resolved.yaml").read_text())

@@ -17,17 +17,17 @@ from rlab.orchestrate.lock import lock_holder
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
 from tests.cli.harness import processes_mentioning, run_process
 from tests.cli.job_faults import (
+    attack_when_training,
     continue_args,
+    failure_summary,
     fill_disk,
     long_run,
     long_run_tag,
+    resume_args,
     small_tmpfs,
     start_job,
-    stop,
+    stop_rank,
     torchrun_agent,
-    wait_for,
-    wait_for_training,
-    worker_pid,
 )
 from tests.orchestrate.helpers import pretrained_smoke_base, write_spec
 
@@ -43,13 +43,14 @@ def test_sigkill_of_the_torchrun_agent_alone_leaves_no_worker_and_no_later_check
     results = tmp_path / "drill-results"
     layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
     proc = start_job(*continue_args(write_spec(tmp_path, long_run()), base_dir, results))
-    try:
-        wait_for_training(layout, tag)
-        assert len(processes_mentioning(str(layout.run_config(tag)))) == 3  # the agent and two workers
+
+    def kill_the_agent() -> int:
+        job = len(processes_mentioning(str(layout.run_config(tag))))
         os.kill(torchrun_agent(layout.run_config(tag)), signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        stop(proc)
+        return job
+
+    stderr, job = attack_when_training(proc, layout, tag, kill_the_agent)
+    assert job == 3  # the agent and two workers
     assert proc.returncode == 1 and "Traceback" not in stderr
     assert "1 of 1 job(s) failed: smoke-drill-pi" in " ".join(stderr.split())
     # issue 42, finding 6: the summary says how the agent ended
@@ -87,23 +88,15 @@ def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
     results = tmp_path / "disk-results"
     layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
     proc = start_job(*continue_args(write_spec(tmp_path, long_run()), small_base, results))
-    try:
-        wait_for_training(layout, tag)
-        filler = fill_disk(small_disk)
-        _, stderr = proc.communicate(timeout=180)
-    finally:
-        stop(proc)
-    text = " ".join(stderr.split())
+    stderr, filler = attack_when_training(proc, layout, tag, lambda: fill_disk(small_disk), timeout=180)
+    said = failure_summary(stderr)
     assert proc.returncode == 1, stderr[-3000:]
     assert "Traceback" not in stderr and "MarkupError" not in stderr
-    assert f"{tag}: No space left writing {small_base / 'base_checkpoints' / tag}" in text, stderr[-3000:]
-    assert "Connection closed by peer" not in text.split("Rerun just these with")[0].split("job(s) failed")[1]
+    assert f"{tag}: No space left writing {small_base / 'base_checkpoints' / tag}" in said, stderr[-3000:]
+    assert "Connection closed by peer" not in said
     steps = checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))
     filler.unlink()
-    more = str(max(steps) + 2 - 4)  # the run's steps count from the base step (4)
-    resumed = run_process(
-        *continue_args(layout.tag_spec(tag), small_base, results), "--resume", "--steps", more
-    )
+    resumed = run_process(*resume_args(layout, tag, small_base, results, after=max(steps)))
     assert resumed.code == 0, resumed.err[-3000:]
     assert max(checkpoint_steps(BaseLayout(small_base).checkpoint_dir(tag))) == max(steps) + 2
 
@@ -138,28 +131,16 @@ def test_a_frozen_rank_ends_the_job_in_one_line_naming_it_and_the_run_resumes_af
     layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
     spec = write_spec(tmp_path, long_run(stall_timeout_s=10))
     proc = start_job(*continue_args(spec, base_dir, results))
-    try:
-        wait_for_training(layout, tag)
-        wait_for(lambda: layout.heartbeat_dir(tag).joinpath("rank1.json").exists(), 60, "rank 1's heartbeat")
-        frozen = worker_pid(layout.run_config(tag), 1)
-        os.kill(frozen, signal.SIGSTOP)
-        _, stderr = proc.communicate(timeout=120)  # 3 x 10 s would be the collective's own timeout
-    finally:
-        stop(proc)
-    text = " ".join(stderr.split())
+    # 120 s: 3 x 10 s would be the collective's own timeout
+    stderr, _ = attack_when_training(proc, layout, tag, lambda: stop_rank(layout, tag, 1, signal.SIGSTOP))
+    said = failure_summary(stderr)
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
     assert processes_mentioning(str(layout.run_config(tag))) == []  # the stopped worker killed too
-    said = text.split("job(s) failed")[1]
-    assert f"{tag}: stalled since " in said and "(rank 1 at step " in said and "silent for" in said, text[
-        -2000:
-    ]
+    assert f"{tag}: stalled since " in said and "(rank 1 at step " in said and "silent for" in said, said
     status = run_process("status", "--base-dir", str(base_dir), "--results-dir", str(results), columns=300)
     assert f"{tag}: stalled since " in status.out and "(rank 1 at step " in status.out, status.out
     steps = checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag))
-    more = str(max(steps) + 2 - 4)  # the run's steps count from the base step (4)
-    resumed = run_process(
-        *continue_args(layout.tag_spec(tag), base_dir, results), "--resume", "--steps", more
-    )
+    resumed = run_process(*resume_args(layout, tag, base_dir, results, after=max(steps)))
     assert resumed.code == 0, resumed.err[-3000:]
     assert max(checkpoint_steps(BaseLayout(base_dir).checkpoint_dir(tag))) == max(steps) + 2
 
@@ -171,14 +152,8 @@ def test_rank_0_killed_is_the_cause_named_not_rank_1s_lost_connection(tiny_base_
     results = tmp_path / "kill-results"
     layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
     proc = start_job(*continue_args(write_spec(tmp_path, long_run()), base_dir, results))
-    try:
-        wait_for_training(layout, tag)
-        wait_for(lambda: layout.heartbeat_dir(tag).joinpath("rank0.json").exists(), 60, "rank 0's heartbeat")
-        os.kill(worker_pid(layout.run_config(tag), 0), signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        stop(proc)
-    said = " ".join(stderr.split()).split("job(s) failed")[1].split("Rerun just these")[0]
+    stderr, _ = attack_when_training(proc, layout, tag, lambda: stop_rank(layout, tag, 0, signal.SIGKILL))
+    said = failure_summary(stderr)
     assert proc.returncode == 1 and f"{tag}: rank 0 was killed by SIGKILL (signal 9)" in said, stderr[-3000:]
 
 
@@ -196,13 +171,8 @@ def test_a_full_results_disk_names_the_file_and_its_filesystems_free_space_and_t
     results = small_disk / "results"
     layout, tag = ExperimentLayout(results, "drill"), long_run_tag()
     proc = start_job(*continue_args(write_spec(tmp_path, long_run()), base_dir, results))
-    try:
-        wait_for_training(layout, tag)
-        filler = fill_disk(small_disk)
-        _, stderr = proc.communicate(timeout=180)
-    finally:
-        stop(proc)
-    said = " ".join(stderr.split()).split("job(s) failed")[1].split("Rerun just these")[0]
+    stderr, filler = attack_when_training(proc, layout, tag, lambda: fill_disk(small_disk), timeout=180)
+    said = failure_summary(stderr)
     assert proc.returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
     assert f"{tag}: No space left writing {results}" in said, said
     free = said.split(" free there")[0].rsplit("(", 1)[-1].split(", ")[-1]

@@ -17,6 +17,7 @@ from rlab.paths import ExperimentLayout
 from tests.cli.harness import processes_mentioning, run_process, start_process
 from tests.conftest import default_sigint
 from tests.evals.test_runner import TAG, make_base
+from tests.orchestrate.helpers import spec_args
 
 pytestmark = pytest.mark.slow
 
@@ -33,12 +34,7 @@ def _args(spec: Path, base: Path, results: Path, tag: str = TAG) -> list[str]:
         "eval",
         "--tag",
         tag,
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(results),
+        *spec_args(spec, base, results),
         "--nproc",
         "2",
     ]

@@ -11,29 +11,12 @@ import torch
 from rlab.nanochat.gen2025.optimizer import nanochat_muon_momentum
 from rlab.nanochat.optim_import import import_nanochat_optimizer
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
+from tests.nanochat.optim_helpers import model_and_optimizers, optimizer_state
 
 REF = nanochat_reference_path("d314e96")
 CKPT = REF / "base_checkpoints" / "d2"
 
 pytestmark = needs_nanochat_reference(CKPT / "model_000020.pt")
-
-
-def _model_and_optimizers(ckpt_dir: Path = CKPT):
-    from rlab.core.checkpoint import load_model
-    from rlab.core.optim import build_optimizers
-    from rlab.spec.train import LRSpec
-
-    model, _ = load_model(ckpt_dir, 20)
-    return model, build_optimizers(model, LRSpec(), model.config.n_embd)
-
-
-def _full_state(model, optimizers) -> dict[str, dict[str, torch.Tensor]]:
-    names = {id(p): n for n, p in model.named_parameters()}
-    return {
-        names[id(p)]: {k: v.clone() for k, v in st.items()}
-        for opt in optimizers
-        for p, st in opt.state.items()
-    }
 
 
 def _nanochat_layout(full: dict, params: list[tuple[str, torch.Tensor]], world: int) -> list[list[dict]]:
@@ -77,7 +60,7 @@ def _nanochat_layout(full: dict, params: list[tuple[str, torch.Tensor]], world: 
 
 
 def test_reference_shards_rebuild_the_full_state():
-    model, optimizers = _model_and_optimizers()
+    model, optimizers = model_and_optimizers(CKPT)
     report = import_nanochat_optimizer(CKPT, 20, model, optimizers)
     assert report.restored and report.world_size == 2 and report.nanochat_step == 20 and report.tensors == 16
     assert (
@@ -85,7 +68,7 @@ def test_reference_shards_rebuild_the_full_state():
         == pytest.approx(nanochat_muon_momentum(20))
         == pytest.approx(0.85 + 0.1 * 20 / 300)
     )
-    full = _full_state(model, optimizers)
+    full = optimizer_state(model, optimizers)
     shards = [torch.load(CKPT / f"optim_000020_rank{r}.pt", weights_only=True) for r in range(2)]
     # lm_head is AdamW group 0, index 0: rows 0..2047 on rank 0, 2048..4095 on rank 1
     torch.testing.assert_close(
@@ -106,19 +89,19 @@ def test_reference_shards_rebuild_the_full_state():
 
 @pytest.mark.parametrize("world", [1, 4, 8])
 def test_any_world_size_gives_the_same_state(tmp_path, world):
-    model, optimizers = _model_and_optimizers()
+    model, optimizers = model_and_optimizers(CKPT)
     assert import_nanochat_optimizer(CKPT, 20, model, optimizers).restored
-    full = _full_state(model, optimizers)
+    full = optimizer_state(model, optimizers)
     ckpt = tmp_path / "d2"
     ckpt.mkdir()
     for name in ("model_000020.pt", "meta_000020.json"):
         shutil.copy(CKPT / name, ckpt / name)
     for r, shard in enumerate(_nanochat_layout(full, list(model.named_parameters()), world)):
         torch.save(shard, ckpt / f"optim_000020_rank{r}.pt")
-    model2, optimizers2 = _model_and_optimizers(ckpt)
+    model2, optimizers2 = model_and_optimizers(ckpt)
     report = import_nanochat_optimizer(ckpt, 20, model2, optimizers2)
     assert report.restored and report.world_size == world
-    again = _full_state(model2, optimizers2)
+    again = optimizer_state(model2, optimizers2)
     assert again.keys() == full.keys()
     for name in full:
         for key in full[name]:
@@ -150,7 +133,7 @@ def _copy(tmp_path: Path) -> Path:
 def test_bad_shards_leave_a_fresh_optimizer_and_say_why(tmp_path, damage, reason):
     ckpt = _copy(tmp_path)
     damage(ckpt)
-    model, optimizers = _model_and_optimizers()
+    model, optimizers = model_and_optimizers(CKPT)
     report = import_nanochat_optimizer(ckpt, 20, model, optimizers)
     assert not report.restored and reason in report.reason
     assert all(not opt.state for opt in optimizers)  # untouched: a fresh optimizer
@@ -178,7 +161,7 @@ def test_the_import_report_is_the_meta_record_plus_its_tensor_count(tmp_path):
     from rlab.nanochat.optim_import import ImportReport
 
     assert set(ImportReport.model_fields) - set(OptimizerImport.model_fields) == {"tensors"}
-    model, optimizers = _model_and_optimizers()
+    model, optimizers = model_and_optimizers(CKPT)
     report = import_nanochat_optimizer(CKPT, 20, model, optimizers)
     assert report.restored and report.tensors == 16
     written = json.loads(json.dumps(report.to_meta().model_dump()))

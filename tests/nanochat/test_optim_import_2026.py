@@ -11,6 +11,7 @@ import torch
 from rlab.nanochat.gen2026.optimizer import nanochat_2026_muon_momentum
 from rlab.nanochat.optim_import import import_nanochat_optimizer
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
+from tests.nanochat.optim_helpers import model_and_optimizers, optimizer_state
 
 REF = nanochat_reference_path("head")
 CKPT = REF / "base_checkpoints" / "d2"
@@ -18,26 +19,12 @@ CKPT = REF / "base_checkpoints" / "d2"
 pytestmark = needs_nanochat_reference(CKPT / "model_000020.pt")
 
 
-def _model_and_optimizers(ckpt_dir: Path = CKPT):
-    from rlab.core.checkpoint import load_model
-    from rlab.core.optim import build_optimizers
-    from rlab.spec.train import LRSpec
-
-    model, _ = load_model(ckpt_dir, 20)
-    return model, build_optimizers(model, LRSpec(), model.config.n_embd)
-
-
-def _state(model, optimizers) -> dict[str, dict[str, torch.Tensor]]:
-    names = {id(p): n for n, p in model.named_parameters()}
-    return {names[id(p)]: st for opt in optimizers for p, st in opt.state.items()}
-
-
 def _shards(directory: Path = CKPT) -> list[dict]:
     return [torch.load(directory / f"optim_000020_rank{r}.pt", weights_only=True) for r in range(2)]
 
 
 def test_every_parameter_gets_nanochat_state():
-    model, optimizers = _model_and_optimizers()
+    model, optimizers = model_and_optimizers(CKPT)
     report = import_nanochat_optimizer(CKPT, 20, model, optimizers)
     assert report.restored, report.reason
     assert (report.world_size, report.nanochat_step) == (2, 20) and "MuonAdamW" in report.format
@@ -47,7 +34,7 @@ def test_every_parameter_gets_nanochat_state():
         == pytest.approx(0.85 + 0.12 * 20 / 400)
     )
     assert any("second-moment" in n for n in report.notes) and "dropped" in report.describe()
-    state = _state(model, optimizers)
+    state = optimizer_state(model, optimizers)
     assert set(state) == {n for n, _ in model.named_parameters()}  # nothing left fresh
     shards = _shards()
     # AdamW index 2 = value_embeds.1 (4096 x 128, sharded by rows); index 4 = x0_lambdas (small: full per rank)
@@ -76,7 +63,7 @@ def test_every_parameter_gets_nanochat_state():
 def test_imported_adamw_step_is_nanochat_s_update_rule():
     """One AdamW step on the imported state equals nanochat's formula (its decoupled decay, bias
     correction from step 21) for a scalar group: x0_lambdas with betas (0.96, 0.95)."""
-    model, optimizers = _model_and_optimizers()
+    model, optimizers = model_and_optimizers(CKPT)
     assert import_nanochat_optimizer(CKPT, 20, model, optimizers).restored
     adamw = optimizers[-1]
     group = next(g for g in adamw.param_groups if g["name"] == "x0")
@@ -101,7 +88,7 @@ def test_a_missing_rank_leaves_the_optimizer_fresh(tmp_path):
     ckpt.mkdir()
     for name in ("model_000020.pt", "meta_000020.json", "optim_000020_rank0.pt"):
         shutil.copy(CKPT / name, ckpt / name)
-    model, optimizers = _model_and_optimizers(ckpt)
+    model, optimizers = model_and_optimizers(ckpt)
     report = import_nanochat_optimizer(ckpt, 20, model, optimizers)
     assert not report.restored and "makes (2048, 128)" in report.reason
     assert not any(opt.state for opt in optimizers)

@@ -105,6 +105,11 @@ def write_spec(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def spec_args(spec: Path | str, base_dir: Path | str, results: Path | str) -> list[str]:
+    """The flags that point a command at a spec, a base dir and a results dir."""
+    return ["--spec", str(spec), "--base-dir", str(base_dir), "--results-dir", str(results)]
+
+
 def fake_torchrun(tmp_path: Path, fail_on: str | None = None) -> Path:
     """A stand-in launcher: records its argv; exits 1 when its run.json path mentions `fail_on`."""
     script = tmp_path / "fake-torchrun"
@@ -146,12 +151,7 @@ def pretrained_smoke_base(tiny_base_dir: Path, tmp_path: Path) -> tuple[Path, Pa
     results = tmp_path / "results"
     result = run_process(
         "pretrain",
-        "--spec",
-        str(EXPERIMENTS / "smoke.yaml"),
-        "--base-dir",
-        str(base),
-        "--results-dir",
-        str(results),
+        *spec_args(EXPERIMENTS / "smoke.yaml", base, results),
         "--nproc",
         "1",
         timeout=300,

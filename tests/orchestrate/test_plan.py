@@ -65,6 +65,19 @@ def test_plan_is_deterministic_and_flags_win(tmp_path):
     assert run.run_dir == RESULTS / "exp" / "runs" / "d20-exp-yarn"
 
 
+def test_eval_flags_are_overrides_of_the_spec(tmp_path):
+    spec_file = tmp_path / "x.yaml"
+    spec_file.write_text("base: {tag: d20}\neval: {evals: [bpb, core, passkey], max_per_task: 5}\n")
+    flags = {"core": False, "copy_distance": True, "ruler": None}
+    spec = load_spec(spec_file, eval_switches=flags, lengths=[256, 512], tasks=None, eval_bundle=Path("b"))
+    assert spec.eval.evals == ("bpb", "passkey", "copy_distance") and spec.eval.lengths == (256, 512)
+    assert spec.eval.max_per_task == 5 and spec.eval.core_bundle == Path("b").absolute()
+    with pytest.raises(SpecError, match="No evals left to run"):
+        load_spec(spec_file, eval_switches={"bpb": False, "core": False, "passkey": False})
+    with pytest.raises(SpecError, match=r"eval\.lengths\.0"):  # a bad flag is named by its spec key
+        load_spec(spec_file, lengths=[0])
+
+
 def test_plan_continue_needs_step_and_variants():
     with pytest.raises(SpecError, match="--from-step"):
         plan_continue(spec_of(variants="pi"))

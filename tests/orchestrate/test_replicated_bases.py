@@ -22,7 +22,7 @@ from rlab.orchestrate.plan import (
 from rlab.paths import BaseLayout, meta_file
 from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import make_checkpoint, spec_args
 
 BASE = Path("/data/nanochat")
 RESULTS = Path("/data/results")
@@ -136,9 +136,7 @@ def test_a_missing_base_replicate_is_one_line_naming_it_and_the_command(tmp_path
         (False, f"Train it into {BaseLayout(base).checkpoint_dir('d20-seed1')}, or set train.replicate_base"),
     ):
         spec = _write_spec(tmp_path, pretrain)
-        result = run_main(
-            "continue", "--spec", str(spec), "--base-dir", str(base), "--results-dir", str(tmp_path)
-        )
+        result = run_main("continue", *spec_args(spec, base, tmp_path))
         assert result.code == 1 and result.exception is None, result.text
         text = " ".join(result.err.split())
         assert (
@@ -154,7 +152,7 @@ def test_dry_run_shows_which_base_each_tag_starts_from(tmp_path):
     make_checkpoint(base, "d20", steps=(20,))
     make_checkpoint(base, "d20-seed1", steps=(20,), inputs=False)
     spec = _write_spec(tmp_path, pretrain=True)
-    common = ["--spec", str(spec), "--base-dir", str(base), "--results-dir", str(tmp_path / "res")]
+    common = [*spec_args(spec, base, tmp_path / "res")]
     result = run_main("continue", *common, "--dry-run")
     assert result.code == 0, result.text
     rows = {
@@ -188,7 +186,7 @@ def test_continue_clones_base_i_and_eval_all_takes_both_bases_as_references(tmp_
         REPLICATED.replace("step: 7", "step: 20")
         + f"variants: {{yarn: {{variant: yarn}}}}\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n",
     )
-    common = ["--spec", str(spec), "--base-dir", str(base), "--results-dir", str(tmp_path / "res")]
+    common = [*spec_args(spec, base, tmp_path / "res")]
     result = run_main("continue", *common, "--no-control")  # the lineage of yarn's clones is the point here
     assert result.code == 0, result.text
     layout = BaseLayout(base)

@@ -20,7 +20,7 @@ from rlab.orchestrate.training import start_continue
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import fake_torchrun, make_checkpoint, write_spec
+from tests.orchestrate.helpers import fake_torchrun, make_checkpoint, spec_args, write_spec
 
 
 @pytest.fixture
@@ -90,12 +90,7 @@ def test_continue_json_streams_one_json_object_per_event(setup, tmp_path):
     spec_file = write_spec(tmp_path, f"name: seq\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
     outcome = run_main(
         "continue",
-        "--spec",
-        str(spec_file),
-        "--base-dir",
-        str(base.root),
-        "--results-dir",
-        str(results),
+        *spec_args(spec_file, base.root, results),
         "--from-step",
         "20",
         "--variants",

@@ -11,6 +11,7 @@ import pytest
 from rlab.orchestrate.slurm import sbatch_script
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
 from rlab.spec.experiment import LaunchSpec, SlurmSpec
+from tests.orchestrate.helpers import spec_args
 
 EXPECTED_D20 = """#!/bin/bash
 #SBATCH --job-name=rlab-d20-pi
@@ -99,12 +100,7 @@ def test_real_submission_on_a_single_node_cluster(tiny_base_dir, tmp_path):
     with SlurmCluster(tmp_path / "slurm") as env:
         result = run_process(
             "continue",
-            "--spec",
-            str(EXPERIMENTS / "smoke.yaml"),
-            "--base-dir",
-            str(base_dir),
-            "--results-dir",
-            str(results),
+            *spec_args(EXPERIMENTS / "smoke.yaml", base_dir, results),
             "--variants",
             "pi",
             "--nproc",

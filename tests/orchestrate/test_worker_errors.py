@@ -8,7 +8,7 @@ import sys
 
 from rlab.orchestrate.watch import worker_error
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import make_checkpoint, write_spec
+from tests.orchestrate.helpers import make_checkpoint, spec_args, write_spec
 
 FULL_DISK_LOG = """\
 # rlab: torchrun --standalone --nnodes=1 --nproc-per-node=2 -m rlab.core.train run.json
@@ -66,12 +66,7 @@ def test_worker_lines_and_reasons_are_printed_as_text_not_markup(tmp_path):
     spec = write_spec(tmp_path, f"name: mk\nlaunch: {{torchrun: {script}}}\n")
     outcome = run_main(
         "continue",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(tmp_path / "base"),
-        "--results-dir",
-        str(tmp_path / "res"),
+        *spec_args(spec, tmp_path / "base", tmp_path / "res"),
         "--from-step",
         "20",
         "--variants",

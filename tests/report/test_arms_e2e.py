@@ -9,19 +9,14 @@ from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.report.assemble.collect import collect
 from rlab.report.stats.verdicts import Verdict
 from tests.cli.harness import run_process
-from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base
+from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base, spec_args
 
 
 @pytest.mark.slow
 def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_path):
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     common = [
-        "--spec",
-        str(EXPERIMENTS / "smoke.yaml"),
-        "--base-dir",
-        str(base_dir),
-        "--results-dir",
-        str(results),
+        *spec_args(EXPERIMENTS / "smoke.yaml", base_dir, results),
     ]
     trained = run_process(
         "continue", *common, "--variants", "rope,yarn", "--seeds", "3", "--zero-shot", timeout=900
@@ -83,12 +78,7 @@ def test_replicated_bases_end_to_end(tiny_base_dir, tmp_path):
     base_dir, results = tmp_path / "base", tmp_path / "results"
     shutil.copytree(tiny_base_dir, base_dir)
     common = [
-        "--spec",
-        str(EXPERIMENTS / "smoke.yaml"),
-        "--base-dir",
-        str(base_dir),
-        "--results-dir",
-        str(results),
+        *spec_args(EXPERIMENTS / "smoke.yaml", base_dir, results),
     ]
     pretrained = run_process("pretrain", *common, "--seeds", "2", "--nproc", "1", timeout=600)
     assert pretrained.code == 0, pretrained.out + pretrained.err

@@ -13,4 +13,5 @@ EVAL = package_eval(
     files=(OutputFile(EXAMPLES_CSV, ".records:CoreExample", report=True),),
     variant_csv=".records:CoreTaskRow",
     inputs=frozenset({"core_bundle"}),
+    preflight=True,
 )

@@ -18,4 +18,5 @@ EVAL = package_eval(
         OutputFile(CHOICES_CSV, "rlab.evals.retrieval.records:ChoiceTrial", report=True),
     ),
     windowed=True,
+    preflight=True,
 )

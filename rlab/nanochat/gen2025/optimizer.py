@@ -31,12 +31,7 @@ def nanochat_muon_momentum(step: int) -> float:
 
 def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
     """d314e96: `[AdamW state, Muon state]` per rank (DistAdamW/DistMuon, or torch AdamW/Muon at 1 rank)."""
-    if not all(
-        isinstance(s, (list, tuple))
-        and len(s) == 2
-        and all(isinstance(o, dict) and "state" in o and "param_groups" in o for o in s)
-        for s in shards
-    ):
+    if not all(_is_2025_shard(s) for s in shards):
         return None
     world = len(shards)
     shapes = dict(params)
@@ -47,18 +42,34 @@ def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
         raise ShardMismatch(
             f"the checkpoint's model has no {', '.join(missing) or 'transformer.h.* matrices'}"
         )
+    full = FullState(
+        "nanochat DistAdamW+DistMuon (d314e96)" if world > 1 else "nanochat AdamW+Muon (1 process)",
+        world,
+        step=-1,
+    )
+    _read_adam(shards, adam_names, shapes, full)
+    _read_muon(shards, matrix, shapes, full)
+    full.muon_momentum = nanochat_muon_momentum(full.step)
+    return full
 
+
+def _is_2025_shard(shard: Any) -> bool:
+    return (
+        isinstance(shard, (list, tuple))
+        and len(shard) == 2
+        and all(isinstance(o, dict) and "state" in o and "param_groups" in o for o in shard)
+    )
+
+
+def _read_adam(shards: list[Any], adam_names: list[str], shapes: dict, full: FullState) -> None:
+    """The AdamW moments: each rank's row slices concatenated in rank order; the step count into `full`."""
+    world = len(shards)
     adam_groups = shards[0][0]["param_groups"]
     if [len(g["params"]) for g in adam_groups] != [1] * len(adam_names):
         raise ShardMismatch(
             f"AdamW groups hold {[len(g['params']) for g in adam_groups]} parameters, "
             f"expected one each for {', '.join(adam_names)}"
         )
-    full = FullState(
-        "nanochat DistAdamW+DistMuon (d314e96)" if world > 1 else "nanochat AdamW+Muon (1 process)",
-        world,
-        step=-1,
-    )
     for gi, name in enumerate(adam_names):
         idx = adam_groups[gi]["params"][0]
         parts = [s[0]["state"].get(idx) for s in shards]
@@ -81,13 +92,16 @@ def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
             )
         full.adam[name] = moments
 
-    muon_groups = shards[0][1]["param_groups"]
+
+def _read_muon(shards: list[Any], matrix: ParamList, shapes: dict, full: FullState) -> None:
+    """The Muon momentum of each matrix, from the one rank that owns it."""
+    world = len(shards)
     owned: dict[int, list[int]] = {}
     for r, s in enumerate(shards):
         for idx in s[1]["state"]:
             owned.setdefault(int(idx), []).append(r)
     offset = 0
-    for group in muon_groups:
+    for group in shards[0][1]["param_groups"]:
         n = len(group["params"])
         key = _group_key(group, shards, offset, n)
         names = [name for name, shape in matrix if _matches(shape, key)]
@@ -96,14 +110,13 @@ def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
                 f"a Muon group of {n} parameters ({_key_text(key)}) meets {len(names)} in the model"
             )
         for j, name in enumerate(names):
-            idx = group["params"][j]
-            holders = owned.get(int(idx), [])
+            holders = owned.get(int(group["params"][j]), [])
             if len(holders) != 1:
                 raise ShardMismatch(
                     f"Muon momentum of {name} is on ranks {holders}, expected exactly one "
                     f"(owner rank {j % world})"
                 )
-            buf = shards[holders[0]][1]["state"][idx]["momentum_buffer"]
+            buf = shards[holders[0]][1]["state"][group["params"][j]]["momentum_buffer"]
             if tuple(buf.shape) != tuple(shapes[name]):
                 raise ShardMismatch(
                     f"Muon momentum of {name} has shape {tuple(buf.shape)}, the model {tuple(shapes[name])}"
@@ -113,8 +126,6 @@ def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
     unmatched = [name for name, _ in matrix if name not in full.muon]
     if unmatched:
         raise ShardMismatch(f"no Muon state for {', '.join(unmatched[:4])}")
-    full.muon_momentum = nanochat_muon_momentum(full.step)
-    return full
 
 
 def _group_key(group: dict[str, Any], shards: list[Any], offset: int, n: int) -> tuple[str, Any]:

@@ -55,34 +55,45 @@ def adamw_names(params: ParamList) -> list[list[str]]:
 
 def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
     """nanochat 92d63d4: one `MuonAdamW.state_dict()` per rank; None for any other format."""
-    if not all(
-        isinstance(s, dict)
-        and isinstance(s.get("param_groups"), list)
-        and s["param_groups"]
-        and all(isinstance(g, dict) and g.get("kind") in ("adamw", "muon") for g in s["param_groups"])
-        for s in shards
-    ):
+    if not all(_is_2026_shard(s) for s in shards):
         return None
-    world = len(shards)
     shapes = dict(params)
     groups = shards[0]["param_groups"]
     if any([g["params"] for g in s["param_groups"]] != [g["params"] for g in groups] for s in shards[1:]):
         raise ShardMismatch("the ranks' shards list different parameter groups")
     adam_groups = [g for g in groups if g["kind"] == "adamw"]
-    muon_groups = [g for g in groups if g["kind"] == "muon"]
     expected = adamw_names(params)
     if [len(g["params"]) for g in adam_groups] != [len(names) for names in expected]:
         raise ShardMismatch(
             f"AdamW groups hold {[len(g['params']) for g in adam_groups]} parameters; a "
             f"nanochat-2026 model of these keys has {[len(n) for n in expected]}"
         )
-    full = FullState("nanochat MuonAdamW (92d63d4)", world, step=-1)
+    full = FullState("nanochat MuonAdamW (92d63d4)", len(shards), step=-1)
     for group, names in zip(adam_groups, expected, strict=True):
         for idx, name in zip(group["params"], names, strict=True):
             if name not in shapes:
                 raise ShardMismatch(f"the checkpoint's model has no {name}")
             full.adam[name] = _adam_moments(shards, idx, name, shapes[name], full)
+    dropped = _read_muon(shards, [g for g in groups if g["kind"] == "muon"], params, full)
+    full.muon_momentum = nanochat_2026_muon_momentum(full.step)
+    if dropped:
+        full.notes.append("NorMuon second-moment buffers dropped (rlab's Muon keeps none)")
+    return full
 
+
+def _is_2026_shard(shard: Any) -> bool:
+    return (
+        isinstance(shard, dict)
+        and isinstance(shard.get("param_groups"), list)
+        and bool(shard["param_groups"])
+        and all(isinstance(g, dict) and g.get("kind") in ("adamw", "muon") for g in shard["param_groups"])
+    )
+
+
+def _read_muon(shards: list[Any], muon_groups: list[dict], params: ParamList, full: FullState) -> int:
+    """The Muon momentum of each matrix, unstacked from its shape group's per-rank chunks; returns how many
+    NorMuon second-moment buffers were dropped."""
+    world = len(shards)
     matrix = [(n, s) for n, s in params if n.startswith("transformer.h.")]
     by_shape = {shape: [n for n, s in matrix if s == shape] for shape in sorted({s for _, s in matrix})}
     if [len(g["params"]) for g in muon_groups] != [len(v) for v in by_shape.values()]:
@@ -105,10 +116,7 @@ def read_shards(shards: list[Any], params: ParamList) -> FullState | None:
         for j, name in enumerate(names):
             full.muon[name] = stacked[j].clone()
         dropped += sum(1 for st in states if "second_momentum_buffer" in st)
-    full.muon_momentum = nanochat_2026_muon_momentum(full.step)
-    if dropped:
-        full.notes.append("NorMuon second-moment buffers dropped (rlab's Muon keeps none)")
-    return full
+    return dropped
 
 
 def _adam_moments(shards: list[Any], idx: int, name: str, shape: tuple[int, ...], full: FullState) -> dict:

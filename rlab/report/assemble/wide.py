@@ -200,8 +200,23 @@ def wide_frame(
     """One row per tag: its run facts, its own estimates, its arm's comparisons, copy and estimand columns."""
     meta = data.meta.drop(columns=["label", "evaluated"])
     rows = {r["tag"]: dict(r) for r in meta.to_dict("records")}
+    _tag_columns(data, rows)
+    by_arm = {arm.key: arm.tags for arm in data.arms}
+    _comparison_columns(data, by_arm, rows)
+    _copy_columns(data, copy_cells, copy_retention, rows)
+    for arm, cells in estimand_cells(estimands, data.baseline).items():
+        for tag in by_arm.get(arm, []):
+            rows[tag].update(cells)
+    for tag, marks in data.tag_notes.items():
+        rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
+    frame = pd.DataFrame.from_records(list(rows.values()))
+    return _typed(frame[order_columns(list(frame.columns))], data.baseline).reset_index(drop=True)
+
+
+def _tag_columns(data: Measured, rows: dict[str, dict]) -> None:
+    """Each tag's own estimates, its CORE task selection and its passkey accuracy by length."""
     for r in data.tag_scalars.itertuples(index=False):
-        row = rows[r.tag]
+        row = rows[str(r.tag)]
         row[r.metric] = r.value
         row[f"{r.metric}_ci_low"], row[f"{r.metric}_ci_high"] = r.ci_low, r.ci_high
         row[f"{r.metric}_n_units"] = r.n_units
@@ -215,7 +230,10 @@ def wide_frame(
         by_len = data.passkey.groupby(["tag", "length"], as_index=False)["accuracy"].mean()
         for r in by_len.itertuples(index=False):
             rows[r.tag][f"passkey_len_{r.length}"] = float(r.accuracy)
-    by_arm = {arm.key: arm.tags for arm in data.arms}
+
+
+def _comparison_columns(data: Measured, by_arm: dict[str, list[str]], rows: dict[str, dict]) -> None:
+    """Each arm's comparisons with its reference, on every tag of the arm."""
     for r in data.comparisons.itertuples(index=False):
         names = comparison_columns(str(r.metric), data.baseline)
         for tag in by_arm.get(str(r.arm), []):
@@ -227,21 +245,17 @@ def wide_frame(
                 if (field.startswith("rel") or field == "mde_rel_pct") and r.metric in NO_RELATIVE:
                     continue  # a difference of differences has no relative change: no empty columns
                 row[names[field]] = getattr(r, "rel_pct" if field == "rel" else field)
-    _copy_columns(data, copy_cells, copy_retention, rows)
-    for arm, cells in estimand_cells(estimands, data.baseline).items():
-        for tag in by_arm.get(arm, []):
-            rows[tag].update(cells)
-    for tag, marks in data.tag_notes.items():
-        rows[tag]["notes"] = "; ".join(data.footnotes.items[i - 1] for i in marks)
-    frame = pd.DataFrame.from_records(list(rows.values()))
-    frame = frame[order_columns(list(frame.columns))]
+
+
+def _typed(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Counts as nullable integers, text columns as strings ("" for none), core_partial as nullable bool."""
     for col in ("seed", "n_seeds", "step", "train_seq_len", "tokens_trained", "skipped_steps") + tuple(
         c for c in frame.columns if c.endswith("_n_units") or "_n_units_vs_" in c
     ):
         if col in frame:
             frame[col] = frame[col].astype("Int64")
     for col in frame.columns:
-        if col.endswith(("_verdict_vs_" + data.baseline, "_family_vs_" + data.baseline)) or col in (
+        if col.endswith(("_verdict_vs_" + baseline, "_family_vs_" + baseline)) or col in (
             "notes",
             "core_tasks",
             "core_missing_tasks",
@@ -250,4 +264,4 @@ def wide_frame(
             frame[col] = frame[col].fillna("").astype(str)
         if col == "core_partial":
             frame[col] = frame[col].astype("boolean")
-    return frame.reset_index(drop=True)
+    return frame

@@ -111,6 +111,37 @@ def _draw_diff(ax, rows: pd.DataFrame, color, style: str, label: str, marker: st
     )
 
 
+def _length_panel(
+    ax,
+    data: ReportData,
+    diffs: pd.DataFrame,
+    base_rows: pd.DataFrame,
+    color: object,
+    band: tuple[float, float],
+) -> bool:
+    """One variant's panel: the noise band, zero, the length marks, the base and its arms' differences; whether a
+    point is at a length some model cannot attend to (marked X)."""
+    ax.axhspan(*band, color="0.85", alpha=0.7, zorder=0, linewidth=0)
+    ax.axhline(0.0, color="black", linewidth=1.3, zorder=1)
+    for v, mark_style, _ in _marks(data):
+        ax.axvline(v, color="0.35", linestyle=mark_style, linewidth=1.0)
+    if len(base_rows):
+        rows = base_rows.sort_values("length")
+        ax.plot(
+            rows["length"], rows["diff"], marker="s", markersize=3, color="0.5", linewidth=1.0, linestyle="-."
+        )
+    any_capped = False
+    for kind, style in (("continued", "-"), ("zero-shot", "--")):
+        rows = diffs[diffs["kind"] == kind]
+        if len(rows):
+            _draw_diff(ax, rows, color, style, kind)
+            capped = rows[[_capped_pair(data, r.arm, r.reference, r.length) for r in rows.itertuples()]]
+            if len(capped):
+                any_capped = True
+                ax.scatter(capped["length"], capped["diff"], marker="X", s=60, color=color, zorder=5)
+    return any_capped
+
+
 def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     """One panel per variant: continued (solid) and zero-shot (dashed) differences vs the baseline arm."""
     diffs = _length_diffs(data)
@@ -142,31 +173,9 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     any_capped = False
     for i, variant in enumerate(variants):
         ax = axes[i // ncols][i % ncols]
-        ax.axhspan(*band, color="0.85", alpha=0.7, zorder=0, linewidth=0)
-        ax.axhline(0.0, color="black", linewidth=1.3, zorder=1)
-        for v, mark_style, _ in _marks(data):
-            ax.axvline(v, color="0.35", linestyle=mark_style, linewidth=1.0)
-        if len(base_rows):
-            rows = base_rows.sort_values("length")
-            ax.plot(
-                rows["length"],
-                rows["diff"],
-                marker="s",
-                markersize=3,
-                color="0.5",
-                linewidth=1.0,
-                linestyle="-.",
-            )
-        for kind, style in (("continued", "-"), ("zero-shot", "--")):
-            rows = diffs[(diffs["variant"] == variant) & (diffs["kind"] == kind)]
-            if len(rows):
-                _draw_diff(ax, rows, colors[variant], style, kind)
-                capped = rows[[_capped_pair(data, r.arm, r.reference, r.length) for r in rows.itertuples()]]
-                if len(capped):
-                    any_capped = True
-                    ax.scatter(
-                        capped["length"], capped["diff"], marker="X", s=60, color=colors[variant], zorder=5
-                    )
+        any_capped |= _length_panel(
+            ax, data, diffs[diffs["variant"] == variant], base_rows, colors[variant], band
+        )
         ax.set_title(variant, fontsize=10.5, color=colors[variant], fontweight="bold")
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(L) for L in lengths], fontsize=8)
