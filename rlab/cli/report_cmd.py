@@ -214,10 +214,14 @@ def _report_json(name: str, report) -> str:
 
 
 def _print_calibration(data, recorded, seed: int) -> None:
-    """`--calibrate`: the plasmode familywise error of each family, on stderr (stdout stays the report's)."""
+    """`--calibrate`: the plasmode familywise error of each family (the estimands' too), on stderr (stdout stays
+    the report's)."""
     from rlab.cli.console import err
+    from rlab.report.estimands import calibration
     from rlab.report.stats import plasmode
 
     frames = [data.comparisons, data.copy_cells, data.copy_retention]
-    for e in plasmode.calibrate(recorded, [f for f in frames if f is not None], seed=seed):
+    found = plasmode.calibrate(recorded, [f for f in frames if f is not None], seed=seed)
+    found += [plasmode.family_error(n, u, seed=seed) for n, u in calibration.families(data, seed).items()]
+    for e in found:
         err.print(f"Calibration: {e.line()}", highlight=False, soft_wrap=True)
