@@ -55,7 +55,7 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
         line for line in result.out.splitlines() if line.strip()
     ]  # the plan in words, then the command
     assert readable[0].startswith(f"demo-yarn (newest step in {base}) -> {layout.eval_dir('demo-yarn')}")
-    assert "evals: bpb, bpb_length, passkey, copy_distance; lengths: 256, 1,024" in readable[1]
+    assert "evals: bpb_length, passkey, copy_distance; lengths: 256, 1,024" in readable[1]
     command = readable[-1]
     as_json = run_main("eval", "--tag", "demo-yarn", *common, "--no-core", "--lengths", "256,1024",
                        "--max-per-task", "3", "--nproc", "1", "--json")  # fmt: skip
@@ -65,7 +65,7 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
         "yarn",
         str(layout.eval_dir("demo-yarn")),
     )
-    assert cfg["eval"]["evals"] == ["bpb", "bpb_length", "passkey", "copy_distance"] and cfg["eval"][
+    assert cfg["eval"]["evals"] == ["bpb_length", "passkey", "copy_distance"] and cfg["eval"][
         "lengths"
     ] == [256, 1024]
     assert cfg["eval"]["max_per_task"] == 3
