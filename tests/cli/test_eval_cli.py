@@ -65,9 +65,10 @@ def test_eval_dry_run_plans_with_flags(tmp_path):
         "yarn",
         str(layout.eval_dir("demo-yarn")),
     )
-    assert cfg["eval"]["evals"] == ["bpb_length", "passkey", "copy_distance"] and cfg["eval"][
-        "lengths"
-    ] == [256, 1024]
+    assert cfg["eval"]["evals"] == ["bpb_length", "passkey", "copy_distance"] and cfg["eval"]["lengths"] == [
+        256,
+        1024,
+    ]
     assert cfg["eval"]["max_per_task"] == 3
     assert command.strip() == f"{sys.executable} -m rlab.evals {layout.eval_run_config('demo-yarn')}"
     multi = run_main(
