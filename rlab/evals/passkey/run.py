@@ -6,17 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rlab.core.engine import Engine
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.passkey import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
 from rlab.evals.passkey.records import PasskeyCell, PasskeyMetric, PasskeyTrial
 from rlab.evals.passkey.settings import PasskeySettings
+from rlab.evals.passkey.task import build_prompt, evaluate_passkey
 from rlab.evals.retrieval.adapters import score_likelihood
+from rlab.evals.retrieval.likelihood import make_item
 
 
 def run(ctx: EvalContext) -> EvalOutcome:
     """Passkey retrieval accuracy per (length, depth), one random key per trial (rlab.evals.passkey.task)."""
-    from rlab.core.engine import Engine
-    from rlab.evals.passkey.task import evaluate_passkey
 
     settings = PasskeySettings.of(ctx.spec)
     lengths = list(settings.passkey_lengths or ctx.eval_lengths())
@@ -51,8 +52,6 @@ def run(ctx: EvalContext) -> EvalOutcome:
 
 def passkey_items(ctx: EvalContext, records: Sequence[Any]) -> list[Any]:
     """The passkey trials as likelihood items (the same prompts and keys), when eval.retrieval_choices asks."""
-    from rlab.evals.passkey.task import build_prompt
-    from rlab.evals.retrieval.likelihood import make_item
 
     k = ctx.spec.retrieval_choices
     return [
