@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
+from rlab.cli.console import err, out
 from rlab.cli.help_layout import RlabCommand
 from rlab.cli.options import (
     EVALS_PANEL,
@@ -158,7 +160,6 @@ def eval_tag(
 ) -> None:
     """Evaluate a tag with the experiment's evals (each switched on or off below) and write its per-tag outputs."""
 
-    from rlab.cli.console import err, out
     from rlab.cli.reporting import ConsoleReporter
     from rlab.orchestrate.eval_plan import EvalRequest, plan_evals
     from rlab.orchestrate.evaluation import raise_for_failures, run_evals
@@ -218,9 +219,7 @@ def eval_tag(
 
 def _print_dry_run(plan: Any, as_json: bool) -> None:
     """What a dry run would evaluate: its blockers, then each tag's plan and command (or all of it as JSON)."""
-    from rich.markup import escape
 
-    from rlab.cli.console import err, out
     from rlab.orchestrate.launch import format_command
 
     for blocker in plan.blockers:
