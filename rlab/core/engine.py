@@ -1,4 +1,5 @@
-"""Batched text generation with a KV cache (for `rlab sample` and the passkey eval).
+"""Batched text generation with a KV cache (for `rlab sample` and the passkey eval, which also scores
+candidate answers from the same cache).
 
 One prompt is prefilled for `num_samples` rows at once, then tokens are decoded one step at a
 time against the cache. Design points, each a lesson from reference implementations:
@@ -150,18 +151,38 @@ class Engine:
         each row decodes exactly as `generate(prompt, temperature=0)` would (same positions and
         frequencies: the cache plans prompt length + max_tokens for every row).
         """
+        return self.greedy_and_choices(prompts, max_tokens)[0]
+
+    @torch.no_grad()
+    def greedy_and_choices(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_tokens: int,
+        choices: Sequence[Sequence[Sequence[int]]] = (),
+        seq_len: int | None = None,
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """`greedy`, and from the same prefill the mean log-probability per token of each candidate
+        continuation `choices[b][j]` of prompt b (every row the same number of candidates).
+
+        Likelihood-scored retrieval reads a few candidate tokens after a long prompt: run after the
+        prompt's cached keys and values, they cost a few tokens each instead of another pass over the
+        prompt. Each candidate restarts from the prompt's cache position (later tokens never reach
+        earlier ones, so right-padding a shorter candidate changes nothing). `seq_len`: the length
+        length-dependent RoPE variants are evaluated at (default prompt + max_tokens, as `greedy`).
+        """
         if not prompts or not prompts[0]:
             raise EvalError("Cannot generate from an empty prompt.", "Prepend BOS at least.")
         if len({len(p) for p in prompts}) != 1:
             raise EvalError("Engine.greedy needs prompts of one length (pad or group them by length).")
         device = self._device()
-        B = len(prompts)
-        cache = self._new_cache(B, len(prompts[0]) + max_tokens, device)
-        ids = torch.tensor([list(p) for p in prompts], dtype=torch.long, device=device)  # (B, T0)
+        B, T0 = len(prompts), len(prompts[0])
         rows: list[list[int]] = [[] for _ in range(B)]
-        if max_tokens <= 0:
-            return rows
+        if max_tokens <= 0 and not choices:
+            return rows, []
+        cache = self._new_cache(B, seq_len or T0 + max_tokens, device)
+        ids = torch.tensor([list(p) for p in prompts], dtype=torch.long, device=device)  # (B, T0)
         logits = self.prefill(ids, cache)  # (B, V)
+        scores = self._choice_scores(logits, cache, choices) if choices else []
         for step in range(max_tokens):
             nxt = sample_next(logits, None, 0.0, None, name=self.name, step=step)  # (B,)
             for r, tok in enumerate(nxt.tolist()):
@@ -169,7 +190,38 @@ class Engine:
             if step == max_tokens - 1:
                 break
             logits = self.model(nxt.view(B, 1), kv_cache=cache)[:, -1, :]  # (B, V)
-        return rows
+        return rows, scores
+
+    def _choice_scores(
+        self, last: torch.Tensor, cache: KVCache, choices: Sequence[Sequence[Sequence[int]]]
+    ) -> list[list[float]]:
+        """Mean log-probability per token of every candidate after the cached prompts (`last`: the prompts'
+        last logits (B, V)); the cache is left as the prefill left it. One forward per candidate index, every
+        prompt's candidate in one batch (measured on the demo's model: repeating the cache to score several
+        candidates per forward costs more in copies than it saves in forwards)."""
+        B, device = last.size(0), last.device
+        pos, prev = cache.pos, cache.prev_embedding
+        first = torch.log_softmax(last.float(), dim=-1)  # (B, V): each candidate's first token
+        out = [[0.0] * len(choices[b]) for b in range(B)]
+        for j in range(len(choices[0])):
+            cands = [list(choices[b][j]) for b in range(B)]
+            total = first.gather(1, torch.tensor([[c[0]] for c in cands], device=device))[:, 0]  # (B,)
+            width = max(len(c) for c in cands)
+            if (
+                width > 1
+            ):  # tokens 0..m-2 of each candidate predict tokens 1..m-1; right padding reaches nothing
+                ids = torch.tensor([c[:-1] + [c[0]] * (width - len(c)) for c in cands], device=device)
+                cache.pos, cache.prev_embedding = pos, prev
+                logp = torch.log_softmax(self.model(ids, kv_cache=cache).float(), dim=-1)  # (B, width-1, V)
+                targets = torch.tensor([c[1:] + [0] * (width - len(c)) for c in cands], device=device)
+                picked = logp.gather(2, targets[..., None])[..., 0]  # (B, width-1)
+                lens = torch.tensor([len(c) - 1 for c in cands], device=device)
+                keep = torch.arange(width - 1, device=device)[None, :] < lens[:, None]
+                total = total + (picked * keep).sum(dim=1)
+            for b, (c, v) in enumerate(zip(cands, total.tolist())):
+                out[b][j] = v / len(c)
+        cache.pos, cache.prev_embedding = pos, prev
+        return out
 
 
 def sample_checkpoint(

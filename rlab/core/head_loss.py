@@ -218,6 +218,12 @@ def _outside_compile():
     return _DISABLED[0]
 
 
+def prepare_for_compile() -> None:
+    """Make the head's `torch.compiler.disable` wrapper before torch.compile traces a model: made during the
+    first trace, it changes a global that trace guarded on, and the next step recompiles."""
+    _outside_compile()
+
+
 def _head(
     hidden: torch.Tensor,
     weight: torch.Tensor,

@@ -44,6 +44,14 @@ that back as `state=`:
 A saved state carries the seed it was written under, and a resumed loader keeps that seed: the
 data order belongs to the stream being continued, not to the run that continues it.
 
+Seed replicates of a continuation (`redraw_seed`)
+------------------------------------------------
+A continued run starts from a copied checkpoint, so its seed alone changes nothing. With `redraw_seed` the
+loader keeps the stream's position but draws the rest anew: every rank starts at the row group after the
+furthest one any rank of the saved stream reached (the unread rest of the row groups they were in is skipped),
+and the row groups from there on are shuffled by `redraw_seed`. Replicates so read different text, none of it
+read before. The draw travels in `state_dict()`, so a resumed replicate rebuilds the same order.
+
 Continuing after a nanochat base
 --------------------------------
 `after=NanochatPosition(...)` (see `rlab.nanochat.loader_position`) makes epoch 0 the row groups the base
@@ -81,6 +89,15 @@ STATE_VERSION = 1
 # tokenizer threads busy, small enough that the first batch is ready quickly and memory stays flat.
 _CHUNK_DOCS = 256
 _CHUNK_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Redraw:
+    """The stream's rest drawn anew: from row group `first` of epoch `epoch` on, the order is shuffled by `seed`."""
+
+    epoch: int
+    first: int
+    seed: int
 
 
 def list_shards(data_dir: str | Path) -> list[Path]:
@@ -160,6 +177,7 @@ class TokenLoader:
         prefetch: int = 4,
         tokenizer_threads: int = 4,
         after: NanochatPosition | None = None,
+        redraw_seed: int | None = None,
     ) -> None:
         import torch
 
@@ -183,6 +201,8 @@ class TokenLoader:
             raise DataError(f"The {split} split in {data_dir} has no row groups (empty shards).")
         self.parts = math.ceil(world_size / len(self.row_groups))
         self.after = after
+        self._redraw_seed = redraw_seed if split == "train" else None
+        self._redraw: Redraw | None = None
         if self.parts > 1:
             log.info(
                 "%s split has %d row groups for %d ranks: each row group is split into %d parts",
@@ -218,6 +238,7 @@ class TokenLoader:
             "parts": self.parts,
             "num_slots": self._num_slots(self._position.epoch),
             "after": self.after.to_dict() if self.after is not None else None,
+            "redraw": asdict(self._redraw) if self._redraw is not None else None,
             **asdict(self._position),
         }
 
@@ -267,9 +288,41 @@ class TokenLoader:
                     self.after.describe(),
                 )
             self._set_after(restored)
+        saved_redraw = saved.get("redraw")
+        if saved_redraw:
+            self._redraw = Redraw(**saved_redraw)
+            if self._redraw_seed not in (None, self._redraw.seed):
+                log.info("loader state was redrawn under seed %d; keeping that draw", self._redraw.seed)
 
     def _resume_position(self, state: dict[str, Any] | None) -> Position:
         self._set_after(self.after)
+        position = self._saved_position(state)
+        if self._redraw_seed is None or self._redraw is not None:
+            return position
+        return self._start_redraw(state, self._redraw_seed)
+
+    def _start_redraw(self, state: dict[str, Any] | None, seed: int) -> Position:
+        """Start a new draw of the stream's rest (see the module docstring) and this rank's position in it."""
+        epoch, first = 0, 0
+        if state is not None:
+            _old_world, ranks = self._saved_ranks(state)
+            old_parts = max(1, int(ranks[0].get("parts", 1)))
+            epoch, slot = max((int(rs["epoch"]), int(rs["slot"])) for rs in ranks)
+            first = slot // old_parts + 1
+        self._redraw = Redraw(epoch, first, seed)
+        log.info(
+            "%s split redrawn under seed %d: from row group %d of epoch %d on, in a new order",
+            self.split,
+            seed,
+            first,
+            epoch,
+        )
+        start = first * self.parts + self.rank
+        if start >= self._num_slots(epoch):
+            return Position(epoch + 1, self.rank, self._first_doc(self.rank))
+        return Position(epoch, start, self._first_doc(start))
+
+    def _saved_position(self, state: dict[str, Any] | None) -> Position:
         if state is None:
             epoch = (
                 0 if self.rank < self._num_slots(0) else 1
@@ -414,12 +467,19 @@ class TokenLoader:
 
     def _slot_order(self, epoch: int) -> list[tuple[int, int]]:
         """Row groups in this epoch's order: shuffled by (seed, epoch) for train, file order for val;
-        epoch 0 after a nanochat base: the row groups it had not read, in file order."""
+        epoch 0 after a nanochat base: the row groups it had not read, in file order; a redraw's rest reshuffled."""
         if epoch == 0 and self._first_epoch is not None:
-            return list(self._first_epoch)
-        order = list(self.row_groups)
-        if self.split == "train":
-            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+            order = list(self._first_epoch)
+        else:
+            order = list(self.row_groups)
+            if self.split == "train":
+                random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        draw = self._redraw
+        if draw is not None and epoch >= draw.epoch:
+            keep = draw.first if epoch == draw.epoch else 0
+            rest = order[keep:]
+            random.Random(draw.seed * 1_000_003 + epoch).shuffle(rest)
+            order = order[:keep] + rest
         return order
 
     def _num_slots(self, epoch: int) -> int:

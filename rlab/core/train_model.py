@@ -18,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 from rlab.core.attention_backends import attention_kernels, describe_attention
 from rlab.core.distributed import DistInfo, wrap_ddp
 from rlab.core.gpt import GPT
+from rlab.core.head_loss import prepare_for_compile
 from rlab.core.precision import Precision, stream_dtype
 from rlab.core.train_start import StartPoint
 
@@ -88,6 +89,7 @@ def wrap_model(
     eager: torch.nn.Module = wrap_ddp(model, dist.device) if dist.is_distributed else model
     step_module = eager
     if compile_wanted:
+        prepare_for_compile()
         try:
             # Fixed shapes (a row length is one graph; a warmup length another), as nanochat compiles.
             step_module = torch.compile(eager, dynamic=False)  # type: ignore[assignment]

@@ -93,7 +93,8 @@ class Trainer:
             run.tracking, run.experiment, run.tag, Path(run.run_dir), config, dist.is_main
         )
         loaders = partial(_open_loader, layout, tokenizer, self.batch, dist, train.seed)
-        self.loader = loaders("train", self.start.loader_state, self.start.loader_after)
+        redraw = train.seed if train.data_draw else None  # a seed replicate reads its own draw of the data
+        self.loader = loaders("train", self.start.loader_state, self.start.loader_after, redraw)
         self.counters = RunCounters(
             tokens_trained=self.start.tokens_trained,
             run_tokens=self.start.run_tokens,
@@ -353,6 +354,7 @@ def _open_loader(
     split: Literal["train", "val"],
     state: dict[str, Any] | None = None,
     after: NanochatPosition | None = None,
+    redraw_seed: int | None = None,
 ) -> TokenLoader:
     """This rank's loader of `split`, from `state` (a resume) or after nanochat's position `after`."""
     return TokenLoader(
@@ -367,4 +369,5 @@ def _open_loader(
         seed=seed,
         state=state,
         after=after,
+        redraw_seed=redraw_seed,
     )

@@ -114,8 +114,9 @@ class EvalPlan:
     configs: list[EvalRunConfig]
     nproc: int
     blockers: tuple[RlabError, ...] = ()
-    """What the evals' preflights found that stops a run but not a dry run (no CORE bundle): a dry run says it,
-    a run refuses before it starts."""
+    """What the evals' preflights found that stops a run but not a dry run (no CORE bundle): a dry run says it."""
+    refusal: RlabError | None = None
+    """The first blocker, with how to leave its eval out: a run raises it before it starts."""
 
     @property
     def layout(self) -> ExperimentLayout:
@@ -184,19 +185,28 @@ def plan_evals(request: EvalRequest) -> EvalPlan:
     configs = [_tag_config(spec, base, name, request, meta if name == request.tag else None) for name in tags]
     blockers = preflight_evals(spec, base)
     nproc = request.nproc or spec.launch.nproc_per_node or max(1, len(visible_gpus()))
-    return EvalPlan(request, spec, configs, nproc, blockers)
+    return EvalPlan(request, spec, configs, nproc, tuple(blockers.values()), _refusal(blockers))
 
 
-def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> tuple[RlabError, ...]:
+def _refusal(blockers: dict[str, RlabError]) -> RlabError | None:
+    """The first blocker with how to leave its eval out, or None."""
+    if not blockers:
+        return None
+    name, problem = next(iter(blockers.items()))
+    leave_out = f"Or leave it out: --no-{catalog.get(name).flag}."
+    return type(problem)(problem.message, f"{problem.hint} {leave_out}" if problem.hint else leave_out)
+
+
+def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> dict[str, RlabError]:
     """Each selected eval's own checks (`EvalDefinition.preflight`): what makes the plan wrong is raised, what only
-    stops a run (a missing input) is returned."""
-    found = []
+    stops a run (a missing input) is returned by eval name."""
+    found = {}
     for definition in catalog.definitions():
         if definition.preflight is not None and definition.name in spec.eval.evals:
             problem = resolve(definition.preflight)(spec.eval, base)
             if problem is not None:
-                found.append(problem)
-    return tuple(found)
+                found[definition.name] = problem
+    return found
 
 
 def _tag_config(

@@ -57,8 +57,8 @@ def run_evals(plan: EvalPlan, reporter: Reporter) -> list[EvalOutcome]:
     from rlab.orchestrate.preflight import require_writable_results  # noqa: PLC0415 - defers numpy, torch
 
     layout = plan.layout
-    if plan.blockers:
-        raise plan.blockers[0]
+    if plan.refusal is not None:
+        raise plan.refusal
     require_writable_results(layout.root)
     ensure_long_docs(plan.spec, base_layout(plan.spec).root, reporter)
     outcomes = []

@@ -195,7 +195,7 @@ def base_tags(spec: ExperimentSpec) -> list[str]:
 
 
 def arm_runs(spec: ExperimentSpec, variant: str) -> list[ArmRun]:
-    """Every run of one variant: its seed replicates (train.seed + i, same budget and data start), then its
+    """Every run of one variant: its seed replicates (train.seed + i and data draw i, same budget), then its
     training-free arm (steps 0) when asked for; with train.replicate_base, one training-free arm per base
     replicate (``<tag>-seed<i>-zeroshot``), so zero-shot and continued arms pair on the same bases."""
     tag, train = spec.tag_for(variant), spec.train
@@ -205,7 +205,7 @@ def arm_runs(spec: ExperimentSpec, variant: str) -> list[ArmRun]:
         out += [
             ArmRun(
                 tag + replicate_suffix(i),
-                train.model_copy(update={"seed": train.seed + i}),
+                train.model_copy(update={"seed": train.seed + i, "data_draw": i}),
                 bases[i] if train.replicate_base else bases[0],
             )
             for i in range(train.seeds)

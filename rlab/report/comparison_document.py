@@ -19,7 +19,7 @@ from rlab.report.assemble.pairing import NOT_COMPARABLE
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.build import write_document
 from rlab.report.render import document as doc
-from rlab.report.render.headline import family_tag, multiplicity_note
+from rlab.report.render.headline import bpb_change, family_tag, multiplicity_note, unit_word
 from rlab.report.render.table_model import Table
 from rlab.report.render.tables import mde_text, section, verdict_of, verdict_text
 from rlab.report.stats import inference as inf
@@ -41,16 +41,6 @@ def metric_name(metric: str) -> str:
     return METRIC_NAMES.get(metric, f"BPB@{metric[8:]}" if metric.startswith("bpb_len_") else metric)
 
 
-def _unit_word(data: ReportData, metric: str) -> str:
-    return (
-        "examples"
-        if metric == "core"
-        else "keys"
-        if metric.startswith("passkey")
-        else ("documents" if data.clustered else "eval units")
-    )
-
-
 def sentence(data: ReportData, row: pd.Series) -> doc.Text:
     """One compared pair on the primary endpoint: both values, the paired difference, the verdict."""
     arm, ref, metric = row["arm"], row["reference"], row["metric"]
@@ -67,14 +57,7 @@ def sentence(data: ReportData, row: pd.Series) -> doc.Text:
             f" vs {ref}: no paired comparison on the primary endpoint (missing eval outputs).",
         )
     values = data.scalars.set_index(["arm", "metric"])["value"]
-    rel = (
-        f"{row['rel_pct']:+.2f}% [{row['rel_low']:+.2f}, {row['rel_high']:+.2f}] = "
-        if not math.isnan(row["rel_pct"]) and not math.isnan(row["rel_low"])
-        else ""
-    )
-    absolute = f"{row['diff']:+.4f} BPB" + (
-        f" [{row['diff_low']:+.4f}, {row['diff_high']:+.4f}]" if not math.isnan(row["diff_low"]) else ""
-    )
+    rel, absolute = bpb_change(row)
     word = Verdict(row["verdict"])
     n = "?" if pd.isna(row["n_units"]) else int(row["n_units"])
     mde = mde_text(row)
@@ -91,9 +74,9 @@ def sentence(data: ReportData, row: pd.Series) -> doc.Text:
     seeds = data.arm(arm).n_seeds
     return doc.text(
         doc.strong(arm),
-        f" vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel}{absolute}; ",
+        f" vs {ref}: {values[(arm, metric)]:.4f} vs {values[(ref, metric)]:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; ",
         call,
-        f" (n = {n} {_unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
+        f" (n = {n} {unit_word(data, metric)}, {seeds} seed{'s' if seeds != 1 else ''}; "
         f"{family_tag(data, row)}).",
     )
 

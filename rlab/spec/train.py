@@ -156,6 +156,11 @@ class TrainSpec(StrictModel):
     data_start: Literal["after_base", "beginning"] = "after_base"
     """Continued runs: start reading train data where the base checkpoint's loader stopped (after_base, so
     every variant trains on text the base has not seen), or at the beginning of the data."""
+    data_draw: Annotated[int, InRange(0, MAX_SEEDS)] = 0
+    """Which draw of the train data a continued run reads (set by the plan: seed replicate i gets draw i). 0: the
+    data in the order the base's loader left it. i >= 1: the row groups the base had not reached, in an order
+    shuffled by this run's seed, so replicates train on different text, none of it seen by the base. A continued
+    run starts from a copied checkpoint, so without this its seed would change nothing (no init, no dropout)."""
     compile: bool | None = None
     """torch.compile the model; null = on for CUDA, off on CPU."""
     activation_checkpointing: Annotated[str, Field(pattern=SETTING_PATTERN)] = "auto"

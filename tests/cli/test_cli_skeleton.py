@@ -56,3 +56,20 @@ def test_rope_help_names_every_variant():
     assert result.code == 0, result.text
     for name in VARIANT_NAMES:
         assert name in result.out
+
+
+def test_a_dry_run_reads_the_base_without_torch(tmp_path):
+    """`continue --dry-run` checks the base's weights and token table (finite, the right size) with numpy: torch is
+    for the launch."""
+    from rlab.paths import BaseLayout
+    from tests.orchestrate.helpers import make_checkpoint
+
+    make_checkpoint(tmp_path / "base", "d20", steps=(10,))
+    assert (BaseLayout(tmp_path / "base").tokenizer_dir / "token_bytes.pt").is_file()
+    code = (
+        "import sys\nfrom rlab.cli.app import main\n"
+        f"sys.argv = ['rlab', 'continue', '--base-dir', {str(tmp_path / 'base')!r}, '--results-dir', "
+        f"{str(tmp_path / 'results')!r}, '--from-step', '10', '--variants', 'pi', '--dry-run']\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code"
+    )
+    assert "torch" not in _loaded_heavy_modules(code)

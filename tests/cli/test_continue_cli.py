@@ -325,6 +325,7 @@ def test_seeds_and_training_free_arm(base, tmp_path):
     ):
         run = json.loads(layout.run_config(tag).read_text())
         assert (run["train"]["seed"], run["train"]["steps"]) == (seed, steps)
+        assert run["train"]["data_draw"] == (1 if tag.endswith("seed1") else 0)  # replicates read other data
         meta = json.loads(meta_file(base.checkpoint_dir(tag), 20).read_text())
         assert meta["rope"]["variant"] == "yarn" and meta["lineage"] == {
             "parent_tag": "d20",

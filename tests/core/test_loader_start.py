@@ -96,6 +96,67 @@ def test_state_keeps_the_seed_it_was_saved_with(tagged_dir, tok):  # noqa: F811
     cont.close()
 
 
+def _row_group_of(doc: int) -> tuple[int, int]:
+    return doc // 40, (doc % 40) // 10
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_a_redrawn_replicate_reads_other_unread_text(tagged_dir, tok, world):  # noqa: F811
+    """Seed replicates of one continuation: none reads what the base read, and two draws differ."""
+    bases = [
+        _loader(tagged_dir, tok, seed=7, rank=r, world_size=world, batch_size=1, seq_len=16)
+        for r in range(world)
+    ]
+    read_by_base: set[int] = set()
+    for ld in bases:
+        for _ in range(6):
+            read_by_base |= _ids(tok, next(ld)[0])
+    state = _gathered(bases)
+    for ld in bases:
+        ld.close()
+    started = {_row_group_of(d) for d in read_by_base}
+
+    def docs(redraw_seed, batches=None):
+        out: set[int] = set()
+        for r in range(world):
+            ld = _loader(
+                tagged_dir, tok, seed=8, rank=r, world_size=world, state=state, redraw_seed=redraw_seed
+            )
+            if batches is None:
+                out |= _epoch_ids(ld, tok)
+            else:
+                for _ in range(batches):
+                    out |= _ids(tok, next(ld)[0])
+            assert ld.state_dict()["redraw"]["seed"] == redraw_seed
+            ld.close()
+        return out
+
+    rest = docs(43)
+    assert rest and not {_row_group_of(d) for d in rest} & started  # nothing from a row group the base began
+    assert docs(43, batches=2) != docs(44, batches=2)  # another draw: other text first
+
+
+def test_a_resumed_replicate_keeps_its_draw(tagged_dir, tok):  # noqa: F811
+    base = _loader(tagged_dir, tok, seed=7)
+    for _ in range(3):
+        next(base)
+    state = _gathered([base])
+    base.close()
+    first = _loader(tagged_dir, tok, seed=8, state=state, redraw_seed=8)
+    for _ in range(2):
+        next(first)
+    saved = _gathered([first])
+    want = [next(first) for _ in range(4)]
+    first.close()
+    resumed = _loader(tagged_dir, tok, seed=8, state=saved, redraw_seed=8)
+    for w in want:
+        assert torch.equal(next(resumed)[0], w[0])
+    resumed.close()
+    plain = _loader(tagged_dir, tok, seed=8, state=state)  # no redraw: the base's own order, as before
+    assert plain.state_dict()["redraw"] is None
+    plain.close()
+
+
 def test_world_size_from_shards_or_batch_arithmetic(tmp_path):
     meta = tiny_meta(
         20,

@@ -8,14 +8,7 @@ import pytest
 
 from rlab.errors import LaunchError, SpecError
 from rlab.orchestrate.launch import device_slots, rdzv_endpoint, torchrun_argv
-from rlab.orchestrate.plan import (
-    check_batch,
-    experiment_tags,
-    plan_continue,
-    plan_eval,
-    plan_pretrain,
-    variant_of_tag,
-)
+from rlab.orchestrate.plan import check_batch, plan_continue, plan_eval, plan_pretrain
 from rlab.orchestrate.tag_setup import build_jobs
 from rlab.spec.experiment import LaunchSpec
 from rlab.spec.loading import load_spec
@@ -265,7 +258,8 @@ def test_build_jobs_distinct_ports_and_logs():
 
 
 def test_seeds_and_zero_shot_arms():
-    """train.seeds replicates each variant (seed + i, same budget); zero_shot adds a training-free tag."""
+    """train.seeds replicates each variant (seed + i, data draw i, same budget); zero_shot adds a training-free tag."""
+    from rlab.orchestrate.plan import experiment_tags, variant_of_tag
 
     spec = spec_of(from_step=7, variants="rope,yarn", seeds=3, zero_shot=True, steps=5)
     runs = plan_continue(spec)
@@ -280,6 +274,7 @@ def test_seeds_and_zero_shot_arms():
         "d20-yarn-zeroshot",
     ]
     assert [r.train.seed for r in runs[:3]] == [42, 43, 44]
+    assert [r.train.data_draw for r in runs[:3]] == [0, 1, 2]  # each replicate reads its own draw of the data
     assert [r.train.steps for r in runs] == [5, 5, 5, 0] * 2
     assert {r.lineage.parent_step for r in runs} == {7} and {r.variant for r in runs[4:]} == {"yarn"}
     assert experiment_tags(spec) == ["d20", *(r.tag for r in runs)]  # the base is the reference arm

@@ -10,7 +10,9 @@
   illustration, not used) makes A look better.
 * **effective length**: per-length accuracies on a grid, keys per length 24 or 80, true curves that cross the
   threshold away from the grid's ends; coverage = the bootstrap interval holds the true effective length; false
-  positive = the interval lies wholly above it (the claim "retrieves longer" made wrongly).
+  positive = the interval lies wholly above it (the claim "retrieves longer" made wrongly). On the demo's passkey
+  lengths (256, 512, 1024) too, with accuracy 1.0 (every key right: the bootstrap cannot move that length) or 0.0
+  at some lengths, and a true accuracy just under the threshold where 20 keys are often all right.
 
 Print the table: ``.venv/bin/python -m tests.report.calibration_estimands [n_experiments]``.
 """
@@ -87,17 +89,21 @@ def retention_core() -> Callable[[np.random.Generator], Outcome]:
 LENGTHS = [256, 512, 1024, 2048, 4096]
 
 
+DEMO_LENGTHS = [256, 512, 1024]
+"""The demo's passkey lengths (experiments/demo.yaml), L0 = 256."""
+
+
 def effective(
-    threshold: str, keys: int, curve: tuple[float, ...]
+    threshold: str, keys: int, curve: tuple[float, ...], lengths: list[int] = LENGTHS
 ) -> Callable[[np.random.Generator], Outcome]:
     """Per-length keys drawn with the true accuracies `curve`; L0 = the first length."""
     p = np.asarray(curve)
     level = el.ABSOLUTE if threshold == "absolute" else el.RELATIVE * p[0]
-    truth = [0, *LENGTHS][int(el.longest_passing(p, level))]
+    truth = [0, *lengths][int(el.longest_passing(p, level))]
 
     def run(rng: np.random.Generator) -> Outcome:
-        items = {L: (rng.random(keys) < q).astype(float) for L, q in zip(LENGTHS, p, strict=True)}
-        got = el.estimate(items, LENGTHS[0], threshold, rng, draws=400)
+        items = {L: (rng.random(keys) < q).astype(float) for L, q in zip(lengths, p, strict=True)}
+        got = el.estimate(items, lengths[0], threshold, rng, draws=400)
         low, high = int(got["low"]), int(got["high"])  # type: ignore[call-overload]
         return low > truth, low <= truth <= high
 
@@ -160,6 +166,11 @@ SCENARIOS: dict[str, Callable[[np.random.Generator], Outcome]] = {
     "effective length rel, 24 keys": effective("relative", 24, _EARLY),
     "effective length rel near, 80 keys": effective("relative", 80, (0.9, 0.85, 0.82, 0.78, 0.5)),
     "effective length rel, 80 keys": effective("relative", 80, _DECLINE),
+    "effective length abs, demo-like, 48 keys": effective("absolute", 48, (1.0, 0.9, 0.5), DEMO_LENGTHS),
+    "effective length rel, demo-like, 48 keys": effective("relative", 48, (1.0, 0.93, 0.6), DEMO_LENGTHS),
+    "effective length abs, 1.0 then 0.0, 48 keys": effective("absolute", 48, (1.0, 1.0, 0.0), DEMO_LENGTHS),
+    "effective length abs, 0.85 at L0, 20 keys": effective("absolute", 20, (0.85, 0.7, 0.3), DEMO_LENGTHS),
+    "effective length rel, 1.0 then 0.88, 24 keys": effective("relative", 24, (1.0, 0.88, 0.3), DEMO_LENGTHS),
 }
 
 ILLUSTRATIONS: dict[str, Callable[[np.random.Generator], Outcome]] = {

@@ -7,6 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
+import torch
 
 from rlab.paths import BaseLayout, ExperimentLayout, meta_file
 from rlab.report.assemble.collect import collect
@@ -36,6 +37,14 @@ def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_pa
         "smoke-yarn-zeroshot",
     ]
     assert all(BaseLayout(base_dir).checkpoint_dir(t).is_dir() for t in tags)
+    weights = {
+        t: torch.load(
+            sorted(BaseLayout(base_dir).checkpoint_dir(t).glob("model_*.pt"))[-1], weights_only=True
+        )
+        for t in ("smoke-yarn", "smoke-yarn-seed1")
+    }
+    # a replicate trains on its own draw of the data, so the seeds are not copies of one run
+    assert any(not torch.equal(v, weights["smoke-yarn-seed1"][k]) for k, v in weights["smoke-yarn"].items())
     evaluated = run_process(
         "eval", *common, "--all", "--no-core", "--no-passkey", "--nproc", "1", timeout=900
     )

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from rlab.report.stats import inference as inf
 from rlab.report.stats import plasmode
 from tests.report import calibration as cal
 
@@ -43,8 +45,9 @@ def test_a_holm_family_of_sixty_correlated_skewed_nulls_keeps_the_familywise_err
 
 @pytest.mark.xfail(
     strict=False,
-    reason="on the regenerated two-seed demo (32 documents) the one-seed plasmode gives 8.9% per test and 91.1%"
-    " coverage at 100 reps (familywise 0.0%): under investigation, see docs/statistics.md",
+    reason="the two-seed demo's 32 documents at 2048: one document carries 60% of the unit variance of ntk and"
+    " dynamic-ntk vs rope; resamples that miss it (36%) make 90% of the false positives (7-10% per test), which no"
+    " test on the sample can see: see docs/statistics.md and the test below",
 )
 def test_plasmode_nulls_from_the_demo_keep_the_familywise_error_and_coverage():
     """The committed demo's own per-document BPB differences at 2048 tokens, centred and resampled."""
@@ -52,3 +55,18 @@ def test_plasmode_nulls_from_the_demo_keep_the_familywise_error_and_coverage():
     assert len(units) >= 4 and all(u.n_units >= 20 for u in units)
     e = plasmode.family_error("demo", units, reps=100)
     assert e.familywise <= 0.05 + 3 * e.mc_se and e.coverage >= 0.93
+
+
+def test_the_demos_plasmode_excess_comes_from_resamples_that_miss_its_dominant_document():
+    """Why the check above fails: with the document that carries most of the variance in the resample, the test
+    keeps its level; without it (a third of resamples from 32 documents) the sample's mean is off by ~1 se."""
+    z = max(cal.demo_units(2048), key=lambda u: float((u.z**2).max() / (u.z**2).sum())).z
+    dominant = int(np.argmax(np.abs(z)))
+    rng = np.random.default_rng(0)
+    seen, unseen = [], []
+    for _ in range(300):
+        idx = rng.integers(0, len(z), len(z))
+        c = inf.compare(z[idx], np.zeros(len(z)), rng=rng, draws=2000, stop_hits=plasmode.STOP_HITS)
+        (seen if dominant in idx else unseen).append(c.p_value is not None and c.p_value <= inf.ALPHA)
+    assert np.mean(seen) <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / len(seen))
+    assert np.mean(unseen) > 0.10

@@ -13,6 +13,7 @@ from rlab.evals.copy_distance.records import CopyRow
 from rlab.records.rows import write_rows
 from rlab.report.build import write_report
 from rlab.report.copy_distance import retention as ret
+from rlab.report.stats import inference as inf
 from rlab.report.stats import verdicts as vd
 from rlab.report.stats.verdicts import Verdict
 
@@ -97,7 +98,7 @@ def test_seeds_are_the_replicate_of_a_retention_difference():
     rows, tests = ret.estimate(recs, _gains(recs), planned, seed=0, draws=4000)
     test = next(t for t in tests if t is not None)
     # seeds and units both carry noise: Satterthwaite df, at least the S - 1 of the seeds alone
-    assert test.n_seeds == 3 and test.df >= 2 and test.method.startswith("t over seeds and units")
+    assert test.n_seeds == 3 and test.df >= 2 and test.method == inf.SEEDS_SKEW
 
 
 def test_no_verdict_without_nested_records_or_enough_of_them_or_reach():

@@ -9,6 +9,7 @@ import pytest
 
 from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
+from rlab.report.stats import inference as inf
 from tests.report.test_arms import _replicate
 
 
@@ -47,7 +48,7 @@ def test_seed_i_of_every_arm_pairs_on_base_i(replicated):
     assert (comp["reference"], comp["n_seeds"], comp["method"]) == (
         "rope",
         2,
-        "t over seeds and units (Satterthwaite df)",
+        inf.SEEDS_SKEW,
     )
     assert comp["df"] >= 1.0  # Satterthwaite over the seed and unit terms: at least the S - 1 of seeds alone
     # the per-seed difference pairs seed i of yarn with seed i of rope (same base): 1.455 x (1, 1.01) - 1.47 x (1, 1.02)

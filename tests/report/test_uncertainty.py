@@ -139,7 +139,7 @@ def test_seeds_are_the_replicate_of_training_noise():
     )
     # seed noise dominates: Satterthwaite df ~ S - 1
     assert three.diff.n_seeds == 3 and three.diff.df == pytest.approx(2, abs=0.01)
-    assert three.diff.method == "t over seeds and units (Satterthwaite df)"
+    assert three.diff.method == inf.SEEDS_SKEW
     assert three.diff.training_noise_covered and three.diff.half_width > 0.05
     assert three.diff.p_value > 0.05
     iv = unc.bpb_interval(seeds_a, np.tile(nbytes, (3, 1)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlab.errors import EvalError, RlabError
+from rlab.errors import RlabError
 from rlab.evals.core.bundle import check_task_selection, no_bundle_error
 from rlab.evals.core.settings import CoreSettings
 from rlab.paths import BaseLayout, find_eval_bundle
@@ -19,5 +19,4 @@ def preflight(settings: EvalSpec, base: BaseLayout) -> RlabError | None:
     check_task_selection(settings, base.root)
     if find_eval_bundle(base.root, CoreSettings.of(settings).core_bundle) is not None:
         return None
-    missing = no_bundle_error(base.root)
-    return EvalError(missing.message, f"{missing.hint} Or leave CORE out: --no-core.")
+    return no_bundle_error(base.root)

@@ -1,23 +1,19 @@
-"""Passkey as `rlab eval` runs it: generation over (length, depth, trial), then the same prompts scored by
-likelihood (`rlab.evals.retrieval`), paired by trial."""
+"""Passkey as `rlab eval` runs it: generation over (length, depth, trial) and the same prompts scored by
+likelihood (`rlab.evals.retrieval`) from the same prefill, paired by trial."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from rlab.core.engine import Engine
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.passkey import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
 from rlab.evals.passkey.records import PasskeyCell, PasskeyMetric, PasskeyTrial
 from rlab.evals.passkey.settings import PasskeySettings
-from rlab.evals.passkey.task import build_prompt, evaluate_passkey
-from rlab.evals.retrieval.adapters import score_likelihood
-from rlab.evals.retrieval.likelihood import make_item
+from rlab.evals.retrieval.adapters import likelihood_outputs
 
 
 def run(ctx: EvalContext) -> EvalOutcome:
     """Passkey retrieval accuracy per (length, depth), one random key per trial (rlab.evals.passkey.task)."""
+    from rlab.core.engine import Engine
+    from rlab.evals.passkey.task import evaluate_passkey
 
     settings = PasskeySettings.of(ctx.spec)
     lengths = list(settings.passkey_lengths or ctx.eval_lengths())
@@ -32,8 +28,9 @@ def run(ctx: EvalContext) -> EvalOutcome:
             ctx.device,
             ctx.batch_tokens,
             ctx.progress,
+            choices=ctx.spec.retrieval_choices,
         )
-    likelihood, choices = score_likelihood(ctx, passkey_items(ctx, res.records), CHOICES_CSV)
+    likelihood, choices = likelihood_outputs(ctx, res.choices, CHOICES_CSV)
     metric = PasskeyMetric.model_validate({**res.metrics(), "likelihood": likelihood})
     trials = [
         PasskeyTrial(length=r.length, depth=r.depth, trial=r.trial, key=r.key, correct=int(r.correct))
@@ -48,23 +45,3 @@ def run(ctx: EvalContext) -> EvalOutcome:
         },
         settings_extra={"lengths_used": lengths},
     )
-
-
-def passkey_items(ctx: EvalContext, records: Sequence[Any]) -> list[Any]:
-    """The passkey trials as likelihood items (the same prompts and keys), when eval.retrieval_choices asks."""
-
-    k = ctx.spec.retrieval_choices
-    return [
-        make_item(
-            ctx.tokenizer,
-            "passkey",
-            r.length,
-            r.trial,
-            build_prompt(ctx.tokenizer, r.length, r.depth, r.key).tokens,
-            [r.key],
-            ctx.spec.seed,
-            k,
-            depth=r.depth,
-        )
-        for r in (records if k else [])
-    ]

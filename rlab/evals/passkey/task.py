@@ -24,12 +24,13 @@ import logging
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rlab.errors import EvalError
 from rlab.evals.progress import ProgressFn
-from rlab.evals.retrieval.generation import GenJob, run_jobs, stable_seed
+from rlab.evals.retrieval.generation import GenJob, run_jobs_with_choices, stable_seed
+from rlab.evals.retrieval.likelihood import ChoiceScore, make_item
 
 if TYPE_CHECKING:
     from rlab.core.tokenizer import Tokenizer
@@ -123,6 +124,9 @@ class PasskeyResult:
     trials: int
     records: list[PasskeyTrial]
     skipped: list[dict]
+    choices: list[ChoiceScore] = field(default_factory=list)
+    """The same trials scored by likelihood (`rlab.evals.retrieval.likelihood`), in the order of `records`;
+    empty when no choices were asked for."""
 
     @staticmethod
     def _summary(rows: Sequence[PasskeyTrial]) -> dict:
@@ -175,8 +179,11 @@ def evaluate_passkey(
     device,
     batch_tokens: int = 8192,
     progress: ProgressFn | None = None,
+    choices: int = 0,
 ) -> PasskeyResult:
-    """Accuracy per (length, depth) over `trials` independent keys each (see the module docstring)."""
+    """Accuracy per (length, depth) over `trials` independent keys each (see the module docstring); with
+    `choices` (eval.retrieval_choices), each trial is also scored by likelihood against `choices - 1` distractors
+    from the prefill its generation uses (`Engine.greedy_and_choices`)."""
     usable: list[int] = []
     skipped: list[dict] = []
     for L in sorted(set(int(n) for n in lengths)):
@@ -193,13 +200,20 @@ def evaluate_passkey(
         )
     cells = [(L, float(d), t) for L in usable for d in depths for t in range(trials)]
     prompts = [build_prompt(tokenizer, L, d, draw_key(seed, L, d, t)) for L, d, t in cells]
-    jobs = [GenJob(p.tokens, MAX_NEW_TOKENS) for p in prompts]
+    items = [
+        make_item(tokenizer, "passkey", L, t, p.tokens, [p.key], seed, choices, depth=d)
+        for (L, d, t), p in zip(cells, prompts)
+        if choices
+    ]
+    candidates = [tuple(tuple(c) for c in item.choices) for item in items] or [()] * len(prompts)
+    jobs = [GenJob(p.tokens, MAX_NEW_TOKENS, c) for p, c in zip(prompts, candidates)]
 
     def score(i: int, out: list[int]) -> float:
         return float(first_number(tokenizer.decode(out)) == prompts[i].key)
 
-    hits = run_jobs(engine, jobs, score, batch_tokens, device, progress)
+    hits, logps = run_jobs_with_choices(engine, jobs, score, batch_tokens, device, progress)
     records = [PasskeyTrial(L, d, t, p.key, h > 0.5) for (L, d, t), p, h in zip(cells, prompts, hits)]
-    result = PasskeyResult(usable, [float(d) for d in depths], trials, records, skipped)
+    scored = [ChoiceScore(item, lp[0], max(lp[1:])) for item, lp in zip(items, logps)]
+    result = PasskeyResult(usable, [float(d) for d in depths], trials, records, skipped, scored)
     log.info("passkey overall accuracy %.3f over %d keys", result.metrics()["overall"], len(records))
     return result

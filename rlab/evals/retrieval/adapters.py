@@ -33,6 +33,19 @@ def score_likelihood(
         scores = rl.score_items(
             ctx.model, items, ctx.tokenizer.bos_token_id, ctx.device, ctx.batch_tokens, progress
         )
+    return likelihood_outputs(ctx, scores, csv_name)
+
+
+def likelihood_outputs(
+    ctx: EvalContext, scores: Sequence[Any], csv_name: str
+) -> tuple[dict | None, dict[Path, Table]]:
+    """The section's `likelihood` record and its choices CSV from scored items (`likelihood.ChoiceScore`s, however
+    they were scored); (None, {}) without any (a stale CSV of an earlier run is removed)."""
+    from rlab.evals.retrieval import likelihood as rl
+
+    if not scores:
+        (ctx.out_dir / csv_name).unlink(missing_ok=True)
+        return None, {}
     rows = [
         ChoiceTrial(
             task=s.item.task,
@@ -46,11 +59,12 @@ def score_likelihood(
         )
         for s in scores
     ]
-    summary = rl.summarize(scores, ctx.spec.retrieval_choices, by_task=items[0].task != "passkey")
+    passkey = scores[0].item.task == "passkey"
+    summary = rl.summarize(scores, ctx.spec.retrieval_choices, by_task=not passkey)
     log.info(
         "%s %s by likelihood: accuracy %.3f (chance %.3f), mean margin %+.3f nats/token over %d items",
         ctx.name,
-        items[0].task if items[0].task == "passkey" else "RULER-style",
+        "passkey" if passkey else "RULER-style",
         summary["accuracy"],
         summary["chance"],
         summary["margin"],

@@ -25,10 +25,12 @@ def stable_seed(*parts: object) -> int:
 
 @dataclass(frozen=True)
 class GenJob:
-    """One trial: its prompt tokens and how many tokens to decode."""
+    """One trial: its prompt tokens, how many tokens to decode, and candidate answers to score by likelihood
+    from the same prefill (`Engine.greedy_and_choices`; none by default)."""
 
     prompt: list[int]
     max_new: int
+    choices: tuple[tuple[int, ...], ...] = ()
 
 
 def run_jobs(
@@ -41,24 +43,71 @@ def run_jobs(
 ) -> list[float]:
     """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks;
     `progress` gets (len(jobs) * tokens done / tokens of this rank's jobs, len(jobs)), prompt and answer counted."""
+    return run_jobs_with_choices(engine, jobs, score, batch_tokens, device, progress)[0]
+
+
+def run_jobs_with_choices(
+    engine,
+    jobs: Sequence[GenJob],
+    score: Callable[[int, list[int]], float],
+    batch_tokens: int,
+    device,
+    progress: ProgressFn | None = None,
+) -> tuple[list[float], list[list[float]]]:
+    """`run_jobs`, and each job's candidates' mean log-probabilities per token ([] for a job without any).
+
+    A job's candidates are scored from its generation's prefill, where the RoPE frequencies allow: a
+    length-dependent variant (dynamic-ntk) is evaluated at prompt + the longest candidate for likelihood
+    (as CORE's packed scoring pads a row) but at prompt + max_new for generation, so there the candidates get
+    their own prefill at their length."""
     import torch
 
     rank, world = rank_and_world()
+    n_choices = max((len(j.choices) for j in jobs), default=0)
     scores = torch.zeros(len(jobs), dtype=torch.float64, device=device)
-    groups: dict[tuple[int, int], list[int]] = {}
+    logps = torch.zeros(len(jobs), n_choices, dtype=torch.float64, device=device)
+    # (prompt length, tokens to decode, the length RoPE is evaluated at (0: prompt + decoded), with candidates)
+    groups: dict[tuple[int, int, int, bool], list[int]] = {}
     for i in range(rank, len(jobs), world):
-        groups.setdefault((len(jobs[i].prompt), jobs[i].max_new), []).append(i)
+        job = jobs[i]
+        length = len(job.prompt)
+        longest = length + max((len(c) for c in job.choices), default=0)
+        if job.choices and _freq(engine, length + job.max_new) != _freq(engine, longest):
+            groups.setdefault((length, job.max_new, 0, False), []).append(i)
+            groups.setdefault((length, 0, longest, True), []).append(i)
+        else:
+            groups.setdefault((length, job.max_new, 0, bool(job.choices)), []).append(i)
     (part,) = stages(progress, [len(jobs)])
-    total = sum((length + max_new) * len(idxs) for (length, max_new), idxs in groups.items())
+    total = sum((length + max_new) * len(idxs) for (length, max_new, _, _), idxs in groups.items())
     done = 0
     report(part, done, total)
-    for (length, max_new), idxs in sorted(groups.items()):
-        rows = max(1, batch_tokens // (length + max_new))
+    for (length, max_new, seq_len, with_choices), idxs in sorted(groups.items()):
+        rows = max(1, batch_tokens // max(length + max_new, seq_len))
         for k in range(0, len(idxs), rows):
             chunk = idxs[k : k + rows]
-            outs = engine.greedy([jobs[i].prompt for i in chunk], max_new)
-            for i, out in zip(chunk, outs):
-                scores[i] = float(score(i, out))
+            prompts = [jobs[i].prompt for i in chunk]
+            outs, chosen = (
+                engine.greedy_and_choices(
+                    prompts, max_new, [jobs[i].choices for i in chunk], seq_len=seq_len or None
+                )
+                if with_choices
+                else (engine.greedy(prompts, max_new), [])
+            )
+            for n, i in enumerate(chunk):
+                if max_new:
+                    scores[i] = float(score(i, outs[n]))
+                if chosen:
+                    logps[i, : len(chosen[n])] = torch.tensor(chosen[n], dtype=torch.float64)
             done += (length + max_new) * len(chunk)
             report(part, done, total)
-    return all_reduce_sum(scores).tolist()
+    all_reduce_sum(scores)
+    all_reduce_sum(logps)
+    return scores.tolist(), [row[: len(j.choices)] for row, j in zip(logps.tolist(), jobs)]
+
+
+def _freq(engine, length: int) -> int | None:
+    """The length that stands for `length` in the model's RoPE frequencies (None: they do not depend on it)."""
+    from rlab.core.rope_frequencies import frequency_length
+
+    rope = getattr(engine.model, "rope", None)
+    return None if rope is None else frequency_length(rope, length)

@@ -216,7 +216,7 @@ def wide_frame(
 def _tag_columns(data: Measured, rows: dict[str, dict]) -> None:
     """Each tag's own estimates, its CORE task selection and its passkey accuracy by length."""
     for r in data.tag_scalars.itertuples(index=False):
-        row = rows[r.tag]
+        row = rows[str(r.tag)]
         row[r.metric] = r.value
         row[f"{r.metric}_ci_low"], row[f"{r.metric}_ci_high"] = r.ci_low, r.ci_high
         row[f"{r.metric}_n_units"] = r.n_units

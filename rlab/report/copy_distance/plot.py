@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlab.report.copy_distance import retention
-
 
 def plot(
     c: pd.DataFrame,
@@ -39,14 +37,7 @@ def plot(
     for ax, kind in zip(axes[0], kinds):
         for variant, g in c[c["kind"] == kind].groupby("variant", sort=False):
             g = g.sort_values("distance")
-            ax.errorbar(
-                g["distance"],
-                g["gain"],
-                yerr=[g["gain"] - g["gain_low"], g["gain_high"] - g["gain"]],
-                marker="o",
-                capsize=2,
-                label=variant,
-            )
+            _errorbars(ax, g, "gain", variant)
         if not base.empty:
             b = base.sort_values("distance")
             ax.plot(b["distance"], b["gain"], color="black", ls=":", marker="x", label="base")
@@ -61,7 +52,7 @@ def plot(
     axes[0][0].set_ylabel("gain (nats/token vs control; higher = uses it)")
     if with_retention and kept is not None:
         for ax, kind in zip(axes[1], kinds):
-            retention.draw(ax, kept, kind, base_len, train_len)
+            _draw_retention(ax, kept, kind, base_len, train_len)
         axes[1][0].set_ylabel("retention: gain at d / gain within L0")
     handles, labels = axes[0][-1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
@@ -72,3 +63,35 @@ def plot(
     plt.close(fig)
     tmp.replace(path)
     return path
+
+
+def _errorbars(ax, g: pd.DataFrame, column: str, label: str) -> None:
+    """`column` by distance with its 95% interval (`<column>_low`, `<column>_high`) as error bars."""
+    ax.errorbar(
+        g["distance"],
+        g[column],
+        yerr=[g[column] - g[f"{column}_low"], g[f"{column}_high"] - g[column]],
+        marker="o",
+        capsize=2,
+        label=label,
+    )
+
+
+def _draw_retention(ax, kept: pd.DataFrame, kind: str, base_len: int | None, train_len: int | None) -> None:
+    """Retention by distance for one condition's arms (and the base), on one matplotlib axis."""
+    for variant, g in kept[kept["kind"] == kind].groupby("variant", sort=False):
+        g = g[g["retention"].notna()].sort_values("distance")
+        if g.empty:
+            continue
+        _errorbars(ax, g, "retention", variant)
+    base = kept[(kept["kind"] == "base") & kept["retention"].notna()].sort_values("distance")
+    if not base.empty:
+        ax.plot(base["distance"], base["retention"], color="black", ls=":", marker="x", label="base")
+    ax.axhline(1.0, color="grey", ls="--", lw=0.8)
+    ax.axhline(0.0, color="grey", ls="--", lw=0.8)
+    for length in (base_len, train_len):
+        if length:
+            ax.axvline(length, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_title(f"{kind}: retention of the copy beyond L0")
+    ax.set_xlabel("distance d to the first occurrence (tokens)")

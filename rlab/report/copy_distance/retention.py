@@ -391,30 +391,3 @@ def blocks(kept: pd.DataFrame) -> list[doc.Block]:
         rows.append(cells)
     columns = ["arm", *(f"d={distance[w]} (W={w})" for w in windows)]
     return [doc.Paragraph(about), doc.TableBlock(columns, rows, align="plain")]
-
-
-def draw(ax, kept: pd.DataFrame, kind: str, base_len: int | None, train_len: int | None) -> None:
-    """Retention by distance for one condition's arms (and the base), on one matplotlib axis."""
-    for variant, g in kept[kept["kind"] == kind].groupby("variant", sort=False):
-        g = g[g["retention"].notna()].sort_values("distance")
-        if g.empty:
-            continue
-        ax.errorbar(
-            g["distance"],
-            g["retention"],
-            yerr=[g["retention"] - g["retention_low"], g["retention_high"] - g["retention"]],
-            marker="o",
-            capsize=2,
-            label=variant,
-        )
-    base = kept[(kept["kind"] == "base") & kept["retention"].notna()].sort_values("distance")
-    if not base.empty:
-        ax.plot(base["distance"], base["retention"], color="black", ls=":", marker="x", label="base")
-    ax.axhline(1.0, color="grey", ls="--", lw=0.8)
-    ax.axhline(0.0, color="grey", ls="--", lw=0.8)
-    for length in (base_len, train_len):
-        if length:
-            ax.axvline(length, color="grey", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_title(f"{kind}: retention of the copy beyond L0")
-    ax.set_xlabel("distance d to the first occurrence (tokens)")

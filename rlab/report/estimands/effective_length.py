@@ -13,7 +13,9 @@ Censored where the data say no more: ``< shortest`` (fails at the shortest evalu
 results.csv) and ``>= longest`` (passes everywhere; `censored` says which). The 95% interval on the length is a
 percentile bootstrap over items: items (keys) resampled within each length and seed-averaged per item, the
 relative threshold recomputed in each draw (`tests/report/calibration_estimands.py` checks its coverage); with
-fewer than `inference.MIN_UNITS` items at some length there is no interval. Levels, not tests: no verdict and no
+fewer than `inference.MIN_UNITS` items at some length there is no interval. A length where every key is right (or
+every one wrong) cannot move under resampling: the interval takes it as passing (failing) where the exact binomial
+bound of all-right (all-wrong) clears the threshold, and as either otherwise (`unsettled`). Levels, not tests: no verdict and no
 family.
 """
 
@@ -176,9 +178,25 @@ def estimate(
     }
     if min(len(v) for v in items.values()) < inf.MIN_UNITS:
         return found  # a bootstrap over a handful of keys covers nothing it promises
-    drawn = longest_passing(boot, levels(boot))
-    low, high = (int(v) for v in np.quantile(drawn, [0.025, 0.975], method="inverted_cdf"))
+    may_fail, may_pass = unsettled(items, lengths, level)
+    low_boot, high_boot = boot.copy(), boot.copy()
+    low_boot[:, may_fail], high_boot[:, may_pass] = -np.inf, np.inf
+    low = int(np.quantile(longest_passing(low_boot, levels(boot)), 0.025, method="inverted_cdf"))
+    high = int(np.quantile(longest_passing(high_boot, levels(boot)), 0.975, method="inverted_cdf"))
     return found | {"low": grid[low], "high": grid[high]}
+
+
+def unsettled(
+    items: dict[int, np.ndarray], lengths: list[int], level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lengths where every item is right (or every one wrong), so that no bootstrap draw can fail (pass) there,
+    yet the exact binomial bound does not settle it: all n right gives a one-sided 97.5% lower bound
+    0.025^(1/n) on the accuracy (0.926 at 48 keys), all wrong an upper bound 1 - 0.025^(1/n). Where the bound does
+    not clear `level`, the interval's low end takes the length as failing (`may_fail`) and its high end as passing
+    (`may_pass`), as a bootstrap that could move it would."""
+    acc = np.array([items[L].mean() for L in lengths])
+    bound = 0.025 ** (1.0 / np.array([len(items[L]) for L in lengths]))
+    return (acc >= 1.0) & (bound < level), (acc <= 0.0) & (1.0 - bound >= level)
 
 
 def _frames(data: Measured, arm: Arm, csv: str) -> list[pd.DataFrame] | None:

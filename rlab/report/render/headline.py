@@ -34,12 +34,26 @@ def _hint(metric: str) -> str:
     return MORE_UNITS_HINT["bpb"]
 
 
-def _unit_word(data: ReportData, metric: str) -> str:
+def unit_word(data: ReportData, metric: str) -> str:
+    """What a comparison's units are called in a sentence."""
     if metric == "core":
         return "examples"
     if metric.startswith("passkey"):
         return "keys"
     return "documents" if data.clustered else "eval units"
+
+
+def bpb_change(comp) -> tuple[str, str]:
+    """A BPB comparison in words: its relative change with interval ('' without one), its absolute change."""
+    rel = (
+        f"{comp['rel_pct']:+.2f}% [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]"
+        if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"])
+        else ""
+    )
+    absolute = f"{comp['diff']:+.4f} BPB" + (
+        f" [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]" if not math.isnan(comp["diff_low"]) else ""
+    )
+    return rel, absolute
 
 
 def sentence(data: ReportData, arm: str) -> doc.Text:
@@ -62,14 +76,7 @@ def sentence(data: ReportData, arm: str) -> doc.Text:
     seed_text = f"{seeds} seed{'s' if seeds != 1 else ''}" + (
         f" vs {base_seeds}" if base_seeds != seeds else ""
     )
-    rel = (
-        f"{comp['rel_pct']:+.2f}% [{comp['rel_low']:+.2f}, {comp['rel_high']:+.2f}]"
-        if not math.isnan(comp["rel_pct"]) and not math.isnan(comp["rel_low"])
-        else ""
-    )
-    absolute = f"{comp['diff']:+.4f} BPB" + (
-        f" [{comp['diff_low']:+.4f}, {comp['diff_high']:+.4f}]" if not math.isnan(comp["diff_low"]) else ""
-    )
+    rel, absolute = bpb_change(comp)
     word = Verdict(comp["verdict"])
     call: doc.Text
     if word is Verdict.NOT_COMPARABLE:
@@ -95,7 +102,7 @@ def sentence(data: ReportData, arm: str) -> doc.Text:
         doc.strong(arm),
         f" vs {b}: {value:.4f} vs {base_value:.4f} BPB, {rel + ' = ' if rel else ''}{absolute}; ",
         call,
-        f" (n = {n} {_unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})",
+        f" (n = {n} {unit_word(data, metric)}, {seed_text}; {family_tag(data, comp)})",
         *extension_beside_level(data, arm),
         ".",
     )

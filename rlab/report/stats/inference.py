@@ -18,8 +18,10 @@ arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean o
   sign-flip test of ``sum(d)`` it replaces assumed symmetric differences and gave 8% familywise error on the
   demo's own (skewed) differences, 19-37% on centred-exponential families of 10-60 (the calibration table is in
   `docs/statistics.md`).
-* **Several seeds**: a t test and interval on se with Welch-Satterthwaite's df over the unit and seed terms, so
-  seeds add power when unit noise dominates (at zero training noise, df ~ n - 1, not S - 1).
+* **Several seeds**: the same skew-corrected statistic on the whole se, its reference adding to each sign pattern
+  a draw of the seed terms (at their 90% upper bound, `skew_test`): t on the seeds' df when seed noise
+  dominates, the one-seed reference when unit noise does, so seeds add power and keep the skew correction. `df`
+  (Welch-Satterthwaite's over the terms) is kept for the MDE and for `level`'s t intervals.
 * **Untestable**: fewer than `MIN_UNITS` units, or no variation (every unit differs by the same amount: identical
   arms, structural zeros): the p-value is None, the comparison enters no family and gets no verdict.
 * **Families** (`rlab.report.stats.verdicts`): verdicts are Holm-adjusted within one declared family whose size
@@ -67,7 +69,7 @@ EXACT_SIGN_FLIP_MAX = 16
 """Up to this many units the sign-flip test enumerates all 2^n sign patterns (exact p)."""
 SKEW_EXACT = "skew-corrected t, sign-flip reference (exact)"
 SKEW_MC = "skew-corrected t, sign-flip reference (Monte Carlo)"
-SEEDS_T = "t over seeds and units (Satterthwaite df)"
+SEEDS_SKEW = "skew-corrected t over seeds and units, sign flips and seed-term draws (Monte Carlo)"
 _NO_VARIATION = 1e-12
 """A standard error this small relative to the values is rounding: the arms are identical on these units."""
 
@@ -88,7 +90,7 @@ class Comparison:
     n_seeds: int = 1
     """Training seeds per side (the smaller side); 1 = training noise not covered."""
     method: str = "t"
-    """How `p_value` was computed: `SKEW_EXACT`, `SKEW_MC` (one seed per side) or `SEEDS_T` (several)."""
+    """How `p_value` was computed: `SKEW_EXACT`, `SKEW_MC` (one seed per side) or `SEEDS_SKEW` (several)."""
     reason: str | None = None
     """Why there is no p-value: ``too few units`` or ``no variation``."""
     unit_var: float = math.nan
@@ -187,7 +189,7 @@ def compare(
     `a`, `b`: per-unit values, (n,) or (S, n) for S seeds, aligned by unit (the caller joins on unit id and sums
     within clusters first: the units must be independent). Each seed's estimate is ``sum(y) / sum(weights)``
     (`weights` None: a mean). `strata`: a label per unit; the unit variance is then pooled within strata
-    (CORE: the task), as a stratified sample's is. p is a sign-flip test with one seed per side, else t.
+    (CORE: the task), as a stratified sample's is. p and the interval: the skew-corrected test (`skew_test`).
     """
     ya, yb = as_seeds(a), as_seeds(b)
     n = ya.shape[1]
@@ -197,7 +199,8 @@ def compare(
     if n == 0 or not w.sum() > 0:
         return Comparison(math.nan, math.nan, math.nan, math.nan, math.nan, None, n, reason="no units")
     strata_arr = None if strata is None else np.asarray(strata)
-    estimate, se, df, seeds, unit_var, seed_var, z = se_terms(ya, yb, w, strata_arr)
+    estimate, se, df, seeds, unit_var, seed_terms, z = se_terms(ya, yb, w, strata_arr)
+    seed_var = sum(v for v, _ in seed_terms)
     low, high = t_interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
     base = dict(
         estimate=estimate,
@@ -214,28 +217,27 @@ def compare(
         return Comparison(**base, p_value=None, reason="too few units")
     if se <= _NO_VARIATION * max(1.0, float(np.abs(ya).max()), float(np.abs(yb).max())) / w.mean():
         return Comparison(**base, p_value=None, reason="no variation")
-    if ya.shape[0] == 1 and yb.shape[0] == 1:
-        indicator = None if strata_arr is None else _indicator(strata_arr)
-        _, _, a = skew_test.moments(z[None, :], indicator)
-        centred = z - _stratum_means(z, indicator)
-        if (
-            stop_hits is not None
-        ):  # simulations: the p only, drawn sequentially (the interval is not computed)
-            observed = abs(float(skew_test.hall(estimate / se, float(a[0]))))
-            p = skew_test.sequential_p(
-                observed, centred, indicator, rng or np.random.default_rng(0), draws, stop_hits
-            )
-            return Comparison(**base | dict(low=math.nan, high=math.nan), p_value=p, method=SKEW_MC)
-        ref, exact = skew_test.reference(
-            centred, indicator, rng or np.random.default_rng(0), draws, EXACT_SIGN_FLIP_MAX
+    indicator = None if strata_arr is None else _indicator(strata_arr)
+    _, se_u, a_u = skew_test.moments(z[None, :], indicator)
+    skew = float(a_u[0] * (se_u[0] / se) ** 3)  # the units' third cumulant over the whole se³
+    centred = z - _stratum_means(z, indicator)
+    drawn = [(v * upper_factor(d), d) for v, d in seed_terms]  # the reference draws them at their upper bound
+    if stop_hits is not None:  # simulations: the p only, drawn sequentially (the interval is not computed)
+        observed = abs(float(skew_test.hall(estimate / se, skew)))
+        p = skew_test.sequential_p(
+            observed, centred, indicator, rng or np.random.default_rng(0), draws, stop_hits, drawn
         )
-        p, low, high = skew_test.p_and_interval(estimate, se, float(a[0]), ref, level)
-        base.update(low=low, high=high)
-        if (recorded := _RECORDED.get()) is not None:
-            recorded.append(UnitContributions(estimate, n, z, strata_arr))
-        return Comparison(**base, p_value=p, method=SKEW_EXACT if exact else SKEW_MC)
-    p = float(2 * stats.t.sf(abs(estimate) / se, df))
-    return Comparison(**base, p_value=p, method=SEEDS_T)
+        method = SEEDS_SKEW if seed_terms else SKEW_MC
+        return Comparison(**base | dict(low=math.nan, high=math.nan), p_value=p, method=method)
+    ref, exact = skew_test.reference(
+        centred, indicator, rng or np.random.default_rng(0), draws, EXACT_SIGN_FLIP_MAX, drawn
+    )
+    p, low, high = skew_test.p_and_interval(estimate, se, skew, ref, level)
+    base.update(low=low, high=high)
+    if not seed_terms and (recorded := _RECORDED.get()) is not None:
+        recorded.append(UnitContributions(estimate, n, z, strata_arr))
+    method = SEEDS_SKEW if seed_terms else SKEW_EXACT if exact else SKEW_MC
+    return Comparison(**base, p_value=p, method=method)
 
 
 @dataclass(frozen=True)
@@ -290,9 +292,10 @@ def level(
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     if n == 0 or not w.sum() > 0:
         return None
-    estimate, se, df, seeds, unit_var, seed_var, _ = se_terms(
+    estimate, se, df, seeds, unit_var, seed_terms, _ = se_terms(
         ys, None, w, None if strata is None else np.asarray(strata)
     )
+    seed_var = sum(v for v, _ in seed_terms)
     low, high = t_interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
     return Comparison(
         estimate, low, high, se, df, None, n, seeds, "t", "a level, not a test", unit_var, seed_var
@@ -321,6 +324,7 @@ def test_description(draws: int, seed: int) -> str:
         "p-value and 95% interval come from one test: the studentized mean difference with Hall's skewness "
         f"correction, referred to its own distribution under random signs of the centred per-unit differences "
         f"(every pattern up to {EXACT_SIGN_FLIP_MAX} units, else {draws} Monte Carlo draws, seed {seed}), valid for "
-        "skewed and heavy-tailed units; with several training seeds per arm, a t test whose seed and unit terms "
-        "have Satterthwaite's degrees of freedom (an arm with one seed borrows the other's seed term)"
+        "skewed and heavy-tailed units; with several training seeds per arm the reference adds a draw of the seed "
+        "term (normal, its variance at its 90% upper bound, chi-square on its degrees of freedom; an arm with one "
+        "seed borrows the other's seed term)"
     )

@@ -17,6 +17,12 @@ symmetric, like G after the correction, and carrying the sample's own tails and 
 (so a symmetric heavy-tailed null is not over-corrected). p and the interval come from one reference: the
 interval is every mu whose |G(mu)| is within the reference's quantile, so a verdict never contradicts it.
 
+With several training seeds the estimate also carries a seed term (`inference._seed_terms`), estimated on a few
+degrees of freedom. The reference then adds to each sign pattern a draw of that term, normal with its variance
+at the term's upper confidence bound and its estimate scaled chi-square on its df (`SeedTerms`): with seed noise
+dominant the reference is the t distribution on the seeds' df, with unit noise dominant it is the one-seed
+reference above, so seeds add power without losing the skew correction.
+
 Chosen by simulation over a plain sign flip of the sum, the t test, Hall's G against t(n - 1) and a sign flip of
 G on the raw differences (`tests/report/calibration.py`; the numbers are in `docs/statistics.md`).
 `scipy.stats.bootstrap` offers percentile/basic/BCa intervals but neither a studentized bootstrap nor a
@@ -26,8 +32,12 @@ p-value, and `permutation_test` flips raw data only, so this is written here.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+
+SeedTerms = Sequence[tuple[float, float]]
+"""(variance, df) of each seed term of se² as the reference draws it (the variance at its upper bound)."""
 
 _CHUNK_ELEMENTS = 2_000_000
 """Sign patterns are drawn in chunks of about this many entries (memory stays under ~100 MB at any n)."""
@@ -71,19 +81,23 @@ def moments(x: np.ndarray, indicator: np.ndarray | None) -> tuple[np.ndarray, np
 
 
 def reference(
-    centred: np.ndarray, indicator: np.ndarray | None, rng: np.random.Generator, draws: int, exact_max: int
+    centred: np.ndarray,
+    indicator: np.ndarray | None,
+    rng: np.random.Generator,
+    draws: int,
+    exact_max: int,
+    seeds: SeedTerms = (),
 ) -> tuple[np.ndarray, bool]:
-    """|G| of the centred contributions under random signs: all 2^n patterns when n <= `exact_max` (exact),
-    else `draws` random ones. Returns (values, exact)."""
+    """|G| of the centred contributions under random signs (and seed-term draws, `seeds`): all 2^n patterns
+    when n <= `exact_max` and there is no seed term (exact), else `draws` random ones. Returns (values, exact)."""
     n = len(centred)
-    if n <= exact_max:
+    if n <= exact_max and not seeds:
         signs = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2.0 - 1.0
         return _abs_g(signs * centred, indicator), True
     out, chunk = [], max(1, _CHUNK_ELEMENTS // max(n, 1))
     for start in range(0, draws, chunk):
         k = min(chunk, draws - start)
-        signs = rng.integers(0, 2, size=(k, n), dtype=np.int8) * 2.0 - 1.0
-        out.append(_abs_g(signs * centred, indicator))
+        out.append(_draw(centred, indicator, rng, k, seeds))
     return np.concatenate(out), False
 
 
@@ -94,6 +108,7 @@ def sequential_p(
     rng: np.random.Generator,
     max_draws: int,
     stop_hits: int,
+    seeds: SeedTerms = (),
 ) -> float:
     """Besag and Clifford's (1991) sequential Monte Carlo p: draw sign patterns until `stop_hits` reach
     |G| >= `observed` (p = hits / draws so far) or `max_draws` are spent (p = (1 + hits) / (1 + draws)). Valid
@@ -102,18 +117,39 @@ def sequential_p(
     n, hits, done, chunk = len(centred), 0, 0, 32
     while done < max_draws:
         k = min(chunk, max_draws - done)
-        signs = rng.integers(0, 2, size=(k, n), dtype=np.int8) * 2.0 - 1.0
-        reached = np.flatnonzero(_abs_g(signs * centred, indicator) >= observed - 1e-9 * max(1.0, observed))
+        drawn = _draw(centred, indicator, rng, k, seeds)
+        reached = np.flatnonzero(drawn >= observed - 1e-9 * max(1.0, observed))
         if hits + len(reached) >= stop_hits:
             return stop_hits / (done + int(reached[stop_hits - hits - 1]) + 1)
         hits, done, chunk = hits + len(reached), done + k, min(chunk * 2, _CHUNK_ELEMENTS // max(n, 1))
     return (1 + hits) / (1 + done)
 
 
-def _abs_g(x: np.ndarray, indicator: np.ndarray | None) -> np.ndarray:
-    mean, se, a = moments(x, indicator)
+def _draw(
+    centred: np.ndarray, indicator: np.ndarray | None, rng: np.random.Generator, k: int, seeds: SeedTerms
+) -> np.ndarray:
+    """`k` reference values: random signs on the units, and a normal / scaled chi-square draw per seed term."""
+    signs = rng.integers(0, 2, size=(k, len(centred)), dtype=np.int8) * 2.0 - 1.0
+    shift, var = np.zeros(k), np.zeros(k)
+    for v, df in seeds:
+        shift += math.sqrt(v) * rng.standard_normal(k)
+        var += v * rng.chisquare(df, k) / df
+    return _abs_g(signs * centred, indicator, shift, var)
+
+
+def _abs_g(
+    x: np.ndarray,
+    indicator: np.ndarray | None,
+    shift: np.ndarray | float = 0.0,
+    seed_var: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """|G| of each row of `x` as unit contributions, plus a seed term's estimate `shift` and variance `seed_var`
+    (the skewness is the units' third cumulant over the whole se³: seed noise is taken as symmetric)."""
+    mean, se_u, a_u = moments(x, indicator)
+    se = np.sqrt(se_u**2 + seed_var)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se > 0, mean / np.where(se > 0, se, 1.0), 0.0)
+        t = np.where(se > 0, (mean + shift) / np.where(se > 0, se, 1.0), 0.0)
+        a = np.where(se > 0, a_u * (se_u / np.where(se > 0, se, 1.0)) ** 3, 0.0)
     return np.abs(hall(t, a))
 
 

@@ -42,9 +42,9 @@ def _seed_estimates(y: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 def se_terms(
     ya: np.ndarray, yb: np.ndarray | None, weights: np.ndarray, strata: np.ndarray | None
-) -> tuple[float, float, float, int, float, float, np.ndarray]:
-    """(estimate, se, df, seeds, unit term, seed term, unit contributions z) of mean(a) - mean(b) (or of a alone
-    when `yb` is None); se² = unit term + seed term, df Welch-Satterthwaite's over both."""
+) -> tuple[float, float, float, int, float, list[tuple[float, float]], np.ndarray]:
+    """(estimate, se, df, seeds, unit term, seed terms (variance, df), unit contributions z) of mean(a) - mean(b)
+    (or of a alone when `yb` is None); se² = unit term + seed terms, df Welch-Satterthwaite's over them."""
     n = ya.shape[1]
     a_s = _seed_estimates(ya, weights)
     b_s = _seed_estimates(yb, weights) if yb is not None else np.zeros(1)
@@ -56,7 +56,7 @@ def se_terms(
     se, _ = satterthwaite(terms + seed_terms, max(n - 1.0, 1.0))
     _, df = satterthwaite(terms + [(v * upper_factor(d), d) for v, d in seed_terms], max(n - 1.0, 1.0))
     seeds = min(len(a_s), len(b_s)) if yb is not None else len(a_s)
-    return estimate, se, df, seeds, sum(v for v, _ in terms), sum(v for v, _ in seed_terms), z
+    return estimate, se, df, seeds, sum(v for v, _ in terms), seed_terms, z
 
 
 SEED_DF_QUANTILE = 0.1
