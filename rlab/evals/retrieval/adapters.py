@@ -41,7 +41,6 @@ def likelihood_outputs(
 ) -> tuple[dict | None, dict[Path, Table]]:
     """The section's `likelihood` record and its choices CSV from scored items (`likelihood.ChoiceScore`s, however
     they were scored); (None, {}) without any (a stale CSV of an earlier run is removed)."""
-    from rlab.evals.retrieval import likelihood as rl
 
     if not scores:
         (ctx.out_dir / csv_name).unlink(missing_ok=True)
