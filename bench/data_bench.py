@@ -18,9 +18,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
+import torch
+
+from rlab.core.loader import TokenLoader, split_shards
+from rlab.core.tokenizer import Tokenizer
+from rlab.data.prepare import PrepareOptions, prepare_data
+from rlab.paths import BaseLayout, default_base_dir
+
 
 def _synthetic_base(root: Path) -> Path:
-    from rlab.data.prepare import PrepareOptions, prepare_data
 
     rng = random.Random(0)
     words = (
@@ -39,12 +46,6 @@ def _synthetic_base(root: Path) -> Path:
 
 
 def main(argv: list[str]) -> None:
-    import pyarrow.parquet as pq
-    import torch
-
-    from rlab.core.loader import TokenLoader, split_shards
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.paths import BaseLayout, default_base_dir
 
     parser = argparse.ArgumentParser(prog="bench.data_bench")
     parser.add_argument("--base-dir", type=Path, default=None)

@@ -39,6 +39,15 @@ import json
 import time
 from pathlib import Path
 
+import torch
+
+from rlab.core.gpt import GPT, GPTConfig
+from rlab.core.tokenizer import Tokenizer
+from rlab.evals.bpb.score import score_documents
+from rlab.evals.core.bundle import load_bundle, load_task_data
+from rlab.evals.core.metric import evaluate_task, subsample
+from rlab.paths import default_base_dir, find_eval_bundle
+
 TESTS_BUNDLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "eval_bundle"
 TASKS = (
     "copa",
@@ -68,9 +77,6 @@ def _texts(bundle: Path, per_file: int = 400) -> list[str]:
 
 
 def _model(layers: int, width: int, vocab: int, seq_len: int, device):
-    import torch
-
-    from rlab.core.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
     heads = max(1, width // 64) if width >= 128 else 2
@@ -89,12 +95,6 @@ def _model(layers: int, width: int, vocab: int, seq_len: int, device):
 
 def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool]:
     """One model config: per-task table; returns (overall speedup, all verdicts identical)."""
-    import torch
-
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.evals.bpb.score import score_documents
-    from rlab.evals.core.bundle import load_bundle, load_task_data
-    from rlab.evals.core.metric import evaluate_task, subsample
 
     c = dict(CONFIGS[name], **({"seq_len": args.seq_len} if args.seq_len else {}))
     t0 = time.perf_counter()
@@ -205,7 +205,6 @@ def bench_config(name: str, args, texts: list[str], device) -> tuple[float, bool
 
 
 def main(argv: list[str]) -> None:
-    import torch
 
     ap = argparse.ArgumentParser(prog="bench.eval_bench")
     ap.add_argument("--device", default="cpu")
@@ -233,8 +232,6 @@ def main(argv: list[str]) -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if args.bundle is None:
-        from rlab.paths import default_base_dir, find_eval_bundle
-
         args.bundle = find_eval_bundle(default_base_dir()) or TESTS_BUNDLE
     texts = _texts(args.bundle)
     summary = []

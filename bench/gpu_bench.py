@@ -36,8 +36,20 @@ import string
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+import torch
+import yaml
+
+from bench.memory_bench import nanochat_2025
+from rlab.data.prepare import PrepareOptions, prepare_data
+from rlab.evals import catalog
+from rlab.evals.runner import run_evals
+from rlab.memory.plan import plan_training
+from rlab.memory.shape import TrainShape
+from rlab.spec.run import EvalRunConfig, RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "experiments" / "rope_scaling_d20.yaml"
@@ -49,7 +61,6 @@ GIB, MIB = 2**30, 2**20
 def _synthetic_base(root: Path, vocab: int) -> Path:
     """A base dir whose corpus is random words (enough distinct ones for `vocab` BPE tokens), prepared by
     rlab's own pipeline in nanochat's layout (shards, tokenizer.pkl, token_bytes.pt)."""
-    from rlab.data.prepare import PrepareOptions, prepare_data
 
     rng = random.Random(0)
     words = [
@@ -70,15 +81,11 @@ def _synthetic_base(root: Path, vocab: int) -> Path:
 
 def shipped_device_batch() -> int:
     """The d20 spec's train.device_batch_size (what the user's run uses per rank)."""
-    import yaml
 
     return int(yaml.safe_load(SPEC.read_text())["train"]["device_batch_size"])
 
 
 def _plan(shape: dict[str, int], batch: int, nproc: int, device: str, checkpointing: str = "off") -> Any:
-    from bench.memory_bench import nanochat_2025
-    from rlab.memory.plan import plan_training
-    from rlab.memory.shape import TrainShape
 
     config = nanochat_2025(shape["depth"], shape["n_embd"], shape["n_head"], shape["vocab"], shape["seq_len"])
     ts = TrainShape(
@@ -135,7 +142,6 @@ def run_rlab(
     checkpointing: str = "off",
 ) -> dict:
     """rlab's trainer under torchrun; its metrics.jsonl summarised (past compilation and warm-up)."""
-    from rlab.spec.run import RunConfig
 
     run_dir = root / "runs" / "bench"
     cfg = RunConfig.model_validate(
@@ -236,13 +242,6 @@ EVAL_SIZES = {
 def run_evals_timed(base: Path, root: Path, lengths: tuple[int, ...], cuda: bool) -> list[dict]:
     """Every eval of the catalog on rlab's bench checkpoint at `lengths`, one at a time in this process
     (`rlab.evals.runner.run_evals`, the worker's own function): seconds and peak memory of each."""
-    import time
-
-    import torch
-
-    from rlab.evals import catalog
-    from rlab.evals.runner import run_evals
-    from rlab.spec.run import EvalRunConfig
 
     out = []
     for name in catalog.names():
@@ -300,7 +299,6 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--no-eval-bench", action="store_true", help="skip the CORE/BPB throughput part")
     parser.add_argument("--no-evals", action="store_true", help="skip each eval at long lengths")
     args = parser.parse_args(argv)
-    import torch
 
     cuda = torch.cuda.is_available()
     if not cuda and not args.cpu:
@@ -380,7 +378,7 @@ def _report(plan: Any, ours: dict, anchor: dict | None, cuda: bool, eval_bench: 
     flat = f" (max/min past the first: {max(peaks[1:]) / min(peaks[1:]):.3f})" if len(peaks) > 2 else ""
     print(f"eval-interval peaks (MB): {peaks}{flat}; allocator verified: {ours['alloc_verified']}")
     if cuda and eval_bench:
-        from bench import eval_bench
+        from bench import eval_bench  # noqa: PLC0415 - `eval_bench` is also a local name
 
         print("\n--- CORE batched vs one-at-a-time and BPB tokens/s on CUDA ---", flush=True)
         eval_bench.main(["--device", "cuda", "--configs", "realistic,realistic-2048"])

@@ -36,7 +36,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rlab.core.gpt_config import GPTConfig
+from rlab.memory.compiled import compiled_saved
+from rlab.memory.fake_world import fake_world
+from rlab.memory.plan import plan_training
+from rlab.memory.shape import TrainShape
+from rlab.memory.trace import build_training, on_cpu, rlab_model, saved_by_region, trace_step
 
 SIZES = {
     "d20": dict(n_layer=20, n_embd=1280, n_head=10, vocab_size=65536, seq_len=8192, batch=8, nproc=8),
@@ -61,7 +68,6 @@ def nanochat_2025(n_layer: int, n_embd: int, n_head: int, vocab_size: int, seq_l
 
 
 def _shape(size: dict[str, Any], batch: int | None = None):
-    from rlab.memory.shape import TrainShape
 
     config = nanochat_2025(
         size["n_layer"], size["n_embd"], size["n_head"], size["vocab_size"], size["seq_len"]
@@ -77,7 +83,7 @@ def _shape(size: dict[str, Any], batch: int | None = None):
 def _nanochat_modules(nanochat_dir: Path):
     if str(nanochat_dir) not in sys.path:
         sys.path.insert(0, str(nanochat_dir))
-    import nanochat.gpt as gpt
+    import nanochat.gpt as gpt  # noqa: PLC0415 - optional dependency (nanochat)
 
     return gpt
 
@@ -86,9 +92,6 @@ def nanochat_model(nanochat_dir: Path) -> Callable[[GPTConfig], Any]:
     gpt = _nanochat_modules(nanochat_dir)
 
     def make(config: GPTConfig, shape=None):
-        import torch
-
-        from rlab.memory.trace import on_cpu
 
         def build():
             model = gpt.GPT(gpt.GPTConfig(**config.nanochat_dict()))
@@ -117,7 +120,6 @@ def nanochat_build(nanochat_dir: Path):
 
 def eager_per_token(size: dict[str, Any], build) -> dict[str, float]:
     """KiB per token saved by eager autograd: per layer, and by the loss head."""
-    from rlab.memory.trace import saved_by_region
 
     one, two = (saved_by_region(_shape(size, b), build) for b in (1, 2))
     tokens = size["seq_len"]
@@ -129,7 +131,6 @@ def eager_per_token(size: dict[str, Any], build) -> dict[str, float]:
 
 def compiled_per_token(size: dict[str, Any], make_model) -> dict[str, float]:
     """KiB per token kept by torch.compile's partitioner: per layer, and outside the blocks."""
-    from rlab.memory.compiled import compiled_saved
 
     one, two = (compiled_saved(_shape(size, b), make_model) for b in (1, 2))
     tokens = size["seq_len"]
@@ -140,8 +141,6 @@ def compiled_per_token(size: dict[str, Any], make_model) -> dict[str, float]:
 
 
 def rlab_row(size: dict[str, Any], compiled: bool = True) -> dict[str, Any]:
-    from rlab.memory.plan import plan_training
-    from rlab.memory.trace import build_training, rlab_model
 
     plan = plan_training(_shape(size).model_copy(update={"compile": compiled}), suggest=False)
     return {
@@ -157,9 +156,6 @@ def rlab_row(size: dict[str, Any], compiled: bool = True) -> dict[str, Any]:
 def nanochat_row(size: dict[str, Any], nanochat_dir: Path, compiled: bool = True) -> dict[str, Any]:
     """nanochat's counts; its peak: its traced step at the full shape, the saved activations replaced by
     the compiled count (no DDP)."""
-    from rlab.memory.compiled import compiled_saved
-    from rlab.memory.fake_world import fake_world
-    from rlab.memory.trace import trace_step
 
     shape, make = _shape(size), nanochat_model(nanochat_dir)
     with fake_world(size["nproc"], environ=True, compile_off=True):  # nanochat compiles its optimizer steps
@@ -178,7 +174,6 @@ def nanochat_row(size: dict[str, Any], nanochat_dir: Path, compiled: bool = True
 
 
 def main(argv: list[str]) -> None:
-    import torch
 
     parser = argparse.ArgumentParser(prog="python -m bench.memory_bench")
     parser.add_argument("--size", choices=sorted(SIZES), default="d20")

@@ -19,6 +19,15 @@ import argparse
 import statistics
 import time
 
+import torch
+
+from rlab.core.gpt import GPT, GPTConfig
+from rlab.core.metrics import measure_matmul_peak
+from rlab.core.optim import build_optimizers
+from rlab.core.precision import autocast_context, cpu_has_fast_bf16
+from rlab.spec.rope import VARIANT_NAMES, RopeSpec
+from rlab.spec.train import LRSpec
+
 DEPTH, WIDTH, HEADS, SEQ, VOCAB, BATCH = 4, 256, 2, 512, 8192, 2
 NANOCHAT_ANCHOR_TOKENS_PER_S = 3700.0  # nanochat's trainer on this config, fp32, this machine (issue 4)
 NANOCHAT_ANCHOR_FP32_PEAK = 196e9  # the fp32 matmul peak measured alongside that anchor (issue 4)
@@ -41,12 +50,6 @@ def _timed_in_blocks(runners, rounds: int) -> dict[str, list[float]]:
 
 
 def _build(variant: str = "rope", factor: float = 4.0):
-    import torch
-
-    from rlab.core.gpt import GPT, GPTConfig
-    from rlab.core.optim import build_optimizers
-    from rlab.spec.rope import RopeSpec
-    from rlab.spec.train import LRSpec
 
     torch.manual_seed(0)
     config = GPTConfig(
@@ -74,7 +77,6 @@ def _build(variant: str = "rope", factor: float = 4.0):
 
 def _update(model, optimizers, loss) -> None:
     """What `rlab.core.train` does after the forward: backward, grad norm, clip at 1.0, Muon + AdamW step."""
-    import torch
 
     loss.backward()
     params = [p for p in model.parameters() if p.grad is not None]
@@ -87,9 +89,6 @@ def _update(model, optimizers, loss) -> None:
 
 def _make_step(model, optimizers, amp_dtype):
     """A closure running one training step of `model` (eager or compiled) on fresh random tokens."""
-    import torch
-
-    from rlab.core.precision import autocast_context
 
     device = torch.device("cpu")
     gen = torch.Generator().manual_seed(1)
@@ -114,7 +113,6 @@ def _loss_curves(steps: int, amp_dtype) -> None:
     per-token losses through the plain lm_head -> fp32 soft-cap -> cross_entropy chain in fp32; the
     other run is what `rlab.core.train` does on this CPU (bf16 autocast where native, fused head).
     """
-    import torch
 
     gen = torch.Generator().manual_seed(2)
     successors = torch.randint(0, VOCAB, (VOCAB, 4), generator=gen)  # (V, 4)
@@ -128,7 +126,6 @@ def _loss_curves(steps: int, amp_dtype) -> None:
         return seq[:, :-1], seq[:, 1:]  # (B, T) each
 
     data = [batch() for _ in range(steps)]
-    from rlab.core.precision import autocast_context
 
     curves = {}
     for name, amp, textbook in (("fp32 textbook", None, True), ("rlab default", amp_dtype, False)):
@@ -164,11 +161,6 @@ def _use_tiny_config() -> None:
 
 
 def main(argv: list[str]) -> None:
-    import torch
-
-    from rlab.core.metrics import measure_matmul_peak
-    from rlab.core.precision import cpu_has_fast_bf16
-    from rlab.spec.rope import VARIANT_NAMES
 
     parser = argparse.ArgumentParser(prog="python -m bench.train_bench", description=__doc__.splitlines()[0])
     parser.add_argument(

@@ -19,13 +19,14 @@ import statistics
 import sys
 import time
 
+import torch
+
+from rlab.core.gpt import GPT, GPTConfig
+
 GIB = 2**30
 
 
 def _model(args: argparse.Namespace, device: str, kernel: str):  # -> GPT
-    import torch
-
-    from rlab.core.gpt import GPT, GPTConfig
 
     config = GPTConfig(
         sequence_len=args.seq_len,
@@ -50,7 +51,6 @@ def _model(args: argparse.Namespace, device: str, kernel: str):  # -> GPT
 
 def run_kernel(args: argparse.Namespace, device: str, kernel: str) -> dict:
     """Forward + backward steps of one kernel; tokens/s, peak memory and the first loss."""
-    import torch
 
     model = _model(args, device, kernel)
     step = torch.compile(model, dynamic=False) if device == "cuda" else model
@@ -102,7 +102,6 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--cpu", action="store_true", help="tiny and uncompiled on the CPU (a smoke test)")
     args = parser.parse_args(argv)
-    import torch
 
     cuda = torch.cuda.is_available() and not args.cpu
     if not cuda and not args.cpu:

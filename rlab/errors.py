@@ -8,7 +8,10 @@ Library code never prints and never exits: it raises an `RlabError` carrying a m
 from __future__ import annotations
 
 import difflib
+import errno
+import shutil
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class RlabError(Exception):
@@ -104,9 +107,6 @@ def os_error(exc: OSError) -> RlabError:
     The message names the path the OS names; for a full disk it adds how much space is left on the filesystem that
     holds it (none is guessed when the OS names no file: the working directory's disk may not be the full one).
     """
-    import errno
-    import shutil
-    from pathlib import Path
 
     path = exc.filename or "a file (the OS named none)"
     reason = exc.strerror or str(exc)

@@ -39,6 +39,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlab.errors import SpecError
+
 NANOCHAT_DEFAULT_BASE_DIR = Path.home() / ".cache" / "nanochat"
 RESOLVED_SPEC_NAME = "spec.resolved.yaml"
 """A spec rlab wrote (recorded paths in it yield to the environment and to where the file lies)."""
@@ -157,8 +159,6 @@ def checked_name(kind: str, value: str) -> str:
     nothing is read or written outside the base and results dirs."""
     problem = name_problem(kind, value)
     if problem is not None:
-        from rlab.errors import SpecError
-
         raise SpecError(f"Invalid {problem}.", "A tag or experiment is a name (e.g. d20-pi), not a path.")
     return value
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from rlab.errors import RlabError
 from rlab.spec.tracking import TrackingSpec
@@ -74,8 +76,6 @@ WANDB_CONNECT_TIMEOUT_S = 5.0
 def check_wandb_reachable(timeout_s: float = WANDB_CONNECT_TIMEOUT_S) -> None:
     """Fail fast, with the `offline` hint, when wandb's server ($WANDB_BASE_URL, default api.wandb.ai) cannot be
     reached: wandb.init would otherwise spend minutes retrying before it gives up."""
-    import socket
-    from urllib.parse import urlsplit
 
     url = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
     host, port = url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)

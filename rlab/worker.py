@@ -10,12 +10,19 @@ there as JSON so that the CLI can show them as its own error instead of torchrun
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from rlab.atomic_io import write_text_atomic
+from rlab.errors import RlabError, os_error
+from rlab.orchestrate.lifeline import LAUNCHER_ENV, die_with_parent
 
 if TYPE_CHECKING:
     from rlab.errors import RlabError
@@ -44,16 +51,12 @@ def configure_logging() -> None:
 
 
 def write_error_file(path: Path, message: str, hint: str | None) -> None:
-    import json
-
-    from rlab.atomic_io import write_text_atomic
 
     write_text_atomic(Path(path), json.dumps({"message": message, "hint": hint}) + "\n")
 
 
 def read_error_file(path: Path) -> tuple[str, str | None] | None:
     """(message, hint) a worker left in its error file, or None."""
-    import json
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -69,9 +72,6 @@ def die_with_launcher() -> bool:
     RLAB_LAUNCHER_PID: a parent other than that means the agent died before the signal was armed. A
     checkpoint being written when the signal comes is never half-written (`rlab.atomic_io`).
     """
-    import signal
-
-    from rlab.orchestrate.lifeline import LAUNCHER_ENV, die_with_parent
 
     launcher = os.environ.get(LAUNCHER_ENV)
     parent = os.getppid()
@@ -82,7 +82,6 @@ def die_with_launcher() -> bool:
 
 def run_worker(argv: list[str], usage: str, job: Callable[[Path], object]) -> int:
     """Run `job(config_path)`; returns the process exit code (0, 1 for a user error, 2 for usage)."""
-    from rlab.errors import RlabError, os_error
 
     if not die_with_launcher():
         sys.stderr.write("error: the launcher of this worker has exited; not starting.\n")
@@ -106,7 +105,6 @@ def run_worker(argv: list[str], usage: str, job: Callable[[Path], object]) -> in
 
 def is_file_error(exc: OSError) -> bool:
     """A filesystem error the user can act on (names a file, or a full disk), not a peer's dropped connection."""
-    import errno
 
     return exc.filename is not None or exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+import json as _json
 import os
+import random
+import signal
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
+import torch.distributed as dist
+
+from rlab.data.prepare import PrepareOptions, prepare_data
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,14 +94,13 @@ def _isolate_env(monkeypatch, tmp_path):
 def _restore_torch_state():
     """Restore the default dtype and tear down any process group a test left behind."""
     try:
-        import torch
+        import torch  # noqa: PLC0415 - optional
     except ImportError:  # pragma: no cover
         yield
         return
     dtype = torch.get_default_dtype()
     yield
     torch.set_default_dtype(dtype)
-    import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
@@ -119,7 +125,6 @@ def default_sigint() -> None:
     """preexec_fn for a child a test will Ctrl-C: a shell's background job (`cmd &` without job control)
     starts with SIGINT ignored, and an ignored signal stays ignored across exec (Python then never installs
     its KeyboardInterrupt handler), so the test would hang instead of testing the interrupt."""
-    import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -142,7 +147,6 @@ def make_english_docs(
     n_docs: int, seed: int = 0, min_sentences: int = 15, max_sentences: int = 40
 ) -> list[str]:
     """`n_docs` deterministic English-like documents (paragraphs of simple sentences, digits, punctuation)."""
-    import random
 
     rng = random.Random(seed)
     docs = []
@@ -175,9 +179,6 @@ def tiny_base_dir(tmp_path_factory) -> Path:
 def build_tiny_base(root: Path) -> Path:
     """The tiny base dir, `root/base` (its corpus in `root/corpus`); also what experiments/probes/fault_drill.py
     builds its base from."""
-    import json as _json
-
-    from rlab.data.prepare import PrepareOptions, prepare_data
 
     corpus = root / "corpus"
     corpus.mkdir()
@@ -210,7 +211,6 @@ def train_base(tiny_base_dir: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def one_thread():
     """Two cores are shared by everyone: keep torch to one intra-op thread (the training tests use it)."""
-    import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+import torch
+
 from rlab import provenance
 
 
@@ -52,7 +54,6 @@ def test_the_cpu_facts_are_the_model_and_the_flags_that_pick_kernels():
 
 
 def test_the_platform_names_this_process_threads_and_torch(one_thread):
-    import torch
 
     now = provenance.current_platform()
     assert now.device == "cpu" and now.threads == 1 and now.torch == torch.__version__ and now.cpu

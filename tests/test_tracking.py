@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
+from rlab.errors import RlabError
 from rlab.spec.tracking import TrackingSpec
 from rlab.tracking import NullTracker, WandbTracker, make_tracker
 
@@ -35,9 +38,6 @@ def test_offline_wandb_run_groups_by_experiment(tmp_path, monkeypatch):
 def test_online_wandb_without_a_network_fails_fast_with_the_offline_hint(tmp_path, monkeypatch):
     """Issue 42, finding 7: `online` with no network spent 2 minutes in wandb's retries before failing, with no
     hint to use `offline`. The server is tried once (a few seconds at most) before wandb starts."""
-    import socket
-
-    from rlab.errors import RlabError
 
     tried = []
 

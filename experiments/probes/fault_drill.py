@@ -34,11 +34,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import torch  # noqa: E402
+
+from rlab.core.checkpoint_meta import read_meta  # noqa: E402
+from rlab.errors import RlabError  # noqa: E402
+from rlab.orchestrate.disk import DISK_MARGIN, MIB, checkpoint_bytes  # noqa: E402
 from rlab.orchestrate.lock import lock_holder  # noqa: E402
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, model_file  # noqa: E402
+from rlab.records.metrics_log import read_metrics_records  # noqa: E402
 from tests.cli import job_faults as jf  # noqa: E402
 from tests.cli.harness import Outcome, processes_mentioning, run_process  # noqa: E402
-from tests.orchestrate.helpers import spec_args  # noqa: E402
+from tests.conftest import build_tiny_base  # noqa: E402
+from tests.orchestrate.helpers import pretrained_smoke_base, spec_args  # noqa: E402
 
 COLUMNS = 400
 """No wrapped lines in what the drill reads back."""
@@ -91,8 +98,6 @@ class Drill:
         on it into tag `smoke` (`tests.orchestrate.helpers.pretrained_smoke_base`)."""
         if checkpoint_steps(BaseLayout(self.base).checkpoint_dir("smoke")) == [4]:
             return
-        from tests.conftest import build_tiny_base
-        from tests.orchestrate.helpers import pretrained_smoke_base
 
         for folder in (self.work / "tiny", self.base):  # what an interrupted build left
             shutil.rmtree(folder, ignore_errors=True)
@@ -279,7 +284,6 @@ class Drill:
         )
 
     def f5_disk_check(self) -> None:
-        from rlab.orchestrate.disk import DISK_MARGIN, MIB, checkpoint_bytes
 
         with self.tmpfs("tmpfs-disk", "192m", "5 disk check", "refused 0.1 GB with 0.1 GB free") as mount:
             if mount is None:
@@ -332,7 +336,6 @@ class Drill:
         )
 
     def f7_corrupt_inputs(self) -> None:
-        import torch
 
         def truncate(path: Path) -> None:
             path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -547,8 +550,6 @@ class Drill:
         )
 
     def g4_exploded_checkpoints(self) -> None:
-        from rlab.core.checkpoint_meta import read_meta
-        from rlab.errors import RlabError
 
         name = "s4"
         huge = "lr: {warmup_steps: 1, matrix_lr: 1.0e+37, embedding_lr: 1.0e+37, unembedding_lr: 1.0e+37}"
@@ -573,7 +574,6 @@ class Drill:
         )
 
     def g5_full_results_disk(self) -> None:
-        from rlab.records.metrics_log import read_metrics_records
 
         with self.tmpfs("tmpfs-results", "16m", "42.5 full results disk") as mount:
             if mount is None:

@@ -13,6 +13,7 @@ import signal
 import sys
 
 import typer
+from rich.markup import escape
 
 from rlab import __version__
 from rlab.cli import (
@@ -33,6 +34,7 @@ from rlab.cli import (
     spec_cmd,
     status_cmd,
 )
+from rlab.cli.console import err
 from rlab.cli.examples import epilog
 from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.errors import RlabError, Terminated, interrupt_exit_code, os_error
@@ -93,9 +95,6 @@ def _root(
 
 def render_error(exc: RlabError) -> None:
     """Print an RlabError as one or two red lines on stderr (message, then hint)."""
-    from rich.markup import escape
-
-    from rlab.cli.console import err
 
     err.print(f"[bold red]Error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
     if exc.hint:
@@ -104,9 +103,6 @@ def render_error(exc: RlabError) -> None:
 
 def render_usage_error(exc) -> None:
     """A click usage error as two lines (the problem, then where help is), not a boxed panel."""
-    from rich.markup import escape
-
-    from rlab.cli.console import err
 
     message = exc.format_message().replace("Value error, ", "")
     err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, soft_wrap=True)

@@ -6,9 +6,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
 
+from rlab.cli.console import err, out
 from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.cli.options import BaseDirOpt
+from rlab.paths import BaseLayout, default_base_dir, eval_bundle_cache
 
 app = typer.Typer(help="Download and check the DCLM CORE eval bundle.", no_args_is_help=True, cls=RlabGroup)
 
@@ -22,9 +25,7 @@ _MEANING = {
 
 
 def _render(directory: Path) -> None:
-    from rich.table import Table
 
-    from rlab.cli.console import out
     from rlab.evals.core.bundle import verify_bundle
 
     checks = verify_bundle(directory)
@@ -53,7 +54,6 @@ def check(
 ) -> None:
     """Report which task files are present, missing, or differ from nanochat's bundle."""
     from rlab.evals.core.bundle import bundle_root
-    from rlab.paths import default_base_dir
 
     _render(bundle_root(base_dir or default_base_dir(), directory))
 
@@ -68,9 +68,7 @@ def download(
 
     Without --base-dir: into the default base dir (~/.cache/nanochat unless $RLAB_BASE_DIR or
     $NANOCHAT_BASE_DIR say otherwise), where rlab eval and rlab demo find it whatever their --base-dir."""
-    from rlab.cli.console import err
     from rlab.evals.core.bundle_download import BUNDLE_URL, download_bundle
-    from rlab.paths import BaseLayout, eval_bundle_cache
 
     target = BaseLayout(base_dir).eval_bundle_dir if base_dir is not None else eval_bundle_cache()
     err.print(f"Downloading {url or BUNDLE_URL} ...", markup=False)

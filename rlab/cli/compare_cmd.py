@@ -10,12 +10,15 @@ report). The work is `rlab.report.assemble.compare`; this module resolves the ar
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 
 import typer
 
+from rlab.cli.console import out
 from rlab.cli.options import at_least
+from rlab.paths import ComparisonLayout, ExperimentLayout
 
 
 class CompareFormat(str, Enum):
@@ -26,7 +29,6 @@ class CompareFormat(str, Enum):
 def _layout(target: str, results_dir: Path | None):
     """An experiment name (folder under the results dir) or a spec file -> its ExperimentLayout."""
     from rlab.orchestrate.experiments import resolve_experiment
-    from rlab.paths import ExperimentLayout
 
     path = Path(target)
     if target.endswith((".yaml", ".yml")) or path.is_file():
@@ -88,9 +90,7 @@ def compare(
     ),
 ) -> None:
     """Compare two or more experiments: paired differences where they were evaluated alike, one report."""
-    from rlab.cli.console import out
     from rlab.cli.report_view import rich_table, rich_text
-    from rlab.paths import ComparisonLayout
     from rlab.report.assemble.compare import collect_comparison
     from rlab.report.comparison_document import write_comparison
 
@@ -115,7 +115,6 @@ def compare(
 
 
 def _json(report) -> str:
-    import json
 
     comp = report.comparison
     tables = [

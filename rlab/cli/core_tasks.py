@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.table import Table
+
+from rlab.cli.console import out
 
 
 def bundle_dir(
@@ -34,9 +37,7 @@ def print_tasks(
     as_json: bool,
 ) -> None:
     """One row per task of the bundle's core.yaml: label, type, few-shot, random baseline, data file present."""
-    from rich.table import Table
 
-    from rlab.cli.console import out
     from rlab.evals.core.bundle import load_bundle, quiet_bundle_warnings
 
     with quiet_bundle_warnings():

@@ -11,10 +11,16 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
+from rlab.cli.console import err, out
 from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.cli.options import at_least
 from rlab.data.defaults import DEFAULT_VOCAB_SIZE
+from rlab.data.repeats import RepeatOptions
+from rlab.errors import DataError
+from rlab.paths import default_base_dir
 
 app = typer.Typer(help="Prepare corpora and tokenizers.", no_args_is_help=True, cls=RlabGroup)
 
@@ -48,13 +54,8 @@ def prepare(
     ),
 ) -> None:
     """Build shards (last = val), a long-document eval set and a BPE tokenizer; a no-op when already done."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-    from rlab.cli.console import err, out
     from rlab.data.prepare import PrepareOptions, prepare_data
-    from rlab.data.repeats import RepeatOptions
-    from rlab.errors import DataError
-    from rlab.paths import default_base_dir
 
     if "default" in corpus and len(corpus) > 1:
         raise DataError("--corpus default cannot be combined with other corpus paths.")
@@ -95,7 +96,6 @@ def prepare(
 
 
 def _summary(manifest: dict, base_dir: Path, out) -> None:
-    from rich.table import Table
 
     stats = manifest["stats"]
     table = Table(title=f"Prepared {base_dir}", show_edge=False)
@@ -146,10 +146,7 @@ def long_docs(
     ),
 ) -> None:
     """Build long_docs/ (whole long documents, counted in the base dir's own tokenizer) for long-context evals."""
-    from rlab.cli.console import err, out
     from rlab.data.long_docs import build_long_docs, read_long_docs_manifest
-    from rlab.errors import DataError
-    from rlab.paths import default_base_dir
 
     root = (base_dir if base_dir is not None else default_base_dir()).expanduser()
     existing = read_long_docs_manifest(root)
@@ -181,7 +178,6 @@ def _default_min_tokens(spec_path: Path | None) -> int:
 
 
 def _long_docs_summary(manifest, root: Path, out) -> None:
-    from rich.table import Table
 
     table = Table(title=f"Long-document set of {root}", show_edge=False)
     table.add_column("source", justify="left")

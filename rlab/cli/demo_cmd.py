@@ -13,9 +13,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
+from rlab.cli.console import err, out
 from rlab.cli.options import at_least
 from rlab.errors import LaunchError, SpecError
+from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
+from rlab.paths import EVAL_BUNDLE_ENV, find_eval_bundle
 
 
 def run_demo(
@@ -68,10 +72,7 @@ def run_demo(
     Each stage is the command a user would type (printed before it runs); the stage timings go to
     results/<experiment>/demo_timings.csv.
     """
-    from rlab.cli.console import err, out
     from rlab.evals.core.bundle import load_bundle, quiet_bundle_warnings
-    from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
-    from rlab.paths import EVAL_BUNDLE_ENV, find_eval_bundle
 
     spec = spec or DEMO_SPEC
     if not spec.is_file():
@@ -138,9 +139,7 @@ def _power_line(spec: Path, base_dir: Path, results_dir: Path) -> None:
 
 def _go_no_go(base_dir: Path, spec: Path, enforce: bool = True) -> None:
     """Print the base's copy loss within L0; stop the demo (DemoCheckError) if it does not use context."""
-    from rich.table import Table
 
-    from rlab.cli.console import err, out
     from rlab.orchestrate.demo_check import MIN_GAIN, check_base, require_pass
     from rlab.spec.loading import load_spec
 
@@ -179,9 +178,6 @@ def _experiment_name(spec: Path) -> str:
 
 
 def _report_timings(timings: list[tuple[str, float]], experiment_dir: Path) -> None:
-    from rich.table import Table
-
-    from rlab.cli.console import out
 
     total = sum(seconds for _, seconds in timings)
     table = Table(title="Demo wall time by stage")

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
+from rlab.cli.console import err, out
 from rlab.cli.help_layout import RlabCommand
 from rlab.cli.options import (
     EVALS_PANEL,
@@ -157,13 +159,10 @@ def eval_tag(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Evaluate a tag with the experiment's evals (each switched on or off below) and write its per-tag outputs."""
-    from rich.markup import escape
 
-    from rlab.cli.console import err, out
     from rlab.cli.reporting import ConsoleReporter
     from rlab.orchestrate.eval_plan import EvalRequest, plan_evals
     from rlab.orchestrate.evaluation import raise_for_failures, run_evals
-    from rlab.orchestrate.launch import format_command
     from rlab.spec.loading import parse_names
 
     if list_tasks or (tasks is not None and tasks.strip().lower() == "list"):
@@ -199,22 +198,7 @@ def eval_tag(
     )
     plan = plan_evals(request)
     if dry_run:
-        for blocker in plan.blockers:
-            err.print(f"[yellow]{escape(blocker.message)}[/] {escape(blocker.hint or '')}", highlight=False)
-        entries = []
-        for index, cfg in enumerate(plan.configs):
-            entries.append({**plan.entry(index, resolve=False), "config": cfg.model_dump(mode="json")})
-            if not as_json:
-                for line in describe_eval_config(cfg):
-                    out.print(line, highlight=False, markup=False, soft_wrap=True)
-                out.print(
-                    f"  {format_command(entries[-1]['command'])}",
-                    highlight=False,
-                    markup=False,
-                    soft_wrap=True,
-                )
-        if as_json:
-            typer.echo(json.dumps({"dry_run": True, "tags": entries}, indent=2))
+        _print_dry_run(plan, as_json)
         return
     reporter = ConsoleReporter(out=err if as_json else out, err=err)  # --json: stdout is the JSON alone
     outcomes = run_evals(plan, reporter)
@@ -231,6 +215,26 @@ def eval_tag(
     raise_for_failures(plan, outcomes)
     if not as_json:
         reporter.next_step(f"rlab report -e {plan.spec.experiment} --results-dir {plan.spec.results_dir}")
+
+
+def _print_dry_run(plan: Any, as_json: bool) -> None:
+    """What a dry run would evaluate: its blockers, then each tag's plan and command (or all of it as JSON)."""
+
+    from rlab.orchestrate.launch import format_command
+
+    for blocker in plan.blockers:
+        err.print(f"[yellow]{escape(blocker.message)}[/] {escape(blocker.hint or '')}", highlight=False)
+    entries = []
+    for index, cfg in enumerate(plan.configs):
+        entries.append({**plan.entry(index, resolve=False), "config": cfg.model_dump(mode="json")})
+        if not as_json:
+            for line in describe_eval_config(cfg):
+                out.print(line, highlight=False, markup=False, soft_wrap=True)
+            out.print(
+                f"  {format_command(entries[-1]['command'])}", highlight=False, markup=False, soft_wrap=True
+            )
+    if as_json:
+        typer.echo(json.dumps({"dry_run": True, "tags": entries}, indent=2))
 
 
 def describe_eval_config(cfg: Any) -> list[str]:

@@ -8,7 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from rlab.cli.console import out as console
 from rlab.cli.options import BaseDirOpt, ExperimentOpt, JsonOpt, ResultsDirOpt, a_name, at_least, switch
+from rlab.errors import ExportError
+from rlab.paths import default_base_dir, default_results_root
 
 
 def export_tag(
@@ -63,8 +66,6 @@ def export_tag(
     as_json: JsonOpt = False,
 ) -> None:
     """Export a tag (weights, tokenizer, config with its RoPE, README card) and check it round trip."""
-    from rlab.errors import ExportError
-    from rlab.paths import default_base_dir, default_results_root
 
     if format.lower() != "hf":
         raise ExportError(f"Unknown export format {format!r}.", "Available: hf (Hugging Face transformers).")
@@ -95,7 +96,6 @@ def export_tag(
 
 
 def _print(results, index: Path | None, url: str | None) -> None:
-    from rlab.cli.console import out as console
 
     for result in results:
         how = (

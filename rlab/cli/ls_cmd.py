@@ -10,6 +10,9 @@ from __future__ import annotations
 # them, so `rlab --help` stays fast.
 import json
 
+import typer
+
+from rlab.cli.console import out
 from rlab.cli.options import BaseDirOpt, ExperimentFilterOpt, JsonOpt, ResultsDirOpt
 from rlab.paths import BaseLayout, default_base_dir
 
@@ -21,9 +24,7 @@ def list_tags(
     as_json: JsonOpt = False,
 ) -> None:
     """List tags: state (training/stopped/failed/done/evaluated), step, seq_len, RoPE config, headline metrics."""
-    import typer
 
-    from rlab.cli.console import out
     from rlab.cli.tag_view import records_table
     from rlab.orchestrate.experiments import experiment_filter
     from rlab.orchestrate.tag_state import tag_records

@@ -11,13 +11,18 @@ torch.compile accounting of a CUDA run half a minute more).
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from rich import box
+from rich.table import Table
 
+from rlab.cli.console import out
 from rlab.cli.options import BaseDirOpt, JsonOpt, a_name, at_least, switch
+from rlab.paths import default_base_dir
 
 if TYPE_CHECKING:
     from rlab.core.checkpoint_meta import CheckpointMeta
@@ -120,11 +125,9 @@ def memory(
 ) -> None:
     """Per-rank memory of a training shape: parameters, gradients, DDP buckets, optimizer state, saved
     activations, the loss head, and the peak against the GPU's memory."""
-    import re
 
     from rlab.core.checkpoint_meta import load_meta
     from rlab.memory.shape import meta_of_tag
-    from rlab.paths import default_base_dir
 
     if not re.fullmatch(r"off|all|every-[1-9][0-9]{0,3}", checkpointing):
         raise typer.BadParameter(
@@ -187,10 +190,6 @@ def cuda_memory_gib() -> float:
 
 def render_plan(plan: Any, source: str) -> None:
     """The plan as a table (GiB per rank), what was counted, and the verdict."""
-    from rich import box
-    from rich.table import Table
-
-    from rlab.cli.console import out
 
     out.print(f"[bold]Memory plan per rank[/] ({source}): {plan.shape.describe()}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
@@ -262,10 +261,6 @@ def render_plan(plan: Any, source: str) -> None:
 
 def render_longest(rows: Any, shape: Any) -> None:
     """The longest trainable length per GPU size, without and with every block checkpointed."""
-    from rich import box
-    from rich.table import Table
-
-    from rlab.cli.console import out
 
     table = Table(
         title="Longest length, one row per rank (the rest of the shape as above)",
@@ -298,7 +293,6 @@ def _eval_plan(
     memory_gib: float,
     json_out: bool,
 ) -> None:
-    from rlab.cli.console import out
     from rlab.memory.eval_plan import eval_shape_from, plan_evals, plans_at_multiples
     from rlab.memory.shape import model_config_from_meta
 
@@ -341,7 +335,6 @@ def _eval_plan(
 
 def _render_eval_multiples(plans: Any, train_len: int) -> None:
     """Each planned multiple of the training length, and the longest eval length that fits."""
-    from rlab.cli.console import out
 
     for p in plans:
         mark = "fits" if p.fits else "does not fit"

@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from rlab.paths import name_problem
+
 PATHS_PANEL = "Where things live"
 MULTI_NODE_PANEL = "Multi-node / SLURM"
 EVALS_PANEL = "Which evals"
@@ -42,7 +44,6 @@ def a_name(kind: str):
     rule): a tag is a folder under the base or results dir, never a path to elsewhere."""
 
     def check(value: str | None) -> str | None:
-        from rlab.paths import name_problem
 
         problem = None if value is None else name_problem(kind, value)
         if problem is not None:

@@ -9,13 +9,18 @@ them, `rlab.report.power.planner` plans; the plan is rendered here as a table or
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+from rich import box
+from rich.table import Table
 
+from rlab.cli.console import out
 from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, a_name, at_least
 from rlab.errors import RlabError
+from rlab.paths import ExperimentLayout
 
 if TYPE_CHECKING:
     from rlab.report.power.planner import EndpointPlan
@@ -197,7 +202,6 @@ def power_plan(
         spec_targets = load_spec(spec_path).eval.target_mde
     if not stated.stands_alone(pilot_named=experiment is not None or spec_path is not None):
         from rlab.orchestrate.experiments import resolve_experiment
-        from rlab.paths import ExperimentLayout
 
         name, root = resolve_experiment(experiment, spec_path, results_dir)
         pilot = ExperimentLayout(root, name)
@@ -205,8 +209,6 @@ def power_plan(
     pilot_name, notes = inputs.pilot, inputs.notes
     plans = power.plan(inputs.noises, inputs.targets, targets_given, power=power_level, seeds=seed_grid)
     if json_out:
-        import json
-
         typer.echo(
             json.dumps(
                 {
@@ -226,10 +228,6 @@ def power_plan(
 
 def _render(plans: list[EndpointPlan], pilot: str | None, power_level: float) -> None:
     """One table, a section per family (its size m and the level alpha/m), then where the noise came from."""
-    from rich import box
-    from rich.table import Table
-
-    from rlab.cli.console import out
 
     out.print(
         f"[bold]Power plan[/]: {power_level:.0%} power at each family's alpha/m (the level the report quotes MDEs "

@@ -9,17 +9,20 @@ returned tables with rich.
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
+from rlab.cli.console import err, out
 from rlab.cli.options import a_name, at_least
 from rlab.errors import RlabError
+from rlab.paths import ExperimentLayout
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
 
     return escape(text)
 
@@ -107,9 +110,7 @@ def build_report(
     ),
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
-    from rlab.cli.console import out
     from rlab.orchestrate.experiments import resolve_experiment
-    from rlab.paths import ExperimentLayout
     from rlab.report.build import write_report
 
     name, root = resolve_experiment(experiment, spec, results_dir)
@@ -129,7 +130,6 @@ def build_report(
     if calibrate:
         _print_calibration(report.data, recorded, seed)
     if (quiet or as_json) and report.data.mismatches:  # otherwise the opening lines below say it
-        from rlab.cli.console import err
         from rlab.report.render.headline import mismatch_line
 
         err.print(
@@ -147,7 +147,6 @@ def build_report(
 
 def _print_tables(report) -> None:
     """The Answer table with its lines and warnings, every other table, then the notes."""
-    from rlab.cli.console import out
     from rlab.cli.report_view import rich_block, rich_table, rich_text
     from rlab.report.render import answer as ans
 
@@ -174,7 +173,6 @@ def _print_tables(report) -> None:
 def _report_json(name: str, report) -> str:
     """The report as one JSON document: the Answer table as typed rows (estimate, interval, verdict per column),
     the verdicts in words, the baseline, what was written, every table's rows."""
-    import json
 
     from rlab.report.render.document import plain
 
@@ -216,7 +214,6 @@ def _report_json(name: str, report) -> str:
 def _print_calibration(data, recorded, seed: int) -> None:
     """`--calibrate`: the plasmode familywise error of each family (the estimands' too), on stderr (stdout stays
     the report's)."""
-    from rlab.cli.console import err
     from rlab.report.estimands import calibration
     from rlab.report.stats import plasmode
 

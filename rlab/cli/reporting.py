@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 from rlab.cli.console import err, out
+from rlab.cli.eval_progress import EvalProgressView
 from rlab.orchestrate.reporter import JsonReporter
 
 if TYPE_CHECKING:
@@ -59,7 +62,6 @@ class ConsoleReporter:
 
     @contextmanager
     def watching(self) -> Iterator[TickFn]:
-        from rich.live import Live
 
         from rlab.orchestrate.watch import progress_table
 
@@ -71,7 +73,6 @@ class ConsoleReporter:
             yield tick
 
     def jobs_ended(self, states: Sequence[JobState]) -> None:
-        from rich.table import Table
 
         self.out.line()
         table = Table(title="Summary", title_justify="left")
@@ -101,7 +102,6 @@ class ConsoleReporter:
 
     @contextmanager
     def evaluating(self, tag: str, evals: Sequence[str], out_dir: Path) -> Iterator[None]:
-        from rlab.cli.eval_progress import EvalProgressView
 
         self._print(self.out, _styled("bold", tag, f": evals {', '.join(evals)} -> {out_dir}"))
         if not self.wants_progress_events:

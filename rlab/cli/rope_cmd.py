@@ -23,9 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
 
+from rlab.cli.console import out
 from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.cli.options import a_name
+from rlab.errors import CheckpointError, SpecError
+from rlab.paths import BaseLayout, checkpoint_steps, default_base_dir
 from rlab.variants import VARIANT_NAMES
 
 app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True, cls=RlabGroup)
@@ -124,7 +130,6 @@ def inspect(
     ),
 ) -> None:
     """Print a variant's inverse frequencies and attention factor."""
-    from rlab.errors import SpecError
 
     source = tag or base_tag
     known = checkpoint_facts(source, from_step, base_dir) if source else {}
@@ -157,8 +162,6 @@ def checkpoint_facts(tag: str, step: int | None, base_dir: Path | None) -> dict[
     from rlab.core.architecture import window_sizes
     from rlab.core.checkpoint import inspect_checkpoint
     from rlab.core.checkpoint_meta import read_meta
-    from rlab.errors import CheckpointError
-    from rlab.paths import BaseLayout, checkpoint_steps, default_base_dir
 
     ckpt_dir = BaseLayout((base_dir or default_base_dir()).expanduser()).checkpoint_dir(tag)
     steps = checkpoint_steps(ckpt_dir)
@@ -189,7 +192,6 @@ def _inspect(
     window: int | None,
     as_json: bool,
 ) -> None:
-    from rlab.errors import SpecError
     from rlab.spec.rope import build_rope_spec, parse_variant
 
     spec = build_rope_spec(**{**fields, "variant": parse_variant(fields["variant"])})
@@ -234,7 +236,6 @@ def _inspect(
 
 
 def _print_geometry(report: dict, geometry: Any) -> None:
-    from rlab.cli.console import out
 
     lines = geometry.summary()
     if report["window"] is not None:
@@ -250,11 +251,6 @@ def _print_geometry(report: dict, geometry: Any) -> None:
 
 
 def _print_table(report: dict, plain: list[float]) -> None:
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    from rlab.cli.console import out
 
     freqs: list[float] = report["inv_freq"]
     n = len(freqs)

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from rlab.cli.console import err, out
 from rlab.cli.options import BaseDirOpt, a_name, at_least
+from rlab.paths import default_base_dir
 
 
 def sample(
@@ -68,9 +70,7 @@ def sample(
     base_dir: BaseDirOpt = None,
 ) -> None:
     """Generate continuations of --prompt from a tag's checkpoint and print them."""
-    from rlab.cli.console import err, out
     from rlab.core.engine import sample_checkpoint
-    from rlab.paths import default_base_dir
 
     root = Path(base_dir) if base_dir is not None else default_base_dir()
     texts, meta = sample_checkpoint(

@@ -11,6 +11,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
+from rlab.atomic_io import write_text_atomic
+from rlab.cli.console import err, out
 from rlab.cli.options import BaseDirOpt, ResultsDirOpt
 
 
@@ -26,7 +28,6 @@ def validate(
     ] = False,
 ) -> None:
     """Check an experiment spec and run `rlab continue`'s preflight on it; print every problem, or a summary."""
-    from rlab.cli.console import err, out
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.preflight import preflight_continue
     from rlab.spec.loading import load_spec
@@ -60,14 +61,11 @@ def schema(
     ] = None,
 ) -> None:
     """Print the experiment spec's JSON Schema (for editor completion and validation)."""
-    from rlab.cli.console import out
     from rlab.spec.experiment import ExperimentSpec
 
     text = json.dumps(ExperimentSpec.model_json_schema(), indent=2) + "\n"
     if output is None:
         typer.echo(text, nl=False)
     else:
-        from rlab.atomic_io import write_text_atomic
-
         write_text_atomic(output, text)
         out.print(f"wrote {output}", highlight=False, markup=False)

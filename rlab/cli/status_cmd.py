@@ -13,6 +13,7 @@ import json
 
 import typer
 
+from rlab.cli.console import out
 from rlab.cli.options import BaseDirOpt, ExperimentFilterOpt, JsonOpt, ResultsDirOpt
 from rlab.paths import BaseLayout, default_base_dir
 
@@ -24,7 +25,6 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """Show runs in progress, stopped or failed (step/total, loss, ETA, log) and unfinished evals."""
-    from rlab.cli.console import out
     from rlab.cli.tag_view import records_table
     from rlab.orchestrate.experiments import experiment_filter
     from rlab.orchestrate.tag_state import LIVE_STATES, eval_records, tag_records

@@ -176,7 +176,7 @@ def load_optim_set(ckpt_dir: Path, step: int) -> list[dict[str, Any]] | None:
 
     `CheckpointError` when a file of the set is missing, unreadable or belongs to another save.
     """
-    from rlab.core.optim_shards import is_own_format
+    from rlab.core.optim_shards import is_own_format  # noqa: PLC0415 - defers torch
 
     first = load_optim_payload(ckpt_dir, step)
     if not isinstance(first, dict) or not is_own_format(first):
@@ -345,7 +345,7 @@ def load_model(
     ckpt_dir: Path, step: int | None = None, device: Any = "cpu", rope: RopeSpec | None = None
 ) -> tuple[GPT, CheckpointMeta]:
     """(GPT, meta) for `step` (None = newest complete); `rope` overrides the checkpoint's RoPE config."""
-    from rlab.core.gpt import GPT
+    from rlab.core.gpt import GPT  # noqa: PLC0415 - defers torch
 
     ckpt_dir = Path(ckpt_dir)
     if step is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -101,8 +102,6 @@ def init_distributed(timeout_s: float | None = None) -> DistInfo:
         if backend == "nccl":
             kwargs["device_id"] = device
         if timeout_s is not None:
-            from datetime import timedelta
-
             kwargs["timeout"] = timedelta(seconds=timeout_s)
         dist.init_process_group(**kwargs)
         logger.info("process group: backend %s, world size %d", backend, world_size)

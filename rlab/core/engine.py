@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
+from rlab.core.checkpoint import load_model
 from rlab.core.checkpoint_meta import CheckpointMeta
 from rlab.core.gpt import KVCache
+from rlab.core.tokenizer import Tokenizer
 from rlab.errors import EvalError
+from rlab.paths import BaseLayout
 
 log = logging.getLogger(__name__)
 
@@ -238,11 +242,6 @@ def sample_checkpoint(
     Returns the decoded continuations and the checkpoint meta. BOS is prepended to the prompt,
     and a row stops early at BOS (the start of a new document).
     """
-    from pathlib import Path
-
-    from rlab.core.checkpoint import load_model
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.paths import BaseLayout
 
     layout = BaseLayout(Path(base_dir))
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

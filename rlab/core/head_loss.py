@@ -25,6 +25,7 @@ from __future__ import annotations
 import weakref
 
 import torch
+from torch._guards import detect_fake_mode
 
 from rlab.core.precision import autocast_dtype
 from rlab.core.target_device import device_type
@@ -49,7 +50,6 @@ _FAKE_SCRATCH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _scratch_cache() -> dict[tuple[str, torch.dtype], torch.Tensor]:
-    from torch._guards import detect_fake_mode
 
     mode = detect_fake_mode()
     return _CPU_SCRATCH if mode is None else _FAKE_SCRATCH.setdefault(mode, {})

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from rlab.errors import DataError
+from rlab.nanochat.loader_position import NanochatPosition
 
 if TYPE_CHECKING:
     import numpy as np
@@ -279,8 +280,6 @@ class TokenLoader:
             self.seed = saved_seed
         saved_after = saved.get("after")
         if saved_after is not None or "after" in saved:
-            from rlab.nanochat.loader_position import NanochatPosition
-
             restored = NanochatPosition.from_dict(saved_after) if saved_after else None
             if self.after is not None and restored != self.after:
                 log.warning(

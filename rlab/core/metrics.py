@@ -15,9 +15,17 @@ FLOP/s is what gets reported; `measure_matmul_peak` gives a same-machine referen
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from rlab.atomic_io import write_text_atomic
+from rlab.records.base import ContractError
+from rlab.records.metrics_log import append_record, read_metrics_records
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +91,7 @@ class MemoryMeter:
             import torch
 
             return torch.cuda.max_memory_allocated(self.device) / 2**20
-        import resource
-        import sys
+        import resource  # noqa: PLC0415 - optional dependency (resource)
 
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
@@ -117,7 +124,6 @@ class MetricsWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not append:
             kept = [] if resumed_from is None else records_through(self.path, resumed_from)
-            from rlab.atomic_io import write_text_atomic
 
             write_text_atomic(self.path, "".join(r.model_dump_json() + "\n" for r in kept))
 
@@ -126,7 +132,6 @@ class MetricsWriter:
         leaves a torn line, and its error names this file)."""
         if self.path is None:
             return
-        from rlab.records.metrics_log import append_record
 
         append_record(self.path, record)
 
@@ -136,8 +141,6 @@ class MetricsWriter:
 
 def records_through(path: Path, step: int) -> list:
     """The train/eval records of `path` up to `step` (what a run resumed at `step` continues)."""
-    from rlab.records.base import ContractError
-    from rlab.records.metrics_log import read_metrics_records
 
     if not Path(path).is_file():
         return []
@@ -151,7 +154,6 @@ def records_through(path: Path, step: int) -> list:
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """All records of a metrics file as dicts (tests, report); a torn last line is ignored."""
-    from rlab.records.metrics_log import read_metrics_records
 
     return [r.model_dump() for r in read_metrics_records(path)]
 
@@ -163,8 +165,6 @@ class TrainProgress:
         self._progress = None
         if not enabled:
             return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         console = Console(stderr=True)
         self._progress = Progress(

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from rlab.core.optim_sharding import muon_owners, shape_buckets
@@ -159,7 +160,6 @@ class ShardedMuon(torch.optim.Muon):
     def _share(self, members: list[Tensor], owners: list[int]) -> list[Any]:
         """All-gather a shape bucket's updated matrices from their owners, one matrix per rank per round
         (consecutive matrices of a bucket have distinct owners)."""
-        import torch.distributed as dist
 
         works = []
         for base in range(0, len(members), self.world_size):

@@ -32,7 +32,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlab.core.architecture import full_context_layers, window_sizes
+from rlab.core.rope_frequencies import inv_freq_values
 from rlab.errors import RlabError
+from rlab.nanochat.generations import get_architecture
 from rlab.spec.rope import RopeSpec, RopeVariant
 
 if TYPE_CHECKING:
@@ -221,7 +224,6 @@ def _reach_text(reach: int | None, target: int) -> str:
 
 def effective_base(spec: RopeSpec, head_dim: int, target_len: int) -> float | None:
     """The base whose plain frequencies the variant's are at `target_len`, for the variants that only move it."""
-    from rlab.core.rope_frequencies import inv_freq_values
 
     if spec.variant in (RopeVariant.rope, RopeVariant.abf, RopeVariant.ntk, RopeVariant.dynamic_ntk):
         freqs = inv_freq_values(spec, head_dim, target_len)
@@ -240,7 +242,6 @@ def assess(
 ) -> Geometry:
     """The geometry of `spec` (base and L0 filled in) extended to `target_len`; `short_windows` = the short
     window at L0 and at the plan's length on a windowed model."""
-    from rlab.core.rope_frequencies import inv_freq_values
 
     assert spec.base is not None and spec.original_len is not None, (
         "fill base and L0 from the checkpoint first"
@@ -289,8 +290,6 @@ def assess_plan(
     """`assess` for every variant of a plan on a checkpoint (`CheckpointInfo.config`: its head dim, base,
     L0, architecture and window pattern); `train_len` is the length the continued runs train at (it sizes
     nanochat-2026's windows under `windows: scale`)."""
-    from rlab.core.architecture import full_context_layers, window_sizes
-    from rlab.nanochat.generations import get_architecture
 
     n_layer, l0 = config.n_layer, config.sequence_len
     arch = get_architecture(config.architecture)

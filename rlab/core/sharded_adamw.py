@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from rlab.core.optim_sharding import adamw_rows
@@ -68,8 +69,6 @@ class ShardedAdamW(torch.optim.AdamW):
                 view.grad = None if p.grad is None else p.grad[rows[0] : rows[1]]
         loss = super().step(closure)
         if self.world_size > 1:
-            import torch.distributed as dist
-
             works = [
                 dist.all_gather_into_tensor(p.detach(), view, async_op=True)
                 for view, (p, rows) in zip(self._views(), self.blocks, strict=True)

@@ -32,8 +32,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlab.core.distributed import (
+    configure_allocator,
+    init_distributed,
+    shutdown_distributed,
+    verify_allocator,
+)
+from rlab.core.metrics import MetricsWriter
 from rlab.core.trainer import Trainer
-from rlab.spec.run import RunConfig
+from rlab.spec.run import RunConfig, read_config
+from rlab.worker import run_worker
 
 logger = logging.getLogger("rlab.core.train")  # also when run as __main__
 
@@ -46,12 +54,6 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
 
     `on_model(model)` is called once the model is built, before training (e.g. to attach hooks).
     """
-    from rlab.core.distributed import (
-        configure_allocator,
-        init_distributed,
-        shutdown_distributed,
-        verify_allocator,
-    )
 
     alloc_conf = configure_allocator()  # before anything initialises CUDA
     # a collective waits 3x the stall bound, so rlab's watchdog names the silent rank before a peer times out
@@ -65,8 +67,6 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
             trainer = Trainer(cfg, info, on_model=on_model)
         except Exception as exc:  # recorded for the orchestrator's table, then re-raised
             if info.is_main:  # the orchestrator's live table reads this file: say why nothing follows
-                from rlab.core.metrics import MetricsWriter
-
                 writer = MetricsWriter(Path(cfg.run_dir) / "metrics.jsonl", append=True)
                 writer.write(
                     {
@@ -85,14 +85,12 @@ def train(cfg: RunConfig, *, on_model: Callable[[Any], None] | None = None) -> d
 
 
 def _train(path: Path) -> None:
-    from rlab.spec.run import RunConfig, read_config
 
     train(read_config(path, RunConfig))
 
 
 def main(argv: list[str]) -> int:
     """`python -m rlab.core.train RUN_JSON`: errors rendered by the shared worker entry point (rlab.worker)."""
-    from rlab.worker import run_worker
 
     return run_worker(argv, "python -m rlab.core.train RUN_JSON", _train)
 

@@ -34,9 +34,12 @@ from rlab.core.checkpoint_meta import (
     DataStartRecord,
     LrPolicy,
     OptimizerImport,
+    read_meta,
 )
 from rlab.core.gpt_config import GPTConfig
-from rlab.paths import BaseLayout
+from rlab.errors import CheckpointError
+from rlab.nanochat.loader_position import NanochatPosition, nanochat_world_size
+from rlab.paths import BaseLayout, checkpoint_steps, meta_file, optim_ranks
 from rlab.spec.rope import RopeSpec
 from rlab.spec.run import CheckpointInit, Lineage, RunConfig, ScratchInit
 
@@ -89,8 +92,6 @@ def run_key(cfg: RunConfig) -> str:
 
 
 def _resumable_step(cfg: RunConfig, ckpt_dir: Path) -> int | None:
-    from rlab.core.checkpoint_meta import read_meta
-    from rlab.paths import checkpoint_steps
 
     key = run_key(cfg)
     steps = checkpoint_steps(ckpt_dir)
@@ -114,10 +115,6 @@ DataStart: TypeAlias = "tuple[dict[str, Any] | None, NanochatPosition | None, Da
 
 def resolve_data_start(cfg: RunConfig, layout: BaseLayout, init_dir: Path) -> DataStart:
     """(rlab loader state, nanochat position, meta record) of where this run's train data starts."""
-    from rlab.core.checkpoint_meta import read_meta
-    from rlab.errors import CheckpointError
-    from rlab.nanochat.loader_position import NanochatPosition, nanochat_world_size
-    from rlab.paths import meta_file
 
     ds = cfg.data_start
     if ds is None:
@@ -176,9 +173,7 @@ def resolve_start(cfg: RunConfig, layout: BaseLayout, vocab_size: int) -> StartP
 
 def _resume(cfg: RunConfig, ckpt_dir: Path, step: int, data: DataStart, protected: set[int]) -> StartPoint:
     """Everything back from this run's own checkpoint at `step`."""
-    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set
-    from rlab.errors import CheckpointError
-    from rlab.paths import meta_file
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set  # noqa: PLC0415 - defers numpy, torch
 
     _, after, data_record = data
     model_state, meta, info = load_checkpoint_state(ckpt_dir, step)
@@ -217,8 +212,7 @@ def _continue(
     cfg: RunConfig, init: CheckpointInit, src_dir: Path, data: DataStart, protected: set[int]
 ) -> StartPoint:
     """The weights of `init`'s checkpoint at this run's length; its optimizer state restored, imported or fresh."""
-    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set
-    from rlab.paths import optim_ranks
+    from rlab.core.checkpoint import load_checkpoint_state, load_optim_set  # noqa: PLC0415 - defers numpy, torch
 
     loader_state, after, data_record = data
     seq_len = cfg.train.seq_len
@@ -320,9 +314,9 @@ def start_optimizers(
 
     Updates `start.optimizer_note` / `start.optimizer_import` with what happened.
     """
-    from rlab.core.optim import build_optimizers
-    from rlab.core.optim_shards import load_optimizer_state
-    from rlab.nanochat.optim_import import import_nanochat_optimizer
+    from rlab.core.optim import build_optimizers  # noqa: PLC0415 - defers torch
+    from rlab.core.optim_shards import load_optimizer_state  # noqa: PLC0415 - defers torch
+    from rlab.nanochat.optim_import import import_nanochat_optimizer  # noqa: PLC0415 - defers torch
 
     def build() -> list[Optimizer]:
         return build_optimizers(

@@ -31,7 +31,11 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rlab import __version__
+from rlab.atomic_io import write_text_atomic
 from rlab.data.corpus import Document, normalise, read_user_corpus
+from rlab.data.shards import write_parquet_texts
+from rlab.data.sources import load_default_corpus, sha256_file
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
 
@@ -130,7 +134,6 @@ def _sha256_text(text: str) -> str:
 
 
 def tokenizer_sha256(layout: BaseLayout) -> str:
-    from rlab.data.sources import sha256_file
 
     path = layout.tokenizer_dir / "tokenizer.pkl"
     if not path.is_file():
@@ -175,8 +178,6 @@ def read_sources(
     described: list[dict[str, Any]] = []
     user_paths = [p for p in sources if str(p) != DEFAULT_SOURCE]
     if any(str(p) == DEFAULT_SOURCE for p in sources):
-        from rlab.data.sources import load_default_corpus
-
         default_docs, infos = load_default_corpus(layout.root / "downloads", progress=progress, notes=notes)
         docs += default_docs
         by_source: dict[str, int] = {}
@@ -263,9 +264,6 @@ def write_long_docs(
     progress: ProgressFn | None = None,
 ) -> LongDocsManifest:
     """Select, count and write the set (parquet first, manifest last); returns the manifest."""
-    from rlab import __version__
-    from rlab.atomic_io import write_text_atomic
-    from rlab.data.shards import write_parquet_texts
 
     progress = progress or (lambda stage, done, total: None)
     excluded: dict[str, int] = {}
@@ -365,7 +363,7 @@ def build_long_docs(
 ) -> LongDocsManifest:
     """Build (or rebuild) `<base>/long_docs/` from `sources` (None = `default_sources`); never touches
     the shards or the tokenizer."""
-    from rlab.core.tokenizer import Tokenizer
+    from rlab.core.tokenizer import Tokenizer  # noqa: PLC0415 - defers numpy
 
     if min_tokens < 1:
         raise DataError(f"--min-tokens must be positive (got {min_tokens}).")

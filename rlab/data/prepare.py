@@ -31,11 +31,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlab.core.tokenizer import MIN_VOCAB_SIZE, PICKLE_NAME, TOKEN_BYTES_NAME, Tokenizer
 from rlab.data.corpus import LONG_MIN_CHARS, Document, read_user_corpus, split_documents, user_files
 from rlab.data.defaults import DEFAULT_VOCAB_SIZE  # defined there so the CLI can import it cheaply
 from rlab.data.long_docs import DEFAULT_MIN_TOKENS, tokenizer_sha256, write_long_docs
 from rlab.data.repeats import RepeatOptions, with_repeats
 from rlab.data.shards import ROW_GROUPS_PER_SHARD, SHARD_CHARS, write_shards
+from rlab.data.sources import load_default_corpus
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
 
@@ -136,8 +138,6 @@ def _load_corpus(
     request: dict[str, Any], corpus: Any, layout: BaseLayout, progress: ProgressFn, notes: list[str]
 ) -> tuple[list[Document], list[dict[str, Any]]]:
     if request["kind"] == "default":
-        from rlab.data.sources import load_default_corpus
-
         docs, sources = load_default_corpus(layout.root / "downloads", progress=progress, notes=notes)
         return docs, sources
     paths = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
@@ -201,7 +201,6 @@ def _count_tokens(tokenizer: Any, texts: list[str], stage: str, progress: Progre
 
 def _missing_outputs(layout: BaseLayout, manifest: dict[str, Any]) -> list[str]:
     """What a finished prepare wrote that is gone now (a manifest alone does not make a base dir usable)."""
-    from rlab.core.tokenizer import PICKLE_NAME, TOKEN_BYTES_NAME
 
     missing = [
         f"base_data/{name}" for name in manifest.get("shards", []) if not (layout.data_dir / name).is_file()
@@ -228,7 +227,6 @@ def prepare_data(
 
     `corpus` is "default" (the embedded corpus) or folders/files of .txt/.jsonl/.parquet.
     """
-    from rlab.core.tokenizer import MIN_VOCAB_SIZE, Tokenizer
 
     options = options or PrepareOptions()
     progress = progress or _no_progress

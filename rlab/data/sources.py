@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab.data.corpus import Document, normalise, strip_bom, strip_sotu_markers
+from rlab.data.rdata import read_lazyload_db
 from rlab.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -243,7 +244,6 @@ def _deb_data_tar(deb: Path) -> bytes:
 
 def austen_documents(deb: Path) -> list[Document]:
     """Austen's six novels from the r-cran-janeaustenr .deb (its R lazy-load database)."""
-    from rlab.data.rdata import read_lazyload_db
 
     with tempfile.TemporaryDirectory(prefix="rlab-austen-") as tmp:
         try:

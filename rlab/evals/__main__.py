@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rlab.core.distributed import shutdown_distributed
+from rlab.evals.runner import run_evals
+from rlab.spec.run import EvalRunConfig, read_config
+from rlab.worker import run_worker
+
 
 def _evaluate(path: Path) -> None:
-    from rlab.core.distributed import shutdown_distributed
-    from rlab.evals.runner import run_evals
-    from rlab.spec.run import EvalRunConfig, read_config
 
     finished = False
     try:
@@ -20,7 +22,6 @@ def _evaluate(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from rlab.worker import run_worker
 
     return run_worker(argv, "python -m rlab.evals EVAL_RUN_JSON", _evaluate)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlab.core.checkpoint_meta import CheckpointMeta
+from rlab.evals.lengths import eval_lengths
 from rlab.evals.progress import ProgressFn
 from rlab.records.base import Record
 from rlab.records.sections import Section
@@ -63,7 +64,6 @@ class EvalContext:
     def eval_lengths(self) -> list[int]:
         """The experiment's eval lengths (`rlab.evals.lengths`): L0 = the base's training length (every tag's
         RoPE config records it), T = eval.target_len (the continued-training length)."""
-        from rlab.evals.lengths import eval_lengths
 
         return eval_lengths(self.spec, self.original_len, self.target_len)
 

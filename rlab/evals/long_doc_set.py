@@ -7,8 +7,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rlab.errors import EvalError
+from rlab.data.long_docs import ensure_long_docs, load_long_docs
+from rlab.errors import EvalError, RlabError
 from rlab.evals.context import EvalContext
+from rlab.evals.lengths import longest_bpb_length
 from rlab.records.sections import LongDocsSummary
 
 if TYPE_CHECKING:
@@ -21,10 +23,6 @@ def load(ctx: EvalContext) -> LongDocsSet:
     """The base dir's long-document set (`rlab.data.long_docs`), built on first use, loaded once per worker."""
     if "long_docs" not in ctx.shared:
         import torch.distributed as dist
-
-        from rlab.data.long_docs import ensure_long_docs, load_long_docs
-        from rlab.errors import RlabError
-        from rlab.evals.lengths import longest_bpb_length
 
         failure: list = [None]
         if ctx.rank == 0:

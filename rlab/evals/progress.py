@@ -27,6 +27,16 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int], None]
@@ -86,14 +96,6 @@ def format_seconds(seconds: float) -> str:
 
 def new_bar(console: Any) -> Any:
     """A rich Progress: description, bar, done/total, elapsed, ETA (shared with `rlab eval`'s view)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     return Progress(
         TextColumn("{task.description}"),
@@ -173,8 +175,6 @@ class ProgressDisplay(AbstractContextManager):
 
     def __enter__(self) -> ProgressDisplay:
         if self.mode == "bar":
-            from rich.console import Console
-
             self.bar = new_bar(self._console or Console(stderr=True))
             self.bar.start()
         return self

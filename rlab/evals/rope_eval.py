@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlab.spec.eval import EvalSpec
+from rlab.spec.rope import RopeSpec, RopeVariant
 
 PER_WINDOW_RULE = (
     "dynamic-ntk, per window (Hugging Face's behaviour): for a forward over T tokens (KV-cache "
@@ -36,7 +37,6 @@ def fixed_scale(factor: float, original_len: int, freq_len: int) -> float:
 
 def apply_eval_rope(model, spec: EvalSpec, target_len: int) -> dict[str, Any]:
     """Switch a dynamic-ntk model to its fixed-scale equivalent when asked; the eval.json `rope_eval` record."""
-    from rlab.spec.rope import RopeSpec, RopeVariant
 
     rope = model.rope
     if rope.variant == RopeVariant.longrope:

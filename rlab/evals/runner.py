@@ -18,6 +18,7 @@ is written and the worker exits non-zero.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import math
 import time
@@ -28,14 +29,20 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlab.core.checkpoint import find_last_step, load_model
 from rlab.core.checkpoint_meta import CheckpointMeta, meta_sha256, read_meta
-from rlab.errors import EvalError
+from rlab.core.distributed import configure_allocator, init_distributed, verify_allocator
+from rlab.core.precision import stream_dtype
+from rlab.core.tokenizer import Tokenizer, load_token_bytes
+from rlab.errors import CheckpointError, EvalError
 from rlab.evals import catalog, outputs
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.definition import EvalDefinition, resolve
 from rlab.evals.progress import ProgressDisplay
 from rlab.evals.rope_eval import apply_eval_rope
 from rlab.evals.windows import apply_eval_windows, lengths_in_use, window_setting
+from rlab.paths import BaseLayout
+from rlab.provenance import code_version, current_platform
 from rlab.records.base import ContractError, Record, short_hash
 from rlab.records.eval_doc import AttentionRecord, EvalDoc, EvalMetrics, read_eval_doc, write_eval_doc
 from rlab.records.provenance import CheckpointFacts, SectionRun
@@ -101,7 +108,6 @@ def kept_sections(out_dir: Path, facts: CheckpointFacts, requested: list[str], f
 
 
 def _raw_sections(path: Path) -> list[str]:
-    import json
 
     try:
         metrics = json.loads(path.read_text(encoding="utf-8")).get("metrics") or {}
@@ -133,20 +139,12 @@ def run_evals(cfg: EvalRunConfig) -> EvalDoc:
     """Run the configured evals for one tag; returns the eval.json document (on every rank)."""
     import torch
 
-    from rlab.core.checkpoint import find_last_step, load_model
-    from rlab.core.distributed import configure_allocator, init_distributed, verify_allocator
-    from rlab.core.precision import stream_dtype
-    from rlab.core.tokenizer import Tokenizer, load_token_bytes
-    from rlab.paths import BaseLayout
-
     evals = {name: catalog.get(name) for name in cfg.eval.evals}  # unknown names fail before loading anything
     fns = {name: run_function(d) for name, d in evals.items()}
     layout = BaseLayout(Path(cfg.base_dir))
     ckpt_dir = layout.checkpoint_dir(cfg.tag)
     step = cfg.step if cfg.step is not None else find_last_step(ckpt_dir)
     if step is None:
-        from rlab.errors import CheckpointError
-
         raise CheckpointError(f"No complete checkpoint in {ckpt_dir}.", hint="Check the base dir and --tag.")
     facts = checkpoint_facts(ckpt_dir, step, read_meta(ckpt_dir, step))
     out_dir = Path(cfg.out_dir)
@@ -229,7 +227,6 @@ def _section_run(
     cuda: bool,
 ) -> SectionRun:
     """How one section was measured: the settings it depends on (and their hash), its data, code, machine and time."""
-    from rlab.provenance import code_version, current_platform
 
     picked = definition.settings_of(settings, outcome.settings_extra)
     return SectionRun(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rlab.core.architecture import attention_reach
 from rlab.evals import catalog
 from rlab.records.eval_doc import AttentionRecord, WindowsAt
 from rlab.spec.eval import EvalSpec
@@ -29,7 +30,6 @@ def window_setting(model) -> dict[str, str]:
 
 def apply_eval_windows(model, spec: EvalSpec, lengths: Iterable[int]) -> AttentionRecord:
     """Set the model's window rule from the spec; the eval.json `attention` record at `lengths`."""
-    from rlab.core.architecture import attention_reach
 
     model.set_eval_windows(spec.attention_windows)
     at = []

@@ -6,11 +6,15 @@ says what is missing rather than guessing. Paths shown to readers are relative t
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlab.errors import RlabError
+from rlab.paths import ExperimentLayout, default_results_root
+from rlab.records.eval_doc import read_eval_doc
+from rlab.spec.run import RunConfig, read_config
 
 
 @dataclass(frozen=True)
@@ -44,9 +48,6 @@ class ArmFacts:
 
 def arm_facts(experiment: str | None, tag: str, results_root: Path | None) -> ArmFacts:
     """The experiment's records of `tag` under `results_root` (the default results root when None)."""
-    from rlab.paths import ExperimentLayout, default_results_root
-    from rlab.records.eval_doc import read_eval_doc
-    from rlab.spec.run import RunConfig, read_config
 
     facts = ArmFacts(experiment=experiment)
     if not experiment:
@@ -74,7 +75,6 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def _results_row(path: Path, experiment: str, tag: str) -> dict[str, str]:
-    import csv
 
     if not path.is_file():
         return {}

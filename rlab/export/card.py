@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from rlab.core.checkpoint_meta import CheckpointMeta, load_meta
 from rlab.errors import CheckpointError
+from rlab.export.arm_facts import unit_of
+from rlab.paths import meta_file
 
 if TYPE_CHECKING:
     from rlab.export.arm_facts import ArmFacts
@@ -36,7 +40,6 @@ def lineage(
 ) -> list[Ancestor]:
     """The chain of checkpoints this one was cloned from, read from each meta's `lineage` (stops where a meta is
     missing: a nanochat base records none)."""
-    from rlab.paths import meta_file
 
     chain: list[Ancestor] = []
     seen: set[tuple[str, int]] = set()
@@ -173,7 +176,6 @@ def render_card(model: CardModel, chain: list[Ancestor], facts: ArmFacts, option
 
 def metadata_header(tags: list[str], options: CardOptions) -> str:
     """The Hub's YAML front matter (license and base model only where known)."""
-    import yaml
 
     meta: dict[str, Any] = {}
     if options.license:
@@ -217,7 +219,6 @@ def recipe_lines(facts: ArmFacts, chain: list[Ancestor]) -> list[str]:
 
 def verdict_lines(facts: ArmFacts) -> list[str]:
     """The arm's comparisons in results.csv: difference, 95% interval, units, verdict, with each metric's unit."""
-    from rlab.export.arm_facts import unit_of
 
     if not facts.verdicts:
         where = f"experiment `{facts.experiment}`" if facts.experiment else "no experiment"

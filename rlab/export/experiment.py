@@ -10,11 +10,14 @@ uploads the same folder later.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlab.errors import ExportError
+from rlab.export.card import CardOptions, metadata_header
+from rlab.export.hf import FILE_MODE, export_hf
+from rlab.paths import ExperimentLayout
 
 if TYPE_CHECKING:
     from rlab.export.card import CardOptions
@@ -29,7 +32,6 @@ class Arm:
 
 def experiment_arms(results_root: Path, experiment: str) -> list[Arm]:
     """The experiment's arms, in results.csv's order (else run configs' tag order); `ExportError` when none."""
-    from rlab.paths import ExperimentLayout
 
     layout = ExperimentLayout(results_root, experiment)
     if layout.results_csv.is_file():
@@ -57,10 +59,6 @@ def export_experiment(
     card: CardOptions | None = None,
 ) -> list[ExportResult]:
     """Export every arm into `out/<tag>/` and write `out/README.md` (the index)."""
-    from dataclasses import replace
-
-    from rlab.export.card import CardOptions
-    from rlab.export.hf import FILE_MODE, export_hf
 
     arms = experiment_arms(results_root, experiment)
     out = Path(out)
@@ -86,7 +84,6 @@ def export_experiment(
 
 def render_index(experiment: str, arms: list[Arm], results: list[ExportResult], options: CardOptions) -> str:
     """The index README: one row per arm, each linking its folder (and card)."""
-    from rlab.export.card import metadata_header
 
     load = (
         f'`AutoModelForCausalLM.from_pretrained("{options.model_id}", subfolder="TAG", trust_remote_code=True)`'

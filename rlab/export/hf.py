@@ -26,10 +26,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlab.core.checkpoint import find_last_step, load_model
+from rlab.core.rope import FORMULAS, LENGTH_DEPENDENT, attention_factor
+from rlab.core.tokenizer import Tokenizer
 from rlab.errors import ExportError
 from rlab.export.arm_facts import ArmFacts, arm_facts
-from rlab.export.card import CardOptions
-from rlab.export.hf_check import RoundTrip
+from rlab.export.card import CardModel, CardOptions, lineage, render_card
+from rlab.export.hf_check import RoundTrip, check_roundtrip
+from rlab.export.hf_rope import hf_layer_rope
+from rlab.export.hf_tokenizer import save_hf_tokenizer
+from rlab.export.hf_weights import hf_state_dict
+from rlab.export.modeling_rlab_nanochat import RlabNanoChatConfig
+from rlab.paths import BaseLayout
 
 if TYPE_CHECKING:
     from rlab.core.checkpoint_meta import CheckpointMeta
@@ -73,12 +81,6 @@ def export_hf(
 ) -> ExportResult:
     """Export `tag`@`step` (newest when None) of `base_dir` into `out`, checked round trip."""
     import torch
-
-    from rlab.core.checkpoint import find_last_step, load_model
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.export.hf_check import check_roundtrip
-    from rlab.export.hf_tokenizer import save_hf_tokenizer
-    from rlab.paths import BaseLayout
 
     _require_transformers()
     layout = BaseLayout(base_dir)
@@ -164,8 +166,6 @@ def needs_remote_code(model: Any) -> bool:
     rlab does (nanochat-2026's parts, an attention temperature, a RoPE per layer type, a length-dependent RoPE)."""
     import transformers
 
-    from rlab.core.rope import LENGTH_DEPENDENT, attention_factor
-
     if not hasattr(transformers, "NanoChatForCausalLM"):
         return True
     two_rope = any(not model.rope.scales_layer(g) for g in model.global_layers())
@@ -193,8 +193,6 @@ def hf_config(model: Any, bos_id: int, remote: bool, max_positions: int | None =
     """The transformers config of `model` (a `NanoChatConfig`, or the shipped `RlabNanoChatConfig`)."""
     import torch
 
-    from rlab.export.hf_rope import hf_layer_rope
-
     c, rope = model.config, model.rope
     layer_types = ["full_attention" if g else "sliding_attention" for g in model.global_layers()]
     common = dict(
@@ -219,7 +217,6 @@ def hf_config(model: Any, bos_id: int, remote: bool, max_positions: int | None =
         from transformers import NanoChatConfig
 
         return NanoChatConfig(hidden_act="relu2", **common)
-    from rlab.export.modeling_rlab_nanochat import RlabNanoChatConfig
 
     arch = model.arch
     windows = [
@@ -245,8 +242,6 @@ def hf_config(model: Any, bos_id: int, remote: bool, max_positions: int | None =
 def _write_model(model: Any, tokenizer: Any, out: Path, remote: bool, max_positions: int) -> dict[str, Any]:
     from safetensors.torch import save_file
     from transformers import GenerationConfig
-
-    from rlab.export.hf_weights import hf_state_dict
 
     config = hf_config(model, tokenizer.bos_token_id, remote, max_positions)
     config.save_pretrained(str(out))
@@ -295,8 +290,6 @@ def _write_card(
     max_positions: int,
     options: CardOptions,
 ) -> None:
-    from rlab.core.rope import FORMULAS
-    from rlab.export.card import CardModel, lineage, render_card
 
     notes = []
     if model.arch.sliding_windows:

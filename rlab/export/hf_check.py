@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlab.core.engine import Engine
 from rlab.errors import ExportError
+from rlab.export.hf_tokenizer import check_tokenizer
 
 ROUNDTRIP_TOLERANCE = 1e-3
 """Largest |logit difference| (logits soft-capped at 15, float32) allowed between rlab and the exported model.
@@ -91,8 +93,6 @@ def check_roundtrip(model: Any, tokenizer: Any, folder: Path, remote: bool) -> R
     `ExportError` past tolerance or on the first differing token."""
     from transformers import AutoTokenizer
 
-    from rlab.export.hf_tokenizer import check_tokenizer
-
     hf_tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=remote)
     tokenizer_texts = check_tokenizer(tokenizer, hf_tok)  # type: ignore[arg-type]
     bos = int(hf_tok.bos_token_id)
@@ -137,7 +137,6 @@ def generate_prompt_lengths(length: int) -> list[int]:
 
 def greedy_rlab(model: Any, prompts: list[list[int]], stop: int) -> list[list[int]]:
     """rlab's greedy sampler on each prompt alone (a row ends at `stop`, kept)."""
-    from rlab.core.engine import Engine
 
     engine = Engine(model, name="export check")
     return [

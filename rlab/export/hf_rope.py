@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rlab.core.rope import attention_factor
 from rlab.errors import ExportError
 from rlab.spec.rope import RopeSpec, RopeVariant
 
@@ -72,7 +73,6 @@ def _abf(spec: RopeSpec, head_dim: int) -> RopeParameters:
 
 
 def _longrope(spec: RopeSpec, head_dim: int) -> RopeParameters:
-    from rlab.core.rope import attention_factor
 
     if len(spec.short_factor or []) != head_dim // 2:
         raise ExportError(

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import sys
 
+from rlab.memory.plan import plan_training
+from rlab.memory.shape import TrainShape
+
 
 def main() -> int:
-    from rlab.memory.plan import plan_training
-    from rlab.memory.shape import TrainShape
 
     request = json.loads(sys.stdin.read())
     plan = plan_training(TrainShape.model_validate(request["shape"]), float(request["gpu_memory_gib"]))

@@ -25,19 +25,24 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor.decomposition import select_decomp_table
+from torch._subclasses.fake_tensor import FakeTensorMode
 
+from rlab.activation_checkpointing import every
 from rlab.core.gpt_config import GPTConfig
+from rlab.core.target_device import planning_for
 from rlab.memory.counts import CompiledSaved
 from rlab.memory.shape import TrainShape
 from rlab.memory.trace import rlab_model
+from rlab.nanochat.generations import get_architecture
 
 
 def layer_period(config: GPTConfig, checkpointing: str = "off") -> int:
     """How many consecutive blocks make up the pattern the depth repeats: 1 when every block is alike,
     2 with value embeddings on alternating layers, times the window pattern's length (lcm) with windows,
     and k's (lcm) when every k-th block is checkpointed."""
-    from rlab.activation_checkpointing import every
-    from rlab.nanochat.generations import get_architecture
 
     arch = get_architecture(config.architecture)
     period = 2 if arch.value_embeds else 1
@@ -57,9 +62,6 @@ def probe_depths(n_layer: int, period: int) -> tuple[int, int]:
 def _counting_backend(counts: list[int]):
     """An AOTAutograd backend whose forward "compiler" returns the graph itself, wrapped to add up the
     storages of the saved outputs (those after the partitioner's `num_fwd_outputs`) at every call."""
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-    from torch._inductor.decomposition import select_decomp_table
 
     split = {"num_fwd_outputs": 1}
 
@@ -99,9 +101,6 @@ MakeModel = Callable[[GPTConfig, TrainShape], torch.nn.Module]
 
 
 def _saved_at_depth(shape: TrainShape, depth: int, make_model: MakeModel = rlab_model) -> int:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from rlab.core.target_device import planning_for
 
     counts: list[int] = []
     torch._dynamo.reset()

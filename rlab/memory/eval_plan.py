@@ -22,8 +22,17 @@ from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict
+from torch._subclasses.fake_tensor import FakeTensorMode
 
+from rlab.core.engine import Engine
+from rlab.core.gpt import LOGIT_SOFTCAP
 from rlab.core.gpt_config import GPTConfig
+from rlab.core.head_loss import _SoftcapCrossEntropy
+from rlab.core.target_device import planning_for
+from rlab.evals.bpb_length.same_targets import default_block
+from rlab.evals.lengths import default_grid
+from rlab.evals.passkey.task import MAX_NEW_TOKENS
+from rlab.evals.ruler.tasks import MAX_NEW
 from rlab.memory.plan import DEFAULT_GPU_MEMORY_GIB, FIT_FRACTION, GIB
 from rlab.memory.shape import ModelConfig
 from rlab.memory.trace import CUDA_BLOCK, planned_model
@@ -79,8 +88,6 @@ class EvalPlan(BaseModel):
 
 def longest_answer() -> int:
     """The most tokens any generation eval decodes (passkey, RULER-style tasks)."""
-    from rlab.evals.passkey.task import MAX_NEW_TOKENS
-    from rlab.evals.ruler.tasks import MAX_NEW
 
     return max(MAX_NEW_TOKENS, *MAX_NEW.values())
 
@@ -93,8 +100,6 @@ def _cast(shape: EvalShape) -> contextlib.AbstractContextManager:
 
 def _bpb_forward(model, shape: EvalShape, rows: int) -> None:
     """`score_tokens` on `rows` windows of the longest length, the last `block` targets of each scored."""
-    from rlab.core.gpt import LOGIT_SOFTCAP
-    from rlab.core.head_loss import _SoftcapCrossEntropy
 
     L, vocab = shape.longest, shape.config.vocab_size
     x = torch.randint(0, vocab, (rows, L))
@@ -107,7 +112,6 @@ def _bpb_forward(model, shape: EvalShape, rows: int) -> None:
 
 def _prefill(model, shape: EvalShape, rows: int) -> int:
     """The engine's prefill of `rows` prompts of the longest length; returns the KV cache's bytes."""
-    from rlab.core.engine import Engine
 
     prompt = shape.longest - shape.answer_tokens
     engine = Engine(model)
@@ -120,9 +124,6 @@ def _prefill(model, shape: EvalShape, rows: int) -> int:
 
 def plan_evals(shape: EvalShape, gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB) -> EvalPlan:
     """Trace the evals' two largest forwards of `shape` (see the module docstring)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from rlab.core.target_device import planning_for
 
     bpb_rows = max(1, shape.batch_tokens // shape.longest)
     gen_rows = max(1, shape.batch_tokens // shape.longest)  # run_jobs: batch_tokens // (prompt + answer)
@@ -166,8 +167,6 @@ def eval_shape_from(
 ) -> EvalShape:
     """The eval shape of a tag trained at `train_seq_len` (from L0 = `original_len`): by default the longest
     length of the default grid (2 x train_seq_len) and its block (the shortest length L0/2, halved)."""
-    from rlab.evals.bpb_length.same_targets import default_block
-    from rlab.evals.lengths import default_grid
 
     l0 = original_len or train_seq_len
     grid = default_grid(l0, train_seq_len)

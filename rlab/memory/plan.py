@@ -22,6 +22,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from rlab.activation_checkpointing import candidates, checkpointed_layers
+from rlab.core.distributed import DDP_OPTIONS
 from rlab.memory.counts import StepCounts, StepTrace
 from rlab.memory.shape import TrainShape
 
@@ -125,7 +126,6 @@ def _gib(n: int | float) -> float:
 
 def ddp_bucket_view() -> bool:
     """Whether the trainer's DDP keeps gradients as views into its buckets (no second copy)."""
-    from rlab.core.distributed import DDP_OPTIONS
 
     return bool(DDP_OPTIONS.get("gradient_as_bucket_view", False))
 
@@ -165,19 +165,19 @@ def plan_training(
 
 def count_step(shape: TrainShape) -> StepCounts:
     """Trace `shape`'s training step, and count torch.compile's saved tensors when the run is compiled."""
-    from rlab.memory.trace import trace_step
+    from rlab.memory.trace import trace_step  # noqa: PLC0415 - defers numpy, torch
 
     trace = trace_step(shape)
     if not shape.compile:
         return StepCounts(trace=trace)
-    from rlab.memory.compiled import compiled_saved
+    from rlab.memory.compiled import compiled_saved  # noqa: PLC0415 - defers numpy, torch
 
     return StepCounts(trace=trace, compiled=compiled_saved(shape))
 
 
 def measure(shape: TrainShape) -> StepCounts:
     """`shape`'s counts: from the plan cache, else counted now and cached."""
-    from rlab.memory.plan_cache import cached_counts
+    from rlab.memory.plan_cache import cached_counts  # noqa: PLC0415 - defers numpy, torch
 
     return cached_counts(shape, count_step)
 

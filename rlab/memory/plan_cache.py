@@ -22,8 +22,10 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rlab.atomic_io import write_text_atomic
 from rlab.memory.counts import StepCounts
 from rlab.memory.shape import TrainShape
+from rlab.paths import memory_plan_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +83,6 @@ def plan_key(shape: TrainShape) -> str:
 
 
 def cache_file(shape: TrainShape) -> Path:
-    from rlab.paths import memory_plan_cache_dir
 
     return memory_plan_cache_dir() / f"{plan_key(shape)}.json"
 
@@ -103,7 +104,6 @@ def read_cached(shape: TrainShape) -> StepCounts | None:
 
 def write_cached(shape: TrainShape, counts: StepCounts) -> None:
     """Keep `shape`'s counts for the next plan (atomically; a cache that cannot be written is skipped)."""
-    from rlab.atomic_io import write_text_atomic
 
     path = cache_file(shape)
     entry = PlanCacheFile(

@@ -14,10 +14,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PositiveInt, model_validator
 
 from rlab.core.architecture import DEFAULT_WINDOW_PATTERN, NANOCHAT_CONFIG_KEYS
-from rlab.core.checkpoint_meta import CheckpointMeta
+from rlab.core.checkpoint_meta import CheckpointMeta, read_meta
 from rlab.core.gpt_config import GPTConfig
 from rlab.errors import CheckpointError, SpecError
 from rlab.nanochat.generations import get_architecture
+from rlab.paths import BaseLayout
 
 
 def config_record(config: GPTConfig) -> dict[str, Any]:
@@ -169,9 +170,7 @@ def shape_from_meta(
 def meta_of_tag(base_dir: Path, tag: str, step: int | None = None) -> tuple[CheckpointMeta, str]:
     """(meta, where it came from) of a tag's checkpoint at `step` (default: its newest), the
     architecture read from the weights' keys (`inspect_checkpoint`) rather than guessed from the meta."""
-    from rlab.core.checkpoint import find_last_step, inspect_checkpoint
-    from rlab.core.checkpoint_meta import read_meta
-    from rlab.paths import BaseLayout
+    from rlab.core.checkpoint import find_last_step, inspect_checkpoint  # noqa: PLC0415 - defers numpy, torch
 
     ckpt_dir = BaseLayout(Path(base_dir)).checkpoint_dir(tag)
     step = find_last_step(ckpt_dir) if step is None else step

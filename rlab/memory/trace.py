@@ -23,13 +23,18 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from rlab.core.gpt import GPT
 from rlab.core.gpt_config import GPTConfig
+from rlab.core.optim import build_optimizers
 from rlab.core.precision import stream_dtype
+from rlab.core.target_device import planning_for
 from rlab.memory.counts import StepTrace
+from rlab.memory.fake_world import fake_world
 from rlab.memory.shape import TrainShape
 from rlab.memory.tracker import LiveTensors, SavedTensors
+from rlab.spec.train import LRSpec
 
 CUDA_BLOCK = 512  # the CUDA caching allocator hands out multiples of 512 bytes
 TRACED_STEPS = 2  # the second step has the first one's optimizer state
@@ -64,8 +69,6 @@ def build_training(shape: TrainShape) -> Built:
     """rlab's model and optimizers as the trainer builds them for this shape, as rank 0 of `shape.nproc`
     (the weights' values do not matter). Muon's Newton-Schulz runs uncompiled here (fake tensors cannot
     run compiled kernels); its buffers are the same."""
-    from rlab.core.optim import build_optimizers
-    from rlab.spec.train import LRSpec
 
     # as `rlab.core.trainer.Trainer` prepares it: the embeddings' and residual stream's dtype for the device,
     # then the optimizers, then the rotary tables (and block masks) built outside the compiled region
@@ -84,7 +87,6 @@ def on_cpu(build: Callable[[], ModuleT]) -> ModuleT:
     FakeTensorMode. Built directly as fake tensors, a module could not change a parameter's dtype
     (`Module.to` swaps fake parameters, and a FakeTensorMode holds weak references to some of them, which
     forbids the swap); on the meta device it can, and `to_empty` then makes fresh parameters."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily(), torch.device("meta"):  # real meta tensors, not fake ones
         model = build()
@@ -136,15 +138,11 @@ def trace_step(
     and optimizers (inside the counters); another GPT (nanochat's own, in `bench.memory_bench`) is
     traced with the same counters by passing its builder.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from rlab.core.target_device import planning_for
 
     tracker = LiveTensors(round_to=CUDA_BLOCK if shape.device == "cuda" else 1)
     saved = SavedTensors(tracker)
     grads: set[int] = set()
     state: set[int] = set()
-    from rlab.memory.fake_world import fake_world
 
     mode = FakeTensorMode() if fake else contextlib.nullcontext()
     micro = min(shape.grad_accum_steps, TRACED_MICRO_STEPS)
@@ -201,9 +199,6 @@ def trace_step(
 def saved_by_region(shape: TrainShape, build: Callable[[TrainShape], Built] = build_training) -> Counter[str]:
     """What autograd saves in one forward of `shape` (no backward, no optimizer step: saving happens in
     the forward), by region, under fake tensors: cheaper than `trace_step` when only the saved bytes matter."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from rlab.core.target_device import planning_for
 
     tracker = LiveTensors()
     saved = SavedTensors(tracker)

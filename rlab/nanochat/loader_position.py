@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlab.paths import optim_file
+
 if TYPE_CHECKING:
     from rlab.core.checkpoint_meta import CheckpointMeta
 
@@ -76,7 +78,6 @@ class NanochatPosition:
 
 def nanochat_world_size(ckpt_dir: Path, step: int, meta: CheckpointMeta | None) -> tuple[int | None, str]:
     """The base run's world size (or a multiple of it) and how it was found; (None, why) when unknown."""
-    from rlab.paths import optim_file
 
     shards = 0
     while optim_file(Path(ckpt_dir), step, shards).exists():

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from rlab.core.checkpoint_meta import OptimizerImport
+from rlab.core.optim_shards import NamedState, StateMismatch, load_named_state
 from rlab.nanochat.gen2025.optimizer import read_shards as read_2025
 from rlab.nanochat.gen2026.optimizer import read_shards as read_2026
 from rlab.nanochat.optim_state import FullState, ParamList, Reader, ShardMismatch
@@ -84,7 +85,6 @@ def checkpoint_params(ckpt_dir: Path, step: int) -> ParamList:
 def apply_full_state(full: FullState, model: nn.Module, optimizers: list[torch.optim.Optimizer]) -> int:
     """Load `full` into rlab's optimizers (AdamW: moments + step; Muon: momentum), each rank its own share
     (`rlab.core.optim_shards.load_named_state`); returns the tensors restored model-wide."""
-    from rlab.core.optim_shards import NamedState, StateMismatch, load_named_state
 
     step = torch.tensor(float(full.step), dtype=torch.float32)
     named: NamedState = {name: [(0, {"momentum_buffer": buf})] for name, buf in full.muon.items()}

@@ -239,7 +239,7 @@ def _link_or_copy(src: Path, dst: Path, method: CloneMethod) -> str:
 
 
 def _reflink(src: Path, dst: Path) -> None:
-    import fcntl
+    import fcntl  # noqa: PLC0415 - optional dependency (fcntl)
 
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         try:

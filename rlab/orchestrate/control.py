@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlab.orchestrate.plan import base_layout
 from rlab.spec.experiment import ExperimentSpec
 from rlab.spec.rope import RopeSpec
 from rlab.variants import BASELINE_VARIANT
@@ -29,7 +30,6 @@ def with_control(spec: ExperimentSpec, *, control: bool, resume: bool) -> tuple[
 def _trained(spec: ExperimentSpec) -> bool:
     """Whether the control's tag exists already (an earlier `continue` of the experiment made it): a later run that
     adds a variant neither refuses on it nor retrains it."""
-    from rlab.orchestrate.plan import base_layout
 
     return base_layout(spec).checkpoint_dir(spec.tag_for(BASELINE_VARIANT)).exists()
 

@@ -12,10 +12,11 @@ a worked example, and any stage can be rerun by hand.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import rlab
+from rlab.data.repeats import RepeatOptions
 
 REPO_ROOT = Path(rlab.__file__).resolve().parents[1]
 DEMO_SPEC = REPO_ROOT / "experiments" / "demo.yaml"
@@ -32,10 +33,8 @@ class Stage:
 
 def data_is_stale(base_dir: Path) -> bool:
     """True when the demo's base dir holds a corpus prepared without today's copy records (an older demo's)."""
-    from dataclasses import asdict
 
-    from rlab.data.prepare import read_manifest
-    from rlab.data.repeats import RepeatOptions
+    from rlab.data.prepare import read_manifest  # noqa: PLC0415 - defers numpy
 
     manifest = read_manifest(base_dir)
     if manifest is None:

@@ -12,8 +12,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlab.core.tokenizer import Tokenizer
+from rlab.data.long_docs import load_long_docs
 from rlab.errors import RlabError
 from rlab.evals.copy_distance.task import USEFUL_GAIN
+from rlab.paths import BaseLayout
 
 MIN_GAIN = USEFUL_GAIN
 """Nats per token the repeat must save over the control (the same passage, not seen before) at the longest
@@ -45,11 +48,8 @@ def check_base(base_dir: Path, tag: str, seed: int = 1234) -> CheckResult:
     """Copy loss of the base `tag` at half its training length and at the full length."""
     import torch
 
-    from rlab.core.checkpoint import load_model
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.data.long_docs import load_long_docs
-    from rlab.evals.copy_distance import task as cd
-    from rlab.paths import BaseLayout
+    from rlab.core.checkpoint import load_model  # noqa: PLC0415 - defers torch
+    from rlab.evals.copy_distance import task as cd  # noqa: PLC0415 - defers torch
 
     layout = BaseLayout(base_dir)
     model, meta = load_model(layout.checkpoint_dir(tag), None, torch.device("cpu"))

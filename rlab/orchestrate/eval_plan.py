@@ -10,6 +10,7 @@ checked before anything runs (`rlab.orchestrate.evaluation` runs the plan).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,11 @@ from rlab.errors import CheckpointError, RlabError, SpecError
 from rlab.evals import catalog
 from rlab.evals.definition import resolve
 from rlab.orchestrate.clone import TagFlags, require_checkpoint
+from rlab.orchestrate.experiments import resolve_experiment
+from rlab.orchestrate.launch import EVAL_MODULE, python_argv, resolve_program, torchrun_argv, visible_gpus
+from rlab.orchestrate.plan import base_layout, experiment_layout, experiment_tags, is_base_tag, plan_eval
 from rlab.paths import BaseLayout, ExperimentLayout, default_results_root
+from rlab.spec.loading import load_spec
 
 if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
@@ -68,7 +73,6 @@ class EvalRequest:
 
     def rerun_command(self, tag: str) -> str:
         """This request for `tag` alone as a command line, paths absolute (it works from any directory)."""
-        import shlex
 
         args = ["rlab", "eval", "--tag", tag]
         for flag, path in (
@@ -116,13 +120,11 @@ class EvalPlan:
 
     @property
     def layout(self) -> ExperimentLayout:
-        from rlab.orchestrate.plan import experiment_layout
 
         return experiment_layout(self.spec)
 
     def argv(self, index: int, *, resolve: bool) -> list[str]:
         """The command of the index-th tag's worker (torchrun resolved to its path when `resolve`)."""
-        from rlab.orchestrate.launch import EVAL_MODULE, python_argv, resolve_program, torchrun_argv
 
         cfg = self.configs[index]
         path = self.layout.eval_run_config(cfg.tag)
@@ -158,9 +160,7 @@ class EvalPlan:
 
 def plan_evals(request: EvalRequest) -> EvalPlan:
     """Resolve the spec and every tag's eval config; every problem found here, before anything runs."""
-    from rlab.orchestrate.launch import visible_gpus
-    from rlab.orchestrate.plan import base_layout
-    from rlab.orchestrate.tag_setup import with_saved_variants
+    from rlab.orchestrate.tag_setup import with_saved_variants  # noqa: PLC0415 - defers numpy, torch
 
     if request.tag is None and not request.all_tags:
         raise SpecError(
@@ -212,7 +212,6 @@ def preflight_evals(spec: ExperimentSpec, base: BaseLayout) -> dict[str, RlabErr
 def _tag_config(
     spec: ExperimentSpec, base: BaseLayout, name: str, request: EvalRequest, meta: CheckpointMeta | None
 ) -> EvalRunConfig:
-    from rlab.orchestrate.plan import is_base_tag, plan_eval
 
     step = request.step
     ckpt_dir = require_checkpoint(base, name, step, EVAL_TAG)
@@ -227,8 +226,6 @@ def _tag_config(
 def experiment_eval_tags(spec: ExperimentSpec) -> list[str]:
     """The tags `--all` evaluates: the spec's, plus those `rlab continue` made from the experiment's saved
     resolved spec (its --seeds and --zero-shot are there, not in the spec file)."""
-    from rlab.orchestrate.plan import experiment_layout, experiment_tags
-    from rlab.spec.loading import load_spec
 
     tags = experiment_tags(spec)
     saved = experiment_layout(spec).resolved_spec
@@ -256,8 +253,6 @@ def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, CheckpointM
 
     Without --spec, the tag's checkpoint meta says which experiment and base it belongs to.
     """
-    from rlab.orchestrate.plan import base_layout
-    from rlab.spec.loading import load_spec
 
     experiment, base_tag = request.experiment, request.base_tag
     named = request.spec_overrides()
@@ -274,8 +269,6 @@ def resolve_eval_spec(request: EvalRequest) -> tuple[ExperimentSpec, CheckpointM
         named["name"] = experiment
     root = request.results_dir or default_results_root()
     if request.tag is None and experiment is None:  # --all: the experiment as every command finds it
-        from rlab.orchestrate.experiments import resolve_experiment
-
         experiment, root = resolve_experiment(None, None, request.results_dir)
         named["name"] = experiment
     if experiment is not None:

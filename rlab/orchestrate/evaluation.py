@@ -17,9 +17,19 @@ from typing import TYPE_CHECKING
 
 from rlab.errors import EvalError, Interrupted
 from rlab.evals import catalog
+from rlab.evals.lengths import experiment_target_len, longest_bpb_length
+from rlab.evals.progress import PROGRESS_ENV, parse_event
 from rlab.orchestrate.eval_plan import EvalPlan
+from rlab.orchestrate.launch import run_streaming
+from rlab.orchestrate.launcher_noise import LauncherNoiseFilter
+from rlab.orchestrate.plan import base_layout
 from rlab.orchestrate.reporter import JobFailure, Reporter
+from rlab.orchestrate.watch import tail_lines, worker_error
 from rlab.paths import ExperimentLayout
+from rlab.records.base import ContractError
+from rlab.records.eval_doc import read_eval_doc
+from rlab.spec.run import write_config
+from rlab.worker import ERROR_FILE_ENV, read_error_file
 
 if TYPE_CHECKING:
     from rlab.spec.experiment import ExperimentSpec
@@ -38,16 +48,13 @@ class EvalOutcome:
 
 def keep_in_log(line: str) -> bool:
     """Whether a line of the worker's output belongs in eval.log (progress events do not)."""
-    from rlab.evals.progress import parse_event
 
     return parse_event(line) is None
 
 
 def run_evals(plan: EvalPlan, reporter: Reporter) -> list[EvalOutcome]:
     """Run every tag's worker in turn (a failure does not stop the next); the results dir must be writable."""
-    from rlab.orchestrate.plan import base_layout
-    from rlab.orchestrate.preflight import require_writable_results
-    from rlab.spec.run import write_config
+    from rlab.orchestrate.preflight import require_writable_results  # noqa: PLC0415 - defers numpy, torch
 
     layout = plan.layout
     if plan.refusal is not None:
@@ -67,11 +74,6 @@ def run_one(
 ) -> EvalOutcome:
     """Run one tag's eval worker, its output teed to eval.log and its lines (minus torchrun's) reported;
     an interrupt stops it and is raised with `rerun`, the command that runs it again."""
-    from rlab.evals.progress import PROGRESS_ENV, parse_event
-    from rlab.orchestrate.launch import run_streaming
-    from rlab.orchestrate.launcher_noise import LauncherNoiseFilter
-    from rlab.orchestrate.watch import tail_lines, worker_error
-    from rlab.worker import ERROR_FILE_ENV, read_error_file
 
     log_path = layout.eval_log(cfg.tag)
     log_path.unlink(missing_ok=True)  # one log per run: a failure summary never shows an older run's lines
@@ -126,8 +128,6 @@ def raise_for_failures(plan: EvalPlan, outcomes: list[EvalOutcome]) -> None:
 
 def eval_summary(path: Path) -> str:
     """The headline numbers of an eval.json in one line: each section's `headline` (val BPB, CORE, ...)."""
-    from rlab.records.base import ContractError
-    from rlab.records.eval_doc import read_eval_doc
 
     try:
         metrics = read_eval_doc(path).metrics
@@ -142,9 +142,8 @@ def ensure_long_docs(spec: ExperimentSpec, base_root: Path, reporter: Reporter) 
     """Build the base dir's long-document set before the workers start, when an eval needs it and it is missing."""
     if not catalog.needing("long_docs", spec.eval.evals):
         return
-    from rlab.data.long_docs import ensure_long_docs as build
-    from rlab.data.long_docs import read_long_docs_manifest
-    from rlab.evals.lengths import experiment_target_len, longest_bpb_length
+    from rlab.data.long_docs import ensure_long_docs as build  # noqa: PLC0415 - defers numpy
+    from rlab.data.long_docs import read_long_docs_manifest  # noqa: PLC0415 - defers numpy
 
     if read_long_docs_manifest(base_root) is not None:
         return

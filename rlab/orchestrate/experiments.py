@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rlab.errors import RlabError, SpecError
 from rlab.paths import default_results_root, env_experiment
+from rlab.spec.loading import load_spec
 
 
 def experiments_under(root: Path) -> list[str]:
@@ -64,7 +65,6 @@ def _spec_target(spec_file: Path) -> tuple[str, Path | None]:
     """(experiment name, results root or None) of a spec file, through the spec loader."""
     if not spec_file.is_file():
         raise SpecError(f"Spec file not found: {spec_file}", "Pass an existing YAML file to --spec.")
-    from rlab.spec.loading import load_spec
 
     spec = load_spec(spec_file)
     return spec.experiment, spec.results_dir

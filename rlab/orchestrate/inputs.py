@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rlab.core.loader import check_shards
 from rlab.errors import CheckpointError, DataError, RlabError
 from rlab.paths import BaseLayout, checkpoint_steps
 from rlab.spec.run import RunConfig
@@ -28,9 +29,8 @@ def input_problems(
 ) -> list[RlabError]:
     """Every input a run reads that is missing, unreadable or wrong; `resumed` are the runs that resume
     their own tag, `rerun(variant)` the command that resumes one (for the way out of a broken checkpoint)."""
-    from rlab.core.checkpoint import verify_checkpoint
-    from rlab.core.loader import check_shards
-    from rlab.core.tokenizer import check_tokenizer
+    from rlab.core.checkpoint import verify_checkpoint  # noqa: PLC0415 - defers numpy, torch
+    from rlab.core.tokenizer import check_tokenizer  # noqa: PLC0415 - defers numpy
 
     problems: list[RlabError] = []
     vocab_size = None
@@ -65,7 +65,7 @@ def input_problems(
 def resume_problem(ckpt_dir: Path, resume_from: int | None, rerun: str) -> RlabError | None:
     """Why the checkpoint a resume reads (`resume_from`, else the newest) cannot be read, with the way out
     (`rerun` is the command that resumes the tag)."""
-    from rlab.core.checkpoint import verify_checkpoint
+    from rlab.core.checkpoint import verify_checkpoint  # noqa: PLC0415 - defers numpy, torch
 
     steps = checkpoint_steps(ckpt_dir)
     if not steps:

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,11 @@ from typing import BinaryIO, Literal
 
 from rlab.errors import LaunchError
 from rlab.orchestrate.job_processes import JOB_ENV, stop_job
+from rlab.orchestrate.lifeline import lifeline_argv
+from rlab.records.heartbeat import find_stall, read_heartbeats
+from rlab.records.metrics_log import append_record
 from rlab.spec.experiment import ExperimentSpec, LaunchSpec
+from rlab.worker import ERROR_FILE_ENV, read_error_file
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +285,6 @@ def _reported_error(job: Job) -> str | None:
     """The error the job's first failing worker wrote to `job.error_file` (message and hint), removing the file."""
     if job.error_file is None:
         return None
-    from rlab.worker import read_error_file
 
     reported = read_error_file(job.error_file)
     job.error_file.unlink(missing_ok=True)
@@ -290,7 +294,6 @@ def _reported_error(job: Job) -> str | None:
 def stop_if_stalled(state: JobState, job_id: str) -> bool:
     """The stall watchdog: when a rank of the job has been silent (or the job without a step) past its bound, kill
     the job, record why in its metrics (a `failed` record of kind `stalled`), and return True."""
-    from rlab.records.heartbeat import find_stall, read_heartbeats
 
     job = state.job
     if job.heartbeats is None or state.pid is None:
@@ -304,8 +307,6 @@ def stop_if_stalled(state: JobState, job_id: str) -> bool:
     _kill_group(state.pid, signal.SIGKILL)  # a stopped (SIGSTOP) process ignores SIGTERM until continued
     stop_job(job_id)
     if job.metrics is not None:
-        from rlab.records.metrics_log import append_record
-
         append_record(
             job.metrics, {"type": "failed", "step": stall.step, "error": stall.describe(), "kind": "stalled"}
         )
@@ -314,7 +315,6 @@ def stop_if_stalled(state: JobState, job_id: str) -> bool:
 
 def new_job_id() -> str:
     """A unique ``RLAB_JOB_ID`` for one launched job."""
-    import uuid
 
     return uuid.uuid4().hex
 
@@ -322,7 +322,6 @@ def new_job_id() -> str:
 def _start(
     job: Job, devices: tuple[str, ...] | None, keep_fd: int | None = None
 ) -> tuple[subprocess.Popen, BinaryIO, str]:
-    from rlab.orchestrate.lifeline import lifeline_argv
 
     job.log.parent.mkdir(parents=True, exist_ok=True)
     if job.heartbeats is not None:  # an earlier run's heartbeats would read as a stall
@@ -331,8 +330,6 @@ def _start(
     job_id = new_job_id()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **job.env, **_device_env(devices), JOB_ENV: job_id}
     if job.error_file is not None:
-        from rlab.worker import ERROR_FILE_ENV
-
         job.error_file.unlink(missing_ok=True)
         env[ERROR_FILE_ENV] = str(job.error_file)
     fh = open(job.log, "ab")
@@ -395,7 +392,6 @@ def run_streaming(
     Returns the exit code once no process of the command is left; on KeyboardInterrupt the group is
     terminated and the interrupt re-raised.
     """
-    from rlab.orchestrate.lifeline import lifeline_argv
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     job_id = new_job_id()

@@ -26,7 +26,7 @@ LAUNCHER_ENV = "RLAB_LAUNCHER_PID"
 def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> bool:
     """Arrange for `sig` when the parent exits; False when the parent is already gone."""
     if sys.platform.startswith("linux"):
-        import ctypes
+        import ctypes  # noqa: PLC0415 - optional dependency (ctypes)
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)

@@ -34,7 +34,7 @@ def gpu_memory_gib(launch: LaunchSpec) -> float:
     """launch.gpu_memory_gib, else this machine's first CUDA device's, else 80."""
     if launch.gpu_memory_gib is not None:
         return float(launch.gpu_memory_gib)
-    from rlab.memory.plan import DEFAULT_GPU_MEMORY_GIB
+    from rlab.memory.plan import DEFAULT_GPU_MEMORY_GIB  # noqa: PLC0415 - defers numpy, torch
 
     try:
         import torch
@@ -47,7 +47,7 @@ def gpu_memory_gib(launch: LaunchSpec) -> float:
 
 def training_shape(spec: ExperimentSpec, base: BaseInfo) -> TrainShape:
     """The shape of one continued run of `spec` from `base` on GPUs."""
-    from rlab.memory.shape import TrainShape, accumulation_for, model_config_from_meta
+    from rlab.memory.shape import TrainShape, accumulation_for, model_config_from_meta  # noqa: PLC0415 - defers numpy, torch
 
     train = spec.train
     world = spec.launch.world_size
@@ -75,7 +75,7 @@ def plan_continue_memory(spec: ExperimentSpec, base: BaseInfo) -> tuple[MemoryPl
     """The memory plan of `spec`'s runs from `base` on GPUs (every tag has the same shape), and with
     train.activation_checkpointing auto the line saying what it chose: the least checkpointing that fits at
     the configured batch (off when the run fits without; the plan without, and its suggestion, when nothing does)."""
-    from rlab.memory.plan import least_checkpointing, plan_training
+    from rlab.memory.plan import least_checkpointing, plan_training  # noqa: PLC0415 - defers numpy, torch
 
     shape = training_shape(spec, base)
     gpu = gpu_memory_gib(spec.launch)
@@ -116,7 +116,7 @@ def does_not_fit(plan: MemoryPlan, tags: list[str]) -> RlabError:
                 f"{fix.peak_gib:.1f} GiB). `rlab memory` shows the plan."
             )
     else:
-        from rlab.memory.plan import no_fit_advice
+        from rlab.memory.plan import no_fit_advice  # noqa: PLC0415 - defers numpy, torch
 
         hint = no_fit_advice(plan)
     return LaunchError(message, hint)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from rlab.errors import SpecError
+from rlab.evals.lengths import experiment_target_len
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.spec.experiment import REPLICATE_SUFFIX, ZERO_SHOT_SUFFIX, ExperimentSpec
 from rlab.spec.rope import EXTENSION_VARIANTS, RopeSpec
@@ -310,7 +311,6 @@ def plan_eval(
     spec: ExperimentSpec, tag: str, variant: str | None = None, step: int | None = None
 ) -> EvalRunConfig:
     """The eval job of one tag (`variant` defaults to the one its name says)."""
-    from rlab.evals.lengths import experiment_target_len
 
     variant = variant or variant_of_tag(spec, tag)
     layout = experiment_layout(spec)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlab.core.checkpoint_meta import newest_meta
 from rlab.errors import CheckpointError, LaunchError, RlabError
+from rlab.evals.core.bundle import check_task_selection
 from rlab.orchestrate.base_changes import Change, base_changes
 from rlab.orchestrate.base_info import BaseInfo, read_base_info
 from rlab.orchestrate.clone import (
@@ -25,7 +26,10 @@ from rlab.orchestrate.clone import (
     tag_action,
     tag_exists_error,
 )
+from rlab.orchestrate.control import is_control
+from rlab.orchestrate.disk import plan_disk
 from rlab.orchestrate.eval_inputs import EvalInput, eval_inputs
+from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
 from rlab.orchestrate.lock import lock_holder
 from rlab.orchestrate.plan import (
     base_layout,
@@ -109,7 +113,7 @@ def preflight_continue(
     if pf.base is not None:
         spec = pf.spec = resolve_lengths(spec, pf.base)
         if info is not None:
-            from rlab.core.rope_geometry import plan_geometry_warnings
+            from rlab.core.rope_geometry import plan_geometry_warnings  # noqa: PLC0415 - defers numpy
 
             pf.warnings += plan_geometry_warnings(spec, info.config)
     try:
@@ -203,7 +207,7 @@ def _base_replicas(pf: Preflight, base: BaseLayout, step: int) -> dict[str, Base
 def _check_architecture(pf: Preflight, ckpt_dir: Path, step: int) -> CheckpointInfo | None:
     """A base of an architecture rlab does not know (its keys) stops the run before any clone; a model file
     that cannot be read is a warning here (the job's own load stops on it with the same message)."""
-    from rlab.core.checkpoint import UnreadableModelFile, inspect_checkpoint
+    from rlab.core.checkpoint import UnreadableModelFile, inspect_checkpoint  # noqa: PLC0415 - defers numpy, torch
 
     try:
         return inspect_checkpoint(ckpt_dir, step)
@@ -289,7 +293,6 @@ def _check_results_dir(pf: Preflight, root: Path) -> None:
 
 def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None, *, resume: bool) -> None:
     """Room for the clones and the checkpoints the runs save (`rlab.orchestrate.disk`)."""
-    from rlab.orchestrate.disk import plan_disk
 
     if step is None or not pf.runs:
         return
@@ -303,7 +306,6 @@ def _check_disk(pf: Preflight, ckpt_dir: Path, step: int | None, *, resume: bool
 
 
 def _check_launcher(pf: Preflight) -> None:
-    from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
 
     launch = pf.spec.launch
     if launch.launcher != "local":
@@ -318,8 +320,7 @@ def _check_launcher(pf: Preflight) -> None:
 def _check_memory(pf: Preflight) -> None:
     """A GPU launch whose memory plan does not fit is a problem naming the device batch that does
     (`rlab.orchestrate.memory_check`); CPU launches are not planned."""
-    from rlab.orchestrate.launch import visible_gpus
-    from rlab.orchestrate.memory_check import does_not_fit, gpu_launch, plan_continue_memory
+    from rlab.orchestrate.memory_check import does_not_fit, gpu_launch, plan_continue_memory  # noqa: PLC0415 - defers numpy, torch
 
     trained = [run.tag for run in pf.runs if run.train.steps > 0]
     if pf.base is None or not trained or not gpu_launch(pf.spec.launch, visible_gpus()):
@@ -349,7 +350,7 @@ def _resumed(pf: Preflight) -> list[RunConfig]:
 
 def _adjust_resumed_batches(pf: Preflight) -> None:
     """A resume at another world size keeps its global batch when accumulation allows, and says so."""
-    from rlab.orchestrate.resume import keep_global_batch
+    from rlab.orchestrate.resume import keep_global_batch  # noqa: PLC0415 - defers numpy, torch
 
     base, world = base_layout(pf.spec), pf.spec.launch.world_size
     resumed = {run.tag for run in _resumed(pf)}
@@ -361,8 +362,8 @@ def _adjust_resumed_batches(pf: Preflight) -> None:
 
 
 def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launching: bool) -> None:
-    from rlab.orchestrate.inputs import input_problems
-    from rlab.orchestrate.tag_setup import rerun_command
+    from rlab.orchestrate.inputs import input_problems  # noqa: PLC0415 - defers numpy, torch
+    from rlab.orchestrate.tag_setup import rerun_command  # noqa: PLC0415 - defers numpy, torch
 
     assert pf.base is not None
     found = input_problems(
@@ -388,7 +389,6 @@ def _open_inputs(pf: Preflight, *, resume: bool, resume_from: int | None, launch
 def _check_inputs(pf: Preflight, *, launching: bool) -> None:
     """What the later evals read (`rlab.orchestrate.eval_inputs`): a missing one is a warning of a launch (a dry run
     lists them all), and the CORE task selection a problem."""
-    from rlab.evals.core.bundle import check_task_selection
 
     pf.eval_inputs = eval_inputs(pf.spec)
     if launching:
@@ -402,7 +402,6 @@ def _check_inputs(pf: Preflight, *, launching: bool) -> None:
 
 def plan_json(pf: Preflight, jobs: list[Any]) -> dict[str, Any]:
     """The resolved plan as JSON (`rlab continue --dry-run --json`): one entry per tag."""
-    from rlab.orchestrate.control import is_control
 
     launch = pf.spec.launch
     commands = {job.tag: job.command() for job in jobs}

@@ -10,10 +10,12 @@ moved into `<tag>/set_aside/`, never deleted, so the worker's own search for the
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from rlab.core.checkpoint_meta import CheckpointMeta, TrainArgs, load_meta
 from rlab.errors import CheckpointError
+from rlab.orchestrate.clone import checkpoint_files
 from rlab.paths import checkpoint_steps, meta_file
 from rlab.spec.run import RunConfig
 
@@ -22,7 +24,7 @@ SET_ASIDE = "set_aside"
 
 def _own_meta(run: RunConfig, ckpt_dir: Path) -> CheckpointMeta | None:
     """The newest meta this run wrote in its tag (not the clone's), or None."""
-    from rlab.core.train_start import run_key
+    from rlab.core.train_start import run_key  # noqa: PLC0415 - defers numpy, torch
 
     for step in reversed(checkpoint_steps(ckpt_dir)):
         try:
@@ -74,9 +76,6 @@ def steps_to_set_aside(ckpt_dir: Path, resume_from: int) -> list[int]:
 def set_aside(ckpt_dir: Path, steps: list[int]) -> Path:
     """Move each step's files into `<ckpt_dir>/set_aside/<time>/` (meta first: a step without its meta is no
     checkpoint, so an interrupted move never leaves a half step that looks complete); returns that folder."""
-    import time
-
-    from rlab.orchestrate.clone import checkpoint_files
 
     folder = ckpt_dir / SET_ASIDE / time.strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)

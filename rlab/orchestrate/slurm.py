@@ -9,8 +9,10 @@ variant's train.log, like a local launch.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -88,8 +90,6 @@ def write_script(path: Path, text: str) -> Path:
 
 def submit(script: Path, *, sbatch: str = "sbatch", env: dict[str, str] | None = None) -> str:
     """Submit `script` with sbatch; returns the job id."""
-    import os
-    import shutil
 
     program = shutil.which(sbatch)
     if program is None:

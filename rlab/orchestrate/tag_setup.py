@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlab.atomic_io import remove_stale_temps
+from rlab.atomic_io import remove_stale_temps, write_text_atomic
 from rlab.errors import SpecError
 from rlab.orchestrate.clone import (
     CloneMethod,
@@ -31,7 +31,9 @@ from rlab.orchestrate.clone import (
 )
 from rlab.orchestrate.launch import Job, torchrun_argv
 from rlab.orchestrate.plan import base_layout, experiment_layout
+from rlab.paths import env_base_dir, env_results_root
 from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.loading import load_spec, spec_yaml
 from rlab.spec.run import CheckpointInit, RunConfig, write_config
 
 
@@ -50,7 +52,7 @@ def tag_plans(
     spec: ExperimentSpec, runs: list[RunConfig], *, resume: bool, force: bool, resume_from: int | None = None
 ) -> list[TagPlan]:
     """Decide each tag's fate without touching anything; an existing tag needs --resume or --force."""
-    from rlab.orchestrate.resume import steps_to_set_aside
+    from rlab.orchestrate.resume import steps_to_set_aside  # noqa: PLC0415 - defers numpy, torch
 
     base, layout = base_layout(spec), experiment_layout(spec)
     plans = []
@@ -86,7 +88,7 @@ def apply_tag_plans(
                 base.checkpoint_dir(run.tag)
             )  # a save killed mid-write (the tag's lock is ours)
             if plan.set_aside:
-                from rlab.orchestrate.resume import set_aside
+                from rlab.orchestrate.resume import set_aside  # noqa: PLC0415 - defers numpy, torch
 
                 set_aside(base.checkpoint_dir(run.tag), list(plan.set_aside))
             out.append(run.model_copy(update={"resume": True}))
@@ -114,8 +116,6 @@ def save_resolved_specs(spec: ExperimentSpec, runs: list[RunConfig]) -> Path:
     A tag's own spec (`runs/<tag>/spec.resolved.yaml`) holds just its variant, as this run trains it;
     a later run of other variants overwrites the experiment-wide file, never it.
     """
-    from rlab.atomic_io import write_text_atomic
-    from rlab.spec.loading import load_spec, spec_yaml
 
     layout = experiment_layout(spec)
     path = layout.resolved_spec
@@ -139,7 +139,6 @@ def save_resolved_specs(spec: ExperimentSpec, runs: list[RunConfig]) -> Path:
 def with_saved_variants(spec: ExperimentSpec) -> ExperimentSpec:
     """`spec` plus the variants its experiment's saved resolved spec lists (those given with --variants
     on an earlier `rlab continue`), so `rlab eval --all --spec S` finds every trained variant."""
-    from rlab.spec.loading import load_spec
 
     path = experiment_layout(spec).resolved_spec
     if not path.exists():
@@ -191,8 +190,6 @@ def rerun_command(spec: ExperimentSpec, variants: list[str]) -> str:
     overwrites; several: the experiment's resolved spec. Paths the environment would override
     (it beats recorded paths) are given as flags, so the command works as printed.
     """
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.paths import env_base_dir, env_results_root
 
     layout = experiment_layout(spec)
     path = layout.tag_spec(spec.tag_for(variants[0])) if len(variants) == 1 else layout.resolved_spec

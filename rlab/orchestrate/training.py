@@ -18,10 +18,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from rlab.errors import Interrupted, LaunchError
-from rlab.orchestrate.launch import Job, JobState
+from rlab.orchestrate.base_changes import changed_summary
+from rlab.orchestrate.clone import describe_paths
+from rlab.orchestrate.launch import Job, JobState, device_slots, resolve_program, run_jobs, visible_gpus
+from rlab.orchestrate.lock import TagLocks
+from rlab.orchestrate.plan import base_layout, experiment_layout
 from rlab.orchestrate.preflight import Preflight
 from rlab.orchestrate.reporter import JobFailure, Reporter
+from rlab.orchestrate.slurm import sbatch_script, write_script
+from rlab.orchestrate.slurm import submit as sbatch
 from rlab.orchestrate.tag_setup import TagPlan, rerun_command
+from rlab.orchestrate.watch import MetricsTail, launcher_signal, tail_lines, worker_error
 from rlab.spec.experiment import ExperimentSpec
 from rlab.spec.run import RunConfig
 
@@ -35,9 +42,8 @@ def start_continue(
 ) -> list[JobState]:
     """`rlab continue` after its preflight: the base line, then the tags cloned, trained and watched
     (`resume_from`: resumed tags restart from that step, their newer checkpoints set aside)."""
-    from rlab.orchestrate.base_changes import changed_summary
-    from rlab.orchestrate.eval_inputs import prepare_eval_inputs
-    from rlab.orchestrate.tag_setup import tag_plans
+    from rlab.orchestrate.eval_inputs import prepare_eval_inputs  # noqa: PLC0415 - defers numpy
+    from rlab.orchestrate.tag_setup import tag_plans  # noqa: PLC0415 - defers numpy, torch
 
     spec, runs = pf.spec, pf.runs
     for line in pf.notes:
@@ -65,8 +71,7 @@ def start_pretrain(
     spec: ExperimentSpec, runs: list[RunConfig], *, resume: bool, force: bool, reporter: Reporter
 ) -> list[JobState]:
     """`rlab pretrain`: the base tag (and its replicates) trained from scratch through the same sequence."""
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.orchestrate.tag_setup import tag_plans
+    from rlab.orchestrate.tag_setup import tag_plans  # noqa: PLC0415 - defers numpy, torch
 
     plans = tag_plans(spec, runs, resume=resume, force=force)
     resolved = experiment_layout(spec).resolved_spec.resolve()
@@ -84,11 +89,7 @@ def train_tags(
 ) -> list[JobState]:
     """Apply tag plans under the tags' locks, write configs and the resolved specs, then launch and watch
     (local) or submit (SLURM). Returns every local job's final state."""
-    from rlab.orchestrate.clone import describe_paths
-    from rlab.orchestrate.launch import device_slots, resolve_program, visible_gpus
-    from rlab.orchestrate.lock import TagLocks
-    from rlab.orchestrate.plan import base_layout
-    from rlab.orchestrate.tag_setup import build_jobs
+    from rlab.orchestrate.tag_setup import build_jobs  # noqa: PLC0415 - defers numpy, torch
 
     launch = spec.launch
     torchrun = None if launch.launcher == "slurm" else resolve_program(launch.torchrun)
@@ -128,7 +129,7 @@ _SCRATCH_VERBS = {"clone": "new", "replace": "replaced, training from scratch", 
 def prepare_runs(spec: ExperimentSpec, plans: list[TagPlan], reporter: Reporter) -> list[RunConfig]:
     """Delete/clone the tags, say what happened to each, write the resolved specs and run configs;
     returns the runs that train (a training-free arm is its clone)."""
-    from rlab.orchestrate.tag_setup import apply_tag_plans, save_resolved_specs, write_run_configs
+    from rlab.orchestrate.tag_setup import apply_tag_plans, save_resolved_specs, write_run_configs  # noqa: PLC0415 - defers numpy, torch
 
     runs = apply_tag_plans(spec, plans)
     for plan, run in zip(plans, runs):
@@ -164,9 +165,6 @@ def launch_and_watch(
     An interrupt (Ctrl-C, or SIGTERM turned into one by the CLI) stops every job before it is raised
     as a `LaunchError` naming the command that resumes the unfinished ones.
     """
-    from rlab.orchestrate.launch import run_jobs
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.orchestrate.watch import MetricsTail
 
     tails = {job.tag: MetricsTail(job.metrics) for job in jobs}
     where = (
@@ -212,7 +210,6 @@ def launch_and_watch(
 
 def job_failure(state: JobState) -> JobFailure:
     """What a failed job's log says: its own reason and its last lines."""
-    from rlab.orchestrate.watch import launcher_signal, tail_lines, worker_error
 
     return JobFailure(
         tag=state.job.tag,
@@ -230,10 +227,6 @@ def submit_slurm(
     spec: ExperimentSpec, runs: list[RunConfig], reporter: Reporter, *, submit: bool = True
 ) -> list[Path]:
     """Write one sbatch script per run (and submit each unless `submit` is False)."""
-    from rlab.orchestrate.launch import resolve_program
-    from rlab.orchestrate.plan import experiment_layout
-    from rlab.orchestrate.slurm import sbatch_script, write_script
-    from rlab.orchestrate.slurm import submit as sbatch
 
     layout = experiment_layout(spec)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,7 +144,6 @@ class RankExit:
 
 def signal_name(number: int) -> str:
     """`SIGKILL (signal 9)`."""
-    import signal
 
     try:
         return f"{signal.Signals(number).name} (signal {number})"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
+from rlab.atomic_io import write_text_atomic
 from rlab.evals import catalog
 from rlab.evals.definition import resolve
 from rlab.records.base import ContractError, Record, first_error
@@ -127,7 +128,6 @@ def _json_safe(value: Any) -> Any:
 
 def write_eval_doc(path: Path, doc: EvalDoc) -> None:
     """eval.json, atomically (non-finite numbers become null)."""
-    from rlab.atomic_io import write_text_atomic
 
     data = doc.model_dump(mode="json", by_alias=True)
     data["metrics"] = {k: v for k, v in data["metrics"].items() if v is not None}  # absent = not run

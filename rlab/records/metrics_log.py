@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -75,7 +78,6 @@ def metrics_record(data: dict[str, Any]) -> TrainRecord | EvalRecord | DoneRecor
 def append_record(path: Path, record: dict[str, Any]) -> None:
     """Append one validated record (with `time`) as one line: written in one call, and a failed write is cut back
     off, so the file never keeps a torn line."""
-    import time
 
     checked = metrics_record({**record, "time": record.get("time", time.time())})
     append_line(Path(path), checked.model_dump_json() + "\n")
@@ -84,8 +86,6 @@ def append_record(path: Path, record: dict[str, Any]) -> None:
 def append_line(path: Path, line: str) -> None:
     """`line` appended to `path` whole or not at all (a full disk: the partial line is truncated away, and the
     OSError names the file)."""
-    import errno
-    import os
 
     data = line.encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

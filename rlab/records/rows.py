@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
+from rlab.atomic_io import write_text_atomic
 from rlab.records.base import ContractError, Record, first_error
 
 R = TypeVar("R", bound=Record)
@@ -25,7 +26,6 @@ def _cell(value: Any) -> Any:
 
 def write_rows(path: Path, rows: Iterable[Record], columns: Sequence[str] | None = None) -> None:
     """A CSV of the rows' `columns` (default: the model's), atomically."""
-    from rlab.atomic_io import write_text_atomic
 
     rows = list(rows)
     if columns is None:

@@ -24,6 +24,7 @@ from rlab.report.render.table_model import Table
 from rlab.report.render.tables import mde_text, section, verdict_of, verdict_text
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc
+from rlab.report.stats.estimates import families
 from rlab.report.stats.verdicts import Verdict
 
 METRIC_NAMES = {
@@ -257,7 +258,7 @@ def method(comp: Comparison, seed: int, draws: int) -> str:
 
 def plot_differences(comp: Comparison, path: Path) -> Path | None:
     """Paired BPB difference by context length, one line per compared pair, 95% interval shaded."""
-    from rlab.report.render.plots import _pyplot, _save
+    from rlab.report.render.plots import _pyplot, _save  # noqa: PLC0415 - defers matplotlib
 
     c = comp.data.comparisons
     rows = c[c["metric"].str.startswith("bpb_len_") & c["diff"].notna()].copy()
@@ -297,7 +298,6 @@ def comparison_document(
     comp: Comparison, tabs: list[Table], plot: Path | None, seed: int, draws: int
 ) -> doc.Document:
     """The comparison as one document (rendered to comparison.md and comparison.html)."""
-    from rlab.report.stats.estimates import families
 
     data = comp.data
     pairing = (

@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
@@ -150,7 +151,6 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
 
 def spec_yaml(spec: ExperimentSpec) -> str:
     """The spec as YAML (what `ExperimentLayout.resolved_spec` holds)."""
-    import yaml
 
     data = spec.model_dump(mode="json")
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
@@ -162,7 +162,6 @@ class _DuplicateKey(ValueError):
 
 def _unique_keys_loader() -> type:
     """yaml's SafeLoader refusing a key that occurs twice in a mapping (line numbers in the message)."""
-    import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
         def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
@@ -181,7 +180,6 @@ def _unique_keys_loader() -> type:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
 
     try:
         text = path.read_bytes().decode("utf-8")

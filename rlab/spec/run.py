@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError
 
+from rlab.atomic_io import write_text_atomic
 from rlab.errors import SpecError
 from rlab.spec.base import StrictModel
 from rlab.spec.eval import EvalSpec
@@ -125,7 +126,6 @@ ConfigT = TypeVar("ConfigT", RunConfig, EvalRunConfig)
 
 def write_config(config: RunConfig | EvalRunConfig, path: Path) -> None:
     """Write a resolved config as JSON, atomically."""
-    from rlab.atomic_io import write_text_atomic
 
     write_text_atomic(path, config.model_dump_json(indent=2) + "\n")
 

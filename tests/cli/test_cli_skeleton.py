@@ -3,8 +3,10 @@
 import subprocess
 import sys
 
+from rlab.paths import BaseLayout
 from rlab.variants import VARIANT_NAMES
 from tests.cli.harness import run_main
+from tests.orchestrate.helpers import make_checkpoint
 
 # What `rlab --help` must not load: torch outright, and the libraries that made it slow before
 # the command modules imported them lazily (pydantic via the spec models, the data/report stack).
@@ -61,8 +63,6 @@ def test_rope_help_names_every_variant():
 def test_a_dry_run_reads_the_base_without_torch(tmp_path):
     """`continue --dry-run` checks the base's weights and token table (finite, the right size) with numpy: torch is
     for the launch."""
-    from rlab.paths import BaseLayout
-    from tests.orchestrate.helpers import make_checkpoint
 
     make_checkpoint(tmp_path / "base", "d20", steps=(10,))
     assert (BaseLayout(tmp_path / "base").tokenizer_dir / "token_bytes.pt").is_file()

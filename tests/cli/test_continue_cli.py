@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from rlab.orchestrate.lock import lock_holder
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file
 from tests.cli.harness import (
     alive,
@@ -430,7 +433,6 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
 @pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path, signum, code):
     """Ctrl-C exits 130 and SIGTERM 143 (the shell's 128 + signal), after every job was stopped."""
-    import time
 
     script = tmp_path / "slow-torchrun"
     script.write_text(
@@ -534,8 +536,6 @@ def test_multi_node_flags_pass_through(tmp_path):
 
 def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_path):
     """SIGKILL of rlab's whole process group: the job (own session) dies too; while it ran, its tag was locked."""
-    import signal
-    import time
 
     script = tmp_path / "sleepy-torchrun"
     script.write_text(f"#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 300\n")
@@ -566,7 +566,6 @@ def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_pat
     while alive(job) and time.time() < deadline:
         time.sleep(0.1)
     assert not alive(job)  # the job got SIGTERM when rlab died (PR_SET_PDEATHSIG), though in its own session
-    from rlab.orchestrate.lock import lock_holder
 
     assert lock_holder(base, "d20-kk-pi") is None
 
@@ -585,8 +584,6 @@ def test_eval_all_finds_the_variants_given_with_flags(base, tmp_path):
 
 @pytest.mark.slow
 def test_sigkill_of_a_real_continue_leaves_no_torchrun_or_worker(tiny_base_dir, tmp_path):
-    import signal
-    import time
 
     base_dir, results = pretrained_smoke_base(tiny_base_dir, tmp_path)
     layout = ExperimentLayout(results, "smoke")

@@ -4,13 +4,18 @@ real run whose eval.json says which tasks it scored (so a subset is never compar
 from __future__ import annotations
 
 import json
+import shutil
 
+import torch
+
+from rlab.evals.runner import run_evals
 from rlab.paths import ExperimentLayout
 from rlab.records.eval_doc import read_eval_doc
 from rlab.report.sources.comparability import mismatches
-from rlab.spec.run import EvalRunConfig
+from rlab.spec.run import EvalRunConfig, read_config
 from tests.cli.harness import assert_user_error, run_main
 from tests.conftest import EVAL_BUNDLE_DIR
+from tests.evals.test_runner import TAG, make_base
 from tests.orchestrate.helpers import EXPERIMENTS, make_checkpoint, spec_args
 
 BUNDLE = str(EVAL_BUNDLE_DIR)
@@ -51,7 +56,6 @@ def test_list_tasks_without_a_bundle_is_one_clear_error(tmp_path):
 
 
 def test_the_bundle_comes_from_the_environment_or_the_download_cache(tmp_path):
-    import shutil
 
     nowhere = ["eval", "--list-tasks", "--json", "--base-dir", str(tmp_path / "nowhere")]
     listed = run_main(*nowhere, env={"RLAB_EVAL_BUNDLE": BUNDLE})
@@ -134,11 +138,6 @@ def test_tasks_turn_core_on_and_reach_the_worker_config(tmp_path):
 
 
 def test_a_real_subset_run_records_its_tasks_and_is_not_comparable_with_another_set(tiny_base_dir, tmp_path):
-    import torch
-
-    from rlab.evals.runner import run_evals
-    from rlab.spec.run import read_config
-    from tests.evals.test_runner import TAG, make_base
 
     base = make_base(tiny_base_dir, tmp_path)
     results = tmp_path / "res"

@@ -3,11 +3,16 @@ continue (torchrun, 2 CPU procs; zero-shot arms) -> eval (incl. copy_distance) -
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, replace
+
 import pandas as pd
 import pytest
 import yaml
 
+from rlab.data.repeats import RepeatOptions
 from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
+from rlab.paths import BaseLayout
 from tests.cli.harness import run_main, run_process
 from tests.conftest import EVAL_BUNDLE_DIR, make_english_docs
 from tests.orchestrate.helpers import spec_args
@@ -76,11 +81,6 @@ def test_demo_stages_are_the_users_commands(tmp_path):
 
 
 def test_a_corpus_prepared_with_other_copy_records_is_rebuilt(tmp_path):
-    import json
-    from dataclasses import asdict, replace
-
-    from rlab.data.repeats import RepeatOptions
-    from rlab.paths import BaseLayout
 
     manifest = BaseLayout(tmp_path).corpus_manifest
     assert not data_is_stale(tmp_path)  # nothing prepared yet: the data stage prepares it anyway

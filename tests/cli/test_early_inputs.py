@@ -8,7 +8,11 @@ import shlex
 from pathlib import Path
 
 import pytest
+import torch
 
+from rlab.core.tokenizer import Tokenizer
+from rlab.errors import EvalError
+from rlab.evals.passkey.task import build_prompt, shortest_prompt
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps, meta_file, model_file
 from tests.cli.harness import Outcome, run_main
 from tests.orchestrate.helpers import make_checkpoint, spec_args, write_spec
@@ -43,7 +47,6 @@ def setup(tmp_path):
 
 
 def _nan(path: Path) -> None:
-    import torch
 
     state = torch.load(path)
     state["lm_head.weight"][0, 0] = float("nan")
@@ -111,9 +114,6 @@ def test_a_broken_newest_checkpoint_of_a_resumed_tag_has_a_way_out(setup, tmp_pa
 
 
 def test_passkey_lengths_no_prompt_fits_are_refused_before_an_eval_starts(tmp_path):
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.errors import EvalError
-    from rlab.evals.passkey.task import build_prompt, shortest_prompt
 
     base = BaseLayout(tmp_path / "base")
     make_checkpoint(base.root, "d20", steps=(20,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 
 import pytest
@@ -10,13 +11,11 @@ import pytest
 from rlab.paths import ExperimentLayout
 from tests.cli.harness import start_process
 from tests.conftest import EVAL_BUNDLE_DIR
+from tests.evals.test_runner import TAG, make_base
 
 
 @pytest.mark.slow
 def test_eval_in_a_terminal_draws_a_bar_per_eval(tiny_base_dir, tmp_path):
-    import pty
-
-    from tests.evals.test_runner import TAG, make_base
 
     base = make_base(tiny_base_dir, tmp_path)
     results = tmp_path / "res"

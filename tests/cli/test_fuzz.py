@@ -19,6 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rlab.spec.loading import load_spec
 from tests.cli.harness import Outcome, run_main
 
 EXAMPLES = int(os.environ.get("RLAB_FUZZ_EXAMPLES", "60"))  # e.g. 2000 for a long local hunt
@@ -164,8 +165,6 @@ def test_fuzzed_specs(changes):
         outcome = run_main("validate", "--spec-only", str(spec))
         assert_no_traceback(outcome)
         if outcome.code == 0:  # accepted: then it holds what was written, with nothing coerced
-            from rlab.spec.loading import load_spec
-
             dumped = load_spec(spec, resolve=False).model_dump(mode="python")
             assert _finite(dumped), dumped
             for path, _ in changes:

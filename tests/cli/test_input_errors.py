@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.harness import assert_clean_error, run_main
+from tests.orchestrate.helpers import make_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "experiments" / "demo.yaml"
@@ -88,7 +89,6 @@ def test_bad_rdzv_endpoint_flag_fails_the_dry_run(tmp_path):
 
 
 def test_variant_names_are_case_insensitive(tmp_path):
-    from tests.orchestrate.helpers import make_checkpoint
 
     make_checkpoint(tmp_path / "base", "d20", steps=(10,))  # $RLAB_BASE_DIR (tests/conftest.py)
     outcome = run_main("continue", "--from-step", "10", "--variants", "YaRN,PI", "--dry-run")

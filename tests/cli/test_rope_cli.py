@@ -25,8 +25,8 @@ def assert_error_line(result: Outcome, message: str) -> None:
 def hf_inv_freq(
     rope_type: str, head_dim: int, seq_len: int | None = None, **params
 ) -> tuple[list[float], float]:
-    from transformers import PreTrainedConfig
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers import PreTrainedConfig  # noqa: PLC0415 - optional dependency (transformers)
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: PLC0415 - optional dependency (transformers)
 
     config = PreTrainedConfig()
     config.hidden_size, config.num_attention_heads, config.head_dim = head_dim * 2, 2, head_dim

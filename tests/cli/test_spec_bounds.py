@@ -4,7 +4,9 @@ range (none is accepted with exit 0), and the validator ends quickly on any inpu
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,8 +181,6 @@ def _yaml_at(dotted: str, value: str) -> str:
 @FUZZ
 @given(field=st.sampled_from(FIELDS), value=yaml_values)
 def test_the_validator_does_bounded_work_and_errors_on_extreme_values(field, value):
-    import tempfile
-    from pathlib import Path
 
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.yaml"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.cli.harness import assert_user_error, run_main
+from tests.conftest import EVAL_BUNDLE_DIR
 from tests.orchestrate.helpers import EXPERIMENTS, d20_base
 
 
@@ -70,7 +71,6 @@ def test_schema_is_json_schema(tmp_path):
 
 
 def test_validate_checks_core_task_names_against_the_bundle(tmp_path):
-    from tests.conftest import EVAL_BUNDLE_DIR
 
     base = d20_base(tmp_path / "d20")
     text = (EXPERIMENTS / "rope_scaling_d20.yaml").read_text()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 
@@ -15,6 +16,7 @@ import pytest
 
 from rlab.orchestrate.lock import lock_holder
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
+from rlab.records.metrics_log import read_metrics_records
 from tests.cli.harness import processes_mentioning, run_process
 from tests.cli.job_faults import (
     attack_when_training,
@@ -80,7 +82,6 @@ def test_a_full_disk_is_one_named_error_and_the_run_resumes_exactly_after(
 ):
     """The disk fills while the job trains: the summary names rank 0's "No space left" and the file (not rank 1's
     "Connection closed by peer"), as text, without a traceback; freed, --resume goes on from the last checkpoint."""
-    import shutil
 
     base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
     small_base = small_disk / "base"
@@ -163,9 +164,6 @@ def test_a_full_results_disk_names_the_file_and_its_filesystems_free_space_and_t
     """Issue 42, finding 5: "No space left writing a file (71 GiB free there)": no file, the root disk's free
     space, and metrics.jsonl left with a torn last line. Now: the file, the full filesystem's free space, whole
     lines only."""
-    import shutil
-
-    from rlab.records.metrics_log import read_metrics_records
 
     base_dir, _ = pretrained_smoke_base(tiny_base_dir, tmp_path)
     results = small_disk / "results"

@@ -13,9 +13,12 @@ d20-like width (see `main`).
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 
 import torch
+
+from rlab.core.gpt import GPT, GPTConfig
 
 KIB = 1024
 
@@ -104,9 +107,6 @@ def main() -> None:
     """Head and per-layer saved KiB/token of a d20-wide model (1280 = 10 heads of 128, vocab 65,536) at a
     short sequence under CPU bf16 autocast; `--stream bf16` forces the GPU's bf16 stream. Run it against
     another checkout (PYTHONPATH) for a before/after table."""
-    import argparse
-
-    from rlab.core.gpt import GPT, GPTConfig
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--backend", default="none", help="torch.compile backend (none = eager)")

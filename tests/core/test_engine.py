@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlab.core.blocks import KVCache
 from rlab.core.engine import Engine, sample_next
 from rlab.errors import EvalError
 from rlab.spec.rope import RopeSpec
@@ -95,7 +96,6 @@ def test_prefill_computes_the_last_positions_logits_only_and_tokens_are_unchange
 
 def test_the_kv_cache_keeps_the_dtype_the_keys_come_in():
     """fp32 without autocast (a CPU eval), bf16 under autocast (a GPU eval runs under bf16 autocast)."""
-    from rlab.core.blocks import KVCache
 
     model = random_gpt(300, sequence_len=64, seed=5)
     for amp, dtype in ((False, torch.float32), (True, torch.bfloat16)):

@@ -7,6 +7,7 @@ import torch
 
 from rlab.core.architecture import attention_reach, eval_window_sizes, window_sizes
 from rlab.core.blocks import KVCache
+from rlab.evals.rope_eval import apply_eval_rope
 from rlab.evals.windows import NO_WINDOWS, apply_eval_windows, lengths_in_use, window_setting
 from rlab.spec.eval import EvalSpec
 from rlab.spec.rope import RopeSpec
@@ -127,7 +128,6 @@ def test_lengths_in_use_covers_every_long_context_eval():
 
 @pytest.mark.parametrize("windows", ["scale", "fixed"])
 def test_dynamic_ntk_fixed_keeps_the_trained_windows(windows):
-    from rlab.evals.rope_eval import apply_eval_rope
 
     model = _windowed(rope=RopeSpec(variant="dynamic-ntk", factor=4.0, original_len=4, windows=windows))
     before = model.window_sizes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlab.core.checkpoint import inspect_checkpoint, load_model, save_checkpoint
 from rlab.core.gpt import GPT, GPTConfig, KVCache
 from rlab.errors import CheckpointError, SpecError
 from rlab.spec.rope import RopeSpec
@@ -221,7 +222,6 @@ def test_packed_prefix_with_branch_mask_matches_separate_rows():
 def test_a_variant_that_leaves_its_base_to_the_checkpoint_gets_the_models_own(tmp_path):
     """A base trained with its own rotary base: every variant applied to it or to a clone of it (base
     left null) rotates with that base, not the architecture's default; an explicit base still wins."""
-    from rlab.core.checkpoint import inspect_checkpoint, load_model, save_checkpoint
 
     model = make_model(rotary_base=500.0)
     assert model.rope.base == 500.0 and make_model().rope.base == 10000.0

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from rlab.core import head_loss
+from rlab.core.gpt import GPT, GPTConfig
 from rlab.core.head_loss import softcap_cross_entropy
 
 torch.set_num_threads(1)
@@ -128,7 +129,6 @@ def test_bad_reduction_is_refused():
 
 def test_gpt_forward_loss_equals_cross_entropy_of_its_logits():
     """GPT.forward's three loss paths (mean with grad, per-token without, per-token with grad) agree."""
-    from rlab.core.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(sequence_len=16, vocab_size=100, n_layer=1, n_head=2, n_kv_head=2, n_embd=16))

@@ -6,6 +6,8 @@ import json
 import re
 import threading
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -222,8 +224,6 @@ def test_bad_layouts(tmp_path, tok):
     write_parquet_texts(["a", "b"], one / shard_name(0))
     with pytest.raises(DataError, match="need at least 2"):
         _loader(one, tok)
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 
 import pytest
 
 from rlab.core.metrics import MetricsWriter
+from rlab.errors import os_error
 from rlab.records.base import ContractError
 from rlab.records.metrics_log import read_metrics_records
 
@@ -75,10 +78,6 @@ def test_records_are_validated_and_nan_survives(tmp_path):
 def test_a_full_disk_never_leaves_a_torn_line_and_the_error_names_the_file(tmp_path, monkeypatch):
     """Finding 5: one of two runs on a full results disk left metrics.jsonl with a torn last line, and the message
     named no file ("No space left writing a file") with the free space of another disk."""
-    import errno
-    import os
-
-    from rlab.errors import os_error
 
     path = tmp_path / "metrics.jsonl"
     writer = MetricsWriter(path)

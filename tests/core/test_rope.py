@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from rlab.core import rope as R
 from rlab.core.gpt import GPT, GPTConfig, KVCache
 from rlab.errors import SpecError
-from rlab.spec.rope import RopeSpec, RopeVariant
+from rlab.spec.rope import RopeSpec, RopeVariant, build_rope_spec
 
 torch.set_num_threads(1)
 
@@ -34,8 +34,8 @@ ORIGINAL_LENS = [256, 2048, 8192]
 
 def hf_reference(spec: RopeSpec, head_dim: int, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
     """(inv_freq, attention_factor) from transformers for the same configuration."""
-    from transformers import PreTrainedConfig
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers import PreTrainedConfig  # noqa: PLC0415 - optional dependency (transformers)
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: PLC0415 - optional dependency (transformers)
 
     rope_type = HF_NAME[spec.variant.value]
     params: dict = {"rope_type": rope_type, "rope_theta": spec.base}
@@ -57,7 +57,7 @@ def hf_reference(spec: RopeSpec, head_dim: int, seq_len: int | None = None) -> t
     config.max_position_embeddings = spec.original_len
     config.rope_parameters = params
     if rope_type == "default":
-        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: PLC0415 - optional dependency (transformers)
 
         return LlamaRotaryEmbedding.compute_default_rope_parameters(config)
     return ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
@@ -357,8 +357,6 @@ def test_bad_spec_names_the_parameter(fields, name):
     with pytest.raises(ValidationError, match=f"{name}(: |\n  Value error, )must be"):  # model check or bound
         RopeSpec(**fields)
     with pytest.raises(SpecError, match=f"^{name}: must be") as err:
-        from rlab.spec.rope import build_rope_spec
-
         build_rope_spec(**fields)
     assert "\n" not in err.value.message
 

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from rlab.core import rope as R
 from rlab.core.gpt import GPT, GPTConfig, KVCache
 from rlab.errors import SpecError
+from rlab.spec.loading import load_spec
 from rlab.spec.rope import RopeSpec, build_rope_spec, default_variant_specs
 from tests.core.test_rope import BASES, HEAD_DIMS, ORIGINAL_LENS, SCALES, assert_rel_close
 
@@ -28,7 +29,7 @@ torch.set_num_threads(1)
 
 
 def hf_config(head_dim: int, params: dict, max_positions: int | None = None):
-    from transformers import PreTrainedConfig
+    from transformers import PreTrainedConfig  # noqa: PLC0415 - optional dependency (transformers)
 
     config = PreTrainedConfig()
     config.hidden_size = head_dim * 4
@@ -68,8 +69,8 @@ def hf_params(spec: RopeSpec) -> dict:
 
 
 def hf_reference(spec: RopeSpec, head_dim: int, seq_len: int | None = None) -> tuple[torch.Tensor, float]:
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: PLC0415 - optional dependency (transformers)
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: PLC0415 - optional dependency (transformers)
 
     params = hf_params(spec)
     config = hf_config(head_dim, params, spec.original_len)
@@ -143,7 +144,7 @@ def test_longrope_matches_transformers_random(half_dim, base, scale, original_le
 
 def test_longrope_attention_factor_from_positions_as_phi3():
     """Phi-3 leaves `factor` out: transformers takes max_position_embeddings / L0; rlab's factor is that ratio."""
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: PLC0415 - optional dependency (transformers)
 
     spec = RopeSpec(
         variant="longrope", factor=32.0, base=10000.0, original_len=4096, **longrope_factors(96, 32, 0)
@@ -317,8 +318,8 @@ def test_variants_change_the_model_and_longrope_within_l0_uses_short_factors(var
 
 def hf_layer_reference(spec: RopeSpec, model: GPT) -> dict[str, tuple[torch.Tensor, float]]:
     """Per layer type, (inv_freq, attention factor) from transformers' nested `rope_parameters`."""
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: PLC0415 - optional dependency (transformers)
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: PLC0415 - optional dependency (transformers)
 
     head_dim = model.config.head_dim
     plain = {"rope_type": "default", "rope_theta": spec.base}
@@ -381,7 +382,6 @@ def test_layers_global_differs_from_all_on_a_windowed_model_and_keeps_plain_loca
 
 
 def test_variants_flag_says_what_abf_and_longrope_need(tmp_path):
-    from rlab.spec.loading import load_spec
 
     with pytest.raises(SpecError, match=r"^Variant 'abf' needs new_base \(the raised rotary base") as err:
         load_spec(None, variants="pi,ABF", base_dir=tmp_path)

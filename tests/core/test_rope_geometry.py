@@ -8,6 +8,8 @@ import math
 import pytest
 
 from rlab.core import rope_geometry as G
+from rlab.orchestrate.preflight import preflight_continue
+from rlab.spec.loading import load_spec
 from rlab.spec.rope import RopeSpec
 from tests.core.tiny_checkpoints import random_model, write_checkpoint
 
@@ -107,8 +109,6 @@ def test_as_json_and_summary():
 
 
 def preflight_warnings(tmp_path, architecture: str, variants: str, **shape) -> list[str]:
-    from rlab.orchestrate.preflight import preflight_continue
-    from rlab.spec.loading import load_spec
 
     write_checkpoint(tmp_path / "base", "b", random_model(architecture, **shape))
     spec = load_spec(

@@ -11,6 +11,7 @@ from rlab.core.gpt import GPT, GPTConfig
 from rlab.core.muon import ShardedMuon, compiled_newton_schulz, newton_schulz
 from rlab.core.optim import build_optimizers, set_lr_multiplier
 from rlab.core.optim_sharding import adamw_rows, muon_owners, optimizer_state_bytes
+from rlab.core.optim_shards import load_optimizer_state, named_state, optimizer_shard
 from rlab.spec.train import LRSpec
 
 COEFFS, EPS = (3.4445, -4.7750, 2.0315), 1e-7
@@ -194,7 +195,6 @@ def test_state_moves_through_any_world_sizes_unchanged(architecture):
     """Loading needs no process group, so every rank of a world size can be built in one process: the state
     of one step goes 1 -> 4 -> 3 -> 8 -> 2 -> 1 ranks (3: indivisible rows, AdamW replicated) and comes back
     bit for bit, and at each world size every rank holds exactly what `optimizer_state_bytes` says."""
-    from rlab.core.optim_shards import load_optimizer_state, named_state, optimizer_shard
 
     model = tiny_model(architecture)
     full = build_optimizers(model, LRSpec(), 32)

@@ -12,10 +12,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from rlab.core.checkpoint import load_optim_set, write_optim_file
+from rlab.core.checkpoint import load_model, load_optim_set, write_optim_file
 from rlab.core.optim import build_optimizers, set_lr_multiplier
 from rlab.core.optim_sharding import optimizer_state_bytes
 from rlab.core.optim_shards import load_optimizer_state, optimizer_shard
+from rlab.nanochat.optim_import import import_nanochat_optimizer
 from rlab.spec.train import LRSpec
 from tests.conftest import NANOCHAT_REFERENCE_SKIP, nanochat_reference_path
 from tests.core.test_sharded_optim import state_bytes, tiny_model
@@ -129,8 +130,6 @@ NANOCHAT = {"d314e96": "DistAdamW+DistMuon", "head": "MuonAdamW"}
 
 
 def _import_worker(rank: int, world: int, tmp: str, ckpt: Path) -> None:
-    from rlab.core.checkpoint import load_model
-    from rlab.nanochat.optim_import import import_nanochat_optimizer
 
     dist.init_process_group("gloo", init_method=f"file://{tmp}/pg", rank=rank, world_size=world)
     model, _ = load_model(ckpt, 20)
@@ -145,8 +144,6 @@ def _import_worker(rank: int, world: int, tmp: str, ckpt: Path) -> None:
 def test_nanochat_import_at_two_ranks_gives_each_rank_its_share(tmp_path, version):
     """nanochat's 2-rank shards imported by a 2-rank rlab run: pieced back together, the state is exactly
     what a one-process import gives."""
-    from rlab.core.checkpoint import load_model
-    from rlab.nanochat.optim_import import import_nanochat_optimizer
 
     ckpt = nanochat_reference_path(version) / "base_checkpoints" / "d2"
     if not (ckpt / "model_000020.pt").is_file():

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch._dynamo.exc import BackendCompilerFailed
 
+from rlab.core.checkpoint_meta import read_meta
+from rlab.core.distributed import DistInfo
 from rlab.core.muon import compiled_newton_schulz
 from rlab.core.step_failures import is_compiler_error, is_oom, oom_error
 from rlab.core.train import train
@@ -116,7 +119,6 @@ def test_a_distributed_error_names_the_rank(train_base: Path, tmp_path: Path):
 
 
 def test_classification():
-    from torch._dynamo.exc import BackendCompilerFailed
 
     oom = torch.OutOfMemoryError("CUDA out of memory")
     wrapped = BackendCompilerFailed(lambda *a: None, oom, None)
@@ -126,7 +128,6 @@ def test_classification():
 
 
 def test_oom_hint_names_the_largest_batch_that_fits():
-    from rlab.core.distributed import DistInfo
 
     info = DistInfo(rank=3, local_rank=3, world_size=8, device=torch.device("cpu"))
     plan = {
@@ -161,7 +162,6 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.slow  # torchrun with 2 gloo processes
 def test_ranks_decide_the_fallback_together(train_base: Path, tmp_path: Path):
     """Rank 1's compiler fails, rank 0's does not: both continue uncompiled, in step with each other."""
-    from rlab.core.checkpoint_meta import read_meta
 
     cfg = make_run_config(train_base, tmp_path / "run", steps=3, compile=True)
     (tmp_path / "run.json").write_text(cfg.model_dump_json())

@@ -5,6 +5,7 @@ names is run."""
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import zipfile
 
@@ -93,13 +94,11 @@ def test_a_damaged_record_is_left_to_torch(tmp_path):
 
 class _Boom:
     def __reduce__(self):
-        import os
 
         return (os.system, ("echo should-not-run > /dev/null",))
 
 
 def test_a_pickle_that_names_a_function_runs_nothing(tmp_path, monkeypatch):
-    import os
 
     path = tmp_path / "evil.pt"
     with zipfile.ZipFile(path, "w") as z:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
+from rlab.core.checkpoint import inspect_checkpoint, load_model
 from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
 from rlab.errors import TrainingError
-from rlab.paths import checkpoint_steps, model_file, optim_file
+from rlab.orchestrate.clone import clone_checkpoint
+from rlab.paths import BaseLayout, checkpoint_steps, model_file, optim_file
+from rlab.spec.rope import RopeSpec
 from tests.core.train_helpers import make_run_config, train_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -203,7 +207,6 @@ def test_consecutive_skips_exit_code_and_message(train_base, tmp_path):
 
 
 def _env():
-    import os
 
     return dict(os.environ)
 
@@ -253,9 +256,6 @@ def test_bf16_autocast_learns_like_fp32(train_base, tmp_path):
 
 def test_continue_a_clone_keeps_the_source_step(train_base, tmp_path):
     """The orchestrator's flow: clone base@4 into a new tag, continue it there with keep_last=1."""
-    from rlab.orchestrate.clone import clone_checkpoint
-    from rlab.paths import BaseLayout
-    from rlab.spec.rope import RopeSpec
 
     train(make_run_config(train_base, tmp_path / "base_run", tag="base", steps=4))
     before = torch.load(model_file(train_base / "base_checkpoints" / "base", 4))
@@ -286,7 +286,6 @@ def test_continue_a_clone_keeps_the_source_step(train_base, tmp_path):
 
 
 def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
-    from rlab.core.checkpoint import load_model
 
     train(make_run_config(train_base, tmp_path / "base_run", tag="base", steps=2))
     captured = []
@@ -309,7 +308,6 @@ def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
 
 
 def test_a_nanochat_2026_base_trains_from_scratch_and_continues(train_base, tmp_path):
-    from rlab.core.checkpoint import inspect_checkpoint
 
     model = {
         "n_layer": 2,

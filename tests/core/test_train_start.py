@@ -7,6 +7,7 @@ import torch
 
 from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
+from rlab.core.train_start import FRESH_LR_SCALE
 from rlab.paths import model_file, optim_file
 from tests.core.train_helpers import make_run_config, train_records
 
@@ -138,7 +139,6 @@ def test_tokens_of_a_continuation_start_from_the_bases(train_base, tmp_path):
 
 def test_unusable_optimizer_state_means_warmup_at_a_reduced_lr(train_base, tmp_path):
     """Shards that cannot be imported: a fresh optimizer at FRESH_LR_SCALE with warmup, kept across a resume."""
-    from rlab.core.train_start import FRESH_LR_SCALE
 
     train(make_run_config(train_base, tmp_path / "base", tag="base", steps=2))
     base_ckpt = train_base / "base_checkpoints" / "base"

@@ -13,6 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rlab.spec.run import RunConfig
+
 
 @contextmanager
 def root_logging_kept() -> Iterator[None]:
@@ -39,7 +43,6 @@ def make_run_config(
     **train: Any,
 ):
     """A RunConfig for a 2-layer, width-32 model at seq 32 unless `train` overrides it."""
-    from rlab.spec.run import RunConfig
 
     train_spec = {
         "seq_len": 32,
@@ -75,7 +78,6 @@ def train_records(run_dir: Path, kind: str = "train") -> list[dict[str, Any]]:
 
 def torchrun(cfg, path: Path, nproc: int = 2) -> subprocess.CompletedProcess:
     """Run the training worker under torchrun with `nproc` CPU processes (gloo); fails the test on error."""
-    import pytest
 
     path.write_text(cfg.model_dump_json())
     argv = [

@@ -9,6 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+import rlab.data.long_docs as ld
+from rlab.core.tokenizer import Tokenizer
 from rlab.data.long_docs import (
     build_long_docs,
     ensure_long_docs,
@@ -18,6 +20,7 @@ from rlab.data.long_docs import (
 )
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
+from tests.cli.harness import assert_user_error, run_main
 from tests.conftest import make_english_docs
 
 
@@ -59,7 +62,6 @@ def test_builds_from_user_files_for_a_foreign_base(foreign_base, sources):
     loaded = load_long_docs(foreign_base)
     assert loaded.doc_ids == [d.doc_id for d in m.docs]
     # documents are whole: each text is one of the source texts, token counts match the tokenizer
-    from rlab.core.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.from_directory(foreign_base / "tokenizer")
     originals = {p.read_text() for p in sources.glob("book_*.txt")}
@@ -104,7 +106,6 @@ def test_load_detects_an_edited_set_and_another_tokenizer(foreign_base, sources,
 
 
 def test_ensure_builds_once(foreign_base, sources, monkeypatch):
-    import rlab.data.long_docs as ld
 
     monkeypatch.setattr(ld, "default_sources", lambda layout: [str(sources)])
     m1, built1 = ensure_long_docs(foreign_base, 500)
@@ -123,7 +124,6 @@ def test_prepare_writes_a_set_with_a_manifest_and_no_training_text(tiny_base_dir
 
 
 def test_cli_long_docs(foreign_base, sources):
-    from tests.cli.harness import assert_user_error, run_main
 
     args = [
         "data",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rlab.cli.app import main
 from rlab.data.prepare import IN_PROGRESS_NAME, PrepareOptions, prepare_data
 from rlab.errors import DataError
 from rlab.paths import BaseLayout
@@ -117,7 +119,6 @@ def test_bad_corpus_inputs(tmp_path):
 
 
 def _run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    from rlab.cli.app import main
 
     monkeypatch.setattr(sys, "argv", ["rlab", *args])
     monkeypatch.setenv("COLUMNS", "300")  # no line wrapping in the captured output
@@ -152,7 +153,6 @@ def test_cli_prepare_then_noop_then_error(tmp_path, corpus, monkeypatch, capsys)
 
 
 def test_prepared_base_with_missing_outputs_is_not_called_prepared(tiny_base_dir, tmp_path):
-    import shutil
 
     base = tmp_path / "base"
     shutil.copytree(tiny_base_dir, base)

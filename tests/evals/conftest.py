@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
+from rlab.core.gpt import GPT, GPTConfig
+from rlab.core.tokenizer import Tokenizer
+from rlab.evals.core.bundle import load_bundle
 from tests.conftest import EVAL_BUNDLE_DIR
 
 
@@ -24,7 +29,6 @@ def bundle_texts(per_file: int = 40) -> list[str]:
 @pytest.fixture(scope="session")
 def tokenizer():
     """A real byte-level BPE (rlab's Tokenizer) with 512 tokens, trained on bundle rows."""
-    from rlab.core.tokenizer import Tokenizer
 
     return Tokenizer.train(bundle_texts(), vocab_size=512)
 
@@ -42,9 +46,6 @@ def random_gpt(
 ):
     """A small GPT (2 layers by default) whose outputs depend on the input (init_weights zeroes the output layers,
     which would make every prediction uniform, so those are drawn at random here)."""
-    import torch
-
-    from rlab.core.gpt import GPT, GPTConfig
 
     torch.manual_seed(seed)
     cfg = GPTConfig(
@@ -68,7 +69,6 @@ def random_gpt(
 
 @pytest.fixture
 def tiny_gpt(tokenizer):
-    import torch
 
     torch.set_num_threads(1)
     return random_gpt(tokenizer.vocab_size)
@@ -76,7 +76,6 @@ def tiny_gpt(tokenizer):
 
 @pytest.fixture(scope="session")
 def bundle():
-    from rlab.evals.core.bundle import load_bundle
 
     return load_bundle(EVAL_BUNDLE_DIR)
 
@@ -84,7 +83,6 @@ def bundle():
 @pytest.fixture
 def bundle_copy(tmp_path) -> Path:
     """A writable copy of the bundle's config with three small tasks (for corruption tests)."""
-    import shutil
 
     dst = tmp_path / "bundle"
     (dst / "eval_data").mkdir(parents=True)

@@ -8,9 +8,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import rlab.evals.bpb.score as bpb_mod
 from rlab.errors import EvalError
 from rlab.evals.bpb.score import doc_windows, score_documents
-from rlab.evals.bpb_length.same_targets import Block, evaluate_bpb_blocks, evaluate_bpb_by_length, plan_blocks
+from rlab.evals.bpb_length.same_targets import (
+    Block,
+    bigram_repeats,
+    evaluate_bpb_blocks,
+    evaluate_bpb_by_length,
+    plan_blocks,
+    score_plan,
+)
+from rlab.spec.rope import RopeSpec
 from tests.evals.conftest import random_gpt
 
 
@@ -68,8 +77,6 @@ def test_documents_match_manual_cross_entropy_and_exclude_specials():
 @pytest.mark.parametrize("variant", ["rope", "dynamic-ntk"])
 def test_documents_are_invariant_to_batch_size_and_rank_split(monkeypatch, variant):
     """Same per-document sums (1e-6 relative, fp32) at any batch size and any split across ranks."""
-    import rlab.evals.bpb.score as bpb_mod
-    from rlab.spec.rope import RopeSpec
 
     torch.set_num_threads(1)
     rope = RopeSpec(variant=variant, factor=2.0) if variant != "rope" else None
@@ -288,7 +295,6 @@ def test_unit_ids_and_bytes_pair_across_lengths_and_models():
 
 def test_kept_targets_sum_to_their_blocks_and_match_a_recompute():
     """Key-token BPB's inputs: each block's per-target nats sum to its unit and equal a per-window forward."""
-    from rlab.evals.bpb_length.same_targets import score_plan
 
     torch.set_num_threads(1)
     model = random_gpt(300, sequence_len=16, seed=6)
@@ -309,6 +315,5 @@ def test_kept_targets_sum_to_their_blocks_and_match_a_recompute():
 
 
 def test_bigram_repeats_measure_the_distance_to_the_previous_copy():
-    from rlab.evals.bpb_length.same_targets import bigram_repeats
 
     assert bigram_repeats([5, 1, 2, 9, 1, 2, 1, 2]) == [0, 0, 0, 0, 0, 3, 0, 2]

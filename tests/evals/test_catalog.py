@@ -13,6 +13,7 @@ import typing
 import pytest
 import yaml
 
+from rlab.cli.app import click_command
 from rlab.errors import EvalError
 from rlab.evals import catalog
 from rlab.evals.definition import resolve
@@ -20,8 +21,10 @@ from rlab.evals.settings import EvalSettings
 from rlab.records.base import Record, short_hash
 from rlab.records.eval_doc import EvalMetrics, read_eval_doc
 from rlab.records.sections import Section
-from rlab.spec.eval import EvalSpec
+from rlab.report.sources.tag_files import eval_csvs
+from rlab.spec.eval import EvalSpec, RunSettings, check_disjoint
 from tests.conftest import REPO_ROOT
+from tests.evals.test_runner import make_base
 
 DEMO = REPO_ROOT / "results" / "demo"
 
@@ -70,7 +73,6 @@ def test_the_derived_spec_keeps_every_key_in_its_place() -> None:
 
 
 def test_two_groups_of_settings_may_not_share_a_key() -> None:
-    from rlab.spec.eval import RunSettings, check_disjoint
 
     class Seeded(EvalSettings):
         seed: int = 7
@@ -177,7 +179,6 @@ def test_an_eval_with_a_setting_of_its_own_is_its_package_alone(tiny_base_dir, t
     """A package on rlab.evals' path that declares an eval and its settings model is all it takes: the spec
     takes its key (default, docstring, validator, extra="forbid"), its switch is on `rlab eval`, and the
     worker runs it, its section in eval.json with its setting recorded and hashed."""
-    from tests.evals.test_runner import make_base
 
     base = make_base(tiny_base_dir, tmp_path)
     for name, text in TOY_EVAL.items():
@@ -210,7 +211,6 @@ def test_the_spec_eval_json_and_cli_list_the_catalog() -> None:
     assert EvalSpec().evals == catalog.default_names() == names[:-1]  # copy_distance is opt-in
     assert set(typing.get_args(typing.get_args(EvalSpec.model_fields["evals"].annotation)[0])) == set(names)
     assert tuple(EvalMetrics.model_fields) == names
-    from rlab.cli.app import click_command
 
     params = [p.name for p in click_command().commands["eval"].params]
     switches = [p for p in params if p in names]
@@ -218,7 +218,6 @@ def test_the_spec_eval_json_and_cli_list_the_catalog() -> None:
 
 
 def test_the_report_reads_each_eval_s_report_files() -> None:
-    from rlab.report.sources.tag_files import eval_csvs
 
     expected = {f.key for d in catalog.definitions() for f in d.files if f.report} | {"bpb_units"}
     assert set(eval_csvs()) == expected

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 
 import pytest
 
@@ -13,11 +15,28 @@ from rlab.evals.core.metric import (
     centered_accuracy,
     evaluate_core,
     evaluate_task,
+    score_task,
     subsample,
 )
-from rlab.evals.core.packed import pack_example, plan_rows, score_examples_batched
-from rlab.evals.core.prompts import crop_left, fewshot_indices, prepare_example, render_prompts
+from rlab.evals.core.packed import (
+    FORWARD_OVERHEAD,
+    _row_cost,
+    pack_example,
+    plan_rows,
+    score_examples_batched,
+    split_batches,
+)
+from rlab.evals.core.prompts import (
+    crop_left,
+    fewshot_indices,
+    prepare_example,
+    prepare_examples,
+    render_prompts,
+)
 from rlab.evals.core.reference import _forward_rows
+from rlab.spec.rope import RopeSpec
+
+from .conftest import random_gpt
 
 
 def test_multiple_choice_zero_shot_copa(bundle, tokenizer):
@@ -100,7 +119,6 @@ def test_long_prompts_are_cropped_to_the_context(bundle, tokenizer):
 
 def test_a_task_score_counts_the_examples_cropped_to_the_context(bundle, tokenizer, tiny_gpt):
     """What CORE's eval settings compare across arms (`cropped_to`): none cropped at a long enough context."""
-    from rlab.evals.core.metric import score_task
 
     task = bundle.task("copa")
     rows, order = subsample(load_task_data(task), 8)
@@ -212,9 +230,6 @@ def test_prompts_cropped_at_the_same_token_share_a_row(bundle, tokenizer, tiny_g
 def test_dynamic_ntk_beyond_l0_scores_each_example_at_its_own_length(bundle, tokenizer):
     """dynamic-ntk's frequencies depend on the sequence length above L0: the batched path must
     evaluate each example at the length the reference pads it to, not at the batch's width."""
-    from rlab.spec.rope import RopeSpec
-
-    from .conftest import random_gpt
 
     model = random_gpt(
         tokenizer.vocab_size, sequence_len=32, rope=RopeSpec(variant="dynamic-ntk", factor=4.0)
@@ -248,7 +263,6 @@ def test_core_mean_by_hand(bundle):
 
 
 def _batches_cost(widths, sizes, n_embd):
-    from rlab.evals.core.packed import FORWARD_OVERHEAD, _row_cost
 
     cost, i = 0.0, 0
     for size in sizes:
@@ -259,10 +273,6 @@ def _batches_cost(widths, sizes, n_embd):
 
 def test_split_batches_is_the_cheapest_feasible_split():
     """Against brute force over every split of small sorted width lists."""
-    import itertools
-    import random
-
-    from rlab.evals.core.packed import split_batches
 
     rng = random.Random(0)
     for _ in range(200):
@@ -291,7 +301,6 @@ def test_split_batches_is_the_cheapest_feasible_split():
 
 def test_prepare_examples_equals_prepare_example(bundle, tokenizer):
     """One tokenizer call for a task's prompts gives each example exactly what it gets alone."""
-    from rlab.evals.core.prompts import prepare_examples
 
     for label in ("arc_easy", "winograd", "lambada_openai"):
         task = bundle.task(label)

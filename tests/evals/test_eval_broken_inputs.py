@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from rlab.paths import ExperimentLayout, meta_file, model_file
 from tests.cli.harness import Outcome, run_main
@@ -44,7 +45,6 @@ def _assert_one_line_error(proc: Outcome, *needles: str) -> None:
 
 
 def _put_nan_in_checkpoint(base: Path) -> None:
-    import torch
 
     path = model_file(base / "base_checkpoints" / TAG, 5)
     state = torch.load(path)

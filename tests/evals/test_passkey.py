@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from rlab.core.engine import Engine
 from rlab.errors import EvalError
@@ -21,6 +22,7 @@ from rlab.evals.passkey.task import (
     evaluate_passkey,
     first_number,
 )
+from rlab.spec.eval import EvalSpec
 from tests.evals.conftest import random_gpt
 
 
@@ -86,9 +88,6 @@ def test_keys_are_independent_per_cell_and_in_yarn_range():
 
 
 def test_depth_beyond_0_9_is_rejected_by_the_spec():
-    from pydantic import ValidationError
-
-    from rlab.spec.eval import EvalSpec
 
     with pytest.raises(ValidationError, match="next to the question"):
         EvalSpec(passkey_depths=(0.5, 1.0))

@@ -6,8 +6,12 @@ import io
 import logging
 
 import pytest
+import torch
+from rich.console import Console
 
 from rlab.evals.progress import EVENT_PREFIX, ProgressDisplay, default_mode, parse_event, stages
+from rlab.evals.runner import run_evals
+from tests.evals.test_runner import eval_config, make_base
 
 
 class FakeClock:
@@ -63,7 +67,6 @@ def test_events_mode_is_throttled_and_parseable(capsys):
 
 
 def test_bar_mode_draws_name_counts_and_eta_on_a_terminal():
-    from rich.console import Console
 
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=100)
@@ -89,10 +92,6 @@ def test_a_real_eval_run_reports_every_eval_to_its_end(
     tiny_base_dir, tmp_path, bundle_copy, capsys, monkeypatch
 ):
     """Each eval's last event has done == total, and totals are in the eval's units (tokens, examples, trials)."""
-    import torch
-
-    from rlab.evals.runner import run_evals
-    from tests.evals.test_runner import eval_config, make_base
 
     torch.set_num_threads(1)
     monkeypatch.setenv("RLAB_PROGRESS", "events")

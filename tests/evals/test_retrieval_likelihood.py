@@ -9,9 +9,16 @@ import re
 import pytest
 import torch
 
+from rlab.core.engine import Engine
 from rlab.core.gpt import GPT, GPTConfig
+from rlab.core.optim import build_optimizers, set_lr_multiplier
+from rlab.core.tokenizer import Tokenizer
+from rlab.evals.passkey.task import build_prompt, draw_key, evaluate_passkey
 from rlab.evals.retrieval import likelihood as rl
+from rlab.paths import BaseLayout
+from rlab.report.stats.uncertainty import wilson
 from rlab.spec.rope import RopeSpec
+from rlab.spec.train import LRSpec
 
 torch.set_num_threads(1)
 
@@ -43,8 +50,6 @@ def test_items_are_seeded_per_item_and_identical_for_every_arm(tokenizer):
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_base_dir):
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.paths import BaseLayout
 
     return Tokenizer.from_directory(BaseLayout(tiny_base_dir).tokenizer_dir)
 
@@ -135,11 +140,6 @@ def test_a_model_that_copies_retrieves_by_likelihood_above_chance(tokenizer):
     from its copy records) finds the passkey by likelihood far above chance at its own length; the same
     model untrained is at 0 (uniform logits: every candidate ties). The generation score of the same keys is
     printed beside it, as the report shows both."""
-    from rlab.core.engine import Engine
-    from rlab.core.optim import build_optimizers, set_lr_multiplier
-    from rlab.evals.passkey.task import build_prompt, draw_key, evaluate_passkey
-    from rlab.report.stats.uncertainty import wilson
-    from rlab.spec.train import LRSpec
 
     length, trials = 256, 40
     torch.manual_seed(0)

@@ -10,8 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from rlab.errors import EvalError
+from rlab.core.checkpoint import save_checkpoint
+from rlab.core.distributed import ALLOC_CONF_VARS, DEFAULT_ALLOC_CONF
+from rlab.core.tokenizer import Tokenizer
+from rlab.data.long_docs import read_long_docs_manifest
+from rlab.errors import EvalError, RlabError
 from rlab.evals.bpb.records import BpbDoc, BpbMetric, BpbSplit
 from rlab.evals.bpb_length.records import LengthRow, TargetLoss
 from rlab.evals.catalog import get as get_eval
@@ -19,13 +24,17 @@ from rlab.evals.core.records import CoreExample, CoreMetric, CoreTaskRow
 from rlab.evals.passkey.records import PasskeyCell, PasskeyTrial
 from rlab.evals.retrieval.records import ChoiceTrial
 from rlab.evals.ruler.records import RulerCell, RulerTrial
+from rlab.evals.runner import nonfinite_headlines, run_evals
+from rlab.paths import model_file
 from rlab.records.base import ContractError
 from rlab.records.eval_doc import read_eval_doc
 from rlab.records.rows import read_rows, write_rows
 from rlab.records.sections import LongDocsSummary
 from rlab.records.units import BpbUnit
+from rlab.report.sources.comparability import mismatches
 from rlab.spec.eval import EvalSpec
 from rlab.spec.run import EvalRunConfig, write_config
+from rlab.worker import read_error_file
 from tests.core.tiny_checkpoints import tiny_meta
 from tests.evals.conftest import random_gpt
 
@@ -36,8 +45,6 @@ def make_base(
     tiny_base_dir: Path, root: Path, seq_len: int = 32, architecture: str = "nanochat-2025"
 ) -> Path:
     """A base dir sharing the tiny corpus/tokenizer, plus a random checkpoint under TAG."""
-    from rlab.core.checkpoint import save_checkpoint
-    from rlab.core.tokenizer import Tokenizer
 
     base = root / "base"
     base.mkdir(parents=True)
@@ -105,9 +112,6 @@ def test_rows_round_trip_through_their_models_and_blanks_are_null(tmp_path):
 
 
 def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
-    import torch
-
-    from rlab.evals.runner import run_evals
 
     torch.set_num_threads(1)
     base = make_base(tiny_base_dir, tmp_path)
@@ -137,7 +141,6 @@ def test_run_evals_writes_every_output(tiny_base_dir, tmp_path, bundle_copy):
     assert m.core.partial and m.core.missing_tasks == ["squad"]
     assert len(m.passkey.cells) == 2 and m.passkey.units == 4 and m.passkey.by_length[0].n == 4
     assert len(read_rows(out / "passkey_trials.csv", PasskeyTrial)) == 4
-    from rlab.data.long_docs import read_long_docs_manifest
 
     long_set = LongDocsSummary.model_validate(read_long_docs_manifest(base).summary())
     assert m.bpb_length.long_docs == m.ruler.long_docs == long_set
@@ -205,9 +208,6 @@ def test_windowed_model_records_its_windows_and_the_rule_in_the_settings(
 ):
     """A nanochat-2026 checkpoint (full-context layers of 32) evaluated at 64 tokens: extended by default, capped
     on request; the rule is a setting of every long-context section and eval.json lists the windows."""
-    import torch
-
-    from rlab.evals.runner import run_evals
 
     torch.set_num_threads(1)
     base = make_base(tiny_base_dir, tmp_path, architecture="nanochat-2026")
@@ -230,7 +230,6 @@ def test_windowed_model_records_its_windows_and_the_rule_in_the_settings(
     assert extend.measured["bpb"].settings_hash == capped.measured["bpb"].settings_hash
     bpb = {r: {row.length: row.bpb for row in d.metrics.bpb_length.lengths} for r, d in docs.items()}
     assert bpb["extend"][32] == bpb["capped"][32] and bpb["extend"][64] != bpb["capped"][64]
-    from rlab.report.sources.comparability import mismatches
 
     found = mismatches(capped.model_copy(update={"tag": "other"}), extend)
     assert [(m.section, m.what) for m in found] == [("bpb_length", "eval settings")]
@@ -239,9 +238,6 @@ def test_windowed_model_records_its_windows_and_the_rule_in_the_settings(
 
 def test_partial_re_eval_keeps_the_other_sections(tiny_base_dir, tmp_path, bundle_copy):
     """Re-running fewer evals (with other settings) replaces only their sections, units and files."""
-    import torch
-
-    from rlab.evals.runner import run_evals
 
     torch.set_num_threads(1)
     base = make_base(tiny_base_dir, tmp_path)
@@ -260,10 +256,6 @@ def test_partial_re_eval_keeps_the_other_sections(tiny_base_dir, tmp_path, bundl
 
 
 def test_fewer_evals_on_another_checkpoint_refuse_then_drop_with_force(tiny_base_dir, tmp_path, bundle_copy):
-    import torch
-
-    from rlab.core.checkpoint import save_checkpoint
-    from rlab.evals.runner import run_evals
 
     torch.set_num_threads(1)
     base = make_base(tiny_base_dir, tmp_path)
@@ -288,15 +280,9 @@ def test_fewer_evals_on_another_checkpoint_refuse_then_drop_with_force(tiny_base
 
 
 def test_a_metric_that_cannot_be_computed_fails_and_writes_nothing(tiny_base_dir, tmp_path, bundle_copy):
-    import torch
-
-    from rlab.core.checkpoint import save_checkpoint
-    from rlab.errors import RlabError
-    from rlab.evals.runner import run_evals
 
     torch.set_num_threads(1)
     base = make_base(tiny_base_dir, tmp_path)
-    from rlab.paths import model_file
 
     model = random_gpt(512, sequence_len=32, seed=7)
     ckpt = base / "base_checkpoints" / TAG
@@ -310,7 +296,6 @@ def test_a_metric_that_cannot_be_computed_fails_and_writes_nothing(tiny_base_dir
 
 
 def test_headline_numbers_must_be_finite():
-    from rlab.evals.runner import nonfinite_headlines
 
     split = dict(
         nats=1.0, bytes=1, tokens=1, docs=1, docs_available=1, token_budget=1, whole_split=False, window=4
@@ -332,7 +317,6 @@ def test_worker_renders_errors_as_one_line_and_an_error_file(tmp_path):
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and "invalid run config" in proc.stderr
-    from rlab.worker import read_error_file
 
     message, _ = read_error_file(tmp_path / "error.json")
     assert "invalid run config" in message
@@ -387,10 +371,6 @@ def test_the_eval_worker_sets_the_training_allocator_option(
     tiny_base_dir, tmp_path, bundle_copy, monkeypatch
 ):
     """Before CUDA could initialise (here: none), under both names torch reads, as the training worker does."""
-    import torch
-
-    from rlab.core.distributed import ALLOC_CONF_VARS, DEFAULT_ALLOC_CONF
-    from rlab.evals.runner import run_evals
 
     torch.set_num_threads(1)
     for var in ALLOC_CONF_VARS:

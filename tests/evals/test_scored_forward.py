@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from rlab.evals.scored_forward import HEAD_CHUNK, head_stats, hidden_at
+from rlab.spec.rope import RopeSpec
 from tests.evals.conftest import random_gpt
 
 
@@ -19,7 +20,6 @@ def _gpt(n_layer: int, n_head: int, n_kv_head: int, vocab: int = 96, rope=None):
 )
 def test_hidden_at_equals_hidden_states_causal(n_layer, n_head, n_kv_head, variant):
     """Rows longer than L0 = 16, so YaRN's attention temperature and dynamic-ntk's length both matter."""
-    from rlab.spec.rope import RopeSpec
 
     rope = RopeSpec(variant=variant, factor=4.0) if variant != "rope" else None
     model = _gpt(n_layer, n_head, n_kv_head, rope=rope)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from rlab.paths import BaseLayout
+
 # Read by transformers when it is first imported (collection imports no transformers, so this comes first).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="rlab-hf-modules-"))
@@ -17,7 +19,6 @@ os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="rlab-hf-modul
 @pytest.fixture
 def base(tmp_path, tiny_base_dir) -> Path:
     """An empty base dir with the tiny tokenizer (tests write checkpoints into it)."""
-    from rlab.paths import BaseLayout
 
     root = tmp_path / "base"
     shutil.copytree(BaseLayout(tiny_base_dir).tokenizer_dir, BaseLayout(root).tokenizer_dir)

@@ -24,6 +24,8 @@ from rlab.export import hf_check as C
 from rlab.export.hf_rope import HF_ROPE
 from rlab.paths import BaseLayout
 from rlab.spec.rope import RopeSpec, RopeVariant
+from tests.cli.harness import assert_clean_error, run_main
+from tests.conftest import NANOCHAT_REFERENCE_SKIP, nanochat_reference_path
 from tests.core.tiny_checkpoints import random_model, write_checkpoint
 
 torch.set_num_threads(1)
@@ -56,7 +58,7 @@ def vocab(base: Path) -> int:
 
 
 def load_folder(folder: Path):
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415 - optional dependency (transformers)
 
     config = json.loads((folder / "config.json").read_text())
     remote = "auto_map" in config
@@ -174,7 +176,7 @@ def test_generate_with_cache_left_padded_equals_rlab_greedy(base, tmp_path, arch
 def test_dynamic_ntk_generation_needs_the_planned_length(base, tmp_path, monkeypatch):
     """Negative control: decoding with frequencies at each step's length (what transformers' own `dynamic` does)
     scores other logits than one forward over the planned length; the length `generate` plans removes that."""
-    from transformers import GenerationMixin
+    from transformers import GenerationMixin  # noqa: PLC0415 - optional dependency (transformers)
 
     write_checkpoint(
         base, "t", random_model("nanochat-2026", VARIANTS["dynamic-ntk"], vocab_size=vocab(base))
@@ -201,7 +203,7 @@ def test_dynamic_ntk_generation_needs_the_planned_length(base, tmp_path, monkeyp
 
 
 def test_tokenizer_loads_with_auto_tokenizer_and_prepends_bos(base, tmp_path):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # noqa: PLC0415 - optional dependency (transformers)
 
     write_checkpoint(base, "t", random_model("nanochat-2025", vocab_size=vocab(base)))
     H.export_hf(base, "t", tmp_path / "out")
@@ -230,7 +232,6 @@ def test_card_lists_lineage_and_results(base, tmp_path):
 
 
 def test_cli_export_json_and_errors(base, tmp_path):
-    from tests.cli.harness import assert_clean_error, run_main
 
     write_checkpoint(base, "t", random_model("nanochat-2026", VARIANTS["abf"], vocab_size=vocab(base)))
     args = ["export", "--tag", "t", "--base-dir", str(base), "--out"]
@@ -256,7 +257,6 @@ REFERENCE = {"d314e96": "nanochat-2025", "head": "nanochat-2026"}
 def test_nanochat_written_checkpoints_export(tmp_path, version, variant):
     """nanochat's own d2 of each generation, as it is (rope) and with yarn / dynamic-ntk applied zero-shot (a
     clone's meta): logits, and generate() with the cache (nanochat-2026's short windows bind past 129 tokens)."""
-    from tests.conftest import NANOCHAT_REFERENCE_SKIP, nanochat_reference_path
 
     source = nanochat_reference_path(version)
     if not source.exists():

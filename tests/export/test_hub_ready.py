@@ -14,6 +14,8 @@ import torch
 import yaml
 
 from rlab.export import hf as H
+from rlab.export.card import CardOptions
+from rlab.export.experiment import export_experiment
 from tests.cli.harness import assert_clean_error, run_main
 from tests.core.tiny_checkpoints import random_model, write_checkpoint
 from tests.export.test_hf_export import VARIANTS, vocab
@@ -141,7 +143,7 @@ def test_export_all_writes_one_folder_per_arm_and_an_index(demo, tmp_path, monke
 
 
 def test_push_uploads_the_folder_and_offline_fails_in_one_line(demo, tmp_path, monkeypatch):
-    import huggingface_hub
+    import huggingface_hub  # noqa: PLC0415 - optional dependency (huggingface_hub)
 
     base, results = demo
     calls = []
@@ -186,8 +188,6 @@ def test_push_uploads_the_folder_and_offline_fails_in_one_line(demo, tmp_path, m
 
 
 def test_export_all_push_names_each_arm_by_its_subfolder(demo, tmp_path, monkeypatch):
-    from rlab.export.card import CardOptions
-    from rlab.export.experiment import export_experiment
 
     base, results = demo
     export_experiment(

@@ -21,8 +21,8 @@ torch.set_num_threads(1)
 
 @pytest.mark.parametrize("arch", ["nanochat-2025", "nanochat-2026"])
 def test_lm_eval_hflm_runs_loglikelihood_and_generate_until(base, tmp_path, arch):
-    from lm_eval.api.instance import Instance
-    from lm_eval.models.huggingface import HFLM
+    from lm_eval.api.instance import Instance  # noqa: PLC0415 - optional dependency (lm_eval)
+    from lm_eval.models.huggingface import HFLM  # noqa: PLC0415 - optional dependency (lm_eval)
 
     # dynamic-ntk 8x over L0 16: meant to serve 128 tokens, twice the checkpoint's sequence_len
     rope = RopeSpec(variant="dynamic-ntk", factor=8.0, original_len=16)

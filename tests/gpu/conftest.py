@@ -6,6 +6,7 @@ they skip, saying so, instead of failing at load time.
 
 import pytest
 
+from rlab.evals.core.bundle import load_bundle
 from tests.conftest import EVAL_BUNDLE_DIR
 from tests.evals.conftest import tokenizer  # noqa: F401  (fixture, used by name)
 
@@ -14,6 +15,5 @@ from tests.evals.conftest import tokenizer  # noqa: F401  (fixture, used by name
 def bundle():
     if not (EVAL_BUNDLE_DIR / "core.yaml").is_file():
         pytest.skip(f"no CORE bundle at {EVAL_BUNDLE_DIR} (core.yaml): the CORE GPU tests need one")
-    from rlab.evals.core.bundle import load_bundle
 
     return load_bundle(EVAL_BUNDLE_DIR)

@@ -22,6 +22,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlab.core.engine import Engine
+from rlab.core.head_loss import chunk_rows, softcap_cross_entropy
+from rlab.errors import EvalError
+from rlab.evals.core.bundle import load_task_data
+from rlab.evals.core.metric import evaluate_task, subsample
+from tests.core.train_helpers import make_run_config
 from tests.evals.conftest import random_gpt
 
 CUDA = torch.cuda.is_available()
@@ -32,7 +38,6 @@ DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, needs_cuda])]
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_head_loss_over_several_chunks_equals_the_plain_chain(device):
     """More rows than one chunk holds at this device's budget: value and both gradients match."""
-    from rlab.core.head_loss import chunk_rows, softcap_cross_entropy
 
     dev = torch.device(device)
     vocab, width = 65536, 64
@@ -55,7 +60,6 @@ def test_fused_head_loss_over_several_chunks_equals_the_plain_chain(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_every_row_samples_its_own_first_token(device):
-    from rlab.core.engine import Engine
 
     model = random_gpt(vocab_size=512, sequence_len=64).to(device)
     rows = Engine(model).generate([1, 2, 3], num_samples=32, max_tokens=2, temperature=1.5, seed=0)
@@ -64,8 +68,6 @@ def test_every_row_samples_its_own_first_token(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_non_finite_weights_raise_a_python_error_not_a_device_assert(device):
-    from rlab.core.engine import Engine
-    from rlab.errors import EvalError
 
     model = random_gpt(vocab_size=512, sequence_len=64).to(device)
     with torch.no_grad():
@@ -79,8 +81,6 @@ def test_non_finite_weights_raise_a_python_error_not_a_device_assert(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("label", ["copa", "arc_easy", "hellaswag", "lambada_openai"])
 def test_core_batched_equals_one_at_a_time(bundle, tokenizer, device, label):
-    from rlab.evals.core.bundle import load_task_data
-    from rlab.evals.core.metric import evaluate_task, subsample
 
     model = random_gpt(tokenizer.vocab_size).to(device)
     task = bundle.task(label)
@@ -112,7 +112,6 @@ def test_allocator_setting_takes_effect_in_a_fresh_process():
 
 def _torchrun_train(train_base: Path, tmp_path: Path, nproc: int, **train) -> tuple[Path, str]:
     """Train a small model under torchrun on `nproc` GPUs (NCCL); returns (run_dir, its log)."""
-    from tests.core.train_helpers import make_run_config
 
     run_dir = tmp_path / "run"
     cfg = make_run_config(

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.conftest import REPO_ROOT
 
@@ -27,7 +28,6 @@ def test_gpu_check_installs_the_cuda_build_into_its_own_venv_then_runs_gpu_tests
 
 
 def test_gpu_bench_says_so_without_cuda():
-    import torch
 
     if torch.cuda.is_available():
         pytest.skip("CUDA present: the bench would run for real")

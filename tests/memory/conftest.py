@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
 
 from rlab.core.gpt_config import GPTConfig
 
@@ -14,7 +16,6 @@ D20_META = Path(__file__).resolve().parents[1] / "fixtures" / "nanochat_d20" / "
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Two cores are shared by everyone: keep torch to one intra-op thread in these tests."""
-    import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -51,8 +52,7 @@ def profiled_peak(fn) -> int:
     """The largest total of live bytes the CPU allocator reports while `fn()` runs (torch's profiler:
     every allocation and free made through the CPU allocator, in order). Allocations from before the
     profiler started are not seen, so build everything inside `fn`."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    import torch  # noqa: PLC0415 - `torch` is also a local name
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from rlab.core.gpt import GPT
 from rlab.memory.compiled import _saved_at_depth, compiled_saved, layer_period, probe_depths
 from rlab.memory.shape import TrainShape
 from tests.memory.conftest import small_config
@@ -65,7 +66,6 @@ def test_checkpointed_blocks_extrapolate_exactly():
 def test_the_model_compiles_as_one_graph():
     """No graph break: the device-type switch the planner uses (rlab.core.target_device) must stay
     traceable, and so must everything else in the forward."""
-    from rlab.core.gpt import GPT
 
     shape = _shape(n_layer=2)
     model = GPT(shape.config)

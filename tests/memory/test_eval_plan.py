@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from rlab.memory.eval_plan import EvalShape, plan_evals
+from rlab.core.bpb import score_tokens
+from rlab.core.engine import Engine
+from rlab.core.gpt import GPT
+from rlab.memory.eval_plan import EvalShape, plan_evals, plans_at_multiples
 from tests.memory.conftest import profiled_peak, small_config
 
 
@@ -22,7 +25,6 @@ def _shape() -> EvalShape:
 
 
 def _model(shape: EvalShape):
-    from rlab.core.gpt import GPT
 
     torch.manual_seed(0)
     model = GPT(shape.config)
@@ -31,8 +33,6 @@ def _model(shape: EvalShape):
 
 
 def test_eval_plan_matches_real_bpb_and_prefill_runs():
-    from rlab.core.bpb import score_tokens
-    from rlab.core.engine import Engine
 
     shape = _shape()
     plan = plan_evals(shape)
@@ -68,7 +68,6 @@ def test_eval_plan_matches_real_bpb_and_prefill_runs():
 
 def test_longer_eval_lengths_are_each_planned():
     """2, 4 and 8 x the training length, each planned against the GPU."""
-    from rlab.memory.eval_plan import plans_at_multiples
 
     plans = plans_at_multiples(_shape(), 80)
     assert [p.shape.longest for p in plans] == [256, 512, 1024] and all(p.fits for p in plans)

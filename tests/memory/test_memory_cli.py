@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
+import yaml
 
+from rlab.nanochat.gen2025.architecture import NANOCHAT_2025
+from rlab.nanochat.state_dict import state_dict_keys
 from tests.cli.harness import run_main
+from tests.conftest import REPO_ROOT
 from tests.memory.conftest import D20_META
 
 
@@ -67,10 +72,6 @@ def test_a_missing_meta_is_one_line():
 def _write_keys(path, n_layer: int) -> None:
     """A model file with nanochat-2025's state-dict keys (tiny tensors: only the keys are read, for the
     architecture)."""
-    import torch
-
-    from rlab.nanochat.gen2025.architecture import NANOCHAT_2025
-    from rlab.nanochat.state_dict import state_dict_keys
 
     torch.save({k: torch.zeros(1) for k in state_dict_keys(NANOCHAT_2025, n_layer)}, path)
 
@@ -79,9 +80,6 @@ def _write_keys(path, n_layer: int) -> None:
 def test_the_shipped_d20_spec_fits_an_80_gib_gpu():
     """d20 at the shipped spec's device batch x 8192 per rank on 8 ranks plans <= 72 GiB (room on an 80 GiB
     GPU)."""
-    import yaml
-
-    from tests.conftest import REPO_ROOT
 
     train = yaml.safe_load((REPO_ROOT / "experiments" / "rope_scaling_d20.yaml").read_text())["train"]
     res = run_main(

@@ -7,9 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlab.core import distributed, head_loss
+from rlab.core.gpt import GPT
+from rlab.core.tokenizer import Tokenizer
+from rlab.core.train import train
+from rlab.memory.checkpointing import longest_rows
 from rlab.memory.plan import batch_candidates, peak_with_ddp, plan_training
 from rlab.memory.shape import TrainShape
 from rlab.memory.trace import trace_step
+from tests.core.train_helpers import make_run_config
 from tests.memory.conftest import profiled_peak, small_config
 
 
@@ -31,7 +37,6 @@ def _shape(dtype: str = "float32", batch: int = 4, accum: int = 1, **config) -> 
 def test_traced_saved_bytes_equal_what_hooks_see_in_a_real_forward(dtype, checkpointing, n_layer):
     """The fake trace counts exactly the storages a real forward saves (independent count, by storage),
     with blocks checkpointed (they keep their inputs) as without."""
-    from rlab.core.gpt import GPT
 
     shape = _shape(dtype, n_layer=n_layer).with_checkpointing(checkpointing)
     traced = trace_step(shape)
@@ -63,10 +68,6 @@ def test_planned_peak_is_within_10_percent_of_a_real_training_run(
 ):
     """The plan's peak vs the CPU allocator's peak over a real two-step `train()` (model, optimizer, data
     loader, checkpoint save and all), measured with torch's profiler."""
-    from rlab.core import head_loss
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.core.train import train
-    from tests.core.train_helpers import make_run_config
 
     n_layer, n_embd, seq, batch = 2, 128, 256, 8
     cfg = make_run_config(
@@ -91,7 +92,6 @@ def test_planned_peak_is_within_10_percent_of_a_real_training_run(
 
 
 def test_ddp_buckets_follow_the_trainers_ddp_options(monkeypatch):
-    from rlab.core import distributed
 
     trace = trace_step(_shape())
     assert peak_with_ddp(trace.peak, trace, nproc=1) == (trace.peak, 0)
@@ -144,7 +144,6 @@ def test_windowed_layers_plan_the_cuda_kernel():
 
 def test_longest_rows_grow_with_the_gpu_and_with_checkpointing():
     """Per GPU size, checkpointing every block trains longer rows than none, and a larger GPU longer still."""
-    from rlab.memory.checkpointing import longest_rows
 
     shape = _shape(seq_len=2048, n_layer=2, n_embd=128).with_batch(2, 1)
     rows = longest_rows(shape, sizes=(0.25, 1.0))

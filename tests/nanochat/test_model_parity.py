@@ -17,6 +17,8 @@ import torch
 from rlab.core.checkpoint import inspect_checkpoint, load_model
 from rlab.core.engine import Engine
 from rlab.core.tokenizer import Tokenizer, load_token_bytes
+from rlab.evals.core.bundle import load_bundle, load_task_data
+from rlab.evals.core.metric import evaluate_task, subsample
 from tests.conftest import full_eval_bundle, nanochat_reference_path, needs_nanochat_reference
 from tests.nanochat.loaders import bestfit_batches, evaluate_bpb, stream_batches
 
@@ -107,8 +109,6 @@ def test_bpb_with_nanochat_loader_semantics(reference, split):
 
 
 def _core_correct(reference, label: str, batched: bool) -> tuple[list[bool], list[bool]]:
-    from rlab.evals.core.bundle import load_bundle, load_task_data
-    from rlab.evals.core.metric import evaluate_task, subsample
 
     version, root, expected, model = reference
     tokenizer = Tokenizer.from_directory(root / "tokenizer")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
+from rlab.core.checkpoint_meta import OptimizerImport
+from rlab.core.gpt import GPT, GPTConfig
+from rlab.core.optim import build_optimizers
 from rlab.nanochat.gen2025.optimizer import nanochat_muon_momentum
-from rlab.nanochat.optim_import import import_nanochat_optimizer
+from rlab.nanochat.optim_import import ImportReport, import_nanochat_optimizer
+from rlab.spec.train import LRSpec
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 from tests.nanochat.optim_helpers import model_and_optimizers, optimizer_state
 
@@ -141,9 +146,6 @@ def test_bad_shards_leave_a_fresh_optimizer_and_say_why(tmp_path, damage, reason
 
 
 def test_shards_of_another_model_are_refused(tmp_path):
-    from rlab.core.gpt import GPT, GPTConfig
-    from rlab.core.optim import build_optimizers
-    from rlab.spec.train import LRSpec
 
     model = GPT(GPTConfig(sequence_len=256, vocab_size=4096, n_layer=2, n_head=1, n_kv_head=1, n_embd=64))
     optimizers = build_optimizers(model, LRSpec(), 64)
@@ -155,10 +157,6 @@ def test_shards_of_another_model_are_refused(tmp_path):
 def test_the_import_report_is_the_meta_record_plus_its_tensor_count(tmp_path):
     """`ImportReport` declares only what the log adds (`tensors`); the rest is `OptimizerImport`'s, and the
     meta's `optimizer.import` holds every one of its fields, in its order, nulls included when nothing loaded."""
-    import json
-
-    from rlab.core.checkpoint_meta import OptimizerImport
-    from rlab.nanochat.optim_import import ImportReport
 
     assert set(ImportReport.model_fields) - set(OptimizerImport.model_fields) == {"tensors"}
     model, optimizers = model_and_optimizers(CKPT)

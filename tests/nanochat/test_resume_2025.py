@@ -18,7 +18,19 @@ import shutil
 import pytest
 import torch
 
+from rlab.core.checkpoint import load_model
+from rlab.core.checkpoint_meta import load_meta, read_meta
+from rlab.core.loader import TokenLoader
+from rlab.core.optim import build_optimizers, set_lr_multiplier
+from rlab.core.tokenizer import Tokenizer
+from rlab.core.train import train
+from rlab.nanochat.gen2025.optimizer import nanochat_muon_momentum
+from rlab.nanochat.loader_position import nanochat_position
+from rlab.nanochat.optim_import import import_nanochat_optimizer
+from rlab.spec.rope import RopeSpec
+from rlab.spec.train import LRSpec
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
+from tests.core.train_helpers import make_run_config, train_records
 from tests.nanochat.loaders import relative_step_error
 
 REF = nanochat_reference_path("d314e96")
@@ -41,10 +53,6 @@ def rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
 def nanochat_rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
     """Each nanochat rank's first two resumed batches: rlab's loader at the base's position, packed
     as nanochat d314e96 packs (one B*T+1 window per batch)."""
-    from rlab.core.checkpoint_meta import load_meta
-    from rlab.core.loader import TokenLoader
-    from rlab.core.tokenizer import Tokenizer
-    from rlab.nanochat.loader_position import nanochat_position
 
     after = nanochat_position(CKPT, 20, load_meta(CKPT / "meta_000020.json"))
     tok = Tokenizer.from_directory(REF / "tokenizer")
@@ -64,12 +72,6 @@ def nanochat_rank_batches() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
 
 def _nanochat_step(rank_batches, lrm: float, import_state: bool):
     """Replay nanochat's first resumed step with rlab's model and optimizers; returns (model, rank losses, report)."""
-    from rlab.core.checkpoint import load_model
-    from rlab.core.optim import build_optimizers, set_lr_multiplier
-    from rlab.nanochat.gen2025.optimizer import nanochat_muon_momentum
-    from rlab.nanochat.optim_import import import_nanochat_optimizer
-    from rlab.spec.rope import RopeSpec
-    from rlab.spec.train import LRSpec
 
     model, _ = load_model(CKPT, 20, rope=RopeSpec(variant="rope"))
     model.train()
@@ -123,9 +125,6 @@ def test_resumed_step_matches_nanochats_with_the_imported_state(rank_batches, ex
 
 def test_world_size_one_continuation_trains_from_the_reference(tmp_path, expected):
     """The real trainer: a nanochat base dir, init d2@20, data after the base, optimizer imported."""
-    from rlab.core.checkpoint_meta import read_meta
-    from rlab.core.train import train
-    from tests.core.train_helpers import make_run_config, train_records
 
     base = tmp_path / "base"
     (base / "base_checkpoints").mkdir(parents=True)

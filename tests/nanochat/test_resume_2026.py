@@ -18,6 +18,11 @@ import json
 import pytest
 import torch
 
+from rlab.core.checkpoint import load_model
+from rlab.core.optim import build_optimizers
+from rlab.core.tokenizer import Tokenizer
+from rlab.nanochat.optim_import import import_nanochat_optimizer
+from rlab.spec.train import LRSpec
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 from tests.nanochat.loaders import bestfit_batches, relative_step_error, resumed_documents
 
@@ -40,7 +45,6 @@ def expected() -> dict:
 
 @pytest.fixture(scope="module")
 def rank_batches(expected) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    from rlab.core.tokenizer import Tokenizer
 
     tok = Tokenizer.from_directory(REF / "tokenizer")
     state = expected["resume_dataloader_state_dict_used"]
@@ -60,10 +64,6 @@ def rank_batches(expected) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _nanochat_step(rank_batches, lrm: float, import_state: bool):
-    from rlab.core.checkpoint import load_model
-    from rlab.core.optim import build_optimizers
-    from rlab.nanochat.optim_import import import_nanochat_optimizer
-    from rlab.spec.train import LRSpec
 
     model, _ = load_model(CKPT, 20)
     model.train()

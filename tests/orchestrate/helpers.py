@@ -14,8 +14,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import torch
+
+from rlab.core.gpt import GPT, GPTConfig
+from rlab.data.prepare import PrepareOptions, prepare_data
 from rlab.paths import BaseLayout, checkpoint_steps, meta_file, model_file, optim_file
 from tests.cli.harness import REPO, run_process
+from tests.conftest import make_english_docs
 
 EXPERIMENTS = REPO / "experiments"
 
@@ -32,9 +37,6 @@ MODEL_CONFIG = {
 @functools.cache
 def _model_bytes() -> bytes:
     """A nanochat-2025 state dict of MODEL_CONFIG's shape, initialised (finite), as torch.save writes it."""
-    import torch
-
-    from rlab.core.gpt import GPT, GPTConfig
 
     torch.manual_seed(0)
     model = GPT(GPTConfig(**MODEL_CONFIG))
@@ -47,8 +49,6 @@ def _model_bytes() -> bytes:
 @functools.cache
 def _inputs() -> Path:
     """A tokenizer (vocab <= 512) and train/val shards, from `rlab.data.prepare` on generated text."""
-    from rlab.data.prepare import PrepareOptions, prepare_data
-    from tests.conftest import make_english_docs
 
     root = Path(tempfile.mkdtemp(prefix="rlab-inputs-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)

@@ -5,11 +5,12 @@ import shutil
 
 import pytest
 
-from rlab.errors import CheckpointError
+from rlab.errors import CheckpointError, SpecError
 from rlab.orchestrate.base_info import read_base_info
 from rlab.orchestrate.plan import length_warnings, plan_continue, resolve_lengths
 from rlab.paths import BaseLayout
 from rlab.spec.loading import load_spec
+from rlab.spec.train import TrainSpec
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 
 REF = nanochat_reference_path("head")
@@ -99,8 +100,6 @@ def test_the_real_nanochat_meta(tmp_path):
 
 
 def test_a_seq_len_warmup_is_checked_against_the_target_length_it_trains_at(tmp_path):
-    from rlab.errors import SpecError
-    from rlab.spec.train import TrainSpec
 
     base = _base_with_meta(tmp_path, {"model_config": {"sequence_len": 768}})
     info = read_base_info(base, "d20", 21400)

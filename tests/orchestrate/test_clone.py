@@ -7,12 +7,15 @@ import os
 
 import pytest
 
+from rlab.core.architecture import window_sizes
 from rlab.core.checkpoint_meta import CheckpointMeta
+from rlab.core.gpt import GPTConfig
 from rlab.errors import CheckpointError
 from rlab.orchestrate import clone as clone_mod
 from rlab.orchestrate.clone import (
     checkpoint_steps,
     clone_checkpoint,
+    clone_meta,
     list_tags,
     require_checkpoint,
     tag_action,
@@ -147,7 +150,6 @@ def test_a_clone_keeps_the_sources_own_rotary_base():
     """A variant that leaves its base to the checkpoint gets the source's recorded base (a base pretrained
     with `rotary_base`); an explicit base wins; a nanochat source (no rope in its meta) leaves it to the
     architecture."""
-    from rlab.orchestrate.clone import clone_meta
 
     shape = {"sequence_len": 256, "vocab_size": 512, "n_layer": 2, "n_head": 1, "n_kv_head": 1, "n_embd": 64}
     meta = CheckpointMeta.model_validate(
@@ -165,9 +167,6 @@ def test_a_clone_keeps_the_sources_own_rotary_base():
 def test_a_training_free_arm_is_the_variant_at_the_target_length():
     """A zero-shot clone of a nanochat-2026 base takes the target length, so its attention windows reach as far
     as the continued arm's; L0 stays the source's. Without the length the clone keeps the source's."""
-    from rlab.core.architecture import window_sizes
-    from rlab.core.gpt import GPTConfig
-    from rlab.orchestrate.clone import clone_meta
 
     config = {
         "sequence_len": 256,

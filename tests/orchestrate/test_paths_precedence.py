@@ -7,7 +7,7 @@ import shutil
 from rlab.orchestrate.plan import plan_continue
 from rlab.orchestrate.preflight import results_dir_error
 from rlab.orchestrate.tag_setup import save_resolved_specs
-from rlab.paths import ExperimentLayout
+from rlab.paths import ExperimentLayout, eval_bundle_cache, find_eval_bundle
 from rlab.spec.loading import load_spec
 from tests.cli.harness import assert_user_error, run_main
 from tests.orchestrate.helpers import make_checkpoint
@@ -74,7 +74,6 @@ def test_an_unwritable_results_dir_is_an_error_not_a_write_elsewhere(tmp_path):
 def test_the_core_bundle_is_found_in_order(tmp_path, monkeypatch):
     """--eval-bundle, then $RLAB_EVAL_BUNDLE (both taken as given), then <base>/eval_bundle, then the cache
     `rlab bundle download` fills (the default base dir's); nothing beside the checkout."""
-    from rlab.paths import eval_bundle_cache, find_eval_bundle
 
     def bundle(path):
         path.mkdir(parents=True)

@@ -8,7 +8,14 @@ import pytest
 
 from rlab.errors import LaunchError, SpecError
 from rlab.orchestrate.launch import device_slots, rdzv_endpoint, torchrun_argv
-from rlab.orchestrate.plan import check_batch, plan_continue, plan_eval, plan_pretrain
+from rlab.orchestrate.plan import (
+    check_batch,
+    experiment_tags,
+    plan_continue,
+    plan_eval,
+    plan_pretrain,
+    variant_of_tag,
+)
 from rlab.orchestrate.tag_setup import build_jobs
 from rlab.spec.experiment import LaunchSpec
 from rlab.spec.loading import load_spec
@@ -259,7 +266,6 @@ def test_build_jobs_distinct_ports_and_logs():
 
 def test_seeds_and_zero_shot_arms():
     """train.seeds replicates each variant (seed + i, data draw i, same budget); zero_shot adds a training-free tag."""
-    from rlab.orchestrate.plan import experiment_tags, variant_of_tag
 
     spec = spec_of(from_step=7, variants="rope,yarn", seeds=3, zero_shot=True, steps=5)
     runs = plan_continue(spec)

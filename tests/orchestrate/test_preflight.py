@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from rlab.orchestrate.preflight import preflight_continue
+from rlab.paths import model_file
 from rlab.spec.loading import load_spec
 from tests.orchestrate.helpers import make_checkpoint
 
@@ -33,9 +35,6 @@ def test_a_clean_plan_resolves_lengths_from_the_meta(spec):
 
 
 def test_the_base_architecture_is_checked_before_anything(spec, tmp_path):
-    import torch
-
-    from rlab.paths import model_file
 
     ckpt = tmp_path / "base" / "base_checkpoints" / "d20"
     model_file(ckpt, 10).write_bytes(b"not a checkpoint")

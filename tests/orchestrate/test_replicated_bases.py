@@ -22,7 +22,7 @@ from rlab.orchestrate.plan import (
 from rlab.paths import BaseLayout, meta_file
 from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import make_checkpoint, spec_args
+from tests.orchestrate.helpers import fake_torchrun, make_checkpoint, spec_args
 
 BASE = Path("/data/nanochat")
 RESULTS = Path("/data/results")
@@ -176,7 +176,6 @@ def test_dry_run_shows_which_base_each_tag_starts_from(tmp_path):
 
 
 def test_continue_clones_base_i_and_eval_all_takes_both_bases_as_references(tmp_path):
-    from tests.orchestrate.helpers import fake_torchrun
 
     base = tmp_path / "base"
     make_checkpoint(base, "d20", steps=(20,))

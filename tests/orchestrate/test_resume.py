@@ -9,6 +9,7 @@ from rlab.core.train_start import run_key
 from rlab.orchestrate.launch import with_default_nproc
 from rlab.orchestrate.preflight import preflight_continue
 from rlab.orchestrate.resume import keep_global_batch
+from rlab.orchestrate.tag_setup import apply_tag_plans, tag_plans
 from rlab.paths import BaseLayout, meta_file
 from rlab.spec.loading import load_spec
 from tests.orchestrate.helpers import make_checkpoint
@@ -77,7 +78,6 @@ def test_the_preflight_applies_it_and_the_console_says_so(tmp_path):
 def test_a_resume_removes_the_temp_files_a_killed_save_left(tmp_path):
     """Issue 42, finding 7: a save killed mid-write left a 5 MB `.tmp` beside the checkpoints forever, even after a
     successful resume. The resume (under the tag's lock, before its job starts) removes them."""
-    from rlab.orchestrate.tag_setup import apply_tag_plans, tag_plans
 
     run, tag_dir = _resumable(tmp_path, nproc=2)
     stale = tag_dir / ".model_000040.pt.k2j3h4.tmp"

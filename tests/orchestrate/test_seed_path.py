@@ -8,8 +8,11 @@ import shutil
 
 import pytest
 
+from rlab.data.long_docs import read_long_docs_manifest
 from rlab.errors import RlabError
+from rlab.orchestrate.eval_inputs import eval_inputs, prepare_eval_inputs
 from rlab.orchestrate.experiments import experiment_filter, resolve_experiment
+from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
 
@@ -86,9 +89,6 @@ def test_every_command_finds_the_experiment_the_same_way(tmp_path, monkeypatch):
 
 
 def test_the_long_document_set_is_built_before_training_and_read_offline(tiny_base_dir, tmp_path):
-    from rlab.data.long_docs import read_long_docs_manifest
-    from rlab.orchestrate.eval_inputs import eval_inputs, prepare_eval_inputs
-    from rlab.spec.loading import load_spec
 
     base = tmp_path / "base"
     shutil.copytree(tiny_base_dir, base)

@@ -11,7 +11,9 @@ import pytest
 from rlab.orchestrate.slurm import sbatch_script
 from rlab.paths import BaseLayout, ExperimentLayout, checkpoint_steps
 from rlab.spec.experiment import LaunchSpec, SlurmSpec
-from tests.orchestrate.helpers import spec_args
+from tests.cli.harness import run_process
+from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base, spec_args
+from tests.orchestrate.slurm_cluster import SlurmCluster, unavailable_reason, wait_for_job
 
 EXPECTED_D20 = """#!/bin/bash
 #SBATCH --job-name=rlab-d20-pi
@@ -89,9 +91,6 @@ def test_sbatch_script_cpu_defaults():
 @pytest.mark.slow
 def test_real_submission_on_a_single_node_cluster(tiny_base_dir, tmp_path):
     """`rlab continue --launcher slurm` on a throw-away slurmctld + slurmd (+ munged) on 127.0.0.1."""
-    from tests.cli.harness import run_process
-    from tests.orchestrate.helpers import EXPERIMENTS, pretrained_smoke_base
-    from tests.orchestrate.slurm_cluster import SlurmCluster, unavailable_reason, wait_for_job
 
     reason = unavailable_reason()
     if reason:

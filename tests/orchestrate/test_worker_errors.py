@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from rlab.orchestrate.watch import worker_error
+from rlab.orchestrate.watch import launcher_signal, worker_error
 from tests.cli.harness import run_main
 from tests.orchestrate.helpers import make_checkpoint, spec_args, write_spec
 
@@ -114,7 +114,6 @@ Root Cause (first observed failure):
 
 def test_the_first_rank_that_failed_and_how_comes_before_a_peers_connection_error(tmp_path):
     """Finding 6: the user saw rank 1's gloo "Connection closed by peer", not that rank 0 was killed."""
-    from rlab.orchestrate.watch import launcher_signal
 
     log = tmp_path / "train.log"
     log.write_text(RANK0_KILLED_LOG)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rlab.report.build import write_report
 from rlab.report.render import answer as ans
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
@@ -14,7 +15,6 @@ from tests.cli.harness import run_main
 
 
 def test_the_report_opens_with_one_row_per_arm(fx):
-    from rlab.report.build import write_report
 
     out = write_report(fx, fmt="html", draws=200)
     answer = out.answer_table
@@ -72,7 +72,6 @@ def test_a_cell_shows_its_verdict_as_a_badge_and_its_mde():
 
 def test_captions_name_the_methods_the_code_uses(fx):
     """No caption says "bootstrap" where the interval is studentized t: captions take their words from methods."""
-    from rlab.report.build import write_report
 
     write_report(fx, draws=200)
     md = fx.comparison_md.read_text()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pandas as pd
 import pytest
 import torch
 
-from rlab.paths import BaseLayout, ExperimentLayout
+from rlab.paths import BaseLayout, ExperimentLayout, meta_file
 from rlab.report.assemble.collect import collect
 from rlab.report.stats.verdicts import Verdict
 from tests.cli.harness import run_process
@@ -79,10 +82,6 @@ def test_three_seeds_two_variants_and_zero_shot_end_to_end(tiny_base_dir, tmp_pa
 def test_replicated_bases_end_to_end(tiny_base_dir, tmp_path):
     """pretrain --seeds 2 makes two bases; continue --replicate-base starts seed i of every variant from base i;
     the report pairs seed i of each arm on base i and says the seed covers pretraining noise."""
-    import json
-    import shutil
-
-    from rlab.paths import meta_file
 
     base_dir, results = tmp_path / "base", tmp_path / "results"
     shutil.copytree(tiny_base_dir, base_dir)

@@ -10,6 +10,8 @@ from pandas.testing import assert_frame_equal
 
 from rlab.report.assemble.collect import collect
 from rlab.report.assemble.wide import column_key, order_columns
+from rlab.report.render.document import md_table
+from rlab.report.render.tables import block, core_table, core_task_table, length_table, passkey_table
 from rlab.report.stats import inference as inf
 
 # Hand-computed from the fixture files (see tests/report/fixtures/fx).
@@ -182,8 +184,6 @@ def test_column_order_is_stable_whatever_the_input_order(fx):
 
 
 def test_tables_mark_best_only_when_significant(fx):
-    from rlab.report.render.document import md_table
-    from rlab.report.render.tables import block, core_table, core_task_table, length_table, passkey_table
 
     data = collect(fx, "rope", draws=500)
     lt = length_table(data)

@@ -11,7 +11,7 @@ from rlab.report.assemble.collect import collect
 from rlab.report.assemble.pairing import NOT_COMPARABLE
 from rlab.report.render import tables
 from rlab.report.render.table_model import BLANK
-from rlab.report.sources.comparability import TRAINING, mismatches
+from rlab.report.sources.comparability import TRAINING, Mismatch, blocks, metric_section, mismatches
 from tests.cli.harness import run_main
 
 
@@ -109,7 +109,6 @@ def test_a_training_budget_mismatch_blocks_every_metric_and_is_shown_first(fx, r
 
 def test_the_primary_endpoint_belongs_to_bpb_length():
     """The primary endpoint is BPB at length: a bpb_length mismatch must block its verdict too."""
-    from rlab.report.sources.comparability import blocks, metric_section
 
     assert metric_section("primary_bpb") == "bpb_length"
     assert blocks([cmp_mismatch("bpb_length")], "primary_bpb") and not blocks(
@@ -118,7 +117,6 @@ def test_the_primary_endpoint_belongs_to_bpb_length():
 
 
 def cmp_mismatch(section: str):
-    from rlab.report.sources.comparability import Mismatch
 
     return Mismatch("a", "b", section, "eval data", "x vs y")
 

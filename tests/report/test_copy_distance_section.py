@@ -8,8 +8,11 @@ import pandas as pd
 from rlab.evals.copy_distance import CSV as COPY_DISTANCE_CSV
 from rlab.evals.copy_distance.records import CopyRow
 from rlab.records.rows import read_rows, write_rows
-from rlab.report.build import write_report
+from rlab.report.assemble.collect import collect
+from rlab.report.build import answer_lines, write_report
 from rlab.report.copy_distance import section as copy_distance
+from rlab.report.copy_distance.section import base_caveat
+from rlab.report.render.document import plain
 from rlab.report.stats.verdicts import Verdict
 
 
@@ -55,7 +58,6 @@ def test_no_copy_results_no_section(fx):
 
 
 def _base_cells(gain: float, low: float, high: float):
-    import pandas as pd
 
     row = dict(
         arm="base",
@@ -79,7 +81,6 @@ def _base_cells(gain: float, low: float, high: float):
 
 
 def test_caveat_when_the_base_gains_nothing_from_a_repeat_within_its_training_length():
-    from rlab.report.copy_distance.section import base_caveat
 
     line = base_caveat(_base_cells(-0.01, -0.06, 0.03), base_len=256)
     # judged at the longest distance within L0 (216), not beyond it where the fixture gains 3 nats
@@ -92,9 +93,6 @@ def test_caveat_when_the_base_gains_nothing_from_a_repeat_within_its_training_le
 
 
 def test_the_caveat_opens_the_report_among_the_warnings(fx):
-    from rlab.report.assemble.collect import collect
-    from rlab.report.build import answer_lines
-    from rlab.report.copy_distance import section as copy_distance
 
     data = collect(fx, None, draws=200)
     caveat = copy_distance.base_caveat(_base_cells(0.0, -0.05, 0.05), base_len=256)
@@ -166,12 +164,10 @@ def test_results_csv_carries_the_copy_columns(fx):
 
 
 def test_the_opening_says_so_when_the_base_copies_within_its_training_length():
-    from rlab.report.copy_distance.section import answer_lines
+    from rlab.report.copy_distance.section import answer_lines  # noqa: PLC0415 - its `answer_lines` is another module's elsewhere here
 
     def cells(gain, low, high):
         return _base_cells(gain, low, high).assign(diff=np.nan, diff_low=np.nan, diff_high=np.nan, ref=None)
-
-    from rlab.report.render.document import plain
 
     (text,) = answer_lines(cells(1.5, 1.2, 1.8), base_len=256, train_len=1024)
     line = plain(text)

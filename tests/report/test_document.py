@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from rlab.paths import ExperimentLayout
+from rlab.report.build import write_report
 from rlab.report.render import document as doc
 from rlab.report.stats.verdicts import Verdict
 
@@ -74,7 +76,6 @@ def test_one_document_two_renderings(tmp_path):
 
 
 def test_report_cells_carry_their_verdicts(fx):
-    from rlab.report.build import write_report
 
     out = write_report(fx, fmt="html", draws=200)
     assert out.document is not None
@@ -100,8 +101,6 @@ def test_report_cells_carry_their_verdicts(fx):
 @pytest.mark.slow
 def test_the_committed_demo_report_renders_byte_for_byte(tmp_path):
     """Re-rendering results/demo's committed evals with today's code gives the committed comparison.md."""
-    from rlab.paths import ExperimentLayout
-    from rlab.report.build import write_report
 
     shutil.copytree(REPO / "results" / "demo", tmp_path / "demo")
     layout = ExperimentLayout(tmp_path, "demo")

@@ -11,7 +11,8 @@ import pytest
 
 from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
-from rlab.report.render.headline import warnings
+from rlab.report.render.document import plain
+from rlab.report.render.headline import sentence, warnings
 from rlab.report.render.tables import length_change_table, length_table
 from rlab.report.stats import estimates as est
 
@@ -112,8 +113,6 @@ def test_the_answer_leads_with_the_level_and_explains_it_by_the_extension(fx):
     """A worse arm can lose less from more context without using it better: the level at the longest length is the
     verdict, the extension stands beside it, and an arm that "extends better" only because it predicts worse at
     every length is called out."""
-    from rlab.report.render.document import plain
-    from rlab.report.render.headline import sentence
 
     data = collect(fx, "rope", draws=300)
     for arm in ("pi", "yarn"):

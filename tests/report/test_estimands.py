@@ -7,12 +7,18 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from rlab.evals.bpb_length.records import TargetLoss
 from rlab.paths import ExperimentLayout
+from rlab.records.rows import write_rows
 from rlab.report.assemble.collect import collect
 from rlab.report.estimands import effective_length as el
+from rlab.report.estimands import key_tokens as kt
 from rlab.report.estimands.ratio import influence, paired_ratio
+from rlab.report.power.spec import check_spec
+from rlab.spec.loading import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,10 +70,6 @@ def _plant_targets(root: Path, gain: dict[str, float]) -> None:
     """bpb_targets.csv for every demo tag: 64 targets per block, their nats summing to the block's, a bigram
     repeat per target; targets repeated 16-31 tokens back lose 1 nat from L=256 on (the base included: its
     drop from L=128 picks them) and `gain[tag]` nats more at every length from 512 on."""
-    import pandas as pd
-
-    from rlab.evals.bpb_length.records import TargetLoss
-    from rlab.records.rows import write_rows
 
     rng = np.random.default_rng(0)
     repeat = rng.choice([0, 3, 20, 100], p=[0.6, 0.15, 0.15, 0.1], size=(64, 64))
@@ -115,7 +117,6 @@ def test_key_token_bpb_finds_a_gain_on_the_targets_that_need_context(tmp_path):
 
 
 def test_selection_is_cross_fitted_by_document_halves():
-    from rlab.report.estimands import key_tokens as kt
 
     drop = np.r_[np.full(50, 2.0), np.zeros(150), np.zeros(50), np.zeros(150)]
     cells = np.r_[np.ones(50), np.zeros(150), np.ones(50), np.zeros(150)].astype(int)
@@ -128,8 +129,6 @@ def test_selection_is_cross_fitted_by_document_halves():
 
 
 def test_power_says_how_many_keys_the_effective_length_needs():
-    from rlab.report.power.spec import check_spec
-    from rlab.spec.loading import load_spec
 
     assert el.keys_needed() == 48 and el.keys_note(80) is None  # passkey's default: 20 trials x 4 depths
     note = el.keys_note(4, depths=4)

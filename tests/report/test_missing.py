@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 
@@ -87,7 +88,6 @@ def test_runs_only_experiment_and_empty_experiment(results_root):
 
 def test_base_pretrain_run_is_not_a_variant(fx):
     """`rlab pretrain` writes runs/<base tag>/ (variant rope): it must not become a second baseline."""
-    import json
 
     run_dir = fx.run_dir("fx")
     run_dir.mkdir(parents=True)

@@ -8,6 +8,7 @@ import shutil
 from rlab.paths import ExperimentLayout
 from rlab.records.eval_doc import read_eval_doc
 from rlab.records.provenance import Platform
+from rlab.report.assemble.collect import collect
 from rlab.report.render import headline
 from rlab.report.sources import numerics
 from rlab.report.sources.tag_files import TagSources
@@ -74,7 +75,6 @@ def test_compare_names_the_platform_facts_that_differ_between_experiments():
 
 
 def test_the_report_warns_on_mixed_dtypes_and_on_a_single_base_beside_seeded_arms(tmp_path):
-    from rlab.report.assemble.collect import collect
 
     shutil.copytree(DEMO, tmp_path / "demo")
     layout = ExperimentLayout(tmp_path, "demo")

@@ -4,15 +4,21 @@ experiments through `inference.compare` at the sizes it recommends."""
 from __future__ import annotations
 
 import math
+import shutil
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from rlab.paths import ExperimentLayout
+from rlab.report.assemble.collect import collect
 from rlab.report.power import planner as power
+from rlab.report.power import spec as power_spec
 from rlab.report.stats import inference as inf
 from rlab.report.stats import verdicts as vd
 from rlab.spec.eval import TargetMde
+from rlab.spec.loading import load_spec
+from tests.conftest import REPO_ROOT
 
 
 def exact_power(n: int, effect: float, sd: float, alpha: float) -> float:
@@ -136,7 +142,6 @@ def test_stated_run_to_run_sd_becomes_the_sd_of_a_difference():
 
 def test_pilot_noise_reproduces_the_reports_mdes(fx):
     """The unit SD read from a pilot's comparisons gives back each comparison's printed MDE (one formula)."""
-    from rlab.report.assemble.collect import collect
 
     data = collect(fx, draws=200)
     comps = data.comparisons[data.comparisons["mde"].notna()]
@@ -161,8 +166,6 @@ def test_pilot_noise_reproduces_the_reports_mdes(fx):
 
 
 def test_spec_check_planned_units_and_warnings(tmp_path):
-    from rlab.report.power import spec as power_spec
-    from rlab.spec.loading import load_spec
 
     spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
     spec = spec.model_copy(
@@ -198,8 +201,6 @@ def test_spec_check_planned_units_and_warnings(tmp_path):
 def test_the_copy_family_estimate_counts_retention_past_l0(tmp_path):
     """The demo's copy family holds 5 levels and 3 retentions (windows 512-1024 past L0 = 256) per arm: the
     estimate must not be below what the report will adjust over, or the planned MDEs would be optimistic."""
-    from rlab.report.power import spec as power_spec
-    from rlab.spec.loading import load_spec
 
     spec = load_spec("experiments/demo.yaml", base_dir=tmp_path / "base", results_dir=tmp_path / "results")
     planned = power_spec.planned_units(spec, l0=256)
@@ -214,13 +215,6 @@ def test_the_dry_run_counts_the_families_the_demo_report_adjusts_over(tmp_path):
     the report's arms, references and metrics, less what it leaves out of every family (passkey's 8 keys and
     train/val BPB's few documents: too few units; the base's CORE and BPB at its own length: not comparable;
     dynamic-ntk zero-shot at windows within L0: no variation). With no pilot the count stays from above."""
-    import shutil
-
-    from rlab.paths import ExperimentLayout
-    from rlab.report.assemble.collect import collect
-    from rlab.report.power import spec as power_spec
-    from rlab.spec.loading import load_spec
-    from tests.conftest import REPO_ROOT
 
     shutil.copytree(REPO_ROOT / "results" / "demo", tmp_path / "demo")
     spec = load_spec(tmp_path / "demo" / "spec.resolved.yaml", results_dir=tmp_path)

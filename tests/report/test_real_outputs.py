@@ -10,18 +10,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
+from rlab.core.checkpoint import save_checkpoint
+from rlab.core.checkpoint_meta import CheckpointMeta
+from rlab.core.tokenizer import Tokenizer
+from rlab.evals.runner import run_evals
 from rlab.paths import ExperimentLayout
+from rlab.report.build import write_report
+from rlab.spec.eval import EvalSpec
+from rlab.spec.rope import RopeSpec
+from rlab.spec.run import EvalRunConfig
 from tests.conftest import EVAL_BUNDLE_DIR
+from tests.evals.conftest import random_gpt
 
 pytestmark = pytest.mark.slow
 
 
 def _checkpoint(base: Path, tiny_base_dir: Path, tag: str, rope) -> None:
-    from rlab.core.checkpoint import save_checkpoint
-    from rlab.core.checkpoint_meta import CheckpointMeta
-    from rlab.core.tokenizer import Tokenizer
-    from tests.evals.conftest import random_gpt
 
     tok = Tokenizer.from_directory(tiny_base_dir / "tokenizer")
     model = random_gpt(tok.vocab_size, sequence_len=32, seed=7)
@@ -53,13 +59,6 @@ def _two_task_bundle(tmp_path: Path) -> Path:
 
 
 def test_report_reads_what_the_eval_worker_writes(tiny_base_dir, tmp_path):
-    import torch
-
-    from rlab.evals.runner import run_evals
-    from rlab.report.build import write_report
-    from rlab.spec.eval import EvalSpec
-    from rlab.spec.rope import RopeSpec
-    from rlab.spec.run import EvalRunConfig
 
     torch.set_num_threads(1)
     base = tmp_path / "base"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlab.core.loader import split_shards
 from rlab.errors import DataError
 from rlab.records.base import short_hash
 
@@ -63,7 +64,6 @@ class DocSet:
 
 def pool_shards(data_dir: Path, split: str) -> list[Path]:
     """The shards a split's documents are drawn from (see the module docstring)."""
-    from rlab.core.loader import split_shards
 
     shards = split_shards(data_dir, split)  # type: ignore[arg-type]
     return shards if split == "val" else shards[:1]

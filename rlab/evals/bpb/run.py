@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 
 from rlab.evals.bpb import DOCS_CSV
+from rlab.evals.bpb.doc_set import select_documents
 from rlab.evals.bpb.records import BpbDoc, BpbMetric, BpbSplit
+from rlab.evals.bpb.score import score_documents
 from rlab.evals.bpb.settings import BpbSettings
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.progress import stages
+from rlab.paths import BaseLayout
 from rlab.records.base import short_hash
 from rlab.records.units import BpbUnit
 
@@ -23,9 +26,6 @@ CONVENTION = (
 
 def run(ctx: EvalContext) -> EvalOutcome:
     """Train and val BPB, each over a fixed set of whole documents of about `bpb_tokens` targets."""
-    from rlab.evals.bpb.doc_set import select_documents
-    from rlab.evals.bpb.score import score_documents
-    from rlab.paths import BaseLayout
 
     T = ctx.train_seq_len
     budget = BpbSettings.of(ctx.spec).bpb_tokens

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from rlab.evals.progress import ProgressFn, report
 from rlab.evals.ranks import all_reduce_sum, rank_and_world
@@ -90,7 +91,6 @@ def window_nats(model, inputs: torch.Tensor, targets: torch.Tensor, token_bytes:
     Runs the trunk once (`hidden_states`, length-dependent RoPE at `freq_len`) and the lm_head only at
     counted positions, in chunks. Returns three (R,) float64 tensors.
     """
-    import torch.nn.functional as F
 
     R = targets.shape[0]
     with torch.no_grad():

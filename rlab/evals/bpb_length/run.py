@@ -10,7 +10,9 @@ from rlab.errors import EvalError
 from rlab.evals import long_doc_set
 from rlab.evals.bpb_length import BY_LENGTH_CSV, TARGETS_CSV
 from rlab.evals.bpb_length.records import BpbLengthMetric, LengthRow, TargetLoss
+from rlab.evals.bpb_length.same_targets import bigram_repeats, plan_blocks, score_plan
 from rlab.evals.bpb_length.settings import BpbLengthSettings
+from rlab.evals.bpb_length.sliding import convention, evaluate_sliding
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.records.base import short_hash
 from rlab.records.units import BpbUnit
@@ -25,7 +27,6 @@ def run(ctx: EvalContext) -> EvalOutcome:
     settings = BpbLengthSettings.of(ctx.spec)
     if settings.ppl_protocol != "same_targets":
         return _run_sliding(ctx, settings, docs, lengths)
-    from rlab.evals.bpb_length.same_targets import plan_blocks, score_plan
 
     ids = docs.doc_ids
     plan = plan_blocks(
@@ -59,7 +60,6 @@ def run(ctx: EvalContext) -> EvalOutcome:
 
 def _target_rows(plan, tokens, raw, token_bytes) -> list[TargetLoss]:
     """Every scored target at every length: block, position, token, bytes, bigram repeat distance, nats."""
-    from rlab.evals.bpb_length.same_targets import bigram_repeats
 
     nbytes = token_bytes.tolist()
     repeats = {d: bigram_repeats(tokens[d]) for d in plan.used_docs}
@@ -86,7 +86,6 @@ def _target_rows(plan, tokens, raw, token_bytes) -> list[TargetLoss]:
 def _run_sliding(
     ctx: EvalContext, settings: BpbLengthSettings, docs: LongDocsSet, lengths: list[int]
 ) -> EvalOutcome:
-    from rlab.evals.bpb_length.sliding import convention, evaluate_sliding
 
     truncate = settings.ppl_protocol == "truncated"
     need = max(lengths)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from rlab.core.bpb import token_losses
+from rlab.errors import EvalError
 from rlab.evals.bpb.score import BpbResult, reduce_units
 from rlab.evals.progress import ProgressFn, report, stages
 from rlab.evals.ranks import all_reduce_sum, rank_and_world
@@ -139,7 +140,6 @@ def plan_blocks(
     stops as soon as `token_budget` targets are planned (met with less than one block to spare)
     or every block of every usable document is taken.
     """
-    from rlab.errors import EvalError
 
     lengths = sorted(set(int(n) for n in lengths))
     if not lengths:

@@ -142,9 +142,9 @@ def build_record(
 
 def _score(model, records: Sequence[CopyRecord], passage: int, device) -> np.ndarray:
     """(n, 3) per record: mean loss on the final X in the control, in the record, and the record's greedy hits."""
-    import torch
+    import torch  # noqa: PLC0415 - defers torch
 
-    from rlab.evals.scored_forward import head_stats, hidden_at
+    from rlab.evals.scored_forward import head_stats, hidden_at  # noqa: PLC0415 - defers torch
 
     windows = [
         w for r in records for w in (r.control, r.tokens)
@@ -178,7 +178,7 @@ def evaluate_copy_distance(
     progress: ProgressFn | None = None,
 ) -> list[dict]:
     """Per-record rows (see COLUMNS) for every window; `docs` are token lists of natural text."""
-    import torch
+    import torch  # noqa: PLC0415 - defers torch
 
     rank, world = rank_and_world()
     rows: list[dict] = []

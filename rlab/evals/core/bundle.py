@@ -18,6 +18,7 @@ complete, byte-identical bundle from a partial or modified one.
 from __future__ import annotations
 
 import csv
+import fnmatch
 import hashlib
 import json
 import logging
@@ -27,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from rlab.errors import EvalError
+import yaml
+
+from rlab.errors import EvalError, unknown_name_error
 from rlab.evals.core.settings import CoreSettings
+from rlab.paths import eval_bundle_search, find_eval_bundle
 
 if TYPE_CHECKING:
     from rlab.spec.eval import EvalSpec
@@ -81,7 +85,6 @@ BUNDLE_HINT = (
 
 def no_bundle_error(base_dir: Path) -> EvalError:
     """No bundle named and none found: where rlab looked, and how to get one."""
-    from rlab.paths import eval_bundle_search
 
     looked = " and ".join(str(p) for p in eval_bundle_search(base_dir))
     return EvalError(f"No CORE eval bundle in {looked}.", BUNDLE_HINT)
@@ -89,7 +92,6 @@ def no_bundle_error(base_dir: Path) -> EvalError:
 
 def bundle_root(base_dir: Path, explicit: Path | None = None) -> Path:
     """The bundle to read (`rlab.paths.find_eval_bundle`), or `no_bundle_error`."""
-    from rlab.paths import find_eval_bundle
 
     root = find_eval_bundle(base_dir, explicit)
     if root is None:
@@ -130,7 +132,6 @@ class CoreBundle:
         for t in self.tasks + self.missing:
             if t.label == label:
                 return t
-        from rlab.errors import unknown_name_error
 
         raise unknown_name_error("CORE task", label, [t.label for t in self.tasks + self.missing], EvalError)
 
@@ -149,15 +150,12 @@ def select_tasks(bundle: CoreBundle, patterns: Sequence[str] | None) -> list[str
     """
     if patterns is None:
         return None
-    import fnmatch
 
     labels = bundle.labels
     picked: set[str] = set()
     for pattern in patterns:
         hits = [lbl for lbl in labels if fnmatch.fnmatchcase(lbl, pattern)]
         if not hits:
-            from rlab.errors import unknown_name_error
-
             message = unknown_name_error("CORE task", pattern, labels, EvalError).message
             if any(c in pattern for c in "*?["):
                 message = f"No CORE task matches '{pattern}'. Available: {', '.join(sorted(labels))}."
@@ -191,7 +189,6 @@ def check_task_selection(eval_spec: EvalSpec, base_dir: Path) -> list[str] | Non
 
 
 def _read_yaml_tasks(root: Path) -> list[dict]:
-    import yaml
 
     path = root / "core.yaml"
     if not path.is_file():

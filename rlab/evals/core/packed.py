@@ -17,9 +17,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rlab.core.rope import frequency_length
 from rlab.evals.core.prompts import EncodedExample, common_prefix_len
 from rlab.evals.core.reference import judge, span_scores, sum_per_seq
 from rlab.evals.progress import ProgressFn, report
+from rlab.evals.scored_forward import head_stats, hidden_at
 
 
 @dataclass
@@ -129,8 +131,6 @@ def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, 
     Returns, per pack, its sequences' (mean span loss, span fully argmax-correct)."""
     import torch
 
-    from rlab.evals.scored_forward import head_stats, hidden_at
-
     B, W = len(packs), max(len(p.tokens) for p in packs)
     ids = torch.full((B, W), pad_id, dtype=torch.long)  # (B, T)
     pos = torch.zeros((B, W), dtype=torch.long)  # (B, T)
@@ -173,7 +173,6 @@ def _forward_packed(model, packs: Sequence[PackedExample], pad_id: int, device, 
 def _freq_key(model, pack: PackedExample) -> int | None:
     """The length a length-dependent RoPE variant evaluates the reference at (lengths with the same
     frequencies share one, `rope.frequency_length`); None when the variant does not depend on length."""
-    from rlab.core.rope import frequency_length
 
     rope = getattr(model, "rope", None)
     return None if rope is None else frequency_length(rope, pack.freq_len)

@@ -3,12 +3,14 @@ accuracies written, the scored examples and task files hashed."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
 from rlab.evals.context import EvalContext, EvalOutcome, Table
 from rlab.evals.core import EXAMPLES_CSV
-from rlab.evals.core.bundle import CoreBundle
+from rlab.evals.core.bundle import CoreBundle, bundle_root, load_bundle, select_tasks
+from rlab.evals.core.metric import evaluate_core
 from rlab.evals.core.records import CoreExample, CoreMetric, CoreTaskRow
 from rlab.evals.core.settings import CoreSettings
 from rlab.records.base import short_hash
@@ -18,8 +20,6 @@ log = logging.getLogger(__name__)
 
 def run(ctx: EvalContext) -> EvalOutcome:
     """DCLM CORE on the bundle (partial when task files are missing), on eval.core_tasks when set."""
-    from rlab.evals.core.bundle import bundle_root, load_bundle, select_tasks
-    from rlab.evals.core.metric import evaluate_core
 
     settings = CoreSettings.of(ctx.spec)
     bundle = load_bundle(bundle_root(ctx.base_dir, settings.core_bundle))
@@ -72,7 +72,6 @@ def run(ctx: EvalContext) -> EvalOutcome:
 
 def bundle_fingerprint(bundle: CoreBundle) -> str:
     """Hash of the CORE tasks scored: their configuration and the bytes of their data files."""
-    import hashlib
 
     return short_hash(
         [

@@ -3,17 +3,17 @@ likelihood (`rlab.evals.retrieval`) from the same prefill, paired by trial."""
 
 from __future__ import annotations
 
+from rlab.core.engine import Engine
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.passkey import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
 from rlab.evals.passkey.records import PasskeyCell, PasskeyMetric, PasskeyTrial
 from rlab.evals.passkey.settings import PasskeySettings
+from rlab.evals.passkey.task import evaluate_passkey
 from rlab.evals.retrieval.adapters import likelihood_outputs
 
 
 def run(ctx: EvalContext) -> EvalOutcome:
     """Passkey retrieval accuracy per (length, depth), one random key per trial (rlab.evals.passkey.task)."""
-    from rlab.core.engine import Engine
-    from rlab.evals.passkey.task import evaluate_passkey
 
     settings = PasskeySettings.of(ctx.spec)
     lengths = list(settings.passkey_lengths or ctx.eval_lengths())

@@ -14,6 +14,7 @@ from typing import Any
 
 from rlab.evals.context import EvalContext, Table
 from rlab.evals.progress import ProgressFn
+from rlab.evals.retrieval import likelihood as rl
 from rlab.evals.retrieval.records import ChoiceTrial
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,6 @@ def score_likelihood(
 ) -> tuple[dict | None, dict[Path, Table]]:
     """Score `items` by likelihood (`rlab.evals.retrieval.likelihood`): the section's `likelihood` record and its
     choices CSV; (None, {}) when eval.retrieval_choices is 0 (a stale CSV of an earlier run is removed)."""
-    from rlab.evals.retrieval import likelihood as rl
 
     if not items:
         (ctx.out_dir / csv_name).unlink(missing_ok=True)
@@ -41,7 +41,6 @@ def likelihood_outputs(
 ) -> tuple[dict | None, dict[Path, Table]]:
     """The section's `likelihood` record and its choices CSV from scored items (`likelihood.ChoiceScore`s, however
     they were scored); (None, {}) without any (a stale CSV of an earlier run is removed)."""
-    from rlab.evals.retrieval import likelihood as rl
 
     if not scores:
         (ctx.out_dir / csv_name).unlink(missing_ok=True)

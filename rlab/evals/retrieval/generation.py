@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rlab.core.rope_frequencies import frequency_length
 from rlab.evals.progress import ProgressFn, report, stages
 from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
@@ -107,7 +108,6 @@ def run_jobs_with_choices(
 
 def _freq(engine, length: int) -> int | None:
     """The length that stands for `length` in the model's RoPE frequencies (None: they do not depend on it)."""
-    from rlab.core.rope_frequencies import frequency_length
 
     rope = getattr(engine.model, "rope", None)
     return None if rope is None else frequency_length(rope, length)

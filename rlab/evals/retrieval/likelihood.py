@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlab.evals.core.packed import score_examples_batched
+from rlab.evals.core.prompts import EncodedExample
 from rlab.evals.progress import ProgressFn
 from rlab.evals.ranks import all_reduce_sum, rank_and_world
 from rlab.evals.retrieval.generation import stable_seed
@@ -143,9 +145,6 @@ def score_items(
     """Every item's (right, best distractor) mean log-probabilities; ranks take items i = rank (mod world) and
     the results are summed across ranks, so they do not depend on world size."""
     import torch
-
-    from rlab.evals.core.packed import score_examples_batched
-    from rlab.evals.core.prompts import EncodedExample
 
     rank, world = rank_and_world()
     mine = list(range(rank, len(items), world))

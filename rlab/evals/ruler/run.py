@@ -3,21 +3,24 @@ set's haystack, then the same examples (regenerated from their seeds) scored by 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
+from rlab.core.engine import Engine
 from rlab.evals import long_doc_set
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.retrieval.adapters import score_likelihood
+from rlab.evals.retrieval.generation import stable_seed
+from rlab.evals.retrieval.likelihood import make_item
 from rlab.evals.ruler import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
 from rlab.evals.ruler.records import RulerCell, RulerMetric, RulerTrial
 from rlab.evals.ruler.settings import RulerSettings
+from rlab.evals.ruler.tasks import TASKS, Haystack, evaluate_ruler
 
 
 def run(ctx: EvalContext) -> EvalOutcome:
     """RULER-style synthetic tasks (rlab.evals.ruler.tasks), haystack from the long-document set."""
-    from rlab.core.engine import Engine
-    from rlab.evals.ruler.tasks import evaluate_ruler
 
     docs = long_doc_set.load(ctx)
     settings = RulerSettings.of(ctx.spec)
@@ -55,11 +58,6 @@ def run(ctx: EvalContext) -> EvalOutcome:
 def ruler_items(ctx: EvalContext, texts: Sequence[str], records: Sequence[Any]) -> list[Any]:
     """The RULER-style examples (regenerated from their seeds, identical to the ones generated) as likelihood
     items, when eval.retrieval_choices asks; multi-value answers in the order the text gives them."""
-    import random
-
-    from rlab.evals.retrieval.generation import stable_seed
-    from rlab.evals.retrieval.likelihood import make_item
-    from rlab.evals.ruler.tasks import TASKS, Haystack
 
     k = ctx.spec.retrieval_choices
     if not k or not records:

@@ -27,6 +27,7 @@ from rlab.records.base import ContractError
 from rlab.report.assemble.collect import assemble
 from rlab.report.assemble.pairing import Pairing
 from rlab.report.assemble.report_data import ReportData
+from rlab.report.assemble.verdict_diff import verdict_diff
 from rlab.report.sources import comparability as cmp
 from rlab.report.sources import numerics
 from rlab.report.sources.arms import Arm, group_arms
@@ -224,7 +225,6 @@ def collect_comparison(
 def _verdict_notes(layouts: list[ExperimentLayout], shown: int = 4) -> list[str]:
     """How each later experiment's own results.csv verdicts differ from the first's (same arm, same column):
     for a rerun of one experiment, what it reproduced (`rlab.report.assemble.verdict_diff`)."""
-    from rlab.report.assemble.verdict_diff import verdict_diff
 
     first, out = layouts[0], []
     for lay in layouts[1:]:

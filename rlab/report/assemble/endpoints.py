@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from rlab.evals.rope_eval import fixed_scale
 from rlab.report.sources.tag_files import TagSources
 from rlab.report.stats import estimates as est
 
@@ -145,7 +146,6 @@ def add_units(data: est.TagData, primary: Primary) -> None:
 def dynamic_ntk_note(src: TagSources, kind: str, lengths: Iterable[int]) -> str | None:
     """What a dynamic-ntk tag evaluated per window was evaluated at: its effective scale at each length, and
     the scale it trained with (continued: at its training length; zero-shot and base: none, plain rope)."""
-    from rlab.evals.rope_eval import fixed_scale  # torch-free
 
     doc = src.eval
     if (

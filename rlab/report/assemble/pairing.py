@@ -16,10 +16,12 @@ from typing import Any
 import pandas as pd
 
 from rlab.errors import RlabError, unknown_name_error
+from rlab.orchestrate.control import add_control_command
 from rlab.report.sources import comparability as cmp
 from rlab.report.sources.arms import Arm
 from rlab.report.sources.tag_files import TagSources
 from rlab.report.stats.verdicts import Verdict
+from rlab.variants import BASELINE_VARIANT, VARIANT_NAMES
 
 NOT_COMPARABLE = Verdict.NOT_COMPARABLE
 """The verdict where the compared tags were not evaluated or trained alike (`rlab.report.sources.comparability`)."""
@@ -38,7 +40,6 @@ def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
     ):
         if isinstance(candidate, str) and candidate:
             return candidate
-    from rlab.variants import BASELINE_VARIANT
 
     return BASELINE_VARIANT
 
@@ -47,7 +48,6 @@ def known_variant(name: str, variants: set[str]) -> str:
     """`name` as one of the experiment's variants (any case), or an error with a "did you mean".
 
     A built-in variant name the experiment has no outputs for is left to the report's footnote."""
-    from rlab.variants import VARIANT_NAMES
 
     if name in variants or not variants:
         return name
@@ -110,7 +110,6 @@ def control_missing(arms: list[Arm], base: Arm | None) -> bool:
 
 def missing_control_note(baseline: str, resolved_spec: Path) -> str:
     """The footnote of a report without its control arm, naming the command that trains it."""
-    from rlab.orchestrate.control import add_control_command
 
     return (
         f"no continued '{baseline}' arm (the control): the continued arms get no better/worse verdict, since "

@@ -16,9 +16,12 @@ import math
 from pathlib import Path
 
 import pandas as pd
+from filelock import FileLock
+from pydantic import ValidationError
 
 from rlab.atomic_io import write_text_atomic
 from rlab.errors import RlabError
+from rlab.records.results_row import ResultsRow
 from rlab.report.assemble.wide import order_columns
 
 log = logging.getLogger(__name__)
@@ -53,7 +56,6 @@ def to_text(frame: pd.DataFrame) -> pd.DataFrame:
 
 def lock_for(path: Path):
     """The inter-process lock guarding `path` (a sibling ``.<name>.lock`` file)."""
-    from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(str(path.parent / f".{path.name}.lock"), timeout=LOCK_TIMEOUT_S)
@@ -78,9 +80,6 @@ def merge_rows(existing: pd.DataFrame | None, fresh: pd.DataFrame) -> pd.DataFra
 
 def check_rows(frame: pd.DataFrame) -> None:
     """Every row through `rlab.records.results_row.ResultsRow` (identity and provenance columns typed)."""
-    from pydantic import ValidationError
-
-    from rlab.records.results_row import ResultsRow
 
     for row in frame.to_dict("records"):
         try:

@@ -146,7 +146,7 @@ def _copy_columns(
     interval and records; its arm's paired difference with the reference arm (the baseline variant in the same
     condition), interval, records, Holm p in the copy family, verdict and MDE. No p-value where the comparison is
     untestable (fewer than 20 records, no variation, no copy within L0 to retain)."""
-    from rlab.report.copy_distance.records import metric_name, retention_name, tag_levels, tag_retentions
+    from rlab.report.copy_distance.records import metric_name, retention_name, tag_levels, tag_retentions  # noqa: PLC0415 - defers torch
 
     if cells is None or cells.empty:
         return

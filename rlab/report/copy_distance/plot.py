@@ -20,10 +20,10 @@ def plot(
     kept: pd.DataFrame | None = None,
 ) -> Path | None:
     """Gain by distance per condition (top row) and, when estimated, the retention of the copy (bottom row)."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - defers matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - defers matplotlib
 
     kinds = [k for k in ("zero-shot", "continued") if k in set(c["kind"])]
     if not kinds:

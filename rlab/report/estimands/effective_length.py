@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
+from rlab.report.estimands.retention import short_length
 from rlab.report.sources.arms import Arm
 from rlab.report.stats import inference as inf
 
@@ -216,7 +217,6 @@ def _retrieves(data: Measured, csv: str, column: str) -> bool:
 
 def analyse(data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[EffectiveLengthRow]:
     """Every arm's effective length per retrieval source that has items, under both thresholds."""
-    from rlab.report.estimands.retention import short_length
 
     del draws  # the bootstrap has its own count
     L0 = short_length(data)

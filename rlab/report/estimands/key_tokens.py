@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.records.base import Record
+from rlab.report.estimands.retention import short_length
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc
 from rlab.report.stats import verdicts as vd
@@ -206,7 +207,6 @@ def _by_length(frame: pd.DataFrame | None) -> pd.DataFrame | None:
 
 def analyse(data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> list[KeyTokenRow]:
     """Every arm's key-token BPB at every length of the base's targets, compared with its reference arm."""
-    from rlab.report.estimands.retention import short_length
 
     base = next((a for a in data.arms if a.kind == "base"), None)
     if not any(CSV in s.csvs for s in (data.sources.tags if data.sources else [])):

@@ -6,7 +6,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from rlab.report.estimands.effective_length import ABSOLUTE, RELATIVE
+from rlab.report.estimands.key_tokens import FAMILY, family
+from rlab.report.estimands.retention import short_length
 from rlab.report.render.table_model import BLANK, Table, arm_order
+from rlab.report.render.tables import section
 from rlab.report.stats import inference as inf
 from rlab.report.stats import verdicts as vd
 
@@ -43,7 +47,6 @@ def _pivot(data: ReportData, rows: list, column_of, title: str, about: str, capt
 
 
 def retention_table(data: ReportData) -> Table | None:
-    from rlab.report.estimands.retention import short_length
 
     L0 = short_length(data)
 
@@ -65,7 +68,6 @@ def retention_table(data: ReportData) -> Table | None:
 
 
 def effective_length_table(data: ReportData) -> Table | None:
-    from rlab.report.estimands.effective_length import ABSOLUTE, RELATIVE
 
     def column(r) -> str:
         rule = f">= {ABSOLUTE:g}" if r.threshold == "absolute" else f">= {RELATIVE:.0%} of within L0"
@@ -85,7 +87,6 @@ def effective_length_table(data: ReportData) -> Table | None:
 
 
 def key_token_table(data: ReportData) -> Table | None:
-    from rlab.report.estimands.key_tokens import FAMILY
 
     rows = data.estimands.key_token_bpb
     return _pivot(
@@ -103,7 +104,6 @@ def key_token_table(data: ReportData) -> Table | None:
 
 def families(data: ReportData) -> list[vd.Family]:
     """The estimands' own Holm families (key-token BPB's), to be declared with the report's."""
-    from rlab.report.estimands.key_tokens import family
 
     found = family(data.estimands.key_token_bpb)
     return [found] if found is not None else []
@@ -114,6 +114,5 @@ TABLES = (retention_table, effective_length_table, key_token_table)
 
 def sections(data: ReportData) -> list[doc.Section]:
     """The section of every estimand with rows (none when no estimand could be computed)."""
-    from rlab.report.render.tables import section
 
     return [section(t) for build in TABLES if (t := build(data)) is not None]

@@ -22,13 +22,16 @@ publishes one for CORE) becomes the SD of a difference of two independent runs, 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from rlab.report.estimands.effective_length import keys_note
 from rlab.report.stats import inference as inf
 from rlab.report.stats import verdicts as vd
+from rlab.spec.eval import TargetMde
 
 if TYPE_CHECKING:
     from rlab.report.assemble.report_data import ReportData
@@ -353,7 +356,6 @@ def noise_from_report(data: ReportData, pilot: str, spread: Spread = "median") -
 
 
 def _endpoint_rank(endpoint: str) -> tuple[int, int]:
-    import re
 
     m = re.match(r"^(?:bpb_len_|copy_d)(\d+)$", endpoint)
     if m:
@@ -370,7 +372,7 @@ def _endpoint_rank(endpoint: str) -> tuple[int, int]:
 
 
 def _copy_noise(data: ReportData, pilot: str, spread: Spread) -> list[Noise]:
-    from rlab.report.copy_distance.records import metric_name
+    from rlab.report.copy_distance.records import metric_name  # noqa: PLC0415 - defers torch
 
     cells = data.copy_cells
     if cells is None or cells.empty or "unit_var" not in cells:
@@ -455,8 +457,7 @@ def read_pilot(
     """The noise of every endpoint an experiment compared (its report's comparisons, `noise_from_report`).
 
     The sign-flip draws only set p-values, which a plan does not use: a few hundred keep this fast."""
-    from rlab.report.assemble.collect import collect
-    from rlab.spec.eval import TargetMde
+    from rlab.report.assemble.collect import collect  # noqa: PLC0415 - defers matplotlib, torch
 
     data = collect(layout, baseline, draws=draws)
     name = layout.experiment
@@ -473,7 +474,6 @@ def read_pilot(
 
 def _key_notes(data: Any) -> list[str]:
     """The effective length's keys per length in the pilot, when too few for an informative interval."""
-    from rlab.report.estimands.effective_length import keys_note
 
     keys = [r.n_units for r in data.estimands.effective_length if r.n_units]
     note = keys_note(min(keys)) if keys else None

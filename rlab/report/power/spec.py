@@ -15,6 +15,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlab.data.long_docs import read_long_docs_manifest
+from rlab.errors import RlabError
+from rlab.evals.bpb_length.settings import BpbLengthSettings
+from rlab.evals.copy_distance.settings import CopyDistanceSettings
+from rlab.evals.core.settings import CoreSettings
+from rlab.evals.lengths import eval_lengths, experiment_target_len
+from rlab.evals.passkey.settings import PasskeySettings
+from rlab.paths import ExperimentLayout, default_results_root
+from rlab.report.estimands.effective_length import keys_note
 from rlab.report.power import planner as power
 from rlab.report.stats import inference as inf
 
@@ -139,7 +148,6 @@ def _num(x: float) -> str:
 def planned_lengths(spec: ExperimentSpec, l0: int | None) -> list[int]:
     """The eval length grid the spec's evals will use (`rlab.evals.lengths`); without the base's L0, a quarter
     of the target length stands in for it."""
-    from rlab.evals.lengths import eval_lengths, experiment_target_len
 
     target = experiment_target_len(spec)
     return eval_lengths(spec.eval, l0 or max(1, target // 4), target)
@@ -147,10 +155,6 @@ def planned_lengths(spec: ExperimentSpec, l0: int | None) -> list[int]:
 
 def planned_units(spec: ExperimentSpec, l0: int | None) -> dict[str, Planned]:
     """Units per endpoint class under the spec's eval settings (classes whose eval is off are absent)."""
-    from rlab.evals.bpb_length.settings import BpbLengthSettings
-    from rlab.evals.copy_distance.settings import CopyDistanceSettings
-    from rlab.evals.core.settings import CoreSettings
-    from rlab.evals.passkey.settings import PasskeySettings
 
     ev = spec.eval
     out: dict[str, Planned] = {}
@@ -195,8 +199,6 @@ def _glob(pattern: str) -> bool:
 
 def _long_docs(base_dir: Path, tokens: int) -> int | None:
     """Documents of the base dir's long-document set with at least `tokens` tokens; None with no set."""
-    from rlab.data.long_docs import read_long_docs_manifest
-    from rlab.errors import RlabError
 
     try:
         manifest = read_long_docs_manifest(base_dir)
@@ -216,8 +218,7 @@ def family_sizes(
     family: every variant but the baseline (continued, and zero-shot when the spec makes those arms) at each
     window, and a retention comparison per window past `l0` (when some window is within it to retain from);
     an estimate from above only makes the planned MDEs conservative, one from below would not."""
-    from rlab.evals.copy_distance.settings import CopyDistanceSettings
-    from rlab.report.power import planned_families
+    from rlab.report.power import planned_families  # noqa: PLC0415 - defers matplotlib, torch
 
     ev = spec.eval
     lengths = planned_lengths(spec, l0)
@@ -287,8 +288,6 @@ def check_spec(spec: ExperimentSpec, l0: int | None, pilot: power.Pilot | None =
 
 def _key_notes(spec: ExperimentSpec) -> list[str]:
     """Whether passkey's keys per length give the effective context length an informative interval."""
-    from rlab.evals.passkey.settings import PasskeySettings
-    from rlab.report.estimands.effective_length import keys_note
 
     if "passkey" not in spec.eval.evals:
         return []
@@ -301,7 +300,6 @@ def _key_notes(spec: ExperimentSpec) -> list[str]:
 def check_experiment(spec: ExperimentSpec, l0: int | None) -> PowerCheck:
     """`check_spec` with the experiment's own evals as the pilot when it has some (a previous run), else the
     default noise. `spec` is resolved (`load_spec`)."""
-    from rlab.paths import ExperimentLayout, default_results_root
 
     layout = ExperimentLayout(spec.results_dir or default_results_root(), spec.experiment)
     pilot = None

@@ -19,6 +19,7 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.copy_distance.records import section_lengths
+from rlab.report.estimands import section as estimands_section
 from rlab.report.render import document as doc
 from rlab.report.render import headline
 from rlab.report.render import methods as mth
@@ -26,6 +27,7 @@ from rlab.report.render.table_model import arm_order
 from rlab.report.render.tables import comparison, scalar
 from rlab.report.stats import estimates as est
 from rlab.report.stats import verdicts as vd
+from rlab.report.stats.estimates import families
 from rlab.report.stats.verdicts import Verdict
 
 
@@ -349,9 +351,7 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
 
 def declared_families(data: ReportData) -> list[vd.Family]:
     """Every family of verdicts the report declares: the tables', the copy section's, the estimands'."""
-    from rlab.report.copy_distance.section import family
-    from rlab.report.estimands import section as estimands_section
-    from rlab.report.stats.estimates import families
+    from rlab.report.copy_distance.section import family  # noqa: PLC0415 - defers matplotlib, torch
 
     copy = [family(data.copy_cells)] if data.copy_cells is not None and not data.copy_cells.empty else []
     return list(families(data.comparisons).values()) + copy + estimands_section.families(data)

@@ -43,10 +43,10 @@ _MIN_POINTS = 3
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 - defers matplotlib
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - defers matplotlib
 
     return plt
 
@@ -148,8 +148,8 @@ def plot_bpb_length(data: ReportData, path: Path) -> Path | None:
     if diffs.empty:
         return None
     plt = _pyplot()
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    from matplotlib.lines import Line2D  # noqa: PLC0415 - defers matplotlib
+    from matplotlib.patches import Patch  # noqa: PLC0415 - defers matplotlib
 
     colors = _colors(data)
     variants = list(

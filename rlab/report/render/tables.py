@@ -21,6 +21,7 @@ from rlab.evals.core.records import CoreMetric
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
+from rlab.report.render.retrieval import retrieval_table
 from rlab.report.render.table_model import BLANK, Table, arm_order, change_cell, count_cell, fmt, plus_minus
 from rlab.report.stats import inference as inf
 from rlab.report.stats.estimates import NO_RELATIVE, passkey_summary
@@ -431,7 +432,6 @@ def main_tables(data: ReportData) -> list[Table]:
 
 
 def _retrieval(data: ReportData) -> list[Table]:
-    from rlab.report.render.retrieval import retrieval_table
 
     table = retrieval_table(data)
     return [] if table is None else [table]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
+import yaml
 
 from rlab.evals import catalog, outputs
 from rlab.evals.definition import resolve
@@ -25,6 +26,7 @@ from rlab.records.metrics_log import read_metrics_records
 from rlab.records.rows import read_rows
 from rlab.records.sections import Section
 from rlab.records.units import BpbUnit
+from rlab.spec.rope import VARIANT_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +147,6 @@ def read_spec(layout: ExperimentLayout, notes: list[str]) -> dict[str, Any] | No
     path = layout.resolved_spec
     if not path.is_file():
         return None
-    import yaml
 
     try:
         value = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -213,7 +214,6 @@ def spec_variant_names(spec: dict[str, Any] | None) -> list[str]:
 
 def read_experiment(layout: ExperimentLayout) -> ExperimentSources:
     """All tags of an experiment, read tolerantly."""
-    from rlab.spec.rope import VARIANT_NAMES
 
     notes: list[str] = []
     spec = read_spec(layout, notes)
