@@ -47,17 +47,18 @@ def test_every_arm_keeps_a_share_of_its_bases_bpb_at_l0(demo):
     assert {a for a, v in rows if v == "control"} == arms - {"rope"}
     same = rows[("rope (zero-shot)", "base")]  # the base itself under another name: keeps exactly 100%
     assert same.keeps_pct == pytest.approx(100.0) and same.p_value is None and same.n_units == 32
-    assert rows[("pi", "base")].high_pct < 100.0  # PI at L0 is measurably worse than its base
+    assert rows[("pi", "base")].keeps_pct < min(rows[(a, "base")].keeps_pct for a in ("rope", "ntk", "yarn"))
     columns = demo.results.columns
     assert "short_retention_bpb_pct_n_units" in columns
     assert "short_retention_bpb_vs_rope_pct_ci_low" in columns
 
 
-def test_effective_length_is_censored_and_needs_keys_for_an_interval(demo):
+def test_effective_length_has_an_interval_on_the_demos_32_keys(demo):
     rows = demo.estimands.effective_length
-    assert {r.source for r in rows} == {"passkey_likelihood"}  # generation retrieves nothing in the demo
-    assert all(r.lengths == [256, 1024] and r.n_units == 4 and r.low is None for r in rows)
-    assert rows[0].cell() == "256"  # no interval on 4 keys (the caption says why)
+    likelihood = [r for r in rows if r.source == "passkey_likelihood"]
+    assert len(likelihood) == 2 * len(demo.arms)  # absolute and relative threshold for every arm
+    assert all(r.lengths == [256, 1024] and r.n_units == 32 for r in likelihood)
+    assert all("[" in r.cell() for r in likelihood)  # 32 keys a length: every length has its interval
     assert "effective_length_passkey_likelihood_abs_censored" in demo.results.columns
 
 
@@ -75,7 +76,8 @@ def _plant_targets(root: Path, gain: dict[str, float]) -> None:
     repeat = rng.choice([0, 3, 20, 100], p=[0.6, 0.15, 0.15, 0.1], size=(64, 64))
     noise = rng.normal(0, 0.3, size=(64, 64))
     for tag_dir in (root / "demo" / "evals").iterdir():
-        units = pd.read_csv(tag_dir / "bpb_units.csv")
+        # a seed replicate gets its first seed's units: the planted gain, not the demo's seed noise, is tested
+        units = pd.read_csv(tag_dir.with_name(tag_dir.name.replace("-seed1", "")) / "bpb_units.csv")
         rows = []
         for u in units[units["metric"].str.startswith("len_")].itertuples():
             length, unit = int(u.metric[4:]), int(u.unit)
