@@ -73,4 +73,5 @@ def test_count_only_prints_each_change_and_a_json_line(tmp_path, capsys):
         report["changed"] == 1 and report["changed_to_or_from_better_worse"] == 1 and report["compared"] > 100
     )
     assert report["conditions"]["demo"]["threads"] in ([], [1]) and report["seconds"] == {}
+    assert report["conditions"]["demo-repro"]["train_dtypes"] == ["bfloat16"]  # every dtype found, not one
     assert lines[0].startswith("demo -> demo-repro: 1 of ") and lines[1].startswith("  pi bpb_len_2048 vs ")

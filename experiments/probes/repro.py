@@ -49,10 +49,16 @@ def say(text: str) -> None:
     sys.stdout.flush()
 
 
-def trained_dtype(layout: ExperimentLayout) -> str:
-    """The one dtype the experiment's checkpoints were trained in (eval.json); an error when none or several."""
+def train_dtypes(layout: ExperimentLayout) -> list[str]:
+    """The dtypes the experiment's checkpoints were trained in (eval.json): one for the demo; two for the rerun,
+    whose base and zero-shot arms keep the base's."""
     docs = [read_eval_doc(p) for p in sorted(layout.root.glob("evals/*/eval.json"))]
-    found = sorted({d.checkpoint.train_dtype for d in docs if d.checkpoint.train_dtype})
+    return sorted({d.checkpoint.train_dtype for d in docs if d.checkpoint.train_dtype})
+
+
+def trained_dtype(layout: ExperimentLayout) -> str:
+    """The one dtype the experiment's checkpoints were trained in; an error when none or several."""
+    found = train_dtypes(layout)
     if len(found) != 1:
         raise RlabError(
             f"{layout.root}: {'no' if not found else 'several'} training dtype(s) in its eval.json "
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     diff = verdict_diff(reference.results_csv, rerun.results_csv)
     say("\n".join(summary(diff, reference.experiment, rerun.experiment)))
     conditions = {
-        lay.experiment: {"train_dtype": trained_dtype(lay), "threads": _threads(lay)}
+        lay.experiment: {"train_dtypes": train_dtypes(lay), "threads": _threads(lay)}
         for lay in (reference, rerun)
     }
     say(
