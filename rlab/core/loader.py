@@ -303,12 +303,7 @@ class TokenLoader:
 
     def _start_redraw(self, state: dict[str, Any] | None, seed: int) -> Position:
         """Start a new draw of the stream's rest (see the module docstring) and this rank's position in it."""
-        epoch, first = 0, 0
-        if state is not None:
-            _old_world, ranks = self._saved_ranks(state)
-            old_parts = max(1, int(ranks[0].get("parts", 1)))
-            epoch, slot = max((int(rs["epoch"]), int(rs["slot"])) for rs in ranks)
-            first = slot // old_parts + 1
+        epoch, first = (0, 0) if state is None else _after_furthest(self._saved_ranks(state)[1])
         self._redraw = Redraw(epoch, first, seed)
         log.info(
             "%s split redrawn under seed %d: from row group %d of epoch %d on, in a new order",
@@ -317,10 +312,7 @@ class TokenLoader:
             first,
             epoch,
         )
-        start = first * self.parts + self.rank
-        if start >= self._num_slots(epoch):
-            return Position(epoch + 1, self.rank, self._first_doc(self.rank))
-        return Position(epoch, start, self._first_doc(start))
+        return self._at_row_group(epoch, first)
 
     def _saved_position(self, state: dict[str, Any] | None) -> Position:
         if state is None:
@@ -342,10 +334,7 @@ class TokenLoader:
                 return Position(pos.epoch + 1, self.rank, self._first_doc(self.rank))
             return pos
         # Different world size: continue after the furthest row group any old rank reached.
-        old_parts = max(1, int(ranks[0].get("parts", 1)))
-        epoch, slot = max((int(rs["epoch"]), int(rs["slot"])) for rs in ranks)
-        next_rg = slot // old_parts + 1
-        start = next_rg * self.parts + self.rank
+        epoch, next_rg = _after_furthest(ranks)
         log.info(
             "loader resumed at a different world size (%s -> %d): %s split continues at epoch %d, row group %d "
             "of %d; the unread rest of the row groups the old ranks were in is skipped, nothing is repeated",
@@ -356,6 +345,11 @@ class TokenLoader:
             next_rg,
             len(self.row_groups),
         )
+        return self._at_row_group(epoch, next_rg)
+
+    def _at_row_group(self, epoch: int, row_group: int) -> Position:
+        """This rank's first slot from row group `row_group` of `epoch` on (the next epoch when none is left)."""
+        start = row_group * self.parts + self.rank
         if start >= self._num_slots(epoch):
             return Position(epoch + 1, self.rank, self._first_doc(self.rank))
         return Position(epoch, start, self._first_doc(start))
@@ -525,6 +519,14 @@ class TokenLoader:
                 )
             epoch, slot, full_epoch, seen = epoch + 1, self.rank, True, False
             doc = self._first_doc(slot)
+
+
+def _after_furthest(ranks: list[dict[str, Any]]) -> tuple[int, int]:
+    """(epoch, row group) just after the furthest row group any saved rank reached: the unread rest of the row
+    groups they were in is skipped, so nothing is read twice."""
+    old_parts = max(1, int(ranks[0].get("parts", 1)))
+    epoch, slot = max((int(rs["epoch"]), int(rs["slot"])) for rs in ranks)
+    return epoch, slot // old_parts + 1
 
 
 def _chunks(texts: list[str | None], rows: range) -> Iterator[list[int]]:
