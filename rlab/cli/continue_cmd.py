@@ -36,17 +36,18 @@ from rlab.cli.options import (
     ResumeOpt,
     SpecOpt,
     StepsOpt,
-    at_least,
+    in_panel,
+    number,
+    switch,
 )
+
+ARMS_PANEL = "Arms"
 
 
 def continue_training(
     spec_path: SpecOpt = None,
     from_step: Annotated[
-        Optional[int],
-        typer.Option(
-            "--from-step", metavar="N", callback=at_least(0), help="Base checkpoint step (spec: base.step)."
-        ),
+        Optional[int], number("--from-step", low=0, help="Base checkpoint step (spec: base.step).")
     ] = None,
     variants: Annotated[
         Optional[str],
@@ -64,59 +65,50 @@ def continue_training(
     steps: StepsOpt = None,
     seq_len: Annotated[
         Optional[int],
-        typer.Option(
-            "--seq-len",
-            metavar="N",
-            callback=at_least(1),
-            help="New training length (train.seq_len). (default: --target-len)",
-        ),
+        number("--seq-len", low=1, help="New training length (train.seq_len). (default: --target-len)"),
     ] = None,
     target_len: Annotated[
         Optional[int],
-        typer.Option(
-            "--target-len",
-            metavar="N",
-            callback=at_least(1),
-            help="Target context (spec: target_len; default 4 x the base's length).",
+        number(
+            "--target-len", low=1, help="Target context (spec: target_len; default 4 x the base's length)."
         ),
     ] = None,
     seeds: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--seeds",
-            metavar="N",
-            callback=at_least(1),
-            rich_help_panel="Arms",
+            low=1,
+            panel=ARMS_PANEL,
             help="Training replicates per variant, each with its own data order (train.seeds).",
         ),
     ] = None,
     zero_shot: Annotated[
         Optional[bool],
-        typer.Option(
+        in_panel(
             "--zero-shot/--no-zero-shot",
+            ARMS_PANEL,
+            "Also make each variant's training-free arm (train.zero_shot).",
             metavar="",
-            rich_help_panel="Arms",
-            help="Also make each variant's training-free arm (train.zero_shot).",
         ),
     ] = None,
     control: Annotated[
         bool,
-        typer.Option(
+        in_panel(
             "--control/--no-control",
-            metavar="",
-            rich_help_panel="Arms",
-            help="Also train the control arm, plain rope continued identically, which every verdict compares with "
+            ARMS_PANEL,
+            "Also train the control arm, plain rope continued identically, which every verdict compares with "
             "(added unless named; a --resume keeps the tags already planned).",
+            metavar="",
         ),
     ] = True,
     replicate_base: Annotated[
         Optional[bool],
-        typer.Option(
+        in_panel(
             "--replicate-base/--one-base",
-            metavar="",
-            rich_help_panel="Arms",
-            help="Seed i starts from base replicate i (<base>-seed<i>, `rlab pretrain --seeds S`): the seed "
+            ARMS_PANEL,
+            "Seed i starts from base replicate i (<base>-seed<i>, `rlab pretrain --seeds S`): the seed "
             "covers pretraining noise too (train.replicate_base).",
+            metavar="",
         ),
     ] = None,
     nproc: NprocOpt = None,
@@ -129,19 +121,17 @@ def continue_training(
     dry_run: DryRunOpt = False,
     json_out: Annotated[
         bool,
-        typer.Option(
+        switch(
             "--json",
-            metavar="",
             help="JSON on stdout: with --dry-run the resolved plan; else one object per event (JSON lines).",
         ),
     ] = False,
     resume: ResumeOpt = False,
     resume_from: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--resume-from",
-            metavar="N",
-            callback=at_least(0),
+            low=0,
             help="With --resume: resume each tag from its own step N; newer checkpoints (a broken one) are "
             "moved to <tag>/set_aside/, not deleted.",
         ),

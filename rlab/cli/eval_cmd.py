@@ -16,12 +16,13 @@ from __future__ import annotations
 # `rlab --help` stays fast; the command's signature names only typer and option aliases.
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
 from rlab.cli.console import err, out
+from rlab.cli.core_tasks import print_tasks
 from rlab.cli.help_layout import RlabCommand
 from rlab.cli.options import (
     EVALS_PANEL,
@@ -39,8 +40,10 @@ from rlab.cli.options import (
     switch,
 )
 from rlab.errors import SpecError
-from rlab.evals import catalog
-from rlab.evals.definition import EvalDefinition
+from rlab.evals import catalog  # noqa: TID253 - the switches the help lists: no pydantic
+
+if TYPE_CHECKING:
+    from rlab.evals.definition import EvalDefinition
 
 SWITCHES = "eval_switches"
 """Where the `--<eval>/--no-<eval>` switches leave their values: `ctx.meta[SWITCHES]`, eval name -> on or off."""
@@ -166,8 +169,6 @@ def eval_tag(
     from rlab.spec.loading import parse_names
 
     if list_tasks or (tasks is not None and tasks.strip().lower() == "list"):
-        from rlab.cli.core_tasks import print_tasks
-
         print_tasks(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir, as_json=as_json)
         return
     try:
