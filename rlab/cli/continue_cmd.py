@@ -38,6 +38,7 @@ from rlab.cli.options import (
     StepsOpt,
     in_panel,
     number,
+    spec_overrides,
     switch,
 )
 
@@ -139,38 +140,18 @@ def continue_training(
     force: ForceOpt = False,
 ) -> None:
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
+    flags = dict(locals())  # every flag by its parameter name (nothing else is bound yet)
     from rlab.cli.plan_view import render_changes, render_plan, render_power
     from rlab.cli.reporting import console_reporter, run_reporter
     from rlab.orchestrate.control import with_control
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.preflight import plan_json, preflight_continue
     from rlab.orchestrate.tag_setup import build_jobs
-    from rlab.orchestrate.training import start_continue, submit_slurm
+    from rlab.orchestrate.training import report_preflight, start_continue, submit_slurm
     from rlab.report.power.spec import check_experiment
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(
-        spec_path,
-        name=experiment,
-        from_step=from_step,
-        variants=variants,
-        base_tag=base_tag,
-        base_dir=base_dir,
-        results_dir=results_dir,
-        steps=steps,
-        seeds=seeds,
-        zero_shot=zero_shot,
-        replicate_base=replicate_base,
-        seq_len=seq_len,
-        target_len=target_len,
-        nproc=nproc,
-        max_restarts=max_restarts,
-        gpus_per_variant=gpus_per_variant,
-        nnodes=nnodes,
-        node_rank=node_rank,
-        rdzv_endpoint=rdzv_endpoint,
-        launcher=launcher,
-    )
+    spec = load_spec(spec_path, **spec_overrides(flags, experiment="name"))
     spec = with_default_nproc(spec, visible_gpus())
     spec, control_warnings = with_control(spec, control=control, resume=resume)
     if resume_from is not None and not resume:
@@ -199,10 +180,7 @@ def continue_training(
             render_changes(pf)
             if pf.ok:  # a plan that cannot run has nothing to power; its error comes first
                 render_power(check, reporter)
-            for line in pf.notes:
-                reporter.notice(line)
-            for line in pf.warnings:
-                reporter.warning(line)
+            report_preflight(pf, reporter)
         if not pf.ok:
             raise pf.error()
         if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -19,6 +19,7 @@ from rlab.paths import name_problem
 PATHS_PANEL = "Where things live"
 MULTI_NODE_PANEL = "Multi-node / SLURM"
 EVALS_PANEL = "Which evals"
+STATS_PANEL = "Statistics"
 
 
 class Launcher(str, Enum):
@@ -78,6 +79,21 @@ def experiment_option(help: str, panel: str | None = PATHS_PANEL):  # noqa: A002
 def in_panel(names: str, panel: str | None, help: str, metavar: str | None = None):  # noqa: A002
     """An option shown in `panel` (a `--x/--no-x` pair gets no metavar: pass "")."""
     return typer.Option(names, metavar=metavar, rich_help_panel=panel, help=help)
+
+
+def spec_overrides(flags: dict[str, Any], **renamed: str) -> dict[str, Any]:
+    """A command's flags that set a spec field, as `load_spec`'s named overrides: each flag named like one
+    (`rlab.spec.loading.OVERRIDE_PATHS`, or `variants`), or `renamed` (flag -> override). `flags`: the command's
+    `locals()` before its first statement (typer's converted values; click's `ctx.params` holds them unconverted)."""
+    from rlab.spec.loading import OVERRIDE_PATHS
+
+    named = {renamed.get(name, name): value for name, value in flags.items()}
+    return {name: value for name, value in named.items() if name in OVERRIDE_PATHS or name == "variants"}
+
+
+def passed(flags: dict[str, Any], *names: str) -> dict[str, Any]:
+    """The named flags of `flags` (as for `spec_overrides`), to pass on by name."""
+    return {name: flags[name] for name in names}
 
 
 SpecOpt = Annotated[
@@ -211,7 +227,7 @@ DrawsOpt = Annotated[
         "--draws",
         "--bootstrap",
         low=100,
-        panel="Statistics",
+        panel=STATS_PANEL,
         help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
     ),
 ]
