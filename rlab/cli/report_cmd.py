@@ -23,11 +23,6 @@ from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
 
 
-def _escape(text: str) -> str:
-
-    return escape(text)
-
-
 class ReportFormat(str, Enum):
     """What `rlab report` writes besides results.csv."""
 
@@ -142,7 +137,7 @@ def build_report(
         from rlab.report.render.headline import mismatch_line
 
         err.print(
-            f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True
+            f"[bold yellow]Warning:[/] {escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True
         )
     if as_json:
         typer.echo(_report_json(name, report))
@@ -173,7 +168,7 @@ def _print_tables(report) -> None:
     if notes:
         out.print("[bold]Notes[/]")
         for i, text in enumerate(notes, start=1):
-            out.print(f"  [dim]{i}.[/] {_escape(text)}")
+            out.print(f"  [dim]{i}.[/] {escape(text)}")
         out.print()
 
 
