@@ -209,10 +209,7 @@ def continue_training(
             render_changes(pf)
             if pf.ok:  # a plan that cannot run has nothing to power; its error comes first
                 render_power(check, reporter)
-            for line in pf.notes:
-                reporter.notice(line)
-            for line in pf.warnings:
-                reporter.warning(line)
+            pf.tell(reporter)
         if not pf.ok:
             raise pf.error()
         if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing

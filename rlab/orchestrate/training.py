@@ -46,10 +46,7 @@ def start_continue(
     from rlab.orchestrate.tag_setup import tag_plans  # noqa: PLC0415 - defers numpy, torch
 
     spec, runs = pf.spec, pf.runs
-    for line in pf.notes:
-        reporter.notice(line)
-    for line in pf.warnings:
-        reporter.warning(line)
+    pf.tell(reporter)
     if not pf.ok:
         raise pf.error()
     if pf.base is not None:
