@@ -12,6 +12,7 @@ from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
 from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
+from rlab.report.sources.tag_files import read_run
 from tests.report.conftest import write_run
 
 
@@ -94,3 +95,12 @@ def test_base_pretrain_run_is_not_a_variant(fx):
     data = collect(fx, "rope", draws=200)
     assert "fx" not in set(data.results["tag"]) and data.baseline_tag == "fx-rope"
     assert "fx: the base model's own run, not a variant; left out of the comparison" in data.footnotes.items
+
+
+def test_an_off_contract_run_json_is_a_footnote_not_a_guess(tmp_path):
+    """run.json is read through `RunConfig`, the model that writes it: a partial file is not half-read."""
+    path = tmp_path / "run.json"
+    path.write_text('{"tag": "fx-pi", "train": {"seed": 1}}')
+    notes: list[str] = []
+    assert read_run(path, notes) is None
+    assert notes == ["run.json ignored: it does not match its contract (RunConfig)"]

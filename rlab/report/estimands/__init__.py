@@ -11,32 +11,15 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from rlab.records.base import Record
-from rlab.report.sources.arms import Arm
 
 if TYPE_CHECKING:
     from rlab.report.assemble.measured import Measured
     from rlab.report.estimands.effective_length import EffectiveLengthRow
     from rlab.report.estimands.key_tokens import KeyTokenRow
     from rlab.report.estimands.retention import RetentionRow
-
-
-R = TypeVar("R", bound="ArmRow")
-
-
-class ArmRow(Record):
-    """What every estimand's row starts with: the arm it describes (`rlab.report.sources.arms.Arm`)."""
-
-    arm: str
-    kind: str
-    variant: str
-
-    @classmethod
-    def of(cls: type[R], arm: Arm, **fields: Any) -> R:
-        """A row of `arm` (its key, condition and variant) with the estimand's own `fields`."""
-        return cls(arm=arm.key, kind=arm.kind, variant=arm.variant, **fields)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from rlab.report.estimands import ArmRow
+from rlab.report.estimands.arm_row import ArmRow
 from rlab.report.estimands.retention import short_length
 from rlab.report.sources.arms import Arm
 from rlab.report.stats import inference as inf

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from rlab.report.estimands import ArmRow
+from rlab.report.estimands.arm_row import ArmRow
 from rlab.report.estimands.retention import short_length
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from rlab.report.estimands import ArmRow
+from rlab.report.estimands.arm_row import ArmRow
 from rlab.report.estimands.ratio import paired_ratio
 from rlab.report.sources import frames as fr
 from rlab.report.sources.arms import Arm, base_of
