@@ -46,7 +46,6 @@ from rlab.spec.experiment import ExperimentSpec
 if TYPE_CHECKING:
     from rlab.core.checkpoint import CheckpointInfo
     from rlab.memory.plan import MemoryPlan
-    from rlab.orchestrate.reporter import Reporter
     from rlab.spec.run import RunConfig
 
 
@@ -76,13 +75,6 @@ class Preflight:
     def problems(self) -> list[str]:
         """Every fatal problem, one line each (message and hint)."""
         return [e.message + (f" {e.hint}" if e.hint else "") for e in self.errors]
-
-    def tell(self, reporter: Reporter) -> None:
-        """Hand the plan's notes and warnings to `reporter`."""
-        for line in self.notes:
-            reporter.notice(line)
-        for line in self.warnings:
-            reporter.warning(line)
 
     def problem(self, exc: RlabError | str) -> None:
         self.errors.append(exc if isinstance(exc, RlabError) else LaunchError(exc))
