@@ -461,12 +461,11 @@ def read_pilot(
 
     data = collect(layout, baseline, draws=draws)
     name = layout.experiment
-    spec = (data.sources.spec or {}) if data.sources else {}
-    stated = (spec.get("eval") or {}).get("target_mde") if isinstance(spec, dict) else None
+    spec = data.sources.spec if data.sources else None
     return Pilot(
         name,
         noise_from_report(data, name, spread),
-        TargetMde.model_validate(stated) if stated else None,
+        spec.eval.target_mde if spec is not None else None,
         data.comparisons,
         _key_notes(data),
     )
