@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
+from rlab.report.copy_distance.layout import arm_window_rows, each_variant
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
 from rlab.report.stats import inference as inf
@@ -340,13 +341,14 @@ def answer_lines(kept: pd.DataFrame, train_len: int | None, family: vd.Family) -
             f"at {at['within_distance'].iloc[0]}, within L0; {ref} keeps "
             f"{float(ref_ret.iloc[0]) if len(ref_ret) else math.nan:.2f}): difference vs {ref}: "
         ]
-        for i, (_, r) in enumerate(at.iterrows()):
-            parts.append(
-                ("; " if i else "")
-                + f"{r['variant']} {r['retention']:.2f} ({r['diff']:+.2f} [{r['diff_low']:+.2f}, "
+        parts += each_variant(
+            at,
+            lambda r: (
+                f"{r['variant']} {r['retention']:.2f} ({r['diff']:+.2f} [{r['diff_low']:+.2f}, "
                 f"{r['diff_high']:+.2f}]) "
-            )
-            parts.append(verdict_span(r) or doc.verdict(Verdict.NONE))
+            ),
+            verdict_span,
+        )
         parts.append(f" ({family.describe()}).")
         out.append(doc.text(*parts))
     return out
@@ -387,15 +389,3 @@ def _table_cell(r: pd.Series) -> doc.Cell:
         return doc.Cell(_cell(r))
     tested = f"; {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] {span.text}"
     return doc.Cell(_cell(r) + tested, span.verdict)
-
-
-def arm_window_rows(
-    frame: pd.DataFrame, windows: list[int], cell: Callable[[pd.Series], doc.Cell]
-) -> list[list[doc.Cell]]:
-    """A table's rows: one per arm (first-seen order), the arm then `cell` of its row at each window ('' where
-    it has none)."""
-    rows = []
-    for arm in dict.fromkeys(frame["arm"]):
-        hits = [frame[(frame["arm"] == arm) & (frame["window"] == w)] for w in windows]
-        rows.append([doc.Cell(str(arm)), *(doc.Cell("") if h.empty else cell(h.iloc[0]) for h in hits)])
-    return rows
