@@ -19,6 +19,9 @@ from __future__ import annotations
 import io
 import logging
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -260,10 +263,33 @@ def _relative_curves(data: ReportData, kind: str, column: str) -> pd.DataFrame |
     return pd.concat(parts).dropna(subset=["delta"]) if parts else None
 
 
-def _plot_relative(
-    data: ReportData, path: Path, kind: str, column: str, ylabel: str, title: str, smooth: bool
-) -> Path | None:
-    rel = _relative_curves(data, kind, column)
+@dataclass(frozen=True)
+class _RelativeCurve:
+    """A per-step record column drawn minus the baseline's; `{b}` in the labels stands for the baseline."""
+
+    kind: str
+    column: str
+    ylabel: str
+    title: str
+    smooth: bool
+
+
+_RELATIVE_CURVES = {
+    "loss": _RelativeCurve(
+        "train",
+        "loss",
+        "training loss − {b}'s (nats/token)",
+        "Training loss minus {b}'s at the same step (smoothed; one line per run)",
+        smooth=True,
+    ),
+    "val_bpb": _RelativeCurve(
+        "eval", "val_bpb", "val BPB − {b}'s", "In-training val BPB minus {b}'s", smooth=False
+    ),
+}
+
+
+def _plot_relative(data: ReportData, path: Path, curve: _RelativeCurve) -> Path | None:
+    rel = _relative_curves(data, curve.kind, curve.column)
     if rel is None or rel.empty:
         return None
     if rel.groupby("tag").size().max() < _MIN_POINTS:  # a line of one or two points says nothing
@@ -278,7 +304,7 @@ def _plot_relative(
             if part.empty:
                 continue
             y = part["delta"].to_numpy()
-            if smooth and len(y) > 10:
+            if curve.smooth and len(y) > 10:
                 window = max(3, len(y) // 20)
                 y = pd.Series(y).rolling(window, min_periods=1, center=True).mean().to_numpy()
             style = "-" if data.arm(arm).kind == "continued" else "--"
@@ -290,41 +316,17 @@ def _plot_relative(
                 linewidth=1.3 if len(tags) == 1 else 0.9,
                 alpha=1.0 if len(tags) == 1 else 0.8,
                 label=data.label(arm) if i == 0 else None,
-                marker=None if smooth else "o",
+                marker=None if curve.smooth else "o",
                 markersize=3,
             )
     ax.axhline(0.0, color="black", linewidth=1.3, label=f"{data.baseline} (baseline)")
     ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"{title} — '{data.experiment}'", fontsize=11)
+    ax.set_ylabel(curve.ylabel.format(b=data.baseline))
+    ax.set_title(f"{curve.title.format(b=data.baseline)} — '{data.experiment}'", fontsize=11)
     ax.grid(alpha=0.3)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
     fig.tight_layout()
     return _save(fig, path)
-
-
-def plot_loss(data: ReportData, path: Path) -> Path | None:
-    return _plot_relative(
-        data,
-        path,
-        "train",
-        "loss",
-        f"training loss − {data.baseline}'s (nats/token)",
-        f"Training loss minus {data.baseline}'s at the same step (smoothed; one line per run)",
-        smooth=True,
-    )
-
-
-def plot_val_bpb(data: ReportData, path: Path) -> Path | None:
-    return _plot_relative(
-        data,
-        path,
-        "eval",
-        "val_bpb",
-        f"val BPB − {data.baseline}'s",
-        f"In-training val BPB minus {data.baseline}'s",
-        smooth=False,
-    )
 
 
 def plot_passkey(data: ReportData, path: Path) -> Path | None:
@@ -377,10 +379,9 @@ def plot_passkey(data: ReportData, path: Path) -> Path | None:
 
 def write_plots(data: ReportData, plots_dir: Path) -> dict[str, Path | None]:
     """Every figure; a value is None when its data is missing or uninformative (a stale file is removed)."""
-    makers = {
+    makers: dict[str, Callable[[ReportData, Path], Path | None]] = {
         "bpb_length": plot_bpb_length,
-        "loss": plot_loss,
-        "val_bpb": plot_val_bpb,
+        **{key: partial(_plot_relative, curve=curve) for key, curve in _RELATIVE_CURVES.items()},
         "passkey": plot_passkey,
     }
     out = {}
