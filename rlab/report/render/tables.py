@@ -25,9 +25,15 @@ from rlab.report.render.retrieval import retrieval_table
 from rlab.report.render.table_model import BLANK, Table, arm_order, change_cell, count_cell, fmt, plus_minus
 from rlab.report.stats import inference as inf
 from rlab.report.stats.estimates import NO_RELATIVE, passkey_summary
-from rlab.report.stats.verdicts import Verdict
+from rlab.report.stats.verdicts import Verdict, unresolved
 
 VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
+
+
+def seed_limited(comp: pd.Series) -> bool:
+    """Whether a comparison's seeds set its MDE (`inference.Comparison.seed_limited`)."""
+    value = comp.get("seed_limited")
+    return value is not None and not pd.isna(value) and bool(value)
 
 
 def mde_text(comp: pd.Series, short: bool = False) -> str:
@@ -36,6 +42,8 @@ def mde_text(comp: pd.Series, short: bool = False) -> str:
     mde, rel = comp.get("mde", math.nan), comp.get("mde_rel_pct", math.nan)
     if mde is None or pd.isna(mde):
         return BLANK
+    if seed_limited(comp):  # its seeds set the MDE (`inference.Comparison.seed_limited`)
+        return unresolved(int(comp["n_seeds"]))
     if rel is not None and not pd.isna(rel):
         return f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
     return f"MDE {mde:.4f}"

@@ -128,3 +128,9 @@ def seeds_note(n_seeds: int) -> str:
             f"between {n_seeds - 1} and the units')"
         )
     return f"1 seed: training noise not covered (a verdict that covers it needs >= {MIN_SEEDS} seeds per arm)"
+
+
+def unresolved(n_seeds: int) -> str:
+    """What a "within noise" says in place of an MDE its seeds set (`Comparison.seed_limited`): a number of
+    several hundred percent says only that a seed variance on S - 1 df is uncertain."""
+    return f"{n_seeds} seeds cannot resolve it"
