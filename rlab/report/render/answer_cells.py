@@ -83,12 +83,17 @@ def badge(e: Estimate) -> str:
 
 
 def detail(e: Estimate, digits: int) -> str:
-    """Beside the badge: the MDE of a "within noise", or why a tested column has no verdict."""
-    if e.verdict == Verdict.WITHIN_NOISE.value and e.unresolved_at is not None:
-        return vd.unresolved(e.unresolved_at)
-    if e.verdict == Verdict.WITHIN_NOISE.value and e.mde is not None:
-        return f"MDE {e.mde:.{digits}f}{e.unit}"
-    return "no verdict" if e.note else ""
+    """Beside the badge: the MDE of a "within noise" (or that its seeds cannot resolve it), "after Holm" where
+    its unadjusted interval excludes 0 (the family's multiplicity, not the interval, kept it from a verdict), or
+    why a tested column has no verdict."""
+    if e.verdict != Verdict.WITHIN_NOISE.value:
+        return "no verdict" if e.note else ""
+    holm = "after Holm" if e.low is not None and e.high is not None and (e.low > 0 or e.high < 0) else ""
+    if e.unresolved_at is not None:
+        mde = vd.unresolved(e.unresolved_at)
+    else:
+        mde = f"MDE {e.mde:.{digits}f}{e.unit}" if e.mde is not None else ""
+    return "; ".join(p for p in (holm, mde) if p)
 
 
 def cell(e: Estimate | None, col: Column) -> doc.Cell:
