@@ -27,9 +27,10 @@ arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean o
 * **Families** (`rlab.report.stats.verdicts`): verdicts are Holm-adjusted within one declared family whose size
   counts only testable comparisons (statsmodels' `multipletests` gives the same numbers; this one keeps the
   None entries out of the count).
-* **MDE** (`Comparison.mde`, `mde`): the smallest true difference the test finds with 80% power at a given level,
-  ``(t(1 - alpha/2, df) + t(power, df)) · se`` (in simulation the skew-corrected test reaches 80% at it within
-  Monte Carlo error, `tests/report/test_power.py`), printed beside every "within noise". `planned_se` gives the
+* **MDE** (`Comparison.mde`, `mde`): the smallest true difference the test finds with 80% power at a given level
+  in either direction, from the skew-corrected test's own rejection rule and the comparison's skewness
+  (`mde_directions`; the t formula ``(t(1 - alpha/2, df) + t(power, df)) · se`` when the units are symmetric),
+  printed beside every "within noise" unless its seeds set it (`Comparison.seed_limited`). `planned_se` gives the
   se (and df) of a planned experiment from per-unit and per-seed SDs, for `rlab.report.power.planner`.
 
 Nothing here reads files or frames: callers pass arrays (`rlab.report.stats.estimates`, `rlab.report.copy_distance.section`).
@@ -158,9 +159,10 @@ def mde_directions(
     quantile (downwards: G⁻¹(c) - G⁻¹(-q)). q and c are t quantiles on `df` (the reference's shape without a
     skew; no draws, so ~150 comparisons cost nothing); a = `skew` = 0 gives the t formula
     ``(t(1 - alpha/2, df) + t(power, df)) · se``. With skewed units the two sides differ several-fold (centred
-    exponential, n = 32, alpha 0.05 / 4: 2.2 se below, 4.2 above); power at the larger through the report's test
-    is ~80% on the hard side on normal and skewed units (`tests/report/test_mde.py`, figures in
-    docs/statistics.md), where the t formula's gave 21-44%."""
+    exponential, n = 32, alpha 0.05 / 4, at its a = 0.35: 6.3 se below, 3.1 above). Power at the printed MDE
+    through the report's test (`tests/report/test_mde.py`, docs/statistics.md): normal units ~80%; skewed units
+    100% on the long tail's side and 50-67% on the other (the t formula's: 21-44%), short of 80% because a sample
+    underestimates its population's skewness."""
     if not (se > 0 and df > 0) or math.isnan(se):
         return math.nan, math.nan
     q, c = float(stats.t.ppf(1 - alpha / 2, df)), float(stats.t.ppf(power, df))
