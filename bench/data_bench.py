@@ -21,7 +21,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import torch
 
-from rlab.core.loader import TokenLoader, split_shards
+from rlab.core.loader import TokenLoader
+from rlab.core.shards import split_shards
 from rlab.core.tokenizer import Tokenizer
 from rlab.data.prepare import PrepareOptions, prepare_data
 from rlab.paths import BaseLayout, default_base_dir

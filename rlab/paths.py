@@ -38,6 +38,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from rlab.errors import SpecError
 
@@ -168,23 +169,38 @@ def step_name(step: int) -> str:
     return f"{step:06d}"
 
 
+class _Rooted(Protocol):
+    @property
+    def root(self) -> Path: ...
+
+
+class _UnderRoot:
+    """A layout's fixed file or folder below its `root`: one line per name instead of a property each."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, layout: _Rooted, owner: type | None = None) -> Path:
+        return layout.root.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class BaseLayout:
     """nanochat's directory layout under one base dir."""
 
     root: Path
 
-    @property
-    def data_dir(self) -> Path:
-        return self.root / "base_data"
-
-    @property
-    def tokenizer_dir(self) -> Path:
-        return self.root / "tokenizer"
-
-    @property
-    def checkpoints_root(self) -> Path:
-        return self.root / "base_checkpoints"
+    data_dir = _UnderRoot("base_data")
+    tokenizer_dir = _UnderRoot("tokenizer")
+    checkpoints_root = _UnderRoot("base_checkpoints")
+    eval_bundle_dir = _UnderRoot("eval_bundle")
+    long_docs_dir = _UnderRoot("long_docs")
+    long_docs_file = _UnderRoot("long_docs", "long_docs.parquet")
+    """The long-document set: one whole document per row."""
+    long_docs_manifest = _UnderRoot("long_docs", "manifest.json")
+    """Written last by `rlab data long-docs`; its presence means the set is complete."""
+    corpus_manifest = _UnderRoot("rlab_corpus.json")
+    """Written last by `rlab data prepare`; its presence means the data is complete."""
 
     def checkpoint_dir(self, tag: str) -> Path:
         return self.checkpoints_root / checked_name("tag", tag)
@@ -192,29 +208,6 @@ class BaseLayout:
     def tag_lock(self, tag: str) -> Path:
         """The lock file a run holds while it trains `tag` (hidden beside the tag's folder)."""
         return self.checkpoints_root / f".{checked_name('tag', tag)}.lock"
-
-    @property
-    def eval_bundle_dir(self) -> Path:
-        return self.root / "eval_bundle"
-
-    @property
-    def long_docs_dir(self) -> Path:
-        return self.root / "long_docs"
-
-    @property
-    def long_docs_file(self) -> Path:
-        """The long-document set: one whole document per row."""
-        return self.long_docs_dir / "long_docs.parquet"
-
-    @property
-    def long_docs_manifest(self) -> Path:
-        """Written last by `rlab data long-docs`; its presence means the set is complete."""
-        return self.long_docs_dir / "manifest.json"
-
-    @property
-    def corpus_manifest(self) -> Path:
-        """Written last by `rlab data prepare`; its presence means the data is complete."""
-        return self.root / "rlab_corpus.json"
 
 
 def model_file(ckpt_dir: Path, step: int) -> Path:
@@ -275,9 +268,7 @@ class ExperimentLayout:
     def root(self) -> Path:
         return self.results_root / self.experiment
 
-    @property
-    def resolved_spec(self) -> Path:
-        return self.root / RESOLVED_SPEC_NAME
+    resolved_spec = _UnderRoot(RESOLVED_SPEC_NAME)
 
     def run_dir(self, tag: str) -> Path:
         return self.root / "runs" / checked_name("tag", tag)
@@ -319,21 +310,10 @@ class ExperimentLayout:
     def core_task_csv(self, variant: str) -> Path:
         return self.root / f"results_{checked_name('variant', variant)}.csv"
 
-    @property
-    def results_csv(self) -> Path:
-        return self.root / "results.csv"
-
-    @property
-    def comparison_md(self) -> Path:
-        return self.root / "comparison.md"
-
-    @property
-    def comparison_html(self) -> Path:
-        return self.root / "comparison.html"
-
-    @property
-    def plots_dir(self) -> Path:
-        return self.root / "plots"
+    results_csv = _UnderRoot("results.csv")
+    comparison_md = _UnderRoot("comparison.md")
+    comparison_html = _UnderRoot("comparison.html")
+    plots_dir = _UnderRoot("plots")
 
 
 COMPARISONS_DIR = "_compare"
@@ -352,14 +332,6 @@ class ComparisonLayout:
     def root(self) -> Path:
         return self.results_root / COMPARISONS_DIR / "+".join(self.experiments)
 
-    @property
-    def comparison_md(self) -> Path:
-        return self.root / "comparison.md"
-
-    @property
-    def comparison_html(self) -> Path:
-        return self.root / "comparison.html"
-
-    @property
-    def plots_dir(self) -> Path:
-        return self.root / "plots"
+    comparison_md = _UnderRoot("comparison.md")
+    comparison_html = _UnderRoot("comparison.html")
+    plots_dir = _UnderRoot("plots")

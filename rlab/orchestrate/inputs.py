@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rlab.core.loader import check_shards
+from rlab.core.shards import check_shards
 from rlab.errors import CheckpointError, DataError, RlabError
 from rlab.paths import BaseLayout, checkpoint_steps
 from rlab.spec.run import RunConfig

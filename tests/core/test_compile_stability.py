@@ -9,14 +9,12 @@ import pytest
 import torch
 import torch._dynamo
 
-from rlab.core.gpt import GPT, GPTConfig
+from tests.core.tiny_models import initialized_gpt
 
 
 def _steps(precompute: bool) -> None:
     torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(sequence_len=64, vocab_size=100, n_layer=1, n_head=2, n_kv_head=2, n_embd=32))
-    model.init_weights()
+    model = initialized_gpt(sequence_len=64, n_layer=1, n_head=2)
     if precompute:
         model.precompute_tables(64, "cpu")
     compiled = torch.compile(model, backend="aot_eager", dynamic=False)

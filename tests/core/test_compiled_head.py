@@ -11,8 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlab.core.gpt import GPT, GPTConfig
+from rlab.core.gpt import GPT
 from tests.core.saved_bytes import head_and_layer_bytes, per_token
+from tests.core.tiny_models import initialized_gpt
 
 VOCAB = 65536
 WIDTH = 64
@@ -20,14 +21,7 @@ HEAD_LIMIT = 8 * 1024  # bytes per token the head may keep for backward (no voca
 
 
 def make_model(n_layer: int) -> GPT:
-    torch.manual_seed(0)
-    model = GPT(
-        GPTConfig(sequence_len=32, vocab_size=VOCAB, n_layer=n_layer, n_head=2, n_kv_head=2, n_embd=WIDTH)
-    )
-    model.init_weights()
-    with torch.no_grad():
-        model.lm_head.weight.normal_(0.0, 0.05)  # a live head (init_weights zeroes it)
-    return model
+    return initialized_gpt(head_std=0.05, vocab_size=VOCAB, n_layer=n_layer, n_head=2, n_embd=WIDTH)
 
 
 @pytest.mark.parametrize(

@@ -8,16 +8,12 @@ import torch
 import torch.distributed as dist
 
 from rlab.core.distributed import wrap_ddp
-from rlab.core.gpt import GPT, GPTConfig
+from rlab.core.gpt import GPT
+from tests.core.tiny_models import noisy_gpt
 
 
 def _model() -> GPT:
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(sequence_len=16, vocab_size=64, n_layer=1, n_head=2, n_kv_head=2, n_embd=16))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)
-    return model
+    return noisy_gpt(0, 0.3, sequence_len=16, vocab_size=64, n_layer=1, n_head=2, n_kv_head=2, n_embd=16)
 
 
 def test_gradients_are_bucket_views_and_equal_the_plain_models(tmp_path):

@@ -14,7 +14,8 @@ from torch.nn.attention.flex_attention import create_block_mask
 
 from rlab.core.attention import SlidingWindow, use_flex, window_attention, window_block_mask
 from rlab.core.engine import Engine
-from rlab.core.gpt import GPT, GPTConfig, KVCache
+from rlab.core.gpt import GPT, KVCache
+from tests.core.tiny_models import noisy_gpt
 
 torch.set_num_threads(1)
 
@@ -76,22 +77,8 @@ def test_auto_means_flex_on_cuda_only():
 
 def make_2026(seed: int = 0) -> GPT:
     """nanochat-2026 with a short window of 128 (sequence_len 512, pattern SL): windowed at T > 129."""
-    torch.manual_seed(seed)
-    config = GPTConfig(
-        sequence_len=512,
-        vocab_size=300,
-        n_layer=4,
-        n_head=4,
-        n_kv_head=2,
-        n_embd=64,
-        architecture="nanochat-2026",
-        window_pattern="SL",
-    )
-    model = GPT(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.2)
-    model.eval()
+    shape = dict(sequence_len=512, vocab_size=300, n_layer=4, n_embd=64, window_pattern="SL")
+    model = noisy_gpt(seed, architecture="nanochat-2026", **shape).eval()
     assert model.window_sizes == [128, 512, 128, 512]
     return model
 

@@ -10,20 +10,13 @@ from rlab.core.gpt import GPT, GPTConfig, KVCache
 from rlab.errors import CheckpointError, SpecError
 from rlab.spec.rope import RopeSpec
 from tests.core.tiny_checkpoints import tiny_meta
+from tests.core.tiny_models import TINY, noisy_gpt
 
 torch.set_num_threads(1)
 
-TINY = dict(sequence_len=32, vocab_size=100, n_layer=2, n_head=4, n_kv_head=2, n_embd=32)
-
 
 def make_model(rope: RopeSpec | None = None, seed: int = 0, **overrides) -> GPT:
-    """A tiny model with random (non-zero) weights everywhere, so every path affects the logits."""
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(**{**TINY, **overrides}), rope)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.2)
-    return model
+    return noisy_gpt(seed, 0.2, rope, **overrides)
 
 
 def test_config_from_dict_ignores_unknown_keys():

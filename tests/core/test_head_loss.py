@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from rlab.core import head_loss
-from rlab.core.gpt import GPT, GPTConfig
 from rlab.core.head_loss import softcap_cross_entropy
+from tests.core.tiny_models import noisy_gpt
 
 torch.set_num_threads(1)
 
@@ -130,11 +130,7 @@ def test_bad_reduction_is_refused():
 def test_gpt_forward_loss_equals_cross_entropy_of_its_logits():
     """GPT.forward's three loss paths (mean with grad, per-token without, per-token with grad) agree."""
 
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(sequence_len=16, vocab_size=100, n_layer=1, n_head=2, n_kv_head=2, n_embd=16))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)
+    model = noisy_gpt(0, 0.3, sequence_len=16, n_layer=1, n_head=2, n_embd=16)
     x = torch.randint(0, 100, (2, 16))
     y = torch.randint(0, 100, (2, 16))
     y[0, :3] = -1

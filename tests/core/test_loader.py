@@ -180,7 +180,7 @@ def test_resume_at_another_world_size_continues_without_repeats(
     state = _gathered(old)
     for ld in old:
         ld.close()
-    with caplog.at_level("INFO", logger="rlab.core.loader"):
+    with caplog.at_level("INFO", logger="rlab.core.loader_order"):
         new = [_loader(tagged_dir, tok, rank=r, world_size=new_world, state=state) for r in range(new_world)]
     assert "different world size" in caplog.text
     after = [_epoch_ids(ld, tok) for ld in new]

@@ -12,6 +12,7 @@ from rlab.core.optim import build_optimizers
 from rlab.core.precision import stream_dtype
 from rlab.spec.train import LRSpec
 from tests.core.saved_bytes import head_and_layer_bytes
+from tests.core.tiny_models import initialized_gpt
 
 torch.set_num_threads(1)
 
@@ -19,21 +20,9 @@ ARCHS = ["nanochat-2025", "nanochat-2026"]
 
 
 def make_model(architecture: str, n_layer: int = 2, seed: int = 0) -> GPT:
-    torch.manual_seed(seed)
-    config = GPTConfig(
-        sequence_len=64,
-        vocab_size=200,
-        n_layer=n_layer,
-        n_head=4,
-        n_kv_head=2,
-        n_embd=64,
-        architecture=architecture,
-        window_pattern="SL",
-    )
-    model = GPT(config)
-    model.init_weights()
+    shape = dict(sequence_len=64, vocab_size=200, n_layer=n_layer, n_embd=64, window_pattern="SL")
+    model = initialized_gpt(seed, head_std=0.05, architecture=architecture, **shape)
     with torch.no_grad():
-        model.lm_head.weight.normal_(0.0, 0.05)
         for block in model.transformer.h:  # non-zero output projections: every block changes the stream
             block.attn.c_proj.weight.normal_(0.0, 0.02)
             block.mlp.c_proj.weight.normal_(0.0, 0.02)

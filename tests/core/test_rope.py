@@ -19,6 +19,7 @@ from rlab.core import rope as R
 from rlab.core.gpt import GPT, GPTConfig, KVCache
 from rlab.errors import SpecError
 from rlab.spec.rope import RopeSpec, RopeVariant, build_rope_spec
+from tests.core.tiny_models import noisy_gpt
 
 torch.set_num_threads(1)
 
@@ -227,12 +228,7 @@ VARIANT_SPECS = {
 
 
 def base_weights(seed: int = 0) -> dict[str, torch.Tensor]:
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(**TINY))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)
-    return model.state_dict()
+    return noisy_gpt(seed, 0.3, **TINY).state_dict()
 
 
 def build(rope: RopeSpec | None, weights: dict[str, torch.Tensor]) -> GPT:

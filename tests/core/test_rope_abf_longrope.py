@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from rlab.core import rope as R
-from rlab.core.gpt import GPT, GPTConfig, KVCache
+from rlab.core.gpt import GPT, KVCache
 from rlab.errors import SpecError
 from rlab.spec.loading import load_spec
 from rlab.spec.rope import RopeSpec, build_rope_spec, default_variant_specs
 from tests.core.test_rope import BASES, HEAD_DIMS, ORIGINAL_LENS, SCALES, assert_rel_close
+from tests.core.tiny_models import noisy_gpt
 
 torch.set_num_threads(1)
 
@@ -282,12 +283,7 @@ NEW_SPECS = {
 
 
 def random_model(config: dict, rope: RopeSpec | None, seed: int = 0) -> GPT:
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(**config), rope)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)
-    return model.eval()
+    return noisy_gpt(seed, 0.3, rope, **config).eval()
 
 
 @pytest.mark.parametrize("variant", list(NEW_SPECS))

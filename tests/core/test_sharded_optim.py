@@ -13,25 +13,14 @@ from rlab.core.optim import build_optimizers, set_lr_multiplier
 from rlab.core.optim_sharding import adamw_rows, muon_owners, optimizer_state_bytes
 from rlab.core.optim_shards import load_optimizer_state, named_state, optimizer_shard
 from rlab.spec.train import LRSpec
+from tests.core.tiny_models import initialized_gpt
 
 COEFFS, EPS = (3.4445, -4.7750, 2.0315), 1e-7
 ARCHS = ["nanochat-2025", "nanochat-2026"]
 
 
 def tiny_model(architecture: str = "nanochat-2025", seed: int = 0) -> GPT:
-    torch.manual_seed(seed)
-    config = GPTConfig(
-        sequence_len=32,
-        vocab_size=100,
-        n_layer=2,
-        n_head=4,
-        n_kv_head=2,
-        n_embd=32,
-        architecture=architecture,
-    )
-    model = GPT(config)
-    model.init_weights()
-    return model
+    return initialized_gpt(seed, architecture=architecture)
 
 
 def set_grads(model: torch.nn.Module, seed: int) -> None:

@@ -219,13 +219,7 @@ def test_continue_from_checkpoint_with_new_rope_and_length(train_base, tmp_path)
 
     run_dir = tmp_path / "yarn_run"
     cfg = make_run_config(
-        train_base,
-        run_dir,
-        tag="base-yarn",
-        init={"kind": "checkpoint", "tag": "base", "step": 4},
-        rope={"variant": "yarn", "factor": 2.0},
-        seq_len=64,
-        steps=3,
+        train_base, run_dir, tag="base-yarn", start=("base", 4), stretch="yarn", seq_len=64, steps=3
     )
     assert train(cfg)["step"] == 7
     meta = read_meta(train_base / "base_checkpoints" / "base-yarn", 7)
@@ -266,8 +260,8 @@ def test_continue_a_clone_keeps_the_source_step(train_base, tmp_path):
         train_base,
         tmp_path / "pi_run",
         tag="base-pi",
-        init={"kind": "checkpoint", "tag": "base-pi", "step": 4},
-        rope={"variant": "pi", "factor": 2.0},
+        start=("base-pi", 4),
+        stretch="pi",
         seq_len=64,
         steps=3,
         save_every=1,
@@ -290,13 +284,7 @@ def test_saved_checkpoint_loads_with_identical_logits(train_base, tmp_path):
     train(make_run_config(train_base, tmp_path / "base_run", tag="base", steps=2))
     captured = []
     cfg = make_run_config(
-        train_base,
-        tmp_path / "run",
-        tag="base-yarn",
-        init={"kind": "checkpoint", "tag": "base", "step": 2},
-        rope={"variant": "yarn", "factor": 2.0},
-        seq_len=64,
-        steps=2,
+        train_base, tmp_path / "run", tag="base-yarn", start=("base", 2), stretch="yarn", seq_len=64, steps=2
     )
     train(cfg, on_model=captured.append)
     trained = captured[0].eval()
@@ -328,13 +316,7 @@ def test_a_nanochat_2026_base_trains_from_scratch_and_continues(train_base, tmp_
     meta = read_meta(train_base / "base_checkpoints" / "b26", 6)
     assert meta.shape.window_pattern == "SL" and "architecture" not in meta.shape.nanochat_kwargs()
     cfg = make_run_config(
-        train_base,
-        tmp_path / "c",
-        tag="b26-yarn",
-        init={"kind": "checkpoint", "tag": "b26", "step": 6},
-        rope={"variant": "yarn", "factor": 2.0},
-        seq_len=64,
-        steps=2,
+        train_base, tmp_path / "c", tag="b26-yarn", start=("b26", 6), stretch="yarn", seq_len=64, steps=2
     )
     assert train(cfg)["step"] == 8
     clone = inspect_checkpoint(train_base / "base_checkpoints" / "b26-yarn", 8)

@@ -42,8 +42,8 @@ def test_continuation_reads_on_where_the_base_stopped(train_base, tmp_path):
         train_base,
         tmp_path / "cont",
         tag="base-pi",
-        init={"kind": "checkpoint", "tag": "base", "step": 4},
-        rope={"variant": "pi", "factor": 2.0},
+        start=("base", 4),
+        stretch="pi",
         steps=3,
         seed=99,
         data_start=data_start,
@@ -121,13 +121,7 @@ def test_counts_are_exact_after_three_resumes(train_base, tmp_path):
 def test_tokens_of_a_continuation_start_from_the_bases(train_base, tmp_path):
     train(make_run_config(train_base, tmp_path / "base", tag="base", steps=3))
     cfg = make_run_config(
-        train_base,
-        tmp_path / "cont",
-        tag="cont",
-        init={"kind": "checkpoint", "tag": "base", "step": 3},
-        steps=4,
-        seq_len=64,
-        save_every=2,
+        train_base, tmp_path / "cont", tag="cont", start=("base", 3), steps=4, seq_len=64, save_every=2
     )
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(cfg, on_model=_poison_and_crash(set(), 3, 3))
@@ -148,7 +142,7 @@ def test_unusable_optimizer_state_means_warmup_at_a_reduced_lr(train_base, tmp_p
         train_base,
         tmp_path / "cont",
         tag="cont",
-        init={"kind": "checkpoint", "tag": "base", "step": 2},
+        start=("base", 2),
         steps=10,
         save_every=5,
         lr={"warmup_steps": 0},

@@ -38,11 +38,19 @@ def make_run_config(
     *,
     init: dict[str, Any] | None = None,
     rope: dict[str, Any] | None = None,
+    start: tuple[str, int] | None = None,
+    stretch: str | None = None,
     resume: bool = False,
     data_start: dict[str, Any] | None = None,
     **train: Any,
 ):
-    """A RunConfig for a 2-layer, width-32 model at seq 32 unless `train` overrides it."""
+    """A RunConfig for a 2-layer, width-32 model at seq 32 unless `train` overrides it. Shorthands: `start=(tag,
+    step)` starts from that checkpoint; `stretch="yarn"` extends RoPE by that variant at factor 2."""
+
+    if start is not None:
+        init = {"kind": "checkpoint", "tag": start[0], "step": start[1]}
+    if stretch is not None:
+        rope = {"variant": stretch, "factor": 2.0}
 
     train_spec = {
         "seq_len": 32,

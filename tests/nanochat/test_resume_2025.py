@@ -136,7 +136,7 @@ def test_world_size_one_continuation_trains_from_the_reference(tmp_path, expecte
         base,
         tmp_path / "run",
         tag="d2-rope",
-        init={"kind": "checkpoint", "tag": "d2", "step": 20},
+        start=("d2", 20),
         seq_len=T,
         steps=2,
         device_batch_size=B,

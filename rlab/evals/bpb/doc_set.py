@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlab.core.loader import split_shards
+from rlab.core.shards import split_shards
 from rlab.errors import DataError
 from rlab.records.base import short_hash
 
