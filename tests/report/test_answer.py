@@ -64,7 +64,9 @@ def test_a_cell_shows_its_verdict_as_a_badge_and_its_mde():
     assert doc._md_cell(cell) == "+0.05% ± 0.11 **within noise** (MDE 0.22%)"
     html = doc._html_cell(cell)
     assert '<span class="badge noise" title="within noise">≈ noise</span> <small>MDE 0.22%</small>' in html
-    holm = ans.cell(ans.Estimate(0.71, 0.10, 1.32, "%", Verdict.WITHIN_NOISE.value, 0.9, 52), col)
+    holm = ans.cell(
+        ans.Estimate(0.71, 0.10, 1.32, "%", Verdict.WITHIN_NOISE.value, 0.9, 52, holm_only=True), col
+    )
     assert doc._md_cell(holm) == "+0.71% ± 0.61 **within noise** (after Holm; MDE 0.90%)"
     seeds = ans.Estimate(0.71, -0.6, 2.02, "%", Verdict.WITHIN_NOISE.value, 416.0, 52, unresolved_at=2)
     assert doc._md_cell(ans.cell(seeds, col)) == "+0.71% ± 1.31 **within noise** (2 seeds cannot resolve it)"

@@ -22,7 +22,7 @@ from rlab.report.copy_distance.records import section_lengths
 from rlab.report.render import document as doc
 from rlab.report.render import headline
 from rlab.report.render import methods as mth
-from rlab.report.render.answer_cells import Column, Estimate, cell, count, num
+from rlab.report.render.answer_cells import Column, Estimate, cell, count, holm_only, num
 from rlab.report.render.answer_lines import lines
 from rlab.report.render.table_model import arm_order
 from rlab.report.render.tables import comparison, scalar, seed_limited
@@ -84,6 +84,7 @@ def _compared(comp: pd.Series | None, relative: bool = False) -> Estimate | None
         num(mde),
         count(comp.get("n_units")),
         unresolved_at=int(comp["n_seeds"]) if seed_limited(comp) else None,
+        holm_only=holm_only(comp),
     )
 
 
@@ -120,6 +121,7 @@ def copy_kept(data: ReportData, arm: str, window: int | None) -> Estimate | None
         verdict=None if verdict is Verdict.NONE else verdict.value,
         mde=num(r["mde"]),
         n_units=count(r["n"]),
+        holm_only=holm_only(r),
         note="" if verdict is not Verdict.NONE or not r["note"] else str(r["note"]),
     )
 

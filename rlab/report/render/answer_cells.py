@@ -32,6 +32,8 @@ class Estimate:
     n_units: int | None = None
     unresolved_at: int | None = None
     """Seeds per arm, when those seeds (not the units) set its MDE: it then says they cannot resolve it."""
+    holm_only: bool = False
+    """A "within noise" whose unadjusted interval of the difference excludes 0 (Holm kept it from a verdict)."""
     note: str = ""
     """Why a comparison column has no verdict ('' when it has one, or is a level)."""
 
@@ -82,13 +84,20 @@ def badge(e: Estimate) -> str:
     return BADGE.get(v, v.label(e.n_units))
 
 
+def holm_only(comp: pd.Series) -> bool:
+    """Whether a "within noise" comparison's unadjusted interval (`diff_low`, `diff_high`) excludes 0."""
+    low, high = num(comp.get("diff_low")), num(comp.get("diff_high"))
+    within = comp.get("verdict") == Verdict.WITHIN_NOISE.value
+    return within and low is not None and high is not None and (low > 0 or high < 0)
+
+
 def detail(e: Estimate, digits: int) -> str:
     """Beside the badge: the MDE of a "within noise" (or that its seeds cannot resolve it), "after Holm" where
     its unadjusted interval excludes 0 (the family's multiplicity, not the interval, kept it from a verdict), or
     why a tested column has no verdict."""
     if e.verdict != Verdict.WITHIN_NOISE.value:
         return "no verdict" if e.note else ""
-    holm = "after Holm" if e.low is not None and e.high is not None and (e.low > 0 or e.high < 0) else ""
+    holm = "after Holm" if e.holm_only else ""
     if e.unresolved_at is not None:
         mde = vd.unresolved(e.unresolved_at)
     else:

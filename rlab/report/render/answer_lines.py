@@ -11,6 +11,7 @@ from rlab.report.power import pilot, planner
 from rlab.report.render import document as doc
 from rlab.report.render import headline
 from rlab.report.render import methods as mth
+from rlab.report.stats import inference as inf
 from rlab.report.stats import verdicts as vd
 from rlab.report.stats.estimates import families
 from rlab.report.stats.verdicts import Verdict
@@ -38,11 +39,11 @@ def unresolved_line(data: ReportData) -> str:
     hit = c[(c["verdict"] == Verdict.WITHIN_NOISE.value) & c["seed_limited"].fillna(False).astype(bool)]
     if hit.empty:
         return ""
-    seeds = int(hit["n_seeds"].min())
+    total = int((c["verdict"] == Verdict.WITHIN_NOISE.value).sum())
     out = (
-        f'{len(hit)} of {int((c["verdict"] == Verdict.WITHIN_NOISE.value).sum())} "within noise" verdicts: '
-        f"{seeds} seeds cannot resolve them (their seed variance, on {seeds - 1} df, sets an MDE many times "
-        "their units'; no MDE is quoted)"
+        f'{len(hit)} of the {total} "within noise" verdicts say their seeds cannot resolve them: the training '
+        f"noise, estimated from {int(hit['n_seeds'].max())} seeds per arm at most and taken at its 90% upper "
+        f"bound, sets an MDE over {inf.SEED_LIMITED:g}x what their units alone give, so none is quoted"
     )
     return out + plan_hint(data)
 

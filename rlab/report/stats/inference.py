@@ -125,7 +125,7 @@ class Comparison:
         """Whether its seeds, not its units, set the MDE: with `SEED_LIMITED` times the MDE its unit term alone
         would give, the number says only that a seed variance on S - 1 df is uncertain (`rlab power` says how
         many seeds resolve a stated effect)."""
-        if self.n_seeds < MIN_SEEDS or not self.unit_var > 0 or math.isnan(self.seed_var):
+        if not (self.seed_var > 0 and self.unit_var > 0):  # no seed term (one seed a side), or no unit term
             return False
         units_only = mde(math.sqrt(self.unit_var), max(self.n_units - 1.0, 1.0), alpha, power, self.skew)
         return self.mde(alpha, power) > SEED_LIMITED * units_only
