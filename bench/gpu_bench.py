@@ -111,15 +111,12 @@ def _failure(proc: subprocess.CompletedProcess) -> str:
     return (errors or lines)[-1].strip()[:500]
 
 
+TORCHRUN = (sys.executable, "-m", "torch.distributed.run", "--standalone")
+"""torchrun on this node, from this interpreter (`rlab continue` builds its own: `orchestrate.launch.torchrun_argv`)."""
+
+
 def _torchrun(nproc: int, module: list[str], **kwargs) -> subprocess.CompletedProcess:
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        *module,
-    ]
+    argv = [*TORCHRUN, f"--nproc-per-node={nproc}", *module]
     return subprocess.run(argv, capture_output=True, text=True, **kwargs)
 
 

@@ -93,13 +93,10 @@ def run_kernel(args: argparse.Namespace, device: str, kernel: str) -> dict:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.window_bench")
-    parser.add_argument("--depth", type=int, default=12)
-    parser.add_argument("--n-embd", type=int, default=768)
-    parser.add_argument("--vocab", type=int, default=32768)
-    parser.add_argument("--seq-len", type=int, default=8192)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--warmup", type=int, default=3)
+    for name, default in dict(
+        depth=12, n_embd=768, vocab=32768, seq_len=8192, batch=4, steps=12, warmup=3
+    ).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
     parser.add_argument("--cpu", action="store_true", help="tiny and uncompiled on the CPU (a smoke test)")
     args = parser.parse_args(argv)
 
@@ -109,15 +106,7 @@ def main(argv: list[str]) -> None:
         return
     device = "cuda" if cuda else "cpu"
     if not cuda:
-        args.depth, args.n_embd, args.vocab, args.seq_len, args.batch, args.steps, args.warmup = (
-            4,
-            64,
-            512,
-            256,
-            2,
-            3,
-            1,
-        )
+        vars(args).update(depth=4, n_embd=64, vocab=512, seq_len=256, batch=2, steps=3, warmup=1)
     where = torch.cuda.get_device_name(0) if cuda else "CPU (smoke: figures mean nothing)"
     print(
         f"windows (nanochat-2026, SSSL): {where}, torch {torch.__version__}; n_layer {args.depth}, n_embd "

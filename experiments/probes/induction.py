@@ -84,12 +84,8 @@ def main(argv: list[str] | None = None) -> None:
         "--phases", default="32:400,64:200,128:200,256:200", help="LENGTH:STEPS,... trained in order"
     )
     ap.add_argument("--architecture", default="nanochat-2025", choices=["nanochat-2025", "nanochat-2026"])
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--width", type=int, default=128)
-    ap.add_argument("--alphabet", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=0)
+    for name, default in dict(layers=2, width=128, alphabet=64, batch=16, threads=1, seed=0).items():
+        ap.add_argument(f"--{name}", type=int, default=default)
     ap.add_argument(
         "--fixed-distance", action="store_true", help="train and score with the passage half a window back"
     )

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
 from rlab.cli.console import out
-from rlab.cli.options import at_least
+from rlab.cli.options import STATS_PANEL, DrawsOpt, QuietOpt, TablesJsonOpt, in_panel
 from rlab.paths import ComparisonLayout, ExperimentLayout
 
 
@@ -39,58 +40,54 @@ def _layout(target: str, results_dir: Path | None):
 
 
 def compare(
-    experiments: list[str] = typer.Argument(
-        ...,
-        metavar="EXPERIMENT",
-        show_default=False,
-        help="Two or more experiment names (folders under the results dir) or "
-        "spec files. The first is the reference.",
-    ),
-    baseline: str | None = typer.Option(
-        None,
-        "--baseline",
-        help="Compare every arm with this one (EXPERIMENT/ARM, or an arm name: the first "
-        "experiment's that has it). Default: each arm with the same arm of the first experiment.",
-        show_default=False,
-    ),
-    arms: str | None = typer.Option(
-        None,
-        "--arms",
-        help="Only these arms, comma-separated (NAME or EXPERIMENT/NAME), e.g. yarn.",
-        show_default=False,
-    ),
-    fmt: CompareFormat = typer.Option(
-        CompareFormat.md,
-        "--format",
-        case_sensitive=False,
-        help="md: comparison.md + plot; html: also comparison.html.",
-    ),
-    results_dir: Path | None = typer.Option(
-        None,
-        "--results-dir",
-        help="Results root holding the named experiments (default: $RLAB_RESULTS_DIR or "
-        "./results); spec files use their own.",
-        file_okay=False,
-    ),
-    seed: int = typer.Option(
-        0, "--seed", help="Seed of the sign-flip tests' draws.", rich_help_panel="Statistics"
-    ),
-    draws: int = typer.Option(
-        20000,
-        "--draws",
-        "--bootstrap",
-        metavar="N",
-        callback=at_least(100),
-        help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
-        rich_help_panel="Statistics",
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print what was written and every table as JSON (stdout)."
-    ),
+    experiments: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="EXPERIMENT",
+            show_default=False,
+            help="Two or more experiment names (folders under the results dir) or "
+            "spec files. The first is the reference.",
+        ),
+    ],
+    baseline: Annotated[
+        Optional[str],
+        typer.Option(
+            "--baseline",
+            help="Compare every arm with this one (EXPERIMENT/ARM, or an arm name: the first "
+            "experiment's that has it). Default: each arm with the same arm of the first experiment.",
+            show_default=False,
+        ),
+    ] = None,
+    arms: Annotated[
+        Optional[str],
+        typer.Option(
+            "--arms",
+            help="Only these arms, comma-separated (NAME or EXPERIMENT/NAME), e.g. yarn.",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: Annotated[
+        CompareFormat,
+        typer.Option(
+            "--format", case_sensitive=False, help="md: comparison.md + plot; html: also comparison.html."
+        ),
+    ] = CompareFormat.md,
+    results_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--results-dir",
+            help="Results root holding the named experiments (default: $RLAB_RESULTS_DIR or "
+            "./results); spec files use their own.",
+            file_okay=False,
+        ),
+    ] = None,
+    seed: Annotated[int, in_panel("--seed", STATS_PANEL, "Seed of the sign-flip tests' draws.")] = 0,
+    draws: DrawsOpt = 20000,
+    quiet: QuietOpt = False,
+    as_json: TablesJsonOpt = False,
 ) -> None:
     """Compare two or more experiments: paired differences where they were evaluated alike, one report."""
-    from rlab.cli.report_view import rich_table, rich_text
+    from rlab.cli.report_view import print_written, rich_table, rich_text
     from rlab.report.assemble.compare import collect_comparison
     from rlab.report.comparison_document import write_comparison
 
@@ -109,23 +106,13 @@ def compare(
         for table in report.tables[:2]:  # the experiments and the paired differences; estimates in the file
             out.print(rich_table(table))
             out.print()
-    out.print("[bold]Wrote[/]")
-    for path in report.written:
-        out.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)
+    print_written(report.written)
 
 
 def _json(report) -> str:
+    from rlab.cli.report_view import frame_rows, tables_json
 
     comp = report.comparison
-    tables = [
-        {
-            "title": t.title,
-            "caption": t.caption or None,
-            "rows": json.loads(t.frame.to_json(orient="records", default_handler=str)),
-        }
-        for t in report.tables
-    ]
-    pairs = json.loads(comp.data.comparisons.to_json(orient="records", default_handler=str))
     return json.dumps(
         {
             "experiments": comp.experiments,
@@ -133,12 +120,12 @@ def _json(report) -> str:
             "reference": comp.data.baseline,
             "primary": comp.data.primary.description,
             "answer": report.answer,
-            "comparisons": pairs,
+            "comparisons": frame_rows(comp.data.comparisons),
             "mismatches": [m.sentence() for m in comp.data.mismatches],
             "training_differences": comp.training_notes,
             "notes": list(comp.data.footnotes.items),
             "written": [str(p) for p in report.written],
-            "tables": tables,
+            "tables": tables_json(report.tables),
         },
         indent=2,
     )

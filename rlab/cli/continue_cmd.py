@@ -36,17 +36,19 @@ from rlab.cli.options import (
     ResumeOpt,
     SpecOpt,
     StepsOpt,
-    at_least,
+    in_panel,
+    number,
+    spec_overrides,
+    switch,
 )
+
+ARMS_PANEL = "Arms"
 
 
 def continue_training(
     spec_path: SpecOpt = None,
     from_step: Annotated[
-        Optional[int],
-        typer.Option(
-            "--from-step", metavar="N", callback=at_least(0), help="Base checkpoint step (spec: base.step)."
-        ),
+        Optional[int], number("--from-step", low=0, help="Base checkpoint step (spec: base.step).")
     ] = None,
     variants: Annotated[
         Optional[str],
@@ -64,59 +66,50 @@ def continue_training(
     steps: StepsOpt = None,
     seq_len: Annotated[
         Optional[int],
-        typer.Option(
-            "--seq-len",
-            metavar="N",
-            callback=at_least(1),
-            help="New training length (train.seq_len). (default: --target-len)",
-        ),
+        number("--seq-len", low=1, help="New training length (train.seq_len). (default: --target-len)"),
     ] = None,
     target_len: Annotated[
         Optional[int],
-        typer.Option(
-            "--target-len",
-            metavar="N",
-            callback=at_least(1),
-            help="Target context (spec: target_len; default 4 x the base's length).",
+        number(
+            "--target-len", low=1, help="Target context (spec: target_len; default 4 x the base's length)."
         ),
     ] = None,
     seeds: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--seeds",
-            metavar="N",
-            callback=at_least(1),
-            rich_help_panel="Arms",
+            low=1,
+            panel=ARMS_PANEL,
             help="Training replicates per variant, each with its own data order (train.seeds).",
         ),
     ] = None,
     zero_shot: Annotated[
         Optional[bool],
-        typer.Option(
+        in_panel(
             "--zero-shot/--no-zero-shot",
+            ARMS_PANEL,
+            "Also make each variant's training-free arm (train.zero_shot).",
             metavar="",
-            rich_help_panel="Arms",
-            help="Also make each variant's training-free arm (train.zero_shot).",
         ),
     ] = None,
     control: Annotated[
         bool,
-        typer.Option(
+        in_panel(
             "--control/--no-control",
-            metavar="",
-            rich_help_panel="Arms",
-            help="Also train the control arm, plain rope continued identically, which every verdict compares with "
+            ARMS_PANEL,
+            "Also train the control arm, plain rope continued identically, which every verdict compares with "
             "(added unless named; a --resume keeps the tags already planned).",
+            metavar="",
         ),
     ] = True,
     replicate_base: Annotated[
         Optional[bool],
-        typer.Option(
+        in_panel(
             "--replicate-base/--one-base",
-            metavar="",
-            rich_help_panel="Arms",
-            help="Seed i starts from base replicate i (<base>-seed<i>, `rlab pretrain --seeds S`): the seed "
+            ARMS_PANEL,
+            "Seed i starts from base replicate i (<base>-seed<i>, `rlab pretrain --seeds S`): the seed "
             "covers pretraining noise too (train.replicate_base).",
+            metavar="",
         ),
     ] = None,
     nproc: NprocOpt = None,
@@ -129,19 +122,17 @@ def continue_training(
     dry_run: DryRunOpt = False,
     json_out: Annotated[
         bool,
-        typer.Option(
+        switch(
             "--json",
-            metavar="",
             help="JSON on stdout: with --dry-run the resolved plan; else one object per event (JSON lines).",
         ),
     ] = False,
     resume: ResumeOpt = False,
     resume_from: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--resume-from",
-            metavar="N",
-            callback=at_least(0),
+            low=0,
             help="With --resume: resume each tag from its own step N; newer checkpoints (a broken one) are "
             "moved to <tag>/set_aside/, not deleted.",
         ),
@@ -149,38 +140,18 @@ def continue_training(
     force: ForceOpt = False,
 ) -> None:
     """Clone the base checkpoint once per variant and continue pretraining each under torchrun."""
+    flags = dict(locals())  # every flag by its parameter name (nothing else is bound yet)
     from rlab.cli.plan_view import render_changes, render_plan, render_power
     from rlab.cli.reporting import console_reporter, run_reporter
     from rlab.orchestrate.control import with_control
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
     from rlab.orchestrate.preflight import plan_json, preflight_continue
     from rlab.orchestrate.tag_setup import build_jobs
-    from rlab.orchestrate.training import start_continue, submit_slurm
+    from rlab.orchestrate.training import report_preflight, start_continue, submit_slurm
     from rlab.report.power.spec import check_experiment
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(
-        spec_path,
-        name=experiment,
-        from_step=from_step,
-        variants=variants,
-        base_tag=base_tag,
-        base_dir=base_dir,
-        results_dir=results_dir,
-        steps=steps,
-        seeds=seeds,
-        zero_shot=zero_shot,
-        replicate_base=replicate_base,
-        seq_len=seq_len,
-        target_len=target_len,
-        nproc=nproc,
-        max_restarts=max_restarts,
-        gpus_per_variant=gpus_per_variant,
-        nnodes=nnodes,
-        node_rank=node_rank,
-        rdzv_endpoint=rdzv_endpoint,
-        launcher=launcher,
-    )
+    spec = load_spec(spec_path, **spec_overrides(flags, experiment="name"))
     spec = with_default_nproc(spec, visible_gpus())
     spec, control_warnings = with_control(spec, control=control, resume=resume)
     if resume_from is not None and not resume:
@@ -209,10 +180,7 @@ def continue_training(
             render_changes(pf)
             if pf.ok:  # a plan that cannot run has nothing to power; its error comes first
                 render_power(check, reporter)
-            for line in pf.notes:
-                reporter.notice(line)
-            for line in pf.warnings:
-                reporter.warning(line)
+            report_preflight(pf, reporter)
         if not pf.ok:
             raise pf.error()
         if spec.launch.launcher == "slurm" and trained:  # a SLURM dry run writes the scripts, submits nothing

@@ -17,8 +17,7 @@ from rich.table import Table
 from rlab.cli.console import err, out
 from rlab.cli.help_layout import RlabCommand, RlabGroup
 from rlab.cli.options import at_least
-from rlab.data.defaults import DEFAULT_VOCAB_SIZE
-from rlab.data.repeats import RepeatOptions
+from rlab.data.defaults import DEFAULT_VOCAB_SIZE  # noqa: TID253 - a constant the help shows: no pydantic
 from rlab.errors import DataError
 from rlab.paths import default_base_dir
 
@@ -56,6 +55,7 @@ def prepare(
     """Build shards (last = val), a long-document eval set and a BPE tokenizer; a no-op when already done."""
 
     from rlab.data.prepare import PrepareOptions, prepare_data
+    from rlab.data.repeats import RepeatOptions
 
     if "default" in corpus and len(corpus) > 1:
         raise DataError("--corpus default cannot be combined with other corpus paths.")

@@ -18,7 +18,6 @@ from rich.table import Table
 from rlab.cli.console import err, out
 from rlab.cli.options import at_least
 from rlab.errors import LaunchError, SpecError
-from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
 from rlab.paths import EVAL_BUNDLE_ENV, find_eval_bundle
 
 
@@ -73,6 +72,7 @@ def run_demo(
     results/<experiment>/demo_timings.csv.
     """
     from rlab.evals.core.bundle import load_bundle, quiet_bundle_warnings
+    from rlab.orchestrate.demo import DEMO_SPEC, data_is_stale, demo_stages
 
     spec = spec or DEMO_SPEC
     if not spec.is_file():

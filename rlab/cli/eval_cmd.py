@@ -16,12 +16,13 @@ from __future__ import annotations
 # `rlab --help` stays fast; the command's signature names only typer and option aliases.
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
 from rlab.cli.console import err, out
+from rlab.cli.core_tasks import print_tasks
 from rlab.cli.help_layout import RlabCommand
 from rlab.cli.options import (
     EVALS_PANEL,
@@ -34,16 +35,26 @@ from rlab.cli.options import (
     NprocOpt,
     ResultsDirOpt,
     SpecOpt,
-    a_name,
-    at_least,
+    in_panel,
+    number,
+    passed,
     switch,
+    tag_option,
 )
 from rlab.errors import SpecError
-from rlab.evals import catalog
-from rlab.evals.definition import EvalDefinition
+from rlab.evals import catalog  # noqa: TID253 - the switches the help lists: no pydantic
+
+if TYPE_CHECKING:
+    from rlab.evals.definition import EvalDefinition
 
 SWITCHES = "eval_switches"
 """Where the `--<eval>/--no-<eval>` switches leave their values: `ctx.meta[SWITCHES]`, eval name -> on or off."""
+
+
+REQUEST_FLAGS = (
+    "tag all_tags spec_path experiment base_dir base_tag results_dir step max_per_task eval_bundle nproc force"
+).split()
+"""The flags that are `EvalRequest` fields as they are (--lengths, --tasks and the switches are parsed first)."""
 
 
 class EvalCommand(RlabCommand):
@@ -87,12 +98,7 @@ def eval_switch(definition: EvalDefinition) -> Any:
 
 def eval_tag(
     ctx: typer.Context,
-    tag: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tag", "-t", metavar="TAG", callback=a_name("tag"), help="Tag to evaluate (e.g. d20-pi)."
-        ),
-    ] = None,
+    tag: Annotated[Optional[str], tag_option("Tag to evaluate (e.g. d20-pi).")] = None,
     all_tags: Annotated[bool, switch("--all", help="Evaluate every variant tag of the experiment.")] = False,
     as_json: JsonOpt = False,
     spec_path: SpecOpt = None,
@@ -101,38 +107,29 @@ def eval_tag(
     base_tag: BaseTagOpt = None,
     results_dir: ResultsDirOpt = None,
     step: Annotated[
-        Optional[int],
-        typer.Option(
-            "--step", metavar="N", callback=at_least(0), help="Checkpoint step. (default: the newest)"
-        ),
+        Optional[int], number("--step", low=0, help="Checkpoint step. (default: the newest)")
     ] = None,
     lengths: Annotated[
         Optional[str],
-        typer.Option(
+        in_panel(
             "--lengths",
-            metavar="N,N,...",
-            rich_help_panel=EVALS_PANEL,
-            help="Context lengths for BPB-vs-length, e.g. 1024,2048,4096. "
+            EVALS_PANEL,
+            "Context lengths for BPB-vs-length, e.g. 1024,2048,4096. "
             "(default: the spec's eval.lengths, else 0.5x-8x the model's length)",
+            metavar="N,N,...",
         ),
     ] = None,
     max_per_task: Annotated[
         Optional[int],
-        typer.Option(
-            "--max-per-task",
-            metavar="N",
-            callback=at_least(1),
-            rich_help_panel=EVALS_PANEL,
-            help="CORE examples per task. (default: all)",
-        ),
+        number("--max-per-task", low=1, panel=EVALS_PANEL, help="CORE examples per task. (default: all)"),
     ] = None,
     tasks: Annotated[
         Optional[str],
-        typer.Option(
+        in_panel(
             "--tasks",
+            EVALS_PANEL,
+            "CORE tasks, lm-eval style: labels or globs (hellaswag,arc_*); turns --core on. (default: all)",
             metavar="T,T,...",
-            rich_help_panel=EVALS_PANEL,
-            help="CORE tasks, lm-eval style: labels or globs (hellaswag,arc_*); turns --core on. (default: all)",
         ),
     ] = None,
     list_tasks: Annotated[
@@ -140,12 +137,12 @@ def eval_tag(
     ] = False,
     eval_bundle: Annotated[
         Optional[Path],
-        typer.Option(
+        in_panel(
             "--eval-bundle",
-            metavar="DIR",
-            rich_help_panel=PATHS_PANEL,
-            help="DCLM CORE bundle dir. (default: $RLAB_EVAL_BUNDLE, <base_dir>/eval_bundle, then where "
+            PATHS_PANEL,
+            "DCLM CORE bundle dir. (default: $RLAB_EVAL_BUNDLE, <base_dir>/eval_bundle, then where "
             "`rlab bundle download` puts it)",
+            metavar="DIR",
         ),
     ] = None,
     nproc: NprocOpt = None,
@@ -159,6 +156,7 @@ def eval_tag(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Evaluate a tag with the experiment's evals (each switched on or off below) and write its per-tag outputs."""
+    flags = dict(locals())  # every flag by its parameter name (nothing else is bound yet)
 
     from rlab.cli.reporting import ConsoleReporter
     from rlab.orchestrate.eval_plan import EvalRequest, plan_evals
@@ -166,8 +164,6 @@ def eval_tag(
     from rlab.spec.loading import parse_names
 
     if list_tasks or (tasks is not None and tasks.strip().lower() == "list"):
-        from rlab.cli.core_tasks import print_tasks
-
         print_tasks(spec_path, eval_bundle, base_dir=base_dir, results_dir=results_dir, as_json=as_json)
         return
     try:
@@ -180,21 +176,10 @@ def eval_tag(
             raise SpecError("--tasks picks CORE tasks, --no-core turns CORE off.", "Give one of them.")
         switches["core"] = True
     request = EvalRequest(
-        tag=tag,
-        all_tags=all_tags,
-        spec_path=spec_path,
-        experiment=experiment,
-        base_dir=base_dir,
-        base_tag=base_tag,
-        results_dir=results_dir,
-        step=step,
+        **passed(flags, *REQUEST_FLAGS),
         switches=switches,
         lengths=length_list,
-        max_per_task=max_per_task,
         tasks=None if tasks is None else parse_names(tasks),
-        eval_bundle=eval_bundle,
-        nproc=nproc,
-        force=force,
     )
     plan = plan_evals(request)
     if dry_run:

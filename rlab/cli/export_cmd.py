@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from rlab.cli.console import out as console
-from rlab.cli.options import BaseDirOpt, ExperimentOpt, JsonOpt, ResultsDirOpt, a_name, at_least, switch
+from rlab.cli.options import BaseDirOpt, ExperimentOpt, JsonOpt, ResultsDirOpt, StepOpt, switch, tag_option
 from rlab.errors import ExportError
 from rlab.paths import default_base_dir, default_results_root
 
@@ -19,24 +19,13 @@ def export_tag(
         Path, typer.Option("--out", "-o", metavar="DIR", file_okay=False, help="Folder to write (created).")
     ],
     tag: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tag",
-            "-t",
-            callback=a_name("tag"),
-            help="Model tag under <base>/base_checkpoints/ (e.g. d20-yarn).",
-        ),
+        Optional[str], tag_option("Model tag under <base>/base_checkpoints/ (e.g. d20-yarn).", metavar=None)
     ] = None,
     export_all: Annotated[
         bool, switch("--all", help="Every arm of --experiment: one folder per arm and an index README.")
     ] = False,
     experiment: ExperimentOpt = None,
-    step: Annotated[
-        Optional[int],
-        typer.Option(
-            "--step", metavar="N", callback=at_least(0), help="Checkpoint step (default: newest complete)."
-        ),
-    ] = None,
+    step: StepOpt = None,
     format: Annotated[  # noqa: A002 - the flag's name
         str,
         typer.Option(

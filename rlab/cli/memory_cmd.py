@@ -21,7 +21,7 @@ from rich import box
 from rich.table import Table
 
 from rlab.cli.console import out
-from rlab.cli.options import BaseDirOpt, JsonOpt, a_name, at_least, switch
+from rlab.cli.options import BaseDirOpt, JsonOpt, number, switch, tag_option
 from rlab.paths import default_base_dir
 
 if TYPE_CHECKING:
@@ -38,43 +38,25 @@ def memory(
         Optional[Path],
         typer.Option("--meta", metavar="FILE", dir_okay=False, help="A checkpoint's meta_XXXXXX.json."),
     ] = None,
-    tag: Annotated[
-        Optional[str],
-        typer.Option(
-            "--tag", "-t", metavar="TAG", callback=a_name("tag"), help="A tag's newest checkpoint instead."
-        ),
-    ] = None,
-    step: Annotated[
-        Optional[int],
-        typer.Option("--step", metavar="N", callback=at_least(0), help="With --tag: this step."),
-    ] = None,
+    tag: Annotated[Optional[str], tag_option("A tag's newest checkpoint instead.")] = None,
+    step: Annotated[Optional[int], number("--step", low=0, help="With --tag: this step.")] = None,
     seq_len: Annotated[
-        Optional[int],
-        typer.Option(
-            "--seq-len",
-            metavar="N",
-            callback=at_least(1),
-            help="Training length. (default: the checkpoint's)",
-        ),
+        Optional[int], number("--seq-len", low=1, help="Training length. (default: the checkpoint's)")
     ] = None,
     device_batch_size: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--device-batch-size",
-            metavar="N",
-            callback=at_least(1),
+            low=1,
             help="Rows per rank per micro-batch (with --eval: the eval's). (default: the checkpoint's; eval 8)",
         ),
     ] = None,
-    nproc: Annotated[
-        int, typer.Option("--nproc", metavar="N", callback=at_least(1), help="Ranks (GPUs) of the run.")
-    ] = 1,
+    nproc: Annotated[int, number("--nproc", low=1, help="Ranks (GPUs) of the run.")] = 1,
     total_batch_size: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--total-batch-size",
-            metavar="N",
-            callback=at_least(1),
+            low=1,
             help="Tokens per optimizer step, all ranks (sets the accumulation). (default: no accumulation)",
         ),
     ] = None,
@@ -113,12 +95,7 @@ def memory(
     ] = False,
     eval_length: Annotated[
         Optional[int],
-        typer.Option(
-            "--eval-length",
-            metavar="N",
-            callback=at_least(1),
-            help="With --eval: the longest eval length. (default: 2 x --seq-len)",
-        ),
+        number("--eval-length", low=1, help="With --eval: the longest eval length. (default: 2 x --seq-len)"),
     ] = None,
     base_dir: BaseDirOpt = None,
     json_out: JsonOpt = False,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -19,6 +19,7 @@ from rlab.paths import name_problem
 PATHS_PANEL = "Where things live"
 MULTI_NODE_PANEL = "Multi-node / SLURM"
 EVALS_PANEL = "Which evals"
+STATS_PANEL = "Statistics"
 
 
 class Launcher(str, Enum):
@@ -56,6 +57,43 @@ def a_name(kind: str):
 def switch(*names: str, help: str, panel: str | None = None):  # noqa: A002 - typer's own keyword
     """A boolean flag without the `<bool>` type column."""
     return typer.Option(*names, help=help, metavar="", rich_help_panel=panel)
+
+
+def number(*names: str, low: float, help: str, metavar: str = "N", panel: str | None = None):  # noqa: A002
+    """A numeric option refusing values below `low` (`at_least`), its metavar N unless named."""
+    return typer.Option(*names, metavar=metavar, callback=at_least(low), rich_help_panel=panel, help=help)
+
+
+def tag_option(help: str, metavar: str | None = "TAG"):  # noqa: A002 - typer's own keyword
+    """`--tag/-t`: a tag's name (`a_name`), never a path."""
+    return typer.Option("--tag", "-t", metavar=metavar, callback=a_name("tag"), help=help)
+
+
+def experiment_option(help: str, panel: str | None = PATHS_PANEL):  # noqa: A002 - typer's own keyword
+    """`--experiment/-e NAME`: an experiment's name (`a_name`), never a path."""
+    return typer.Option(
+        "--experiment", "-e", metavar="NAME", callback=a_name("experiment"), rich_help_panel=panel, help=help
+    )
+
+
+def in_panel(names: str, panel: str | None, help: str, metavar: str | None = None):  # noqa: A002
+    """An option shown in `panel` (a `--x/--no-x` pair gets no metavar: pass "")."""
+    return typer.Option(names, metavar=metavar, rich_help_panel=panel, help=help)
+
+
+def spec_overrides(flags: dict[str, Any], **renamed: str) -> dict[str, Any]:
+    """A command's flags that set a spec field, as `load_spec`'s named overrides: each flag named like one
+    (`rlab.spec.loading.OVERRIDE_PATHS`, or `variants`), or `renamed` (flag -> override). `flags`: the command's
+    `locals()` before its first statement (typer's converted values; click's `ctx.params` holds them unconverted)."""
+    from rlab.spec.loading import OVERRIDE_PATHS
+
+    named = {renamed.get(name, name): value for name, value in flags.items()}
+    return {name: value for name, value in named.items() if name in OVERRIDE_PATHS or name == "variants"}
+
+
+def passed(flags: dict[str, Any], *names: str) -> dict[str, Any]:
+    """The named flags of `flags` (as for `spec_overrides`), to pass on by name."""
+    return {name: flags[name] for name in names}
 
 
 SpecOpt = Annotated[
@@ -99,45 +137,27 @@ ResultsDirOpt = Annotated[
     ),
 ]
 ExperimentOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--experiment",
-        "-e",
-        metavar="NAME",
-        callback=a_name("experiment"),
-        rich_help_panel=PATHS_PANEL,
-        help="Experiment name (spec: name). (default: the base tag)",
-    ),
+    Optional[str], experiment_option("Experiment name (spec: name). (default: the base tag)")
 ]
 ExperimentFilterOpt = Annotated[
     Optional[str],
-    typer.Option(
-        "--experiment",
-        "-e",
-        metavar="NAME",
-        callback=a_name("experiment"),
-        rich_help_panel=PATHS_PANEL,
-        help="Only this experiment. (default: $RLAB_EXPERIMENT, else the only one, else all)",
-    ),
+    experiment_option("Only this experiment. (default: $RLAB_EXPERIMENT, else the only one, else all)"),
 ]
 NprocOpt = Annotated[
     Optional[int],
-    typer.Option(
-        "--nproc",
-        metavar="N",
-        callback=at_least(1),
-        help="Processes per node per job. (default: every visible GPU, or 1 on CPU)",
-    ),
+    number("--nproc", low=1, help="Processes per node per job. (default: every visible GPU, or 1 on CPU)"),
 ]
 StepsOpt = Annotated[
     Optional[int],
-    typer.Option(
+    number(
         "--steps",
-        metavar="N",
-        callback=at_least(0),
+        low=0,
         help="Optimizer steps of the run, in total: with --resume, a run stopped at 60 of 100 does the last 40 "
         "(spec: train.steps; 0 = training-free arms only). (default: 100)",
     ),
+]
+StepOpt = Annotated[
+    Optional[int], number("--step", low=0, help="Checkpoint step (default: newest complete).")
 ]
 DryRunOpt = Annotated[bool, switch("--dry-run", help="Print the plan and the exact commands; touch nothing.")]
 ForceOpt = Annotated[bool, switch("--force", help="Replace existing tags (says what it deletes first).")]
@@ -162,50 +182,56 @@ LauncherOpt = Annotated[
 ]
 MaxRestartsOpt = Annotated[
     Optional[int],
-    typer.Option(
+    number(
         "--max-restarts",
-        metavar="N",
-        callback=at_least(0),
-        rich_help_panel=MULTI_NODE_PANEL,
+        low=0,
+        panel=MULTI_NODE_PANEL,
         help="torchrun --max-restarts (spec: launch.max_restarts). (default: 0)",
     ),
 ]
 NnodesOpt = Annotated[
     Optional[int],
-    typer.Option(
-        "--nnodes",
-        metavar="N",
-        callback=at_least(1),
-        rich_help_panel=MULTI_NODE_PANEL,
-        help="Nodes per job (spec: launch.nnodes). (default: 1)",
+    number(
+        "--nnodes", low=1, panel=MULTI_NODE_PANEL, help="Nodes per job (spec: launch.nnodes). (default: 1)"
     ),
 ]
 NodeRankOpt = Annotated[
     Optional[int],
-    typer.Option(
+    number(
         "--node-rank",
-        metavar="N",
-        callback=at_least(0),
-        rich_help_panel=MULTI_NODE_PANEL,
+        low=0,
+        panel=MULTI_NODE_PANEL,
         help="This node's rank; run the same command on every node. (default: 0)",
     ),
 ]
 RdzvEndpointOpt = Annotated[
     Optional[str],
-    typer.Option(
-        "--rdzv-endpoint",
-        metavar="HOST[:PORT]",
-        rich_help_panel=MULTI_NODE_PANEL,
-        help="Rendezvous of the first node (multi-node).",
+    in_panel(
+        "--rdzv-endpoint", MULTI_NODE_PANEL, "Rendezvous of the first node (multi-node).", "HOST[:PORT]"
     ),
 ]
 GpusPerVariantOpt = Annotated[
     Optional[int],
-    typer.Option(
+    number(
         "--gpus-per-variant",
-        metavar="N",
-        callback=at_least(1),
-        rich_help_panel=MULTI_NODE_PANEL,
+        low=1,
+        panel=MULTI_NODE_PANEL,
         help="GPUs per job; fewer than visible runs variants concurrently. (default: --nproc)",
     ),
+]
+
+# `rlab report` and `rlab compare`: the sign-flip tests' draws, and what they print.
+DrawsOpt = Annotated[
+    int,
+    number(
+        "--draws",
+        "--bootstrap",
+        low=100,
+        panel=STATS_PANEL,
+        help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the tables.")]
+TablesJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print what was written and every table as JSON (stdout).")
 ]

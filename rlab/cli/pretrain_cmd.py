@@ -17,8 +17,6 @@ from __future__ import annotations
 # fast; its signature names only typer and option aliases.
 from typing import Annotated, Optional
 
-import typer
-
 from rlab.cli.options import (
     BaseDirOpt,
     BaseTagOpt,
@@ -29,7 +27,8 @@ from rlab.cli.options import (
     ResultsDirOpt,
     ResumeOpt,
     SpecOpt,
-    at_least,
+    number,
+    spec_overrides,
 )
 
 
@@ -39,17 +38,14 @@ def pretrain(
     base_dir: BaseDirOpt = None,
     results_dir: ResultsDirOpt = None,
     steps: Annotated[
-        Optional[int],
-        typer.Option(
-            "--steps", metavar="N", callback=at_least(1), help="Steps (spec: pretrain.train.steps)."
-        ),
+        Optional[int], number("--steps", low=1, help="Steps (spec: pretrain.train.steps).")
     ] = None,
     seeds: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--seeds",
+            low=1,
             metavar="S",
-            callback=at_least(1),
             help="Base replicates <base>, <base>-seed1, ..., base i seeded pretrain seed + i (pretrain.train.seeds).",
         ),
     ] = None,
@@ -60,6 +56,7 @@ def pretrain(
     force: ForceOpt = False,
 ) -> None:
     """Train the spec's base model from scratch (its `pretrain:` section) into the base tag (and its replicates)."""
+    flags = dict(locals())  # every flag by its parameter name (nothing else is bound yet)
     from rlab.cli.plan_view import render_plan
     from rlab.cli.reporting import run_reporter
     from rlab.orchestrate.launch import visible_gpus, with_default_nproc
@@ -68,17 +65,8 @@ def pretrain(
     from rlab.orchestrate.training import start_pretrain
     from rlab.spec.loading import load_spec
 
-    spec = load_spec(
-        spec_path,
-        base_tag=base_tag,
-        base_dir=base_dir,
-        results_dir=results_dir,
-        pretrain_steps=steps,
-        pretrain_seeds=seeds,
-        nproc=nproc,
-        max_restarts=max_restarts,
-        launcher="local",
-    )
+    overrides = spec_overrides(flags, steps="pretrain_steps", seeds="pretrain_seeds")
+    spec = load_spec(spec_path, launcher="local", **overrides)
     spec = with_default_nproc(spec, visible_gpus())
     runs = plan_bases(spec)
     if dry_run:

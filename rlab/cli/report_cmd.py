@@ -12,19 +12,15 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from rlab.cli.console import err, out
-from rlab.cli.options import a_name, at_least
+from rlab.cli.options import STATS_PANEL, DrawsOpt, QuietOpt, TablesJsonOpt, a_name, in_panel
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
-
-
-def _escape(text: str) -> str:
-
-    return escape(text)
 
 
 class ReportFormat(str, Enum):
@@ -46,70 +42,78 @@ REPORT_EPILOG = """Examples:
 
 
 def build_report(
-    spec: Path | None = typer.Option(
-        None, "--spec", "-s", help="Experiment spec YAML; its `name` picks the experiment.", dir_okay=False
-    ),
-    experiment: str | None = typer.Option(
-        None,
-        "--experiment",
-        "-e",
-        callback=a_name("experiment"),
-        help="Experiment name (folder under the results dir). Default: the spec's name, "
-        "or the only experiment there.",
-        show_default=False,
-    ),
-    baseline: str | None = typer.Option(
-        None,
-        "--baseline",
-        help="Variant every other is compared with (any case). (default: the spec's, else rope)",
-        show_default=False,
-    ),
-    fmt: ReportFormat = typer.Option(
-        ReportFormat.md,
-        "--format",
-        case_sensitive=False,
-        help="md: results.csv + comparison.md + plots; html: also comparison.html; csv: results.csv only.",
-    ),
-    results_dir: Path | None = typer.Option(
-        None,
-        "--results-dir",
-        help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results).",
-        file_okay=False,
-    ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of the sign-flip tests' draws (the report is deterministic for a given seed).",
-        rich_help_panel="Statistics",
-    ),
-    draws: int = typer.Option(
-        20000,
-        "--draws",
-        "--bootstrap",
-        metavar="N",
-        callback=at_least(100),
-        help="Monte Carlo draws per sign-flip test (p resolves to 1/(draws+1); tests of 16 units or fewer are exact).",
-        rich_help_panel="Statistics",
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
-    allow_mismatch: bool = typer.Option(
-        False,
-        "--allow-mismatch",
-        help="Give better/worse verdicts even between tags evaluated or trained "
-        "differently (recorded in the report).",
-    ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print what was written and every table as JSON (stdout)."
-    ),
-    calibrate: bool = typer.Option(
-        False,
-        "--calibrate",
-        help="Also re-run each family's tests on plasmode nulls (this experiment's own per-unit differences, "
-        "centred and resampled) and print the familywise errors found (a minute or more).",
-        rich_help_panel="Statistics",
-    ),
+    spec: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--spec", "-s", help="Experiment spec YAML; its `name` picks the experiment.", dir_okay=False
+        ),
+    ] = None,
+    experiment: Annotated[
+        Optional[str],
+        typer.Option(
+            "--experiment",
+            "-e",
+            callback=a_name("experiment"),
+            help="Experiment name (folder under the results dir). Default: the spec's name, "
+            "or the only experiment there.",
+            show_default=False,
+        ),
+    ] = None,
+    baseline: Annotated[
+        Optional[str],
+        typer.Option(
+            "--baseline",
+            help="Variant every other is compared with (any case). (default: the spec's, else rope)",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format",
+            case_sensitive=False,
+            help="md: results.csv + comparison.md + plots; html: also comparison.html; csv: results.csv only.",
+        ),
+    ] = ReportFormat.md,
+    results_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--results-dir",
+            help="Results root holding <experiment>/ (default: $RLAB_RESULTS_DIR or ./results).",
+            file_okay=False,
+        ),
+    ] = None,
+    seed: Annotated[
+        int,
+        in_panel(
+            "--seed",
+            STATS_PANEL,
+            "Seed of the sign-flip tests' draws (the report is deterministic for a given seed).",
+        ),
+    ] = 0,
+    draws: DrawsOpt = 20000,
+    quiet: QuietOpt = False,
+    allow_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mismatch",
+            help="Give better/worse verdicts even between tags evaluated or trained "
+            "differently (recorded in the report).",
+        ),
+    ] = False,
+    as_json: TablesJsonOpt = False,
+    calibrate: Annotated[
+        bool,
+        in_panel(
+            "--calibrate",
+            STATS_PANEL,
+            "Also re-run each family's tests on plasmode nulls (this experiment's own per-unit differences, "
+            "centred and resampled) and print the familywise errors found (a minute or more).",
+        ),
+    ] = False,
 ) -> None:
     """Write results.csv, comparison.md and plots for an experiment, and show the main tables."""
+    from rlab.cli.report_view import print_written
     from rlab.orchestrate.experiments import resolve_experiment
     from rlab.report.build import write_report
 
@@ -133,16 +137,14 @@ def build_report(
         from rlab.report.render.headline import mismatch_line
 
         err.print(
-            f"[bold yellow]Warning:[/] {_escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True
+            f"[bold yellow]Warning:[/] {escape(mismatch_line(report.data))}", highlight=False, soft_wrap=True
         )
     if as_json:
         typer.echo(_report_json(name, report))
         return
     if not quiet:
         _print_tables(report)
-    out.print("[bold]Wrote[/]")
-    for path in report.written:
-        out.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)
+    print_written(report.written)
 
 
 def _print_tables(report) -> None:
@@ -166,7 +168,7 @@ def _print_tables(report) -> None:
     if notes:
         out.print("[bold]Notes[/]")
         for i, text in enumerate(notes, start=1):
-            out.print(f"  [dim]{i}.[/] {_escape(text)}")
+            out.print(f"  [dim]{i}.[/] {escape(text)}")
         out.print()
 
 
@@ -174,16 +176,9 @@ def _report_json(name: str, report) -> str:
     """The report as one JSON document: the Answer table as typed rows (estimate, interval, verdict per column),
     the verdicts in words, the baseline, what was written, every table's rows."""
 
+    from rlab.cli.report_view import tables_json
     from rlab.report.render.document import plain
 
-    tables = [
-        {
-            "title": t.title,
-            "caption": t.caption or None,
-            "rows": json.loads(t.frame.to_json(orient="records", default_handler=str)),
-        }
-        for t in report.tables
-    ]
     return json.dumps(
         {
             "experiment": name,
@@ -205,7 +200,7 @@ def _report_json(name: str, report) -> str:
             "written": [str(p) for p in report.written],
             "mismatches": [m.sentence() for m in report.data.mismatches],
             "allow_mismatch": report.data.allow_mismatch,
-            "tables": tables,
+            "tables": tables_json(report.tables),
         },
         indent=2,
     )

@@ -3,19 +3,26 @@
 `rich_text` turns a `rlab.report.render.document.Text` into a rich Text (strong spans bold, code cyan, a verdict bold
 in its colour); `rich_table` a report `Table` into a rich table, cells coloured by the verdict they state and the
 significant best in bold green; `rich_block` a document table (the report's Answer) with its blocks of rows and
-its verdicts as coloured words. Shared by `rlab report` and `rlab compare`.
+its verdicts as coloured words; `tables_json` and `print_written` the rest of what both print. Shared by
+`rlab report` and `rlab compare`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table as RichTable
 from rich.text import Text as RichText
 
+from rlab.cli.console import out as console
 from rlab.report.stats.verdicts import Verdict
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rlab.report.render.document import TableBlock, Text
     from rlab.report.render.table_model import Table
 
@@ -85,3 +92,20 @@ def rich_block(block: TableBlock, title: str = "") -> RichTable:
             cells.append(text)
         out.add_row(*cells)
     return out
+
+
+def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame's rows as JSON objects (what pandas cannot encode, as text)."""
+    return json.loads(frame.to_json(orient="records", default_handler=str))
+
+
+def tables_json(tables: Iterable[Table]) -> list[dict[str, Any]]:
+    """Each table's title, caption and rows: the `tables` of `--json`."""
+    return [{"title": t.title, "caption": t.caption or None, "rows": frame_rows(t.frame)} for t in tables]
+
+
+def print_written(paths: Iterable[Path]) -> None:
+    """The files a report wrote, one a line."""
+    console.print("[bold]Wrote[/]")
+    for path in paths:
+        console.print(f"  {path}", highlight=False, markup=False, soft_wrap=True)

@@ -23,9 +23,9 @@ from rich.text import Text
 from rlab.cli.console import err, out
 from rlab.cli.eval_progress import EvalProgressView
 from rlab.orchestrate.reporter import JsonReporter
+from rlab.orchestrate.watch import progress_table
 
 if TYPE_CHECKING:
-    from rlab.cli.eval_progress import EvalProgressView
     from rlab.orchestrate.launch import JobState
     from rlab.orchestrate.reporter import JobFailure, Reporter, TickFn
     from rlab.orchestrate.watch import Progress
@@ -62,8 +62,6 @@ class ConsoleReporter:
 
     @contextmanager
     def watching(self) -> Iterator[TickFn]:
-
-        from rlab.orchestrate.watch import progress_table
 
         with Live(progress_table([], {}), console=self.out, refresh_per_second=2, transient=False) as live:
 

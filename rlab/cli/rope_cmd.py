@@ -29,7 +29,7 @@ from rich.table import Table
 
 from rlab.cli.console import out
 from rlab.cli.help_layout import RlabCommand, RlabGroup
-from rlab.cli.options import a_name
+from rlab.cli.options import a_name, passed
 from rlab.errors import CheckpointError, SpecError
 from rlab.paths import BaseLayout, checkpoint_steps, default_base_dir
 from rlab.variants import VARIANT_NAMES
@@ -37,6 +37,10 @@ from rlab.variants import VARIANT_NAMES
 app = typer.Typer(help="Inspect RoPE variants.", no_args_is_help=True, cls=RlabGroup)
 
 
+SPEC_FLAGS = (
+    "variant beta_fast beta_slow attention_factor low_freq_factor high_freq_factor new_base factors_file"
+).split()
+"""The flags that set the rope spec's field of the same name."""
 TABLE_ROWS = 16  # a head dim of 128 has 64 frequencies; the table shows an even sample of them
 # Spec field -> the flag that sets it, so an error names what the user typed.
 FLAGS = {
@@ -130,27 +134,17 @@ def inspect(
     ),
 ) -> None:
     """Print a variant's inverse frequencies and attention factor."""
-
+    flags = dict(locals())  # every flag by its parameter name (nothing else is bound yet)
     source = tag or base_tag
     known = checkpoint_facts(source, from_step, base_dir) if source else {}
     head_dim = head_dim or known.get("head_dim", 128)
-    base = base or known.get("base", 10000.0)
-    original_len = original_len or known.get("original_len", 2048)
     window = window or known.get("window")
-
-    fields = dict(
-        variant=variant,
-        base=base,
-        factor=scale,
-        original_len=original_len,
-        beta_fast=beta_fast,
-        beta_slow=beta_slow,
-        attention_factor=attention_factor,
-        low_freq_factor=low_freq_factor,
-        high_freq_factor=high_freq_factor,
-        new_base=new_base,
-        factors_file=factors_file,
-    )
+    fields = {
+        **passed(flags, *SPEC_FLAGS),
+        "base": base or known.get("base", 10000.0),
+        "factor": scale,
+        "original_len": original_len or known.get("original_len", 2048),
+    }
     try:
         _inspect(fields, head_dim, seq_len, target_len, window, as_json)
     except SpecError as exc:

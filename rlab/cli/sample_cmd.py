@@ -8,61 +8,24 @@ from typing import Annotated, Optional
 import typer
 
 from rlab.cli.console import err, out
-from rlab.cli.options import BaseDirOpt, a_name, at_least
+from rlab.cli.options import BaseDirOpt, StepOpt, number, tag_option
 from rlab.paths import default_base_dir
 
 
 def sample(
-    tag: Annotated[
-        str,
-        typer.Option(
-            "--tag",
-            "-t",
-            callback=a_name("tag"),
-            help="Model tag under <base>/base_checkpoints/ (e.g. d20-pi).",
-        ),
-    ],
+    tag: Annotated[str, tag_option("Model tag under <base>/base_checkpoints/ (e.g. d20-pi).", metavar=None)],
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="Text to continue (BOS is prepended).")] = "",
-    step: Annotated[
-        Optional[int],
-        typer.Option(
-            "--step", metavar="N", callback=at_least(0), help="Checkpoint step (default: newest complete)."
-        ),
-    ] = None,
+    step: StepOpt = None,
     num_samples: Annotated[
-        int,
-        typer.Option(
-            "--num-samples",
-            "-n",
-            metavar="N",
-            callback=at_least(1),
-            help="Independent samples (batched rows).",
-        ),
+        int, number("--num-samples", "-n", low=1, help="Independent samples (batched rows).")
     ] = 1,
     temperature: Annotated[
-        float,
-        typer.Option(
-            "--temperature",
-            metavar="X",
-            callback=at_least(0.0),
-            help="0 = greedy; 1 = the model's distribution.",
-        ),
+        float, number("--temperature", low=0.0, metavar="X", help="0 = greedy; 1 = the model's distribution.")
     ] = 1.0,
     top_k: Annotated[
-        Optional[int],
-        typer.Option(
-            "--top-k",
-            metavar="N",
-            callback=at_least(1),
-            help="Sample among the k most likely tokens (default: all).",
-        ),
+        Optional[int], number("--top-k", low=1, help="Sample among the k most likely tokens (default: all).")
     ] = None,
-    max_tokens: Annotated[
-        int,
-        typer.Option(
-            "--max-tokens", metavar="N", callback=at_least(1), help="Tokens to generate per sample."
-        ),
-    ] = 64,
+    max_tokens: Annotated[int, number("--max-tokens", low=1, help="Tokens to generate per sample.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same samples).")] = 42,
     device: Annotated[
         Optional[str], typer.Option("--device", help="cpu, cuda, cuda:1 ... (default: cuda if present).")

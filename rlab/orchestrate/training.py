@@ -46,12 +46,7 @@ def start_continue(
     from rlab.orchestrate.tag_setup import tag_plans  # noqa: PLC0415 - defers numpy, torch
 
     spec, runs = pf.spec, pf.runs
-    for line in pf.notes:
-        reporter.notice(line)
-    for line in pf.warnings:
-        reporter.warning(line)
-    if not pf.ok:
-        raise pf.error()
+    report_preflight(pf, reporter)
     if pf.base is not None:
         reporter.notice(
             f"base {pf.base.tag}@{pf.base.step}: L0={pf.base.sequence_len}, target {spec.target_len}; "
@@ -65,6 +60,16 @@ def start_continue(
         reporter.notice(line)
     plans = tag_plans(spec, runs, resume=resume, force=force, resume_from=resume_from)
     return train_tags(spec, plans, reporter, rerun=lambda names: rerun_command(spec, names))
+
+
+def report_preflight(pf: Preflight, reporter: Reporter) -> None:
+    """The preflight's notes and warnings; then its error, if it found one."""
+    for line in pf.notes:
+        reporter.notice(line)
+    for line in pf.warnings:
+        reporter.warning(line)
+    if not pf.ok:
+        raise pf.error()
 
 
 def start_pretrain(
