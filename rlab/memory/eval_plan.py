@@ -126,7 +126,9 @@ def plan_evals(shape: EvalShape, gpu_memory_gib: float = DEFAULT_GPU_MEMORY_GIB)
     """Trace the evals' two largest forwards of `shape` (see the module docstring)."""
 
     bpb_rows = max(1, shape.batch_tokens // shape.longest)
-    gen_rows = max(1, shape.batch_tokens // shape.longest)  # run_jobs: batch_tokens // (prompt + answer)
+    gen_rows = max(
+        1, shape.batch_tokens // shape.longest
+    )  # run_jobs_with_choices: batch_tokens // (prompt + answer)
     tracker = LiveTensors(round_to=CUDA_BLOCK if shape.device == "cuda" else 1)
     with planning_for(shape.device), FakeTensorMode(), tracker:
         model = planned_model(shape.config, shape.device, shape.dtype).eval()

@@ -143,14 +143,13 @@ def job_state_json(state: JobState) -> dict[str, Any]:
     }
 
 
-class JsonReporter:
+class JsonReporter(SilentReporter):
     """Each event as one JSON object (``{"event": name, ...}``), kept in `events` and handed to `emit`.
 
     Progress is reported when a job's step or state changes, not on every poll; eval progress events
-    and worker lines are left out (eval.log and train.log keep the worker's output).
+    and worker lines are left out, as the silent reporter leaves them (eval.log and train.log keep the worker's
+    output).
     """
-
-    wants_progress_events = False
 
     def __init__(self, emit: Callable[[str], None] | None = None) -> None:
         self.events: list[dict[str, Any]] = []
@@ -195,8 +194,11 @@ class JsonReporter:
         self._event("summary", jobs=[job_state_json(s) for s in states])
 
     def job_failed(self, failure: JobFailure) -> None:
+        self._failure("failed", failure)
+
+    def _failure(self, name: str, failure: JobFailure) -> None:
         self._event(
-            "failed",
+            name,
             tag=failure.tag,
             exit=failure.returncode,
             reason=failure.reason,
@@ -209,24 +211,11 @@ class JsonReporter:
         self._event("eval_started", tag=tag, evals=list(evals), out_dir=str(out_dir))
         yield
 
-    def eval_progress(self, tag: str, name: str, done: int, total: int) -> None:
-        pass
-
-    def worker_line(self, tag: str, line: str) -> None:
-        pass
-
     def eval_finished(self, tag: str, summary: str, eval_json: Path) -> None:
         self._event("eval_done", tag=tag, summary=summary, eval_json=str(eval_json))
 
     def eval_failed(self, failure: JobFailure) -> None:
-        self._event(
-            "eval_failed",
-            tag=failure.tag,
-            exit=failure.returncode,
-            reason=failure.reason,
-            log=str(failure.log),
-            tail=failure.tail,
-        )
+        self._failure("eval_failed", failure)
 
     def next_step(self, command: str) -> None:
         self._event("next", command=command)

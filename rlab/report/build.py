@@ -24,7 +24,8 @@ from rlab.report.copy_distance import section as copy_distance
 from rlab.report.estimands import section as estimands_section
 from rlab.report.render import answer as ans
 from rlab.report.render import document as doc
-from rlab.report.render import headline
+from rlab.report.render import headline, html_page
+from rlab.report.render import markdown as md
 from rlab.report.render import methods as mth
 from rlab.report.render.answer_lines import declared_families
 from rlab.report.render.plots import PLOT_FILES, write_plots
@@ -59,7 +60,7 @@ class ReportOutput:
     @property
     def answer(self) -> list[str]:
         """The opening lines as markdown (JSON, tests)."""
-        return [doc.md_text(i.text) for i in self.items]
+        return [md.md_text(i.text) for i in self.items]
 
 
 def limits(data: ReportData, copy: copy_distance.CopySection | None = None) -> list[str]:
@@ -88,7 +89,7 @@ def answer_items(data: ReportData, copy: copy_distance.CopySection | None = None
 
 def answer_lines(data: ReportData, copy: copy_distance.CopySection | None = None) -> list[str]:
     """`answer_items` as markdown lines."""
-    return [doc.md_text(i.text) for i in answer_items(data, copy)]
+    return [md.md_text(i.text) for i in answer_items(data, copy)]
 
 
 def _passkey_line(data: ReportData) -> str | None:
@@ -215,8 +216,8 @@ def write_document(document: doc.Document, md_path: Path, html_path: Path, *, ht
     for `rlab report` and `rlab compare`; returns the paths written."""
     written = [md_path]
     with lock_for(md_path):
-        write_text_atomic(md_path, doc.to_markdown(document))
+        write_text_atomic(md_path, md.to_markdown(document))
         if html_too:
-            write_text_atomic(html_path, doc.to_html(document))
+            write_text_atomic(html_path, html_page.to_html(document))
             written.append(html_path)
     return written

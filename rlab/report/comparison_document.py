@@ -19,9 +19,11 @@ from rlab.report.assemble.pairing import NOT_COMPARABLE
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.build import write_document
 from rlab.report.render import document as doc
+from rlab.report.render import markdown as md
+from rlab.report.render.arm_values import mde_text, verdict_of, verdict_text
 from rlab.report.render.headline import bpb_change, family_tag, multiplicity_note, unit_word
 from rlab.report.render.table_model import Table
-from rlab.report.render.tables import mde_text, section, verdict_of, verdict_text
+from rlab.report.render.tables import section
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc
 from rlab.report.stats.estimates import families
@@ -122,7 +124,7 @@ def answer_items(comp: Comparison) -> list[doc.Item]:
 
 def answer_lines(comp: Comparison) -> list[str]:
     """`answer_items` as markdown lines."""
-    return [doc.md_text(i.text) for i in answer_items(comp)]
+    return [md.md_text(i.text) for i in answer_items(comp)]
 
 
 def _cell(metric: str, r: pd.Series) -> str:
@@ -340,7 +342,7 @@ class ComparisonOutput:
     @property
     def answer(self) -> list[str]:
         """The opening lines as markdown (JSON, tests)."""
-        return [doc.md_text(i.text) for i in self.items]
+        return [md.md_text(i.text) for i in self.items]
 
 
 def write_comparison(

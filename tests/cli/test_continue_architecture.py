@@ -10,7 +10,7 @@ from rlab.nanochat.gen2025.architecture import NANOCHAT_2025
 from rlab.nanochat.state_dict import state_dict_keys
 from rlab.paths import BaseLayout, meta_file, model_file
 from tests.cli.harness import assert_user_error, run_main
-from tests.orchestrate.helpers import fake_torchrun, snapshot, write_spec
+from tests.orchestrate.helpers import continue_from, fake_torchrun, snapshot, spec_args, write_spec
 
 
 def _base_with_keys(root, extra: list[str]) -> BaseLayout:
@@ -29,21 +29,8 @@ def test_unknown_architecture_is_refused_before_any_clone(tmp_path):
     base = _base_with_keys(tmp_path / "base", ["transformer.h.0.attn.new_gate.weight", "mystery_lambdas"])
     before = snapshot(base.checkpoint_dir("d2"))
     spec = write_spec(tmp_path, f"name: arch\nlaunch: {{torchrun: {fake_torchrun(tmp_path)}}}\n")
-    result = run_main(
-        "continue",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--base-tag",
-        "d2",
-        "--results-dir",
-        str(tmp_path / "res"),
-        "--from-step",
-        "20",
-        "--variants",
-        "pi,yarn",
-    )
+    args = [*spec_args(spec, base.root, tmp_path / "res"), "--base-tag", "d2", *continue_from(20, "pi,yarn")]
+    result = run_main("continue", *args)
     assert_user_error(
         result,
         "unknown architecture",

@@ -29,8 +29,10 @@ from tests.cli.harness import (
 from tests.conftest import default_sigint
 from tests.orchestrate.helpers import (
     EXPERIMENTS,
+    continue_from,
     d20_base,
     fake_torchrun,
+    launcher_spec,
     make_checkpoint,
     pretrained_smoke_base,
     snapshot,
@@ -161,10 +163,7 @@ def test_debug_env_shows_the_traceback(base):
         "continue",
         "--base-dir",
         str(base.root),
-        "--from-step",
-        "15",
-        "--variants",
-        "pi",
+        *continue_from(15, "pi"),
         env={"RLAB_DEBUG": "1"},
     )
     assert result.code != 0 and "Traceback" in result.err and "CheckpointError" in result.err
@@ -192,9 +191,7 @@ def test_batch_arithmetic_error(base, tmp_path):
         "train: {seq_len: 1024, device_batch_size: 4, total_batch_size: 10000}\n"
         "launch: {nproc_per_node: 2}\n",
     )
-    result = run_main(
-        "continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10", "--variants", "pi"
-    )
+    result = run_main("continue", "--spec", str(spec), "--base-dir", str(base.root), *continue_from(10, "pi"))
     assert_user_error(
         result, "train.total_batch_size: 10000 tokens is not a multiple of", "4 x 1024 x 2 = 8192"
     )
@@ -202,9 +199,7 @@ def test_batch_arithmetic_error(base, tmp_path):
 
 def test_torchrun_missing(base, tmp_path):
     spec = write_spec(tmp_path, "launch: {torchrun: no-such-torchrun}\n")
-    result = run_main(
-        "continue", "--spec", str(spec), "--base-dir", str(base.root), "--from-step", "10", "--variants", "pi"
-    )
+    result = run_main("continue", "--spec", str(spec), "--base-dir", str(base.root), *continue_from(10, "pi"))
     assert_user_error(result, "no-such-torchrun not found", "Install PyTorch")
     assert not base.checkpoint_dir("d20-pi").exists()  # checked before anything is cloned
 
@@ -213,18 +208,8 @@ def test_not_enough_devices(base, tmp_path):
     spec = write_spec(
         tmp_path, f"launch: {{nproc_per_node: 4, gpus_per_variant: 4, torchrun: {fake_torchrun(tmp_path)}}}\n"
     )
-    result = run_main(
-        "continue",
-        "--spec",
-        str(spec),
-        "--base-dir",
-        str(base.root),
-        "--from-step",
-        "10",
-        "--variants",
-        "pi",
-        env={"CUDA_VISIBLE_DEVICES": "0,1"},
-    )
+    args = ["--spec", str(spec), "--base-dir", str(base.root), *continue_from(10, "pi")]
+    result = run_main("continue", *args, env={"CUDA_VISIBLE_DEVICES": "0,1"})
     assert_user_error(result, "Not enough devices: launch.gpus_per_variant=4 but only 2 GPU(s) are visible")
     assert not base.checkpoint_dir("d20-pi").exists()
 
@@ -307,10 +292,7 @@ def test_seeds_and_training_free_arm(base, tmp_path):
     result = run_main(
         "continue",
         *spec_args(spec, base.root, results),
-        "--from-step",
-        "20",
-        "--variants",
-        "yarn",
+        *continue_from(20, "yarn"),
         "--seeds",
         "2",
         "--zero-shot",
@@ -434,20 +416,15 @@ def test_end_to_end_pretrain_continue_eval(tiny_base_dir, tmp_path):
 def test_ctrl_c_stops_every_job_and_says_how_to_resume(base, tmp_path, signum, code):
     """Ctrl-C exits 130 and SIGTERM 143 (the shell's 128 + signal), after every job was stopped."""
 
-    script = tmp_path / "slow-torchrun"
-    script.write_text(
-        f'#!/bin/sh\nsleep 120 &\necho $$ $! > {tmp_path}/pids-$(basename $(dirname "$@" | tail -c 30))'
-        "\nwait\n"
+    spec = launcher_spec(
+        tmp_path,
+        "cc",
+        f'sleep 120 &\necho $$ $! > {tmp_path}/pids-$(basename $(dirname "$@" | tail -c 30))\nwait\n',
     )
-    script.chmod(0o755)
-    spec = write_spec(tmp_path, f"name: cc\nlaunch: {{torchrun: {script}}}\n")
     proc = start_process(
         "continue",
         *spec_args(spec, base.root, tmp_path / "res"),
-        "--from-step",
-        "10",
-        "--variants",
-        "pi,yarn",
+        *continue_from(10, "pi,yarn"),
         "--no-control",  # two jobs are enough to show that every one stops
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -477,18 +454,13 @@ def test_nproc_defaults_to_every_visible_gpu(tmp_path):
     d20_base(tmp_path / "base")  # $RLAB_BASE_DIR
     result = run_main(
         "continue",
-        "--from-step",
-        "21400",
-        "--variants",
-        "pi",
+        *continue_from(21400, "pi"),
         "--dry-run",
         env={"CUDA_VISIBLE_DEVICES": "0,1,2"},
     )
     assert result.code == 0, result.err
     assert "--nproc-per-node=3 " in result.out
-    cpu = run_main(
-        "continue", "--from-step", "21400", "--variants", "pi", "--dry-run", env={"CUDA_VISIBLE_DEVICES": ""}
-    )
+    cpu = run_main("continue", *continue_from(21400, "pi"), "--dry-run", env={"CUDA_VISIBLE_DEVICES": ""})
     assert "--nproc-per-node=1 " in cpu.out
 
 
@@ -537,16 +509,10 @@ def test_multi_node_flags_pass_through(tmp_path):
 def test_sigkill_of_rlab_leaves_no_job_and_a_running_tag_is_locked(base, tmp_path):
     """SIGKILL of rlab's whole process group: the job (own session) dies too; while it ran, its tag was locked."""
 
-    script = tmp_path / "sleepy-torchrun"
-    script.write_text(f"#!/bin/sh\necho $$ >> {tmp_path}/pids\nexec sleep 300\n")
-    script.chmod(0o755)
-    spec = write_spec(tmp_path, f"name: kk\nlaunch: {{torchrun: {script}}}\n")
+    spec = launcher_spec(tmp_path, "kk", f"echo $$ >> {tmp_path}/pids\nexec sleep 300\n")
     common = [
         *spec_args(spec, base.root, tmp_path / "res"),
-        "--from-step",
-        "10",
-        "--variants",
-        "pi",
+        *continue_from(10, "pi"),
     ]
     proc = start_process(
         "continue", *common, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True

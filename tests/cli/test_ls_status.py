@@ -13,7 +13,7 @@ from rlab.orchestrate.lock import TagLocks
 from rlab.orchestrate.tag_state import tag_records
 from rlab.paths import BaseLayout
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import continue_from, launcher_spec, make_checkpoint
 
 FX = Path(__file__).resolve().parents[1] / "report" / "fixtures" / "fx"
 
@@ -82,15 +82,9 @@ def test_status_shows_a_run_stopped_before_its_first_step(tmp_path):
     running"."""
     base, results = tmp_path / "base", tmp_path / "results"
     make_checkpoint(base, "d20", steps=(20,))
-    dies = tmp_path / "dies-at-once"
-    dies.write_text("#!/bin/sh\nkill -9 $$\n")  # the job is gone before it logs anything
-    dies.chmod(0o755)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(f"name: st\ntrain: {{zero_shot: true}}\nlaunch: {{torchrun: {dies}}}\n")
+    spec = launcher_spec(tmp_path, "st", "kill -9 $$\n", "train: {zero_shot: true}\n")  # gone before it logs
     common = ["--base-dir", str(base), "--results-dir", str(results)]
-    launched = run_main(
-        "continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi", "--no-control"
-    )
+    launched = run_main("continue", "--spec", str(spec), *common, *continue_from(20, "pi"), "--no-control")
     assert launched.code == 1, launched.text
     assert not (results / "st" / "runs" / "d20-st-pi" / "metrics.jsonl").exists()
     outcome = run_main("status", *common, "--json")
@@ -110,15 +104,9 @@ def test_status_shows_the_planned_length_of_a_run_that_never_stepped(tmp_path):
     meta = BaseLayout(base).checkpoint_dir("d20") / "meta_000020.json"
     trained = {**json.loads(meta.read_text()), "run_config": {"tag": "d20", "train": {"seq_len": 256}}}
     meta.write_text(json.dumps(trained))  # a base rlab pretrained: its own run config says 256
-    dies = tmp_path / "dies-at-once"
-    dies.write_text("#!/bin/sh\nkill -9 $$\n")
-    dies.chmod(0o755)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(f"name: st\ntrain: {{seq_len: 1024}}\nlaunch: {{torchrun: {dies}}}\n")
+    spec = launcher_spec(tmp_path, "st", "kill -9 $$\n", "train: {seq_len: 1024}\n")
     common = ["--base-dir", str(base), "--results-dir", str(results)]
-    launched = run_main(
-        "continue", "--spec", str(spec), *common, "--from-step", "20", "--variants", "pi", "--no-control"
-    )
+    launched = run_main("continue", "--spec", str(spec), *common, *continue_from(20, "pi"), "--no-control")
     assert launched.code == 1, launched.text
     outcome = run_main("status", *common, "--json")
     (run,) = json.loads(outcome.out)["runs"]

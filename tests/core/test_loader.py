@@ -138,6 +138,18 @@ def _gathered(loaders) -> dict:
     return {"world_size": len(loaders), "ranks": [ld.state_dict() for ld in loaders]}
 
 
+def _read_and_stop(loaders, tok, batches: int = 6) -> tuple[set[int], dict]:
+    """The documents `batches` batches of each loader read, and the loaders' gathered state; the loaders closed."""
+    seen: set[int] = set()
+    for ld in loaders:
+        for _ in range(batches):
+            seen |= _ids(tok, next(ld)[0])
+    state = _gathered(loaders)
+    for ld in loaders:
+        ld.close()
+    return seen, state
+
+
 @pytest.mark.parametrize("steps_before", [3, 90])  # 90 steps crosses an epoch boundary
 def test_resume_same_world_size_is_exact(tagged_dir, tok, steps_before):
     world, after = 2, 12
@@ -173,13 +185,7 @@ def test_resume_at_another_world_size_continues_without_repeats(
     tagged_dir, tok, old_world, new_world, caplog
 ):
     old = [_loader(tagged_dir, tok, rank=r, world_size=old_world) for r in range(old_world)]
-    seen: set[int] = set()
-    for ld in old:
-        for _ in range(6):
-            seen |= _ids(tok, next(ld)[0])
-    state = _gathered(old)
-    for ld in old:
-        ld.close()
+    seen, state = _read_and_stop(old, tok)
     with caplog.at_level("INFO", logger="rlab.core.loader_order"):
         new = [_loader(tagged_dir, tok, rank=r, world_size=new_world, state=state) for r in range(new_world)]
     assert "different world size" in caplog.text

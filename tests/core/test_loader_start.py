@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlab.nanochat.loader_position import NanochatPosition, nanochat_position, nanochat_world_size
-from tests.core.test_loader import _epoch_ids, _gathered, _ids, _loader, tagged_dir, tok  # noqa: F401
+from tests.core.test_loader import _epoch_ids, _gathered, _ids, _loader, _read_and_stop, tagged_dir, tok  # noqa: F401
 from tests.core.tiny_checkpoints import tiny_meta
 
 # tagged_dir: 4 train shards x 4 row groups x 10 docs; shard s, row group g holds docs 40s+10g .. 40s+10g+9.
@@ -107,13 +107,7 @@ def test_a_redrawn_replicate_reads_other_unread_text(tagged_dir, tok, world):  #
         _loader(tagged_dir, tok, seed=7, rank=r, world_size=world, batch_size=1, seq_len=16)
         for r in range(world)
     ]
-    read_by_base: set[int] = set()
-    for ld in bases:
-        for _ in range(6):
-            read_by_base |= _ids(tok, next(ld)[0])
-    state = _gathered(bases)
-    for ld in bases:
-        ld.close()
+    read_by_base, state = _read_and_stop(bases, tok)
     started = {_row_group_of(d) for d in read_by_base}
 
     def docs(redraw_seed, batches=None):

@@ -13,7 +13,7 @@ import pytest
 
 from rlab.core.checkpoint_meta import read_meta
 from rlab.paths import checkpoint_steps, meta_file
-from tests.core.train_helpers import make_run_config, train_records
+from tests.core.train_helpers import make_run_config, torchrun_argv, train_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -22,20 +22,7 @@ STEPS, PER_STEP = 30, 2 * 4 * 32  # total_batch_size: 2 ranks x 4 x 32, or 1 ran
 
 def _start(cfg, path: Path, nproc: int) -> subprocess.Popen:
     path.write_text(cfg.model_dump_json())
-    worker = ["-m", "rlab.core.train", str(path)]
-    argv = (
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(nproc),
-            *worker,
-        ]
-        if nproc > 1
-        else [sys.executable, *worker]
-    )
+    argv = torchrun_argv(path, nproc) if nproc > 1 else [sys.executable, "-m", "rlab.core.train", str(path)]
     return subprocess.Popen(
         argv,
         stdout=subprocess.DEVNULL,

@@ -41,21 +41,26 @@ def hf_config(head_dim: int, params: dict, max_positions: int | None = None):
     return config
 
 
+def hf_yarn(spec: RopeSpec, **more: float) -> dict:
+    """YaRN's `rope_parameters` in transformers' vocabulary for `spec`'s base, factor, length and betas."""
+    return {
+        "rope_type": "yarn",
+        "rope_theta": spec.base,
+        "factor": spec.factor,
+        "original_max_position_embeddings": spec.original_len,
+        "beta_fast": spec.beta_fast,
+        "beta_slow": spec.beta_slow,
+        **more,
+    }
+
+
 def hf_params(spec: RopeSpec) -> dict:
     """`rope_parameters` in transformers' vocabulary for one of the new variants."""
     v = spec.variant.value
     if v == "abf":
         return {"rope_type": "default", "rope_theta": spec.new_base}
     if v == "ntk-by-parts":
-        return {
-            "rope_type": "yarn",
-            "rope_theta": spec.base,
-            "factor": spec.factor,
-            "original_max_position_embeddings": spec.original_len,
-            "beta_fast": spec.beta_fast,
-            "beta_slow": spec.beta_slow,
-            "attention_factor": 1.0,
-        }
+        return hf_yarn(spec, attention_factor=1.0)
     params = {
         "rope_type": "longrope",
         "rope_theta": spec.base,
@@ -319,16 +324,8 @@ def hf_layer_reference(spec: RopeSpec, model: GPT) -> dict[str, tuple[torch.Tens
 
     head_dim = model.config.head_dim
     plain = {"rope_type": "default", "rope_theta": spec.base}
-    scaled = {
-        "rope_type": "yarn",
-        "rope_theta": spec.base,
-        "factor": spec.factor,
-        "original_max_position_embeddings": spec.original_len,
-        "beta_fast": spec.beta_fast,
-        "beta_slow": spec.beta_slow,
-    }
     config = hf_config(
-        head_dim, {"full_attention": scaled, "sliding_attention": plain}, 4 * spec.original_len
+        head_dim, {"full_attention": hf_yarn(spec), "sliding_attention": plain}, 4 * spec.original_len
     )
     config.layer_types = ["full_attention" if g else "sliding_attention" for g in model.global_layers()]
     flat = hf_config(head_dim, plain, spec.original_len)

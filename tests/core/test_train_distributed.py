@@ -9,7 +9,7 @@ from rlab.core.checkpoint import delete_checkpoint
 from rlab.core.checkpoint_meta import read_meta
 from rlab.core.train import train
 from rlab.paths import checkpoint_steps
-from tests.core.train_helpers import make_run_config, torchrun, train_records
+from tests.core.train_helpers import SimulatedCrash, crash_after, make_run_config, torchrun, train_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -59,8 +59,8 @@ def test_two_processes_log_global_loss_and_stay_in_sync_then_resume_with_one(tra
 def test_one_process_resumed_with_two(train_base, tmp_path):
     run_dir = tmp_path / "run"
     common = {"steps": 6, "save_every": 3}
-    with pytest.raises(RuntimeError, match="stop"):
-        train(make_run_config(train_base, run_dir, **common), on_model=_stop_after_forwards(3))
+    with pytest.raises(SimulatedCrash):
+        train(make_run_config(train_base, run_dir, **common), on_model=crash_after(3))
     ckpt = train_base / "base_checkpoints" / "d2"
     assert checkpoint_steps(ckpt) == [3]
     torchrun(make_run_config(train_base, run_dir, resume=True, **common), tmp_path / "run.json")
@@ -73,14 +73,3 @@ def test_one_process_resumed_with_two(train_base, tmp_path):
     assert [r["step"] for r in resumed] == [4, 5, 6]
     state = torch.load(ckpt / "model_000006.pt")
     assert all(torch.isfinite(t).all() for t in state.values())
-
-
-def _stop_after_forwards(n: int):
-    count = [0]
-
-    def hook(module, args):
-        count[0] += 1
-        if count[0] > n:
-            raise RuntimeError("stop here")
-
-    return lambda model: model.register_forward_pre_hook(hook)

@@ -17,7 +17,7 @@ from rlab.errors import TrainingError
 from rlab.orchestrate.clone import clone_checkpoint
 from rlab.paths import BaseLayout, checkpoint_steps, model_file, optim_file
 from rlab.spec.rope import RopeSpec
-from tests.core.train_helpers import make_run_config, train_records
+from tests.core.train_helpers import SimulatedCrash, crash_after, make_run_config, train_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -85,22 +85,6 @@ def test_seq_len_warmup_trains_the_same_tokens_in_shorter_rows_first(train_base,
     assert [r["tokens"] for r in train_records(run_dir)] == [4 * 32 * i for i in range(1, 6)]
 
 
-class _Crash(RuntimeError):
-    pass
-
-
-def _crash_after(forwards: int):
-    """A model hook that raises at forward call `forwards + 1`: a job dying mid-run."""
-    count = [0]
-
-    def hook(module, args):
-        count[0] += 1
-        if count[0] > forwards:
-            raise _Crash("simulated crash")
-
-    return lambda model: model.register_forward_pre_hook(hook)
-
-
 @pytest.mark.parametrize(
     "warmup",
     [[], [{"seq_len": 8, "steps": 4}, {"seq_len": 16, "steps": 4}]],
@@ -117,8 +101,8 @@ def test_resume_matches_uninterrupted_run(train_base, tmp_path, warmup):
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
     train(make_run_config(train_base, full_dir, tag="full", **common))
 
-    with pytest.raises(_Crash):  # dies during step 8 (2 micro-batches per step), after saving step 6
-        train(make_run_config(train_base, cut_dir, tag="cut", **common), on_model=_crash_after(15))
+    with pytest.raises(SimulatedCrash):  # dies during step 8 (2 micro-batches per step), after saving step 6
+        train(make_run_config(train_base, cut_dir, tag="cut", **common), on_model=crash_after(15))
     assert checkpoint_steps(train_base / "base_checkpoints" / "cut") == [6]
     assert train_records(cut_dir, "failed")
     train(make_run_config(train_base, cut_dir, tag="cut", resume=True, **common))

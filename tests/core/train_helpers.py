@@ -31,6 +31,22 @@ def root_logging_kept() -> Iterator[None]:
         root.setLevel(level)
 
 
+class SimulatedCrash(RuntimeError):
+    """Raised by `crash_after`'s hook."""
+
+
+def crash_after(forwards: int):
+    """A model hook (`on_model`) that raises `SimulatedCrash` at forward call `forwards + 1`: a job dying mid-run."""
+    count = [0]
+
+    def hook(module, args):
+        count[0] += 1
+        if count[0] > forwards:
+            raise SimulatedCrash("simulated crash")
+
+    return lambda model: model.register_forward_pre_hook(hook)
+
+
 def make_run_config(
     base: Path,
     run_dir: Path,
@@ -84,21 +100,25 @@ def train_records(run_dir: Path, kind: str = "train") -> list[dict[str, Any]]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == kind]
 
 
-def torchrun(cfg, path: Path, nproc: int = 2) -> subprocess.CompletedProcess:
-    """Run the training worker under torchrun with `nproc` CPU processes (gloo); fails the test on error."""
-
-    path.write_text(cfg.model_dump_json())
-    argv = [
+def torchrun_argv(path: Path, nproc: int) -> list[str]:
+    """The command that runs the training worker on run config `path` under torchrun with `nproc` processes."""
+    worker = ["-m", "rlab.core.train", str(path)]
+    return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",
         "--nproc_per_node",
         str(nproc),
-        "-m",
-        "rlab.core.train",
-        str(path),
+        *worker,
     ]
+
+
+def torchrun(cfg, path: Path, nproc: int = 2) -> subprocess.CompletedProcess:
+    """Run the training worker under torchrun with `nproc` CPU processes (gloo); fails the test on error."""
+
+    path.write_text(cfg.model_dump_json())
+    argv = torchrun_argv(path, nproc)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # own session, so a hung job can be killed with all its workers
     proc = subprocess.Popen(

@@ -27,7 +27,7 @@ from rlab.core.head_loss import chunk_rows, softcap_cross_entropy
 from rlab.errors import EvalError
 from rlab.evals.core.bundle import load_task_data
 from rlab.evals.core.metric import evaluate_task, subsample
-from tests.core.train_helpers import make_run_config
+from tests.core.train_helpers import make_run_config, torchrun_argv
 from tests.evals.conftest import random_gpt
 
 CUDA = torch.cuda.is_available()
@@ -122,16 +122,7 @@ def _torchrun_train(train_base: Path, tmp_path: Path, nproc: int, **train) -> tu
     )
     run_json = tmp_path / "run.json"
     run_json.write_text(cfg.model_dump_json())
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        "-m",
-        "rlab.core.train",
-        str(run_json),
-    ]
+    argv = torchrun_argv(run_json, nproc)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")}
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     log = proc.stdout + proc.stderr

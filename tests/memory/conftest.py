@@ -24,13 +24,9 @@ def _one_thread():
 
 
 @pytest.fixture
-def memory_base(tiny_base_dir: Path, tmp_path: Path) -> Path:
+def memory_base(train_base: Path) -> Path:
     """A base dir over the shared tiny corpus and tokenizer (read-only), with its own checkpoints."""
-    base = tmp_path / "memory_base"
-    base.mkdir()
-    for name in ("base_data", "tokenizer"):
-        (base / name).symlink_to(tiny_base_dir / name, target_is_directory=True)
-    return base
+    return train_base
 
 
 def small_config(

@@ -19,6 +19,8 @@ import torch
 from rlab.core.gpt import GPT, GPTConfig
 from rlab.data.prepare import PrepareOptions, prepare_data
 from rlab.paths import BaseLayout, checkpoint_steps, meta_file, model_file, optim_file
+from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.loading import load_spec
 from tests.cli.harness import REPO, run_process
 from tests.conftest import make_english_docs
 
@@ -103,6 +105,33 @@ def write_spec(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     return path
+
+
+def launcher_spec(tmp_path: Path, name: str, script: str, settings: str = "") -> Path:
+    """A spec named `name` (plus YAML lines `settings`) whose torchrun is the shell `script` (a stand-in launcher
+    written beside it)."""
+    launcher = tmp_path / f"{name}-torchrun"
+    launcher.write_text(f"#!/bin/sh\n{script}")
+    launcher.chmod(0o755)
+    return write_spec(tmp_path, f"name: {name}\n{settings}launch: {{torchrun: {launcher}}}\n")
+
+
+def d20_continue_spec(tmp_path: Path, nproc: int) -> ExperimentSpec:
+    """The spec of continuing a tiny d20 base from step 10 with pi and yarn on `nproc` ranks."""
+    make_checkpoint(tmp_path / "base", "d20", steps=(10,))  # n_layer 2, n_embd 32, vocab 512, L0 256
+    return load_spec(
+        None,
+        base_dir=tmp_path / "base",
+        results_dir=tmp_path / "res",
+        from_step=10,
+        variants="pi,yarn",
+        nproc=nproc,
+    )
+
+
+def continue_from(step: int, variants: str) -> list[str]:
+    """`rlab continue`'s start flags: the base step and the variants."""
+    return ["--from-step", str(step), "--variants", variants]
 
 
 def spec_args(spec: Path | str, base_dir: Path | str, results: Path | str) -> list[str]:

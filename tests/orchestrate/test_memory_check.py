@@ -10,22 +10,13 @@ import pytest
 
 from rlab.orchestrate.memory_check import plan_continue_memory
 from rlab.orchestrate.preflight import preflight_continue
-from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import d20_continue_spec
 
 
 @pytest.fixture
 def spec(tmp_path):
-    make_checkpoint(tmp_path / "base", "d20", steps=(10,))  # n_layer 2, n_embd 32, vocab 512, L0 256
-    spec = load_spec(
-        None,
-        base_dir=tmp_path / "base",
-        results_dir=tmp_path / "res",
-        from_step=10,
-        variants="pi,yarn",
-        nproc=2,
-    )
+    spec = d20_continue_spec(tmp_path, nproc=2)
     train = spec.train.model_copy(
         update={"device_batch_size": 8, "total_batch_size": 8 * 1024 * 2, "compile": False}
     )

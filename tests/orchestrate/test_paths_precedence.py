@@ -10,7 +10,7 @@ from rlab.orchestrate.tag_setup import save_resolved_specs
 from rlab.paths import ExperimentLayout, eval_bundle_cache, find_eval_bundle
 from rlab.spec.loading import load_spec
 from tests.cli.harness import assert_user_error, run_main
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import continue_from, make_checkpoint
 
 
 def test_recorded_paths_yield_to_flags_env_and_where_the_folder_lies(tmp_path, monkeypatch):
@@ -49,10 +49,7 @@ def test_an_unwritable_results_dir_is_an_error_not_a_write_elsewhere(tmp_path):
         "continue",
         "--base-dir",
         str(tmp_path / "base"),
-        "--from-step",
-        "10",
-        "--variants",
-        "pi",
+        *continue_from(10, "pi"),
         "--results-dir",
         str(blocker / "results"),
     )

@@ -7,21 +7,12 @@ import torch
 
 from rlab.orchestrate.preflight import preflight_continue
 from rlab.paths import model_file
-from rlab.spec.loading import load_spec
-from tests.orchestrate.helpers import make_checkpoint
+from tests.orchestrate.helpers import d20_continue_spec
 
 
 @pytest.fixture
 def spec(tmp_path):
-    make_checkpoint(tmp_path / "base", "d20", steps=(10,))
-    return load_spec(
-        None,
-        base_dir=tmp_path / "base",
-        results_dir=tmp_path / "res",
-        from_step=10,
-        variants="pi,yarn",
-        nproc=1,
-    )
+    return d20_continue_spec(tmp_path, nproc=1)
 
 
 def test_a_clean_plan_resolves_lengths_from_the_meta(spec):

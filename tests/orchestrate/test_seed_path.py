@@ -15,6 +15,7 @@ from rlab.orchestrate.experiments import experiment_filter, resolve_experiment
 from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
 from tests.conftest import nanochat_reference_path, needs_nanochat_reference
+from tests.orchestrate.helpers import continue_from
 
 REFERENCE = nanochat_reference_path("")
 
@@ -25,10 +26,7 @@ def test_the_seeds_dry_run_plans_a_control_and_says_what_changed(version, tmp_pa
     base = REFERENCE / version
     args = [
         "continue",
-        "--from-step",
-        "20",
-        "--variants",
-        "pi,ntk,yarn",
+        *continue_from(20, "pi,ntk,yarn"),
         "--dry-run",
         "--base-dir",
         str(base),

@@ -20,7 +20,7 @@ from rlab.orchestrate.training import start_continue
 from rlab.paths import BaseLayout, ExperimentLayout
 from rlab.spec.loading import load_spec
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import fake_torchrun, make_checkpoint, spec_args, write_spec
+from tests.orchestrate.helpers import continue_from, fake_torchrun, make_checkpoint, spec_args, write_spec
 
 
 @pytest.fixture
@@ -91,10 +91,7 @@ def test_continue_json_streams_one_json_object_per_event(setup, tmp_path):
     outcome = run_main(
         "continue",
         *spec_args(spec_file, base.root, results),
-        "--from-step",
-        "20",
-        "--variants",
-        "pi",
+        *continue_from(20, "pi"),
         "--json",
     )
     assert outcome.code == 0 and outcome.exception is None, outcome.text

@@ -8,7 +8,7 @@ import sys
 
 from rlab.orchestrate.watch import launcher_signal, worker_error
 from tests.cli.harness import run_main
-from tests.orchestrate.helpers import make_checkpoint, spec_args, write_spec
+from tests.orchestrate.helpers import continue_from, launcher_spec, make_checkpoint, spec_args
 
 FULL_DISK_LOG = """\
 # rlab: torchrun --standalone --nnodes=1 --nproc-per-node=2 -m rlab.core.train run.json
@@ -55,22 +55,13 @@ def test_a_worker_names_a_full_disk_in_one_line(tmp_path):
 def test_worker_lines_and_reasons_are_printed_as_text_not_markup(tmp_path):
     """A `[/]` in a worker's error line once ended in rich's MarkupError and a 61-line traceback."""
     make_checkpoint(tmp_path / "base", "d20", steps=(20,))
-    script = tmp_path / "fake-torchrun"
-    script.write_text(
-        "#!/bin/sh\n"
-        'echo "[bold]progress[/] of [/broken]"\n'
-        'echo "error: cannot write /data/[run]/x.pt [/] (disk)"\n'
-        "exit 1\n"
+    spec = launcher_spec(
+        tmp_path,
+        "mk",
+        'echo "[bold]progress[/] of [/broken]"\necho "error: cannot write /data/[run]/x.pt [/] (disk)"\nexit 1\n',
     )
-    script.chmod(0o755)
-    spec = write_spec(tmp_path, f"name: mk\nlaunch: {{torchrun: {script}}}\n")
     outcome = run_main(
-        "continue",
-        *spec_args(spec, tmp_path / "base", tmp_path / "res"),
-        "--from-step",
-        "20",
-        "--variants",
-        "pi",
+        "continue", *spec_args(spec, tmp_path / "base", tmp_path / "res"), *continue_from(20, "pi")
     )
     assert outcome.exception is None and outcome.code == 1, outcome.text
     assert "Traceback" not in outcome.text

@@ -10,32 +10,31 @@ import pytest
 
 from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
+from tests.report.conftest import write_run
 
 
-def _replicate(fx, src: str, dst: str, *, scale: float, run: dict) -> None:
-    """Copy `src`'s eval outputs to tag `dst` with every BPB unit's nats scaled (a different model) and `run`."""
+def _replicate(fx, src: str, dst: str, *, scale: float, variant: str, **run) -> None:
+    """Copy `src`'s eval outputs to tag `dst` of `variant` with every BPB unit's nats scaled (a different model),
+    and its run.json (`write_run`'s `run` fields)."""
     shutil.copytree(fx.eval_dir(src), fx.eval_dir(dst))
     ev = json.loads(fx.eval_json(dst).read_text())
     ev["tag"] = dst
-    ev["variant"] = run.get("variant", ev["variant"])
+    ev["variant"] = variant
     fx.eval_json(dst).write_text(json.dumps(ev))
     units = pd.read_csv(fx.eval_dir(dst) / "bpb_units.csv")
     units["nats"] *= scale
     units.to_csv(fx.eval_dir(dst) / "bpb_units.csv", index=False)
-    fx.run_dir(dst).mkdir(parents=True, exist_ok=True)
-    fx.run_config(dst).write_text(json.dumps({"tag": dst, **run}))
+    write_run(fx, dst, variant, **run)
 
 
 @pytest.fixture
 def arms_fx(fx):
     """fx plus: yarn in 3 seeds that disagree, yarn zero-shot (5% worse) and the base, both untrained."""
-    fx.run_config("fx-yarn").write_text(
-        json.dumps({"tag": "fx-yarn", "variant": "yarn", "train": {"seed": 42}})
-    )
-    _replicate(fx, "fx-yarn", "fx-yarn-seed1", scale=1.01, run={"variant": "yarn", "train": {"seed": 43}})
-    _replicate(fx, "fx-yarn", "fx-yarn-seed2", scale=0.99, run={"variant": "yarn", "train": {"seed": 44}})
-    _replicate(fx, "fx-yarn", "fx-yarn-zeroshot", scale=1.05, run={"variant": "yarn", "train": {"steps": 0}})
-    _replicate(fx, "fx-rope", "fx", scale=1.1, run={"variant": "base", "init": {"kind": "scratch"}})
+    write_run(fx, "fx-yarn", "yarn", seed=42)
+    _replicate(fx, "fx-yarn", "fx-yarn-seed1", scale=1.01, variant="yarn", seed=43)
+    _replicate(fx, "fx-yarn", "fx-yarn-seed2", scale=0.99, variant="yarn", seed=44)
+    _replicate(fx, "fx-yarn", "fx-yarn-zeroshot", scale=1.05, variant="yarn", steps=0)
+    _replicate(fx, "fx-rope", "fx", scale=1.1, variant="base", scratch=True)
     return fx
 
 
@@ -100,9 +99,7 @@ def test_zero_shot_arm_is_compared_with_the_untrained_base(arms_fx):
 
 
 def test_zero_shot_arms_are_compared_with_the_baseline_zero_shot_arm(arms_fx):
-    _replicate(
-        arms_fx, "fx-rope", "fx-rope-zeroshot", scale=1.1, run={"variant": "rope", "train": {"steps": 0}}
-    )
+    _replicate(arms_fx, "fx-rope", "fx-rope-zeroshot", scale=1.1, variant="rope", steps=0)
     out = write_report(arms_fx, draws=300)
     comp = out.data.comparisons
     assert set(comp[comp["kind"] == "zero-shot"]["reference"]) == {"rope (zero-shot)"}

@@ -10,8 +10,9 @@ from pandas.testing import assert_frame_equal
 
 from rlab.report.assemble.collect import collect
 from rlab.report.assemble.wide import column_key, order_columns
-from rlab.report.render.document import md_table
-from rlab.report.render.tables import block, core_table, core_task_table, length_table, passkey_table
+from rlab.report.render.length_tables import length_table
+from rlab.report.render.markdown import md_table
+from rlab.report.render.tables import block, core_table, core_task_table, passkey_table
 from rlab.report.stats import inference as inf
 
 # Hand-computed from the fixture files (see tests/report/fixtures/fx).

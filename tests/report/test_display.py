@@ -12,9 +12,10 @@ import pandas as pd
 from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
 from rlab.report.render.headline import disagreements
+from rlab.report.render.length_tables import length_table
 from rlab.report.render.plots import _relative_curves
-from rlab.report.render.tables import length_table
 from rlab.report.stats.verdicts import Verdict
+from tests.report.conftest import write_run
 
 
 def _scale_units(fx, tag: str, factor: float, metric_prefix: str = "") -> None:
@@ -82,7 +83,7 @@ def test_loss_curves_pair_seed_replicates_and_need_three_points(fx):
             ev = json.loads(fx.eval_json(tag).read_text())
             fx.eval_json(tag).write_text(json.dumps({**ev, "tag": tag}))
         _metrics(fx, tag, losses)
-        fx.run_config(tag).write_text(json.dumps({"tag": tag, "variant": variant, "train": {"seed": seed}}))
+        write_run(fx, tag, variant, seed=seed)
 
     rel = _relative_curves(collect(fx, "rope", draws=200), "train", "loss")
     pi = rel[rel["tag"].isin(["fx-pi", "fx-pi-seed1"])]

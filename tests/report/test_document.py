@@ -10,6 +10,8 @@ import pytest
 from rlab.paths import ExperimentLayout
 from rlab.report.build import write_report
 from rlab.report.render import document as doc
+from rlab.report.render import html_page
+from rlab.report.render import markdown as md
 from rlab.report.stats.verdicts import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,15 +19,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_verdict_is_styled_by_its_enum_not_by_its_words():
     line = doc.text(doc.strong("pi"), " vs rope: ", doc.verdict(Verdict.WORSE, "clearly so"), " (n = 32).")
-    assert doc.md_text(line) == "**pi** vs rope: **clearly so** (n = 32)."
-    assert '<strong class="worse">clearly so</strong>' in doc.html_text(line)
+    assert md.md_text(line) == "**pi** vs rope: **clearly so** (n = 32)."
+    assert '<strong class="worse">clearly so</strong>' in html_page.html_text(line)
     cell = doc.Cell("+1.00% [+0.5, +1.5] (≈; MDE 0.4%) (capped at 1024)", Verdict.WITHIN_NOISE)
     table = doc.TableBlock(
         ["arm", "128"], [[doc.Cell("yarn"), cell], [doc.Cell("ntk"), doc.Cell("1.2", best=True)]]
     )
-    html = doc.html_table(table)
+    html = html_page.html_table(table)
     assert '<td class="noise">+1.00%' in html and '<td class="best">1.2</td>' in html
-    assert doc.md_table(table)[1:] == [
+    assert md.md_table(table)[1:] == [
         "|:---|---:|",
         "| yarn | +1.00% [+0.5, +1.5] (≈; MDE 0.4%) (capped at 1024) |",
         "| ntk | **1.2** |",
@@ -39,7 +41,7 @@ def test_prose_reads_code_spans_only():
         doc.Span(" (**not bold**)"),
     )
     assert doc.prose("one ` backtick") == (doc.Span("one ` backtick"),)
-    assert doc.md_text(doc.prose("a `b` c")) == "a `b` c"
+    assert md.md_text(doc.prose("a `b` c")) == "a `b` c"
 
 
 def test_one_document_two_renderings(tmp_path):
@@ -65,10 +67,10 @@ def test_one_document_two_renderings(tmp_path):
         ],
         html_title="t",
     )
-    assert doc.to_markdown(document) == (
+    assert md.to_markdown(document) == (
         "# Experiment `x`\n\n<!-- answer -->\n- a **better**\n- Warning: w\n<!-- /answer -->\n\n![a plot](plots/p.png)\n\n## Notes\n\n1. first\n"
     )
-    html = doc.to_html(document)
+    html = html_page.to_html(document)
     assert '<div class="answer">\n<ul class="answer">' in html
     assert '<li class="warning">Warning: w</li>' in html and '<strong class="better">better</strong>' in html
     assert 'src="data:image/png;base64,' in html and "plots/p.png" not in html  # self-contained
@@ -92,7 +94,7 @@ def test_report_cells_carry_their_verdicts(fx):
         next(s for s in i.text if s.verdict is not None) for i in out.items if any(s.verdict for s in i.text)
     ]
     assert {s.verdict for s in firsts} == {Verdict.BETTER}  # fx: pi and yarn better on the primary endpoint
-    assert doc.to_markdown(out.document) == fx.comparison_md.read_text()
+    assert md.to_markdown(out.document) == fx.comparison_md.read_text()
     html = fx.comparison_html.read_text()
     assert html.count('<span class="badge better">better</span>') == 2  # the Answer's badges, typed
     assert html.count('<td class="few">') == 2  # CORE on 16 examples: too few units, typed, not parsed

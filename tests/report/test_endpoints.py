@@ -13,7 +13,7 @@ from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
 from rlab.report.render.document import plain
 from rlab.report.render.headline import sentence, warnings
-from rlab.report.render.tables import length_change_table, length_table
+from rlab.report.render.length_tables import length_change_table, length_table
 from rlab.report.stats import estimates as est
 
 CONTINUED = ("fx-rope", "fx-pi", "fx-yarn")

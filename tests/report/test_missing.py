@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 
@@ -13,6 +12,8 @@ from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
 from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
+from rlab.report.sources.tag_files import read_run
+from tests.report.conftest import write_run
 
 
 def test_tag_not_evaluated_is_blank_with_footnote(fx):
@@ -89,12 +90,17 @@ def test_runs_only_experiment_and_empty_experiment(results_root):
 def test_base_pretrain_run_is_not_a_variant(fx):
     """`rlab pretrain` writes runs/<base tag>/ (variant rope): it must not become a second baseline."""
 
-    run_dir = fx.run_dir("fx")
-    run_dir.mkdir(parents=True)
-    (run_dir / "run.json").write_text(
-        json.dumps({"tag": "fx", "variant": "rope", "init": {"kind": "scratch"}})
-    )
+    write_run(fx, "fx", "rope", scratch=True)
     shutil.copy(fx.metrics_file("fx-rope"), fx.metrics_file("fx"))
     data = collect(fx, "rope", draws=200)
     assert "fx" not in set(data.results["tag"]) and data.baseline_tag == "fx-rope"
     assert "fx: the base model's own run, not a variant; left out of the comparison" in data.footnotes.items
+
+
+def test_an_off_contract_run_json_is_a_footnote_not_a_guess(tmp_path):
+    """run.json is read through `RunConfig`, the model that writes it: a partial file is not half-read."""
+    path = tmp_path / "run.json"
+    path.write_text('{"tag": "fx-pi", "train": {"seed": 1}}')
+    notes: list[str] = []
+    assert read_run(path, notes) is None
+    assert notes == ["run.json ignored: it does not match its contract (RunConfig)"]

@@ -3,36 +3,24 @@ one base and the methods say the seed covers pretraining noise; arms whose seeds
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from rlab.report.assemble.collect import collect
 from rlab.report.build import write_report
 from rlab.report.stats import inference as inf
+from tests.report.conftest import write_run
 from tests.report.test_arms import _replicate
-
-
-def _run(variant: str, seed: int, base: str) -> dict:
-    return {
-        "variant": variant,
-        "train": {"seed": seed, "steps": 5},
-        "lineage": {"parent_tag": base, "parent_step": 4},
-    }
 
 
 @pytest.fixture
 def replicated(fx):
     """rope and yarn in 2 seeds, seed i continuing base i (fx, fx-seed1), both bases evaluated; pi one seed."""
     for variant in ("rope", "yarn", "pi"):
-        fx.run_config(f"fx-{variant}").write_text(
-            json.dumps({"tag": f"fx-{variant}", **_run(variant, 42, "fx")})
-        )
-    _replicate(fx, "fx-rope", "fx-rope-seed1", scale=1.02, run=_run("rope", 43, "fx-seed1"))
-    _replicate(fx, "fx-yarn", "fx-yarn-seed1", scale=1.01, run=_run("yarn", 43, "fx-seed1"))
+        write_run(fx, f"fx-{variant}", variant, parent="fx")
+    _replicate(fx, "fx-rope", "fx-rope-seed1", scale=1.02, variant="rope", seed=43, parent="fx-seed1")
+    _replicate(fx, "fx-yarn", "fx-yarn-seed1", scale=1.01, variant="yarn", seed=43, parent="fx-seed1")
     for tag, scale, seed in (("fx", 1.1, 7), ("fx-seed1", 1.12, 8)):
-        run = {"variant": "base", "init": {"kind": "scratch"}, "train": {"seed": seed, "steps": 4}}
-        _replicate(fx, "fx-rope", tag, scale=scale, run=run)
+        _replicate(fx, "fx-rope", tag, scale=scale, variant="base", seed=seed, steps=4, scratch=True)
     return fx
 
 
@@ -61,8 +49,8 @@ def test_seed_i_of_every_arm_pairs_on_base_i(replicated):
 
 
 def test_seeds_on_crossed_bases_are_flagged(replicated):
-    replicated.run_config("fx-yarn-seed1").write_text(json.dumps(_run("yarn", 43, "fx")))
-    replicated.run_config("fx-yarn").write_text(json.dumps(_run("yarn", 42, "fx-seed1")))
+    write_run(replicated, "fx-yarn-seed1", "yarn", seed=43, parent="fx")
+    write_run(replicated, "fx-yarn", "yarn", seed=42, parent="fx-seed1")
     out = write_report(replicated, draws=300)
     assert any("Replicated bases do not line up across arms (yarn)" in line for line in out.answer)
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rlab.evals.core.bundle import CoreBundle, TaskSpec, load_task_data
-from rlab.evals.core.packed import evaluate_examples_batched
+from rlab.evals.core.packed import score_examples_batched
 from rlab.evals.core.prompts import FEWSHOT_SEED, prepare_examples
-from rlab.evals.core.reference import evaluate_example
+from rlab.evals.core.reference import evaluate_example, judge
 from rlab.evals.progress import ProgressFn, report, stages
 from rlab.evals.ranks import all_reduce_sum, rank_and_world
 
@@ -85,7 +85,8 @@ def score_task(
     )
     pad_id = tokenizer.bos_token_id
     if batched:
-        verdicts = evaluate_examples_batched(model, examples, pad_id, device, batch_tokens, progress)
+        scores = score_examples_batched(model, examples, pad_id, device, batch_tokens, progress)
+        verdicts = [judge(ex, sc) for ex, sc in zip(examples, scores)]
     else:
         verdicts = []
         for ex in examples:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from rlab.core.rope import frequency_length
 from rlab.evals.core.prompts import EncodedExample, common_prefix_len
-from rlab.evals.core.reference import judge, span_scores, sum_per_seq
+from rlab.evals.core.reference import span_scores, sum_per_seq
 from rlab.evals.progress import ProgressFn, report
 from rlab.evals.scored_forward import head_stats, hidden_at
 
@@ -254,16 +254,3 @@ def score_examples_batched(
         for j, sc in zip(packs[k].seq_ids, row_scores[k], strict=True):
             scores[e][j] = sc
     return scores
-
-
-def evaluate_examples_batched(
-    model,
-    examples: Sequence[EncodedExample],
-    pad_id: int,
-    device,
-    batch_tokens: int,
-    progress: ProgressFn | None = None,
-) -> list[bool]:
-    """Correctness of every example, scored by `score_examples_batched`."""
-    scores = score_examples_batched(model, examples, pad_id, device, batch_tokens, progress)
-    return [judge(ex, sc) for ex, sc in zip(examples, scores)]

@@ -34,19 +34,6 @@ class GenJob:
     choices: tuple[tuple[int, ...], ...] = ()
 
 
-def run_jobs(
-    engine,
-    jobs: Sequence[GenJob],
-    score: Callable[[int, list[int]], float],
-    batch_tokens: int,
-    device,
-    progress: ProgressFn | None = None,
-) -> list[float]:
-    """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks;
-    `progress` gets (len(jobs) * tokens done / tokens of this rank's jobs, len(jobs)), prompt and answer counted."""
-    return run_jobs_with_choices(engine, jobs, score, batch_tokens, device, progress)[0]
-
-
 def run_jobs_with_choices(
     engine,
     jobs: Sequence[GenJob],
@@ -55,7 +42,9 @@ def run_jobs_with_choices(
     device,
     progress: ProgressFn | None = None,
 ) -> tuple[list[float], list[list[float]]]:
-    """`run_jobs`, and each job's candidates' mean log-probabilities per token ([] for a job without any).
+    """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks (`progress`
+    gets (len(jobs) * tokens done / tokens of this rank's jobs, len(jobs)), prompt and answer counted), and each
+    job's candidates' mean log-probabilities per token ([] for a job without any).
 
     A job's candidates are scored from its generation's prefill, where the RoPE frequencies allow: a
     length-dependent variant (dynamic-ntk) is evaluated at prompt + the longest candidate for likelihood

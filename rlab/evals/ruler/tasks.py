@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from rlab.errors import EvalError
 from rlab.evals.progress import ProgressFn
-from rlab.evals.retrieval.generation import GenJob, run_jobs, stable_seed
+from rlab.evals.retrieval.generation import GenJob, run_jobs_with_choices, stable_seed
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +386,7 @@ def evaluate_ruler(
             out = out[: out.index(bos)]
         return string_match_all(tokenizer.decode(out), examples[i][3].references)
 
-    scores = run_jobs(engine, jobs, score, batch_tokens, device, progress)
+    scores = run_jobs_with_choices(engine, jobs, score, batch_tokens, device, progress)[0]
     records = [RulerTrial(task, L, t, s) for (task, L, t, _), s in zip(examples, scores)]
     used_lengths = sorted({r.length for r in records})
     result = RulerResult(list(tasks), used_lengths, trials, records, skipped)

@@ -139,10 +139,9 @@ def collect(
     sources = read_experiment(layout)
     arms = group_arms(sources.tags)
     if baseline:  # the user named it: a typo is an error, not a report with blank comparison columns
-        spec_variants = (sources.spec or {}).get("variants")
-        baseline = known_variant(baseline, {a.variant for a in arms} | set(spec_variants or ()))
+        baseline = known_variant(baseline, {a.variant for a in arms} | set(sources.variants))
     requested = bool(baseline)
-    baseline = resolve_baseline(baseline, sources.spec)
+    baseline = resolve_baseline(baseline)
     base = baseline_arm(arms, baseline)
     refs = {a.key: r for a in arms if base is not None and (r := reference_arm(a, arms, base)).key != a.key}
     missing = None

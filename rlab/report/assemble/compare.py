@@ -31,7 +31,7 @@ from rlab.report.assemble.verdict_diff import verdict_diff
 from rlab.report.sources import comparability as cmp
 from rlab.report.sources import numerics
 from rlab.report.sources.arms import Arm, group_arms
-from rlab.report.sources.tag_files import ExperimentSources, read_experiment, spec_variant_names
+from rlab.report.sources.tag_files import ExperimentSources, read_experiment
 from rlab.report.stats import uncertainty as unc
 
 
@@ -100,10 +100,8 @@ def combined_sources(layouts: list[ExperimentLayout]) -> ExperimentSources:
                     t, tag=name, group=lay.experiment, eval=t.eval.model_copy(update={"tag": name})
                 )
             )
-        variants += [f"{lay.experiment}/{v}" for v in spec_variant_names(src.spec)]
-    return ExperimentSources(
-        experiment=" vs ".join(names), layout=layouts[0], tags=tags, spec={"variants": variants}, notes=notes
-    )
+        variants += [f"{lay.experiment}/{v}" for v in src.variants]
+    return ExperimentSources(" vs ".join(names), layouts[0], tags, spec=None, notes=notes, variants=variants)
 
 
 def _pick_baseline(arms: list[Arm], name: str, order: list[str]) -> Arm:

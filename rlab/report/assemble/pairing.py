@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -29,19 +28,9 @@ ESTIMATE_COLUMNS = ("diff", "diff_low", "diff_high", "rel_pct", "rel_low", "rel_
 """A comparison's estimate, cleared where its verdict is `NOT_COMPARABLE`."""
 
 
-def resolve_baseline(requested: str | None, spec: dict[str, Any] | None) -> str:
-    """The baseline variant: the flag, else the spec's (report.baseline / baseline), else `rope`."""
-    if requested:
-        return requested
-    spec = spec or {}
-    for candidate in (
-        (spec.get("report") or {}).get("baseline") if isinstance(spec.get("report"), dict) else None,
-        spec.get("baseline"),
-    ):
-        if isinstance(candidate, str) and candidate:
-            return candidate
-
-    return BASELINE_VARIANT
+def resolve_baseline(requested: str | None) -> str:
+    """The baseline variant: the flag, else `rope` (a spec names no baseline: `rlab.spec.experiment.ExperimentSpec`)."""
+    return requested or BASELINE_VARIANT
 
 
 def known_variant(name: str, variants: set[str]) -> str:

@@ -375,21 +375,29 @@ def blocks(kept: pd.DataFrame) -> list[doc.Block]:
             else ""
         ),
     )
-    rows = []
-    for arm in dict.fromkeys(kept["arm"]):
-        cells = [doc.Cell(str(arm))]
-        for w in windows:
-            hit = kept[(kept["arm"] == arm) & (kept["window"] == w)]
-            if hit.empty:
-                cells.append(doc.Cell(""))
-                continue
-            r = hit.iloc[0]
-            span = verdict_span(r)
-            if span is not None and not pd.isna(r["diff"]):
-                tested = f"; {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] {span.text}"
-                cells.append(doc.Cell(_cell(r) + tested, span.verdict))
-            else:
-                cells.append(doc.Cell(_cell(r)))
-        rows.append(cells)
     columns = ["arm", *(f"d={distance[w]} (W={w})" for w in windows)]
-    return [doc.Paragraph(about), doc.TableBlock(columns, rows, align="plain")]
+    return [
+        doc.Paragraph(about),
+        doc.TableBlock(columns, arm_window_rows(kept, windows, _table_cell), align="plain"),
+    ]
+
+
+def _table_cell(r: pd.Series) -> doc.Cell:
+    """A retention with its tested difference and verdict, where tested."""
+    span = verdict_span(r)
+    if span is None or pd.isna(r["diff"]):
+        return doc.Cell(_cell(r))
+    tested = f"; {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] {span.text}"
+    return doc.Cell(_cell(r) + tested, span.verdict)
+
+
+def arm_window_rows(
+    frame: pd.DataFrame, windows: list[int], cell: Callable[[pd.Series], doc.Cell]
+) -> list[list[doc.Cell]]:
+    """A table's rows: one per arm (first-seen order), the arm then `cell` of its row at each window ('' where
+    it has none)."""
+    rows = []
+    for arm in dict.fromkeys(frame["arm"]):
+        hits = [frame[(frame["arm"] == arm) & (frame["window"] == w)] for w in windows]
+        rows.append([doc.Cell(str(arm)), *(doc.Cell("") if h.empty else cell(h.iloc[0]) for h in hits)])
+    return rows

@@ -280,22 +280,14 @@ def table(c: pd.DataFrame, caps: dict[str, dict[int, int]] | None = None) -> doc
     arm's attention windows cap the context at that window (`caps`: arm -> window -> reach), the reach."""
     windows = sorted(set(c["window"]))
     columns = ["arm", *(f"d={c[c['window'] == w]['distance'].iloc[0]} (W={w})" for w in windows)]
-    rows = []
-    for arm in dict.fromkeys(c["arm"]):
-        cells = [doc.Cell(str(arm))]
-        for w in windows:
-            r = c[(c["arm"] == arm) & (c["window"] == w)]
-            if r.empty:
-                cells.append(doc.Cell(""))
-                continue
-            r = r.iloc[0]
-            h = (r["gain_high"] - r["gain_low"]) / 2
-            cap = (caps or {}).get(arm, {}).get(w)
-            capped = f", capped at {cap}" if cap is not None else ""
-            cells.append(
-                doc.Cell(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%}{capped})")
-            )
-        rows.append(cells)
+
+    def cell(r: pd.Series) -> doc.Cell:
+        h = (r["gain_high"] - r["gain_low"]) / 2
+        cap = (caps or {}).get(r["arm"], {}).get(r["window"])
+        capped = f", capped at {cap}" if cap is not None else ""
+        return doc.Cell(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%}{capped})")
+
+    rows = retention.arm_window_rows(c, windows, cell)
     control = c.groupby("window")["control"].mean()
     rows.append(
         [doc.Cell("control (mean over arms)", em=True), *(doc.Cell(f"{control[w]:.2f}") for w in windows)]

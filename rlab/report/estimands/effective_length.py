@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from rlab.records.base import Record
+from rlab.report.estimands.arm_row import ArmRow
 from rlab.report.estimands.retention import short_length
 from rlab.report.sources.arms import Arm
 from rlab.report.stats import inference as inf
@@ -74,12 +74,9 @@ def keys_note(keys_per_length: int, depths: int | None = None) -> str | None:
     )
 
 
-class EffectiveLengthRow(Record):
+class EffectiveLengthRow(ArmRow):
     """One arm's effective length on one retrieval source under one threshold."""
 
-    arm: str
-    kind: str
-    variant: str
     source: str
     threshold: Literal["absolute", "relative"]
     level: float | None = None
@@ -230,17 +227,16 @@ def analyse(data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> 
                 continue
             items = items_by_length(frames, column)
             for threshold in ("absolute", "relative"):
-                base = dict(
-                    arm=arm.key, kind=arm.kind, variant=arm.variant, source=source, threshold=threshold
-                )
+                base = dict(source=source, threshold=threshold)
                 if not items:
-                    rows.append(EffectiveLengthRow(**base, note="no items every seed scored"))
+                    rows.append(EffectiveLengthRow.of(arm, **base, note="no items every seed scored"))
                     continue
                 got = estimate(
                     items, L0, threshold, inf.rng_for(seed, f"{NAME}:{arm.key}/{source}/{threshold}")
                 )
                 rows.append(
-                    EffectiveLengthRow(
+                    EffectiveLengthRow.of(
+                        arm,
                         **base,
                         **got,
                         lengths=sorted(items),

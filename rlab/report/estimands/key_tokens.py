@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from rlab.records.base import Record
+from rlab.report.estimands.arm_row import ArmRow
 from rlab.report.estimands.retention import short_length
 from rlab.report.stats import inference as inf
 from rlab.report.stats import uncertainty as unc
@@ -49,12 +49,9 @@ MIN_CELL = 20
 CSV = "bpb_targets"
 
 
-class KeyTokenRow(Record):
+class KeyTokenRow(ArmRow):
     """One arm's key-token BPB at one length, with its comparison to the reference arm."""
 
-    arm: str
-    kind: str
-    variant: str
     length: int
     key_bpb: float | None = None
     low: float | None = None
@@ -232,10 +229,8 @@ def analyse(data: Measured, seed: int = 0, draws: int = inf.SIGN_FLIP_DRAWS) -> 
         a for a in data.arms if base is None or a.group == base.group
     ):  # unit ids name one experiment's text
         for length in lengths:
-            row = KeyTokenRow(
-                arm=arm.key,
-                kind=arm.kind,
-                variant=arm.variant,
+            row = KeyTokenRow.of(
+                arm,
                 length=length,
                 n_seeds=arm.n_seeds,
                 selection=about,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from rlab.records.base import Record
+from rlab.report.estimands.arm_row import ArmRow
 from rlab.report.estimands.ratio import paired_ratio
 from rlab.report.sources import frames as fr
 from rlab.report.sources.arms import Arm, base_of
@@ -40,12 +40,9 @@ NAME = "short_context_retention"
 PREFIX = "short_retention"
 
 
-class RetentionRow(Record):
+class RetentionRow(ArmRow):
     """One arm's short-context retention on one metric against one reference (the base or the control)."""
 
-    arm: str
-    kind: str
-    variant: str
     metric: Literal["bpb", "core"]
     versus: Literal["base", "control"]
     reference: str
@@ -141,10 +138,8 @@ def _bases(data: Measured, arm: Arm) -> list[str] | None:
 
 
 def _row(arm: Arm, metric: str, versus: str, reference: str, length: int | None, **rest) -> RetentionRow:
-    return RetentionRow(
-        arm=arm.key,
-        kind=arm.kind,
-        variant=arm.variant,
+    return RetentionRow.of(
+        arm,
         metric=metric,
         versus=versus,
         reference=reference,

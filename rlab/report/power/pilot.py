@@ -203,10 +203,9 @@ def read_pilot(
 
 
 def _stated(data: ReportData) -> TargetMde | None:
-    """The `eval.target_mde` the experiment's resolved spec states (None when it states none)."""
-    spec = (data.sources.spec or {}) if data.sources else {}
-    stated = (spec.get("eval") or {}).get("target_mde") if isinstance(spec, dict) else None
-    return TargetMde.model_validate(stated) if stated else None
+    """The `eval.target_mde` of the experiment's resolved spec (None without one)."""
+    spec = data.sources.spec if data.sources else None
+    return spec.eval.target_mde if spec is not None else None
 
 
 def stated_targets(data: ReportData) -> TargetMde:

@@ -87,7 +87,7 @@ class PlannedComparison(NamedTuple):
 def planned_comparisons(spec: ExperimentSpec, lengths: list[int]) -> list[PlannedComparison]:
     """Every comparison the report will make (before its tests decide which enter their family)."""
     arms = planned_arms(spec)
-    baseline = resolve_baseline(None, spec.model_dump(mode="json"))
+    baseline = resolve_baseline(None)
     if baseline not in spec.variants and spec.variants:
         baseline = next(iter(spec.variants))  # the report will need `--baseline`: one variant, as any other
     base = baseline_arm(arms, baseline)

@@ -24,8 +24,8 @@ from rlab.report.render import headline
 from rlab.report.render import methods as mth
 from rlab.report.render.answer_cells import Column, Estimate, cell, count, holm_only, num
 from rlab.report.render.answer_lines import lines
+from rlab.report.render.arm_values import comparison, scalar, seed_limited
 from rlab.report.render.table_model import arm_order
-from rlab.report.render.tables import comparison, scalar, seed_limited
 from rlab.report.stats import estimates as est
 from rlab.report.stats.verdicts import Verdict
 

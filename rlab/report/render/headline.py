@@ -10,8 +10,8 @@ import math
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render import document as doc
+from rlab.report.render.arm_values import comparison, mde_text, scalar
 from rlab.report.render.table_model import arm_order
-from rlab.report.render.tables import comparison, mde_text, scalar
 from rlab.report.sources import arms as arms_mod
 from rlab.report.sources import numerics
 from rlab.report.stats import estimates as est

@@ -27,8 +27,9 @@ import pandas as pd
 
 from rlab.atomic_io import write_bytes_atomic
 from rlab.report.assemble.report_data import ReportData
+from rlab.report.render.arm_values import train_lengths
 from rlab.report.render.table_model import arm_order
-from rlab.report.render.tables import passkey_all_zero, train_lengths
+from rlab.report.render.tables import passkey_all_zero
 
 log = logging.getLogger(__name__)
 

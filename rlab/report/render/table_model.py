@@ -14,7 +14,6 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.sources.arms import KIND_ORDER
-from rlab.report.sources.tag_files import spec_variant_names
 from rlab.report.stats.verdicts import Verdict
 
 BLANK = ""
@@ -71,9 +70,7 @@ class Table:
 
 def arm_order(data: ReportData) -> list[str]:
     """Rows: the baseline arm first, then continued arms in the spec's variant order, then zero-shot, then base."""
-    spec_variants: list[str] = []
-    if data.sources is not None:
-        spec_variants = spec_variant_names(data.sources.spec)
+    spec_variants = data.sources.variants if data.sources is not None else []
 
     def key(arm) -> tuple:
         v = arm.variant

@@ -2,8 +2,9 @@
 
 Each builder takes a `ReportData` and returns a `Table` whose `about` line says what it measures
 (which data, which length, which units). Rows are arms (a variant continued, zero-shot, or the base),
-each the mean over its seeds. Renderers turn a Table into markdown or HTML here, and into a rich
-table in the CLI (the library never prints).
+each the mean over its seeds. `section` turns a Table into the document model (`rlab.report.render.document`);
+the CLI shows it as a rich table (the library never prints). The tables by context length are in
+`rlab.report.render.length_tables`, the shared lookups and verdict words in `rlab.report.render.arm_values`.
 
 Conventions: ``x ± h`` is the estimate and the half-width of its 95% interval; a change vs the
 baseline is "better"/"worse" only when it is significant after the multiplicity correction, else
@@ -21,104 +22,20 @@ from rlab.evals.core.records import CoreMetric
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
+from rlab.report.render.arm_values import (
+    comparison,
+    references_note,
+    scalar,
+    significant_best,
+    units_phrase,
+    verdict_of,
+    verdict_text,
+)
+from rlab.report.render.length_tables import length_change_table, length_header, length_table
 from rlab.report.render.retrieval import retrieval_table
 from rlab.report.render.table_model import BLANK, Table, arm_order, change_cell, count_cell, fmt, plus_minus
-from rlab.report.stats import inference as inf
 from rlab.report.stats.estimates import NO_RELATIVE, passkey_summary
-from rlab.report.stats.verdicts import Verdict, unresolved
-
-VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
-
-
-def seed_limited(comp: pd.Series) -> bool:
-    """Whether a comparison's seeds set its MDE (`inference.Comparison.seed_limited`)."""
-    value = comp.get("seed_limited")
-    return value is not None and not pd.isna(value) and bool(value)
-
-
-def mde_text(comp: pd.Series, short: bool = False) -> str:
-    """``MDE 0.0123`` (or ``MDE 0.68%`` for BPB): the smallest difference the verdict's test would find with 80%
-    power at its family's alpha / m; '' where there is none."""
-    mde, rel = comp.get("mde", math.nan), comp.get("mde_rel_pct", math.nan)
-    if mde is None or pd.isna(mde):
-        return BLANK
-    if seed_limited(comp):  # its seeds set the MDE (`inference.Comparison.seed_limited`)
-        return unresolved(int(comp["n_seeds"]))
-    if rel is not None and not pd.isna(rel):
-        return f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
-    return f"MDE {mde:.4f}"
-
-
-def verdict_of(comp: pd.Series | None) -> Verdict | None:
-    """The typed verdict of a comparison row (None without one)."""
-    if comp is None:
-        return None
-    v = Verdict(comp["verdict"])
-    return None if v is Verdict.NONE else v
-
-
-def verdict_text(comp: pd.Series | None, short: bool = False) -> str:
-    """A comparison's verdict as a table shows it: the word (``≈`` when `short`), the unit count when there are too
-    few, and the MDE beside every "within noise"."""
-    if comp is None:
-        return BLANK
-    v = Verdict(comp["verdict"])
-    n = None if pd.isna(comp.get("n_units")) else int(comp["n_units"])
-    word = VERDICT_SHORT.get(v, v.label(n)) if short else v.label(n)
-    if v is Verdict.WITHIN_NOISE and (mde := mde_text(comp, short)):
-        return f"{word}; {mde}" if short else f"{word} ({mde})"
-    return word
-
-
-def scalar(data: ReportData, arm: str, metric: str) -> tuple[float, float, float, object]:
-    """(value, ci_low, ci_high, n_units) of one arm's metric (NaNs when absent)."""
-    s = data.scalars
-    hit = s[(s["arm"] == arm) & (s["metric"] == metric)]
-    if hit.empty:
-        return math.nan, math.nan, math.nan, pd.NA
-    r = hit.iloc[0]
-    return float(r["value"]), float(r["ci_low"]), float(r["ci_high"]), r["n_units"]
-
-
-def comparison(data: ReportData, arm: str, metric: str) -> pd.Series | None:
-    c = data.comparisons
-    hit = c[(c["arm"] == arm) & (c["metric"] == metric)]
-    return None if hit.empty or arm == data.baseline_arm else hit.iloc[0]
-
-
-def _significant_best(data: ReportData, metric: str, col: str, order: list[str]) -> set[tuple[int, str]]:
-    """The best cell of a column, marked only when that arm beats every other arm beyond noise
-    (`ReportData.best`)."""
-    arm = data.best.get(metric)
-    return {(order.index(arm), col)} if arm in order else set()
-
-
-def train_lengths(data: ReportData) -> set[int]:
-    """The continued-training length(s) (zero-shot arms and the base keep the base's length)."""
-    rows = data.meta[data.meta["kind"] == "continued"]
-    return set(rows["train_seq_len"].dropna().astype(int))
-
-
-def references_note(data: ReportData) -> str:
-    """What zero-shot arms are compared with, when that differs from the baseline (else '')."""
-    c = data.comparisons
-    refs = sorted(set(c[c["kind"] == "zero-shot"]["reference"])) if len(c) else []
-    refs = [r for r in refs if r != data.baseline_arm]
-    if not refs:
-        return ""
-    return (
-        f" Zero-shot arms are compared with {' / '.join(f'`{r}`' for r in refs)} (the RoPE change alone, "
-        f"nothing trained); every other arm with `{data.baseline_arm}`."
-    )
-
-
-def _units_phrase(data: ReportData, metric: str) -> str:
-    ns = data.scalars[data.scalars["metric"] == metric]["n_units"].dropna()
-    return (
-        f"n = {int(ns.min())}" + (f"–{int(ns.max())}" if len(ns) and ns.max() != ns.min() else "")
-        if len(ns)
-        else ""
-    )
+from rlab.report.stats.verdicts import Verdict
 
 
 def bpb_table(data: ReportData) -> Table:
@@ -142,7 +59,7 @@ def bpb_table(data: ReportData) -> Table:
     frame = pd.DataFrame(
         rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"]
     )
-    best = _significant_best(data, "train_bpb", "train BPB", order) | _significant_best(
+    best = significant_best(data, "train_bpb", "train BPB", order) | significant_best(
         data, "val_bpb", "val BPB", order
     )
     units = "documents" if data.clustered else "eval units"
@@ -152,7 +69,7 @@ def bpb_table(data: ReportData) -> Table:
         best,
         f"Δ: relative change of val BPB vs {b} in %, {mth.paired_interval(units)}; {mth.in_family()}.",
         about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
-        f"splits (val: {_units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
+        f"splits (val: {units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
         "modelling, not the use of long context." + references_note(data),
         verdicts=verdicts,
     )
@@ -198,107 +115,11 @@ def core_table(data: ReportData) -> Table:
     return Table(
         f"{name} (centered accuracy, higher is better)".replace(" tasks) (", " tasks; "),
         frame,
-        _significant_best(data, "core", "CORE", order),
+        significant_best(data, "core", "CORE", order),
         f"Δ: CORE difference vs {b}, {mth.paired_interval('the shared examples, stratified by task')}; "
         f"{mth.in_family()}. No relative change: a baseline at or below 0 makes it meaningless.",
         about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
         "centered on random guessing." + references_note(data),
-        verdicts=verdicts,
-    )
-
-
-def _length_header(data: ReportData, length: int) -> str:
-    train = train_lengths(data)
-    orig = set(data.meta["rope_original_len"].dropna().astype(int))
-    tags = [t for t, cond in (("train", length in train), ("L0", length in orig)) if cond]
-    return f"{length}" + (f" ({', '.join(tags)})" if tags else "")
-
-
-def _lengths(data: ReportData) -> list[int]:
-    return sorted(set(data.bpb_length["length"].astype(int))) if len(data.bpb_length) else []
-
-
-def _length_about(data: ReportData) -> str:
-    n = _units_phrase(data, f"bpb_len_{_lengths(data)[0]}") if _lengths(data) else ""
-    unit = "documents" if data.clustered else "blocks"
-    capped = (
-        " A cell marked (capped at N) is a length the arm cannot attend to: its attention windows let it see "
-        "at most N tokens back there (eval.attention_windows), so it measures N tokens of context, not L."
-        if any(data.context_caps.values())
-        else ""
-    )
-    return (
-        f"The same target tokens scored at every context length, each predicted from about L tokens of "
-        f"context ({n} {unit}); (train) = continued-training length, (L0) = the base's original length."
-        + capped
-    )
-
-
-def _capped(data: ReportData, arm: str, length: int) -> str:
-    """` (capped at N)` where the arm's windows cap the context at this length, else ''."""
-    cap = data.arm_caps(arm).get(length)
-    return "" if cap is None else f" (capped at {cap})"
-
-
-def length_table(data: ReportData) -> Table:
-    """BPB by context length × arm."""
-    lengths = _lengths(data)
-    headers = {L: _length_header(data, L) for L in lengths}
-    order = arm_order(data)
-    rows, best = [], set()
-    for arm in order:
-        row = {"arm": data.label(arm)}
-        for L in lengths:
-            v, lo, hi, _ = scalar(data, arm, f"bpb_len_{L}")
-            row[headers[L]] = plus_minus(v, lo, hi, 3) + (_capped(data, arm, L) if not math.isnan(v) else "")
-        rows.append(row)
-    for L in lengths:
-        best |= _significant_best(data, f"bpb_len_{L}", headers[L], order)
-    frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
-    return Table(
-        "BPB vs context length (tokens)",
-        frame,
-        best,
-        "Bold: the lowest BPB at that length, only where it beats every other arm beyond noise (paired "
-        "95% intervals of its difference with each excluding 0).",
-        about=_length_about(data),
-    )
-
-
-def length_change_table(data: ReportData) -> Table:
-    """Relative BPB change vs the baseline at each length, with the (Holm-adjusted) verdict."""
-    lengths = _lengths(data)
-    headers = {L: _length_header(data, L) for L in lengths}
-    rows: list[dict[str, str]] = []
-    verdicts: dict[tuple[int, str], Verdict] = {}
-    for arm in arm_order(data):
-        if not (data.comparisons["arm"] == arm).any():  # the baseline, or the zero-shot arms' reference
-            continue
-        row = {"arm": data.label(arm)}
-        for L in lengths:
-            comp = comparison(data, arm, f"bpb_len_{L}")
-            if comp is None:
-                row[headers[L]] = BLANK
-                continue
-            word = verdict_text(comp, short=True)
-            row[headers[L]] = (
-                change_cell(comp["rel_pct"], comp["rel_low"], comp["rel_high"], 2)
-                + (f" ({word})" if word else "")
-                + _capped(data, arm, L)
-            )
-            if (v := verdict_of(comp)) is not None:
-                verdicts[(len(rows), headers[L])] = v
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
-    return Table(
-        f"BPB change vs {data.baseline} by context length (neg=better)",
-        frame,
-        set(),
-        f"≈: within noise ({mth.in_family()}); MDE: the smallest change its test would find with "
-        f"{inf.POWER:.0%} power at the family's alpha / m.",
-        about=_length_about(data)
-        + f" Paired difference of each arm minus the baseline in %, {mth.INTERVAL}."
-        + references_note(data),
         verdicts=verdicts,
     )
 
@@ -368,7 +189,7 @@ def passkey_table(data: ReportData) -> Table:
     """Passkey accuracy by length × arm over all depths: accuracy [95% Wilson interval] n=keys."""
     pk = data.passkey
     lengths = sorted(set(pk["length"].astype(int))) if len(pk) else []
-    headers = {L: _length_header(data, L) for L in lengths}
+    headers = {L: length_header(data, L) for L in lengths}
     rows: list[dict[str, str]] = []
     verdicts: dict[tuple[int, str], Verdict] = {}
     for arm in arm_order(data):

@@ -17,7 +17,7 @@ per-seed differences pair arms on the same base and the seed spans pretraining n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from rlab.report.sources.tag_files import TagSources
 
@@ -42,24 +42,18 @@ class Arm:
         return len(self.tags)
 
 
-def _train_section(src: TagSources) -> dict[str, Any]:
-    train = (src.run_config or {}).get("train")
-    return train if isinstance(train, dict) else {}
-
-
 def kind_of(src: TagSources) -> ArmKind:
     """The arm condition of a tag: from its variant name and its run config's step count."""
     if src.variant == "base":
         return "base"
-    steps = _train_section(src).get("steps")
-    if steps == 0:
+    if src.run_config is not None and src.run_config.train.steps == 0:
         return "zero-shot"
     return "continued"
 
 
 def seed_of(src: TagSources) -> int | None:
-    seed = _train_section(src).get("seed")
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+    """The training seed of a tag (its run.json); None for a tag with no run config."""
+    return src.run_config.train.seed if src.run_config is not None else None
 
 
 def arm_key(variant: str, kind: ArmKind) -> str:
@@ -117,9 +111,8 @@ def base_of(src: TagSources) -> str | None:
     """The base tag a tag starts from (its run config's lineage); a base arm's tag is its own base."""
     if kind_of(src) == "base":
         return src.tag
-    lineage = (src.run_config or {}).get("lineage")
-    parent = lineage.get("parent_tag") if isinstance(lineage, dict) else None
-    return parent if isinstance(parent, str) else None
+    lineage = src.run_config.lineage if src.run_config is not None else None
+    return lineage.parent_tag if lineage is not None else None
 
 
 def seed_bases(arms: list[Arm], tags: list[TagSources]) -> dict[str, list[str | None]]:

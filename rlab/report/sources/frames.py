@@ -19,6 +19,7 @@ from rlab.evals.passkey.records import PasskeyMetric
 from rlab.records.base import Record
 from rlab.records.results_row import PROVENANCE_COLUMNS, provenance
 from rlab.report.sources.tag_files import TagSources
+from rlab.spec.experiment import ExperimentSpec
 
 ROPE_FIELDS = (
     "base",
@@ -62,23 +63,21 @@ def int_or_none(value: Any) -> int | None:
 
 
 def _rope_of(src: TagSources) -> dict[str, Any]:
-    rope = src.eval.rope if src.eval is not None else (src.run_config or {}).get("rope") or {}
-    return rope if isinstance(rope, dict) else {}
+    """The RoPE a tag was evaluated with (eval.json), else the one it was trained with (run.json)."""
+    if src.eval is not None:
+        return src.eval.rope
+    return src.run_config.rope.model_dump(mode="json") if src.run_config is not None else {}
 
 
-def _train_seq_len(src: TagSources, spec: dict[str, Any] | None) -> int | None:
+def _train_seq_len(src: TagSources, spec: ExperimentSpec | None) -> int | None:
+    """The sequence length a tag was trained at: eval.json's, else run.json's, else the spec's."""
     if src.eval is not None:
         return src.eval.train_seq_len
-    for candidate in (
-        ((src.run_config or {}).get("train") or {}).get("seq_len"),
-        ((spec or {}).get("train") or {}).get("seq_len"),
-    ):
-        if int_or_none(candidate) is not None:
-            return int_or_none(candidate)
-    return None
+    train = src.run_config.train if src.run_config is not None else spec.train if spec is not None else None
+    return train.seq_len if train is not None else None
 
 
-def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str, Any]:
+def meta_row(exp: str, src: TagSources, spec: ExperimentSpec | None) -> dict[str, Any]:
     rope = _rope_of(src)
     row: dict[str, Any] = {"experiment": exp, "tag": src.tag, "variant": src.variant}
     for name in ROPE_FIELDS:
@@ -100,8 +99,8 @@ def meta_row(exp: str, src: TagSources, spec: dict[str, Any] | None) -> dict[str
     row["tokens_trained"] = ev.checkpoint.tokens_trained if ev is not None else None
     row["last_train_loss"] = last_loss
     row["evaluated"] = src.evaluated
-    facts = provenance(ev) if ev is not None else {}
-    row.update({c: facts.get(c) for c in PROVENANCE if c not in row})
+    facts = provenance(ev) if ev is not None else dict.fromkeys(PROVENANCE)
+    row.update({c: facts[c] for c in PROVENANCE if c not in row})
     return row
 
 

@@ -8,15 +8,14 @@ on the tag, never a crash and never a guess at what an off-contract file meant.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pandas as pd
-import yaml
 
+from rlab.errors import SpecError
 from rlab.evals import catalog, outputs
 from rlab.evals.definition import resolve
 from rlab.paths import ExperimentLayout, name_problem
@@ -26,7 +25,10 @@ from rlab.records.metrics_log import read_metrics_records
 from rlab.records.rows import read_rows
 from rlab.records.sections import Section
 from rlab.records.units import BpbUnit
+from rlab.spec.experiment import ExperimentSpec
+from rlab.spec.loading import load_spec
 from rlab.spec.rope import VARIANT_NAMES
+from rlab.spec.run import RunConfig, ScratchInit, read_config
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,8 @@ class TagSources:
     tag: str
     variant: str
     eval: EvalDoc | None = None
-    run_config: dict[str, Any] | None = None
+    run_config: RunConfig | None = None
+    """run.json, the config the tag was trained with; None for an evaluated-only tag (or an off-contract file)."""
     metrics: pd.DataFrame | None = None
     csvs: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -73,25 +76,24 @@ class ExperimentSources:
     experiment: str
     layout: ExperimentLayout
     tags: list[TagSources]
-    spec: dict[str, Any] | None
+    spec: ExperimentSpec | None
+    """spec.resolved.yaml; None when missing or off-contract, and for several experiments compared at once."""
     notes: list[str] = field(default_factory=list)
     """Experiment-level footnotes."""
+    variants: list[str] = field(default_factory=list)
+    """The spec's variant names in its order (`<experiment>/<name>` when several experiments are compared)."""
 
 
-def read_json(path: Path, notes: list[str], what: str) -> dict[str, Any] | None:
-    """A JSON object, or None (with a footnote) when missing or unreadable."""
+def read_run(path: Path, notes: list[str]) -> RunConfig | None:
+    """run.json through its model (`rlab.spec.run.RunConfig`), or None (with a footnote when it breaks it)."""
     if not path.is_file():
         return None
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        notes.append(f"{what} is unreadable ({type(exc).__name__}); ignored")
+        return read_config(path, RunConfig)
+    except (SpecError, OSError, UnicodeDecodeError) as exc:
+        notes.append("run.json ignored: it does not match its contract (RunConfig)")
         log.warning("cannot read %s: %s", path, exc)
         return None
-    if not isinstance(value, dict):
-        notes.append(f"{what} is not a JSON object; ignored")
-        return None
-    return value
 
 
 def read_table(path: Path, model: type[Record], notes: list[str]) -> pd.DataFrame | None:
@@ -142,18 +144,18 @@ def discover_tags(layout: ExperimentLayout) -> list[str]:
     return sorted(tags)
 
 
-def read_spec(layout: ExperimentLayout, notes: list[str]) -> dict[str, Any] | None:
-    """The resolved spec as plain data (used only for the baseline name and lengths); optional."""
+def read_spec(layout: ExperimentLayout, notes: list[str]) -> ExperimentSpec | None:
+    """The resolved spec through its model (`rlab.spec.loading.load_spec`); optional: None (with a footnote when it
+    does not load) leaves the report to what the tags' own files say."""
     path = layout.resolved_spec
     if not path.is_file():
         return None
-
     try:
-        value = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        notes.append(f"spec.resolved.yaml is unreadable ({type(exc).__name__}); ignored")
+        return load_spec(path, resolve=False)
+    except SpecError as exc:
+        notes.append("spec.resolved.yaml ignored: it does not match its contract (ExperimentSpec)")
+        log.warning("cannot read %s: %s", path, exc)
         return None
-    return value if isinstance(value, dict) else None
 
 
 def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> TagSources:
@@ -165,19 +167,19 @@ def read_tag(layout: ExperimentLayout, tag: str, known_variants: list[str]) -> T
             ev = read_eval_doc(layout.eval_json(tag))
         except ContractError as exc:
             notes.append(f"eval.json ignored: {exc.message} {exc.hint or ''}".strip())
-    run = read_json(layout.run_config(tag), notes, "run.json")
+    run = read_run(layout.run_config(tag), notes)
     variant = (
         ev.variant
         if ev is not None
-        else str((run or {}).get("variant") or _variant_from_tag(tag, known_variants))
+        else run.variant
+        if run is not None
+        else _variant_from_tag(tag, known_variants)
     )
     src = TagSources(tag=tag, variant=variant, eval=ev, run_config=run, notes=notes)
     if ev is None and not any(n.startswith("eval.json") for n in notes):
         notes.append("not evaluated yet (no eval.json)")
     src.metrics = read_metrics(layout.metrics_file(tag), notes)
-    trains = (
-        variant != "base" and ((run or {}).get("train") or {}).get("steps") != 0
-    )  # not a training-free arm
+    trains = variant != "base" and (run is None or run.train.steps != 0)  # not a training-free arm
     if src.metrics is None and not layout.metrics_file(tag).is_file() and trains:
         notes.append("no training metrics (metrics.jsonl)")
     if ev is not None:  # eval.json is written last: without it the side files may be from a run in progress
@@ -202,24 +204,14 @@ def left_out(src: TagSources) -> str | None:
     return None
 
 
-def spec_variant_names(spec: dict[str, Any] | None) -> list[str]:
-    """Variant names of a resolved spec (a name -> config mapping, or a list of names/objects)."""
-    variants = (spec or {}).get("variants")
-    if isinstance(variants, dict):
-        return [str(v) for v in variants]
-    if isinstance(variants, list):
-        return [str(v.get("name", "")) if isinstance(v, dict) else str(v) for v in variants]
-    return []
-
-
 def read_experiment(layout: ExperimentLayout) -> ExperimentSources:
     """All tags of an experiment, read tolerantly."""
 
     notes: list[str] = []
     spec = read_spec(layout, notes)
-    known = sorted(set(VARIANT_NAMES) | set(spec_variant_names(spec)))
-    base = (spec or {}).get("base")
-    base_tag = base.get("tag") if isinstance(base, dict) else None
+    variants = list(spec.variants) if spec is not None else []
+    known = sorted(set(VARIANT_NAMES) | set(variants))
+    base_tag = spec.base.tag if spec is not None else None
     tags = []
     for tag in discover_tags(layout):
         src = read_tag(layout, tag, known)
@@ -227,13 +219,11 @@ def read_experiment(layout: ExperimentLayout) -> ExperimentSources:
         if why is not None:  # never a silent drop: the note says which tag and why
             notes.append(f"left out: {tag}, {why}")
             continue
-        init = (src.run_config or {}).get("init")
-        if (
-            tag == base_tag or (isinstance(init, dict) and init.get("kind") == "scratch")
-        ) and src.eval is None:
+        scratch = src.run_config is not None and isinstance(src.run_config.init, ScratchInit)
+        if (tag == base_tag or scratch) and src.eval is None:
             # The from-scratch base run (`rlab pretrain`) is where variants start, not one of them; once
             # evaluated (`rlab eval --tag <base>`, variant "base") it is the report's reference arm.
             notes.append(f"{tag}: the base model's own run, not a variant; left out of the comparison")
             continue
         tags.append(src)
-    return ExperimentSources(experiment=layout.experiment, layout=layout, tags=tags, spec=spec, notes=notes)
+    return ExperimentSources(layout.experiment, layout, tags, spec, notes, variants)
