@@ -342,16 +342,27 @@ def answer_lines(kept: pd.DataFrame, train_len: int | None, family: vd.Family) -
             f"at {at['within_distance'].iloc[0]}, within L0; {ref} keeps "
             f"{float(ref_ret.iloc[0]) if len(ref_ret) else math.nan:.2f}): difference vs {ref}: "
         ]
-        for i, (_, r) in enumerate(at.iterrows()):
-            parts.append(
-                ("; " if i else "")
-                + f"{r['variant']} {r['retention']:.2f} ({r['diff']:+.2f} [{r['diff_low']:+.2f}, "
+        parts += each_variant(
+            at,
+            lambda r: (
+                f"{r['variant']} {r['retention']:.2f} ({r['diff']:+.2f} [{r['diff_low']:+.2f}, "
                 f"{r['diff_high']:+.2f}]) "
-            )
-            parts.append(verdict_span(r) or doc.verdict(Verdict.NONE))
+            ),
+            verdict_span,
+        )
         parts.append(f" ({family.describe()}).")
         out.append(doc.text(*parts))
     return out
+
+
+def each_variant(
+    at: pd.DataFrame, words: Callable[[pd.Series], str], verdict: Callable[[pd.Series], doc.Span | None]
+) -> list[doc.Part]:
+    """An answer line's list of the arms at one distance: each row's `words` then its verdict, `; `-separated."""
+    parts: list[doc.Part] = []
+    for i, (_, r) in enumerate(at.iterrows()):
+        parts += [("; " if i else "") + words(r), verdict(r) or doc.verdict(Verdict.NONE)]
+    return parts
 
 
 def blocks(kept: pd.DataFrame) -> list[doc.Block]:

@@ -239,12 +239,11 @@ def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -
             f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
             f"gain in nats/token vs {at['ref'].iloc[0]}: "
         ]
-        for i, (_, r) in enumerate(at.iterrows()):
-            parts.append(
-                ("; " if i else "")
-                + f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] "
-            )
-            parts.append(_verdict(r) or doc.verdict(Verdict.NONE))
+        parts += retention.each_variant(
+            at,
+            lambda r: f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] ",
+            _verdict,
+        )
         parts.append(f" ({family(c).describe()}).")
         out.append(doc.text(*parts))
     return out
