@@ -3,9 +3,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from rlab.paths import BaseLayout
 from rlab.variants import VARIANT_NAMES
 from tests.cli.harness import run_main
+from tests.conftest import REPO_ROOT
 from tests.orchestrate.helpers import make_checkpoint
 
 # What `rlab --help` must not load: torch outright, and the libraries that made it slow before
@@ -73,3 +76,13 @@ def test_a_dry_run_reads_the_base_without_torch(tmp_path):
         "try:\n    main()\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code"
     )
     assert "torch" not in _loaded_heavy_modules(code)
+
+
+def test_the_cli_bans_every_module_the_project_bans():
+    """rlab/cli/ruff.toml's banned-module-level-imports replaces pyproject.toml's (a nested ruff config does not add
+    to a list): it must keep every module of the project's."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    cli = tomllib.loads((REPO_ROOT / "rlab" / "cli" / "ruff.toml").read_text())["lint"]
+    key = "banned-module-level-imports"
+    assert set(project["flake8-tidy-imports"][key]) <= set(cli["flake8-tidy-imports"][key])

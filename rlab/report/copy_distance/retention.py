@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
+from rlab.report.copy_distance.layout import arm_window_rows, each_variant
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
 from rlab.report.stats import inference as inf
@@ -355,16 +356,6 @@ def answer_lines(kept: pd.DataFrame, train_len: int | None, family: vd.Family) -
     return out
 
 
-def each_variant(
-    at: pd.DataFrame, words: Callable[[pd.Series], str], verdict: Callable[[pd.Series], doc.Span | None]
-) -> list[doc.Part]:
-    """An answer line's list of the arms at one distance: each row's `words` then its verdict, `; `-separated."""
-    parts: list[doc.Part] = []
-    for i, (_, r) in enumerate(at.iterrows()):
-        parts += [("; " if i else "") + words(r), verdict(r) or doc.verdict(Verdict.NONE)]
-    return parts
-
-
 def blocks(kept: pd.DataFrame) -> list[doc.Block]:
     """The retention table (arms x distances beyond L0, each tested cell with its verdict) and what it measures."""
     if kept.empty:
@@ -400,15 +391,3 @@ def _table_cell(r: pd.Series) -> doc.Cell:
         return doc.Cell(_cell(r))
     tested = f"; {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] {span.text}"
     return doc.Cell(_cell(r) + tested, span.verdict)
-
-
-def arm_window_rows(
-    frame: pd.DataFrame, windows: list[int], cell: Callable[[pd.Series], doc.Cell]
-) -> list[list[doc.Cell]]:
-    """A table's rows: one per arm (first-seen order), the arm then `cell` of its row at each window ('' where
-    it has none)."""
-    rows = []
-    for arm in dict.fromkeys(frame["arm"]):
-        hits = [frame[(frame["arm"] == arm) & (frame["window"] == w)] for w in windows]
-        rows.append([doc.Cell(str(arm)), *(doc.Cell("") if h.empty else cell(h.iloc[0]) for h in hits)])
-    return rows

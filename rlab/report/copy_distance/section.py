@@ -25,6 +25,7 @@ import pandas as pd
 
 from rlab.evals.copy_distance.task import USEFUL_GAIN  # torch-free at import
 from rlab.report.copy_distance import retention
+from rlab.report.copy_distance.layout import arm_window_rows, each_variant
 from rlab.report.copy_distance.plot import plot
 from rlab.report.copy_distance.records import by_seed, nested_arms, records, section_lengths
 from rlab.report.render import document as doc
@@ -239,7 +240,7 @@ def answer_lines(c: pd.DataFrame, base_len: int | None, train_len: int | None) -
             f"Long-range use, {kind} arms {where} (distance {at['distance'].iloc[0]}, window {windows[0]}): "
             f"gain in nats/token vs {at['ref'].iloc[0]}: "
         ]
-        parts += retention.each_variant(
+        parts += each_variant(
             at,
             lambda r: f"{r['variant']} {r['diff']:+.2f} [{r['diff_low']:+.2f}, {r['diff_high']:+.2f}] ",
             _verdict,
@@ -286,7 +287,7 @@ def table(c: pd.DataFrame, caps: dict[str, dict[int, int]] | None = None) -> doc
         capped = f", capped at {cap}" if cap is not None else ""
         return doc.Cell(f"{r['copy']:.2f} (gain {r['gain']:+.2f} ± {h:.2f}, acc {r['acc']:.0%}{capped})")
 
-    rows = retention.arm_window_rows(c, windows, cell)
+    rows = arm_window_rows(c, windows, cell)
     control = c.groupby("window")["control"].mean()
     rows.append(
         [doc.Cell("control (mean over arms)", em=True), *(doc.Cell(f"{control[w]:.2f}") for w in windows)]
