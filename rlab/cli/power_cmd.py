@@ -29,7 +29,7 @@ STATED_PANEL = "Stated noise and targets"
 
 
 class Spread(str, Enum):
-    """Which of an endpoint's pilot comparisons sets its noise (`rlab.report.power.planner.Spread`)."""
+    """Which of an endpoint's pilot comparisons sets its noise (`rlab.report.power.pilot.Spread`)."""
 
     median = "median"
     max = "max"

@@ -27,6 +27,7 @@ from rlab.report.render import document as doc
 from rlab.report.render import headline, html_page
 from rlab.report.render import markdown as md
 from rlab.report.render import methods as mth
+from rlab.report.render.answer_lines import declared_families
 from rlab.report.render.plots import PLOT_FILES, write_plots
 from rlab.report.render.table_model import Table
 from rlab.report.render.tables import all_tables, main_tables, passkey_all_zero, section
@@ -141,7 +142,7 @@ def report_document(
             clustered=data.clustered,
             seed=seed,
             draws=draws,
-            families=ans.declared_families(data),
+            families=declared_families(data),
             baseline=data.baseline,
             bases_note=headline.bases_note(data),
             columns=[(c.header, c.definition) for c in answer.columns],

@@ -61,10 +61,16 @@ def test_the_report_opens_with_one_row_per_arm(fx):
 
 def test_a_cell_shows_its_verdict_as_a_badge_and_its_mde():
     col = ans.Column("at_target", "BPB@128 vs rope", "", 2)
-    cell = ans.cell(ans.Estimate(0.71, 0.60, 0.82, "%", Verdict.WITHIN_NOISE.value, 0.22, 52), col)
-    assert md._md_cell(cell) == "+0.71% ± 0.11 **within noise** (MDE 0.22%)"
+    cell = ans.cell(ans.Estimate(0.05, -0.06, 0.16, "%", Verdict.WITHIN_NOISE.value, 0.22, 52), col)
+    assert md._md_cell(cell) == "+0.05% ± 0.11 **within noise** (MDE 0.22%)"
     html = html_page._html_cell(cell)
     assert '<span class="badge noise" title="within noise">≈ noise</span> <small>MDE 0.22%</small>' in html
+    holm = ans.cell(
+        ans.Estimate(0.71, 0.10, 1.32, "%", Verdict.WITHIN_NOISE.value, 0.9, 52, holm_only=True), col
+    )
+    assert md._md_cell(holm) == "+0.71% ± 0.61 **within noise** (after Holm; MDE 0.90%)"
+    seeds = ans.Estimate(0.71, -0.6, 2.02, "%", Verdict.WITHIN_NOISE.value, 416.0, 52, unresolved_at=2)
+    assert md._md_cell(ans.cell(seeds, col)) == "+0.71% ± 1.31 **within noise** (2 seeds cannot resolve it)"
     asymmetric = ans.cell(
         ans.Estimate(0.5, 0.1, 0.6, ""), ans.Column("copy_retention", "", "", 2, signed=False)
     )

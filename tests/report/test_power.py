@@ -7,11 +7,13 @@ import math
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
 from rlab.paths import ExperimentLayout
 from rlab.report.assemble.collect import collect
+from rlab.report.power import pilot as pilot_noise
 from rlab.report.power import planner as power
 from rlab.report.power import spec as power_spec
 from rlab.report.stats import inference as inf
@@ -70,8 +72,11 @@ def test_the_plan_quotes_the_mde_the_report_would_print():
         c = inf.compare(a, b, draws=200)
         unit_sd = math.sqrt(c.unit_var * c.n_units)
         seed_sd = math.sqrt(c.seed_var * c.n_seeds) if seeds > 1 else None
+        gamma = c.skew * math.sqrt(c.n_units) * ((c.unit_var + c.seed_var) / c.unit_var) ** 1.5
         for alpha in (0.05, 0.05 / 7):
-            planned = power.mde_at(unit_sd, c.n_units, alpha, seed_sd=seed_sd, n_seeds=c.n_seeds)
+            planned = power.mde_at(
+                unit_sd, c.n_units, alpha, seed_sd=seed_sd, n_seeds=c.n_seeds, unit_skew=gamma
+            )
             assert planned == pytest.approx(c.mde(alpha), rel=1e-12)
 
 
@@ -148,10 +153,10 @@ def test_pilot_noise_reproduces_the_reports_mdes(fx):
     assert len(comps) >= 10
     for r in comps.itertuples(index=False):
         unit_sd = math.sqrt(r.unit_var * r.n_units)
-        assert power.mde_at(unit_sd, int(r.n_units), 0.05 / int(r.family_size)) == pytest.approx(
-            r.mde, rel=1e-9
-        )
-    noises = {(n.endpoint, n.family): n for n in power.noise_from_report(data, "fx", spread="max")}
+        gamma = pilot_noise.unit_skew(pd.DataFrame([r._asdict()]))
+        planned = power.mde_at(unit_sd, int(r.n_units), 0.05 / int(r.family_size), unit_skew=gamma)
+        assert planned == pytest.approx(r.mde, rel=1e-9)
+    noises = {(n.endpoint, n.family): n for n in pilot_noise.noise_from_report(data, "fx", spread="max")}
     primary = noises[(data.primary.metric, "primary")]  # fx: the extension BPB(2T) - BPB(T)
     rows = comps[(comps["metric"] == data.primary.metric) & (comps["family"] == "primary")]
     assert primary.family_size == len(rows) and primary.unit == "documents" and primary.n_units == 24

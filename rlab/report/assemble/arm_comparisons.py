@@ -47,6 +47,7 @@ COMPARISON_COLUMNS = [
     "df",
     "unit_var",
     "seed_var",
+    "skew",
     "p_value",
     "method",
     "n_units",
@@ -55,7 +56,7 @@ COMPARISON_COLUMNS = [
     "family",
     "verdict",
 ]
-"""A comparison row before `adjust` (which adds family_size, p_holm, mde and mde_rel_pct)."""
+"""A comparison row before `adjust` (which adds family_size, p_holm, mde, mde_rel_pct and seed_limited)."""
 
 
 def _stack_trials(datas: list[TagData]) -> pd.DataFrame | None:
@@ -206,6 +207,7 @@ def compare_arms(
                     df=diff.df,
                     unit_var=diff.unit_var,
                     seed_var=diff.seed_var,
+                    skew=diff.skew,
                     p_value=math.nan if diff.p_value is None else diff.p_value,
                     method=diff.method if diff.testable else (diff.reason or ""),
                     n_units=diff.n_units,
@@ -269,6 +271,7 @@ def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:
     frame["p_holm"] = math.nan
     frame["mde"] = math.nan
     frame["mde_rel_pct"] = math.nan
+    frame["seed_limited"] = False
     tests = {i: _as_comparison(r) for i, r in frame.iterrows()}
     blocked = frame["verdict"] == Verdict.NOT_COMPARABLE
     for name in FAMILIES:
@@ -284,6 +287,7 @@ def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:
             frame.at[i, "p_holm"] = p
             frame.at[i, "family_size"] = family.size
             frame.at[i, "mde"] = mde = test.mde(family.mde_alpha)
+            frame.at[i, "seed_limited"] = test.seed_limited(family.mde_alpha)
             ref = frame.at[i, "ref_value"]
             if bpb_metric(frame.at[i, "metric"]) and frame.at[i, "metric"] not in NO_RELATIVE and ref > 0:
                 frame.at[i, "mde_rel_pct"] = 100.0 * mde / ref
@@ -303,4 +307,7 @@ def _as_comparison(r: pd.Series) -> inf.Comparison | None:
         None if pd.isna(r["p_value"]) else float(r["p_value"]),
         0 if pd.isna(r["n_units"]) else int(r["n_units"]),
         int(r["n_seeds"]) if not pd.isna(r["n_seeds"]) else 1,
+        unit_var=float(r["unit_var"]),
+        seed_var=float(r["seed_var"]),
+        skew=0.0 if pd.isna(r["skew"]) else float(r["skew"]),
     )

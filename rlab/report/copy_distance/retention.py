@@ -63,6 +63,7 @@ COLUMNS = [
     "p_holm",
     "verdict",
     "mde",
+    "seed_limited",
     "note",
 ]
 
@@ -230,6 +231,7 @@ def fill(
             p_holm=math.nan if p is None else p,
             verdict=v,
             mde=test.mde(family.mde_alpha) if p is not None else math.nan,
+            seed_limited=p is not None and test.seed_limited(family.mde_alpha),
         )
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -277,7 +279,7 @@ def verdict_word(r) -> str:
     """The verdict as the section prints it: the word, the MDE beside "within noise", '' where untested."""
     v = Verdict(r["verdict"]) if isinstance(r["verdict"], str) else Verdict.NONE
     if v is Verdict.WITHIN_NOISE:
-        return "within noise" + (f" (MDE {r['mde']:.2f})" if not pd.isna(r["mde"]) else "")
+        return vd.within_noise(float(r["mde"]), vd.seeds_if_limited(r))
     return v.label(None if pd.isna(r["diff_n"]) else int(r["diff_n"]))
 
 

@@ -146,6 +146,7 @@ def analyse(
             p_holm=math.nan if p is None else p,
             verdict=v,
             mde=test.mde(family.mde_alpha) if test is not None and p is not None else math.nan,
+            seed_limited=test is not None and p is not None and test.seed_limited(family.mde_alpha),
         )
     out = pd.DataFrame(rows)
     out.attrs["family"] = family
@@ -162,9 +163,7 @@ def _verdict(row) -> doc.Span | None:
     """The verdict as the section prints it (None where there is no comparison)."""
     v = Verdict(row["verdict"]) if "verdict" in row and isinstance(row["verdict"], str) else Verdict.NONE
     if v is Verdict.WITHIN_NOISE:
-        return doc.verdict(
-            v, "within noise" + (f" (MDE {row['mde']:.2f})" if not pd.isna(row["mde"]) else "")
-        )
+        return doc.verdict(v, vd.within_noise(float(row["mde"]), vd.seeds_if_limited(row)))
     n = None if pd.isna(row.get("diff_n", pd.NA)) else int(row["diff_n"])
     return doc.verdict(v, v.label(n)) if v is not Verdict.NONE else None
 

@@ -13,7 +13,7 @@ The noise of a paired difference between two arms has the two terms `inference.c
 
 `inference.planned_se` turns (σ_u, n, σ_s, S) into the (se, df) the report's test would have, and
 `inference.mde` into an MDE, so a plan and the report it leads to use one formula. The noise comes from a
-**pilot** (`noise_from_report`: an experiment's per-unit files, through the report's own comparisons; each
+**pilot** (`pilot.noise_from_report`: an experiment's per-unit files, through the report's own comparisons; each
 endpoint takes the median of its comparisons, or the noisiest, `Spread`) or is **stated**
 (`Noise` built by hand: `rlab power --unit-sd/--seed-sd`). A stated run-to-run SD of one arm (nanochat
 publishes one for CORE) becomes the SD of a difference of two independent runs, √2 times it.
@@ -22,19 +22,13 @@ publishes one for CORE) becomes the SD of a difference of two independent runs, 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from rlab.report.estimands.effective_length import keys_note
 from rlab.report.stats import inference as inf
-from rlab.report.stats import verdicts as vd
 from rlab.spec.eval import TargetMde
 
 if TYPE_CHECKING:
-    from rlab.report.assemble.report_data import ReportData
     from rlab.spec.eval import TargetMde
 
 CLASSES = ("primary", "bpb", "core", "passkey", "copy_gain")
@@ -94,6 +88,9 @@ class Noise:
     """SD of one unit's contribution to a difference; None when unknown."""
     seed_sd: float | None = None
     """SD of one seed's difference between two arms (training noise); None when unknown."""
+    unit_skew: float = 0.0
+    """Skewness of one unit's contribution: the report's MDE is the larger of its two directions
+    (`inference.mde_directions`), so a skewed endpoint plans with it (a = skewness / √n at n units)."""
     n_units: int | None = None
     """Units in the pilot (or the planned experiment) this noise was measured on / is checked for."""
     n_seeds: int = 1
@@ -183,10 +180,13 @@ def mde_at(
     power: float = inf.POWER,
     seed_sd: float | None = None,
     n_seeds: int = 1,
+    unit_skew: float = 0.0,
 ) -> float:
-    """The MDE the report would print for a comparison with this noise, units and seeds, tested at `alpha`."""
+    """The MDE the report would print for a comparison with this noise, units and seeds, tested at `alpha`
+    (its skewness `a`: the units' third cumulant over the whole se³, as `inference.compare` takes it)."""
     se, df = inf.planned_se(unit_sd, n_units, seed_sd, n_seeds)
-    return inf.mde(se, df, alpha, power)
+    skew = unit_skew / math.sqrt(n_units) * (unit_sd / math.sqrt(n_units) / se) ** 3 if se > 0 else 0.0
+    return inf.mde(se, df, alpha, power, skew)
 
 
 def seed_floor(seed_sd: float | None, n_seeds: int, alpha: float, power: float = inf.POWER) -> float:
@@ -203,6 +203,7 @@ def required_units(
     power: float = inf.POWER,
     seed_sd: float | None = None,
     n_seeds: int = 1,
+    unit_skew: float = 0.0,
 ) -> int | None:
     """The fewest units (never below `inference.MIN_UNITS`, the verdict gate) whose MDE is at most `target`;
     None when the seed term alone exceeds it or more than `MAX_UNITS` would be needed."""
@@ -210,7 +211,7 @@ def required_units(
         return None
 
     def reaches(n: int) -> bool:
-        return mde_at(unit_sd, n, alpha, power, seed_sd, n_seeds) <= target
+        return mde_at(unit_sd, n, alpha, power, seed_sd, n_seeds, unit_skew) <= target
 
     if unit_sd <= 0:
         return inf.MIN_UNITS if seed_floor(seed_sd, n_seeds, alpha, power) <= target else None
@@ -240,7 +241,7 @@ def plan_endpoint(
     if noise.unit_sd is None:
         return EndpointPlan(noise, target, level, power, math.nan, [])
     now = (
-        mde_at(noise.unit_sd, noise.n_units, level, power, noise.seed_sd, noise.n_seeds)
+        mde_at(noise.unit_sd, noise.n_units, level, power, noise.seed_sd, noise.n_seeds, noise.unit_skew)
         if noise.n_units and (noise.n_seeds < inf.MIN_SEEDS or noise.seed_sd is not None)
         else math.nan
     )
@@ -248,7 +249,7 @@ def plan_endpoint(
     for s in seeds:
         if s >= inf.MIN_SEEDS and noise.seed_sd is None:
             continue
-        units = required_units(noise.unit_sd, target, level, power, noise.seed_sd, s)
+        units = required_units(noise.unit_sd, target, level, power, noise.seed_sd, s, noise.unit_skew)
         options.append(SeedOption(s, units, seed_floor(noise.seed_sd, s, level, power)))
     return EndpointPlan(noise, target, level, power, now, options)
 
@@ -272,142 +273,6 @@ def plan(
     seeds: tuple[int, ...] = SEED_GRID,
 ) -> list[EndpointPlan]:
     return [plan_endpoint(n, target_for(n, targets, overrides), alpha, power, seeds) for n in noises]
-
-
-# ---------------------------------------------------------------- noise from a pilot
-
-
-Spread = Literal["median", "max"]
-"""Which of an endpoint's comparisons sets its noise: the median one (a typical comparison; the default) or the
-noisiest (every comparison reaches the target). Arms far from the baseline have noisier differences (their
-effect varies from unit to unit) but need no power to be told apart, so the noisiest is usually pessimistic."""
-
-
-def _num(column: pd.Series) -> pd.Series:
-    """A frame column as floats (pd.NA and blanks -> NaN)."""
-    return pd.to_numeric(column, errors="coerce").astype(float)
-
-
-def _summarise(rows: pd.DataFrame, spread: Spread) -> tuple[float | None, float | None, str]:
-    """(unit SD, seed SD, which comparison(s)) over the comparisons of one endpoint, per `spread`."""
-    unit = (_num(rows["unit_var"]) * _num(rows["n_units"])).where(lambda v: v > 0).dropna()
-    if unit.empty:
-        return None, None, ""
-    several = _num(rows["n_seeds"]) >= inf.MIN_SEEDS
-    seed = (_num(rows["seed_var"]) * _num(rows["n_seeds"]))[several].dropna()
-    if spread == "max":
-        i = unit.idxmax()
-        which = f"{rows.at[i, 'arm']!s} vs {rows.at[i, 'reference']!s}, the noisiest of {len(unit)}"
-        return math.sqrt(float(unit[i])), math.sqrt(float(seed.max())) if len(seed) else None, which
-    which = f"median of {len(unit)} comparison{'s' if len(unit) != 1 else ''}"
-    return (
-        math.sqrt(float(unit.median())),
-        math.sqrt(float(seed.median())) if len(seed) else None,
-        which,
-    )
-
-
-def noise_from_report(data: ReportData, pilot: str, spread: Spread = "median") -> list[Noise]:
-    """The noise of every endpoint the pilot compared, from the report's own comparisons (and its copy cells).
-
-    An endpoint is a metric within one family (the primary endpoint of continued arms is the primary family,
-    the same metric of zero-shot arms is secondary). Its unit and seed SDs are the median (or largest, `spread`)
-    over its comparisons; its family size counts every comparison that would be tested with enough units
-    (those with fewer than `inference.MIN_UNITS` units but some variance included; those with no variation or
-    not comparable left out)."""
-    out: list[Noise] = []
-    comps = data.comparisons
-    if comps is not None and len(comps):
-        primary = data.primary.metric
-        comps = comps.assign(  # the family each would be tested in (those with too few units are in none yet)
-            would_be=[
-                "primary" if m == primary and k == "continued" else "secondary"
-                for m, k in zip(comps["metric"], comps["kind"], strict=True)
-            ]
-        )
-        measured = comps[comps["diff"].notna() & (comps["verdict"] != vd.Verdict.NOT_COMPARABLE)]
-        varied = _num(measured["unit_var"]) > 0  # tested, or too few units but some variance
-        sizes = measured[varied].groupby("would_be").size().to_dict()
-        for (metric, family), rows in measured.groupby(["metric", "would_be"], sort=False):
-            unit_sd, seed_sd, which = _summarise(rows, spread)
-            units, seeds = _num(rows["n_units"]), _num(rows["n_seeds"])
-            n = int(units.max()) if units.notna().any() else None
-            s = int(seeds.min()) if seeds.notna().any() else 1
-            ref = rows["ref_value"].iloc[0]
-            out.append(
-                Noise(
-                    endpoint=str(metric),
-                    family=str(family),
-                    family_size=int(sizes.get(family, 1)),
-                    unit=unit_word(str(metric), data.clustered),
-                    unit_sd=unit_sd,
-                    seed_sd=seed_sd,
-                    n_units=n,
-                    n_seeds=s,
-                    source=f"pilot {pilot}",
-                    set_by=which,
-                    seed_source=f"pilot {pilot}: {s} seeds" if seed_sd else "",
-                    ref_value=None if pd.isna(ref) else float(ref),
-                )
-            )
-    out += _copy_noise(data, pilot, spread)
-    order = {"primary": 0, "secondary": 1, "copy": 2}
-    return sorted(out, key=lambda n: (order.get(n.family, 3), _endpoint_rank(n.endpoint)))
-
-
-def _endpoint_rank(endpoint: str) -> tuple[int, int]:
-
-    m = re.match(r"^(?:bpb_len_|copy_d)(\d+)$", endpoint)
-    if m:
-        return (3 if endpoint.startswith("bpb") else 6, int(m.group(1)))
-    ranks = {
-        "primary_bpb": 0,
-        "extension_bpb": 0,
-        "train_bpb": 1,
-        "val_bpb": 2,
-        "core": 4,
-        "passkey_overall": 5,
-    }
-    return (ranks.get(endpoint, 7), 0)
-
-
-def _copy_noise(data: ReportData, pilot: str, spread: Spread) -> list[Noise]:
-    from rlab.report.copy_distance.records import metric_name  # noqa: PLC0415 - defers torch
-
-    cells = data.copy_cells
-    if cells is None or cells.empty or "unit_var" not in cells:
-        return []
-    rows = cells[cells["ref"].notna() & (cells["verdict"] != vd.Verdict.UNTESTABLE)]
-    rows = rows[rows["diff"].notna()]
-    kept = getattr(data, "copy_retention", None)  # retention comparisons share the copy family
-    tested = (
-        0
-        if kept is None or kept.empty
-        else int(
-            (kept["diff"].notna() & ~kept["verdict"].isin([vd.Verdict.UNTESTABLE, vd.Verdict.NONE])).sum()
-        )
-    )
-    size = len(rows) + tested
-    out = []
-    for distance, g in rows.groupby("distance"):
-        g = g.rename(columns={"diff_n": "n_units", "ref": "reference"})
-        unit_sd, seed_sd, which = _summarise(g, spread)
-        out.append(
-            Noise(
-                endpoint=metric_name(int(distance)),
-                family="copy",
-                family_size=size,
-                unit="records",
-                unit_sd=unit_sd,
-                seed_sd=seed_sd,
-                n_units=int(g["n_units"].max()),
-                n_seeds=int(g["n_seeds"].min()),
-                source=f"pilot {pilot}",
-                set_by=which,
-                seed_source=f"pilot {pilot}: {int(g['n_seeds'].min())} seeds" if seed_sd else "",
-            )
-        )
-    return out
 
 
 def with_stated(
@@ -435,45 +300,3 @@ def with_stated(
             )
         out.append(n)
     return out
-
-
-@dataclass
-class Pilot:
-    """An experiment's evals read as a pilot: the noise of each endpoint and the targets its spec states."""
-
-    name: str
-    noises: list[Noise]
-    targets: TargetMde | None
-    """The pilot's `eval.target_mde` (from its resolved spec), None when it states none."""
-    comparisons: pd.DataFrame | None = None
-    """The pilot report's comparisons, adjusted (which entered a family, which did not and why)."""
-    notes: list[str] = field(default_factory=list)
-    """Other shortfalls of the pilot's size (too few keys per length for the effective length's interval)."""
-
-
-def read_pilot(
-    layout: Any, baseline: str | None = None, spread: Spread = "median", draws: int = 200
-) -> Pilot:
-    """The noise of every endpoint an experiment compared (its report's comparisons, `noise_from_report`).
-
-    The sign-flip draws only set p-values, which a plan does not use: a few hundred keep this fast."""
-    from rlab.report.assemble.collect import collect  # noqa: PLC0415 - defers matplotlib, torch
-
-    data = collect(layout, baseline, draws=draws)
-    name = layout.experiment
-    spec = data.sources.spec if data.sources else None
-    return Pilot(
-        name,
-        noise_from_report(data, name, spread),
-        spec.eval.target_mde if spec is not None else None,
-        data.comparisons,
-        _key_notes(data),
-    )
-
-
-def _key_notes(data: Any) -> list[str]:
-    """The effective length's keys per length in the pilot, when too few for an informative interval."""
-
-    keys = [r.n_units for r in data.estimands.effective_length if r.n_units]
-    note = keys_note(min(keys)) if keys else None
-    return [note] if note else []

@@ -1,7 +1,7 @@
 """Where `rlab power` takes its noise from: an experiment's evals as a pilot, or SDs stated on the command line.
 
 Stated unit SDs with no pilot named stand alone (one endpoint per name). Otherwise the experiment's per-unit files
-are the pilot (`power.read_pilot`), and stated SDs replace its own by endpoint or class (`power.with_stated`).
+are the pilot (`pilot_noise.read_pilot`), and stated SDs replace its own by endpoint or class (`power.with_stated`).
 The targets are the spec's when one is given, else the pilot's, else the defaults.
 """
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
+from rlab.report.power import pilot as pilot_noise
 from rlab.report.power import planner as power
 from rlab.report.power.spec import CLASS_UNITS
 from rlab.spec.eval import TargetMde
@@ -50,7 +51,7 @@ def plan_inputs(
     pilot: ExperimentLayout | None,
     spec_targets: TargetMde | None = None,
     baseline: str | None = None,
-    spread: power.Spread = "median",
+    spread: pilot_noise.Spread = "median",
 ) -> PlanInputs:
     """The endpoints to plan from `pilot`'s evals (None: the stated SDs alone), stated SDs applied on top."""
     if pilot is None:
@@ -62,7 +63,7 @@ def plan_inputs(
                 f"{pilot.root}/evals).",
                 "Run a small pilot first (rlab eval), or state the noise: rlab power --unit-sd core=0.57 ...",
             )
-        read = power.read_pilot(pilot, baseline, spread)
+        read = pilot_noise.read_pilot(pilot, baseline, spread)
         noises = power.with_stated(read.noises, stated.unit_sd, stated.seed_sd)
         name, notes, targets = (
             read.name,

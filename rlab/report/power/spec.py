@@ -4,7 +4,7 @@ From the spec alone: the units each endpoint class will have (BPB-vs-length docu
 `eval.length_block` and the base dir's long-document set; CORE examples from `eval.max_per_task`; passkey keys;
 copy records per distance), the seeds per arm (`train.seeds`) and how many comparisons each family will hold
 (`planned_families`: the report's own rules). The noise comes from a pilot when the experiment already has evals (its own per-unit files, through
-`power.noise_from_report`), else from `DEFAULT_NOISE` (stated, with its source). Each class is then checked
+`pilot.noise_from_report`), else from `DEFAULT_NOISE` (stated, with its source). Each class is then checked
 against `eval.target_mde` (`power.plan_endpoint`): the MDE at the planned size, and what would reach the target.
 """
 
@@ -24,6 +24,7 @@ from rlab.evals.lengths import eval_lengths, experiment_target_len
 from rlab.evals.passkey.settings import PasskeySettings
 from rlab.paths import ExperimentLayout, default_results_root
 from rlab.report.estimands.effective_length import keys_note
+from rlab.report.power import pilot as pilot_noise
 from rlab.report.power import planner as power
 from rlab.report.stats import inference as inf
 
@@ -249,7 +250,7 @@ def class_noise(noises: list[power.Noise]) -> dict[str, power.Noise]:
     return out
 
 
-def check_spec(spec: ExperimentSpec, l0: int | None, pilot: power.Pilot | None = None) -> PowerCheck:
+def check_spec(spec: ExperimentSpec, l0: int | None, pilot: pilot_noise.Pilot | None = None) -> PowerCheck:
     """The power of `spec`'s planned evals for its `eval.target_mde`, noise (and the comparisons its families
     leave out) from `pilot`, else the defaults."""
     planned = planned_units(spec, l0)
@@ -304,5 +305,5 @@ def check_experiment(spec: ExperimentSpec, l0: int | None) -> PowerCheck:
     layout = ExperimentLayout(spec.results_dir or default_results_root(), spec.experiment)
     pilot = None
     if any(layout.root.glob("evals/*/eval.json")):
-        pilot = power.read_pilot(layout)  # the baseline its resolved spec names, else rope
+        pilot = pilot_noise.read_pilot(layout)  # the baseline its resolved spec names, else rope
     return check_spec(spec, l0, pilot)

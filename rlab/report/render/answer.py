@@ -19,44 +19,15 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.copy_distance.records import section_lengths
-from rlab.report.estimands import section as estimands_section
 from rlab.report.render import document as doc
 from rlab.report.render import headline
 from rlab.report.render import methods as mth
+from rlab.report.render.answer_cells import Column, Estimate, cell, count, holm_only, num
+from rlab.report.render.answer_lines import lines
+from rlab.report.render.arm_values import comparison, scalar, seed_limited
 from rlab.report.render.table_model import arm_order
-from rlab.report.render.tables import comparison, scalar
 from rlab.report.stats import estimates as est
-from rlab.report.stats import verdicts as vd
-from rlab.report.stats.estimates import families
 from rlab.report.stats.verdicts import Verdict
-
-
-@dataclass
-class Estimate:
-    """One cell: an estimate with its 95% interval and, for a comparison, its verdict (JSON: as is)."""
-
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    unit: str = ""
-    """``BPB``, ``%`` or '' (a ratio, a CORE difference)."""
-    verdict: str | None = None
-    """`verdicts.Verdict` value; None for a level (no test)."""
-    mde: float | None = None
-    n_units: int | None = None
-    note: str = ""
-    """Why a comparison column has no verdict ('' when it has one, or is a level)."""
-
-
-@dataclass
-class Column:
-    key: str
-    """The `AnswerRow` field it shows."""
-    header: str
-    definition: str
-    """What it is, for the Methods section."""
-    digits: int = 4
-    signed: bool = True
 
 
 @dataclass
@@ -89,14 +60,6 @@ class Answer:
         return [_clean(asdict(r)) for r in self.rows]
 
 
-def _num(value: Any) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)
-
-
-def _count(value: Any) -> int | None:
-    return None if value is None or pd.isna(value) else int(value)
-
-
 def _clean(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
@@ -113,13 +76,15 @@ def _compared(comp: pd.Series | None, relative: bool = False) -> Estimate | None
     mde = comp.get("mde_rel_pct") if key == "rel_pct" else comp.get("mde")
     verdict = Verdict(comp["verdict"])
     return Estimate(
-        _num(comp[key]),
-        _num(comp[lo]),
-        _num(comp[hi]),
+        num(comp[key]),
+        num(comp[lo]),
+        num(comp[hi]),
         "%" if key == "rel_pct" else "",
         None if verdict is Verdict.NONE else verdict.value,
-        _num(mde),
-        _count(comp.get("n_units")),
+        num(mde),
+        count(comp.get("n_units")),
+        unresolved_at=int(comp["n_seeds"]) if seed_limited(comp) else None,
+        holm_only=holm_only(comp),
     )
 
 
@@ -127,7 +92,7 @@ def _level(data: ReportData, arm: str, metric: str) -> Estimate | None:
     value, low, high, n = scalar(data, arm, metric)
     if math.isnan(value):
         return None
-    return Estimate(value, _num(low), _num(high), n_units=_count(n))
+    return Estimate(value, num(low), num(high), n_units=count(n))
 
 
 def short_context(data: ReportData, arm: str) -> Estimate | None:
@@ -151,11 +116,12 @@ def copy_kept(data: ReportData, arm: str, window: int | None) -> Estimate | None
     verdict = Verdict(r["verdict"]) if isinstance(r["verdict"], str) else Verdict.NONE
     return Estimate(
         float(r["retention"]),
-        _num(r["retention_low"]),
-        _num(r["retention_high"]),
+        num(r["retention_low"]),
+        num(r["retention_high"]),
         verdict=None if verdict is Verdict.NONE else verdict.value,
-        mde=_num(r["mde"]),
-        n_units=_count(r["n"]),
+        mde=num(r["mde"]),
+        n_units=count(r["n"]),
+        holm_only=holm_only(r),
         note="" if verdict is not Verdict.NONE or not r["note"] else str(r["note"]),
     )
 
@@ -298,65 +264,6 @@ def _primary_metric(data: ReportData, kind: str) -> str:
     return f"bpb_len_{data.primary.lengths[0]}"
 
 
-def _seed_line(data: ReportData) -> str:
-    seeds = sorted({a.n_seeds for a in data.arms if a.kind == "continued"})
-    if not seeds:
-        return ""
-    if seeds == [1]:
-        return (
-            "Seeds: 1 per arm, so the intervals cover evaluation noise, not training noise (a verdict that covers "
-            "it needs ≥ 2 seeds per arm: `rlab continue --seeds S`)."
-        )
-    counts = " to ".join(str(s) for s in (seeds[0], seeds[-1]) if s) if len(seeds) > 1 else str(seeds[0])
-    return f"Seeds: {counts} per arm; intervals and tests cover training noise ({mth.SEED_TEST})."
-
-
-def _mismatch_line(data: ReportData) -> str:
-    """Which tags were not measured alike, in a few words (the Warnings section has the details)."""
-    pairs: dict[tuple[str, str], dict[str, list[str]]] = {}
-    for m in data.mismatches:
-        pairs.setdefault((m.tag, m.other), {}).setdefault(m.what, []).append(f"`{m.section}`")
-    said = "; ".join(
-        f"{a} vs {b} ("
-        + "; ".join(f"{', '.join(dict.fromkeys(s))} {what}" for what, s in whats.items())
-        + " differ)"
-        for (a, b), whats in pairs.items()
-    )
-    return f"Not comparable, so no verdict: {said}."
-
-
-def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
-    """The three lines under the table: the families (said once), the seeds, the most important warning."""
-    out = [
-        doc.text(
-            doc.prose(
-                f"Verdicts: {mth.families_line(declared_families(data))}"
-                + (f" ({whole})" if (whole := vd.families_note(declared_families(data))) else "")
-                + f"; intervals: {mth.INTERVAL}s, unadjusted; "
-            ),
-            doc.strong(mth.TITLE),
-            " below.",
-        )
-    ]
-    out += [doc.prose(line) for line in headline.worse_extenders(data)]
-    if seed := _seed_line(data):
-        out.append(doc.prose(seed))
-    first = _mismatch_line(data) if data.mismatches else (warnings[0] if warnings else "")
-    if first:
-        n_more = len(warnings) - 1
-        more = f" ({n_more} more under Warnings and notes.)" if n_more > 0 else ""
-        out.append(doc.prose(f"Warning: {first}{more}"))
-    return out
-
-
-def declared_families(data: ReportData) -> list[vd.Family]:
-    """Every family of verdicts the report declares: the tables', the copy section's, the estimands'."""
-    from rlab.report.copy_distance.section import family  # noqa: PLC0415 - defers matplotlib, torch
-
-    copy = [family(data.copy_cells)] if data.copy_cells is not None and not data.copy_cells.empty else []
-    return list(families(data.comparisons).values()) + copy + estimands_section.families(data)
-
-
 def build(data: ReportData, warnings: list[str], notes: list[str]) -> Answer:
     """The Answer of one report: `warnings` are every limit on its verdicts (the first is quoted under the
     table), `notes` what else a reader should know; both go to the Warnings section. A column no arm has a value
@@ -370,48 +277,6 @@ def build(data: ReportData, warnings: list[str], notes: list[str]) -> Answer:
 
 
 # ---------------------------------------------------------------- rendering
-
-
-def _number(e: Estimate, col: Column) -> str:
-    assert e.value is not None
-    digits, sign = col.digits, "+" if col.signed else ""
-    value = f"{e.value:{sign}.{digits}f}{e.unit}"
-    if e.low is None or e.high is None:
-        return value
-    half = (e.high - e.low) / 2
-    if abs((e.high - e.value) - (e.value - e.low)) > 0.02 * max(half, 1e-12):  # asymmetric: the range
-        return f"{value} [{e.low:{sign}.{digits}f}, {e.high:{sign}.{digits}f}]"
-    return f"{value} ± {half:.{digits}f}"
-
-
-BADGE = {
-    Verdict.BETTER: "better",
-    Verdict.WORSE: "worse",
-    Verdict.WITHIN_NOISE: "within noise",
-}
-
-
-def badge(e: Estimate) -> str:
-    """The verdict's words ('' for a level)."""
-    if e.verdict is None:
-        return ""
-    v = Verdict(e.verdict)
-    return BADGE.get(v, v.label(e.n_units))
-
-
-def detail(e: Estimate, digits: int) -> str:
-    """Beside the badge: the MDE of a "within noise", or why a tested column has no verdict."""
-    if e.verdict == Verdict.WITHIN_NOISE.value and e.mde is not None:
-        return f"MDE {e.mde:.{digits}f}{e.unit}"
-    return "no verdict" if e.note else ""
-
-
-def cell(e: Estimate | None, col: Column) -> doc.Cell:
-    if e is None:
-        return doc.Cell("")
-    v = Verdict(e.verdict) if e.verdict else None
-    text = "" if e.value is None else _number(e, col)
-    return doc.Cell(text, v, badge=badge(e), detail=detail(e, col.digits))
 
 
 def table(answer: Answer) -> doc.TableBlock:

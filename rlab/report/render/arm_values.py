@@ -9,9 +9,15 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render.table_model import BLANK
-from rlab.report.stats.verdicts import Verdict
+from rlab.report.stats.verdicts import Verdict, unresolved
 
 VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
+
+
+def seed_limited(comp: pd.Series) -> bool:
+    """Whether a comparison's seeds set its MDE (`inference.Comparison.seed_limited`)."""
+    value = comp.get("seed_limited")
+    return value is not None and not pd.isna(value) and bool(value)
 
 
 def mde_text(comp: pd.Series, short: bool = False) -> str:
@@ -20,6 +26,8 @@ def mde_text(comp: pd.Series, short: bool = False) -> str:
     mde, rel = comp.get("mde", math.nan), comp.get("mde_rel_pct", math.nan)
     if mde is None or pd.isna(mde):
         return BLANK
+    if seed_limited(comp):  # its seeds set the MDE (`inference.Comparison.seed_limited`)
+        return unresolved(int(comp["n_seeds"]))
     if rel is not None and not pd.isna(rel):
         return f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
     return f"MDE {mde:.4f}"

@@ -27,9 +27,10 @@ arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean o
 * **Families** (`rlab.report.stats.verdicts`): verdicts are Holm-adjusted within one declared family whose size
   counts only testable comparisons (statsmodels' `multipletests` gives the same numbers; this one keeps the
   None entries out of the count).
-* **MDE** (`Comparison.mde`, `mde`): the smallest true difference the test finds with 80% power at a given level,
-  ``(t(1 - alpha/2, df) + t(power, df)) · se`` (in simulation the skew-corrected test reaches 80% at it within
-  Monte Carlo error, `tests/report/test_power.py`), printed beside every "within noise". `planned_se` gives the
+* **MDE** (`Comparison.mde`, `mde`): the smallest true difference the test finds with 80% power at a given level
+  in either direction, from the skew-corrected test's own rejection rule and the comparison's skewness
+  (`mde_directions`; the t formula ``(t(1 - alpha/2, df) + t(power, df)) · se`` when the units are symmetric),
+  printed beside every "within noise" unless its seeds set it (`Comparison.seed_limited`). `planned_se` gives the
   se (and df) of a planned experiment from per-unit and per-seed SDs, for `rlab.report.power.planner`.
 
 Nothing here reads files or frames: callers pass arrays (`rlab.report.stats.estimates`, `rlab.report.copy_distance.section`).
@@ -97,6 +98,8 @@ class Comparison:
     """The unit term of se² (unit noise of the estimate); times `n_units`, the per-unit variance a plan scales."""
     seed_var: float = math.nan
     """The seed term of se² (0 with one seed); times `n_seeds`, the per-seed variance a plan scales."""
+    skew: float = 0.0
+    """Hall's `a` of the estimate: the units' third cumulant of it over se³ (0 for symmetric units)."""
 
     @property
     def testable(self) -> bool:
@@ -114,17 +117,57 @@ class Comparison:
         return self.low > 0.0 or self.high < 0.0
 
     def mde(self, alpha: float = ALPHA, power: float = POWER) -> float:
-        """Smallest true |difference| a two-sided test at `alpha` finds with probability `power` (NaN if no se)."""
-        return mde(self.se, self.df, alpha, power)
+        """Smallest true |difference| the test at `alpha` finds with probability `power` in either direction
+        (NaN if no se): `mde` with this comparison's skewness."""
+        return mde(self.se, self.df, alpha, power, self.skew)
+
+    def seed_limited(self, alpha: float = ALPHA, power: float = POWER) -> bool:
+        """Whether its seeds, not its units, set the MDE: with `SEED_LIMITED` times the MDE its unit term alone
+        would give, the number says only that a seed variance on S - 1 df is uncertain (`rlab power` says how
+        many seeds resolve a stated effect)."""
+        if not (self.seed_var > 0 and self.unit_var > 0):  # no seed term (one seed a side), or no unit term
+            return False
+        units_only = mde(math.sqrt(self.unit_var), max(self.n_units - 1.0, 1.0), alpha, power, self.skew)
+        return self.mde(alpha, power) > SEED_LIMITED * units_only
 
 
-def mde(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """``(t(1 - alpha/2, df) + t(power, df)) · se``: the minimum detectable effect of a t-type test with this
-    standard error (NaN without one). The report quotes it beside "within noise"; `rlab.report.power.planner` plans
-    with it, so a plan and the report it leads to agree."""
+SEED_LIMITED = 3.0
+"""A comparison whose MDE is more than this many times its unit term's alone is limited by its seeds (at 2 seeds
+the seed term on 1 df at Holm's level makes MDEs of several hundred percent: 15x at alpha / 4, ~200x at
+alpha / 65; at 2 df and alpha 0.05 about 2x)."""
+
+
+def mde(se: float, df: float, alpha: float = ALPHA, power: float = POWER, skew: float = 0.0) -> float:
+    """The minimum detectable effect of the report's test: the larger of `mde_directions` (NaN without an se).
+
+    "Within noise" reads as "no effect this large either way"; the direction of a within-noise estimate is itself
+    noise, so an MDE in the direction the estimate points would quote the small side half the time for an effect
+    on the other. The report prints it beside "within noise"; `rlab.report.power.planner` plans with it, so a plan
+    and the report it leads to agree."""
+    down, up = mde_directions(se, df, alpha, power, skew)
+    return max(down, up)
+
+
+def mde_directions(
+    se: float, df: float, alpha: float = ALPHA, power: float = POWER, skew: float = 0.0
+) -> tuple[float, float]:
+    """(MDE below 0, MDE above 0) of the skew-corrected test (`skew_test`), as magnitudes.
+
+    The test rejects upwards when Hall's G(D / se, a) exceeds the reference's 1 - alpha/2 quantile q, i.e. when
+    D / se > G⁻¹(q); under a shift mu, G of the studentized error is again distributed as the (symmetric)
+    reference, so it rejects with probability `power` when mu / se = G⁻¹(q) - G⁻¹(-c), c the reference's `power`
+    quantile (downwards: G⁻¹(c) - G⁻¹(-q)). q and c are t quantiles on `df` (the reference's shape without a
+    skew; no draws, so ~150 comparisons cost nothing); a = `skew` = 0 gives the t formula
+    ``(t(1 - alpha/2, df) + t(power, df)) · se``. With skewed units the two sides differ several-fold (centred
+    exponential, n = 32, alpha 0.05 / 4, at its a = 0.35: 6.3 se below, 3.1 above). Power at the printed MDE
+    through the report's test (`tests/report/test_mde.py`, docs/statistics.md): normal units ~80%; skewed units
+    100% on the long tail's side and 50-67% on the other (the t formula's: 21-44%), short of 80% because a sample
+    underestimates its population's skewness."""
     if not (se > 0 and df > 0) or math.isnan(se):
-        return math.nan
-    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * se)
+        return math.nan, math.nan
+    q, c = float(stats.t.ppf(1 - alpha / 2, df)), float(stats.t.ppf(power, df))
+    g = skew_test.hall_inverse
+    return float(g(c, skew) - g(-q, skew)) * se, float(g(q, skew) - g(-c, skew)) * se
 
 
 def planned_se(
@@ -228,12 +271,12 @@ def compare(
             observed, centred, indicator, rng or np.random.default_rng(0), draws, stop_hits, drawn
         )
         method = SEEDS_SKEW if seed_terms else SKEW_MC
-        return Comparison(**base | dict(low=math.nan, high=math.nan), p_value=p, method=method)
+        return Comparison(**base | dict(low=math.nan, high=math.nan, skew=skew), p_value=p, method=method)
     ref, exact = skew_test.reference(
         centred, indicator, rng or np.random.default_rng(0), draws, EXACT_SIGN_FLIP_MAX, drawn
     )
     p, low, high = skew_test.p_and_interval(estimate, se, skew, ref, level)
-    base.update(low=low, high=high)
+    base.update(low=low, high=high, skew=skew)
     if not seed_terms and (recorded := _RECORDED.get()) is not None:
         recorded.append(UnitContributions(estimate, n, z, strata_arr))
     method = SEEDS_SKEW if seed_terms else SKEW_EXACT if exact else SKEW_MC

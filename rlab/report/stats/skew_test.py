@@ -52,12 +52,13 @@ def hall(t: np.ndarray | float, a: np.ndarray | float) -> np.ndarray:
     return np.where(np.abs(u) > 1e-12, cubic, t) + a / 6.0
 
 
-def hall_inverse(g: float, a: float) -> float:
+def hall_inverse(g: np.ndarray | float, a: np.ndarray | float) -> np.ndarray:
     """The `t` with ``hall(t, a) == g`` (the transform is increasing, its inverse closed-form)."""
+    g, a = np.asarray(g, dtype=np.float64), np.asarray(a, dtype=np.float64)
     u = a / 3.0
-    if abs(u) <= 1e-12:
-        return g - a / 6.0
-    return float((np.cbrt(1.0 + 3.0 * u * (g - a / 6.0)) - 1.0) / u)
+    small = np.abs(u) <= 1e-12
+    safe = np.where(small, 1.0, u)
+    return np.where(small, g - a / 6.0, (np.cbrt(1.0 + 3.0 * safe * (g - a / 6.0)) - 1.0) / safe)
 
 
 def moments(x: np.ndarray, indicator: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,4 +169,4 @@ def p_and_interval(
     if not 0 <= allowed < len(ref):
         return p, -math.inf, math.inf
     q = float(np.sort(ref)[::-1][allowed])
-    return p, estimate - se * hall_inverse(q, a), estimate - se * hall_inverse(-q, a)
+    return p, estimate - se * float(hall_inverse(q, a)), estimate - se * float(hall_inverse(-q, a))

@@ -8,9 +8,12 @@ interval contains 0. `families_note` and `seeds_note` say in words what the verd
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
+
+import numpy as np
 
 from rlab.report.stats.inference import ALPHA, MIN_SEEDS, MIN_UNITS, Comparison
 
@@ -128,3 +131,22 @@ def seeds_note(n_seeds: int) -> str:
             f"between {n_seeds - 1} and the units')"
         )
     return f"1 seed: training noise not covered (a verdict that covers it needs >= {MIN_SEEDS} seeds per arm)"
+
+
+def unresolved(n_seeds: int) -> str:
+    """What a "within noise" says in place of an MDE its seeds set (`Comparison.seed_limited`): a number of
+    several hundred percent says only that a seed variance on S - 1 df is uncertain."""
+    return f"{n_seeds} seed{'s' if n_seeds != 1 else ''} cannot resolve it"
+
+
+def within_noise(mde: float, seeds: int | None = None, digits: int = 2) -> str:
+    """``within noise (MDE 0.22)``; ``within noise (2 seeds cannot resolve it)`` where its `seeds` set the MDE."""
+    if seeds is not None:
+        return f"within noise ({unresolved(seeds)})"
+    return "within noise" + (f" (MDE {mde:.{digits}f})" if not math.isnan(mde) else "")
+
+
+def seeds_if_limited(row: Mapping[str, Any]) -> int | None:
+    """A comparison row's seeds per arm when they set its MDE (its ``seed_limited``), else None."""
+    flag = row.get("seed_limited")
+    return int(row["n_seeds"]) if isinstance(flag, bool | np.bool_) and flag else None
