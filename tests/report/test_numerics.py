@@ -9,7 +9,7 @@ from rlab.paths import ExperimentLayout
 from rlab.records.eval_doc import read_eval_doc
 from rlab.records.provenance import Platform
 from rlab.report.assemble.collect import collect
-from rlab.report.render import headline
+from rlab.report.render import answer_lines, headline
 from rlab.report.sources import numerics
 from rlab.report.sources.tag_files import TagSources
 from tests.conftest import REPO_ROOT
@@ -81,11 +81,12 @@ def test_the_report_warns_on_mixed_dtypes_and_on_a_single_base_beside_seeded_arm
     data = collect(layout, draws=100)
     said = headline.warnings(data)
     assert not any(w.startswith("Arms differ in training dtype") for w in said)  # one dtype
-    # Two seeds on the continued arms: no one-seed warning; the base and its zero-shot arms stay one model each.
+    # Two seeds on the continued arms: no one-seed warning; that the base and its zero-shot arms stay one model
+    # each is said once, in the Answer's seed line, not again among the warnings.
     assert not any("One training seed" in w for w in said)
-    assert [w for w in said if "one model each" in w][0].startswith(
-        "The base and the zero-shot arms are one model"
-    )
+    assert not any("one model each" in w for w in said)
+    seed_line = answer_lines._seed_line(data)
+    assert seed_line.startswith("Seeds: 2 per continued arm, on one base") and "one model each" in seed_line
     for path in (tmp_path / "demo" / "evals").glob("demo-*/eval.json"):
         if "zeroshot" not in path.parent.name:  # continued arms in fp32, the base and its clones in bf16
             path.write_text(path.read_text().replace('"train_dtype": "bfloat16"', '"train_dtype": "float32"'))

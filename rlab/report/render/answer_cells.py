@@ -1,8 +1,8 @@
 """The Answer's cells: an estimate with its interval and verdict, a column, and how a cell reads.
 
 `rlab.report.render.answer` builds the rows from the report's decided comparisons; this module holds the cell
-types and their words (a "within noise" carries its MDE, or, where the seeds rather than the units set it, says
-that its seeds cannot resolve it: `inference.Comparison.seed_limited`).
+types and their words (a "within noise" carries its MDE and, where the seeds rather than the units set it, says
+so: `inference.Comparison.seed_limited`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Estimate:
     mde: float | None = None
     n_units: int | None = None
     unresolved_at: int | None = None
-    """Seeds per arm, when those seeds (not the units) set its MDE: it then says they cannot resolve it."""
+    """Seeds per arm, when those seeds (not the units) set its MDE: the MDE then says so."""
     holm_only: bool = False
     """A "within noise" whose unadjusted interval of the difference excludes 0 (Holm kept it from a verdict)."""
     note: str = ""
@@ -92,16 +92,15 @@ def holm_only(comp: pd.Series) -> bool:
 
 
 def detail(e: Estimate, digits: int) -> str:
-    """Beside the badge: the MDE of a "within noise" (or that its seeds cannot resolve it), "after Holm" where
+    """Beside the badge: the MDE of a "within noise" (and whether its seeds set it), "after Holm" where
     its unadjusted interval excludes 0 (the family's multiplicity, not the interval, kept it from a verdict), or
     why a tested column has no verdict."""
     if e.verdict != Verdict.WITHIN_NOISE.value:
         return "no verdict" if e.note else ""
     holm = "after Holm" if e.holm_only else ""
-    if e.unresolved_at is not None:
-        mde = vd.unresolved(e.unresolved_at)
-    else:
-        mde = f"MDE {e.mde:.{digits}f}{e.unit}" if e.mde is not None else ""
+    mde = f"MDE {e.mde:.{digits}f}{e.unit}" if e.mde is not None else ""
+    if mde and e.unresolved_at is not None:
+        mde += f", {vd.unresolved(e.unresolved_at)}"
     return "; ".join(p for p in (holm, mde) if p)
 
 

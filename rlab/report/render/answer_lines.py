@@ -1,4 +1,4 @@
-"""The lines under the Answer: the families (said once), the seeds, what seeds cannot resolve, a warning.
+"""The lines under the Answer: the families (said once), the seeds, which MDEs the seeds set, a warning.
 
 `rlab.report.render.answer` builds the table; these are the few sentences a reader needs beside it.
 """
@@ -18,6 +18,8 @@ from rlab.report.stats.verdicts import Verdict
 
 
 def _seed_line(data: ReportData) -> str:
+    """What the seeds cover: continuation noise, and pretraining noise only where the bases are replicated (the
+    base and zero-shot arms on one base are one model each: a rerun that pretrains another base moves them)."""
     seeds = sorted({a.n_seeds for a in data.arms if a.kind == "continued"})
     if not seeds:
         return ""
@@ -27,11 +29,23 @@ def _seed_line(data: ReportData) -> str:
             "it needs ≥ 2 seeds per arm: `rlab continue --seeds S`)."
         )
     counts = " to ".join(str(s) for s in (seeds[0], seeds[-1]) if s) if len(seeds) > 1 else str(seeds[0])
-    return f"Seeds: {counts} per arm; intervals and tests cover training noise ({mth.SEED_TEST})."
+    if not lone_models(data):
+        return f"Seeds: {counts} per arm; intervals and tests cover training noise (Methods: Tests)."
+    return (
+        f"Seeds: {counts} per continued arm, on one base: intervals and tests cover continuation noise. The base "
+        "and the zero-shot arms are one model each: their verdicts cover evaluation noise only, so a rerun that "
+        "pretrains another base (another machine or dtype) may move verdicts near their thresholds; replicated "
+        "bases (`train.replicate_base`) cover it (docs/reproducibility.md)."
+    )
+
+
+def lone_models(data: ReportData) -> bool:
+    """Whether the base or a zero-shot arm is one model (no replicated bases): its noise is not in any interval."""
+    return any(a.kind != "continued" and a.n_seeds == 1 for a in data.arms)
 
 
 def unresolved_line(data: ReportData) -> str:
-    """How many "within noise" verdicts their seeds cannot resolve (`inference.Comparison.seed_limited`), and
+    """How many "within noise" MDEs their seeds set (`inference.Comparison.seed_limited`), and
     what `rlab power` plans for the primary endpoint's target from this experiment's own noise."""
     c = data.comparisons
     if c is None or "seed_limited" not in c:
@@ -41,9 +55,9 @@ def unresolved_line(data: ReportData) -> str:
         return ""
     total = int((c["verdict"] == Verdict.WITHIN_NOISE.value).sum())
     out = (
-        f'{len(hit)} of the {total} "within noise" verdicts say their seeds cannot resolve them: the training '
-        f"noise, estimated from {int(hit['n_seeds'].max())} seeds per arm at most and taken at its 90% upper "
-        f"bound, sets an MDE over {inf.SEED_LIMITED:g}x what their units alone give, so none is quoted"
+        f'{len(hit)} of the {total} "within noise" MDEs are set by the seeds: the training noise, estimated from '
+        f"{int(hit['n_seeds'].max())} seeds per arm at most and taken at its 90% upper bound, makes them over "
+        f"{inf.SEED_LIMITED:g}x what their units alone give, so more seeds, not more documents, shrink them"
     )
     return out + plan_hint(data)
 

@@ -26,11 +26,13 @@ def mde_text(comp: pd.Series, short: bool = False) -> str:
     mde, rel = comp.get("mde", math.nan), comp.get("mde_rel_pct", math.nan)
     if mde is None or pd.isna(mde):
         return BLANK
-    if seed_limited(comp):  # its seeds set the MDE (`inference.Comparison.seed_limited`)
-        return unresolved(int(comp["n_seeds"]))
     if rel is not None and not pd.isna(rel):
-        return f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
-    return f"MDE {mde:.4f}"
+        text = f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
+    else:
+        text = f"MDE {mde:.4f}"
+    if seed_limited(comp):  # its seeds set the MDE (`inference.Comparison.seed_limited`)
+        text += f", {unresolved(int(comp['n_seeds']))}"
+    return text
 
 
 def verdict_of(comp: pd.Series | None) -> Verdict | None:

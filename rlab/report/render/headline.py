@@ -222,9 +222,11 @@ def warnings(data: ReportData) -> list[str]:
     seeds = seed_warning(data)
     if seeds:
         out.append(seeds)
-    # The continued arms have seeds, but the base (and the zero-shot arms on it) may be one model each.
+    # The continued arms have seeds, but the base (and the zero-shot arms on it) may be one model each; with
+    # seeded continued arms the Answer's seed line says so (`answer_lines._seed_line`).
     lone = [a for a in data.arms if a.kind != "continued" and a.n_seeds == 1]
-    if lone and not seeds:
+    seeded = any(a.kind == "continued" and a.n_seeds > 1 for a in data.arms)
+    if lone and not seeds and not seeded:
         every = len(lone) == sum(a.kind != "continued" for a in data.arms)
         who = "The base and the zero-shot arms are" if every else ", ".join(a.key for a in lone) + " are"
         out.append(

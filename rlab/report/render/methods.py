@@ -21,8 +21,6 @@ INTERVAL = f"studentized (t) {inf.LEVEL:.0%} interval"
 WILSON = f"Wilson {inf.LEVEL:.0%} interval"
 TEST = "skew-corrected sign-flip test"
 """The test of one seed per arm (`rlab.report.stats.skew_test`)."""
-SEED_TEST = "skew-corrected test over training seeds and units (seed term drawn in its reference)"
-"""The test with several seeds per arm."""
 CORRECTION = "Holm"
 PLUS_MINUS = f"`x ± h`: the estimate and the half-width of its {INTERVAL}"
 

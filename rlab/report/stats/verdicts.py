@@ -134,16 +134,16 @@ def seeds_note(n_seeds: int) -> str:
 
 
 def unresolved(n_seeds: int) -> str:
-    """What a "within noise" says in place of an MDE its seeds set (`Comparison.seed_limited`): a number of
-    several hundred percent says only that a seed variance on S - 1 df is uncertain."""
-    return f"{n_seeds} seed{'s' if n_seeds != 1 else ''} cannot resolve it"
+    """What a "within noise" adds to an MDE its seeds set (`Comparison.seed_limited`): more seeds, not more
+    units, would shrink it (at 2 seeds a seed variance on 1 df runs such MDEs to hundreds of percent)."""
+    return f"set by {n_seeds} seed{'s' if n_seeds != 1 else ''}"
 
 
 def within_noise(mde: float, seeds: int | None = None, digits: int = 2) -> str:
-    """``within noise (MDE 0.22)``; ``within noise (2 seeds cannot resolve it)`` where its `seeds` set the MDE."""
-    if seeds is not None:
-        return f"within noise ({unresolved(seeds)})"
-    return "within noise" + (f" (MDE {mde:.{digits}f})" if not math.isnan(mde) else "")
+    """``within noise (MDE 0.22)``; ``within noise (MDE 3.10, set by 2 seeds)`` where its `seeds` set the MDE."""
+    if math.isnan(mde):
+        return "within noise"
+    return f"within noise (MDE {mde:.{digits}f}" + (f", {unresolved(seeds)})" if seeds is not None else ")")
 
 
 def seeds_if_limited(row: Mapping[str, Any]) -> int | None:
