@@ -18,7 +18,7 @@ from rich import box
 from rich.table import Table
 
 from rlab.cli.console import out
-from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, a_name, at_least
+from rlab.cli.options import JsonOpt, ResultsDirOpt, SpecOpt, experiment_option, in_panel, number
 from rlab.errors import RlabError
 from rlab.paths import ExperimentLayout
 
@@ -92,51 +92,48 @@ def power_plan(
     spec_path: SpecOpt = None,
     experiment: Annotated[
         Optional[str],
-        typer.Option(
-            "--experiment",
-            "-e",
-            metavar="NAME",
-            callback=a_name("experiment"),
-            help="Pilot: an experiment with evals (folder under the results dir). (default: the spec's)",
+        experiment_option(
+            "Pilot: an experiment with evals (folder under the results dir). (default: the spec's)",
+            panel=None,
         ),
     ] = None,
     mde: Annotated[
         Optional[list[str]],
-        typer.Option(
+        in_panel(
             "--mde",
-            metavar="NAME=X",
-            help="Target MDE by class (primary, bpb, core, passkey, copy_gain) or endpoint, in its units "
+            STATED_PANEL,
+            "Target MDE by class (primary, bpb, core, passkey, copy_gain) or endpoint, in its units "
             "(spec: eval.target_mde; default primary=0.01 bpb=0.01 core=0.02 passkey=0.1 copy_gain=0.1).",
-            rich_help_panel=STATED_PANEL,
+            metavar="NAME=X",
         ),
     ] = None,
     unit_sd: Annotated[
         Optional[list[str]],
-        typer.Option(
+        in_panel(
             "--unit-sd",
+            STATED_PANEL,
+            "SD of one unit's paired difference (replaces the pilot's; without a pilot, the endpoints).",
             metavar="NAME=SD",
-            help="SD of one unit's paired difference (replaces the pilot's; without a pilot, the endpoints).",
-            rich_help_panel=STATED_PANEL,
         ),
     ] = None,
     seed_sd: Annotated[
         Optional[list[str]],
-        typer.Option(
+        in_panel(
             "--seed-sd",
-            metavar="NAME=SD",
-            help="Run-to-run SD of one arm's value across training seeds (x√2 for a difference), e.g. "
+            STATED_PANEL,
+            "Run-to-run SD of one arm's value across training seeds (x√2 for a difference), e.g. "
             "core=0.0052: nanochat dev/LEADERBOARD.md Run 4, 7 identical d24 runs.",
-            rich_help_panel=STATED_PANEL,
+            metavar="NAME=SD",
         ),
     ] = None,
     family_size: Annotated[
         Optional[int],
-        typer.Option(
+        number(
             "--family-size",
+            low=1,
             metavar="M",
-            callback=at_least(1),
+            panel=STATED_PANEL,
             help="Comparisons per family (MDE at alpha/M). (default: the pilot's; 1 without one)",
-            rich_help_panel=STATED_PANEL,
         ),
     ] = None,
     endpoints: Annotated[
@@ -149,7 +146,7 @@ def power_plan(
         str, typer.Option("--seeds", metavar="S,..", help="Seed counts per arm to plan for.")
     ] = "1,2,3,5,8,10",
     power_level: Annotated[
-        float, typer.Option("--power", metavar="P", help="Power at the target MDE.", callback=at_least(0.5))
+        float, number("--power", low=0.5, metavar="P", help="Power at the target MDE.")
     ] = 0.8,
     spread: Annotated[
         Spread,

@@ -4,6 +4,7 @@ reference, the verdict's words with the MDE beside "within noise", and the phras
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -41,6 +42,19 @@ def verdict_of(comp: pd.Series | None) -> Verdict | None:
         return None
     v = Verdict(comp["verdict"])
     return None if v is Verdict.NONE else v
+
+
+@dataclass
+class VerdictRows:
+    """A table's rows as they are built, and the verdicts that colour its cells (`Table.verdicts`)."""
+
+    rows: list[dict[str, str]] = field(default_factory=list)
+    verdicts: dict[tuple[int, str], Verdict] = field(default_factory=dict)
+
+    def mark(self, column: str, comp: pd.Series | None) -> None:
+        """Colour `column` of the row not yet appended by `comp`'s verdict (none: the cell stays plain)."""
+        if (word := verdict_of(comp)) is not None:
+            self.verdicts[(len(self.rows), column)] = word
 
 
 def verdict_text(comp: pd.Series | None, short: bool = False) -> str:

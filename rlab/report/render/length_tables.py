@@ -9,18 +9,17 @@ import pandas as pd
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render import methods as mth
 from rlab.report.render.arm_values import (
+    VerdictRows,
     comparison,
     references_note,
     scalar,
     significant_best,
     train_lengths,
     units_phrase,
-    verdict_of,
     verdict_text,
 )
 from rlab.report.render.table_model import BLANK, Table, arm_order, change_cell, plus_minus
 from rlab.report.stats import inference as inf
-from rlab.report.stats.verdicts import Verdict
 
 
 def length_header(data: ReportData, length: int) -> str:
@@ -85,8 +84,7 @@ def length_change_table(data: ReportData) -> Table:
     """Relative BPB change vs the baseline at each length, with the (Holm-adjusted) verdict."""
     lengths = lengths_of(data)
     headers = {L: length_header(data, L) for L in lengths}
-    rows: list[dict[str, str]] = []
-    verdicts: dict[tuple[int, str], Verdict] = {}
+    built = VerdictRows()
     for arm in arm_order(data):
         if not (data.comparisons["arm"] == arm).any():  # the baseline, or the zero-shot arms' reference
             continue
@@ -102,10 +100,9 @@ def length_change_table(data: ReportData) -> Table:
                 + (f" ({word})" if word else "")
                 + _capped(data, arm, L)
             )
-            if (v := verdict_of(comp)) is not None:
-                verdicts[(len(rows), headers[L])] = v
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=["arm", *headers.values()])
+            built.mark(headers[L], comp)
+        built.rows.append(row)
+    frame = pd.DataFrame(built.rows, columns=["arm", *headers.values()])
     return Table(
         f"BPB change vs {data.baseline} by context length (neg=better)",
         frame,
@@ -115,5 +112,5 @@ def length_change_table(data: ReportData) -> Table:
         about=length_about(data)
         + f" Paired difference of each arm minus the baseline in %, {mth.INTERVAL}."
         + references_note(data),
-        verdicts=verdicts,
+        verdicts=built.verdicts,
     )

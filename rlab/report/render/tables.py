@@ -23,26 +23,24 @@ from rlab.report.assemble.report_data import ReportData
 from rlab.report.render import document as doc
 from rlab.report.render import methods as mth
 from rlab.report.render.arm_values import (
+    VerdictRows,
     comparison,
     references_note,
     scalar,
     significant_best,
     units_phrase,
-    verdict_of,
     verdict_text,
 )
 from rlab.report.render.length_tables import length_change_table, length_header, length_table
 from rlab.report.render.retrieval import retrieval_table
 from rlab.report.render.table_model import BLANK, Table, arm_order, change_cell, count_cell, fmt, plus_minus
 from rlab.report.stats.estimates import NO_RELATIVE, passkey_summary
-from rlab.report.stats.verdicts import Verdict
 
 
 def bpb_table(data: ReportData) -> Table:
     b = data.baseline
     order = arm_order(data)
-    rows: list[dict[str, str]] = []
-    verdicts: dict[tuple[int, str], Verdict] = {}
+    built = VerdictRows()
     for arm in order:
         row = {"arm": data.label(arm)}
         for metric, col in (("train_bpb", "train BPB"), ("val_bpb", "val BPB")):
@@ -53,11 +51,10 @@ def bpb_table(data: ReportData) -> Table:
             change_cell(comp["rel_pct"], comp["rel_low"], comp["rel_high"]) if comp is not None else BLANK
         )
         row["verdict"] = verdict_text(comp)
-        if (word := verdict_of(comp)) is not None:
-            verdicts[(len(rows), "verdict")] = word
-        rows.append(row)
+        built.mark("verdict", comp)
+        built.rows.append(row)
     frame = pd.DataFrame(
-        rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"]
+        built.rows, columns=["arm", "train BPB", "val BPB", f"val Δ vs {b} (neg=better)", "verdict"]
     )
     best = significant_best(data, "train_bpb", "train BPB", order) | significant_best(
         data, "val_bpb", "val BPB", order
@@ -71,7 +68,7 @@ def bpb_table(data: ReportData) -> Table:
         about=f"Whole-split BPB at the eval's sequence length over fixed {units} of the train and val "
         f"splits (val: {units_phrase(data, 'val_bpb')} {units}). It measures short-context language "
         "modelling, not the use of long context." + references_note(data),
-        verdicts=verdicts,
+        verdicts=built.verdicts,
     )
 
 
@@ -90,14 +87,12 @@ def core_name(data: ReportData) -> str:
 def core_table(data: ReportData) -> Table:
     b = data.baseline
     order = arm_order(data)
-    rows: list[dict[str, str]] = []
-    verdicts: dict[tuple[int, str], Verdict] = {}
+    built = VerdictRows()
     for arm in order:
         v, lo, hi, n = scalar(data, arm, "core")
         comp = comparison(data, arm, "core")
-        if (word := verdict_of(comp)) is not None:
-            verdicts[(len(rows), "verdict")] = word
-        rows.append(
+        built.mark("verdict", comp)
+        built.rows.append(
             {
                 "arm": data.label(arm),
                 "CORE": plus_minus(v, lo, hi),
@@ -110,7 +105,9 @@ def core_table(data: ReportData) -> Table:
                 "verdict": verdict_text(comp),
             }
         )
-    frame = pd.DataFrame(rows, columns=["arm", "CORE", "n examples", f"Δ vs {b} (pos=better)", "verdict"])
+    frame = pd.DataFrame(
+        built.rows, columns=["arm", "CORE", "n examples", f"Δ vs {b} (pos=better)", "verdict"]
+    )
     name = core_name(data)
     return Table(
         f"{name} (centered accuracy, higher is better)".replace(" tasks) (", " tasks; "),
@@ -120,7 +117,7 @@ def core_table(data: ReportData) -> Table:
         f"{mth.in_family()}. No relative change: a baseline at or below 0 makes it meaningless.",
         about="DCLM CORE tasks (few-shot prompts at the model's context), mean over tasks of accuracy "
         "centered on random guessing." + references_note(data),
-        verdicts=verdicts,
+        verdicts=built.verdicts,
     )
 
 
@@ -133,8 +130,7 @@ def zero_shot_table(data: ReportData) -> Table:
         for kind in ("zero-shot", "continued")
     }
     heads = {kind: f"{kind} Δ vs {refs[kind] or data.baseline_arm or data.baseline}" for kind in refs}
-    rows: list[dict[str, str]] = []
-    verdicts: dict[tuple[int, str], Verdict] = {}
+    built = VerdictRows()
     variants = [data.arm(k).variant for k in arm_order(data) if data.arm(k).kind != "base"]
     for variant in dict.fromkeys(variants):
         row = {"variant": variant}
@@ -143,8 +139,7 @@ def zero_shot_table(data: ReportData) -> Table:
             v, lo, hi, _ = scalar(data, key, metric) if key else (math.nan,) * 3 + (pd.NA,)
             comp = comparison(data, key, metric) if key else None
             row[kind] = plus_minus(v, lo, hi, 4)
-            if (word := verdict_of(comp)) is not None:
-                verdicts[(len(rows), heads[kind])] = word
+            built.mark(heads[kind], comp)
             change = (
                 change_cell(comp["rel_pct"], comp["rel_low"], comp["rel_high"])
                 if comp is not None and not math.isnan(comp["rel_pct"])
@@ -153,13 +148,13 @@ def zero_shot_table(data: ReportData) -> Table:
                 else BLANK
             )
             row[heads[kind]] = change + f" ({verdict_text(comp, short=True)})" if comp is not None else BLANK
-        rows.append(row)
+        built.rows.append(row)
     base_key = next((a.key for a in data.arms if a.kind == "base"), None)
     if base_key:
         v, lo, hi, _ = scalar(data, base_key, metric)
-        rows.append({"variant": "base (reference)", "zero-shot": plus_minus(v, lo, hi, 4)})
+        built.rows.append({"variant": "base (reference)", "zero-shot": plus_minus(v, lo, hi, 4)})
     frame = pd.DataFrame(
-        rows, columns=["variant", "zero-shot", heads["zero-shot"], "continued", heads["continued"]]
+        built.rows, columns=["variant", "zero-shot", heads["zero-shot"], "continued", heads["continued"]]
     ).fillna(BLANK)
     return Table(
         f"Zero-shot vs continued: {data.primary.description}",
@@ -172,7 +167,7 @@ def zero_shot_table(data: ReportData) -> Table:
         "the variant after the same training.",
         about="Zero-shot = the base checkpoint with the variant's RoPE applied and nothing trained; "
         "continued = after continued pretraining at the training length.",
-        verdicts=verdicts,
+        verdicts=built.verdicts,
     )
 
 
@@ -190,8 +185,7 @@ def passkey_table(data: ReportData) -> Table:
     pk = data.passkey
     lengths = sorted(set(pk["length"].astype(int))) if len(pk) else []
     headers = {L: length_header(data, L) for L in lengths}
-    rows: list[dict[str, str]] = []
-    verdicts: dict[tuple[int, str], Verdict] = {}
+    built = VerdictRows()
     for arm in arm_order(data):
         tags = data.arm(arm).tags
         part = pk[pk["tag"].isin(tags)]
@@ -205,10 +199,9 @@ def passkey_table(data: ReportData) -> Table:
             row[headers[L]] = _passkey_cell(cells, L)
         comp = comparison(data, arm, "passkey_overall")
         row["verdict"] = verdict_text(comp)
-        if (v := verdict_of(comp)) is not None:
-            verdicts[(len(rows), "verdict")] = v
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=["arm", *headers.values(), "verdict"])
+        built.mark("verdict", comp)
+        built.rows.append(row)
+    frame = pd.DataFrame(built.rows, columns=["arm", *headers.values(), "verdict"])
     return Table(
         "Passkey retrieval accuracy",
         frame,
@@ -217,7 +210,7 @@ def passkey_table(data: ReportData) -> Table:
         f"pooled, paired by key ({mth.TEST} of the discordant keys; {mth.in_family()}).",
         about="A random key hidden at several depths of filler text of each length; the model must "
         "repeat it.",
-        verdicts=verdicts,
+        verdicts=built.verdicts,
     )
 
 
