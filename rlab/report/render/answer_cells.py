@@ -98,9 +98,9 @@ def detail(e: Estimate, digits: int) -> str:
     if e.verdict != Verdict.WITHIN_NOISE.value:
         return "no verdict" if e.note else ""
     holm = "after Holm" if e.holm_only else ""
-    mde = f"MDE {e.mde:.{digits}f}{e.unit}" if e.mde is not None else ""
-    if mde and e.unresolved_at is not None:
-        mde += f", {vd.unresolved(e.unresolved_at)}"
+    mde = (
+        f"{vd.mde_label(e.unresolved_at is not None)} {e.mde:.{digits}f}{e.unit}" if e.mde is not None else ""
+    )
     return "; ".join(p for p in (holm, mde) if p)
 
 

@@ -55,9 +55,9 @@ def unresolved_line(data: ReportData) -> str:
         return ""
     total = int((c["verdict"] == Verdict.WITHIN_NOISE.value).sum())
     out = (
-        f'{len(hit)} of the {total} "within noise" MDEs are set by the seeds: the training noise, estimated from '
-        f"{int(hit['n_seeds'].max())} seeds per arm at most and taken at its 90% upper bound, makes them over "
-        f"{inf.SEED_LIMITED:g}x what their units alone give, so more seeds, not more documents, shrink them"
+        f'{len(hit)} of the {total} "within noise" MDEs are set by the seeds ("{vd.SEED_MDE}"): the training noise, '
+        f"estimated from {int(hit['n_seeds'].max())} seeds per arm at most and taken at its 90% upper bound, makes "
+        f"them over {inf.SEED_LIMITED:g}x what their units alone give, so more seeds, not more documents, shrink them"
     )
     return out + plan_hint(data)
 

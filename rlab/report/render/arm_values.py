@@ -10,7 +10,7 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render.table_model import BLANK
-from rlab.report.stats.verdicts import Verdict, unresolved
+from rlab.report.stats.verdicts import Verdict, mde_label
 
 VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
 
@@ -27,13 +27,10 @@ def mde_text(comp: pd.Series, short: bool = False) -> str:
     mde, rel = comp.get("mde", math.nan), comp.get("mde_rel_pct", math.nan)
     if mde is None or pd.isna(mde):
         return BLANK
+    label = mde_label(seed_limited(comp))  # its seeds set the MDE (`inference.Comparison.seed_limited`)
     if rel is not None and not pd.isna(rel):
-        text = f"MDE {rel:.2f}%" if short else f"MDE {rel:.2f}% ({mde:.4f})"
-    else:
-        text = f"MDE {mde:.4f}"
-    if seed_limited(comp):  # its seeds set the MDE (`inference.Comparison.seed_limited`)
-        text += f", {unresolved(int(comp['n_seeds']))}"
-    return text
+        return f"{label} {rel:.2f}%" if short else f"{label} {rel:.2f}% ({mde:.4f})"
+    return f"{label} {mde:.4f}"
 
 
 def verdict_of(comp: pd.Series | None) -> Verdict | None:

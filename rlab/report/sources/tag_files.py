@@ -90,10 +90,13 @@ def read_run(path: Path, notes: list[str]) -> RunConfig | None:
         return None
     try:
         return read_config(path, RunConfig)
-    except (SpecError, OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        notes.append(f"run.json is unreadable ({type(exc).__name__})")
+        log.warning("cannot read %s: %s", path, exc)
+    except SpecError as exc:
         notes.append("run.json ignored: it does not match its contract (RunConfig)")
         log.warning("cannot read %s: %s", path, exc)
-        return None
+    return None
 
 
 def read_table(path: Path, model: type[Record], notes: list[str]) -> pd.DataFrame | None:

@@ -133,17 +133,20 @@ def seeds_note(n_seeds: int) -> str:
     return f"1 seed: training noise not covered (a verdict that covers it needs >= {MIN_SEEDS} seeds per arm)"
 
 
-def unresolved(n_seeds: int) -> str:
-    """What a "within noise" adds to an MDE its seeds set (`Comparison.seed_limited`): more seeds, not more
-    units, would shrink it (at 2 seeds a seed variance on 1 df runs such MDEs to hundreds of percent)."""
-    return f"set by {n_seeds} seed{'s' if n_seeds != 1 else ''}"
+SEED_MDE = "seed MDE"
+"""How an MDE its seeds set (`Comparison.seed_limited`) is labelled: more seeds, not more units, would shrink it (at 2
+seeds a seed variance on 1 df runs such MDEs to hundreds of percent); the line under the Answer says so once."""
+
+
+def mde_label(seed_limited: bool) -> str:
+    return SEED_MDE if seed_limited else "MDE"
 
 
 def within_noise(mde: float, seeds: int | None = None, digits: int = 2) -> str:
-    """``within noise (MDE 0.22)``; ``within noise (MDE 3.10, set by 2 seeds)`` where its `seeds` set the MDE."""
+    """``within noise (MDE 0.22)``; ``within noise (seed MDE 3.10)`` where its `seeds` set the MDE."""
     if math.isnan(mde):
         return "within noise"
-    return f"within noise (MDE {mde:.{digits}f}" + (f", {unresolved(seeds)})" if seeds is not None else ")")
+    return f"within noise ({mde_label(seeds is not None)} {mde:.{digits}f})"
 
 
 def seeds_if_limited(row: Mapping[str, Any]) -> int | None:
