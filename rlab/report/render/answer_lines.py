@@ -34,7 +34,7 @@ def _seed_line(data: ReportData) -> str:
     return (
         f"Seeds: {counts} per continued arm, on one base: intervals and tests cover continuation noise. The base "
         "and the zero-shot arms are one model each: their verdicts cover evaluation noise only, so a rerun that "
-        "pretrains another base (another machine or dtype) may move verdicts near their thresholds; replicated "
+        "pretrains another base (another machine or dtype) may move verdicts near their thresholds; several replicated "
         "bases (`train.replicate_base`) cover it (docs/reproducibility.md)."
     )
 
