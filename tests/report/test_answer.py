@@ -69,7 +69,7 @@ def test_a_cell_shows_its_verdict_as_a_badge_and_its_mde():
         ans.Estimate(0.71, 0.10, 1.32, "%", Verdict.WITHIN_NOISE.value, 0.9, 52, holm_only=True), col
     )
     assert md._md_cell(holm) == "+0.71% ± 0.61 **within noise** (after Holm; MDE 0.90%)"
-    seeds = ans.Estimate(0.71, -0.6, 2.02, "%", Verdict.WITHIN_NOISE.value, 416.0, 52, unresolved_at=2)
+    seeds = ans.Estimate(0.71, -0.6, 2.02, "%", Verdict.WITHIN_NOISE.value, 416.0, 52, seed_limited=True)
     assert md._md_cell(ans.cell(seeds, col)) == "+0.71% ± 1.31 **within noise** (seed MDE 416.00%)"
     asymmetric = ans.cell(
         ans.Estimate(0.5, 0.1, 0.6, ""), ans.Column("copy_retention", "", "", 2, signed=False)

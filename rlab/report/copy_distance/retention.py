@@ -279,7 +279,7 @@ def verdict_word(r) -> str:
     """The verdict as the section prints it: the word, the MDE beside "within noise", '' where untested."""
     v = Verdict(r["verdict"]) if isinstance(r["verdict"], str) else Verdict.NONE
     if v is Verdict.WITHIN_NOISE:
-        return vd.within_noise(float(r["mde"]), vd.seeds_if_limited(r))
+        return vd.within_noise(float(r["mde"]), vd.row_seed_limited(r))
     return v.label(None if pd.isna(r["diff_n"]) else int(r["diff_n"]))
 
 

@@ -163,7 +163,7 @@ def _verdict(row) -> doc.Span | None:
     """The verdict as the section prints it (None where there is no comparison)."""
     v = Verdict(row["verdict"]) if "verdict" in row and isinstance(row["verdict"], str) else Verdict.NONE
     if v is Verdict.WITHIN_NOISE:
-        return doc.verdict(v, vd.within_noise(float(row["mde"]), vd.seeds_if_limited(row)))
+        return doc.verdict(v, vd.within_noise(float(row["mde"]), vd.row_seed_limited(row)))
     n = None if pd.isna(row.get("diff_n", pd.NA)) else int(row["diff_n"])
     return doc.verdict(v, v.label(n)) if v is not Verdict.NONE else None
 

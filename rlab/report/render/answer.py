@@ -24,9 +24,10 @@ from rlab.report.render import headline
 from rlab.report.render import methods as mth
 from rlab.report.render.answer_cells import Column, Estimate, cell, count, holm_only, num
 from rlab.report.render.answer_lines import lines
-from rlab.report.render.arm_values import comparison, scalar, seed_limited
+from rlab.report.render.arm_values import comparison, scalar
 from rlab.report.render.table_model import arm_order
 from rlab.report.stats import estimates as est
+from rlab.report.stats import verdicts as vd
 from rlab.report.stats.verdicts import Verdict
 
 
@@ -83,7 +84,7 @@ def _compared(comp: pd.Series | None, relative: bool = False) -> Estimate | None
         None if verdict is Verdict.NONE else verdict.value,
         num(mde),
         count(comp.get("n_units")),
-        unresolved_at=int(comp["n_seeds"]) if seed_limited(comp) else None,
+        seed_limited=vd.row_seed_limited(comp),
         holm_only=holm_only(comp),
     )
 

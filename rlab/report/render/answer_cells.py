@@ -30,8 +30,8 @@ class Estimate:
     """`verdicts.Verdict` value; None for a level (no test)."""
     mde: float | None = None
     n_units: int | None = None
-    unresolved_at: int | None = None
-    """Seeds per arm, when those seeds (not the units) set its MDE: the MDE then says so."""
+    seed_limited: bool = False
+    """Whether its seeds (not its units) set its MDE: the MDE then says so."""
     holm_only: bool = False
     """A "within noise" whose unadjusted interval of the difference excludes 0 (Holm kept it from a verdict)."""
     note: str = ""
@@ -98,9 +98,7 @@ def detail(e: Estimate, digits: int) -> str:
     if e.verdict != Verdict.WITHIN_NOISE.value:
         return "no verdict" if e.note else ""
     holm = "after Holm" if e.holm_only else ""
-    mde = (
-        f"{vd.mde_label(e.unresolved_at is not None)} {e.mde:.{digits}f}{e.unit}" if e.mde is not None else ""
-    )
+    mde = f"{vd.mde_label(e.seed_limited)} {e.mde:.{digits}f}{e.unit}" if e.mde is not None else ""
     return "; ".join(p for p in (holm, mde) if p)
 
 

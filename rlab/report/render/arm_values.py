@@ -10,15 +10,9 @@ import pandas as pd
 
 from rlab.report.assemble.report_data import ReportData
 from rlab.report.render.table_model import BLANK
-from rlab.report.stats.verdicts import Verdict, mde_label
+from rlab.report.stats.verdicts import Verdict, mde_label, row_seed_limited
 
 VERDICT_SHORT = {Verdict.BETTER: "better", Verdict.WORSE: "worse", Verdict.WITHIN_NOISE: "≈"}
-
-
-def seed_limited(comp: pd.Series) -> bool:
-    """Whether a comparison's seeds set its MDE (`inference.Comparison.seed_limited`)."""
-    value = comp.get("seed_limited")
-    return value is not None and not pd.isna(value) and bool(value)
 
 
 def mde_text(comp: pd.Series, short: bool = False) -> str:
@@ -27,7 +21,7 @@ def mde_text(comp: pd.Series, short: bool = False) -> str:
     mde, rel = comp.get("mde", math.nan), comp.get("mde_rel_pct", math.nan)
     if mde is None or pd.isna(mde):
         return BLANK
-    label = mde_label(seed_limited(comp))  # its seeds set the MDE (`inference.Comparison.seed_limited`)
+    label = mde_label(row_seed_limited(comp))  # its seeds set the MDE (`inference.Comparison.seed_limited`)
     if rel is not None and not pd.isna(rel):
         return f"{label} {rel:.2f}%" if short else f"{label} {rel:.2f}% ({mde:.4f})"
     return f"{label} {mde:.4f}"

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from rlab.report.stats.inference import ALPHA, MIN_SEEDS, MIN_UNITS, Comparison
 
@@ -142,14 +143,14 @@ def mde_label(seed_limited: bool) -> str:
     return SEED_MDE if seed_limited else "MDE"
 
 
-def within_noise(mde: float, seeds: int | None = None, digits: int = 2) -> str:
-    """``within noise (MDE 0.22)``; ``within noise (seed MDE 3.10)`` where its `seeds` set the MDE."""
+def within_noise(mde: float, seed_limited: bool = False, digits: int = 2) -> str:
+    """``within noise (MDE 0.22)``; ``within noise (seed MDE 3.10)`` where its seeds set the MDE."""
     if math.isnan(mde):
         return "within noise"
-    return f"within noise ({mde_label(seeds is not None)} {mde:.{digits}f})"
+    return f"within noise ({mde_label(seed_limited)} {mde:.{digits}f})"
 
 
-def seeds_if_limited(row: Mapping[str, Any]) -> int | None:
-    """A comparison row's seeds per arm when they set its MDE (its ``seed_limited``), else None."""
+def row_seed_limited(row: Mapping[str, Any] | pd.Series) -> bool:
+    """Whether a comparison row's seeds set its MDE (its ``seed_limited`` column; missing or NaN: no)."""
     flag = row.get("seed_limited")
-    return int(row["n_seeds"]) if isinstance(flag, bool | np.bool_) and flag else None
+    return isinstance(flag, bool | np.bool_) and bool(flag)
