@@ -1,8 +1,10 @@
-"""The printed MDE against the report's own test: power at it on normal and on skewed units.
+"""The printed MDE against the report's own test: power at it per distribution and direction.
 
-The MDE is the larger of its two directions (`inference.mde_directions`), each read from the skew-corrected
-test's rejection rule with the sample's own skewness. Power is simulated through `inference.compare` at the
-median MDE the report prints on such samples, the true difference on each side of 0.
+The MDE is the larger of its two directions (`inference.mde_directions`, `rlab.report.stats.mde`). Power is read
+from null samples through the test's exact rejection rule (`tests/report/mde_grid.py`: a shift is found exactly
+when it passes the sample's W, checked here against `inference.compare`), at the median MDE the report prints
+on such samples. The full grid (4 distributions x n 20 / 32 / 64 x alpha / 4 and / 60) is the module's
+``__main__``; here one size and level, at a Monte Carlo error stated per cell.
 """
 
 from __future__ import annotations
@@ -13,59 +15,52 @@ import numpy as np
 import pytest
 
 from rlab.report.stats import inference as inf
+from rlab.report.stats import skew_test
+from tests.report import mde_grid
 
-N, ALPHA, SIMS = 32, 0.05 / 4, 300
-TOL = 3 * math.sqrt(0.8 * 0.2 / SIMS)
-"""Three Monte Carlo SEs of a power of 80% over `SIMS` experiments (6.9 points)."""
-
-
-def _draw(kind: str, rng: np.random.Generator, size: int) -> np.ndarray:
-    return rng.standard_normal(size) if kind == "normal" else rng.exponential(1.0, size) - 1.0
-
-
-def _printed_mde(kind: str, rng: np.random.Generator) -> float:
-    """The median MDE the report prints on samples of this kind (a plan quotes the typical one)."""
-    out = []
-    for _ in range(200):
-        c = inf.compare(_draw(kind, rng, N), np.zeros(N), draws=200, rng=rng)
-        out.append(c.mde(ALPHA))
-    return float(np.median(out))
-
-
-def _power(kind: str, shift: float, rng: np.random.Generator) -> float:
-    """Share of experiments with true difference `shift` the report's test calls significant on its side."""
-    hits = 0
-    for _ in range(SIMS):
-        c = inf.compare(_draw(kind, rng, N) + shift, np.zeros(N), draws=1000, rng=rng)
-        hits += bool(c.p_value is not None and c.p_value <= ALPHA and np.sign(c.estimate) == np.sign(shift))
-    return hits / SIMS
+N, FAMILY, SAMPLES, DRAWS = 32, 4, 300, 1000
+TOL = 3 * math.sqrt(0.8 * 0.2 / SAMPLES)
+"""Three Monte Carlo SEs of a power of 80% over `SAMPLES` null samples (6.9 points)."""
+CEILING = 0.90
+"""Not wildly conservative: at most this power (the rule aims at 80%; normal units come out at 83-90%)."""
 
 
 def test_mde_directions_reduce_to_the_t_formula_without_skew():
-    se, df = 0.1, 30.0
-    t = (inf.stats.t.ppf(1 - ALPHA / 2, df) + inf.stats.t.ppf(0.8, df)) * se
-    assert inf.mde_directions(se, df, ALPHA, 0.8, 0.0) == pytest.approx((t, t))
-    down, up = inf.mde_directions(
-        se, df, ALPHA, 0.8, 0.3
-    )  # right-skewed units: the lower side is the hard one
-    assert down > t > up and inf.mde(se, df, ALPHA, 0.8, 0.3) == down
+    se, df, alpha = 0.1, 30.0, 0.05 / FAMILY
+    t = (inf.stats.t.ppf(1 - alpha / 2, df) + inf.stats.t.ppf(0.8, df)) * se
+    assert inf.mde_directions(se, df, alpha, 0.8, 0.0) == pytest.approx((t, t))
+    down, up = inf.mde_directions(se, df, alpha, 0.8, 0.3)  # right-skewed units: the lower side is the hard one
+    assert down > t > up and inf.mde(se, df, alpha, 0.8, 0.3) == down
+    down, up = inf.mde_directions(se, df, alpha, 0.8, 0.3, n_units=31)  # simulated: the same sides
+    assert down > up and inf.mde_directions(se, df, alpha, 0.8, -0.3, n_units=31) == (up, down)
 
 
-def test_power_at_the_printed_mde_is_80_percent_on_normal_units():
-    rng = np.random.default_rng(11)
-    mde = _printed_mde("normal", rng)
-    for side in (-1.0, 1.0):
-        assert abs(_power("normal", side * mde, rng) - 0.8) <= TOL
+def test_a_shift_is_found_exactly_when_it_passes_the_samples_w():
+    """The identity the grid rests on, through `inference.compare` (12 units: the reference is exact)."""
+    rng = np.random.default_rng(3)
+    alpha, n = 0.05, 12
+    for _ in range(20):
+        x = mde_grid.draw("exponential", rng, (1, n))[0]
+        mean, se, a = (float(v[0]) for v in skew_test.moments(x[None, :], None))
+        ref = np.sort(skew_test.reference(x - x.mean(), None, rng, 0, 16)[0])[::-1]
+        q = ref[math.floor(alpha * (1 + len(ref)) + 1e-9) - 1]
+        w_down = mean - se * float(skew_test.hall_inverse(-q, a))
+        for mu in np.array([0.3, 0.7, 0.95, 1.05, 1.5, 3.0]) * w_down:
+            c = inf.compare(x - mu, np.zeros(n), min_units=n)
+            found = c.p_value is not None and c.p_value <= alpha and c.estimate < 0
+            assert found == (mu >= w_down)
 
 
-def test_on_skewed_units_the_printed_mde_covers_the_hard_side_better_than_the_t_formula():
-    """Centred exponential units: the long tail's side is found with certainty, the other is the hard one; the
-    MDE quotes the hard side, so its power there is well above the t formula's (measured 53-59% against
-    21-44%; 80% would need the population's skewness, which a sample of 32 underestimates, docs/statistics.md)."""
-    rng = np.random.default_rng(12)
-    mde = _printed_mde("exp", rng)
-    t_formula = inf.mde(1.0 / math.sqrt(N), N - 1.0, ALPHA)
-    assert mde > t_formula
-    assert _power("exp", mde, rng) >= 0.8 - TOL  # the long tail's side
-    hard = _power("exp", -mde, rng)
-    assert hard > _power("exp", -t_formula, rng) + TOL
+@pytest.mark.parametrize(("kind", "floor"), [("normal", 0.8), ("exponential", 0.8), ("lognormal", 0.75)])
+def test_power_at_the_printed_mde_is_80_percent_on_each_side(kind, floor):
+    """Each side at least `floor` - MC error and at most `CEILING` + MC error, but the long tail's side of skewed
+    units, which is found with certainty. Lognormal units fall a few points short of 80% on the hard side (72-78%
+    over the grid: the fitted gamma's tail is lighter than theirs); the closed form it replaced gave 38-57%."""
+    nulls = mde_grid.null_samples(kind, N, SAMPLES, DRAWS, families=(FAMILY,))
+    (cell,) = mde_grid.cells(kind, N, nulls, families=(FAMILY,))
+    down, up = cell.power["after"]
+    assert down >= floor - TOL and up >= floor - TOL
+    hard = (down, up) if kind == "normal" else (down,)
+    assert all(p <= CEILING + TOL for p in hard)
+    if kind != "normal":
+        assert cell.power["before"][0] < 0.8 - TOL

@@ -173,60 +173,53 @@ class EndpointPlan:
 # ---------------------------------------------------------------- the arithmetic
 
 
-def mde_at(
-    unit_sd: float,
-    n_units: int,
-    alpha: float,
-    power: float = inf.POWER,
-    seed_sd: float | None = None,
-    n_seeds: int = 1,
-    unit_skew: float = 0.0,
-) -> float:
-    """The MDE the report would print for a comparison with this noise, units and seeds, tested at `alpha`
-    (its skewness `a`: the units' third cumulant over the whole se³, as `inference.compare` takes it)."""
-    se, df = inf.planned_se(unit_sd, n_units, seed_sd, n_seeds)
-    skew = unit_skew / math.sqrt(n_units) * (unit_sd / math.sqrt(n_units) / se) ** 3 if se > 0 else 0.0
-    return inf.mde(se, df, alpha, power, skew)
+@dataclass(frozen=True)
+class UnitNoise:
+    """What an endpoint's MDE at a planned size depends on besides its units and seeds."""
 
+    unit_sd: float
+    seed_sd: float | None = None
+    unit_skew: float = 0.0
 
-def seed_floor(seed_sd: float | None, n_seeds: int, alpha: float, power: float = inf.POWER) -> float:
-    """The MDE with unlimited units at `n_seeds` seeds: what the seed term alone allows (0 with one seed)."""
-    if n_seeds < inf.MIN_SEEDS or not seed_sd:
-        return 0.0
-    return inf.mde(seed_sd / math.sqrt(n_seeds), n_seeds - 1.0, alpha, power)
+    def mde(self, n_units: int, alpha: float, power: float = inf.POWER, n_seeds: int = 1) -> float:
+        """The MDE the report would print for a comparison with this noise at `n_units` units and `n_seeds`
+        seeds, tested at `alpha` (its skewness `a`: the units' third cumulant over the whole se³, as
+        `inference.compare` takes it; simulated over the units when there is no seed term, as the report's)."""
+        se, df = inf.planned_se(self.unit_sd, n_units, self.seed_sd, n_seeds)
+        u = self.unit_sd / math.sqrt(n_units)
+        skew = self.unit_skew / math.sqrt(n_units) * (u / se) ** 3 if se > 0 else 0.0
+        seeded = n_seeds >= inf.MIN_SEEDS
+        return inf.mde(se, df, alpha, power, skew, None if seeded else n_units)
 
+    def floor(self, n_seeds: int, alpha: float, power: float = inf.POWER) -> float:
+        """The MDE with unlimited units at `n_seeds` seeds: what the seed term alone allows (0 with one seed)."""
+        return inf.seed_floor((self.seed_sd or 0.0) ** 2 / n_seeds, n_seeds, alpha, power)
 
-def required_units(
-    unit_sd: float,
-    target: float,
-    alpha: float,
-    power: float = inf.POWER,
-    seed_sd: float | None = None,
-    n_seeds: int = 1,
-    unit_skew: float = 0.0,
-) -> int | None:
-    """The fewest units (never below `inference.MIN_UNITS`, the verdict gate) whose MDE is at most `target`;
-    None when the seed term alone exceeds it or more than `MAX_UNITS` would be needed."""
-    if not target > 0:
-        return None
-
-    def reaches(n: int) -> bool:
-        return mde_at(unit_sd, n, alpha, power, seed_sd, n_seeds, unit_skew) <= target
-
-    if unit_sd <= 0:
-        return inf.MIN_UNITS if seed_floor(seed_sd, n_seeds, alpha, power) <= target else None
-    low = inf.MIN_UNITS
-    if reaches(low):
-        return low
-    high = 2 * low
-    while not reaches(high):  # the MDE falls monotonically in n (df grows, se shrinks) to the seed floor
-        if high > MAX_UNITS:
+    def required_units(
+        self, target: float, alpha: float, power: float = inf.POWER, n_seeds: int = 1
+    ) -> int | None:
+        """The fewest units (never below `inference.MIN_UNITS`, the verdict gate) whose MDE is at most
+        `target`; None when the seed term alone exceeds it or more than `MAX_UNITS` would be needed."""
+        if not target > 0:
             return None
-        high *= 2
-    while high - low > 1:  # reaches(high), not reaches(low)
-        mid = (low + high) // 2
-        low, high = (low, mid) if reaches(mid) else (mid, high)
-    return high
+
+        def reaches(n: int) -> bool:
+            return self.mde(n, alpha, power, n_seeds) <= target
+
+        if self.unit_sd <= 0:
+            return inf.MIN_UNITS if self.floor(n_seeds, alpha, power) <= target else None
+        low = inf.MIN_UNITS
+        if reaches(low):
+            return low
+        high = 2 * low
+        while not reaches(high):  # the MDE falls with n (df grows, se shrinks) to the seed floor
+            if high > MAX_UNITS:
+                return None
+            high *= 2
+        while high - low > 1:  # reaches(high), not reaches(low)
+            mid = (low + high) // 2
+            low, high = (low, mid) if reaches(mid) else (mid, high)
+        return high
 
 
 def plan_endpoint(
@@ -240,8 +233,9 @@ def plan_endpoint(
     level = alpha / max(1, noise.family_size)
     if noise.unit_sd is None:
         return EndpointPlan(noise, target, level, power, math.nan, [])
+    terms = UnitNoise(noise.unit_sd, noise.seed_sd, noise.unit_skew)
     now = (
-        mde_at(noise.unit_sd, noise.n_units, level, power, noise.seed_sd, noise.n_seeds, noise.unit_skew)
+        terms.mde(noise.n_units, level, power, noise.n_seeds)
         if noise.n_units and (noise.n_seeds < inf.MIN_SEEDS or noise.seed_sd is not None)
         else math.nan
     )
@@ -249,8 +243,7 @@ def plan_endpoint(
     for s in seeds:
         if s >= inf.MIN_SEEDS and noise.seed_sd is None:
             continue
-        units = required_units(noise.unit_sd, target, level, power, noise.seed_sd, s, noise.unit_skew)
-        options.append(SeedOption(s, units, seed_floor(noise.seed_sd, s, level, power)))
+        options.append(SeedOption(s, terms.required_units(target, level, power, s), terms.floor(s, level, power)))
     return EndpointPlan(noise, target, level, power, now, options)
 
 

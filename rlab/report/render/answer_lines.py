@@ -57,7 +57,8 @@ def unresolved_line(data: ReportData) -> str:
     out = (
         f'{len(hit)} of the {total} "within noise" MDEs are set by the seeds ("{vd.SEED_MDE}"): the training noise, '
         f"estimated from {int(hit['n_seeds'].max())} seeds per arm at most and taken at its 90% upper bound, makes "
-        f"them over {inf.SEED_LIMITED:g}x what their units alone give, so more seeds, not more documents, shrink them"
+        f"them so large that unlimited documents at these seeds would leave over "
+        f"{100 * inf.SEED_FLOOR_SHARE:.0f}% of each, so more seeds, not more documents, shrink them"
     )
     return out + plan_hint(data)
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from rlab.report.stats import mde as mde_rule
 from rlab.report.stats import skew_test
 from rlab.report.stats.variance import satterthwaite, se_terms, t_interval, upper_factor
 
@@ -118,56 +119,64 @@ class Comparison:
 
     def mde(self, alpha: float = ALPHA, power: float = POWER) -> float:
         """Smallest true |difference| the test at `alpha` finds with probability `power` in either direction
-        (NaN if no se): `mde` with this comparison's skewness."""
-        return mde(self.se, self.df, alpha, power, self.skew)
+        (NaN if no se): `mde` with this comparison's skewness (simulated over its units when it has no seed
+        term)."""
+        units = None if self.seed_var > 0 else self.n_units
+        return mde(self.se, self.df, alpha, power, self.skew, units)
 
     def seed_limited(self, alpha: float = ALPHA, power: float = POWER) -> bool:
-        """Whether its seeds, not its units, set the MDE: with `SEED_LIMITED` times the MDE its unit term alone
-        would give, the number says only that a seed variance on S - 1 df is uncertain (`rlab power` says how
-        many seeds resolve a stated effect)."""
+        """Whether its seeds, not its units, set the MDE: the seed term alone (unlimited units at these seeds,
+        `seed_floor`) would leave more than `SEED_FLOOR_SHARE` of it, so more units cannot even halve it and only
+        more seeds can (`rlab power` says how many resolve a stated effect)."""
         if not (self.seed_var > 0 and self.unit_var > 0):  # no seed term (one seed a side), or no unit term
             return False
-        units_only = mde(math.sqrt(self.unit_var), max(self.n_units - 1.0, 1.0), alpha, power, self.skew)
-        return self.mde(alpha, power) > SEED_LIMITED * units_only
+        return seed_floor(self.seed_var, self.n_seeds, alpha, power) > SEED_FLOOR_SHARE * self.mde(alpha, power)
 
 
-SEED_LIMITED = 3.0
-"""A comparison whose MDE is more than this many times its unit term's alone is limited by its seeds (at 2 seeds
-the seed term on 1 df at Holm's level makes MDEs of several hundred percent: 15x at alpha / 4, ~200x at
-alpha / 65; at 2 df and alpha 0.05 about 2x)."""
+SEED_FLOOR_SHARE = 0.5
+"""An MDE is the seeds' ("seed MDE") when unlimited units at the same seeds would leave more than this share of it:
+more documents could not halve it. At 2 seeds the seed term's 1 df makes the floor itself hundreds of percent at
+Holm's levels; with unit noise dominant the floor is a small share and more units do shrink the MDE."""
 
 
-def mde(se: float, df: float, alpha: float = ALPHA, power: float = POWER, skew: float = 0.0) -> float:
+def seed_floor(seed_var: float, n_seeds: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The MDE with unlimited units at `n_seeds` seeds: the seed term `seed_var` of se² alone, t on its S - 1 df
+    (0 with one seed). `rlab.report.power.planner` plans with the same floor."""
+    if n_seeds < MIN_SEEDS or not seed_var > 0:
+        return 0.0
+    return mde(math.sqrt(seed_var), n_seeds - 1.0, alpha, power)
+
+
+def mde(
+    se: float,
+    df: float,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    skew: float = 0.0,
+    n_units: int | None = None,
+) -> float:
     """The minimum detectable effect of the report's test: the larger of `mde_directions` (NaN without an se).
 
     "Within noise" reads as "no effect this large either way"; the direction of a within-noise estimate is itself
     noise, so an MDE in the direction the estimate points would quote the small side half the time for an effect
     on the other. The report prints it beside "within noise"; `rlab.report.power.planner` plans with it, so a plan
     and the report it leads to agree."""
-    down, up = mde_directions(se, df, alpha, power, skew)
+    down, up = mde_directions(se, df, alpha, power, skew, n_units)
     return max(down, up)
 
 
 def mde_directions(
-    se: float, df: float, alpha: float = ALPHA, power: float = POWER, skew: float = 0.0
+    se: float,
+    df: float,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    skew: float = 0.0,
+    n_units: int | None = None,
 ) -> tuple[float, float]:
-    """(MDE below 0, MDE above 0) of the skew-corrected test (`skew_test`), as magnitudes.
-
-    The test rejects upwards when Hall's G(D / se, a) exceeds the reference's 1 - alpha/2 quantile q, i.e. when
-    D / se > G⁻¹(q); under a shift mu, G of the studentized error is again distributed as the (symmetric)
-    reference, so it rejects with probability `power` when mu / se = G⁻¹(q) - G⁻¹(-c), c the reference's `power`
-    quantile (downwards: G⁻¹(c) - G⁻¹(-q)). q and c are t quantiles on `df` (the reference's shape without a
-    skew; no draws, so ~150 comparisons cost nothing); a = `skew` = 0 gives the t formula
-    ``(t(1 - alpha/2, df) + t(power, df)) · se``. With skewed units the two sides differ several-fold (centred
-    exponential, n = 32, alpha 0.05 / 4, at its a = 0.35: 6.3 se below, 3.1 above). Power at the printed MDE
-    through the report's test (`tests/report/test_mde.py`, docs/statistics.md): normal units ~80%; skewed units
-    100% on the long tail's side and 50-67% on the other (the t formula's: 21-44%), short of 80% because a sample
-    underestimates its population's skewness."""
-    if not (se > 0 and df > 0) or math.isnan(se):
-        return math.nan, math.nan
-    q, c = float(stats.t.ppf(1 - alpha / 2, df)), float(stats.t.ppf(power, df))
-    g = skew_test.hall_inverse
-    return float(g(c, skew) - g(-q, skew)) * se, float(g(q, skew) - g(-c, skew)) * se
+    """(MDE below 0, MDE above 0) of the skew-corrected test, as magnitudes (`rlab.report.stats.mde`): its
+    rejection rule simulated under a gamma population fitted to the comparison's skewness when `n_units` is given
+    (one seed a side), else Hall's transform inverted in closed form (the t formula at `skew` 0)."""
+    return mde_rule.mde_directions(se, df, alpha, power, skew, n_units)
 
 
 def planned_se(

@@ -77,7 +77,7 @@ def moments(x: np.ndarray, indicator: np.ndarray | None) -> tuple[np.ndarray, np
         var = (within * (size > 1) / np.maximum(size - 1, 1) * size).sum(axis=1) / n**2
     se = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(se > 0, (centred**3).sum(axis=1) / n**3 / np.where(se > 0, se, 1.0) ** 3, 0.0)
+        a = np.where(se > 0, (centred * centred * centred).sum(axis=1) / n**3 / np.where(se > 0, se, 1.0) ** 3, 0.0)
     return mean, se, a
 
 
