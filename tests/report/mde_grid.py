@@ -3,7 +3,7 @@
 The test's se, skewness a and sign-flip reference (so its critical value q) are unchanged when every unit shifts,
 so one set of null samples gives the whole power curve: a true difference -mu is found exactly when
 mu >= W_down = D₀ - se · G⁻¹(-q, a) (upwards: W_up = se · G⁻¹(q, a) - D₀), D₀ the null sample's estimate. Each
-sample's q is its own reference's (`skew_test.reference`, `draws` sign patterns, as `inference.compare` takes it).
+sample's q is its own reference's (`skew_test.SignFlips.reference`, `draws` sign patterns, as `inference.compare` takes it).
 The printed MDE is the median over the samples of what the report prints on them (`inference.mde` with the
 sample's se, skewness and units: "after"; the closed form at the sample's skewness: "before"); its power on each
 side is the share of samples with W at most it.
@@ -62,7 +62,7 @@ def null_samples(
     allowed = [math.floor(inf.ALPHA / m * (1 + draws) + 1e-9) - 1 for m in families]  # as `p_and_interval`
     q = []
     for row in x:
-        ref = np.sort(skew_test.reference(row - row.mean(), None, rng, draws, inf.EXACT_SIGN_FLIP_MAX)[0])
+        ref = np.sort(skew_test.SignFlips(row - row.mean()).reference(rng, draws, inf.EXACT_SIGN_FLIP_MAX)[0])
         q.append([ref[::-1][i] for i in allowed])
     return np.column_stack([mean, se, a, np.array(q)])
 

@@ -1,6 +1,6 @@
 """The printed MDE against the report's own test: power at it per distribution and direction.
 
-The MDE is the larger of its two directions (`inference.mde_directions`, `rlab.report.stats.mde`). Power is read
+The MDE is the larger of its two directions (`rlab.report.stats.mde.mde_directions`). Power is read
 from null samples through the test's exact rejection rule (`tests/report/mde_grid.py`: a shift is found exactly
 when it passes the sample's W, checked here against `inference.compare`), at the median MDE the report prints
 on such samples. The full grid (4 distributions x n 20 / 32 / 64 x alpha / 4 and / 60) is the module's
@@ -13,8 +13,10 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from rlab.report.stats import inference as inf
+from rlab.report.stats import mde as mde_rule
 from rlab.report.stats import skew_test
 from tests.report import mde_grid
 
@@ -27,12 +29,14 @@ CEILING = 0.90
 
 def test_mde_directions_reduce_to_the_t_formula_without_skew():
     se, df, alpha = 0.1, 30.0, 0.05 / FAMILY
-    t = (inf.stats.t.ppf(1 - alpha / 2, df) + inf.stats.t.ppf(0.8, df)) * se
-    assert inf.mde_directions(se, df, alpha, 0.8, 0.0) == pytest.approx((t, t))
-    down, up = inf.mde_directions(se, df, alpha, 0.8, 0.3)  # right-skewed units: the lower side is the hard one
-    assert down > t > up and inf.mde(se, df, alpha, 0.8, 0.3) == down
-    down, up = inf.mde_directions(se, df, alpha, 0.8, 0.3, n_units=31)  # simulated: the same sides
-    assert down > up and inf.mde_directions(se, df, alpha, 0.8, -0.3, n_units=31) == (up, down)
+    t = (stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.8, df)) * se
+    assert mde_rule.mde_directions(se, df, alpha, 0.8, 0.0) == pytest.approx((t, t))
+    down, up = mde_rule.mde_directions(
+        se, df, alpha, 0.8, 0.3
+    )  # right-skewed units: the lower side is the hard one
+    assert down > t > up and mde_rule.mde(se, df, alpha, 0.8, 0.3) == down
+    down, up = mde_rule.mde_directions(se, df, alpha, 0.8, 0.3, n_units=31)  # simulated: the same sides
+    assert down > up and mde_rule.mde_directions(se, df, alpha, 0.8, -0.3, n_units=31) == (up, down)
 
 
 def test_a_shift_is_found_exactly_when_it_passes_the_samples_w():
@@ -42,7 +46,7 @@ def test_a_shift_is_found_exactly_when_it_passes_the_samples_w():
     for _ in range(20):
         x = mde_grid.draw("exponential", rng, (1, n))[0]
         mean, se, a = (float(v[0]) for v in skew_test.moments(x[None, :], None))
-        ref = np.sort(skew_test.reference(x - x.mean(), None, rng, 0, 16)[0])[::-1]
+        ref = np.sort(skew_test.SignFlips(x - x.mean()).reference(rng, 0, 16)[0])[::-1]
         q = ref[math.floor(alpha * (1 + len(ref)) + 1e-9) - 1]
         w_down = mean - se * float(skew_test.hall_inverse(-q, a))
         for mu in np.array([0.3, 0.7, 0.95, 1.05, 1.5, 3.0]) * w_down:

@@ -47,6 +47,7 @@ COMPARISON_COLUMNS = [
     "df",
     "unit_var",
     "seed_var",
+    "seed_df",
     "skew",
     "p_value",
     "method",
@@ -207,6 +208,7 @@ def compare_arms(
                     df=diff.df,
                     unit_var=diff.unit_var,
                     seed_var=diff.seed_var,
+                    seed_df=diff.seed_df,
                     skew=diff.skew,
                     p_value=math.nan if diff.p_value is None else diff.p_value,
                     method=diff.method if diff.testable else (diff.reason or ""),
@@ -309,5 +311,6 @@ def _as_comparison(r: pd.Series) -> inf.Comparison | None:
         int(r["n_seeds"]) if not pd.isna(r["n_seeds"]) else 1,
         unit_var=float(r["unit_var"]),
         seed_var=float(r["seed_var"]),
+        seed_df=float(r.get("seed_df", math.nan)),
         skew=0.0 if pd.isna(r["skew"]) else float(r["skew"]),
     )

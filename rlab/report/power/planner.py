@@ -90,7 +90,7 @@ class Noise:
     """SD of one seed's difference between two arms (training noise); None when unknown."""
     unit_skew: float = 0.0
     """Skewness of one unit's contribution: the report's MDE is the larger of its two directions
-    (`inference.mde_directions`), so a skewed endpoint plans with it (a = skewness / √n at n units)."""
+    (`rlab.report.stats.mde`), so a skewed endpoint plans with it (a = skewness / √n at n units)."""
     n_units: int | None = None
     """Units in the pilot (or the planned experiment) this noise was measured on / is checked for."""
     n_seeds: int = 1
@@ -193,7 +193,9 @@ class UnitNoise:
 
     def floor(self, n_seeds: int, alpha: float, power: float = inf.POWER) -> float:
         """The MDE with unlimited units at `n_seeds` seeds: what the seed term alone allows (0 with one seed)."""
-        return inf.seed_floor((self.seed_sd or 0.0) ** 2 / n_seeds, n_seeds, alpha, power)
+        if n_seeds < inf.MIN_SEEDS:
+            return 0.0
+        return inf.seed_floor((self.seed_sd or 0.0) ** 2 / n_seeds, n_seeds - 1.0, alpha, power)
 
     def required_units(
         self, target: float, alpha: float, power: float = inf.POWER, n_seeds: int = 1
@@ -243,7 +245,9 @@ def plan_endpoint(
     for s in seeds:
         if s >= inf.MIN_SEEDS and noise.seed_sd is None:
             continue
-        options.append(SeedOption(s, terms.required_units(target, level, power, s), terms.floor(s, level, power)))
+        options.append(
+            SeedOption(s, terms.required_units(target, level, power, s), terms.floor(s, level, power))
+        )
     return EndpointPlan(noise, target, level, power, now, options)
 
 

@@ -27,10 +27,11 @@ arms share (bytes for BPB, 1 for a plain mean). The arm's estimate is the mean o
 * **Families** (`rlab.report.stats.verdicts`): verdicts are Holm-adjusted within one declared family whose size
   counts only testable comparisons (statsmodels' `multipletests` gives the same numbers; this one keeps the
   None entries out of the count).
-* **MDE** (`Comparison.mde`, `mde`): the smallest true difference the test finds with 80% power at a given level
-  in either direction, from the skew-corrected test's own rejection rule and the comparison's skewness
-  (`mde_directions`; the t formula ``(t(1 - alpha/2, df) + t(power, df)) · se`` when the units are symmetric),
-  printed beside every "within noise" unless its seeds set it (`Comparison.seed_limited`). `planned_se` gives the
+* **MDE** (`Comparison.mde`, `rlab.report.stats.mde`): the smallest true difference the test finds with 80% power
+  at a given level in either direction, from the skew-corrected test's own rejection rule simulated under a gamma
+  population fitted to the comparison (one seed a side), else in closed form (the t formula
+  ``(t(1 - alpha/2, df) + t(power, df)) · se`` when the units are symmetric); printed beside every "within noise",
+  labelled "seed MDE" where its seeds set it (`Comparison.seed_limited`). `planned_se` gives the
   se (and df) of a planned experiment from per-unit and per-seed SDs, for `rlab.report.power.planner`.
 
 Nothing here reads files or frames: callers pass arrays (`rlab.report.stats.estimates`, `rlab.report.copy_distance.section`).
@@ -49,10 +50,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
-from rlab.report.stats import mde as mde_rule
 from rlab.report.stats import skew_test
+from rlab.report.stats.mde import mde
 from rlab.report.stats.variance import satterthwaite, se_terms, t_interval, upper_factor
 
 MIN_UNITS = 20
@@ -101,6 +101,8 @@ class Comparison:
     """The seed term of se² (0 with one seed); times `n_seeds`, the per-seed variance a plan scales."""
     skew: float = 0.0
     """Hall's `a` of the estimate: the units' third cumulant of it over se³ (0 for symmetric units)."""
+    seed_df: float = math.nan
+    """Degrees of freedom of the seed term (S - 1; Satterthwaite's over two arms' terms; NaN without one)."""
 
     @property
     def testable(self) -> bool:
@@ -126,57 +128,22 @@ class Comparison:
 
     def seed_limited(self, alpha: float = ALPHA, power: float = POWER) -> bool:
         """Whether its seeds, not its units, set the MDE: the seed term alone (unlimited units at these seeds,
-        `seed_floor`) would leave more than `SEED_FLOOR_SHARE` of it, so more units cannot even halve it and only
-        more seeds can (`rlab power` says how many resolve a stated effect)."""
+        `seed_floor`) gives a larger MDE than the units alone give, so no number of units brings the MDE down to
+        what the units support, and only more seeds can (`rlab power` says how many resolve a stated effect)."""
         if not (self.seed_var > 0 and self.unit_var > 0):  # no seed term (one seed a side), or no unit term
             return False
-        return seed_floor(self.seed_var, self.n_seeds, alpha, power) > SEED_FLOOR_SHARE * self.mde(alpha, power)
+        unit_se = math.sqrt(self.unit_var)
+        unit_skew = self.skew * (self.se / unit_se) ** 3  # the units' a over their own se
+        units_only = mde(unit_se, max(self.n_units - 1.0, 1.0), alpha, power, unit_skew, self.n_units)
+        return seed_floor(self.seed_var, self.seed_df, alpha, power) > units_only
 
 
-SEED_FLOOR_SHARE = 0.5
-"""An MDE is the seeds' ("seed MDE") when unlimited units at the same seeds would leave more than this share of it:
-more documents could not halve it. At 2 seeds the seed term's 1 df makes the floor itself hundreds of percent at
-Holm's levels; with unit noise dominant the floor is a small share and more units do shrink the MDE."""
-
-
-def seed_floor(seed_var: float, n_seeds: int, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The MDE with unlimited units at `n_seeds` seeds: the seed term `seed_var` of se² alone, t on its S - 1 df
-    (0 with one seed). `rlab.report.power.planner` plans with the same floor."""
-    if n_seeds < MIN_SEEDS or not seed_var > 0:
+def seed_floor(seed_var: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The MDE with unlimited units: the seed term `seed_var` of se² alone, t on its `df` (S - 1 for S seeds; 0
+    without a seed term). `rlab.report.power.planner` plans with the same floor."""
+    if not (seed_var > 0 and df > 0):
         return 0.0
-    return mde(math.sqrt(seed_var), n_seeds - 1.0, alpha, power)
-
-
-def mde(
-    se: float,
-    df: float,
-    alpha: float = ALPHA,
-    power: float = POWER,
-    skew: float = 0.0,
-    n_units: int | None = None,
-) -> float:
-    """The minimum detectable effect of the report's test: the larger of `mde_directions` (NaN without an se).
-
-    "Within noise" reads as "no effect this large either way"; the direction of a within-noise estimate is itself
-    noise, so an MDE in the direction the estimate points would quote the small side half the time for an effect
-    on the other. The report prints it beside "within noise"; `rlab.report.power.planner` plans with it, so a plan
-    and the report it leads to agree."""
-    down, up = mde_directions(se, df, alpha, power, skew, n_units)
-    return max(down, up)
-
-
-def mde_directions(
-    se: float,
-    df: float,
-    alpha: float = ALPHA,
-    power: float = POWER,
-    skew: float = 0.0,
-    n_units: int | None = None,
-) -> tuple[float, float]:
-    """(MDE below 0, MDE above 0) of the skew-corrected test, as magnitudes (`rlab.report.stats.mde`): its
-    rejection rule simulated under a gamma population fitted to the comparison's skewness when `n_units` is given
-    (one seed a side), else Hall's transform inverted in closed form (the t formula at `skew` 0)."""
-    return mde_rule.mde_directions(se, df, alpha, power, skew, n_units)
+    return mde(math.sqrt(seed_var), df, alpha, power)
 
 
 def planned_se(
@@ -254,6 +221,7 @@ def compare(
     estimate, se, df, seeds, unit_var, seed_terms, z = se_terms(ya, yb, w, strata_arr)
     seed_var = sum(v for v, _ in seed_terms)
     low, high = t_interval(estimate, se, df, level) if n >= 2 or seeds >= 2 else (math.nan, math.nan)
+    seed_df = satterthwaite(seed_terms, math.nan)[1] if seed_terms else math.nan
     base = dict(
         estimate=estimate,
         low=low,
@@ -264,6 +232,7 @@ def compare(
         n_seeds=seeds,
         unit_var=unit_var,
         seed_var=seed_var,
+        seed_df=seed_df,
     )
     if n < min_units:
         return Comparison(**base, p_value=None, reason="too few units")
@@ -274,16 +243,13 @@ def compare(
     skew = float(a_u[0] * (se_u[0] / se) ** 3)  # the units' third cumulant over the whole se³
     centred = z - _stratum_means(z, indicator)
     drawn = [(v * upper_factor(d), d) for v, d in seed_terms]  # the reference draws them at their upper bound
+    null, rng = skew_test.SignFlips(centred, indicator, drawn), rng or np.random.default_rng(0)
     if stop_hits is not None:  # simulations: the p only, drawn sequentially (the interval is not computed)
         observed = abs(float(skew_test.hall(estimate / se, skew)))
-        p = skew_test.sequential_p(
-            observed, centred, indicator, rng or np.random.default_rng(0), draws, stop_hits, drawn
-        )
+        p = null.sequential_p(observed, rng, draws, stop_hits)
         method = SEEDS_SKEW if seed_terms else SKEW_MC
         return Comparison(**base | dict(low=math.nan, high=math.nan, skew=skew), p_value=p, method=method)
-    ref, exact = skew_test.reference(
-        centred, indicator, rng or np.random.default_rng(0), draws, EXACT_SIGN_FLIP_MAX, drawn
-    )
+    ref, exact = null.reference(rng, draws, EXACT_SIGN_FLIP_MAX)
     p, low, high = skew_test.p_and_interval(estimate, se, skew, ref, level)
     base.update(low=low, high=high, skew=skew)
     if not seed_terms and (recorded := _RECORDED.get()) is not None:

@@ -18,13 +18,15 @@ simulated here (`SIM_DRAWS` samples of the comparison's n units) under a populat
   n 20-64, alpha 0.05/4 and 0.05/60, 20,000 draws each).
 
 The closed form it replaces (`closed_form`: Hall's transform inverted at the sample skewness, the test's
-reference taken as symmetric under a shift) gave 38-57% power on the hard side of centred exponential and
-lognormal units; this rule gives 73-91% across normal, t3, exponential and lognormal units, n 20-64, alpha/4 and
-alpha/60 (`tests/report/mde_grid.py`, table in docs/statistics.md). It is used for one-seed comparisons up to
+reference taken as symmetric under a shift) gave 40-54% power on the hard side of centred exponential and
+lognormal units. Power at the printed MDE with this rule: normal 82-90%, t3 78-85%, exponential 75-83% and
+lognormal 72-77% on the hard side (100% on the long tail's), n 20-64, alpha/4 and alpha/60
+(`tests/report/mde_grid.py`, table in docs/statistics.md). It is used for one-seed comparisons up to
 `SIM_MAX_UNITS` units (above, the skewness per unit of the mean is small and the closed form is used); with a
 seed term the test's reference is t on the seeds' df and the closed form applies.
 
-Deterministic (fixed seeds, cached per n, skewness and level): ~150 MDEs of a report cost well under a second.
+Deterministic (fixed seeds; cached per simulated size, skewness and level): the demo's report spends about a
+second on its MDEs and `rlab power`'s plans.
 """
 
 from __future__ import annotations
@@ -49,6 +51,23 @@ SKEW_GRID = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 
 """Population skewnesses the median-|skewness| curve is drawn at."""
 _SKEW_STEP = 0.1
 """The fitted skewness is rounded to this (shares simulations between comparisons)."""
+
+
+def mde(
+    se: float,
+    df: float,
+    alpha: float,
+    power: float,
+    skew: float = 0.0,
+    n_units: int | None = None,
+) -> float:
+    """The minimum detectable effect of the report's test: the larger of `mde_directions` (NaN without an se).
+
+    "Within noise" reads as "no effect this large either way"; the direction of a within-noise estimate is itself
+    noise, so an MDE in the direction the estimate points would quote the small side half the time for an effect
+    on the other. The report prints it beside "within noise"; `rlab.report.power.planner` plans with it, so a plan
+    and the report it leads to agree."""
+    return max(mde_directions(se, df, alpha, power, skew, n_units))
 
 
 def mde_directions(

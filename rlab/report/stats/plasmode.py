@@ -23,7 +23,7 @@ from rlab.report.stats import verdicts as vd
 DEFAULT_REPS = 200
 """Simulated experiments per family (Monte Carlo SE of a 5% rate: 1.5 points)."""
 DEFAULT_DRAWS = 20_000
-"""At most this many sign-flip draws per simulated test, drawn sequentially (`skew_test.sequential_p`)."""
+"""At most this many sign-flip draws per simulated test, drawn sequentially (`skew_test.SignFlips.sequential_p`)."""
 STOP_HITS = 10
 """A simulated test stops drawing once this many reference values reach its statistic."""
 
