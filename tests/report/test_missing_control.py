@@ -8,6 +8,7 @@ import shutil
 from rlab.paths import ExperimentLayout
 from rlab.report.assemble.collect import collect
 from rlab.report.render import answer
+from rlab.report.render import document as doc
 from tests.conftest import REPO_ROOT
 
 
@@ -36,3 +37,6 @@ def test_unevaluated_zero_shot_arms_are_not_labelled_control(tmp_path):
     labels = [row[0].text for row in answer.table(built).rows]
     zero_shot = [label for r, label in zip(built.rows, labels, strict=True) if r.kind == "zero-shot"]
     assert zero_shot[0] == "rope (control)" and not any("(control)" in label for label in zero_shot[1:])
+    (waiting,) = [line for line in built.lines if "Not evaluated yet" in doc.plain(line)]
+    assert "5 of 16 tags" in doc.plain(waiting) and "demo-pi-zeroshot" in doc.plain(waiting)
+    assert f"rlab eval --spec {tmp_path / 'demo' / 'spec.resolved.yaml'} --all" in doc.plain(waiting)

@@ -53,7 +53,7 @@ class Answer:
     groups: dict[int, str]
     """Row index -> the heading of the block that starts there."""
     lines: list[doc.Text]
-    """At most three: the families, the seeds, the most important warning."""
+    """The few lines under the table (`answer_lines.lines`): families, seeds, what is missing, a warning."""
     warnings: list[doc.Item] = field(default_factory=list)
     """Every warning and note (the Warnings section below the answer)."""
 
