@@ -59,3 +59,6 @@ def test_the_platform_names_this_process_threads_and_torch(one_thread):
     assert now.device == "cpu" and now.threads == 1 and now.torch == torch.__version__ and now.cpu
     assert now.kernels == torch.backends.cpu.get_cpu_capability()
     assert "torch" in now.label and now.label.endswith("1 thread")
+    on_gpu = now.model_copy(update={"device": "NVIDIA H200", "threads": 16})
+    # on a GPU no host ISA: the CPU's kernels compute nothing of its numbers
+    assert on_gpu.label == f"NVIDIA H200, torch {torch.__version__}, 16 threads"

@@ -7,9 +7,11 @@ commands build the plan; this module only prints it.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.cells import cell_len
 from rich.table import Table
 
 from rlab.cli.console import out
@@ -72,28 +74,21 @@ def render_plan(
         f"per job",
         highlight=False,
     )
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
-    table.add_column("tag", no_wrap=True)
     replicated = len(sources) > 1  # train.replicate_base: say which base each tag starts from
-    if replicated:
-        table.add_column("from", no_wrap=True)
-    table.add_column("rope", overflow="fold")
-    for column in ("seq", "steps", "tok/step") + (("GiB/rank",) if memory is not None else ()):
-        table.add_column(column, justify="right", no_wrap=True)
-    for run in runs:
-        batch = (
-            run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
-        )
-        l0 = run.rope.original_len or (base.sequence_len if base else None)
-        rope = run.rope.with_original_len(l0) if l0 else run.rope
-        seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
-        tag = f"{run.tag} (control)" if run.lineage and is_control(spec, run.variant) else run.tag
-        cells = [tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}"]
-        if replicated:
-            cells.insert(1, run.lineage.parent_tag if run.lineage else "scratch")
-        if memory is not None:
-            cells.append(f"{memory.peak_gib:.1f}" if run.train.steps > 0 else "-")
-        table.add_row(*cells)
+    headers = ["tag", *(["from"] if replicated else []), "rope", "seq", "steps", "tok/step"]
+    headers += ["GiB/rank"] if memory is not None else []
+    rows = [_plan_row(spec, run, base, memory, replicated) for run in runs]
+    headers, widths, squeezed = _fit(headers, rows, [run.tag for run in runs], out.width)
+    table = Table(
+        box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=squeezed
+    )
+    for header, width in zip(headers, widths, strict=True):
+        if header in ("tag", "rope"):
+            table.add_column(header, width=width, overflow="fold")
+        else:  # the base a tag starts from, and the numbers, never wrap
+            table.add_column(header, justify="left" if header == "from" else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
     if memory is not None:
         verdict = "fits" if memory.fits else "[red]does not fit[/]"
@@ -117,3 +112,57 @@ def render_plan(
     out.print("Commands:", highlight=False)
     for job in jobs:
         out.print(f"  {job.command()}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _plan_row(
+    spec: ExperimentSpec, run: RunConfig, base: BaseInfo | None, memory: MemoryPlan | None, replicated: bool
+) -> list[str]:
+    """A tag's cells: tag (and which base it starts from), RoPE with its L0, seq_len, steps, tokens per step."""
+    launch = spec.launch
+    batch = run.train.total_batch_size or run.train.device_batch_size * run.train.seq_len * launch.world_size
+    l0 = run.rope.original_len or (base.sequence_len if base else None)
+    rope = run.rope.with_original_len(l0) if l0 else run.rope
+    seq = "→".join(str(n) for n in [*(p.seq_len for p in run.train.seq_len_warmup), run.train.seq_len])
+    tag = f"{run.tag} (control)" if run.lineage and is_control(spec, run.variant) else run.tag
+    cells = [tag, rope.describe(), seq, str(run.train.steps), f"{batch:,}"]
+    if replicated:
+        cells.insert(1, run.lineage.parent_tag if run.lineage else "scratch")
+    if memory is not None:
+        cells.append(f"{memory.peak_gib:.1f}" if run.train.steps > 0 else "-")
+    return cells
+
+
+def _fit(
+    headers: list[str], rows: list[list[str]], tags: list[str], room: int
+) -> tuple[list[str], list[int | None], bool]:
+    """The headers and widths (None: as wide as its cells) of a plan's columns in `room`, cutting no name, and
+    whether they are squeezed (two spaces between columns, not three).
+
+    The numbers give way first: a header with a slash takes two lines (tok/ over step), and the columns close
+    up. Then the wider of the tag and rope columns wraps, a character at a time: a tag down to the longest tag
+    (" (control)" goes under it), the rope down to its longest word (it wraps at spaces). Only a table still too
+    narrow for those folds them inside a word (rich's own squeeze did that to the rope at once, it being the one
+    column that could wrap). What the rope's wrapped lines leave unused goes back to the tags.
+    """
+
+    def widths_of(heads: list[str]) -> list[int]:
+        cells = ([head, *(row[i] for row in rows)] for i, head in enumerate(heads))
+        return [max(cell_len(line) for cell in column for line in cell.splitlines()) for column in cells]
+
+    if sum(widths_of(headers)) + 3 * (len(headers) - 1) <= room:  # padding, separator, padding
+        return headers, [None] * len(headers), False
+    headers = [header.replace("/", "/\n") for header in headers]
+    natural = widths_of(headers)
+    widths, gaps = list(natural), 2 * (len(headers) - 1)
+    rope, tag = headers.index("rope"), headers.index("tag")
+    floors = {
+        tag: max(map(cell_len, tags), default=3),
+        rope: max((cell_len(word) for row in rows for word in row[rope].split()), default=4),
+    }
+    for floor in (floors, dict.fromkeys(floors, 4)):  # whole words and tags, else folded ones
+        while sum(widths) + gaps > room and (wider := [i for i in floors if widths[i] > floor[i]]):
+            widths[max(wider, key=lambda i: widths[i])] -= 1
+    used = max(cell_len(line) for row in rows for line in [*textwrap.wrap(row[rope], widths[rope]), "rope"])
+    widths[tag] = min(natural[tag], widths[tag] + widths[rope] - used)  # the rope's lines may end short
+    widths[rope] = used
+    return headers, [width if i in floors else None for i, width in enumerate(widths)], True

@@ -24,17 +24,20 @@ SHORT_WINDOW_TILE = 128  # nanochat rounds the short window up to FA3's tile siz
 
 @dataclass(frozen=True)
 class Architecture:
-    """The optional parts one generation switches on; `rlab.core.gpt.GPT` builds exactly these."""
+    """The optional parts one generation switches on; `rlab.core.gpt.GPT` builds exactly these.
+
+    Every part is off by default: a generation names the ones it adds to the plain GPT (nanochat-2025).
+    """
 
     name: str
     nanochat_commits: str
     rotary_base: float
-    qk_scale: float  # q and k are multiplied by this after the QK-norm
-    value_embeds: bool  # per-layer value embeddings with a per-head gate (alternating layers, last included)
-    residual_scalars: bool  # resid_lambdas / x0_lambdas before every block
-    smear: bool  # previous token's embedding mixed in by a gate
-    backout: bool  # residual after layer n_layer // 2 subtracted before the final norm
-    sliding_windows: bool  # model_config.window_pattern is honoured
+    qk_scale: float = 1.0  # q and k are multiplied by this after the QK-norm
+    value_embeds: bool = False  # value embeddings with a per-head gate (alternating layers, last included)
+    residual_scalars: bool = False  # resid_lambdas / x0_lambdas before every block
+    smear: bool = False  # previous token's embedding mixed in by a gate
+    backout: bool = False  # residual after layer n_layer // 2 subtracted before the final norm
+    sliding_windows: bool = False  # model_config.window_pattern is honoured
 
 
 DEFAULT_WINDOW_PATTERN = "L"

@@ -13,6 +13,8 @@ to (B, 1, Tq, Tk)) for packed rows, a `SlidingWindow` for windowed layers (FlexA
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -112,6 +114,20 @@ class KVCache:
         return max(self.seq_len or 0, self.pos + num_new)
 
 
+class LayerInputs(NamedTuple):
+    """What one layer reads besides the residual stream x; `GPT._trunk` builds it once per layer.
+
+    `ve` (B, T, H_kv*d) is the layer's value embedding or None; `attn_mask` (a bool tensor broadcastable
+    to (B, 1, T, Tk), True = may attend, or a `SlidingWindow`) replaces the causal rule.
+    """
+
+    ve: torch.Tensor | None
+    cos_sin: tuple[torch.Tensor, torch.Tensor]
+    scale: float
+    kv_cache: KVCache | None
+    attn_mask: torch.Tensor | SlidingWindow | None
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config, layer_idx: int, arch: Architecture) -> None:
         super().__init__()
@@ -128,20 +144,10 @@ class CausalSelfAttention(nn.Module):
         with_ve = arch.value_embeds and has_value_embed(layer_idx, config.n_layer)
         self.ve_gate = nn.Linear(VE_GATE_CHANNELS, self.n_kv_head, bias=False) if with_ve else None
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        ve: torch.Tensor | None,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        kv_cache: KVCache | None,
-        attn_mask: torch.Tensor | SlidingWindow | None = None,
-    ) -> torch.Tensor:
-        """x (B, T, C) normed block input; ve (B, T, H_kv*d) this layer's value embedding or None.
-        `attn_mask` (a bool tensor broadcastable to (B, 1, T, Tk), True = may attend, or a `SlidingWindow`)
-        replaces the causal rule."""
+    def forward(self, x: torch.Tensor, layer: LayerInputs) -> torch.Tensor:
+        """x (B, T, C) normed block input -> the attention output (B, T, C)."""
         B, T, C = x.shape
-        cos, sin = cos_sin
+        ve, (cos, sin), scale, kv_cache, attn_mask = layer
         q = self._queries(x, cos, sin).transpose(1, 2)  # (B, H, T, d)
         k, v = self._keys_values(x, ve, cos, sin)  # (B, H_kv, T, d) each
 
@@ -192,13 +198,7 @@ class CausalSelfAttention(nn.Module):
         return t * self.qk_scale if self.qk_scale != 1.0 else t
 
     def attend_at(
-        self,
-        x: torch.Tensor,
-        ve: torch.Tensor | None,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        attn_mask: torch.Tensor | SlidingWindow | None,
-        at: tuple[torch.Tensor, torch.Tensor],
+        self, x: torch.Tensor, layer: LayerInputs, at: tuple[torch.Tensor, torch.Tensor]
     ) -> torch.Tensor:
         """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only; rows non-decreasing.
 
@@ -209,7 +209,7 @@ class CausalSelfAttention(nn.Module):
         rows, cols = at
         B, T, C = x.shape
         H, d = self.n_head, self.head_dim
-        cos, sin = cos_sin
+        ve, (cos, sin), scale, _, attn_mask = layer
         k, v = self._keys_values(x, ve, cos, sin)  # (B, H_kv, T, d) each
         N = rows.numel()
         cos_q = cos.expand(B, -1, -1, -1)[rows, cols].unsqueeze(1)  # (N, 1, 1, d/2)
@@ -258,43 +258,21 @@ class Block(nn.Module):
             False  # keep only the inputs, rerun the forward in the backward (rlab.activation_checkpointing)
         )
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        ve: torch.Tensor | None,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        kv_cache: KVCache | None,
-        attn_mask: torch.Tensor | SlidingWindow | None = None,
-    ) -> torch.Tensor:
-        if self.checkpointed and kv_cache is None and torch.is_grad_enabled():
+    def forward(self, x: torch.Tensor, layer: LayerInputs) -> torch.Tensor:
+        if self.checkpointed and layer.kv_cache is None and torch.is_grad_enabled():
             # non-reentrant: torch.compile traces it, and saved-tensor hooks see the inputs it keeps
-            return checkpoint(self._forward, x, ve, cos_sin, scale, None, attn_mask, use_reentrant=False)
-        return self._forward(x, ve, cos_sin, scale, kv_cache, attn_mask)
+            return checkpoint(self._forward, x, layer, use_reentrant=False)
+        return self._forward(x, layer)
 
-    def _forward(
-        self,
-        x: torch.Tensor,
-        ve: torch.Tensor | None,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        kv_cache: KVCache | None,
-        attn_mask: torch.Tensor | SlidingWindow | None,
-    ) -> torch.Tensor:
-        x = x + self.attn(norm(x), ve, cos_sin, scale, kv_cache, attn_mask)
+    def _forward(self, x: torch.Tensor, layer: LayerInputs) -> torch.Tensor:
+        x = x + self.attn(norm(x), layer)
         x = x + self.mlp(norm(x))
         return x
 
     def forward_at(
-        self,
-        x: torch.Tensor,
-        ve: torch.Tensor | None,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        scale: float,
-        attn_mask: torch.Tensor | SlidingWindow | None,
-        at: tuple[torch.Tensor, torch.Tensor],
+        self, x: torch.Tensor, layer: LayerInputs, at: tuple[torch.Tensor, torch.Tensor]
     ) -> torch.Tensor:
         """`forward`'s output (N, C) at positions at = (rows, cols) of x (B, T, C) only."""
         rows, cols = at
-        out = x[rows, cols] + self.attn.attend_at(norm(x), ve, cos_sin, scale, attn_mask, at)  # (N, C)
+        out = x[rows, cols] + self.attn.attend_at(norm(x), layer, at)  # (N, C)
         return out + self.mlp(norm(out))

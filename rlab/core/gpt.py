@@ -39,7 +39,7 @@ from torch.nn.attention.flex_attention import BlockMask
 from rlab.activation_checkpointing import checkpointed_layers
 from rlab.core.architecture import has_value_embed, key_list
 from rlab.core.attention import SlidingWindow, WindowKernel
-from rlab.core.blocks import Block, KVCache, norm
+from rlab.core.blocks import Block, KVCache, LayerInputs, norm
 from rlab.core.gpt_config import GPTConfig
 from rlab.core.head_loss import softcap_cross_entropy
 from rlab.core.layer_positions import LayerPositions
@@ -252,10 +252,11 @@ class GPT(nn.Module, LayerPositions):
                 if self.value_embeds and str(i) in self.value_embeds
                 else None
             )
+            layer = LayerInputs(ve, cos_sin[i], self._softmax_scales[i], kv_cache, masks[i])
             if at is not None and i == last:
-                x = block.forward_at(x, ve, cos_sin[i], self._softmax_scales[i], masks[i], at)  # (N, C)
+                x = block.forward_at(x, layer, at)  # (N, C)
             else:
-                x = block(x, ve, cos_sin[i], self._softmax_scales[i], kv_cache, masks[i])
+                x = block(x, layer)
             if i == self.backout_layer:
                 x_backout = x
         if x_backout is not None and self.backout_lambda is not None:

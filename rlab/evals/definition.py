@@ -126,8 +126,7 @@ def package_eval(
 
     A row model named from "." (`.records:PasskeyTrial`) is the package's own; `options` are the other fields.
     """
-    name = package.rpartition(".")[2]
-    stem = name.title().replace("_", "")
+    name, stem = package_names(package)
 
     def own(ref: str) -> str:
         return package + ref if ref.startswith(".") else ref
@@ -144,6 +143,12 @@ def package_eval(
         preflight=f"{package}.preflight:preflight" if preflight else None,
         **options,
     )
+
+
+def package_names(package: str) -> tuple[str, str]:
+    """An eval package's name (`bpb_length`) and the stem of its class names (`BpbLength`)."""
+    name = package.rpartition(".")[2]
+    return name, name.title().replace("_", "")
 
 
 def resolve(ref: str) -> Any:

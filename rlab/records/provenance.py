@@ -49,10 +49,13 @@ class Platform(Record):
 
     @property
     def label(self) -> str:
-        """One line: `cpu AMD EPYC 9B14 (AVX512: avx2, avx512_bf16), torch 2.13.0, 1 thread`."""
-        where = self.device if self.device != "cpu" else f"cpu {self.cpu}"
+        """One line: `cpu AMD EPYC 9B14 (AVX512: avx2, avx512_bf16), torch 2.13.0, 1 thread`; on a GPU its name
+        alone (`NVIDIA H200, torch ...`): the host CPU's kernels do not compute its numbers."""
+        threads = f"{self.threads} thread{'s' if self.threads != 1 else ''}"
+        if self.device != "cpu":
+            return f"{self.device}, torch {self.torch}, {threads}"
         isa = f" ({self.kernels}: {', '.join(self.isa)})" if self.isa else f" ({self.kernels})"
-        return f"{where}{isa}, torch {self.torch}, {self.threads} thread{'s' if self.threads != 1 else ''}"
+        return f"cpu {self.cpu}{isa}, torch {self.torch}, {threads}"
 
 
 class SectionRun(Record):

@@ -51,20 +51,14 @@ PROVENANCE_COLUMNS: tuple[str, ...] = tuple(
 
 
 def provenance(doc: EvalDoc) -> dict[str, Any]:
-    """The provenance columns of results.csv from one eval.json."""
+    """The provenance columns of results.csv from one eval.json: the checkpoint's facts that are columns (same
+    names), then what the sections' runs record."""
     runs = [doc.measured[k] for k in sorted(doc.measured)]
-    ck = doc.checkpoint
-    return {
-        "step": ck.step,
+    return doc.checkpoint.model_dump(include=set(PROVENANCE_COLUMNS)) | {
         "train_seq_len": doc.train_seq_len,
-        "tokens_trained": ck.tokens_trained,
-        "skipped_steps": ck.skipped_steps,
-        "data_start": ck.data_start,
-        "seed": ck.seed,
         "dtype": ";".join(sorted({r.dtype for r in runs})) or None,
         "world_size": ";".join(str(w) for w in sorted({r.world_size for r in runs})) or None,
         "code_version": ";".join(sorted({r.code_version.label for r in runs})) or None,
-        "train_code_version": ck.train_code_version,
         "eval_settings_hash": short_hash({k: doc.measured[k].settings_hash for k in sorted(doc.measured)}),
         "eval_data_hash": short_hash({k: doc.measured[k].data_hash for k in sorted(doc.measured)}),
     }

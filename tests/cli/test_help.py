@@ -62,18 +62,24 @@ def test_every_example_parses(name):
         command.make_context(args[0], args[1:], parent=group.make_context("rlab", [args[0]]))
 
 
-def test_defaults_in_help_match_the_spec():
-    text = " ".join(run_main("continue", "--help", columns=200).out.split())
-    train, launch = TrainSpec(), LaunchSpec()
-    for flag, value in (
-        ("--steps", train.steps),
-        ("--nnodes", launch.nnodes),
-        ("--node-rank", launch.node_rank),
-        ("--max-restarts", launch.max_restarts),
-        ("--launcher", launch.launcher),
-    ):
-        after = text[text.index(flag) :]
-        assert f"(default: {value})" in after[:400], (flag, after[:400])
+@pytest.fixture(scope="module")
+def continue_help() -> str:
+    return " ".join(run_main("continue", "--help", columns=200).out.split())
+
+
+@pytest.mark.parametrize(
+    "flag, spec, field",
+    [
+        ("--steps", TrainSpec, "steps"),
+        ("--nnodes", LaunchSpec, "nnodes"),
+        ("--node-rank", LaunchSpec, "node_rank"),
+        ("--max-restarts", LaunchSpec, "max_restarts"),
+        ("--launcher", LaunchSpec, "launcher"),
+    ],
+)
+def test_defaults_in_help_match_the_spec(continue_help, flag, spec, field):
+    after = continue_help[continue_help.index(flag) :]
+    assert f"(default: {getattr(spec(), field)})" in after[:400], after[:400]
 
 
 def test_validate_names_its_positional_argument(tmp_path):

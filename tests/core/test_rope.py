@@ -134,24 +134,19 @@ def test_ntk_and_dynamic_ntk_are_different_formulas():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    variant=st.sampled_from(["pi", "yarn", "llama3", "dynamic-ntk"]),
+    spec=st.builds(
+        RopeSpec,
+        variant=st.sampled_from(["pi", "yarn", "llama3", "dynamic-ntk"]),
+        base=st.floats(100.0, 1e6),
+        factor=st.floats(1.0, 32.0),
+        original_len=st.integers(64, 32768),
+        beta_fast=st.floats(8.0, 64.0),
+        beta_slow=st.floats(0.5, 4.0),
+    ),
     half_dim=st.integers(4, 96),
-    base=st.floats(100.0, 1e6),
-    scale=st.floats(1.0, 32.0),
-    original_len=st.integers(64, 32768),
-    beta_fast=st.floats(8.0, 64.0),
-    beta_slow=st.floats(0.5, 4.0),
 )
-def test_matches_transformers_random(variant, half_dim, base, scale, original_len, beta_fast, beta_slow):
-    spec = RopeSpec(
-        variant=variant,
-        base=base,
-        factor=scale,
-        original_len=original_len,
-        beta_fast=beta_fast,
-        beta_slow=beta_slow,
-    )
-    seq_len = 3 * original_len if variant == "dynamic-ntk" else None
+def test_matches_transformers_random(spec, half_dim):
+    seq_len = 3 * spec.original_len if spec.variant == "dynamic-ntk" else None
     ref_freq, ref_factor = hf_reference(spec, 2 * half_dim, seq_len)
     assert_rel_close(R.inv_freq(spec, 2 * half_dim, seq_len), ref_freq, spec.describe())
     assert R.attention_factor(spec) == pytest.approx(ref_factor, rel=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -33,30 +34,16 @@ def tokenizer():
     return Tokenizer.train(bundle_texts(), vocab_size=512)
 
 
-def random_gpt(
-    vocab_size: int,
-    sequence_len: int = 64,
-    seed: int = 0,
-    n_embd: int = 32,
-    rope=None,
-    n_layer: int = 2,
-    n_head: int = 2,
-    n_kv_head: int = 2,
-    architecture: str = "nanochat-2025",
-):
-    """A small GPT (2 layers by default) whose outputs depend on the input (init_weights zeroes the output layers,
-    which would make every prediction uniform, so those are drawn at random here)."""
+EVAL_GPT: dict[str, Any] = dict(n_embd=32, n_layer=2, n_head=2, n_kv_head=2)
+"""`random_gpt`'s shape unless a test overrides it (nanochat-2025, GPTConfig's default architecture)."""
+
+
+def random_gpt(vocab_size: int, sequence_len: int = 64, seed: int = 0, rope=None, **shape: Any):
+    """A small GPT (`EVAL_GPT`, or `shape` over it) whose outputs depend on the input (init_weights zeroes the
+    output layers, which would make every prediction uniform, so those are drawn at random here)."""
 
     torch.manual_seed(seed)
-    cfg = GPTConfig(
-        sequence_len=sequence_len,
-        vocab_size=vocab_size,
-        n_layer=n_layer,
-        n_head=n_head,
-        n_kv_head=n_kv_head,
-        n_embd=n_embd,
-        architecture=architecture,
-    )
+    cfg = GPTConfig(vocab_size=vocab_size, sequence_len=sequence_len, **{**EVAL_GPT, **shape})
     model = GPT(cfg, rope=rope)
     model.init_weights()
     with torch.no_grad():

@@ -22,6 +22,7 @@ from rlab.evals.passkey.task import (
     evaluate_passkey,
     first_number,
 )
+from rlab.evals.retrieval.generation import Generation
 from rlab.spec.eval import EvalSpec
 from tests.evals.conftest import random_gpt
 
@@ -94,16 +95,8 @@ def test_depth_beyond_0_9_is_rejected_by_the_spec():
 
 
 def test_echo_model_scores_100_percent(tokenizer):
-    res = evaluate_passkey(
-        Engine(EchoKeyModel(tokenizer)),
-        tokenizer,
-        [200, 400, 20],
-        [0.0, 0.5, 0.9],
-        3,
-        99,
-        "cpu",
-        batch_tokens=1000,
-    )
+    gen = Generation(Engine(EchoKeyModel(tokenizer)), tokenizer, "cpu", batch_tokens=1000)
+    res = evaluate_passkey(gen, [200, 400, 20], [0.0, 0.5, 0.9], 3, 99)
     m = res.metrics()
     assert m["overall"] == 1.0 and m["lengths"] == [200, 400] and m["units"] == 18
     assert m["skipped"][0]["length"] == 20
@@ -115,8 +108,9 @@ def test_echo_model_scores_100_percent(tokenizer):
 def test_random_model_runs_through_the_engine_and_batching_does_not_change_it(tokenizer):
     torch.set_num_threads(1)
     model = random_gpt(tokenizer.vocab_size)
-    a = evaluate_passkey(Engine(model), tokenizer, [200], [0.0, 0.9], 2, 0, "cpu", batch_tokens=215)
-    b = evaluate_passkey(Engine(model), tokenizer, [200], [0.0, 0.9], 2, 0, "cpu", batch_tokens=10_000)
+    cells = ([200], [0.0, 0.9], 2, 0)
+    a = evaluate_passkey(Generation(Engine(model), tokenizer, "cpu", batch_tokens=215), *cells)
+    b = evaluate_passkey(Generation(Engine(model), tokenizer, "cpu", batch_tokens=10_000), *cells)
     m = a.metrics()
     assert 0.0 <= m["overall"] <= 1.0 and not math.isnan(m["overall"])
     assert [(c["length"], c["depth"]) for c in m["cells"]] == [(200, 0.0), (200, 0.9)]

@@ -9,6 +9,7 @@ import torch
 from rlab.core.engine import Engine
 from rlab.evals.passkey.task import build_prompt, draw_key, evaluate_passkey
 from rlab.evals.retrieval import likelihood as rl
+from rlab.evals.retrieval.generation import Generation
 from rlab.spec.rope import RopeSpec
 from tests.evals.conftest import random_gpt
 
@@ -29,12 +30,9 @@ def test_candidates_from_the_generation_prefill_score_as_packed_scoring(tokenize
         architecture="nanochat-2026",
     )  # fmt: skip
     lengths, depths, trials, seed, choices = [200, 260], [0.0, 0.5], 3, 5, 6
-    got = evaluate_passkey(
-        Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 700, choices=choices
-    )
-    again = evaluate_passkey(
-        Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 10_000, choices=choices
-    )
+    cells = (lengths, depths, trials, seed)
+    got = evaluate_passkey(Generation(Engine(model), tokenizer, "cpu", 700), *cells, choices=choices)
+    again = evaluate_passkey(Generation(Engine(model), tokenizer, "cpu", 10_000), *cells, choices=choices)
     items = [
         rl.make_item(
             tokenizer,
@@ -54,7 +52,7 @@ def test_candidates_from_the_generation_prefill_score_as_packed_scoring(tokenize
     assert len({len(c) for item in items for c in item.choices}) > 1  # ragged candidates within a batch
     with torch.no_grad():
         packed = rl.score_items(model, items, tokenizer.bos_token_id, "cpu", 4096)
-    plain = evaluate_passkey(Engine(model), tokenizer, lengths, depths, trials, seed, "cpu", 700)
+    plain = evaluate_passkey(Generation(Engine(model), tokenizer, "cpu", 700), *cells)
     assert got.records == plain.records == again.records  # the generation scores did not change
     assert [s.item for s in got.choices] == items
     for ours, other, theirs in zip(got.choices, again.choices, packed, strict=True):

@@ -15,6 +15,7 @@ from rlab.core.optim import build_optimizers, set_lr_multiplier
 from rlab.core.tokenizer import Tokenizer
 from rlab.evals.passkey.task import build_prompt, draw_key, evaluate_passkey
 from rlab.evals.retrieval import likelihood as rl
+from rlab.evals.retrieval.generation import Generation
 from rlab.paths import BaseLayout
 from rlab.report.stats.uncertainty import wilson
 from rlab.spec.rope import RopeSpec
@@ -179,7 +180,7 @@ def test_a_model_that_copies_retrieves_by_likelihood_above_chance(tokenizer):
     assert sum(s.margin for s in scores) / trials > 0
     model.eval()
     with torch.no_grad():
-        generation = evaluate_passkey(Engine(model), tokenizer, [length], [0.5], trials, 1, "cpu")
+        generation = evaluate_passkey(Generation(Engine(model), tokenizer, "cpu"), [length], [0.5], trials, 1)
     print(
         f"passkey at {length}: likelihood {acc.estimate:.2f} [{acc.low:.2f}, {acc.high:.2f}] (chance 0.10), "
         f"generation {generation.metrics()['overall']:.2f}"

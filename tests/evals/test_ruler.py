@@ -11,7 +11,7 @@ import torch
 
 from rlab.core.engine import Engine
 from rlab.errors import EvalError
-from rlab.evals.retrieval.generation import stable_seed
+from rlab.evals.retrieval.generation import Generation, stable_seed
 from rlab.evals.ruler.tasks import MAX_NEW, TASKS, Haystack, evaluate_ruler, string_match_all
 from tests.evals.conftest import bundle_texts, random_gpt
 
@@ -94,9 +94,8 @@ def test_scores_by_task_and_length(hay, tokenizer, texts):
             for t in range(trials):
                 ex = example(hay, task, L, t, seed=3)
                 answers[tuple(ex.prompt)] = ex.references if t % 2 == 0 else []
-    res = evaluate_ruler(
-        OracleEngine(tokenizer, answers), tokenizer, texts, tasks, lengths + [20], trials, 3, "cpu"
-    )
+    gen = Generation(OracleEngine(tokenizer, answers), tokenizer, "cpu")
+    res = evaluate_ruler(gen, texts, tasks, lengths + [20], trials, 3)
     m = res.metrics()
     assert m["units"] == 16 and m["lengths"] == [400, 600]
     assert {(s["task"], s["length"]) for s in m["skipped"]} == {("niah_multikey", 20), ("vt", 20)}
@@ -108,8 +107,8 @@ def test_scores_by_task_and_length(hay, tokenizer, texts):
 def test_random_model_end_to_end_batch_invariant(tokenizer, texts):
     torch.set_num_threads(1)
     model = random_gpt(tokenizer.vocab_size)
-    args = (tokenizer, texts, ["niah_multikey"], [400], 2, 0, "cpu")
-    a = evaluate_ruler(Engine(model), *args, batch_tokens=410)
-    b = evaluate_ruler(Engine(model), *args, batch_tokens=10_000)
+    args = (texts, ["niah_multikey"], [400], 2, 0)
+    a = evaluate_ruler(Generation(Engine(model), tokenizer, "cpu", batch_tokens=410), *args)
+    b = evaluate_ruler(Generation(Engine(model), tokenizer, "cpu", batch_tokens=10_000), *args)
     assert a.records == b.records and len(a.records) == 2
     assert all(0.0 <= r.score <= 1.0 for r in a.records)

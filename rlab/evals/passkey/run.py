@@ -3,13 +3,12 @@ likelihood (`rlab.evals.retrieval`) from the same prefill, paired by trial."""
 
 from __future__ import annotations
 
-from rlab.core.engine import Engine
 from rlab.evals.context import EvalContext, EvalOutcome
 from rlab.evals.passkey import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
 from rlab.evals.passkey.records import PasskeyCell, PasskeyMetric, PasskeyTrial
 from rlab.evals.passkey.settings import PasskeySettings
 from rlab.evals.passkey.task import evaluate_passkey
-from rlab.evals.retrieval.adapters import likelihood_outputs
+from rlab.evals.retrieval.adapters import generation, likelihood_outputs
 
 
 def run(ctx: EvalContext) -> EvalOutcome:
@@ -19,15 +18,11 @@ def run(ctx: EvalContext) -> EvalOutcome:
     lengths = list(settings.passkey_lengths or ctx.eval_lengths())
     with ctx.autocast():
         res = evaluate_passkey(
-            Engine(ctx.model, name=ctx.name),
-            ctx.tokenizer,
+            generation(ctx),
             lengths,
             settings.passkey_depths,
             settings.passkey_trials,
             ctx.spec.seed,
-            ctx.device,
-            ctx.batch_tokens,
-            ctx.progress,
             choices=ctx.spec.retrieval_choices,
         )
     likelihood, choices = likelihood_outputs(ctx, res.choices, CHOICES_CSV)

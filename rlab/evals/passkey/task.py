@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rlab.errors import EvalError
-from rlab.evals.progress import ProgressFn
-from rlab.evals.retrieval.generation import GenJob, run_jobs_with_choices, stable_seed
+from rlab.evals.retrieval.generation import Generation, GenJob, run_jobs_with_choices, stable_seed
 from rlab.evals.retrieval.likelihood import ChoiceScore, make_item
 
 if TYPE_CHECKING:
@@ -170,20 +169,12 @@ class PasskeyResult:
 
 
 def evaluate_passkey(
-    engine,
-    tokenizer,
-    lengths: Sequence[int],
-    depths: Sequence[float],
-    trials: int,
-    seed: int,
-    device,
-    batch_tokens: int = 8192,
-    progress: ProgressFn | None = None,
-    choices: int = 0,
+    gen: Generation, lengths: Sequence[int], depths: Sequence[float], trials: int, seed: int, choices: int = 0
 ) -> PasskeyResult:
     """Accuracy per (length, depth) over `trials` independent keys each (see the module docstring); with
     `choices` (eval.retrieval_choices), each trial is also scored by likelihood against `choices - 1` distractors
     from the prefill its generation uses (`Engine.greedy_and_choices`)."""
+    tokenizer = gen.tokenizer
     usable: list[int] = []
     skipped: list[dict] = []
     for L in sorted(set(int(n) for n in lengths)):
@@ -211,7 +202,7 @@ def evaluate_passkey(
     def score(i: int, out: list[int]) -> float:
         return float(first_number(tokenizer.decode(out)) == prompts[i].key)
 
-    hits, logps = run_jobs_with_choices(engine, jobs, score, batch_tokens, device, progress)
+    hits, logps = run_jobs_with_choices(gen, jobs, score)
     records = [PasskeyTrial(L, d, t, p.key, h > 0.5) for (L, d, t), p, h in zip(cells, prompts, hits)]
     scored = [ChoiceScore(item, lp[0], max(lp[1:])) for item, lp in zip(items, logps)]
     result = PasskeyResult(usable, [float(d) for d in depths], trials, records, skipped, scored)

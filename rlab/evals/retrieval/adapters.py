@@ -12,12 +12,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlab.core.engine import Engine
 from rlab.evals.context import EvalContext, Table
 from rlab.evals.progress import ProgressFn
 from rlab.evals.retrieval import likelihood as rl
+from rlab.evals.retrieval.generation import Generation
 from rlab.evals.retrieval.records import ChoiceTrial
 
 log = logging.getLogger(__name__)
+
+
+def generation(ctx: EvalContext) -> Generation:
+    """What this run's generation evals decode with: the context's model through an `Engine`, its tokenizer,
+    device, batching and progress."""
+    return Generation(
+        Engine(ctx.model, name=ctx.name), ctx.tokenizer, ctx.device, ctx.batch_tokens, ctx.progress
+    )
 
 
 def score_likelihood(

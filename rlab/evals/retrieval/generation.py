@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rlab.core.rope_frequencies import frequency_length
 from rlab.evals.progress import ProgressFn, report, stages
@@ -34,13 +35,20 @@ class GenJob:
     choices: tuple[tuple[int, ...], ...] = ()
 
 
+@dataclass(frozen=True)
+class Generation:
+    """What a generation eval decodes with: the model's `Engine` and tokenizer on `device`, prompts of one length
+    prefilled `batch_tokens` positions at a time, `progress` told how far it got."""
+
+    engine: Any
+    tokenizer: Any
+    device: Any
+    batch_tokens: int = 8192
+    progress: ProgressFn | None = None
+
+
 def run_jobs_with_choices(
-    engine,
-    jobs: Sequence[GenJob],
-    score: Callable[[int, list[int]], float],
-    batch_tokens: int,
-    device,
-    progress: ProgressFn | None = None,
+    gen: Generation, jobs: Sequence[GenJob], score: Callable[[int, list[int]], float]
 ) -> tuple[list[float], list[list[float]]]:
     """score(i, generated tokens) of every job, computed on the rank that owns job i, summed over ranks (`progress`
     gets (len(jobs) * tokens done / tokens of this rank's jobs, len(jobs)), prompt and answer counted), and each
@@ -54,34 +62,34 @@ def run_jobs_with_choices(
 
     rank, world = rank_and_world()
     n_choices = max((len(j.choices) for j in jobs), default=0)
-    scores = torch.zeros(len(jobs), dtype=torch.float64, device=device)
-    logps = torch.zeros(len(jobs), n_choices, dtype=torch.float64, device=device)
+    scores = torch.zeros(len(jobs), dtype=torch.float64, device=gen.device)
+    logps = torch.zeros(len(jobs), n_choices, dtype=torch.float64, device=gen.device)
     # (prompt length, tokens to decode, the length RoPE is evaluated at (0: prompt + decoded), with candidates)
     groups: dict[tuple[int, int, int, bool], list[int]] = {}
     for i in range(rank, len(jobs), world):
         job = jobs[i]
         length = len(job.prompt)
         longest = length + max((len(c) for c in job.choices), default=0)
-        if job.choices and _freq(engine, length + job.max_new) != _freq(engine, longest):
+        if job.choices and _freq(gen.engine, length + job.max_new) != _freq(gen.engine, longest):
             groups.setdefault((length, job.max_new, 0, False), []).append(i)
             groups.setdefault((length, 0, longest, True), []).append(i)
         else:
             groups.setdefault((length, job.max_new, 0, bool(job.choices)), []).append(i)
-    (part,) = stages(progress, [len(jobs)])
+    (part,) = stages(gen.progress, [len(jobs)])
     total = sum((length + max_new) * len(idxs) for (length, max_new, _, _), idxs in groups.items())
     done = 0
     report(part, done, total)
     for (length, max_new, seq_len, with_choices), idxs in sorted(groups.items()):
-        rows = max(1, batch_tokens // max(length + max_new, seq_len))
+        rows = max(1, gen.batch_tokens // max(length + max_new, seq_len))
         for k in range(0, len(idxs), rows):
             chunk = idxs[k : k + rows]
             prompts = [jobs[i].prompt for i in chunk]
             outs, chosen = (
-                engine.greedy_and_choices(
+                gen.engine.greedy_and_choices(
                     prompts, max_new, [jobs[i].choices for i in chunk], seq_len=seq_len or None
                 )
                 if with_choices
-                else (engine.greedy(prompts, max_new), [])
+                else (gen.engine.greedy(prompts, max_new), [])
             )
             for n, i in enumerate(chunk):
                 if max_new:

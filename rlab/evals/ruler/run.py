@@ -7,10 +7,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from rlab.core.engine import Engine
 from rlab.evals import long_doc_set
 from rlab.evals.context import EvalContext, EvalOutcome
-from rlab.evals.retrieval.adapters import score_likelihood
+from rlab.evals.retrieval.adapters import generation, score_likelihood
 from rlab.evals.retrieval.generation import stable_seed
 from rlab.evals.retrieval.likelihood import make_item
 from rlab.evals.ruler import CELLS_CSV, CHOICES_CSV, TRIALS_CSV
@@ -27,16 +26,7 @@ def run(ctx: EvalContext) -> EvalOutcome:
     lengths = list(settings.ruler_lengths or ctx.eval_lengths())
     with ctx.autocast():
         res = evaluate_ruler(
-            Engine(ctx.model, name=ctx.name),
-            ctx.tokenizer,
-            docs.texts,
-            settings.ruler_tasks,
-            lengths,
-            settings.ruler_trials,
-            ctx.spec.seed,
-            ctx.device,
-            ctx.batch_tokens,
-            ctx.progress,
+            generation(ctx), docs.texts, settings.ruler_tasks, lengths, settings.ruler_trials, ctx.spec.seed
         )
     likelihood, choices = score_likelihood(ctx, ruler_items(ctx, docs.texts, res.records), CHOICES_CSV)
     metric = RulerMetric.model_validate(

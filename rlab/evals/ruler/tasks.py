@@ -42,8 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rlab.errors import EvalError
-from rlab.evals.progress import ProgressFn
-from rlab.evals.retrieval.generation import GenJob, run_jobs_with_choices, stable_seed
+from rlab.evals.retrieval.generation import Generation, GenJob, run_jobs_with_choices, stable_seed
 
 log = logging.getLogger(__name__)
 
@@ -351,18 +350,15 @@ class RulerResult:
 
 
 def evaluate_ruler(
-    engine,
-    tokenizer,
+    gen: Generation,
     texts: Sequence[str],
     tasks: Sequence[str],
     lengths: Sequence[int],
     trials: int,
     seed: int,
-    device,
-    batch_tokens: int = 8192,
-    progress: ProgressFn | None = None,
 ) -> RulerResult:
     """Scores of every (task, length, trial); examples the lengths cannot hold are skipped with a reason."""
+    tokenizer = gen.tokenizer
     hay = Haystack(tokenizer, texts)
     examples: list[tuple[str, int, int, Example]] = []
     skipped: list[dict] = []
@@ -386,7 +382,7 @@ def evaluate_ruler(
             out = out[: out.index(bos)]
         return string_match_all(tokenizer.decode(out), examples[i][3].references)
 
-    scores = run_jobs_with_choices(engine, jobs, score, batch_tokens, device, progress)[0]
+    scores = run_jobs_with_choices(gen, jobs, score)[0]
     records = [RulerTrial(task, L, t, s) for (task, L, t, _), s in zip(examples, scores)]
     used_lengths = sorted({r.length for r in records})
     result = RulerResult(list(tasks), used_lengths, trials, records, skipped)

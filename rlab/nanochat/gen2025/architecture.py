@@ -12,10 +12,4 @@ NANOCHAT_2025 = Architecture(
     name="nanochat-2025",
     nanochat_commits="d314e96 (2025-12-09)",
     rotary_base=10000.0,
-    qk_scale=1.0,
-    value_embeds=False,
-    residual_scalars=False,
-    smear=False,
-    backout=False,
-    sliding_windows=False,
-)
+)  # none of the optional parts: the plain GPT the others add to

@@ -10,6 +10,7 @@ beyond noise on a metric. The per-tag units and the scalar estimates they start 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -58,6 +59,19 @@ COMPARISON_COLUMNS = [
     "verdict",
 ]
 """A comparison row before `adjust` (which adds family_size, p_holm, mde, mde_rel_pct and seed_limited)."""
+
+_FIELD_OF_COLUMN = {
+    "diff": "estimate",
+    "diff_low": "low",
+    "diff_high": "high",
+    "se": "se",
+    "df": "df",
+    "unit_var": "unit_var",
+    "seed_var": "seed_var",
+    "seed_df": "seed_df",
+}
+"""The row's columns that hold an `inf.Comparison` field as it is (column -> field): `compare_arms` writes
+them, `adjust` reads the comparison back from them."""
 
 
 def _stack_trials(datas: list[TagData]) -> pd.DataFrame | None:
@@ -201,14 +215,7 @@ def compare_arms(
             if got is not None:
                 diff = got.diff
                 row.update(
-                    diff=diff.estimate,
-                    diff_low=diff.low,
-                    diff_high=diff.high,
-                    se=diff.se,
-                    df=diff.df,
-                    unit_var=diff.unit_var,
-                    seed_var=diff.seed_var,
-                    seed_df=diff.seed_df,
+                    {column: getattr(diff, name) for column, name in _FIELD_OF_COLUMN.items()},
                     skew=diff.skew,
                     p_value=math.nan if diff.p_value is None else diff.p_value,
                     method=diff.method if diff.testable else (diff.reason or ""),
@@ -300,17 +307,11 @@ def adjust(comparisons: pd.DataFrame) -> pd.DataFrame:
 def _as_comparison(r: pd.Series) -> inf.Comparison | None:
     if pd.isna(r["diff"]) or pd.isna(r["n_units"]):  # no units: a difference of point values, no test
         return None
+    as_is: dict[str, Any] = {name: float(r[column]) for column, name in _FIELD_OF_COLUMN.items()}
     return inf.Comparison(
-        float(r["diff"]),
-        float(r["diff_low"]),
-        float(r["diff_high"]),
-        float(r["se"]),
-        float(r["df"]),
-        None if pd.isna(r["p_value"]) else float(r["p_value"]),
-        0 if pd.isna(r["n_units"]) else int(r["n_units"]),
-        int(r["n_seeds"]) if not pd.isna(r["n_seeds"]) else 1,
-        unit_var=float(r["unit_var"]),
-        seed_var=float(r["seed_var"]),
-        seed_df=float(r.get("seed_df", math.nan)),
+        **as_is,
+        p_value=None if pd.isna(r["p_value"]) else float(r["p_value"]),
+        n_units=int(r["n_units"]),
+        n_seeds=int(r["n_seeds"]) if not pd.isna(r["n_seeds"]) else 1,
         skew=0.0 if pd.isna(r["skew"]) else float(r["skew"]),
     )

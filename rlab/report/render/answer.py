@@ -53,7 +53,7 @@ class Answer:
     groups: dict[int, str]
     """Row index -> the heading of the block that starts there."""
     lines: list[doc.Text]
-    """At most three: the families, the seeds, the most important warning."""
+    """The few lines under the table (`answer_lines.lines`): families, seeds, what is missing, a warning."""
     warnings: list[doc.Item] = field(default_factory=list)
     """Every warning and note (the Warnings section below the answer)."""
 
@@ -218,6 +218,14 @@ def columns(data: ReportData) -> list[Column]:
     return out
 
 
+def _unevaluated_reference(data: ReportData, arms: list[str], kind: str) -> str | None:
+    """A block's reference before any of its arms has been evaluated (no comparisons to read it from): the
+    continued control, or the baseline's zero-shot arm, else the base (`sources.arms.reference_arm`'s choice)."""
+    if kind == "continued":
+        return data.baseline_arm
+    return next((a for a in arms if data.arm(a).variant == data.baseline), "base")
+
+
 def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
     target = target_length(data)
     at_metric = f"bpb_len_{target}" if target else "val_bpb"
@@ -230,7 +238,7 @@ def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
         if not arms:
             continue
         refs = c[(c["kind"] == kind) & c["arm"].isin(arms)]["reference"]
-        ref = str(refs.iloc[0]) if len(refs) else (data.baseline_arm if kind == "continued" else None)
+        ref = str(refs.iloc[0]) if len(refs) else _unevaluated_reference(data, arms, kind)
         window = _copy_window(data, kind)
         distance = _distance(data, window)
         where = f" at {train_len}" if kind == "continued" and train_len else " (nothing trained)"

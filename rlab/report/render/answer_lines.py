@@ -105,6 +105,8 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
         )
     ]
     out += [doc.prose(line) for line in headline.worse_extenders(data)]
+    if waiting := _unevaluated_line(data):
+        out.append(doc.prose(waiting))
     if seed := _seed_line(data):
         out.append(doc.prose(seed))
     if unresolved := unresolved_line(data):
@@ -115,6 +117,20 @@ def lines(data: ReportData, warnings: list[str]) -> list[doc.Text]:
         more = f" ({n_more} more under Warnings and notes.)" if n_more > 0 else ""
         out.append(doc.prose(f"Warning: {first}{more}"))
     return out
+
+
+def _unevaluated_line(data: ReportData) -> str:
+    """The tags with no eval.json yet (a chain stopped before `rlab eval`, or evals still running): their rows are
+    empty, and the first screen says why and what fills them."""
+    if data.sources is None:
+        return ""
+    tags = [t.tag for t in data.sources.tags if t.eval is None]
+    if not tags:
+        return ""
+    return (
+        f"Not evaluated yet: {len(tags)} of {len(data.sources.tags)} tags ({', '.join(tags)}); their rows fill in "
+        f"after `rlab eval --spec {data.sources.layout.resolved_spec} --all`."
+    )
 
 
 def declared_families(data: ReportData) -> list[vd.Family]:
