@@ -54,12 +54,7 @@ _SKEW_STEP = 0.1
 
 
 def mde(
-    se: float,
-    df: float,
-    alpha: float,
-    power: float,
-    skew: float = 0.0,
-    n_units: int | None = None,
+    se: float, df: float, alpha: float, power: float, skew: float = 0.0, n_units: int | None = None
 ) -> float:
     """The minimum detectable effect of the report's test: the larger of `mde_directions` (NaN without an se).
 
