@@ -43,17 +43,23 @@ command run 7 times (mildly non-deterministic training): CORE 0.25119 .. 0.26765
 NANOCHAT_CORE_SOURCE = "nanochat dev/LEADERBOARD.md Run 4: 7 identical d24 runs, CORE SD 0.0052"
 
 
-def endpoint_class(endpoint: str, family: str) -> str:
-    """The `CLASSES` entry whose target applies to an endpoint (by family first: the primary family)."""
-    if family == "primary":
-        return "primary"
+def _measures(endpoint: str) -> str:
+    """What an endpoint measures: copy, core, passkey or bpb (its class and its units follow from it)."""
     if endpoint.startswith("copy"):
-        return "copy_gain"
+        return "copy"
     if endpoint == "core":
         return "core"
     if endpoint.startswith("passkey"):
         return "passkey"
     return "bpb"
+
+
+def endpoint_class(endpoint: str, family: str) -> str:
+    """The `CLASSES` entry whose target applies to an endpoint (by family first: the primary family)."""
+    if family == "primary":
+        return "primary"
+    measures = _measures(endpoint)
+    return "copy_gain" if measures == "copy" else measures
 
 
 def class_family(cls: str) -> str:
@@ -63,13 +69,8 @@ def class_family(cls: str) -> str:
 
 def unit_word(endpoint: str, clustered: bool = True) -> str:
     """What the independent units of an endpoint are."""
-    if endpoint.startswith("copy"):
-        return "records"
-    if endpoint == "core":
-        return "examples"
-    if endpoint.startswith("passkey"):
-        return "keys"
-    return "documents" if clustered else "blocks"
+    words = {"copy": "records", "core": "examples", "passkey": "keys"}
+    return words.get(_measures(endpoint), "documents" if clustered else "blocks")
 
 
 @dataclass(frozen=True)
