@@ -26,6 +26,7 @@ from rlab.report.render.answer_cells import Column, Estimate, cell, count, holm_
 from rlab.report.render.answer_lines import lines
 from rlab.report.render.arm_values import comparison, scalar
 from rlab.report.render.table_model import arm_order
+from rlab.report.sources.arms import reference_arm
 from rlab.report.stats import estimates as est
 from rlab.report.stats import verdicts as vd
 from rlab.report.stats.verdicts import Verdict
@@ -220,10 +221,12 @@ def columns(data: ReportData) -> list[Column]:
 
 def _unevaluated_reference(data: ReportData, arms: list[str], kind: str) -> str | None:
     """A block's reference before any of its arms has been evaluated (no comparisons to read it from): the
-    continued control, or the baseline's zero-shot arm, else the base (`sources.arms.reference_arm`'s choice)."""
+    continued control, or what `sources.arms.reference_arm` compares a zero-shot arm with."""
     if kind == "continued":
         return data.baseline_arm
-    return next((a for a in arms if data.arm(a).variant == data.baseline), "base")
+    if data.baseline_arm is None:
+        return "base"
+    return reference_arm(data.arm(arms[0]), data.arms, data.arm(data.baseline_arm)).key
 
 
 def rows(data: ReportData) -> tuple[list[AnswerRow], dict[int, str]]:
