@@ -23,8 +23,8 @@ from tests.report import mde_grid
 N, FAMILY, SAMPLES, DRAWS = 32, 4, 300, 1000
 TOL = 3 * math.sqrt(0.8 * 0.2 / SAMPLES)
 """Three Monte Carlo SEs of a power of 80% over `SAMPLES` null samples (6.9 points)."""
-CEILING = 0.90
-"""Not wildly conservative: at most this power (the rule aims at 80%; normal units come out at 83-90%)."""
+CEILING = 0.85
+"""Not conservative: at most this power (the rule aims at 80%; the grid's cells come out at 76-86%)."""
 
 
 def test_mde_directions_reduce_to_the_t_formula_without_skew():
@@ -55,15 +55,14 @@ def test_a_shift_is_found_exactly_when_it_passes_the_samples_w():
             assert found == (mu >= w_down)
 
 
-@pytest.mark.parametrize(("kind", "floor"), [("normal", 0.8), ("exponential", 0.8), ("lognormal", 0.75)])
-def test_power_at_the_printed_mde_is_80_percent_on_each_side(kind, floor):
-    """Each side at least `floor` - MC error and at most `CEILING` + MC error, but the long tail's side of skewed
-    units, which is found with certainty. Lognormal units fall a few points short of 80% on the hard side (72-78%
-    over the grid: the fitted gamma's tail is lighter than theirs); the closed form it replaced gave 38-57%."""
+@pytest.mark.parametrize("kind", ["normal", "exponential", "lognormal"])
+def test_power_at_the_printed_mde_is_80_percent_on_each_side(kind):
+    """Each side at least 80% - MC error and at most `CEILING` + MC error, but the long tail's side of skewed
+    units, which is found with certainty; the closed form it replaced gave 38-57% on the hard side."""
     nulls = mde_grid.null_samples(kind, N, SAMPLES, DRAWS, families=(FAMILY,))
     (cell,) = mde_grid.cells(kind, N, nulls, families=(FAMILY,))
     down, up = cell.power["after"]
-    assert down >= floor - TOL and up >= floor - TOL
+    assert down >= 0.8 - TOL and up >= 0.8 - TOL
     hard = (down, up) if kind == "normal" else (down,)
     assert all(p <= CEILING + TOL for p in hard)
     if kind != "normal":

@@ -6,22 +6,27 @@ So a true difference -mu is found exactly when mu >= W = D₀ - se · G⁻¹(-q,
 and the shift found with 80% power is W's 80% quantile over samples (upwards likewise). That quantile is
 simulated here (`SIM_DRAWS` samples of the comparison's n units) under a population fitted to the comparison:
 
-* **shape**: a gamma (Pearson type III) population whose skewness is median-unbiased for the observed one:
-  the skewness at which samples of n units show the observed |skewness| in the median (`population_skew`). A
-  sample of 20-64 units underestimates a skewed population's skewness (centred exponential, skewness 2, n = 20:
-  median sample skewness 1.1), and the hard side's MDE is steep in it; a symmetric population's spurious sample
-  skewness maps to about 0;
+* **shape**: a lognormal population whose skewness is median-unbiased for the observed one: the skewness at
+  which samples of n units show the observed |skewness| in the median (`population_skew`). A sample of 20-64
+  units underestimates a skewed population's skewness (centred exponential, skewness 2, n = 20: median sample
+  skewness 1.1), and the hard side's MDE is steep in it. A lognormal, not a gamma: its tail is heavier at the
+  same skewness, so the gamma fitted to lognormal units fell short (72-77% on the hard side) while the lognormal
+  fitted to exponential units overshoots little. Samples less skewed than `NORMAL_QUANTILE` of a normal
+  population's are fitted a normal one, so the MDE printed in the median over a normal population's samples is
+  the normal's (with the cut at a normal's median |skewness|, half of its samples were fitted a skewed population
+  and the median MDE overshot: 82-90% power);
 * **scale**: the observed se over the median that samples of that population give it (a skewed sample's SD is
   low in the median too);
-* **q**: the t quantile on n - 1 df, scaled by 1 + `Q_SKEW_SLOPE` · |sample skewness|: the sign-flip reference
-  of G is wider than t on skewed samples, by about that much (fitted to 150 samples a cell, normal to lognormal,
-  n 20-64, alpha 0.05/4 and 0.05/60, 20,000 draws each).
+* **q**: the t quantile on n - 1 df, scaled by 1 + `Q_SKEW_SLOPE` · z · |sample skewness|, z the normal
+  quantile of the level: the sign-flip reference of G is wider than t on skewed samples, the more so the
+  smaller the level (fitted to 1,000 samples a cell, normal to lognormal, n 20-64, alpha 0.05/4 and 0.05/60,
+  20,000 draws each).
 
 The closed form it replaces (`closed_form`: Hall's transform inverted at the sample skewness, the test's
 reference taken as symmetric under a shift) gave 40-54% power on the hard side of centred exponential and
-lognormal units. Power at the printed MDE with this rule: normal 82-90%, t3 78-85%, exponential 75-83% and
-lognormal 72-77% on the hard side (100% on the long tail's), n 20-64, alpha/4 and alpha/60
-(`tests/report/mde_grid.py`, table in docs/statistics.md). It is used for one-seed comparisons up to
+lognormal units. Power at the printed MDE with this rule: normal 80-85%, t3 78-82%, exponential 79-85% and
+lognormal 77-79% on the hard side (100% on the long tail's), n 20-64, alpha/4 and alpha/60, Monte Carlo SE 1.3
+points (`tests/report/mde_grid.py`, table in docs/statistics.md). It is used for one-seed comparisons up to
 `SIM_MAX_UNITS` units (above, the skewness per unit of the mean is small and the closed form is used); with a
 seed term the test's reference is t on the seeds' df and the closed form applies.
 
@@ -35,18 +40,21 @@ import functools
 import math
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from rlab.report.stats import skew_test
 
 SIM_DRAWS = 2000
 """Simulated null samples per MDE (the 80% quantile of W to about ±2 points of power)."""
-SKEW_DRAWS = 200
+SKEW_DRAWS = 400
 """Samples per grid point of the median-|skewness| curve (`population_skew`)."""
 SIM_MAX_UNITS = 256
 """Above this many units the closed form is used (a = skewness / √n is small there)."""
-Q_SKEW_SLOPE = 0.08
-"""The sign-flip reference's quantile over t's grows by about this much per unit of |sample skewness|."""
+Q_SKEW_SLOPE = 0.025
+"""The sign-flip reference's quantile over t's grows by about this much per unit of |sample skewness| and of
+the normal quantile of the level (the wider the tail quantile, the more skewness widens it)."""
+NORMAL_QUANTILE = 0.85
+"""Samples whose |skewness| is below this quantile of a normal population's are fitted a normal population."""
 SKEW_GRID = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.5, 8.0])
 """Population skewnesses the median-|skewness| curve is drawn at."""
 _SKEW_STEP = 0.1
@@ -75,7 +83,7 @@ def mde_directions(
 ) -> tuple[float, float]:
     """(MDE below 0, MDE above 0) of the skew-corrected test as magnitudes; `skew` is Hall's a of the estimate.
 
-    With `n_units` (a one-seed comparison of up to `SIM_MAX_UNITS` units) simulated under the fitted gamma
+    With `n_units` (a one-seed comparison of up to `SIM_MAX_UNITS` units) simulated under the fitted lognormal
     population (module docstring); otherwise `closed_form`."""
     if not (se > 0 and df > 0) or math.isnan(se):
         return math.nan, math.nan
@@ -103,29 +111,43 @@ def _t_quantile(p: float, df: float) -> float:
 
 
 def population_skew(n: int, sample_skew: float) -> float:
-    """The gamma population's skewness at which samples of `n` units show |skewness| `sample_skew` in the median
-    (0 when a normal population's samples already show that much)."""
-    curve = _median_abs_skew(n)
-    return float(np.interp(sample_skew, curve, SKEW_GRID)) if sample_skew > curve[0] else 0.0
+    """The lognormal population's skewness at which samples of `n` units show |skewness| `sample_skew` in the
+    median; 0 up to the |skewness| that `NORMAL_QUANTILE` of a normal population's samples show, then rising
+    linearly to the median curve (so most normal samples are fitted a normal population)."""
+    curve, floor = _abs_skew_curve(n)
+    above = curve > floor
+    points = np.concatenate([[floor], curve[above]])
+    return float(np.interp(sample_skew, points, np.concatenate([[0.0], SKEW_GRID[above]])))
 
 
-def _gamma_units(skew: float, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
-    """Draws of a gamma population standardised to mean 0, SD 1 with this skewness (normal at 0)."""
+def _population_units(skew: float, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    """Draws of a lognormal population standardised to mean 0, SD 1 with this skewness (normal at 0)."""
     if skew < 1e-6:
         return rng.standard_normal(shape)
-    k = 4.0 / skew**2
-    return (rng.gamma(k, 1.0, shape) - k) / math.sqrt(k)
+    w = _lognormal_w(skew)  # exp(sigma²): the lognormal's mean is √w, its variance w (w - 1)
+    x = np.exp(math.sqrt(math.log(w)) * rng.standard_normal(shape))
+    return (x - math.sqrt(w)) / math.sqrt(w * (w - 1))
+
+
+@functools.lru_cache(maxsize=256)
+def _lognormal_w(skew: float) -> float:
+    """exp(sigma²) of the lognormal with this skewness, (w + 2) √(w - 1)."""
+    return float(optimize.brentq(lambda w: (w + 2) * math.sqrt(w - 1) - skew, 1.0, 100.0))
 
 
 @functools.lru_cache(maxsize=512)
-def _median_abs_skew(n: int) -> np.ndarray:
-    """Median |sample skewness| of samples of n units at each `SKEW_GRID` skewness (made non-decreasing)."""
+def _abs_skew_curve(n: int) -> tuple[np.ndarray, float]:
+    """Median |sample skewness| of samples of n units at each `SKEW_GRID` skewness (made non-decreasing), and
+    the `NORMAL_QUANTILE` quantile of a normal population's."""
     rng = np.random.default_rng([n, 37])
-    out = []
+    median, floor = [], 0.0
     for g in SKEW_GRID:
-        _, _, a = skew_test.moments(_gamma_units(float(g), (SKEW_DRAWS, n), rng), None)
-        out.append(float(np.median(np.abs(a))) * math.sqrt(n))
-    return np.maximum.accumulate(np.array(out))
+        _, _, a = skew_test.moments(_population_units(float(g), (SKEW_DRAWS, n), rng), None)
+        s = np.abs(a) * math.sqrt(n)
+        median.append(float(np.median(s)))
+        if g == 0.0:
+            floor = float(np.quantile(s, NORMAL_QUANTILE))
+    return np.maximum.accumulate(np.array(median)), floor
 
 
 def _simulated_units(n: int) -> int:
@@ -136,16 +158,17 @@ def _simulated_units(n: int) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def _null_samples(n: int, skew: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(estimate, se, a) of `SIM_DRAWS` samples of n units from the standardised gamma of this skewness."""
-    return skew_test.moments(_gamma_units(skew, (SIM_DRAWS, n), np.random.default_rng([n, 73])), None)
+    """(estimate, se, a) of `SIM_DRAWS` samples of n units from the standardised lognormal of this skewness."""
+    return skew_test.moments(_population_units(skew, (SIM_DRAWS, n), np.random.default_rng([n, 73])), None)
 
 
 @functools.lru_cache(maxsize=4096)
 def _simulated(n: int, skew: float, alpha: float, power: float) -> tuple[float, float]:
-    """(hard side, long tail's side) MDE in se units under the standardised gamma population of this skewness
+    """(hard side, long tail's side) MDE in se units under the standardised lognormal population of this skewness
     (right-skewed: the hard side is below 0): W's `power` quantile over the median se samples give."""
     mean, se, a = _null_samples(n, skew)
-    q = _t_quantile(1 - alpha / 2, n - 1.0) * (1.0 + Q_SKEW_SLOPE * np.abs(a) * math.sqrt(n))
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    q = _t_quantile(1 - alpha / 2, n - 1.0) * (1.0 + Q_SKEW_SLOPE * z * np.abs(a) * math.sqrt(n))
     down = mean - se * skew_test.hall_inverse(-q, a)
     up = se * skew_test.hall_inverse(q, a) - mean
     typical_se = float(np.median(se))
