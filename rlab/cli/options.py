@@ -159,7 +159,7 @@ StepsOpt = Annotated[
     ),
 ]
 StepOpt = Annotated[
-    Optional[int], number("--step", low=0, help="Checkpoint step (default: newest complete).")
+    Optional[int], number("--step", low=0, help="Checkpoint step. (default: newest complete)")
 ]
 DryRunOpt = Annotated[bool, switch("--dry-run", help="Print the plan and the exact commands; touch nothing.")]
 ForceOpt = Annotated[bool, switch("--force", help="Replace existing tags (says what it deletes first).")]
