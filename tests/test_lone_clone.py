@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 
 import pytest
 
@@ -51,33 +52,12 @@ def test_a_lone_copy_of_the_repository_passes_its_data_tests(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in (FULL_EVAL_BUNDLE_ENV, NANOCHAT_REFERENCE_ENV)}
     env["PYTHONPATH"] = str(clone)  # the copy's rlab, not the one installed from this checkout
     env["COLUMNS"] = "200"  # skip reasons on one line each
-    where = subprocess.run(
-        [sys.executable, "-c", "import rlab; print(rlab.__file__)"],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    in_clone = partial(subprocess.run, cwd=clone, env=env, capture_output=True, text=True)
+    where = in_clone([sys.executable, "-c", "import rlab; print(rlab.__file__)"])
     assert where.stdout.startswith(str(clone)), where.stdout + where.stderr
 
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "not slow and not gpu",
-            *DATA_TESTS,
-        ],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    pytest_argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow and not gpu", *DATA_TESTS]
+    run = in_clone([sys.executable, *pytest_argv], timeout=1200)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-6000:]
     assert " passed" in out, out[-6000:]

@@ -35,6 +35,7 @@ from rlab.cli.options import (
     NprocOpt,
     ResultsDirOpt,
     SpecOpt,
+    StepOpt,
     in_panel,
     number,
     passed,
@@ -106,9 +107,7 @@ def eval_tag(
     base_dir: BaseDirOpt = None,
     base_tag: BaseTagOpt = None,
     results_dir: ResultsDirOpt = None,
-    step: Annotated[
-        Optional[int], number("--step", low=0, help="Checkpoint step. (default: the newest)")
-    ] = None,
+    step: StepOpt = None,
     lengths: Annotated[
         Optional[str],
         in_panel(

@@ -9,28 +9,21 @@ from __future__ import annotations
 # Heavy imports (pydantic specs, the orchestrator, rich tables) are local to the functions that use
 # them, so `rlab --help` stays fast.
 import json
+from pathlib import Path
 
 import typer
 
 from rlab.cli.console import out
-from rlab.cli.options import BaseDirOpt, ExperimentFilterOpt, JsonOpt, ResultsDirOpt
-from rlab.paths import BaseLayout, default_base_dir
+from rlab.cli.options import tags_command
+from rlab.paths import BaseLayout
 
 
-def list_tags(
-    experiment: ExperimentFilterOpt = None,
-    base_dir: BaseDirOpt = None,
-    results_dir: ResultsDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+def _list_tags(base: BaseLayout, results_root: Path, experiment: str | None, as_json: bool) -> None:
     """List tags: state (training/stopped/failed/done/evaluated), step, seq_len, RoPE config, headline metrics."""
 
     from rlab.cli.tag_view import records_table
-    from rlab.orchestrate.experiments import experiment_filter
     from rlab.orchestrate.tag_state import tag_records
 
-    base = BaseLayout((base_dir or default_base_dir()).expanduser())
-    experiment, results_root = experiment_filter(experiment, results_dir)
     records = [  # the experiment's tags and the checkpoints no experiment claims (its base)
         r for r in tag_records(base, results_root) if experiment is None or r.experiment in (experiment, None)
     ]
@@ -56,3 +49,6 @@ def list_tags(
         style="dim",
         highlight=False,
     )
+
+
+list_tags = tags_command(_list_tags)

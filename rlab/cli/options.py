@@ -3,18 +3,20 @@
 Help layout: short metavars (N, DIR, FILE, NAME) and no `<bool>` on switches keep the help column
 wide at 80 columns; options are grouped into panels (the basics first, then where things live, then
 multi-node / SLURM). Defaults that come from the spec are named in the help text ("spec: train.steps,
-default 100"); tests/cli/test_help.py checks they match the spec models.
+default 100"); tests/cli/test_help.py checks they match the spec models. `tags_command` is the one
+signature of `rlab ls` and `rlab status`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from rlab.paths import name_problem
+from rlab.paths import BaseLayout, default_base_dir, name_problem
 
 PATHS_PANEL = "Where things live"
 MULTI_NODE_PANEL = "Multi-node / SLURM"
@@ -157,7 +159,7 @@ StepsOpt = Annotated[
     ),
 ]
 StepOpt = Annotated[
-    Optional[int], number("--step", low=0, help="Checkpoint step (default: newest complete).")
+    Optional[int], number("--step", low=0, help="Checkpoint step. (default: newest complete)")
 ]
 DryRunOpt = Annotated[bool, switch("--dry-run", help="Print the plan and the exact commands; touch nothing.")]
 ForceOpt = Annotated[bool, switch("--force", help="Replace existing tags (says what it deletes first).")]
@@ -235,3 +237,23 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the 
 TablesJsonOpt = Annotated[
     bool, typer.Option("--json", help="Print what was written and every table as JSON (stdout).")
 ]
+
+
+def tags_command(show: Callable[[BaseLayout, Path, str | None, bool], None]) -> Callable[..., None]:
+    """A command over the tags of one experiment or all (`rlab ls`, `rlab status`): its flags resolved, `show` gets
+    the base dir, the results root, the experiment (None: all) and --json. `show`'s docstring is the command's help."""
+
+    def command(
+        experiment: ExperimentFilterOpt = None,
+        base_dir: BaseDirOpt = None,
+        results_dir: ResultsDirOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        from rlab.orchestrate.experiments import experiment_filter
+
+        base = BaseLayout((base_dir or default_base_dir()).expanduser())
+        chosen, results_root = experiment_filter(experiment, results_dir)
+        show(base, results_root, chosen, as_json)
+
+    command.__doc__ = show.__doc__
+    return command

@@ -10,28 +10,21 @@ metrics.jsonl. Finished tags are `rlab ls`'s business.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
 from rlab.cli.console import out
-from rlab.cli.options import BaseDirOpt, ExperimentFilterOpt, JsonOpt, ResultsDirOpt
-from rlab.paths import BaseLayout, default_base_dir
+from rlab.cli.options import tags_command
+from rlab.paths import BaseLayout
 
 
-def status(
-    experiment: ExperimentFilterOpt = None,
-    base_dir: BaseDirOpt = None,
-    results_dir: ResultsDirOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+def _status(base: BaseLayout, results_root: Path, experiment: str | None, as_json: bool) -> None:
     """Show runs in progress, stopped or failed (step/total, loss, ETA, log) and unfinished evals."""
     from rlab.cli.tag_view import records_table
-    from rlab.orchestrate.experiments import experiment_filter
     from rlab.orchestrate.tag_state import LIVE_STATES, eval_records, tag_records
 
-    base = BaseLayout((base_dir or default_base_dir()).expanduser().absolute())
-    experiment, results_root = experiment_filter(experiment, results_dir)
-    results_root = results_root.absolute()
+    base, results_root = BaseLayout(base.root.absolute()), results_root.absolute()
     runs = [
         r
         for r in tag_records(base, results_root)
@@ -86,3 +79,6 @@ def status(
             markup=False,
             soft_wrap=True,
         )
+
+
+status = tags_command(_status)

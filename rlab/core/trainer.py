@@ -16,12 +16,12 @@ import math
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch.optim import Optimizer
 
-from rlab.core.batch_plan import BatchPlan, plan_batch
+from rlab.core.batch_plan import plan_batch
 from rlab.core.checkpoint_meta import LrPolicy
 from rlab.core.distributed import DistInfo
 from rlab.core.divergence import DivergenceWatch
@@ -46,7 +46,6 @@ from rlab.core.train_model import build_model, wrap_model
 from rlab.core.train_start import resolve_start, start_optimizers
 from rlab.core.train_step import RunCounters, StepRunner
 from rlab.memory.shape import TrainShape
-from rlab.nanochat.loader_position import NanochatPosition
 from rlab.paths import BaseLayout
 from rlab.provenance import current_platform
 from rlab.spec.run import RunConfig
@@ -92,9 +91,22 @@ class Trainer:
         self.tracker = make_tracker(
             run.tracking, run.experiment, run.tag, Path(run.run_dir), config, dist.is_main
         )
-        loaders = partial(_open_loader, layout, tokenizer, self.batch, dist, train.seed)
+        # this rank's loader of a split, given the split (and for train, where it starts)
+        loaders = partial(
+            TokenLoader,
+            layout.data_dir,
+            tokenizer,
+            batch_size=self.batch.device_batch_size,
+            seq_len=self.batch.seq_len,
+            rank=dist.rank,
+            world_size=dist.world_size,
+            device=dist.device,
+            seed=train.seed,
+        )
         redraw = train.seed if train.data_draw else None  # a seed replicate reads its own draw of the data
-        self.loader = loaders("train", self.start.loader_state, self.start.loader_after, redraw)
+        self.loader = loaders(
+            "train", state=self.start.loader_state, after=self.start.loader_after, redraw_seed=redraw
+        )
         self.counters = RunCounters(
             tokens_trained=self.start.tokens_trained,
             run_tokens=self.start.run_tokens,
@@ -343,31 +355,3 @@ class Trainer:
         if last or (train.save_every is not None and done % train.save_every == 0):
             self._explained(self.saver.save, done, done)
             self.heartbeat.stepped(done)
-
-
-def _open_loader(
-    layout: BaseLayout,
-    tokenizer: Tokenizer,
-    batch: BatchPlan,
-    dist: DistInfo,
-    seed: int,
-    split: Literal["train", "val"],
-    state: dict[str, Any] | None = None,
-    after: NanochatPosition | None = None,
-    redraw_seed: int | None = None,
-) -> TokenLoader:
-    """This rank's loader of `split`, from `state` (a resume) or after nanochat's position `after`."""
-    return TokenLoader(
-        layout.data_dir,
-        tokenizer,
-        split,
-        batch.device_batch_size,
-        batch.seq_len,
-        rank=dist.rank,
-        world_size=dist.world_size,
-        device=dist.device,
-        seed=seed,
-        state=state,
-        after=after,
-        redraw_seed=redraw_seed,
-    )

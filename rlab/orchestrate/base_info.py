@@ -20,13 +20,15 @@ class BaseInfo:
 
     tag: str
     step: int
-    sequence_len: int
     data_start: DataStart | None
     """The recorded loader position; None when the base records none."""
-    experiment: str | None = None
-    """The experiment that wrote it (rlab metas of continued tags), for lineage checks."""
-    meta: CheckpointMeta | None = None
+    meta: CheckpointMeta
     """The whole meta (the memory plan reads its model shape and architecture)."""
+
+    @property
+    def sequence_len(self) -> int:
+        """L0: the base's training context length."""
+        return self.meta.sequence_len
 
 
 def read_base_info(base: BaseLayout, tag: str, step: int) -> BaseInfo:
@@ -38,14 +40,7 @@ def read_base_info(base: BaseLayout, tag: str, step: int) -> BaseInfo:
             "Check --base-dir, --base-tag and --from-step (`rlab ls` lists checkpoints).",
         )
     meta = load_meta(path)
-    return BaseInfo(
-        tag=tag,
-        step=step,
-        sequence_len=meta.sequence_len,
-        data_start=loader_position(meta, tag, step),
-        experiment=meta.experiment_name,
-        meta=meta,
-    )
+    return BaseInfo(tag=tag, step=step, data_start=loader_position(meta, tag, step), meta=meta)
 
 
 def loader_position(meta: CheckpointMeta, tag: str, step: int) -> DataStart | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from rlab.errors import CheckpointError, LaunchError, RlabError
+from rlab.errors import LaunchError, RlabError
 
 if TYPE_CHECKING:
     from rlab.memory.plan import MemoryPlan
@@ -51,8 +51,6 @@ def training_shape(spec: ExperimentSpec, base: BaseInfo) -> TrainShape:
 
     train = spec.train
     world = spec.launch.world_size
-    if base.meta is None:
-        raise CheckpointError(f"{base.tag}@{base.step}: no meta to read the model's shape from.")
     return TrainShape(
         config=replace(model_config_from_meta(base.meta), sequence_len=train.seq_len),
         seq_len=train.seq_len,

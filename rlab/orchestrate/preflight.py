@@ -167,8 +167,7 @@ def _base_notes(pf: Preflight, base: BaseLayout, info: BaseInfo) -> None:
     """Warnings about the plan against its base: lengths, the settings it changes, an unknown data position."""
     spec = pf.spec
     pf.warnings += length_warnings(spec, info)
-    if info.meta is not None:
-        pf.changes = base_changes(spec, info.meta, base)
+    pf.changes = base_changes(spec, info.meta, base)
     if spec.train.data_start == "after_base" and info.data_start is None:
         pf.warnings.append(
             f"{spec.base.tag}@{spec.base_step} records no data loader position: every variant reads the "

@@ -25,14 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_loss_decreases_and_run_is_recorded(train_base, tmp_path):
     run_dir = tmp_path / "run"
     cfg = make_run_config(
-        train_base,
-        run_dir,
-        steps=30,
-        eval_every=15,
-        eval_tokens=1024,
-        save_every=10,
-        keep_last=2,
-        sample_every="never",
+        train_base, run_dir, steps=30, eval_every=15, eval_tokens=1024, save_every=10, keep_last=2
     )
     result = train(cfg)
     losses = [r["loss"] for r in train_records(run_dir)]

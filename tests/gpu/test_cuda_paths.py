@@ -27,7 +27,7 @@ from rlab.core.head_loss import chunk_rows, softcap_cross_entropy
 from rlab.errors import EvalError
 from rlab.evals.core.bundle import load_task_data
 from rlab.evals.core.metric import evaluate_task, subsample
-from tests.core.train_helpers import make_run_config, torchrun_argv
+from tests.core.train_helpers import make_run_config, torchrun_argv, train_records
 from tests.evals.conftest import random_gpt
 
 CUDA = torch.cuda.is_available()
@@ -111,13 +111,17 @@ def test_allocator_setting_takes_effect_in_a_fresh_process():
 
 
 def _torchrun_train(train_base: Path, tmp_path: Path, nproc: int, **train) -> tuple[Path, str]:
-    """Train a small model under torchrun on `nproc` GPUs (NCCL); returns (run_dir, its log)."""
+    """Train a small model under torchrun on `nproc` GPUs (NCCL), bf16 autocast + torch.compile at seq 256;
+    returns (run_dir, its log)."""
 
     run_dir = tmp_path / "run"
     cfg = make_run_config(
         train_base,
         run_dir,
         init={"kind": "scratch", "model": {"n_layer": 4, "n_embd": 256, "n_head": 2}},
+        seq_len=256,
+        dtype="bfloat16",
+        compile=True,
         **train,
     )
     run_json = tmp_path / "run.json"
@@ -130,11 +134,6 @@ def _torchrun_train(train_base: Path, tmp_path: Path, nproc: int, **train) -> tu
     return run_dir, log
 
 
-def _records(run_dir: Path, kind: str) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["type"] == kind]
-
-
 @pytest.mark.gpu
 @pytest.mark.slow
 @needs_cuda
@@ -145,21 +144,18 @@ def test_bf16_compile_training_under_nccl_keeps_memory_flat_across_evals(train_b
         train_base,
         tmp_path,
         nproc=1,
-        seq_len=256,
         steps=24,
         device_batch_size=8,
         eval_every=4,
         sample_every=4,
         eval_tokens=8192,
-        dtype="bfloat16",
-        compile=True,
     )
     assert "backend nccl" in log
     assert "'verified': True" in log or "'verified': None" in log, "allocator check missing from the log"
-    train = _records(run_dir, "train")
+    train = train_records(run_dir)
     assert train[-1]["loss"] < train[0]["loss"]
     assert all(r["mfu"] is not None and r["mfu"] > 0 for r in train)
-    peaks = [r["peak_mem_mb"] for r in _records(run_dir, "eval")]
+    peaks = [r["peak_mem_mb"] for r in train_records(run_dir, "eval")]
     assert len(peaks) >= 4, peaks
     steady = peaks[1:]  # the first interval also holds compilation's workspace
     assert max(steady) <= 1.05 * min(steady), f"peak memory grows eval after eval: {peaks}"
@@ -170,14 +166,7 @@ def test_bf16_compile_training_under_nccl_keeps_memory_flat_across_evals(train_b
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2+ GPUs")
 def test_training_on_every_gpu_agrees_across_ranks(train_base, tmp_path):
     run_dir, log = _torchrun_train(
-        train_base,
-        tmp_path,
-        nproc=torch.cuda.device_count(),
-        seq_len=256,
-        steps=8,
-        device_batch_size=4,
-        dtype="bfloat16",
-        compile=True,
+        train_base, tmp_path, nproc=torch.cuda.device_count(), steps=8, device_batch_size=4
     )
     assert "backend nccl" in log and "replicas diverged" not in log
-    assert _records(run_dir, "done")
+    assert train_records(run_dir, "done")

@@ -7,21 +7,13 @@ import torch
 from rlab.core.bpb import score_tokens
 from rlab.core.engine import Engine
 from rlab.core.gpt import GPT
-from rlab.memory.eval_plan import EvalShape, plan_evals, plans_at_multiples
+from rlab.memory.eval_plan import EvalShape, eval_shape_from, plan_evals, plans_at_multiples
 from tests.memory.conftest import profiled_peak, small_config
 
 
 def _shape() -> EvalShape:
-    return EvalShape(
-        config=small_config(n_layer=2, n_embd=128, seq_len=128),
-        train_seq_len=128,
-        longest=512,
-        block=64,
-        device_batch_size=8,
-        answer_tokens=16,
-        dtype="float32",
-        device="cpu",
-    )
+    """A 2-layer tag trained at 128, planned as `rlab memory --eval` plans it, at 4 x that length on the CPU."""
+    return eval_shape_from(small_config(), train_seq_len=128, longest=512, dtype="float32", device="cpu")
 
 
 def _model(shape: EvalShape):

@@ -26,15 +26,14 @@ if TYPE_CHECKING:
     from rlab.report.assemble.measured import Measured
 
 ID = ("experiment", "tag", "variant", "arm", "kind", "seed", "compared_with")
+_TRAINED = ("step", "train_seq_len", "tokens_trained")
 RUN = (
     "n_seeds",
-    "step",
-    "train_seq_len",
-    "tokens_trained",
+    *_TRAINED,
     "last_train_loss",
-    *(c for c in PROVENANCE_COLUMNS if c not in ("step", "train_seq_len", "tokens_trained", "seed")),
+    *(c for c in PROVENANCE_COLUMNS if c not in (*_TRAINED, "seed")),
 )
-"""Run facts, then the provenance columns of `rlab.records.results_row.ResultsRow`."""
+"""Run facts, then the other provenance columns of `rlab.records.results_row.ResultsRow` (seed is in ID)."""
 _METRIC_RE = re.compile(
     r"^(extension_bpb|primary_bpb|train_bpb|val_bpb|core|passkey_overall|bpb_len_(\d+)|passkey_len_(\d+)|copy_gain_d(\d+)|copy_retention_d(\d+))(.*)$"
 )

@@ -6,15 +6,12 @@ from rlab.report.render import document as doc
 
 
 def md_text(value: doc.Text) -> str:
-    out = []
-    for s in value:
-        t = f"`{s.text}`" if s.code else s.text
-        if s.strong or s.verdict is not None:
-            t = f"**{t}**"
-        elif s.em:
-            t = f"_{t}_"
-        out.append(t)
-    return "".join(out)
+    return "".join(_md_span(s) for s in value)
+
+
+def _md_span(span: doc.Span) -> str:
+    text = f"`{span.text}`" if span.code else span.text
+    return f"**{text}**" if span.strong or span.verdict is not None else f"_{text}_" if span.em else text
 
 
 def _md_escape(value: str) -> str:
