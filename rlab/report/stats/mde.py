@@ -94,7 +94,7 @@ def mde_directions(
     if n_units is None or n_units > SIM_MAX_UNITS or n_units < 3:
         return closed_form(se, df, alpha, power, skew)
     n = _simulated_units(n_units)
-    g = float(_rounded(population_skew(n, abs(skew) * math.sqrt(n_units))))
+    g = float(population_skew(n, abs(skew) * math.sqrt(n_units)))
     hard, easy = _simulated(n, g, alpha, power)
     if g == 0.0:
         se /= _normal_median_shift(n, alpha, power)
@@ -116,24 +116,16 @@ def _t_quantile(p: float, df: float) -> float:
     return float(stats.t.ppf(p, df))
 
 
-def population_skew(n: int, sample_skew: float) -> float:
+def population_skew(n: int, sample_skew: np.ndarray | float) -> np.ndarray:
     """The lognormal population's skewness at which samples of `n` units show |skewness| `sample_skew` in the
     median; 0 up to the |skewness| that `NORMAL_QUANTILE` of a normal population's samples show, then rising
-    linearly to the median curve (so most normal samples are fitted a normal population)."""
-    return float(_population_skews(n, np.array(sample_skew)))
-
-
-def _population_skews(n: int, sample_skews: np.ndarray) -> np.ndarray:
-    """`population_skew` of each of `sample_skews`."""
+    linearly to the median curve (so most normal samples are fitted a normal population). Rounded to
+    `_SKEW_STEP`, which shares simulations between comparisons; one value per element of `sample_skew`."""
     curve, floor = _abs_skew_curve(n)
     above = curve > floor
     points = np.concatenate([[floor], curve[above]])
-    return np.interp(sample_skews, points, np.concatenate([[0.0], SKEW_GRID[above]]))
-
-
-def _rounded(skew: np.ndarray | float) -> np.ndarray:
-    """Fitted skewnesses to `_SKEW_STEP` (shares simulations between comparisons)."""
-    return np.round(np.asarray(skew) / _SKEW_STEP) * _SKEW_STEP
+    fitted = np.interp(sample_skew, points, np.concatenate([[0.0], SKEW_GRID[above]]))
+    return np.round(np.asarray(fitted) / _SKEW_STEP) * _SKEW_STEP
 
 
 @functools.lru_cache(maxsize=1024)
@@ -145,7 +137,7 @@ def _normal_median_shift(n: int, alpha: float, power: float) -> float:
     1% at 64). The normal fit's MDE is divided by this ratio, so that median is the normal fit's own; a skewed
     population's fits scatter on both sides of it and need no such step."""
     _, se, a = _null_samples(n, 0.0)
-    fitted = _rounded(_population_skews(n, np.abs(a) * math.sqrt(n)))
+    fitted = population_skew(n, np.abs(a) * math.sqrt(n))
     each = {g: max(_simulated(n, float(g), alpha, power)) for g in np.unique(fitted)}
     printed = np.array([each[g] for g in fitted]) * se
     return float(np.median(printed) / (max(_simulated(n, 0.0, alpha, power)) * np.median(se)))
