@@ -11,7 +11,9 @@ def md_text(value: doc.Text) -> str:
 
 def _md_span(span: doc.Span) -> str:
     text = f"`{span.text}`" if span.code else span.text
-    return f"**{text}**" if span.strong or span.verdict is not None else f"_{text}_" if span.em else text
+    if span.strong or span.verdict is not None:
+        return f"**{text}**"
+    return f"_{text}_" if span.em else text
 
 
 def _md_escape(value: str) -> str:
